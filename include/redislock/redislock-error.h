@@ -1,0 +1,63 @@
+/* redislock-error.h: the error domain and codes of redislock.
+ *
+ * Every call that can fail takes a GError ** last, and every failure is one GError in
+ * the REDIS_LOCK_ERROR domain, except cancellation, which is G_IO_ERROR_CANCELLED as in
+ * every GIO API.
+ */
+#ifndef REDIS_LOCK_ERROR_H
+#define REDIS_LOCK_ERROR_H
+
+#if !defined(__REDIS_LOCK_H_INSIDE__) && !defined(REDIS_LOCK_COMPILATION)
+#error "Only <redislock/redislock.h> can be included directly."
+#endif
+
+#include <glib.h>
+#include <redislock/redislock-macros.h>
+
+G_BEGIN_DECLS
+
+/**
+ * REDIS_LOCK_ERROR:
+ * The error domain of redislock.
+ */
+#define REDIS_LOCK_ERROR (redis_lock_error_quark ())
+
+/**
+ * RedisLockErrorCode:
+ * @REDIS_LOCK_ERROR_INVALID: bad argument: NULL, empty or oversized name, bad URL, bad
+ *   option value.
+ * @REDIS_LOCK_ERROR_CONNECTION: Redis unreachable, I/O error, or a command timed out.
+ * @REDIS_LOCK_ERROR_REDIS: Redis replied with an error: authentication refused, wrong
+ *   type, script error.
+ * @REDIS_LOCK_ERROR_NOT_OWNER: unlock by a thread that does not hold the lock; renew of a
+ *   lock that no thread of this registry holds.
+ * @REDIS_LOCK_ERROR_LEASE_LOST: the Redis lease expired or now belongs to another owner.
+ * @REDIS_LOCK_ERROR_CACHE_FULL: obtain: the cache is at capacity and every cached lock is
+ *   in use.
+ * @REDIS_LOCK_ERROR_FORKED: a registry was used in a child process after fork().
+ * @REDIS_LOCK_ERROR_CLOSED: the registry was closed.
+ *
+ * Error codes of the %REDIS_LOCK_ERROR domain.
+ */
+typedef enum
+{
+  REDIS_LOCK_ERROR_INVALID,
+  REDIS_LOCK_ERROR_CONNECTION,
+  REDIS_LOCK_ERROR_REDIS,
+  REDIS_LOCK_ERROR_NOT_OWNER,
+  REDIS_LOCK_ERROR_LEASE_LOST,
+  REDIS_LOCK_ERROR_CACHE_FULL,
+  REDIS_LOCK_ERROR_FORKED,
+  REDIS_LOCK_ERROR_CLOSED,
+} RedisLockErrorCode;
+
+/**
+ * redis_lock_error_quark:
+ *
+ * Returns: the quark of the %REDIS_LOCK_ERROR domain.
+ */
+REDIS_LOCK_EXPORT GQuark redis_lock_error_quark (void);
+
+G_END_DECLS
+
+#endif /* REDIS_LOCK_ERROR_H */

@@ -1,0 +1,213 @@
+/* redislock-lock.h: a named lock that excludes the threads of this process and every
+ * other process sharing the Redis server.
+ *
+ * A lock is a local recursive mutex (owner thread and hold count) paired with a Redis
+ * lease (`SET registry_key:name client-id PX ttl`). Threads of one registry contend on
+ * the local mutex; only the outermost acquisition and the outermost release talk to
+ * Redis, and re-entry never does. All functions are thread-safe.
+ */
+#ifndef REDIS_LOCK_LOCK_H
+#define REDIS_LOCK_LOCK_H
+
+#if !defined(__REDIS_LOCK_H_INSIDE__) && !defined(REDIS_LOCK_COMPILATION)
+#error "Only <redislock/redislock.h> can be included directly."
+#endif
+
+#include <gio/gio.h>
+#include <redislock/redislock-macros.h>
+#include <redislock/redislock-registry.h>
+
+G_BEGIN_DECLS
+
+/**
+ * redis_lock_ref:
+ * @lock: a lock
+ *
+ * Returns: (transfer full): @lock, with one more reference.
+ */
+REDIS_LOCK_EXPORT RedisLock *redis_lock_ref (RedisLock *lock);
+
+/**
+ * redis_lock_unref:
+ * @lock: (transfer full) (nullable): a lock
+ *
+ * Drops a reference. An unreferenced lock stays cached (same pointer on the next
+ * obtain) until the cache drops it; keep a reference for as long as you call functions
+ * on the lock.
+ */
+REDIS_LOCK_EXPORT void redis_lock_unref (RedisLock *lock);
+
+/**
+ * redis_lock_get_name:
+ * @lock: a lock
+ *
+ * Returns: (transfer none): the name given to redis_lock_registry_obtain().
+ */
+REDIS_LOCK_EXPORT const char *redis_lock_get_name (RedisLock *lock);
+
+/**
+ * redis_lock_get_key:
+ * @lock: a lock
+ *
+ * Returns: (transfer none): the Redis key of the lock, `registry_key:name`.
+ */
+REDIS_LOCK_EXPORT const char *redis_lock_get_key (RedisLock *lock);
+
+/**
+ * redis_lock_lock:
+ * @lock: a lock
+ * @error: return location for a #GError
+ *
+ * Blocks until the calling thread holds @lock. Re-entry raises the hold count without
+ * contacting Redis.
+ *
+ * Returns: %TRUE when held; %FALSE with @error set only when Redis fails
+ *   (%REDIS_LOCK_ERROR_CONNECTION, %REDIS_LOCK_ERROR_REDIS) or the registry is closed
+ *   or forked.
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_lock (RedisLock *lock, GError **error);
+
+/**
+ * redis_lock_try_lock:
+ * @lock: a lock
+ * @error: return location for a #GError
+ *
+ * One attempt that never waits: fails at once if another thread of this registry holds
+ * the lock, otherwise one Redis round trip.
+ *
+ * Returns: %TRUE = now held; %FALSE with @error unset = held by someone else;
+ *   %FALSE with @error set = failure.
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_try_lock (RedisLock *lock, GError **error);
+
+/**
+ * redis_lock_try_lock_for:
+ * @lock: a lock
+ * @wait_ms: total wait in milliseconds, local and Redis together; < 0 waits forever,
+ *   0 makes one attempt
+ * @cancellable: (nullable): cancels the wait with %G_IO_ERROR_CANCELLED
+ * @error: return location for a #GError
+ *
+ * Returns: %TRUE = now held; %FALSE with @error unset = not acquired within @wait_ms;
+ *   %FALSE with @error set = failure (Redis, cancelled, closed, forked).
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_try_lock_for (RedisLock *lock,
+                                                    gint64 wait_ms,
+                                                    GCancellable *cancellable,
+                                                    GError **error);
+
+/**
+ * redis_lock_try_lock_full:
+ * @lock: a lock
+ * @wait_ms: as for redis_lock_try_lock_for()
+ * @ttl_ms: TTL of this acquisition's lease; 0: the registry TTL; < 0 is
+ *   %REDIS_LOCK_ERROR_INVALID. The watchdog renews with this TTL. Ignored on re-entry.
+ * @cancellable: (nullable): cancels the wait
+ * @error: return location for a #GError
+ *
+ * Returns: as redis_lock_try_lock_for().
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_try_lock_full (RedisLock *lock,
+                                                     gint64 wait_ms,
+                                                     gint64 ttl_ms,
+                                                     GCancellable *cancellable,
+                                                     GError **error);
+
+/**
+ * redis_lock_unlock:
+ * @lock: a lock
+ * @error: return location for a #GError
+ *
+ * Releases one hold of the calling thread. An inner unlock only lowers the hold count.
+ * The outermost unlock deletes the key only if it still holds this registry's client
+ * id, and publishes the unlock notification. In every case where the caller held the
+ * lock, its local hold is released, so the lock stays usable.
+ *
+ * Returns: %TRUE on success; %FALSE with %REDIS_LOCK_ERROR_NOT_OWNER (the calling thread
+ *   does not hold the lock; nothing changes), %REDIS_LOCK_ERROR_LEASE_LOST (the lease had
+ *   expired or belongs to another owner, whose key is untouched),
+ *   %REDIS_LOCK_ERROR_CONNECTION / %REDIS_LOCK_ERROR_REDIS (the key may remain until its
+ *   TTL), %REDIS_LOCK_ERROR_CLOSED or %REDIS_LOCK_ERROR_FORKED.
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_unlock (RedisLock *lock, GError **error);
+
+/**
+ * redis_lock_is_held_by_current_thread:
+ * @lock: a lock
+ *
+ * Returns: whether the calling thread holds @lock.
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_is_held_by_current_thread (RedisLock *lock);
+
+/**
+ * redis_lock_get_hold_count:
+ * @lock: a lock
+ *
+ * Returns: the calling thread's hold count (0 when it does not hold @lock).
+ */
+REDIS_LOCK_EXPORT guint redis_lock_get_hold_count (RedisLock *lock);
+
+/**
+ * redis_lock_is_acquired_in_this_process:
+ * @lock: a lock
+ *
+ * Local only: never asks Redis.
+ *
+ * Returns: whether some thread of this registry holds @lock.
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_is_acquired_in_this_process (RedisLock *lock);
+
+/**
+ * redis_lock_is_lease_lost:
+ * @lock: a lock
+ *
+ * Returns: %TRUE when the calling thread holds @lock and its lease has been found lost
+ *   (it stays lost until the outermost unlock); %FALSE otherwise.
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_is_lease_lost (RedisLock *lock);
+
+/**
+ * redis_lock_get_lease_cancellable:
+ * @lock: a lock
+ *
+ * A cancellable that is cancelled when the lease of the calling thread's current hold
+ * is lost, so the holder can pass it to its own GIO calls and have them abort.
+ *
+ * Returns: (transfer none) (nullable): the cancellable, valid while the calling thread
+ *   holds @lock (until its outermost unlock); %NULL when it does not hold @lock.
+ */
+REDIS_LOCK_EXPORT GCancellable *redis_lock_get_lease_cancellable (RedisLock *lock);
+
+/**
+ * RedisLockLocker:
+ *
+ * Holds a lock for a scope: redis_lock_locker_new() locks, redis_lock_locker_free()
+ * unlocks. Use with g_autoptr(RedisLockLocker).
+ */
+typedef struct _RedisLockLocker RedisLockLocker;
+
+/**
+ * redis_lock_locker_new:
+ * @lock: a lock
+ * @error: return location for a #GError
+ *
+ * Calls redis_lock_lock().
+ *
+ * Returns: (transfer full) (nullable): a locker, or %NULL with @error set.
+ */
+REDIS_LOCK_EXPORT RedisLockLocker *redis_lock_locker_new (RedisLock *lock, GError **error);
+
+/**
+ * redis_lock_locker_free:
+ * @locker: (transfer full) (nullable): a locker
+ *
+ * Unlocks; a failure (for example a lost lease) is logged with g_warning().
+ */
+REDIS_LOCK_EXPORT void redis_lock_locker_free (RedisLockLocker *locker);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLock, redis_lock_unref)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockLocker, redis_lock_locker_free)
+
+G_END_DECLS
+
+#endif /* REDIS_LOCK_LOCK_H */

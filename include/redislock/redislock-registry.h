@@ -1,0 +1,343 @@
+/* redislock-registry.h: the registry, a cache of named locks sharing one Redis
+ * namespace.
+ *
+ * A registry owns the connections to one Redis server (or an in-process store, see
+ * redis_lock_registry_new()), the client id written into every key it holds, the lock
+ * cache, and the background threads (subscriber, watchdog) it starts on first need.
+ * Everything declared here is thread-safe: any thread may call any function at any
+ * time, and settings apply to acquisitions that start afterwards.
+ */
+#ifndef REDIS_LOCK_REGISTRY_H
+#define REDIS_LOCK_REGISTRY_H
+
+#if !defined(__REDIS_LOCK_H_INSIDE__) && !defined(REDIS_LOCK_COMPILATION)
+#error "Only <redislock/redislock.h> can be included directly."
+#endif
+
+#include <glib.h>
+#include <redislock/redislock-macros.h>
+
+G_BEGIN_DECLS
+
+/**
+ * RedisLockRegistry:
+ *
+ * Opaque, reference-counted, thread-safe registry of named locks.
+ */
+typedef struct _RedisLockRegistry RedisLockRegistry;
+
+/**
+ * RedisLock:
+ *
+ * Opaque, reference-counted, thread-safe named lock; see redislock-lock.h.
+ */
+typedef struct _RedisLock RedisLock;
+
+/**
+ * RedisLockWaitMode:
+ * @REDIS_LOCK_WAIT_PUBSUB: default: a waiter sleeps until the unlock notification for its
+ *   lock arrives, bounded by the holder's remaining TTL, the caller's deadline and
+ *   cancellable. Falls back to SPIN timing while the subscription is down.
+ * @REDIS_LOCK_WAIT_SPIN: retry every idle_between_tries_ms.
+ *
+ * How a thread waits for a lock that another process (or registry) holds in Redis.
+ */
+typedef enum
+{
+  REDIS_LOCK_WAIT_PUBSUB,
+  REDIS_LOCK_WAIT_SPIN,
+} RedisLockWaitMode;
+
+/**
+ * RedisLockLeaseLostFunc:
+ * @lock: the lock whose lease was lost; valid for the duration of the call.
+ * @user_data: the data given to redis_lock_registry_set_lease_lost_callback().
+ *
+ * Called once per lost lease from a library thread (the registry's watchdog thread),
+ * never from the thread holding the lock. It runs while the watchdog waits, so it must
+ * not block for long; it may call redis_lock_get_name(), redis_lock_ref() and
+ * redis_lock_is_acquired_in_this_process(), signal the holder (a GCond, a pipe, a
+ * GMainContext source), or log. It must not call redis_lock_unlock() (only the holding
+ * thread can) nor close or unref the registry's last reference.
+ */
+typedef void (*RedisLockLeaseLostFunc) (RedisLock *lock, gpointer user_data);
+
+/**
+ * REDIS_LOCK_NAME_MAX:
+ * The longest lock name accepted, in bytes.
+ */
+#define REDIS_LOCK_NAME_MAX 1024
+
+/**
+ * redis_lock_registry_new:
+ * @url: (nullable): where the locks live. %NULL means `redis://127.0.0.1:6379`.
+ *   Accepted forms: `redis://[[username]:password@]host[:port][/db]`,
+ *   `unix:///absolute/path.sock[?db=N&password=P&username=U]`.
+ * @registry_key: non-empty namespace; the key of lock `name` is `registry_key:name`.
+ * @error: return location for a #GError.
+ *
+ * Creates a registry, connects, authenticates, selects the database and PINGs before
+ * returning. Errors: %REDIS_LOCK_ERROR_INVALID for a bad URL or key (the message names
+ * the problem; `rediss://` is refused: TLS is not built in),
+ * %REDIS_LOCK_ERROR_CONNECTION when the server cannot be reached within the connect
+ * timeout, %REDIS_LOCK_ERROR_REDIS when it refuses the password or database.
+ *
+ * Returns: (transfer full) (nullable): a new registry, or %NULL with @error set.
+ */
+REDIS_LOCK_EXPORT RedisLockRegistry *redis_lock_registry_new (const char *url,
+                                                              const char *registry_key,
+                                                              GError **error);
+
+/**
+ * redis_lock_registry_ref:
+ * @registry: a registry
+ *
+ * Returns: (transfer full): @registry, with one more reference.
+ */
+REDIS_LOCK_EXPORT RedisLockRegistry *redis_lock_registry_ref (RedisLockRegistry *registry);
+
+/**
+ * redis_lock_registry_unref:
+ * @registry: (transfer full) (nullable): a registry
+ *
+ * Drops a reference. The last one closes the registry (see redis_lock_registry_close())
+ * and frees it. Every #RedisLock obtained from the registry keeps a reference to it
+ * while the lock is referenced.
+ */
+REDIS_LOCK_EXPORT void redis_lock_registry_unref (RedisLockRegistry *registry);
+
+/**
+ * redis_lock_registry_close:
+ * @registry: a registry
+ *
+ * Stops the registry's background threads, wakes every waiter with
+ * %REDIS_LOCK_ERROR_CLOSED and releases, best effort, every lease still held (their keys
+ * are gone from Redis afterwards when the server is reachable). Later calls on the
+ * registry or its locks fail with %REDIS_LOCK_ERROR_CLOSED, including redis_lock_unlock()
+ * by a thread that still held a lock (its local hold is dropped). Idempotent.
+ */
+REDIS_LOCK_EXPORT void redis_lock_registry_close (RedisLockRegistry *registry);
+
+/**
+ * redis_lock_registry_set_expire_after_ms:
+ * @registry: a registry
+ * @ms: lease TTL in milliseconds, > 0 (default 60000)
+ *
+ * Sets the TTL of leases acquired afterwards without an explicit TTL.
+ */
+REDIS_LOCK_EXPORT void redis_lock_registry_set_expire_after_ms (RedisLockRegistry *registry,
+                                                                gint64 ms);
+
+/**
+ * redis_lock_registry_get_expire_after_ms:
+ * @registry: a registry
+ *
+ * Returns: the registry's lease TTL in milliseconds.
+ */
+REDIS_LOCK_EXPORT gint64 redis_lock_registry_get_expire_after_ms (RedisLockRegistry *registry);
+
+/**
+ * redis_lock_registry_set_wait_mode:
+ * @registry: a registry
+ * @mode: how waiters wait (default %REDIS_LOCK_WAIT_PUBSUB)
+ */
+REDIS_LOCK_EXPORT void redis_lock_registry_set_wait_mode (RedisLockRegistry *registry,
+                                                          RedisLockWaitMode mode);
+
+/**
+ * redis_lock_registry_set_idle_between_tries_ms:
+ * @registry: a registry
+ * @ms: sleep between attempts in SPIN mode (and in PUBSUB mode while the subscription
+ *   is down), >= 0 (default 100)
+ */
+REDIS_LOCK_EXPORT void redis_lock_registry_set_idle_between_tries_ms (RedisLockRegistry *registry,
+                                                                      gint64 ms);
+
+/**
+ * redis_lock_registry_set_watchdog:
+ * @registry: a registry
+ * @enabled: whether held leases are renewed automatically (default %TRUE)
+ *
+ * With the watchdog on, one thread per registry renews every held lease in one
+ * pipelined batch per tick, at a third of the shortest held TTL, and reports leases it
+ * finds lost (see redis_lock_registry_set_lease_lost_callback()). With it off, a lease
+ * simply expires after its TTL and the holder learns it from redis_lock_unlock().
+ */
+REDIS_LOCK_EXPORT void redis_lock_registry_set_watchdog (RedisLockRegistry *registry,
+                                                         gboolean enabled);
+
+/**
+ * redis_lock_registry_set_cache_capacity:
+ * @registry: a registry
+ * @capacity: most lock objects cached, > 0 (default 100000)
+ *
+ * When an obtain would exceed the capacity, the least recently used idle locks (no
+ * reference, holder or waiter) are dropped, just enough to fit.
+ */
+REDIS_LOCK_EXPORT void redis_lock_registry_set_cache_capacity (RedisLockRegistry *registry,
+                                                               guint capacity);
+
+/**
+ * redis_lock_registry_set_connect_timeout_ms:
+ * @registry: a registry
+ * @ms: bound on establishing a new connection, > 0 (default 3000)
+ */
+REDIS_LOCK_EXPORT void redis_lock_registry_set_connect_timeout_ms (RedisLockRegistry *registry,
+                                                                   gint64 ms);
+
+/**
+ * redis_lock_registry_set_command_timeout_ms:
+ * @registry: a registry
+ * @ms: bound on one Redis command (send and reply), > 0 (default 3000). A command that
+ *   takes longer fails with %REDIS_LOCK_ERROR_CONNECTION and its connection is dropped.
+ */
+REDIS_LOCK_EXPORT void redis_lock_registry_set_command_timeout_ms (RedisLockRegistry *registry,
+                                                                   gint64 ms);
+
+/**
+ * redis_lock_registry_set_lease_lost_callback:
+ * @registry: a registry
+ * @func: (nullable): called once per lost lease, see #RedisLockLeaseLostFunc
+ * @user_data: passed to @func
+ * @destroy: (nullable): called on @user_data when the callback is replaced and when
+ *   the registry is freed
+ *
+ * Installs the function told when a held lease is found lost: the key vanished or
+ * belongs to another owner at renewal, or no renewal could be confirmed for longer
+ * than the TTL minus a drift margin (Redis unreachable). The holder's
+ * redis_lock_get_lease_cancellable() is cancelled before @func is called.
+ */
+REDIS_LOCK_EXPORT void redis_lock_registry_set_lease_lost_callback (RedisLockRegistry *registry,
+                                                                    RedisLockLeaseLostFunc func,
+                                                                    gpointer user_data,
+                                                                    GDestroyNotify destroy);
+
+/**
+ * redis_lock_registry_get_client_id:
+ * @registry: a registry
+ *
+ * The value stored in the keys this registry holds: `hostname:pid:` followed by 32
+ * random hex digits, unique per registry instance.
+ *
+ * Returns: (transfer none): the client id, valid while @registry is referenced.
+ */
+REDIS_LOCK_EXPORT const char *redis_lock_registry_get_client_id (RedisLockRegistry *registry);
+
+/**
+ * redis_lock_registry_get_registry_key:
+ * @registry: a registry
+ *
+ * Returns: (transfer none): the registry key given to redis_lock_registry_new().
+ */
+REDIS_LOCK_EXPORT const char *redis_lock_registry_get_registry_key (RedisLockRegistry *registry);
+
+/**
+ * redis_lock_registry_get_cache_size:
+ * @registry: a registry
+ *
+ * Returns: how many lock objects are cached now.
+ */
+REDIS_LOCK_EXPORT guint redis_lock_registry_get_cache_size (RedisLockRegistry *registry);
+
+/**
+ * redis_lock_registry_expire_unused_older_than:
+ * @registry: a registry
+ * @age_ms: minimum age of the last use; negative: any age
+ *
+ * Drops cached locks that nobody references, holds or waits on and whose last use
+ * (obtain, acquisition or release) is at least @age_ms ago.
+ *
+ * Returns: how many locks were dropped.
+ */
+REDIS_LOCK_EXPORT guint redis_lock_registry_expire_unused_older_than (RedisLockRegistry *registry,
+                                                                      gint64 age_ms);
+
+/**
+ * redis_lock_registry_renew:
+ * @registry: a registry
+ * @name: the lock name
+ * @ttl_ms: new TTL in milliseconds; 0: the registry TTL
+ * @error: return location for a #GError
+ *
+ * Extends the lease of @name to @ttl_ms, only if this registry holds it in Redis. Any
+ * thread of the registry may call it. Errors: %REDIS_LOCK_ERROR_NOT_OWNER when no thread
+ * of this registry holds @name; %REDIS_LOCK_ERROR_LEASE_LOST when a thread holds it
+ * locally but the lease is gone (the lease is then marked lost);
+ * %REDIS_LOCK_ERROR_CONNECTION / %REDIS_LOCK_ERROR_REDIS for Redis failures.
+ * A successful renew makes @ttl_ms the TTL the watchdog keeps renewing with.
+ *
+ * Returns: %TRUE when the lease was extended.
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_registry_renew (RedisLockRegistry *registry,
+                                                      const char *name,
+                                                      gint64 ttl_ms,
+                                                      GError **error);
+
+/**
+ * RedisLockRegistryStats:
+ * @round_trips: request/reply exchanges with Redis on data connections; a pipelined
+ *   batch counts once
+ * @commands: commands sent on data connections (a batch of N counts N)
+ * @acquisitions: outermost acquisitions that took a Redis lease
+ * @contended_attempts: acquisition attempts that found the key held by another owner
+ * @releases: outermost unlocks that sent a release to Redis
+ * @renewals: leases renewed (by the watchdog or redis_lock_registry_renew())
+ * @leases_lost: leases found lost
+ * @notifications: unlock notifications received by the subscriber
+ * @watchdog_ticks: watchdog ticks that renewed at least one lease
+ * @last_tick_leases: leases renewed by the last such tick
+ * @last_tick_round_trips: round trips the last tick took
+ * @last_tick_us: wall time of the last tick, in microseconds
+ *
+ * Counters of what a registry sent and saw since it was created, for tests,
+ * benchmarks and monitoring. Each counter is read atomically; the set is not a
+ * consistent snapshot.
+ */
+typedef struct
+{
+  guint64 round_trips;
+  guint64 commands;
+  guint64 acquisitions;
+  guint64 contended_attempts;
+  guint64 releases;
+  guint64 renewals;
+  guint64 leases_lost;
+  guint64 notifications;
+  guint64 watchdog_ticks;
+  guint64 last_tick_leases;
+  guint64 last_tick_round_trips;
+  gint64 last_tick_us;
+} RedisLockRegistryStats;
+
+/**
+ * redis_lock_registry_get_stats:
+ * @registry: a registry
+ * @stats: (out caller-allocates): filled with the registry's counters
+ */
+REDIS_LOCK_EXPORT void redis_lock_registry_get_stats (RedisLockRegistry *registry,
+                                                      RedisLockRegistryStats *stats);
+
+/**
+ * redis_lock_registry_obtain:
+ * @registry: a registry
+ * @name: lock name, 1..%REDIS_LOCK_NAME_MAX bytes, any bytes but NUL
+ * @error: return location for a #GError
+ *
+ * Returns the lock object for @name. While any reference, holder or waiter of it
+ * exists, every obtain of the same name on this registry returns the same pointer.
+ * Errors: %REDIS_LOCK_ERROR_INVALID for a bad name, %REDIS_LOCK_ERROR_CACHE_FULL when the
+ * cache is at capacity and no cached lock can be dropped, %REDIS_LOCK_ERROR_CLOSED,
+ * %REDIS_LOCK_ERROR_FORKED. Never contacts Redis.
+ *
+ * Returns: (transfer full) (nullable): a new reference to the lock; release it with
+ *   redis_lock_unref().
+ */
+REDIS_LOCK_EXPORT RedisLock *redis_lock_registry_obtain (RedisLockRegistry *registry,
+                                                         const char *name,
+                                                         GError **error);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockRegistry, redis_lock_registry_unref)
+
+G_END_DECLS
+
+#endif /* REDIS_LOCK_REGISTRY_H */

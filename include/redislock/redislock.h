@@ -1,0 +1,21 @@
+/* redislock.h: the one header applications include.
+ *
+ * redislock gives multithreaded GLib programs named locks that also exclude every other
+ * process sharing a Redis server, compatible on the wire with Spring Integration's
+ * RedisLockRegistry. The concept headers it includes refuse to be included on their
+ * own, so the include set can change without breaking applications.
+ */
+#ifndef REDIS_LOCK_H
+#define REDIS_LOCK_H
+
+#define __REDIS_LOCK_H_INSIDE__
+
+#include <redislock/redislock-macros.h>
+#include <redislock/redislock-version.h>
+#include <redislock/redislock-error.h>
+#include <redislock/redislock-registry.h>
+#include <redislock/redislock-lock.h>
+
+#undef __REDIS_LOCK_H_INSIDE__
+
+#endif /* REDIS_LOCK_H */
