@@ -1,0 +1,324 @@
+/* common.c: helpers shared by the test programs; see common.h for what each is for.
+ * Everything here asserts instead of returning errors: a helper that fails means the
+ * test environment is broken, and the test should stop right there with a message.
+ */
+/* kill(), waitpid(WCONTINUED), O_CLOEXEC and syscall() are POSIX/Linux, not ISO C. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "config.h"
+
+#include "common.h"
+
+#include <stdarg.h>
+#include <string.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#endif
+
+/* --- A raw look at the server ------------------------------------------------------ */
+
+redisContext *
+test_redis_connect (RedisLockTestServer *server)
+{
+  struct timeval tv = { 10, 0 };
+  const char *url = redis_lock_test_server_get_url (server);
+  const char *password = strstr (url, "?password=");
+  redisContext *c = redisConnectUnixWithTimeout (redis_lock_test_server_get_socket_path (server), tv);
+
+  g_assert_nonnull (c);
+  if (c->err != 0)
+    g_error ("cannot connect to the test server: %s", c->errstr);
+  g_assert_cmpint (redisSetTimeout (c, tv), ==, REDIS_OK);
+  if (password != NULL)
+    {
+      g_autofree char *plain = g_uri_unescape_string (password + strlen ("?password="), NULL);
+      g_autofree char *ok = test_redis_string (c, "AUTH %s", plain);
+      g_assert_cmpstr (ok, ==, "OK");
+    }
+  return c;
+}
+
+static redisReply *
+command_va (redisContext *c, const char *format, va_list ap)
+{
+  redisReply *reply = redisvCommand (c, format, ap);
+
+  if (reply == NULL)
+    g_error ("raw Redis command \"%s\" failed: %s", format, c->errstr);
+  return reply;
+}
+
+redisReply *
+test_redis_command (redisContext *c, const char *format, ...)
+{
+  va_list ap;
+  redisReply *reply;
+
+  va_start (ap, format);
+  reply = command_va (c, format, ap);
+  va_end (ap);
+  return reply;
+}
+
+long long
+test_redis_integer (redisContext *c, const char *format, ...)
+{
+  va_list ap;
+  redisReply *reply;
+  long long value;
+
+  va_start (ap, format);
+  reply = command_va (c, format, ap);
+  va_end (ap);
+  if (reply->type != REDIS_REPLY_INTEGER)
+    g_error ("\"%s\": expected an integer reply, got type %d (%s)", format, reply->type,
+             reply->str != NULL ? reply->str : "");
+  value = reply->integer;
+  freeReplyObject (reply);
+  return value;
+}
+
+char *
+test_redis_string (redisContext *c, const char *format, ...)
+{
+  va_list ap;
+  redisReply *reply;
+  char *value = NULL;
+
+  va_start (ap, format);
+  reply = command_va (c, format, ap);
+  va_end (ap);
+  switch (reply->type)
+    {
+      case REDIS_REPLY_STRING:
+      case REDIS_REPLY_STATUS:
+        value = g_strndup (reply->str, reply->len);
+        break;
+      case REDIS_REPLY_NIL:
+        break;
+      default:
+        g_error ("\"%s\": expected a string reply, got type %d (%s)", format, reply->type,
+                 reply->str != NULL ? reply->str : "");
+    }
+  freeReplyObject (reply);
+  return value;
+}
+
+char *
+test_redis_get (redisContext *c, const char *key)
+{
+  return test_redis_string (c, "GET %b", key, strlen (key));
+}
+
+long long
+test_redis_pttl (redisContext *c, const char *key)
+{
+  return test_redis_integer (c, "PTTL %b", key, strlen (key));
+}
+
+char *
+test_lock_key (const char *name)
+{
+  return g_strconcat (TEST_REGISTRY_KEY, ":", name, NULL);
+}
+
+void
+test_redis_reset_stats (redisContext *c)
+{
+  g_autofree char *ok = test_redis_string (c, "CONFIG RESETSTAT");
+
+  g_assert_cmpstr (ok, ==, "OK");
+}
+
+long long
+test_redis_command_calls (redisContext *c, const char *command)
+{
+  g_autofree char *info = test_redis_string (c, "INFO commandstats");
+  g_autofree char *prefix = g_strdup_printf ("cmdstat_%s:", command);
+  g_auto (GStrv) lines = NULL;
+
+  g_assert_nonnull (info);
+  lines = g_strsplit (info, "\n", -1);
+  for (gsize i = 0; lines[i] != NULL; i++)
+    {
+      const char *fields;
+      const char *calls;
+
+      if (!g_str_has_prefix (lines[i], prefix))
+        continue;
+      fields = lines[i] + strlen (prefix);
+      calls = strstr (fields, "calls=");
+      g_assert_nonnull (calls);
+      return g_ascii_strtoll (calls + strlen ("calls="), NULL, 10);
+    }
+  return 0;
+}
+
+/* --- Time ------------------------------------------------------------------------ */
+
+gint64
+test_now_ms (void)
+{
+  return g_get_monotonic_time () / 1000;
+}
+
+gboolean
+test_wait_until (gboolean (*condition) (gpointer data), gpointer data, gint64 timeout_ms)
+{
+  gint64 deadline = g_get_monotonic_time () + timeout_ms * 1000;
+
+  for (;;)
+    {
+      if (condition (data))
+        return TRUE;
+      if (g_get_monotonic_time () >= deadline)
+        return FALSE;
+      g_usleep (1000);
+    }
+}
+
+typedef struct
+{
+  RedisLockRegistry *registry;
+  guint64 at_least;
+} ContendedWait;
+
+static gboolean
+contended_reached (gpointer data)
+{
+  ContendedWait *wait = data;
+  RedisLockRegistryStats stats;
+
+  redis_lock_registry_get_stats (wait->registry, &stats);
+  return stats.contended_attempts >= wait->at_least;
+}
+
+gboolean
+test_wait_contended (RedisLockRegistry *registry, guint64 at_least, gint64 timeout_ms)
+{
+  ContendedWait wait = { registry, at_least };
+
+  return test_wait_until (contended_reached, &wait, timeout_ms);
+}
+
+/* --- Threads ----------------------------------------------------------------------- */
+
+typedef struct
+{
+  TestThreadFunc func;
+  gpointer data;
+  guint index;
+} ThreadStart;
+
+static gpointer
+thread_main (gpointer user_data)
+{
+  ThreadStart *start = user_data;
+
+  start->func (start->index, start->data);
+  return NULL;
+}
+
+void
+test_run_threads (guint n_threads, TestThreadFunc func, gpointer data)
+{
+  g_autofree ThreadStart *starts = g_new0 (ThreadStart, n_threads);
+  g_autofree GThread **threads = g_new0 (GThread *, n_threads);
+
+  for (guint i = 0; i < n_threads; i++)
+    {
+      starts[i].func = func;
+      starts[i].data = data;
+      starts[i].index = i;
+      threads[i] = g_thread_new ("test-worker", thread_main, &starts[i]);
+    }
+  for (guint i = 0; i < n_threads; i++)
+    g_thread_join (threads[i]);
+}
+
+gint
+test_thread_id (void)
+{
+#ifdef __linux__
+  return (gint) syscall (SYS_gettid);
+#else
+  return 0;
+#endif
+}
+
+#ifdef __linux__
+static gboolean
+thread_blocked (gpointer data)
+{
+  gint tid = GPOINTER_TO_INT (data);
+  g_autofree char *path = g_strdup_printf ("/proc/self/task/%d/stat", tid);
+  g_autofree char *stat = NULL;
+  const char *paren;
+
+  if (!g_file_get_contents (path, &stat, NULL, NULL))
+    return FALSE;
+  /* "tid (comm) S ...": the state follows the last parenthesis. */
+  paren = strrchr (stat, ')');
+  return paren != NULL && paren[1] == ' ' && (paren[2] == 'S' || paren[2] == 'D');
+}
+#endif
+
+gboolean
+test_wait_thread_blocked (gint tid, gint64 timeout_ms)
+{
+#ifdef __linux__
+  return test_wait_until (thread_blocked, GINT_TO_POINTER (tid), timeout_ms);
+#else
+  return TRUE;
+#endif
+}
+
+/* --- The fixture ----------------------------------------------------------------- */
+
+void
+test_fixture_setup (TestFixture *fixture, gconstpointer data)
+{
+  GError *error = NULL;
+
+  fixture->server = redis_lock_test_server_new_or_skip ((const char *const *) data);
+  if (fixture->server == NULL)
+    return;
+  fixture->registry = redis_lock_registry_new (redis_lock_test_server_get_url (fixture->server),
+                                               TEST_REGISTRY_KEY, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (fixture->registry);
+  fixture->redis = test_redis_connect (fixture->server);
+}
+
+void
+test_fixture_teardown (TestFixture *fixture, gconstpointer data)
+{
+  g_clear_pointer (&fixture->registry, redis_lock_registry_unref);
+  g_clear_pointer (&fixture->redis, redisFree);
+  g_clear_pointer (&fixture->server, redis_lock_test_server_free);
+}
+
+RedisLockRegistry *
+test_registry_new (TestFixture *fixture)
+{
+  GError *error = NULL;
+  RedisLockRegistry *registry =
+    redis_lock_registry_new (redis_lock_test_server_get_url (fixture->server), TEST_REGISTRY_KEY, &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (registry);
+  return registry;
+}
+
+RedisLock *
+test_obtain (RedisLockRegistry *registry, const char *name)
+{
+  GError *error = NULL;
+  RedisLock *lock = redis_lock_registry_obtain (registry, name, &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (lock);
+  return lock;
+}
