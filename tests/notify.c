@@ -1,0 +1,776 @@
+/* notify.c: tests of how a blocked acquisition waits for a lock held elsewhere.
+ *
+ * Every outermost unlock publishes `registry_key-channel:key` (message: the key) in the
+ * same script that deletes the key, whatever the wait mode, because a Spring peer or
+ * another C process may be waiting for it. In PUBSUB mode (the default) each registry
+ * keeps one pattern subscription and a waiter sleeps until the notification for its
+ * lock, the holder's remaining TTL, its deadline or its cancellable, whichever comes
+ * first. These tests prove that the wake-up really comes from the notification (the
+ * SPIN interval is set to a minute, so only a notification or an expiry can explain a
+ * fast hand-off), that one unlock lets exactly one waiter through, that an expiring
+ * holder is noticed at its expiry, that a killed subscription degrades to SPIN timing
+ * and comes back, that a Java-format peer's release wakes a C waiter, that SPIN mode
+ * still works, and that closing a registry wakes its waiters and joins its threads.
+ * Each test starts its own redis-server, so they run in parallel safely.
+ */
+#include <string.h>
+
+#include "common.h"
+
+#define REGISTRY_KEY TEST_REGISTRY_KEY
+#define MINUTE_MS 60000
+
+/* Counts the lines of CLIENT LIST TYPE pubsub: the subscriber connections. */
+static guint
+pubsub_clients (redisContext *c)
+{
+  redisReply *reply = test_redis_command (c, "CLIENT LIST TYPE pubsub");
+  guint n = 0;
+  const char *p;
+
+  g_assert_cmpint (reply->type, ==, REDIS_REPLY_STRING);
+  for (p = reply->str; p < reply->str + reply->len; p++)
+    if (*p == '\n')
+      n++;
+  freeReplyObject (reply);
+  return n;
+}
+
+/* ---- small helpers ---- */
+
+/* Re-evaluates @expr every millisecond until it holds or @timeout_ms pass, then asserts it. */
+#define WAIT_UNTIL(expr, timeout_ms)                                                               \
+  G_STMT_START                                                                                     \
+  {                                                                                                \
+    gint64 wait_until_deadline_ = g_get_monotonic_time () + (gint64) (timeout_ms) * 1000;         \
+    while (!(expr) && g_get_monotonic_time () < wait_until_deadline_)                              \
+      g_usleep (1000);                                                                             \
+    g_assert_true (expr);                                                                          \
+  }                                                                                                \
+  G_STMT_END
+
+static guint64
+contended_attempts (RedisLockRegistry *r)
+{
+  RedisLockRegistryStats st;
+
+  redis_lock_registry_get_stats (r, &st);
+  return st.contended_attempts;
+}
+
+static guint
+thread_count (void)
+{
+  GDir *dir = g_dir_open ("/proc/self/task", 0, NULL);
+  guint n = 0;
+
+  g_assert_nonnull (dir);
+  while (g_dir_read_name (dir) != NULL)
+    n++;
+  g_dir_close (dir);
+  return n;
+}
+
+/* ---- a thread that waits for a lock ---- */
+
+typedef struct
+{
+  RedisLock *lock;
+  gboolean use_lock; /* redis_lock_lock () rather than try_lock_for () */
+  gint64 wait_ms;
+  GCancellable *cancellable;
+  gboolean hold; /* once acquired, keep the lock until waiter_finish () */
+
+  GMutex mutex;
+  GCond cond;
+  gboolean returned;
+  gboolean acquired;
+  GError *error;
+  gint64 returned_at_ms;
+  gboolean release;
+  gboolean unlocked;
+  GError *unlock_error;
+  GThread *thread;
+} Waiter;
+
+static gpointer
+waiter_thread (gpointer data)
+{
+  Waiter *w = data;
+  GError *error = NULL;
+  gboolean ok;
+
+  if (w->use_lock)
+    ok = redis_lock_lock (w->lock, &error);
+  else
+    ok = redis_lock_try_lock_for (w->lock, w->wait_ms, w->cancellable, &error);
+
+  g_mutex_lock (&w->mutex);
+  w->returned = TRUE;
+  w->returned_at_ms = test_now_ms ();
+  w->acquired = ok;
+  w->error = error;
+  g_cond_broadcast (&w->cond);
+  if (ok)
+    {
+      while (w->hold && !w->release)
+        g_cond_wait (&w->cond, &w->mutex);
+      g_mutex_unlock (&w->mutex);
+      error = NULL;
+      ok = redis_lock_unlock (w->lock, &error);
+      g_mutex_lock (&w->mutex);
+      w->unlocked = ok;
+      w->unlock_error = error;
+    }
+  g_mutex_unlock (&w->mutex);
+  return NULL;
+}
+
+/* Starts a thread that calls redis_lock_lock () (@use_lock) or redis_lock_try_lock_for
+ * (@wait_ms, @cancellable) on @lock. Takes ownership of @cancellable. */
+static Waiter *
+waiter_start_full (RedisLock *lock, gboolean use_lock, gint64 wait_ms, GCancellable *cancellable,
+                   gboolean hold)
+{
+  Waiter *w = g_new0 (Waiter, 1);
+
+  w->lock = redis_lock_ref (lock);
+  w->use_lock = use_lock;
+  w->wait_ms = wait_ms;
+  w->cancellable = cancellable;
+  w->hold = hold;
+  g_mutex_init (&w->mutex);
+  g_cond_init (&w->cond);
+  w->thread = g_thread_new ("waiter", waiter_thread, w);
+  return w;
+}
+
+static Waiter *
+waiter_start (RedisLock *lock, gboolean use_lock, gint64 wait_ms, gboolean hold)
+{
+  return waiter_start_full (lock, use_lock, wait_ms, NULL, hold);
+}
+
+/* Waits up to @timeout_ms for the waiter's acquisition call to return; returns whether it did. */
+static gboolean
+waiter_wait_returned (Waiter *w, gint64 timeout_ms)
+{
+  gint64 deadline = g_get_monotonic_time () + timeout_ms * 1000;
+  gboolean returned;
+
+  g_mutex_lock (&w->mutex);
+  while (!w->returned && g_cond_wait_until (&w->cond, &w->mutex, deadline))
+    ;
+  returned = w->returned;
+  g_mutex_unlock (&w->mutex);
+  return returned;
+}
+
+static gboolean
+waiter_has_returned (Waiter *w)
+{
+  gboolean returned;
+
+  g_mutex_lock (&w->mutex);
+  returned = w->returned;
+  g_mutex_unlock (&w->mutex);
+  return returned;
+}
+
+/* Lets a holding waiter unlock, joins it, checks its unlock succeeded, and frees it. */
+static void
+waiter_finish (Waiter *w)
+{
+  g_mutex_lock (&w->mutex);
+  w->release = TRUE;
+  g_cond_broadcast (&w->cond);
+  g_mutex_unlock (&w->mutex);
+  g_thread_join (w->thread);
+
+  if (w->acquired)
+    {
+      g_assert_no_error (w->unlock_error);
+      g_assert_true (w->unlocked);
+    }
+  g_clear_error (&w->error);
+  g_clear_error (&w->unlock_error);
+  g_clear_object (&w->cancellable);
+  redis_lock_unref (w->lock);
+  g_mutex_clear (&w->mutex);
+  g_cond_clear (&w->cond);
+  g_free (w);
+}
+
+/* ---- registries and locks ---- */
+
+/* A registry whose waiters could only be woken by a notification or an expiry: a SPIN
+ * retry would come after a minute, and the leases it takes last a minute. */
+static RedisLockRegistry *
+registry_new_slow_spin (TestFixture *fx)
+{
+  RedisLockRegistry *r = test_registry_new (fx);
+
+  redis_lock_registry_set_idle_between_tries_ms (r, MINUTE_MS);
+  redis_lock_registry_set_expire_after_ms (r, MINUTE_MS);
+  return r;
+}
+
+static void
+lock_ok (RedisLock *lock)
+{
+  GError *error = NULL;
+
+  g_assert_true (redis_lock_lock (lock, &error));
+  g_assert_no_error (error);
+}
+
+static void
+unlock_ok (RedisLock *lock)
+{
+  GError *error = NULL;
+
+  g_assert_true (redis_lock_unlock (lock, &error));
+  g_assert_no_error (error);
+}
+
+/* Starts a waiter on @lock and returns once it has found the lock held in Redis at least
+ * once, i.e. it is now (or about to be) asleep waiting for the holder. */
+static Waiter *
+waiter_start_contended_full (RedisLockRegistry *r, RedisLock *lock, gboolean use_lock,
+                             gint64 wait_ms, GCancellable *cancellable, gboolean hold)
+{
+  guint64 before = contended_attempts (r);
+  Waiter *w = waiter_start_full (lock, use_lock, wait_ms, cancellable, hold);
+
+  WAIT_UNTIL (contended_attempts (r) > before || waiter_has_returned (w), 10000);
+  g_assert_false (waiter_has_returned (w));
+  return w;
+}
+
+static Waiter *
+waiter_start_contended (RedisLockRegistry *r, RedisLock *lock, gboolean use_lock, gint64 wait_ms,
+                        gboolean hold)
+{
+  return waiter_start_contended_full (r, lock, use_lock, wait_ms, NULL, hold);
+}
+
+/* ---- tests ---- */
+
+static void
+check_publish_on_unlock (TestFixture *fx, RedisLockWaitMode mode)
+{
+  g_autoptr (RedisLockRegistry) r = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  redisContext *sub;
+  redisReply *reply;
+  RedisLockRegistryStats before, after;
+  guint notifications = 0;
+  gboolean sentinel = FALSE;
+
+  sub = test_redis_connect (fx->server);
+  reply = test_redis_command (sub, "PSUBSCRIBE %s", REGISTRY_KEY "-channel:*");
+  freeReplyObject (reply);
+
+  r = test_registry_new (fx);
+  redis_lock_registry_set_wait_mode (r, mode);
+  redis_lock_registry_set_watchdog (r, FALSE); /* no background commands */
+  lock = test_obtain (r, "pub");
+
+  /* Warm-up: scripts loaded, connections made. */
+  lock_ok (lock);
+  unlock_ok (lock);
+
+  lock_ok (lock);
+  lock_ok (lock);
+  unlock_ok (lock); /* inner: no Redis, no notification */
+  g_assert_true (redis_lock_is_held_by_current_thread (lock));
+  redis_lock_registry_get_stats (r, &before);
+  unlock_ok (lock);
+  redis_lock_registry_get_stats (r, &after);
+  g_assert_false (redis_lock_is_acquired_in_this_process (lock));
+  /* Delete and publish travel together as one command: nothing can come between them. */
+  g_assert_cmpuint (after.commands - before.commands, ==, 1);
+  g_assert_cmpuint (after.round_trips - before.round_trips, ==, 1);
+
+  /* A sentinel published after the unlocks returned is delivered after their messages. */
+  freeReplyObject (test_redis_command (fx->redis, "PUBLISH %s %s", REGISTRY_KEY "-channel:sentinel", "end"));
+  while (!sentinel)
+    {
+      g_assert_cmpint (redisGetReply (sub, (void **) &reply), ==, REDIS_OK);
+      g_assert_cmpint (reply->type, ==, REDIS_REPLY_ARRAY);
+      g_assert_cmpuint (reply->elements, ==, 4);
+      g_assert_cmpstr (reply->element[0]->str, ==, "pmessage");
+      g_assert_cmpstr (reply->element[1]->str, ==, REGISTRY_KEY "-channel:*");
+      if (g_strcmp0 (reply->element[2]->str, REGISTRY_KEY "-channel:sentinel") == 0)
+        sentinel = TRUE;
+      else
+        {
+          g_assert_cmpstr (reply->element[2]->str, ==, REGISTRY_KEY "-channel:" REGISTRY_KEY ":pub");
+          g_assert_cmpstr (reply->element[3]->str, ==, REGISTRY_KEY ":pub");
+          notifications++;
+        }
+      freeReplyObject (reply);
+    }
+  g_assert_cmpuint (notifications, ==, 2);
+  g_assert_null (test_redis_get (fx->redis, REGISTRY_KEY ":pub"));
+  redisFree (sub);
+}
+
+static void
+test_publish_on_unlock_pubsub (TestFixture *fx, gconstpointer data)
+{
+  g_test_summary ("In PUBSUB mode every outermost unlock publishes the key on "
+                  "registry_key-channel:key in the same command that deletes it; inner "
+                  "unlocks publish nothing");
+  TEST_SKIP_IF_NO_SERVER (fx);
+  check_publish_on_unlock (fx, REDIS_LOCK_WAIT_PUBSUB);
+}
+
+static void
+test_publish_on_unlock_spin (TestFixture *fx, gconstpointer data)
+{
+  g_test_summary ("In SPIN mode too every outermost unlock publishes the key on "
+                  "registry_key-channel:key in the same command that deletes it, for waiters "
+                  "of other registries and Spring peers");
+  TEST_SKIP_IF_NO_SERVER (fx);
+  check_publish_on_unlock (fx, REDIS_LOCK_WAIT_SPIN);
+}
+
+static void
+test_wakeup_from_notification (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) a = NULL;
+  g_autoptr (RedisLockRegistry) b = NULL;
+  g_autoptr (RedisLock) la = NULL;
+  g_autoptr (RedisLock) lb = NULL;
+  gint64 worst = 0;
+  int i;
+
+  g_test_summary ("A waiter in another registry gets the lock within a fraction of a second "
+                  "of the unlock, 200 times in a row, although it would otherwise only retry "
+                  "after a minute: the wake-up is the unlock notification, and none is missed");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  a = registry_new_slow_spin (fx);
+  b = registry_new_slow_spin (fx);
+  la = test_obtain (a, "handoff");
+  lb = test_obtain (b, "handoff");
+
+  for (i = 0; i < 200; i++)
+    {
+      Waiter *w;
+      gint64 t0, delay;
+
+      lock_ok (la);
+      /* Odd rounds block in lock (), even rounds in try_lock_for (10 s). */
+      w = waiter_start_contended (b, lb, i % 2 == 1, 10000, FALSE);
+      t0 = test_now_ms ();
+      unlock_ok (la);
+      g_assert_true (waiter_wait_returned (w, 65000));
+      g_assert_no_error (w->error);
+      g_assert_true (w->acquired);
+      delay = w->returned_at_ms - t0;
+      worst = MAX (worst, delay);
+      if (delay >= 1000)
+        g_test_message ("round %d: waiter woke %" G_GINT64_FORMAT " ms after the unlock", i, delay);
+      g_assert_cmpint (delay, <, 1000);
+      waiter_finish (w);
+    }
+  g_test_message ("slowest hand-off: %" G_GINT64_FORMAT " ms", worst);
+}
+
+static void
+test_wakeup_one_of_two (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) a = NULL;
+  g_autoptr (RedisLockRegistry) b = NULL;
+  g_autoptr (RedisLockRegistry) c = NULL;
+  g_autoptr (RedisLock) la = NULL;
+  g_autoptr (RedisLock) lb = NULL;
+  g_autoptr (RedisLock) lc = NULL;
+  Waiter *wb, *wc, *winner, *loser;
+  gint64 t0;
+  g_autofree char *value = NULL;
+
+  g_test_summary ("One unlock wakes both waiters of two other registries, but exactly one "
+                  "gets the lock; the other goes back to waiting for the next unlock");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  a = registry_new_slow_spin (fx);
+  b = registry_new_slow_spin (fx);
+  c = registry_new_slow_spin (fx);
+  la = test_obtain (a, "early");
+  lb = test_obtain (b, "early");
+  lc = test_obtain (c, "early");
+
+  lock_ok (la);
+  wb = waiter_start_contended (b, lb, FALSE, 10000, TRUE);
+  wc = waiter_start_contended (c, lc, FALSE, 10000, TRUE);
+  t0 = test_now_ms ();
+  unlock_ok (la);
+
+  WAIT_UNTIL (waiter_has_returned (wb) || waiter_has_returned (wc), 5000);
+  winner = waiter_has_returned (wb) ? wb : wc;
+  loser = winner == wb ? wc : wb;
+  g_assert_no_error (winner->error);
+  g_assert_true (winner->acquired);
+  g_assert_cmpint (winner->returned_at_ms - t0, <, 1000);
+  value = test_redis_get (fx->redis, REGISTRY_KEY ":early");
+  g_assert_cmpstr (value, ==,
+                   redis_lock_registry_get_client_id (winner == wb ? b : c));
+
+  /* Time is the subject here: the loser must keep waiting while the winner holds. */
+  g_assert_false (waiter_wait_returned (loser, 1000));
+
+  t0 = test_now_ms ();
+  waiter_finish (winner);
+  g_assert_true (waiter_wait_returned (loser, 10000));
+  g_assert_no_error (loser->error);
+  g_assert_true (loser->acquired);
+  g_assert_cmpint (loser->returned_at_ms - t0, <, 1000);
+  waiter_finish (loser);
+  g_assert_null (test_redis_get (fx->redis, REGISTRY_KEY ":early"));
+}
+
+static void
+test_wakeup_holder_expiry (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) a = NULL;
+  g_autoptr (RedisLockRegistry) b = NULL;
+  g_autoptr (RedisLock) la = NULL;
+  g_autoptr (RedisLock) lb = NULL;
+  Waiter *w;
+  gint64 t0, delay;
+  GError *error = NULL;
+
+  g_test_summary ("A holder that dies (its key expires, nobody publishes) is noticed at its "
+                  "expiry: the waiter sleeps only as long as the holder's remaining TTL");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  a = test_registry_new (fx);
+  redis_lock_registry_set_expire_after_ms (a, 500);
+  redis_lock_registry_set_watchdog (a, FALSE);
+  b = registry_new_slow_spin (fx);
+  la = test_obtain (a, "expiring");
+  lb = test_obtain (b, "expiring");
+
+  t0 = test_now_ms ();
+  lock_ok (la);
+  w = waiter_start_contended (b, lb, FALSE, 10000, FALSE);
+  g_assert_true (waiter_wait_returned (w, 15000));
+  g_assert_no_error (w->error);
+  g_assert_true (w->acquired);
+  delay = w->returned_at_ms - t0;
+  g_test_message ("acquired %" G_GINT64_FORMAT " ms after the 500 ms lease began", delay);
+  g_assert_cmpint (delay, >=, 400);
+  g_assert_cmpint (delay, <, 500 + 400);
+  waiter_finish (w);
+
+  /* The dead holder learns it at unlock. */
+  g_assert_false (redis_lock_unlock (la, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+  g_clear_error (&error);
+}
+
+static void
+test_resubscribe_after_kill (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) a = NULL;
+  g_autoptr (RedisLockRegistry) b = NULL;
+  g_autoptr (RedisLock) la = NULL;
+  g_autoptr (RedisLock) lb = NULL;
+  Waiter *w;
+  gint64 t0;
+  long long killed;
+
+  g_test_summary ("When the subscription connection is killed, a waiter falls back to SPIN "
+                  "timing and still gets the lock after the unlock; the registry resubscribes, "
+                  "and later hand-offs are woken by notifications again");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  a = registry_new_slow_spin (fx);
+  b = test_registry_new (fx);
+  redis_lock_registry_set_idle_between_tries_ms (b, 200);
+  redis_lock_registry_set_expire_after_ms (b, MINUTE_MS);
+  la = test_obtain (a, "kill");
+  lb = test_obtain (b, "kill");
+
+  lock_ok (la);
+  w = waiter_start_contended (b, lb, FALSE, 10000, FALSE);
+  g_assert_cmpint (test_redis_integer (fx->redis, "PUBSUB NUMPAT"), ==, 1);
+  killed = test_redis_integer (fx->redis, "CLIENT KILL TYPE pubsub");
+  g_assert_cmpint (killed, ==, 1);
+  t0 = test_now_ms ();
+  unlock_ok (la);
+  g_assert_true (waiter_wait_returned (w, 15000));
+  g_assert_no_error (w->error);
+  g_assert_true (w->acquired);
+  g_test_message ("acquired %" G_GINT64_FORMAT " ms after the unlock", w->returned_at_ms - t0);
+  g_assert_cmpint (w->returned_at_ms - t0, <, 3000);
+  waiter_finish (w);
+
+  /* The subscription comes back on its own... */
+  WAIT_UNTIL (test_redis_integer (fx->redis, "PUBSUB NUMPAT") == 1, 10000);
+
+  /* ... and wakes waiters again: with a minute between tries only it can be fast. */
+  redis_lock_registry_set_idle_between_tries_ms (b, MINUTE_MS);
+  lock_ok (la);
+  w = waiter_start_contended (b, lb, FALSE, 10000, FALSE);
+  t0 = test_now_ms ();
+  unlock_ok (la);
+  g_assert_true (waiter_wait_returned (w, 15000));
+  g_assert_no_error (w->error);
+  g_assert_true (w->acquired);
+  g_assert_cmpint (w->returned_at_ms - t0, <, 1000);
+  waiter_finish (w);
+  g_assert_cmpint (test_redis_integer (fx->redis, "PUBSUB NUMPAT"), ==, 1);
+}
+
+static void
+test_java_peer (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) b = NULL;
+  g_autoptr (RedisLock) lb = NULL;
+  g_autofree char *value = NULL;
+  Waiter *w;
+  gint64 t0;
+
+  g_test_summary ("A lock held by a Spring process (same key, its own client id) wakes a C "
+                  "waiter when the Spring process deletes the key and publishes the key on "
+                  "registry_key-channel:key");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  freeReplyObject (test_redis_command (fx->redis, "SET %s %s PX %d", REGISTRY_KEY ":shared",
+                                "6f1c4c3e-java-client-id", MINUTE_MS));
+  b = registry_new_slow_spin (fx);
+  lb = test_obtain (b, "shared");
+  w = waiter_start_contended (b, lb, FALSE, 10000, TRUE);
+
+  t0 = test_now_ms ();
+  g_assert_cmpint (test_redis_integer (fx->redis, "DEL %s", REGISTRY_KEY ":shared"), ==, 1);
+  freeReplyObject (test_redis_command (fx->redis, "PUBLISH %s %s",
+                                REGISTRY_KEY "-channel:" REGISTRY_KEY ":shared",
+                                REGISTRY_KEY ":shared"));
+  g_assert_true (waiter_wait_returned (w, 15000));
+  g_assert_no_error (w->error);
+  g_assert_true (w->acquired);
+  g_assert_cmpint (w->returned_at_ms - t0, <, 1000);
+  value = test_redis_get (fx->redis, REGISTRY_KEY ":shared");
+  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (b));
+  waiter_finish (w);
+}
+
+static void
+test_spin_mode (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) a = NULL;
+  g_autoptr (RedisLockRegistry) b = NULL;
+  g_autoptr (RedisLock) la = NULL;
+  g_autoptr (RedisLock) lb = NULL;
+  Waiter *w;
+  guint64 attempts;
+  gint64 t0;
+
+  g_test_summary ("In SPIN mode a waiter retries every idle_between_tries_ms, without a "
+                  "subscription, and gets the lock within about one interval of the unlock");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  a = registry_new_slow_spin (fx);
+  b = test_registry_new (fx);
+  redis_lock_registry_set_wait_mode (b, REDIS_LOCK_WAIT_SPIN);
+  redis_lock_registry_set_idle_between_tries_ms (b, 300);
+  la = test_obtain (a, "spin");
+  lb = test_obtain (b, "spin");
+
+  lock_ok (la);
+  w = waiter_start_contended (b, lb, FALSE, 10000, FALSE);
+  attempts = contended_attempts (b);
+  /* Time is the subject: over 1.2 s the waiter tries about four times. */
+  g_assert_false (waiter_wait_returned (w, 1200));
+  g_assert_cmpuint (contended_attempts (b) - attempts, >=, 2);
+  g_assert_cmpuint (contended_attempts (b) - attempts, <=, 6);
+  g_assert_cmpuint (pubsub_clients (fx->redis), ==, 0);
+
+  t0 = test_now_ms ();
+  unlock_ok (la);
+  g_assert_true (waiter_wait_returned (w, 15000));
+  g_assert_no_error (w->error);
+  g_assert_true (w->acquired);
+  g_assert_cmpint (w->returned_at_ms - t0, <, 300 + 400);
+  waiter_finish (w);
+}
+
+static void
+test_subscriber_per_registry (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) a = NULL;
+  g_autoptr (RedisLockRegistry) b = NULL;
+  RedisLock *la[3], *lb[3];
+  Waiter *w[3];
+  char name[16];
+  int i;
+
+  g_test_summary ("A registry opens its subscription only when a waiter first needs it, and "
+                  "then one connection serves all its waiters, whatever the lock");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  a = registry_new_slow_spin (fx);
+  b = registry_new_slow_spin (fx);
+  for (i = 0; i < 3; i++)
+    {
+      g_snprintf (name, sizeof name, "many-%d", i);
+      la[i] = test_obtain (a, name);
+      lb[i] = test_obtain (b, name);
+      lock_ok (la[i]);
+    }
+  g_assert_cmpuint (pubsub_clients (fx->redis), ==, 0);
+  for (i = 0; i < 3; i++)
+    w[i] = waiter_start_contended (b, lb[i], FALSE, 10000, FALSE);
+  g_assert_cmpuint (pubsub_clients (fx->redis), ==, 1);
+  g_assert_cmpint (test_redis_integer (fx->redis, "PUBSUB NUMPAT"), ==, 1);
+
+  for (i = 0; i < 3; i++)
+    {
+      gint64 t0 = test_now_ms ();
+
+      unlock_ok (la[i]);
+      g_assert_true (waiter_wait_returned (w[i], 15000));
+      g_assert_no_error (w[i]->error);
+      g_assert_true (w[i]->acquired);
+      g_assert_cmpint (w[i]->returned_at_ms - t0, <, 1000);
+      waiter_finish (w[i]);
+      redis_lock_unref (la[i]);
+      redis_lock_unref (lb[i]);
+    }
+  g_assert_cmpuint (pubsub_clients (fx->redis), ==, 1);
+}
+
+static void
+test_wait_deadline_and_cancel (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) a = NULL;
+  g_autoptr (RedisLockRegistry) b = NULL;
+  g_autoptr (RedisLock) la = NULL;
+  g_autoptr (RedisLock) lb = NULL;
+  Waiter *w;
+  gint64 t0;
+
+  g_test_summary ("A PUBSUB waiter's sleep is bounded by its deadline and ends when its "
+                  "cancellable fires, although the holder's TTL and the SPIN interval are a minute");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  a = registry_new_slow_spin (fx);
+  b = registry_new_slow_spin (fx);
+  la = test_obtain (a, "bounded");
+  lb = test_obtain (b, "bounded");
+  lock_ok (la);
+
+  /* Deadline: not acquired, no error, after about 500 ms. */
+  t0 = test_now_ms ();
+  w = waiter_start (lb, FALSE, 500, FALSE);
+  g_assert_true (waiter_wait_returned (w, 10000));
+  g_assert_false (w->acquired);
+  g_assert_no_error (w->error);
+  g_assert_cmpint (w->returned_at_ms - t0, >=, 450);
+  g_assert_cmpint (w->returned_at_ms - t0, <, 500 + 400);
+  waiter_finish (w);
+
+  /* Cancellable: G_IO_ERROR_CANCELLED shortly after the cancel. */
+  w = waiter_start_contended_full (b, lb, FALSE, 30000, g_cancellable_new (), FALSE);
+  t0 = test_now_ms ();
+  g_cancellable_cancel (w->cancellable);
+  g_assert_true (waiter_wait_returned (w, 10000));
+  g_assert_false (w->acquired);
+  g_assert_error (w->error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  g_assert_cmpint (w->returned_at_ms - t0, <, 500);
+  waiter_finish (w);
+
+  unlock_ok (la);
+}
+
+static void
+test_close_wakes_waiters (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) a = NULL;
+  RedisLockRegistry *b;
+  RedisLock *la1, *la2, *lb1, *lb2;
+  Waiter *w1, *w2;
+  guint baseline;
+  gint64 t0;
+  GError *error = NULL;
+
+  g_test_summary ("Closing a registry wakes its waiters (lock () and try_lock_for ()) with "
+                  "REDIS_LOCK_ERROR_CLOSED at once, and joins its subscriber thread before "
+                  "returning");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  a = registry_new_slow_spin (fx);
+  redis_lock_registry_set_watchdog (a, FALSE); /* a starts no thread of its own */
+  la1 = test_obtain (a, "close-1");
+  la2 = test_obtain (a, "close-2");
+  lock_ok (la1);
+  lock_ok (la2);
+
+  baseline = thread_count ();
+  b = registry_new_slow_spin (fx);
+  lb1 = test_obtain (b, "close-1");
+  lb2 = test_obtain (b, "close-2");
+  w1 = waiter_start_contended (b, lb1, TRUE, -1, FALSE);
+  w2 = waiter_start_contended (b, lb2, FALSE, 30000, FALSE);
+  g_assert_cmpuint (pubsub_clients (fx->redis), ==, 1);
+
+  t0 = test_now_ms ();
+  redis_lock_registry_close (b);
+  g_assert_cmpint (test_now_ms () - t0, <, 2000);
+  g_assert_true (waiter_wait_returned (w1, 2000));
+  g_assert_true (waiter_wait_returned (w2, 2000));
+  g_assert_false (w1->acquired);
+  g_assert_false (w2->acquired);
+  g_assert_error (w1->error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
+  g_assert_error (w2->error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
+  g_assert_cmpint (w1->returned_at_ms - t0, <, 1000);
+  g_assert_cmpint (w2->returned_at_ms - t0, <, 1000);
+  waiter_finish (w1);
+  waiter_finish (w2);
+
+  /* Every thread the registry started is gone once close () has returned. */
+  g_assert_cmpuint (thread_count (), ==, baseline);
+  WAIT_UNTIL (pubsub_clients (fx->redis) == 0, 5000);
+
+  g_assert_null (redis_lock_registry_obtain (b, "close-3", &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
+  g_clear_error (&error);
+  redis_lock_unref (lb1);
+  redis_lock_unref (lb2);
+  redis_lock_registry_unref (b);
+
+  /* The holder in the other registry is unaffected. */
+  unlock_ok (la1);
+  unlock_ok (la2);
+  redis_lock_unref (la1);
+  redis_lock_unref (la2);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+
+#define ADD(path, func, data)                                                                      \
+  g_test_add (path, TestFixture, data, test_fixture_setup, func, test_fixture_teardown)
+
+  ADD ("/notify/publish/on-unlock/pubsub-mode", test_publish_on_unlock_pubsub, NULL);
+  ADD ("/notify/publish/on-unlock/spin-mode", test_publish_on_unlock_spin, NULL);
+  ADD ("/notify/wakeup/from-notification", test_wakeup_from_notification, NULL);
+  ADD ("/notify/wakeup/one-of-two", test_wakeup_one_of_two, NULL);
+  ADD ("/notify/wakeup/holder-expiry", test_wakeup_holder_expiry, NULL);
+  ADD ("/notify/wakeup/deadline-and-cancel", test_wait_deadline_and_cancel, NULL);
+  ADD ("/notify/subscriber/one-per-registry", test_subscriber_per_registry, NULL);
+  ADD ("/notify/subscriber/resubscribe-after-kill", test_resubscribe_after_kill, NULL);
+  ADD ("/notify/peer/java-format", test_java_peer, NULL);
+  ADD ("/notify/spin/acquires-after-release", test_spin_mode, NULL);
+  ADD ("/notify/close/wakes-waiters-and-joins", test_close_wakes_waiters, NULL);
+
+#undef ADD
+  return g_test_run ();
+}

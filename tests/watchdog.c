@@ -1,0 +1,762 @@
+/* watchdog.c: tests of lease renewal and lease-loss reporting.
+ *
+ * A lease is a key with a TTL; the holder keeps it only as long as someone renews it.
+ * With the watchdog on (the default) one thread per registry renews every held lease
+ * in one pipelined batch per tick, at a third of the shortest held TTL, and with the
+ * TTL each acquisition asked for. When renewal finds the key gone or foreign, or cannot
+ * confirm it for longer than the TTL (a hung server), the lease is lost: the holder's
+ * lease cancellable is cancelled, the lease-lost callback runs once, and the outermost
+ * unlock reports REDIS_LOCK_ERROR_LEASE_LOST without touching the new owner's key.
+ * These tests hold leases far longer than their TTL, delete keys behind the holder's
+ * back, freeze the server with SIGSTOP, hold a thousand leases to see the batching in
+ * INFO commandstats, and close a registry with the watchdog running. Timings are given
+ * generous slack, but each bound is tight enough that a missing behaviour fails it.
+ */
+#include <string.h>
+
+#include "common.h"
+
+#define REGISTRY_KEY TEST_REGISTRY_KEY
+
+/* ---- small helpers ---- */
+
+/* Re-evaluates @expr every millisecond until it holds or @timeout_ms pass, then asserts it. */
+#define WAIT_UNTIL(expr, timeout_ms)                                                               \
+  G_STMT_START                                                                                     \
+  {                                                                                                \
+    gint64 wait_until_deadline_ = g_get_monotonic_time () + (gint64) (timeout_ms) * 1000;         \
+    while (!(expr) && g_get_monotonic_time () < wait_until_deadline_)                              \
+      g_usleep (1000);                                                                             \
+    g_assert_true (expr);                                                                          \
+  }                                                                                                \
+  G_STMT_END
+
+static RedisLockRegistryStats
+stats (RedisLockRegistry *r)
+{
+  RedisLockRegistryStats st;
+
+  redis_lock_registry_get_stats (r, &st);
+  return st;
+}
+
+static guint64
+ticks (RedisLockRegistry *r)
+{
+  return stats (r).watchdog_ticks;
+}
+
+/* Returns once the watchdog of @r has completed a tick that started after this call. */
+static void
+wait_full_tick (RedisLockRegistry *r)
+{
+  guint64 start = ticks (r);
+
+  WAIT_UNTIL (ticks (r) >= start + 2, 10000);
+}
+
+static guint
+thread_count (void)
+{
+  GDir *dir = g_dir_open ("/proc/self/task", 0, NULL);
+  guint n = 0;
+
+  g_assert_nonnull (dir);
+  while (g_dir_read_name (dir) != NULL)
+    n++;
+  g_dir_close (dir);
+  return n;
+}
+
+static void
+lock_ok (RedisLock *lock)
+{
+  GError *error = NULL;
+
+  g_assert_true (redis_lock_lock (lock, &error));
+  g_assert_no_error (error);
+}
+
+static void
+unlock_ok (RedisLock *lock)
+{
+  GError *error = NULL;
+
+  g_assert_true (redis_lock_unlock (lock, &error));
+  g_assert_no_error (error);
+}
+
+static void
+unlock_lease_lost (RedisLock *lock)
+{
+  GError *error = NULL;
+
+  g_assert_false (redis_lock_unlock (lock, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+  g_clear_error (&error);
+  /* The local hold is gone all the same. */
+  g_assert_false (redis_lock_is_held_by_current_thread (lock));
+  g_assert_false (redis_lock_is_acquired_in_this_process (lock));
+}
+
+static char *
+key_of (RedisLock *lock)
+{
+  return test_lock_key (redis_lock_get_name (lock));
+}
+
+/* Asserts that @lock's key holds @registry's client id, with a PTTL in (0, @max_pttl]. */
+static void
+assert_lease (TestFixture *fx, RedisLockRegistry *registry, RedisLock *lock, long long max_pttl)
+{
+  g_autofree char *key = key_of (lock);
+  g_autofree char *value = test_redis_get (fx->redis, key);
+  long long pttl = test_redis_pttl (fx->redis, key);
+
+  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (registry));
+  g_assert_cmpint (pttl, >, 0);
+  g_assert_cmpint (pttl, <=, max_pttl);
+}
+
+static void
+assert_no_key (TestFixture *fx, RedisLock *lock)
+{
+  g_autofree char *key = key_of (lock);
+
+  g_assert_cmpint (test_redis_integer (fx->redis, "EXISTS %s", key), ==, 0);
+}
+
+/* ---- what the lease-lost callback saw ---- */
+
+typedef struct
+{
+  GMutex mutex;
+  GCond cond;
+  guint calls;
+  RedisLock *lock;            /* the lock of the last call (not referenced) */
+  gint64 at_ms;               /* when the first call came */
+  GThread *thread;            /* the thread of the last call */
+  GCancellable *cancellable;  /* the holder's lease cancellable, set by the test */
+  gboolean cancelled_first;   /* was it cancelled when the callback ran */
+  gint destroyed;             /* destroy notify calls */
+} LeaseLost;
+
+static void
+lease_lost_init (LeaseLost *ll)
+{
+  memset (ll, 0, sizeof *ll);
+  g_mutex_init (&ll->mutex);
+  g_cond_init (&ll->cond);
+}
+
+static void
+lease_lost_clear (LeaseLost *ll)
+{
+  g_mutex_clear (&ll->mutex);
+  g_cond_clear (&ll->cond);
+}
+
+static void
+lease_lost_cb (RedisLock *lock, gpointer data)
+{
+  LeaseLost *ll = data;
+
+  g_mutex_lock (&ll->mutex);
+  if (ll->calls++ == 0)
+    ll->at_ms = test_now_ms ();
+  ll->lock = lock;
+  ll->thread = g_thread_self ();
+  if (ll->cancellable != NULL)
+    ll->cancelled_first = g_cancellable_is_cancelled (ll->cancellable);
+  g_cond_broadcast (&ll->cond);
+  g_mutex_unlock (&ll->mutex);
+}
+
+static void
+lease_lost_destroy (gpointer data)
+{
+  LeaseLost *ll = data;
+
+  g_atomic_int_inc (&ll->destroyed);
+}
+
+static void
+lease_lost_set_cancellable (LeaseLost *ll, GCancellable *cancellable)
+{
+  g_mutex_lock (&ll->mutex);
+  ll->cancellable = cancellable;
+  g_mutex_unlock (&ll->mutex);
+}
+
+/* Waits up to @timeout_ms for a first call; returns the number of calls so far. */
+static guint
+lease_lost_wait (LeaseLost *ll, gint64 timeout_ms)
+{
+  gint64 deadline = g_get_monotonic_time () + timeout_ms * 1000;
+  guint calls;
+
+  g_mutex_lock (&ll->mutex);
+  while (ll->calls == 0 && g_cond_wait_until (&ll->cond, &ll->mutex, deadline))
+    ;
+  calls = ll->calls;
+  g_mutex_unlock (&ll->mutex);
+  return calls;
+}
+
+static guint
+lease_lost_calls (LeaseLost *ll)
+{
+  guint calls;
+
+  g_mutex_lock (&ll->mutex);
+  calls = ll->calls;
+  g_mutex_unlock (&ll->mutex);
+  return calls;
+}
+
+/* ---- tests ---- */
+
+static void
+test_renewal_keeps_lease (TestFixture *fx, gconstpointer data)
+{
+  RedisLockRegistry *r;
+  g_autoptr (RedisLock) lock = NULL;
+
+  g_test_summary ("With the watchdog on, a 300 ms lease held for 1.2 s is renewed all along "
+                  "and its unlock succeeds");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  r = fx->registry;
+  redis_lock_registry_set_expire_after_ms (r, 300);
+  lock = test_obtain (r, "kept");
+  lock_ok (lock);
+  /* Time is the subject: four TTLs. */
+  g_usleep (1200 * 1000);
+  assert_lease (fx, r, lock, 300);
+  g_assert_false (redis_lock_is_lease_lost (lock));
+  g_assert_cmpuint (stats (r).renewals, >=, 3);
+  unlock_ok (lock);
+  assert_no_key (fx, lock);
+}
+
+static void
+test_renewal_off_loses_lease (TestFixture *fx, gconstpointer data)
+{
+  RedisLockRegistry *r;
+  g_autoptr (RedisLock) lock = NULL;
+
+  g_test_summary ("With the watchdog off, a 300 ms lease held for 1.2 s expires, and the "
+                  "unlock reports REDIS_LOCK_ERROR_LEASE_LOST but still frees the lock");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  r = fx->registry;
+  redis_lock_registry_set_expire_after_ms (r, 300);
+  redis_lock_registry_set_watchdog (r, FALSE);
+  lock = test_obtain (r, "expired");
+  lock_ok (lock);
+  g_usleep (1200 * 1000);
+  assert_no_key (fx, lock);
+  g_assert_cmpuint (stats (r).renewals, ==, 0);
+  unlock_lease_lost (lock);
+
+  /* The lock stays usable. */
+  lock_ok (lock);
+  assert_lease (fx, r, lock, 300);
+  unlock_ok (lock);
+}
+
+static void
+test_lease_lost_key_deleted (TestFixture *fx, gconstpointer data)
+{
+  RedisLockRegistry *r, *other;
+  RedisLock *lock, *other_lock;
+  LeaseLost first, ll;
+  GCancellable *cancellable;
+  g_autofree char *key = NULL;
+  g_autofree char *value = NULL;
+  gint64 t0;
+  GError *error = NULL;
+
+  g_test_summary ("A key deleted behind the holder's back is reported within a watchdog "
+                  "tick: the lease cancellable is cancelled, then the callback runs once from "
+                  "a library thread; the unlock reports the loss and leaves the new owner's key "
+                  "alone; the callback's destroy notify runs on replacement and at free");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  lease_lost_init (&first);
+  lease_lost_init (&ll);
+  r = test_registry_new (fx);
+  redis_lock_registry_set_expire_after_ms (r, 600);
+  redis_lock_registry_set_lease_lost_callback (r, lease_lost_cb, &first, lease_lost_destroy);
+  redis_lock_registry_set_lease_lost_callback (r, lease_lost_cb, &ll, lease_lost_destroy);
+  g_assert_cmpint (g_atomic_int_get (&first.destroyed), ==, 1);
+  g_assert_cmpint (g_atomic_int_get (&ll.destroyed), ==, 0);
+
+  lock = test_obtain (r, "victim");
+  key = key_of (lock);
+  g_assert_null (redis_lock_get_lease_cancellable (lock));
+  lock_ok (lock);
+  cancellable = redis_lock_get_lease_cancellable (lock);
+  g_assert_true (G_IS_CANCELLABLE (cancellable));
+  g_assert_false (g_cancellable_is_cancelled (cancellable));
+  g_assert_false (redis_lock_is_lease_lost (lock));
+  lease_lost_set_cancellable (&ll, cancellable);
+  wait_full_tick (r); /* renewal works while the key is there */
+  g_assert_cmpuint (lease_lost_calls (&ll), ==, 0);
+
+  t0 = test_now_ms ();
+  g_assert_cmpint (test_redis_integer (fx->redis, "DEL %s", key), ==, 1);
+  g_assert_cmpuint (lease_lost_wait (&ll, 5000), ==, 1);
+  g_test_message ("lease loss reported %" G_GINT64_FORMAT " ms after the DEL", ll.at_ms - t0);
+  g_assert_cmpint (ll.at_ms - t0, <, 600 / 3 + 300);
+  g_assert_true (ll.lock == lock);
+  g_assert_true (ll.thread != g_thread_self ());
+  g_assert_true (ll.cancelled_first);
+  g_assert_true (g_cancellable_is_cancelled (cancellable));
+  g_assert_true (redis_lock_is_lease_lost (lock));
+  g_assert_cmpuint (lease_lost_calls (&first), ==, 0);
+  g_assert_cmpuint (stats (r).leases_lost, ==, 1);
+
+  /* Meanwhile another registry takes the lock. */
+  other = test_registry_new (fx);
+  other_lock = test_obtain (other, "victim");
+  g_assert_true (redis_lock_try_lock (other_lock, &error));
+  g_assert_no_error (error);
+
+  /* Time is the subject: several more ticks, and still one call. */
+  g_usleep (700 * 1000);
+  g_assert_cmpuint (lease_lost_calls (&ll), ==, 1);
+  g_assert_true (redis_lock_is_lease_lost (lock));
+
+  unlock_lease_lost (lock);
+  g_assert_false (redis_lock_is_lease_lost (lock));
+  g_assert_null (redis_lock_get_lease_cancellable (lock));
+  value = test_redis_get (fx->redis, key);
+  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (other));
+
+  /* A new hold has a fresh lease and a fresh cancellable. */
+  unlock_ok (other_lock);
+  lock_ok (lock);
+  cancellable = redis_lock_get_lease_cancellable (lock);
+  g_assert_true (G_IS_CANCELLABLE (cancellable));
+  g_assert_false (g_cancellable_is_cancelled (cancellable));
+  g_assert_false (redis_lock_is_lease_lost (lock));
+  wait_full_tick (r);
+  g_assert_false (redis_lock_is_lease_lost (lock));
+  unlock_ok (lock);
+  g_assert_cmpuint (lease_lost_calls (&ll), ==, 1);
+
+  redis_lock_unref (other_lock);
+  redis_lock_registry_unref (other);
+  redis_lock_unref (lock);
+  g_assert_cmpint (g_atomic_int_get (&ll.destroyed), ==, 0);
+  redis_lock_registry_unref (r);
+  g_assert_cmpint (g_atomic_int_get (&ll.destroyed), ==, 1);
+  g_assert_cmpint (g_atomic_int_get (&first.destroyed), ==, 1);
+  lease_lost_clear (&first);
+  lease_lost_clear (&ll);
+}
+
+static void
+test_lease_lost_server_paused (TestFixture *fx, gconstpointer data)
+{
+  RedisLockRegistry *r;
+  RedisLock *lock;
+  LeaseLost ll;
+  GCancellable *cancellable;
+  gint64 t0;
+  guint calls;
+
+  g_test_summary ("When the server hangs (SIGSTOP) for longer than the TTL, the lease is "
+                  "reported lost by the TTL's end, before the server answers again, although a "
+                  "command may take 5 s to time out; after the server resumes, the unlock "
+                  "reports the loss");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  lease_lost_init (&ll);
+  r = test_registry_new (fx);
+  redis_lock_registry_set_expire_after_ms (r, 500);
+  redis_lock_registry_set_command_timeout_ms (r, 5000);
+  redis_lock_registry_set_lease_lost_callback (r, lease_lost_cb, &ll, NULL);
+  lock = test_obtain (r, "frozen");
+  lock_ok (lock);
+  cancellable = redis_lock_get_lease_cancellable (lock);
+  g_assert_nonnull (cancellable);
+  lease_lost_set_cancellable (&ll, cancellable);
+  wait_full_tick (r);
+
+  t0 = test_now_ms ();
+  redis_lock_test_server_pause (fx->server);
+  calls = lease_lost_wait (&ll, 3000);
+  redis_lock_test_server_resume (fx->server);
+  g_assert_cmpuint (calls, ==, 1);
+  g_test_message ("lease loss reported %" G_GINT64_FORMAT " ms after the pause", ll.at_ms - t0);
+  g_assert_cmpint (ll.at_ms - t0, <, 500 + 300);
+  g_assert_true (ll.cancelled_first);
+  g_assert_true (g_cancellable_is_cancelled (cancellable));
+  g_assert_true (redis_lock_is_lease_lost (lock));
+
+  unlock_lease_lost (lock);
+  assert_no_key (fx, lock);
+  g_assert_cmpuint (lease_lost_calls (&ll), ==, 1);
+
+  redis_lock_unref (lock);
+  redis_lock_registry_unref (r);
+  lease_lost_clear (&ll);
+}
+
+static void
+test_batch_thousand_leases (TestFixture *fx, gconstpointer data)
+{
+  RedisLockRegistry *r;
+  RedisLock *locks[1000];
+  RedisLockRegistryStats st;
+  guint64 k;
+  long long before, after;
+  gint64 first_lock_at;
+  char name[32];
+  guint i;
+
+  g_test_summary ("One watchdog tick renews the 1000 leases of a registry in one pipelined "
+                  "batch: one or two round trips, about one EVALSHA per lease, and every lease "
+                  "outlives its TTL");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  r = fx->registry;
+  redis_lock_registry_set_expire_after_ms (r, 1500);
+  first_lock_at = test_now_ms ();
+  for (i = 0; i < G_N_ELEMENTS (locks); i++)
+    {
+      g_snprintf (name, sizeof name, "batch-%u", i);
+      locks[i] = test_obtain (r, name);
+      lock_ok (locks[i]);
+    }
+  g_test_message ("1000 locks taken in %" G_GINT64_FORMAT " ms", test_now_ms () - first_lock_at);
+
+  wait_full_tick (r);
+  st = stats (r);
+  g_assert_cmpuint (st.last_tick_leases, ==, 1000);
+  g_assert_cmpuint (st.last_tick_round_trips, >=, 1);
+  g_assert_cmpuint (st.last_tick_round_trips, <=, 2);
+  g_test_message ("last tick: %" G_GUINT64_FORMAT " leases, %" G_GUINT64_FORMAT
+                  " round trips, %" G_GINT64_FORMAT " us",
+                  st.last_tick_leases, st.last_tick_round_trips, st.last_tick_us);
+
+  /* What Redis saw over exactly one tick. */
+  k = ticks (r);
+  WAIT_UNTIL (ticks (r) > k, 10000);
+  k = ticks (r);
+  before = test_redis_command_calls (fx->redis, "evalsha") + test_redis_command_calls (fx->redis, "eval");
+  WAIT_UNTIL (ticks (r) > k, 10000);
+  after = test_redis_command_calls (fx->redis, "evalsha") + test_redis_command_calls (fx->redis, "eval");
+  g_assert_cmpuint (ticks (r), ==, k + 1);
+  g_test_message ("scripts run by one tick: %lld", after - before);
+  g_assert_cmpint (after - before, >=, 1000);
+  g_assert_cmpint (after - before, <=, 1100);
+
+  /* Time is the subject: well past the TTL, every lease is still there. */
+  WAIT_UNTIL (test_now_ms () - first_lock_at > 2500, 10000);
+  g_assert_cmpint (test_redis_integer (fx->redis, "DBSIZE"), ==, 1000);
+  for (i = 0; i < G_N_ELEMENTS (locks); i++)
+    g_assert_false (redis_lock_is_lease_lost (locks[i]));
+
+  for (i = 0; i < G_N_ELEMENTS (locks); i++)
+    {
+      unlock_ok (locks[i]);
+      redis_lock_unref (locks[i]);
+    }
+  g_assert_cmpint (test_redis_integer (fx->redis, "DBSIZE"), ==, 0);
+}
+
+static void
+test_per_acquisition_ttl (TestFixture *fx, gconstpointer data)
+{
+  RedisLockRegistry *r;
+  g_autoptr (RedisLock) lock = NULL;
+  GError *error = NULL;
+  gint64 t0;
+
+  g_test_summary ("A lease taken with try_lock_full (ttl 2 s) on a registry whose TTL is a "
+                  "minute is renewed with 2 s, not a minute, and outlives 2 s");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  r = fx->registry;
+  g_assert_cmpint (redis_lock_registry_get_expire_after_ms (r), ==, 60000);
+  lock = test_obtain (r, "own-ttl");
+  t0 = test_now_ms ();
+  g_assert_true (redis_lock_try_lock_full (lock, 0, 2000, NULL, &error));
+  g_assert_no_error (error);
+  assert_lease (fx, r, lock, 2000);
+
+  wait_full_tick (r);
+  g_assert_cmpuint (stats (r).renewals, >=, 1);
+  assert_lease (fx, r, lock, 2000);
+
+  /* Time is the subject: past the 2 s TTL. */
+  WAIT_UNTIL (test_now_ms () - t0 > 2600, 10000);
+  assert_lease (fx, r, lock, 2000);
+  g_assert_false (redis_lock_is_lease_lost (lock));
+  unlock_ok (lock);
+  assert_no_key (fx, lock);
+}
+
+typedef struct
+{
+  RedisLockRegistry *registry;
+  const char *name;
+  gboolean ok;
+  GError *error;
+} RenewCall;
+
+static gpointer
+renew_thread (gpointer data)
+{
+  RenewCall *call = data;
+
+  call->ok = redis_lock_registry_renew (call->registry, call->name, 4000, &call->error);
+  return NULL;
+}
+
+static void
+test_renew_extends (TestFixture *fx, gconstpointer data)
+{
+  RedisLockRegistry *r;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (RedisLock) idle = NULL;
+  RenewCall call = { 0 };
+  GError *error = NULL;
+  long long pttl;
+
+  g_test_summary ("redis_lock_registry_renew () of a held lease sets its PTTL to the TTL "
+                  "asked for (0: the registry TTL), from any thread of the registry; of a lock "
+                  "nobody here holds it is REDIS_LOCK_ERROR_NOT_OWNER");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  r = fx->registry;
+  redis_lock_registry_set_watchdog (r, FALSE); /* only renew () moves the PTTL */
+  redis_lock_registry_set_expire_after_ms (r, 1000);
+  lock = test_obtain (r, "renewed");
+  lock_ok (lock);
+  assert_lease (fx, r, lock, 1000);
+
+  g_assert_true (redis_lock_registry_renew (r, "renewed", 5000, &error));
+  g_assert_no_error (error);
+  pttl = test_redis_pttl (fx->redis, REGISTRY_KEY ":renewed");
+  g_assert_cmpint (pttl, >, 4000);
+  g_assert_cmpint (pttl, <=, 5000);
+
+  g_assert_true (redis_lock_registry_renew (r, "renewed", 0, &error));
+  g_assert_no_error (error);
+  assert_lease (fx, r, lock, 1000);
+
+  call.registry = r;
+  call.name = "renewed";
+  g_thread_join (g_thread_new ("renew", renew_thread, &call));
+  g_assert_no_error (call.error);
+  g_assert_true (call.ok);
+  pttl = test_redis_pttl (fx->redis, REGISTRY_KEY ":renewed");
+  g_assert_cmpint (pttl, >, 3000);
+  g_assert_cmpint (pttl, <=, 4000);
+  g_assert_cmpuint (stats (r).renewals, ==, 3);
+
+  idle = test_obtain (r, "idle");
+  g_assert_false (redis_lock_registry_renew (r, "idle", 0, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_OWNER);
+  g_clear_error (&error);
+  g_assert_false (redis_lock_registry_renew (r, "never-obtained", 0, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_OWNER);
+  g_clear_error (&error);
+
+  unlock_ok (lock);
+  g_assert_false (redis_lock_registry_renew (r, "renewed", 0, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_OWNER);
+  g_clear_error (&error);
+}
+
+static void
+test_renew_deleted_key (TestFixture *fx, gconstpointer data)
+{
+  RedisLockRegistry *r;
+  g_autoptr (RedisLock) lock = NULL;
+  GCancellable *cancellable;
+  GError *error = NULL;
+
+  g_test_summary ("redis_lock_registry_renew () of a lease whose key was deleted reports "
+                  "REDIS_LOCK_ERROR_LEASE_LOST and marks the lease lost: is_lease_lost, the "
+                  "cancellable and the unlock all say so");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  r = fx->registry;
+  redis_lock_registry_set_watchdog (r, FALSE);
+  lock = test_obtain (r, "deleted");
+  lock_ok (lock);
+  cancellable = redis_lock_get_lease_cancellable (lock);
+  g_assert_nonnull (cancellable);
+  g_assert_cmpint (test_redis_integer (fx->redis, "DEL %s", REGISTRY_KEY ":deleted"), ==, 1);
+  g_assert_false (redis_lock_is_lease_lost (lock)); /* nobody has looked yet */
+
+  g_assert_false (redis_lock_registry_renew (r, "deleted", 0, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+  g_clear_error (&error);
+  g_assert_true (redis_lock_is_lease_lost (lock));
+  g_assert_true (g_cancellable_is_cancelled (cancellable));
+  assert_no_key (fx, lock); /* renew never recreates a lost key */
+
+  g_assert_false (redis_lock_registry_renew (r, "deleted", 0, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+  g_clear_error (&error);
+  unlock_lease_lost (lock);
+}
+
+static void
+test_renew_sets_watchdog_ttl (TestFixture *fx, gconstpointer data)
+{
+  RedisLockRegistry *r;
+  g_autoptr (RedisLock) lock = NULL;
+  GError *error = NULL;
+  gint64 t0;
+
+  g_test_summary ("After redis_lock_registry_renew (name, 1500), the watchdog keeps renewing "
+                  "that lease with 1500 ms instead of the registry's minute");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  r = fx->registry;
+  lock = test_obtain (r, "retuned");
+  lock_ok (lock);
+  assert_lease (fx, r, lock, 60000);
+  t0 = test_now_ms ();
+  g_assert_true (redis_lock_registry_renew (r, "retuned", 1500, &error));
+  g_assert_no_error (error);
+  assert_lease (fx, r, lock, 1500);
+
+  wait_full_tick (r);
+  assert_lease (fx, r, lock, 1500);
+  WAIT_UNTIL (test_now_ms () - t0 > 2000, 10000);
+  assert_lease (fx, r, lock, 1500);
+  unlock_ok (lock);
+}
+
+typedef struct
+{
+  RedisLock *lock;
+  GMutex mutex;
+  GCond cond;
+  gboolean held;
+  gboolean release;
+  GError *unlock_error;
+} Holder;
+
+static gpointer
+holder_thread (gpointer data)
+{
+  Holder *h = data;
+  GError *error = NULL;
+
+  lock_ok (h->lock);
+  g_mutex_lock (&h->mutex);
+  h->held = TRUE;
+  g_cond_broadcast (&h->cond);
+  while (!h->release)
+    g_cond_wait (&h->cond, &h->mutex);
+  g_mutex_unlock (&h->mutex);
+  g_assert_false (redis_lock_unlock (h->lock, &error));
+  h->unlock_error = error;
+  return NULL;
+}
+
+static void
+test_close_releases_and_joins (TestFixture *fx, gconstpointer data)
+{
+  RedisLockRegistry *r;
+  RedisLock *l1, *l2, *l3;
+  Holder h = { 0 };
+  GThread *thread;
+  guint baseline;
+  gint64 t0;
+  GError *error = NULL;
+
+  g_test_summary ("Closing a registry whose watchdog runs stops and joins the watchdog "
+                  "thread and deletes every key it held, whichever thread held it; the holders' "
+                  "unlocks then report REDIS_LOCK_ERROR_CLOSED");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  baseline = thread_count ();
+  r = test_registry_new (fx);
+  redis_lock_registry_set_expire_after_ms (r, 600);
+  l1 = test_obtain (r, "closing-1");
+  l2 = test_obtain (r, "closing-2");
+  l3 = test_obtain (r, "closing-3");
+  lock_ok (l1);
+  lock_ok (l2);
+
+  h.lock = l3;
+  g_mutex_init (&h.mutex);
+  g_cond_init (&h.cond);
+  thread = g_thread_new ("holder", holder_thread, &h);
+  g_mutex_lock (&h.mutex);
+  while (!h.held)
+    g_cond_wait (&h.cond, &h.mutex);
+  g_mutex_unlock (&h.mutex);
+
+  wait_full_tick (r);
+  g_assert_cmpuint (stats (r).last_tick_leases, ==, 3);
+  g_assert_cmpint (test_redis_integer (fx->redis, "DBSIZE"), ==, 3);
+
+  t0 = test_now_ms ();
+  redis_lock_registry_close (r);
+  g_assert_cmpint (test_now_ms () - t0, <, 2000);
+  g_assert_cmpint (test_redis_integer (fx->redis, "DBSIZE"), ==, 0);
+
+  g_mutex_lock (&h.mutex);
+  h.release = TRUE;
+  g_cond_broadcast (&h.cond);
+  g_mutex_unlock (&h.mutex);
+  g_thread_join (thread);
+  g_assert_error (h.unlock_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
+  g_clear_error (&h.unlock_error);
+
+  /* The watchdog thread (and any other the registry started) is gone. */
+  g_assert_cmpuint (thread_count (), ==, baseline);
+
+  g_assert_false (redis_lock_unlock (l1, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
+  g_clear_error (&error);
+  g_assert_false (redis_lock_is_held_by_current_thread (l1));
+  g_assert_false (redis_lock_unlock (l2, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
+  g_clear_error (&error);
+
+  /* Nothing renews or recreates the keys afterwards. */
+  g_usleep (400 * 1000);
+  g_assert_cmpint (test_redis_integer (fx->redis, "DBSIZE"), ==, 0);
+
+  redis_lock_unref (l1);
+  redis_lock_unref (l2);
+  redis_lock_unref (l3);
+  redis_lock_registry_unref (r);
+  g_mutex_clear (&h.mutex);
+  g_cond_clear (&h.cond);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+
+#define ADD(path, func)                                                                            \
+  g_test_add (path, TestFixture, NULL, test_fixture_setup, func, test_fixture_teardown)
+
+  ADD ("/watchdog/renewal/keeps-short-lease", test_renewal_keeps_lease);
+  ADD ("/watchdog/renewal/off-lease-expires", test_renewal_off_loses_lease);
+  ADD ("/watchdog/lease-lost/key-deleted", test_lease_lost_key_deleted);
+  ADD ("/watchdog/lease-lost/server-paused", test_lease_lost_server_paused);
+  ADD ("/watchdog/batch/thousand-leases-one-pipeline", test_batch_thousand_leases);
+  ADD ("/watchdog/ttl/per-acquisition", test_per_acquisition_ttl);
+  ADD ("/watchdog/renew/extends", test_renew_extends);
+  ADD ("/watchdog/renew/deleted-key", test_renew_deleted_key);
+  ADD ("/watchdog/renew/sets-watchdog-ttl", test_renew_sets_watchdog_ttl);
+  ADD ("/watchdog/close/releases-and-joins", test_close_releases_and_joins);
+
+#undef ADD
+  return g_test_run ();
+}
