@@ -1,0 +1,54 @@
+/* connection.h: the Redis connection layer (see connection.c). */
+#ifndef RL_CONNECTION_H
+#define RL_CONNECTION_H
+
+#include <glib.h>
+#include <hiredis/hiredis.h>
+#include "store.h"
+
+typedef struct
+{
+  char *host;     /* TCP host, or NULL for a Unix socket */
+  int port;
+  char *path;     /* Unix socket path, or NULL */
+  char *username; /* NULL: none */
+  char *password; /* NULL: none */
+  int db;
+} RlConnConfig;
+
+gboolean rl_conn_config_parse (const char *url, RlConnConfig *config, GError **error);
+void rl_conn_config_clear (RlConnConfig *config);
+
+/* One hiredis context and the command timeout currently applied to its socket. */
+typedef struct
+{
+  redisContext *c;
+  gint64 timeout_ms;
+} RlConn;
+
+typedef struct _RlPool RlPool;
+
+RlPool *rl_pool_new (RlConnConfig *config, RlStoreContext *ctx); /* takes @config's contents */
+void rl_pool_free (RlPool *pool);
+
+/* A connection for the caller alone: an idle one (*reused TRUE) or a new one. Its
+ * socket timeout is @timeout_ms (0: the registry's command timeout). */
+RlConn *rl_pool_get (RlPool *pool, gint64 timeout_ms, gboolean *reused, GError **error);
+/* Gives it back; a connection in error is closed instead. */
+void rl_pool_put (RlPool *pool, RlConn *conn);
+/* A new connection outside the pool (the subscriber's), authenticated and selected. */
+RlConn *rl_pool_connect (RlPool *pool, GError **error);
+void rl_conn_free (RlConn *conn);
+void rl_conn_set_timeout (RlConn *conn, gint64 timeout_ms);
+
+/* Sets @error from the context's failure (REDIS_LOCK_ERROR_CONNECTION). */
+void rl_set_error_from_context (GError **error, redisContext *c, const char *what);
+/* TRUE when the context broke in a way that means "the peer went away before this
+ * request", so one retry on a fresh connection is safe: EOF, reset, broken pipe. */
+gboolean rl_context_is_stale (redisContext *c);
+/* Sends one command and reads its reply. NULL with @error on I/O failure or an error
+ * reply (REDIS_LOCK_ERROR_REDIS); the reply otherwise. */
+redisReply *rl_command_argv (RlConn *conn, int argc, const char **argv, const size_t *lens,
+                             GError **error);
+
+#endif /* RL_CONNECTION_H */

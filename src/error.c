@@ -1,0 +1,35 @@
+/* error.c: the error domain and the fork guard.
+ *
+ * A child made by fork() inherits every registry's memory, including its client id,
+ * but not its threads; letting it use them would make two processes act as one
+ * owner. A pthread_atfork child handler bumps a process-wide generation counter, and
+ * every registry remembers the generation it was made in, so the check on each call
+ * is one integer comparison and the child handler needs no lock.
+ */
+#include "config.h"
+
+#include <pthread.h>
+
+#include "internal.h"
+
+G_DEFINE_QUARK (redis-lock-error-quark, redis_lock_error)
+
+guint rl_fork_generation;
+
+static void
+rl_fork_child (void)
+{
+  __atomic_fetch_add (&rl_fork_generation, 1, __ATOMIC_SEQ_CST);
+}
+
+void
+rl_fork_guard_init (void)
+{
+  static gsize once = 0;
+
+  if (g_once_init_enter (&once))
+    {
+      pthread_atfork (NULL, NULL, rl_fork_child);
+      g_once_init_leave (&once, 1);
+    }
+}

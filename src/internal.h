@@ -1,0 +1,110 @@
+/* internal.h: the structures shared by registry.c, lock.c and watchdog.c.
+ *
+ * Locking order, which every file follows: registry->mutex (the cache) before
+ * lock->m (one lock's local mutex state) before registry->lease_mutex (the held-lease
+ * table and every lock's lease fields); registry->callback_mutex is taken alone.
+ * Nothing that holds lock->m or lease_mutex calls the store, so no Redis round trip
+ * ever happens under a mutex another thread may need.
+ */
+#ifndef RL_INTERNAL_H
+#define RL_INTERNAL_H
+
+#include <gio/gio.h>
+#include <pthread.h>
+
+#include "redislock/redislock.h"
+#include "store.h"
+#include "sync.h"
+
+typedef struct _RlWatchdog RlWatchdog;
+
+struct _RedisLockRegistry
+{
+  gint ref_count; /* atomic */
+  gint closed;    /* atomic */
+  guint fork_generation;
+  char *registry_key;
+  char *client_id;
+  RlStore *store;
+  RlStoreContext store_ctx;
+  RedisLockRegistryStats stats; /* atomic counters */
+
+  /* Settings, read and written atomically. */
+  gint64 expire_after_ms;
+  gint64 idle_between_tries_ms;
+  gint wait_mode;
+  gint watchdog_enabled;
+
+  /* The lock cache. */
+  RlMutex mutex;
+  GHashTable *locks; /* name -> RedisLock (the cache's reference) */
+  GQueue lru;        /* of RedisLock, least recently obtained first */
+  guint capacity;
+
+  /* Held leases: RedisLock -> same, and the lease fields of every lock. */
+  RlMutex lease_mutex;
+  GHashTable *held;
+  RlWatchdog *watchdog;
+
+  /* Lease-lost callback. */
+  RlMutex callback_mutex;
+  RedisLockLeaseLostFunc lost_func;
+  gpointer lost_data;
+  GDestroyNotify lost_destroy;
+};
+
+struct _RedisLock
+{
+  gint ref_count;   /* atomic; memory only: the cache holds one while the lock is cached */
+  guint user_refs;  /* registry->mutex; references handed out by obtain/ref */
+  gboolean cached;  /* registry->mutex */
+  GList lru_link;   /* registry->mutex */
+  gint64 last_used; /* atomic, monotonic µs */
+  RedisLockRegistry *registry;
+  char *name;
+  char *key;
+
+  /* The local recursive mutex: lock->m guards these. */
+  RlMutex m;
+  RlCond local_cond;  /* owner became NULL, or the registry closed */
+  RlCond notify_cond; /* notify_seq changed, cancelled, or the registry closed */
+  gpointer owner;     /* GThread of the holder, NULL when free */
+  guint count;        /* the holder's hold count */
+  guint waiters;      /* threads waiting for the local mutex */
+  guint64 notify_seq; /* bumped when the store says the lease may have been released */
+
+  /* The lease of the current hold: registry->lease_mutex guards these. */
+  gboolean held;            /* in registry->held */
+  guint64 lease_gen;        /* bumped at every acquisition, tells holds apart */
+  gboolean lost;            /* found lost; stays so until the outermost unlock */
+  gint64 lease_ttl_ms;      /* TTL the lease is renewed with */
+  gint64 lease_confirmed;   /* monotonic µs when the last confirmed request was sent */
+  GCancellable *lease_cancellable; /* made on demand, cancelled when lost */
+};
+
+/* registry.c */
+gboolean rl_registry_check (RedisLockRegistry *registry, GError **error);
+gboolean rl_registry_is_closed (RedisLockRegistry *registry);
+void rl_registry_lease_taken (RedisLockRegistry *registry, RedisLock *lock, gint64 ttl_ms,
+                              gint64 sent_us);
+gboolean rl_registry_lease_drop (RedisLockRegistry *registry, RedisLock *lock, gboolean *lost);
+void rl_registry_report_lost (RedisLockRegistry *registry, GPtrArray *locks);
+gint64 rl_drift_margin_us (gint64 ttl_ms);
+
+/* lock.c */
+RedisLock *rl_lock_new (RedisLockRegistry *registry, const char *name);
+void rl_lock_release_memory (RedisLock *lock);
+gboolean rl_lock_is_idle (RedisLock *lock);
+void rl_lock_notify (RedisLock *lock);
+void rl_lock_wake_all (RedisLock *lock);
+
+/* watchdog.c */
+RlWatchdog *rl_watchdog_new (RedisLockRegistry *registry);
+void rl_watchdog_kick (RlWatchdog *watchdog);
+void rl_watchdog_free (RlWatchdog *watchdog); /* stops and joins */
+
+/* error.c */
+extern guint rl_fork_generation;
+void rl_fork_guard_init (void);
+
+#endif /* RL_INTERNAL_H */

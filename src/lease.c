@@ -1,0 +1,378 @@
+/* lease.c: the Redis lease protocol, the Redis implementation of the store seam.
+ *
+ * A lease is the key `registry_key:name` holding the registry's client id with a
+ * millisecond expiry: the layout Spring Integration's RedisLockRegistry uses, so Java
+ * and C processes exclude each other. Every step that reads the key and then changes
+ * it is one Lua script, because between a GET and a DEL another owner may have taken
+ * the key over, and deleting it then would break mutual exclusion. The scripts are
+ * sent by EVALSHA with their SHA-1 computed here; a server that does not know a script
+ * (restarted, SCRIPT FLUSH) answers NOSCRIPT and gets the script by EVAL, which also
+ * caches it, in the same call.
+ *
+ * Connections come from the pool (connection.c). A request that fails because a
+ * pooled connection had gone stale (server restarted) is retried once on a fresh one;
+ * all three scripts are safe to run twice. A timeout is not retried: it already
+ * used the caller's time.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "connection.h"
+#include "internal.h"
+#include "notify.h"
+
+/* ACQUIRE: KEYS[1] = lock key, ARGV[1] = client id, ARGV[2] = TTL in ms.
+ * Ours already (a hold whose release never reached Redis): refresh the TTL, acquired.
+ * Absent: SET it with the TTL, acquired. Both return -3, a value PTTL never returns.
+ * Held by another owner: return its PTTL (>= 0, or -1 without expiry), which bounds
+ * how long a waiter needs to sleep if no unlock notification ever comes.
+ * One script, because "absent" must still be true when the SET runs. */
+static const char acquire_script[]
+    = "local v = redis.call('GET', KEYS[1])\n"
+      "if v == ARGV[1] then\n"
+      "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+      "  return -3\n"
+      "elseif not v then\n"
+      "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+      "  return -3\n"
+      "end\n"
+      "return redis.call('PTTL', KEYS[1])\n";
+#define RL_ACQUIRED (-3)
+
+/* RELEASE: KEYS[1] = lock key, ARGV[1] = client id, ARGV[2] = notification channel.
+ * Ours: UNLINK it and PUBLISH the key on `registry_key-channel:key` in the same atomic
+ * step, so no waiter can see the key gone without the notification being on its way;
+ * returns 1. Gone or foreign: touches nothing and returns 0 (the lease was lost). */
+static const char release_script[]
+    = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+      "  redis.call('UNLINK', KEYS[1])\n"
+      "  redis.call('PUBLISH', ARGV[2], KEYS[1])\n"
+      "  return 1\n"
+      "end\n"
+      "return 0\n";
+
+/* RENEW: KEYS[1] = lock key, ARGV[1] = client id, ARGV[2] = TTL in ms.
+ * Ours: PEXPIRE, returns 1. Gone or foreign: returns 0 and never extends another
+ * owner's key. */
+static const char renew_script[]
+    = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+      "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+      "  return 1\n"
+      "end\n"
+      "return 0\n";
+
+typedef struct
+{
+  const char *text;
+  char sha[41];
+} RlScript;
+
+typedef struct
+{
+  RlStore parent;
+  RlPool *pool;
+  RlNotifier *notifier;
+  char *channel_prefix; /* registry_key "-channel:" */
+  RlScript acquire, release, renew;
+} RlRedisStore;
+
+static void
+script_init (RlScript *script, const char *text)
+{
+  g_autofree char *sha = g_compute_checksum_for_string (G_CHECKSUM_SHA1, text, -1);
+  script->text = text;
+  memcpy (script->sha, sha, 40);
+  script->sha[40] = '\0';
+}
+
+static gboolean
+is_noscript (redisReply *reply)
+{
+  return reply->type == REDIS_REPLY_ERROR && g_str_has_prefix (reply->str, "NOSCRIPT");
+}
+
+/* Runs @script on @key with two arguments, retrying once on a stale pooled connection
+ * and falling back to EVAL on NOSCRIPT. Returns the reply or NULL with @error. */
+static redisReply *
+run_script (RlRedisStore *self, RlScript *script, const char *key, const char *arg1,
+            const char *arg2, GError **error)
+{
+  RedisLockRegistryStats *stats = self->parent.ctx->stats;
+  const char *argv[6] = { "EVALSHA", script->sha, "1", key, arg1, arg2 };
+
+  for (int attempt = 0;; attempt++)
+    {
+      gboolean reused;
+      RlConn *conn = rl_pool_get (self->pool, 0, &reused, error);
+      redisReply *reply;
+
+      if (conn == NULL)
+        return NULL;
+      argv[0] = "EVALSHA";
+      argv[1] = script->sha;
+      RL_STAT_ADD (stats->round_trips, 1);
+      RL_STAT_ADD (stats->commands, 1);
+      reply = redisCommandArgv (conn->c, 6, argv, NULL);
+      if (reply != NULL && is_noscript (reply))
+        {
+          freeReplyObject (reply);
+          argv[0] = "EVAL";
+          argv[1] = script->text;
+          RL_STAT_ADD (stats->round_trips, 1);
+          RL_STAT_ADD (stats->commands, 1);
+          reply = redisCommandArgv (conn->c, 6, argv, NULL);
+        }
+      if (reply == NULL)
+        {
+          gboolean retry = reused && attempt == 0 && rl_context_is_stale (conn->c);
+          if (!retry)
+            rl_set_error_from_context (error, conn->c, "Redis lock script");
+          rl_pool_put (self->pool, conn);
+          if (retry)
+            continue;
+          return NULL;
+        }
+      rl_pool_put (self->pool, conn);
+      if (reply->type == REDIS_REPLY_ERROR)
+        {
+          g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS, "Redis lock script failed: %s",
+                       reply->str);
+          freeReplyObject (reply);
+          return NULL;
+        }
+      if (reply->type != REDIS_REPLY_INTEGER)
+        {
+          g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                       "Redis lock script returned an unexpected reply (type %d)", reply->type);
+          freeReplyObject (reply);
+          return NULL;
+        }
+      return reply;
+    }
+}
+
+static RlLeaseResult
+redis_acquire (RlStore *store, const char *key, gint64 ttl_ms, gint64 *pttl_ms, GError **error)
+{
+  RlRedisStore *self = (RlRedisStore *) store;
+  char ttl[24];
+  redisReply *reply;
+  long long value;
+
+  g_snprintf (ttl, sizeof ttl, "%" G_GINT64_FORMAT, ttl_ms);
+  reply = run_script (self, &self->acquire, key, store->client_id, ttl, error);
+  if (reply == NULL)
+    return RL_LEASE_ERROR;
+  value = reply->integer;
+  freeReplyObject (reply);
+  if (value == RL_ACQUIRED)
+    return RL_LEASE_OK;
+  *pttl_ms = value;
+  return RL_LEASE_HELD;
+}
+
+static RlLeaseResult
+redis_renew (RlStore *store, const char *key, gint64 ttl_ms, GError **error)
+{
+  RlRedisStore *self = (RlRedisStore *) store;
+  char ttl[24];
+  redisReply *reply;
+  gboolean kept;
+
+  g_snprintf (ttl, sizeof ttl, "%" G_GINT64_FORMAT, ttl_ms);
+  reply = run_script (self, &self->renew, key, store->client_id, ttl, error);
+  if (reply == NULL)
+    return RL_LEASE_ERROR;
+  kept = reply->integer == 1;
+  freeReplyObject (reply);
+  return kept ? RL_LEASE_OK : RL_LEASE_LOST;
+}
+
+static RlLeaseResult
+redis_release (RlStore *store, const char *key, GError **error)
+{
+  RlRedisStore *self = (RlRedisStore *) store;
+  g_autofree char *channel = g_strconcat (self->channel_prefix, key, NULL);
+  redisReply *reply;
+  gboolean released;
+
+  reply = run_script (self, &self->release, key, store->client_id, channel, error);
+  if (reply == NULL)
+    return RL_LEASE_ERROR;
+  released = reply->integer == 1;
+  freeReplyObject (reply);
+  return released ? RL_LEASE_OK : RL_LEASE_LOST;
+}
+
+/* Appends one renew per lease to the output buffer, then reads the N replies: one
+ * write and one round trip for the whole batch. Leases the server answered NOSCRIPT
+ * for are sent again by EVAL in a second batch. */
+static gboolean
+redis_renew_batch (RlStore *store, guint n, const char *const *keys, const gint64 *ttls,
+                   RlLeaseResult *results, gint64 timeout_ms, guint *round_trips, GError **error)
+{
+  RlRedisStore *self = (RlRedisStore *) store;
+  RedisLockRegistryStats *stats = store->ctx->stats;
+  g_autofree gboolean *noscript = g_new0 (gboolean, n);
+  gboolean reused;
+  RlConn *conn;
+  guint pending = n;
+  gboolean by_eval = FALSE;
+
+  *round_trips = 0;
+  if (n == 0)
+    return TRUE;
+  conn = rl_pool_get (self->pool, timeout_ms, &reused, error);
+  if (conn == NULL)
+    return FALSE;
+
+  while (pending > 0)
+    {
+      guint sent = 0;
+      for (guint i = 0; i < n; i++)
+        {
+          char ttl[24];
+          const char *argv[6];
+          if (by_eval && !noscript[i])
+            continue;
+          g_snprintf (ttl, sizeof ttl, "%" G_GINT64_FORMAT, ttls[i]);
+          argv[0] = by_eval ? "EVAL" : "EVALSHA";
+          argv[1] = by_eval ? self->renew.text : self->renew.sha;
+          argv[2] = "1";
+          argv[3] = keys[i];
+          argv[4] = store->client_id;
+          argv[5] = ttl;
+          redisAppendCommandArgv (conn->c, 6, argv, NULL);
+          sent++;
+        }
+      RL_STAT_ADD (stats->round_trips, 1);
+      RL_STAT_ADD (stats->commands, sent);
+      (*round_trips)++;
+      pending = 0;
+      for (guint i = 0; i < n; i++)
+        {
+          redisReply *reply;
+          if (by_eval && !noscript[i])
+            continue;
+          if (redisGetReply (conn->c, (void **) &reply) != REDIS_OK)
+            {
+              rl_set_error_from_context (error, conn->c, "Renewing leases");
+              rl_pool_put (self->pool, conn);
+              return FALSE;
+            }
+          noscript[i] = !by_eval && is_noscript (reply);
+          if (noscript[i])
+            pending++;
+          else if (reply->type == REDIS_REPLY_INTEGER)
+            results[i] = reply->integer == 1 ? RL_LEASE_OK : RL_LEASE_LOST;
+          else
+            results[i] = RL_LEASE_ERROR;
+          freeReplyObject (reply);
+        }
+      by_eval = TRUE;
+    }
+  rl_pool_put (self->pool, conn);
+  return TRUE;
+}
+
+static gboolean
+redis_watch (RlStore *store, gint64 timeout_ms)
+{
+  return rl_notifier_watch (((RlRedisStore *) store)->notifier, timeout_ms);
+}
+
+static void
+redis_close (RlStore *store)
+{
+  rl_notifier_stop (((RlRedisStore *) store)->notifier);
+}
+
+static void
+redis_free (RlStore *store)
+{
+  RlRedisStore *self = (RlRedisStore *) store;
+
+  rl_notifier_free (self->notifier);
+  rl_pool_free (self->pool);
+  g_free (self->channel_prefix);
+  g_free (self);
+}
+
+static const RlStoreVTable redis_store_vtable = {
+  redis_acquire, redis_renew, redis_release, redis_renew_batch,
+  redis_watch,   redis_close, redis_free,
+};
+
+/* The subscription pattern `prefix*`, with the glob characters of @prefix escaped so
+ * that a registry key containing `*`, `?` or `[` matches only itself. */
+static char *
+glob_escape (const char *prefix)
+{
+  GString *out = g_string_new (NULL);
+
+  for (const char *p = prefix; *p != '\0'; p++)
+    {
+      if (strchr ("*?[]\\", *p) != NULL)
+        g_string_append_c (out, '\\');
+      g_string_append_c (out, *p);
+    }
+  g_string_append_c (out, '*');
+  return g_string_free (out, FALSE);
+}
+
+/* Creates the store and checks the server: connect, AUTH, SELECT and PING now, so
+ * that redis_lock_registry_new() fails early and clearly. The connection stays in the
+ * pool for the first lock. */
+static RlStore *
+redis_store_open (RlRedisStore *self, GError **error)
+{
+  const char *ping[] = { "PING" };
+  gboolean reused;
+  RlConn *conn = rl_pool_get (self->pool, 0, &reused, error);
+  redisReply *reply;
+
+  if (conn == NULL)
+    return NULL;
+  reply = rl_command_argv (conn, 1, ping, NULL, error);
+  rl_pool_put (self->pool, conn);
+  if (reply == NULL)
+    return NULL;
+  freeReplyObject (reply);
+  return &self->parent;
+}
+
+RlStore *
+rl_store_open (const char *url, const char *registry_key, const char *client_id,
+               RlStoreContext *ctx, RlStoreReleasedFunc released, gpointer released_data,
+               GError **error)
+{
+  RlConnConfig config;
+  RlRedisStore *self;
+  g_autofree char *pattern = NULL;
+
+  if (!rl_conn_config_parse (url, &config, error))
+    return NULL;
+
+  self = g_new0 (RlRedisStore, 1);
+  self->parent.vt = &redis_store_vtable;
+  self->parent.client_id = g_strdup (client_id);
+  self->parent.registry_key = g_strdup (registry_key);
+  self->parent.ctx = ctx;
+  self->parent.released = released;
+  self->parent.released_data = released_data;
+  self->pool = rl_pool_new (&config, ctx);
+  self->channel_prefix = g_strconcat (registry_key, "-channel:", NULL);
+  script_init (&self->acquire, acquire_script);
+  script_init (&self->release, release_script);
+  script_init (&self->renew, renew_script);
+  pattern = glob_escape (self->channel_prefix);
+  self->notifier = rl_notifier_new (&self->parent, self->pool, pattern);
+
+  if (redis_store_open (self, error) == NULL)
+    {
+      rl_store_free (&self->parent);
+      return NULL;
+    }
+  return &self->parent;
+}

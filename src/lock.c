@@ -1,0 +1,533 @@
+/* lock.c: one named lock: a local recursive mutex in front of a Redis lease.
+ *
+ * The local mutex (owner thread, hold count, waiters; a mutex and two condition
+ * variables, one set per lock, never pooled or striped) is taken first. Only the
+ * thread that owns it talks to the store, and only for the outermost acquisition and
+ * the outermost release, so threads of one process contend at mutex speed, re-entry
+ * never sends a command, and the store sees at most one waiter per process per lock.
+ *
+ * Acquisition follows one deadline computed at the start: the local wait and the
+ * store wait together never exceed wait_ms. In PUBSUB mode a waiter reads the lock's
+ * notification sequence number, attempts, and on failure sleeps until the number
+ * changes, the holder's remaining TTL runs out, the deadline passes or it is
+ * cancelled; the attempt only counts once the store confirms that notifications are
+ * flowing. In SPIN mode, and while notifications are down, it sleeps
+ * idle_between_tries_ms between attempts.
+ *
+ * The outermost unlock releases the store lease before the local mutex, so that the
+ * next local owner can never find our key still present; and it releases the local
+ * mutex in every case, so a lost lease or a Redis failure never wedges other threads.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "internal.h"
+
+struct _RedisLockLocker
+{
+  RedisLock *lock;
+};
+
+RedisLock *
+rl_lock_new (RedisLockRegistry *registry, const char *name)
+{
+  RedisLock *lock = g_new0 (RedisLock, 1);
+
+  lock->ref_count = 1;
+  lock->registry = registry;
+  lock->name = g_strdup (name);
+  lock->key = g_strconcat (registry->registry_key, ":", name, NULL);
+  lock->lru_link.data = lock;
+  rl_mutex_init (&lock->m);
+  rl_cond_init (&lock->local_cond);
+  rl_cond_init (&lock->notify_cond);
+  return lock;
+}
+
+void
+rl_lock_release_memory (RedisLock *lock)
+{
+  if (!g_atomic_int_dec_and_test (&lock->ref_count))
+    return;
+  g_clear_object (&lock->lease_cancellable);
+  rl_cond_clear (&lock->local_cond);
+  rl_cond_clear (&lock->notify_cond);
+  rl_mutex_clear (&lock->m);
+  g_free (lock->name);
+  g_free (lock->key);
+  g_free (lock);
+}
+
+/* registry->mutex held. */
+gboolean
+rl_lock_is_idle (RedisLock *lock)
+{
+  gboolean idle;
+
+  if (lock->user_refs > 0)
+    return FALSE;
+  rl_mutex_lock (&lock->m);
+  idle = lock->owner == NULL && lock->waiters == 0;
+  rl_mutex_unlock (&lock->m);
+  return idle;
+}
+
+void
+rl_lock_notify (RedisLock *lock)
+{
+  rl_mutex_lock (&lock->m);
+  lock->notify_seq++;
+  rl_cond_broadcast (&lock->notify_cond);
+  rl_mutex_unlock (&lock->m);
+}
+
+void
+rl_lock_wake_all (RedisLock *lock)
+{
+  rl_mutex_lock (&lock->m);
+  rl_cond_broadcast (&lock->local_cond);
+  rl_cond_broadcast (&lock->notify_cond);
+  rl_mutex_unlock (&lock->m);
+}
+
+static void
+on_cancelled (GCancellable *cancellable, gpointer data)
+{
+  rl_lock_wake_all (data);
+}
+
+/* Gives up the local mutex. lock->m held. */
+static void
+release_local_locked (RedisLock *lock)
+{
+  lock->owner = NULL;
+  lock->count = 0;
+  if (lock->waiters > 0)
+    rl_cond_signal (&lock->local_cond);
+}
+
+static void
+release_local (RedisLock *lock)
+{
+  rl_mutex_lock (&lock->m);
+  release_local_locked (lock);
+  rl_mutex_unlock (&lock->m);
+}
+
+static gboolean
+set_wait_error (RedisLock *lock, GCancellable *cancellable, GError **error)
+{
+  if (rl_registry_is_closed (lock->registry))
+    {
+      g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED,
+                           "The lock registry was closed while waiting");
+      return TRUE;
+    }
+  return g_cancellable_set_error_if_cancelled (cancellable, error);
+}
+
+/* Waits for the local mutex until @deadline. Returns TRUE when the calling thread
+ * owns it; FALSE with @error on close or cancel, without on timeout. */
+static gboolean
+acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *cancellable,
+               GError **error)
+{
+  gboolean owned = FALSE;
+
+  rl_mutex_lock (&lock->m);
+  lock->waiters++;
+  for (;;)
+    {
+      if (set_wait_error (lock, cancellable, error))
+        break;
+      if (lock->owner == NULL)
+        {
+          lock->owner = self;
+          lock->count = 1;
+          owned = TRUE;
+          break;
+        }
+      if (g_get_monotonic_time () >= deadline)
+        break;
+      rl_cond_wait_until (&lock->local_cond, &lock->m, deadline);
+    }
+  lock->waiters--;
+  /* Leaving without the mutex may have swallowed a signal meant for another waiter. */
+  if (!owned && lock->owner == NULL && lock->waiters > 0)
+    rl_cond_signal (&lock->local_cond);
+  rl_mutex_unlock (&lock->m);
+  return owned;
+}
+
+/* Sleeps until the lock's notification number moves past @seq, @wake_at, close or
+ * cancel. */
+static void
+sleep_for_notification (RedisLock *lock, guint64 seq, gint64 wake_at, GCancellable *cancellable)
+{
+  rl_mutex_lock (&lock->m);
+  while (lock->notify_seq == seq && !rl_registry_is_closed (lock->registry)
+         && !g_cancellable_is_cancelled (cancellable) && g_get_monotonic_time () < wake_at)
+    rl_cond_wait_until (&lock->notify_cond, &lock->m, wake_at);
+  rl_mutex_unlock (&lock->m);
+}
+
+/* The store phase, with the local mutex owned. Returns TRUE when the lease is ours. */
+static gboolean
+acquire_lease (RedisLock *lock, gint64 deadline, gint64 ttl_ms, GCancellable *cancellable,
+               GError **error)
+{
+  RedisLockRegistry *registry = lock->registry;
+  RlStore *store = registry->store;
+  gboolean pubsub = g_atomic_int_get (&registry->wait_mode) == REDIS_LOCK_WAIT_PUBSUB;
+  gboolean need_watch = FALSE;
+
+  for (;;)
+    {
+      gboolean watching = pubsub && need_watch && store->vt->watch (store, 0);
+      gint64 pttl = -1, now, sent, wake_at;
+      guint64 seq;
+
+      rl_mutex_lock (&lock->m);
+      seq = lock->notify_seq;
+      rl_mutex_unlock (&lock->m);
+
+      sent = g_get_monotonic_time ();
+      switch (store->vt->acquire (store, lock->key, ttl_ms, &pttl, error))
+        {
+        case RL_LEASE_OK:
+          RL_STAT_ADD (registry->stats.acquisitions, 1);
+          rl_registry_lease_taken (registry, lock, ttl_ms, sent);
+          return TRUE;
+        case RL_LEASE_HELD:
+          RL_STAT_ADD (registry->stats.contended_attempts, 1);
+          break;
+        case RL_LEASE_LOST:
+        case RL_LEASE_ERROR:
+        default:
+          return FALSE;
+        }
+
+      now = g_get_monotonic_time ();
+      if (now >= deadline)
+        return FALSE;
+      if (pubsub && !watching)
+        {
+          /* The attempt only counts once notifications are confirmed: retry at once
+           * if they come up, or fall back to SPIN timing while they are down. */
+          gint64 limit = MIN ((deadline - now) / 1000 + 1,
+                              RL_STAT_GET (registry->store_ctx.connect_timeout_ms));
+          need_watch = TRUE;
+          if (store->vt->watch (store, limit))
+            continue;
+        }
+      if (watching)
+        {
+          wake_at = deadline;
+          if (pttl >= 0)
+            wake_at = MIN (wake_at, now + (pttl + 1) * 1000);
+        }
+      else
+        wake_at = MIN (deadline, now + RL_STAT_GET (registry->idle_between_tries_ms) * 1000);
+      sleep_for_notification (lock, seq, wake_at, cancellable);
+      if (set_wait_error (lock, cancellable, error))
+        return FALSE;
+    }
+}
+
+static gboolean
+acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellable, GError **error)
+{
+  RedisLockRegistry *registry = lock->registry;
+  gpointer self = g_thread_self ();
+  gint64 deadline;
+  gulong handler = 0;
+  gboolean owned;
+  gboolean ok;
+
+  if (!rl_registry_check (registry, error))
+    return FALSE;
+  if (g_cancellable_set_error_if_cancelled (cancellable, error))
+    return FALSE;
+  deadline = wait_ms < 0 ? RL_FOREVER : g_get_monotonic_time () + wait_ms * 1000;
+
+  rl_mutex_lock (&lock->m);
+  if (lock->owner == self)
+    {
+      lock->count++;
+      rl_mutex_unlock (&lock->m);
+      return TRUE;
+    }
+  owned = lock->owner == NULL;
+  if (owned)
+    {
+      lock->owner = self;
+      lock->count = 1;
+    }
+  rl_mutex_unlock (&lock->m);
+
+  if (cancellable != NULL && wait_ms != 0)
+    handler = g_cancellable_connect (cancellable, G_CALLBACK (on_cancelled), lock, NULL);
+  if (!owned && !acquire_local (lock, self, deadline, cancellable, error))
+    {
+      g_cancellable_disconnect (cancellable, handler);
+      return FALSE;
+    }
+
+  if (ttl_ms == 0)
+    ttl_ms = RL_STAT_GET (registry->expire_after_ms);
+  ok = acquire_lease (lock, deadline, ttl_ms, cancellable, error);
+  g_cancellable_disconnect (cancellable, handler);
+  if (!ok)
+    release_local (lock);
+  RL_STAT_SET (lock->last_used, g_get_monotonic_time ());
+  return ok;
+}
+
+gboolean
+redis_lock_lock (RedisLock *lock, GError **error)
+{
+  g_return_val_if_fail (lock != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+  return acquire (lock, -1, 0, NULL, error);
+}
+
+gboolean
+redis_lock_try_lock (RedisLock *lock, GError **error)
+{
+  g_return_val_if_fail (lock != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+  return acquire (lock, 0, 0, NULL, error);
+}
+
+gboolean
+redis_lock_try_lock_for (RedisLock *lock, gint64 wait_ms, GCancellable *cancellable, GError **error)
+{
+  g_return_val_if_fail (lock != NULL, FALSE);
+  g_return_val_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable), FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+  return acquire (lock, wait_ms, 0, cancellable, error);
+}
+
+gboolean
+redis_lock_try_lock_full (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellable,
+                          GError **error)
+{
+  g_return_val_if_fail (lock != NULL, FALSE);
+  g_return_val_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable), FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+  if (ttl_ms < 0)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
+                   "Invalid lease TTL %" G_GINT64_FORMAT " ms: it must be > 0, or 0 for the "
+                   "registry's TTL",
+                   ttl_ms);
+      return FALSE;
+    }
+  return acquire (lock, wait_ms, ttl_ms, cancellable, error);
+}
+
+/* Ends the hold after the lease is settled: local mutex free, a cancelled lease
+ * cancellable dropped (an uncancelled one is kept for the next hold). */
+static void
+end_hold (RedisLock *lock)
+{
+  RedisLockRegistry *registry = lock->registry;
+  GCancellable *stale = NULL;
+
+  rl_mutex_lock (&registry->lease_mutex);
+  if (lock->lease_cancellable != NULL && g_cancellable_is_cancelled (lock->lease_cancellable))
+    stale = g_steal_pointer (&lock->lease_cancellable);
+  rl_mutex_unlock (&registry->lease_mutex);
+  g_clear_object (&stale);
+  release_local (lock);
+  RL_STAT_SET (lock->last_used, g_get_monotonic_time ());
+}
+
+gboolean
+redis_lock_unlock (RedisLock *lock, GError **error)
+{
+  RedisLockRegistry *registry;
+  gpointer self = g_thread_self ();
+  g_autoptr (GError) local_error = NULL;
+  gboolean owner, lost;
+  RlLeaseResult result;
+
+  g_return_val_if_fail (lock != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+  registry = lock->registry;
+  if (!rl_registry_check (registry, &local_error))
+    {
+      if (local_error->code == REDIS_LOCK_ERROR_CLOSED)
+        {
+          /* The lease went with close; the local hold goes now. */
+          rl_mutex_lock (&lock->m);
+          if (lock->owner == self)
+            release_local_locked (lock);
+          rl_mutex_unlock (&lock->m);
+        }
+      g_propagate_error (error, g_steal_pointer (&local_error));
+      return FALSE;
+    }
+
+  rl_mutex_lock (&lock->m);
+  owner = lock->owner == self;
+  if (owner && lock->count > 1)
+    {
+      lock->count--;
+      rl_mutex_unlock (&lock->m);
+      return TRUE;
+    }
+  rl_mutex_unlock (&lock->m);
+  if (!owner)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_OWNER,
+                   "The calling thread does not hold lock “%s”", lock->name);
+      return FALSE;
+    }
+
+  if (!rl_registry_lease_drop (registry, lock, &lost))
+    {
+      /* close() released the lease between our check and now. */
+      end_hold (lock);
+      g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED,
+                           "The lock registry is closed");
+      return FALSE;
+    }
+  result = registry->store->vt->release (registry->store, lock->key, &local_error);
+  RL_STAT_ADD (registry->stats.releases, 1);
+  end_hold (lock);
+
+  if (result == RL_LEASE_LOST && !lost)
+    RL_STAT_ADD (registry->stats.leases_lost, 1);
+  if (lost || result == RL_LEASE_LOST)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST,
+                   "The lease of lock “%s” was lost before unlock: it expired or another owner "
+                   "took it; the data it protected may have been changed concurrently",
+                   lock->name);
+      return FALSE;
+    }
+  if (result == RL_LEASE_ERROR)
+    {
+      g_propagate_error (error, g_steal_pointer (&local_error));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+const char *
+redis_lock_get_name (RedisLock *lock)
+{
+  g_return_val_if_fail (lock != NULL, NULL);
+  return lock->name;
+}
+
+const char *
+redis_lock_get_key (RedisLock *lock)
+{
+  g_return_val_if_fail (lock != NULL, NULL);
+  return lock->key;
+}
+
+gboolean
+redis_lock_is_held_by_current_thread (RedisLock *lock)
+{
+  gboolean held;
+
+  g_return_val_if_fail (lock != NULL, FALSE);
+  rl_mutex_lock (&lock->m);
+  held = lock->owner == g_thread_self ();
+  rl_mutex_unlock (&lock->m);
+  return held;
+}
+
+guint
+redis_lock_get_hold_count (RedisLock *lock)
+{
+  guint count;
+
+  g_return_val_if_fail (lock != NULL, 0);
+  rl_mutex_lock (&lock->m);
+  count = lock->owner == g_thread_self () ? lock->count : 0;
+  rl_mutex_unlock (&lock->m);
+  return count;
+}
+
+gboolean
+redis_lock_is_acquired_in_this_process (RedisLock *lock)
+{
+  gboolean acquired;
+
+  g_return_val_if_fail (lock != NULL, FALSE);
+  rl_mutex_lock (&lock->m);
+  acquired = lock->owner != NULL;
+  rl_mutex_unlock (&lock->m);
+  return acquired;
+}
+
+gboolean
+redis_lock_is_lease_lost (RedisLock *lock)
+{
+  RedisLockRegistry *registry;
+  gboolean lost;
+
+  g_return_val_if_fail (lock != NULL, FALSE);
+  if (!redis_lock_is_held_by_current_thread (lock))
+    return FALSE;
+  registry = lock->registry;
+  rl_mutex_lock (&registry->lease_mutex);
+  lost = lock->lost;
+  rl_mutex_unlock (&registry->lease_mutex);
+  return lost;
+}
+
+GCancellable *
+redis_lock_get_lease_cancellable (RedisLock *lock)
+{
+  RedisLockRegistry *registry;
+  GCancellable *cancellable;
+  gboolean lost;
+
+  g_return_val_if_fail (lock != NULL, NULL);
+  if (!redis_lock_is_held_by_current_thread (lock))
+    return NULL;
+  registry = lock->registry;
+  rl_mutex_lock (&registry->lease_mutex);
+  if (lock->lease_cancellable == NULL)
+    lock->lease_cancellable = g_cancellable_new ();
+  cancellable = lock->lease_cancellable;
+  lost = lock->lost;
+  rl_mutex_unlock (&registry->lease_mutex);
+  /* Only the holding thread replaces the cancellable (at its outermost unlock), so
+   * the pointer stays valid here. */
+  if (lost)
+    g_cancellable_cancel (cancellable);
+  return cancellable;
+}
+
+RedisLockLocker *
+redis_lock_locker_new (RedisLock *lock, GError **error)
+{
+  RedisLockLocker *locker;
+
+  g_return_val_if_fail (lock != NULL, NULL);
+  if (!redis_lock_lock (lock, error))
+    return NULL;
+  locker = g_new (RedisLockLocker, 1);
+  locker->lock = redis_lock_ref (lock);
+  return locker;
+}
+
+void
+redis_lock_locker_free (RedisLockLocker *locker)
+{
+  g_autoptr (GError) error = NULL;
+
+  if (locker == NULL)
+    return;
+  if (!redis_lock_unlock (locker->lock, &error))
+    g_warning ("Unlocking “%s”: %s", locker->lock->name, error->message);
+  redis_lock_unref (locker->lock);
+  g_free (locker);
+}

@@ -1,0 +1,293 @@
+/* notify.c: unlock notifications for the Redis store, without missed wake-ups.
+ *
+ * One thread and one connection per registry hold a pattern subscription on
+ * `registry_key-channel:*`; the release script publishes the lock key there in the
+ * same atomic step as the delete. Each message is handed to the registry, which bumps
+ * the notification sequence number of that one lock and wakes its waiter.
+ *
+ * A waiter may only count a failed attempt once the subscription is confirmed
+ * (rl_notifier_watch() returns TRUE): a release published before that could not have
+ * been seen. Whenever the subscription goes down or comes back, every lock is bumped
+ * (released (NULL)): waiters re-check, fall back to SPIN timing while it is down, and
+ * cannot sleep through a release published while nobody listened.
+ *
+ * The thread polls the socket together with a wake-up pipe, so close() stops it at
+ * once, and PINGs an otherwise silent connection so a dead server is noticed.
+ * Reconnection backs off from 50 ms to 5 s.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <string.h>
+#include <unistd.h>
+#include <glib-unix.h>
+
+#include "internal.h"
+#include "notify.h"
+
+#define RL_NOTIFY_BACKOFF_MIN_MS 50
+#define RL_NOTIFY_BACKOFF_MAX_MS 5000
+#define RL_NOTIFY_PING_MS 5000
+
+struct _RlNotifier
+{
+  RlStore *store;
+  RlPool *pool;
+  char *pattern;
+
+  RlMutex mutex; /* guards everything below */
+  RlCond cond;   /* subscribed or failures changed */
+  gboolean started;
+  gboolean joined;
+  gboolean stop;
+  gboolean subscribed;
+  guint64 failures; /* connection attempts that failed, and subscriptions that broke */
+  pthread_t thread;
+  int wake[2]; /* wake[1] is written to stop the thread */
+};
+
+static void
+set_state (RlNotifier *self, gboolean subscribed, gboolean failed)
+{
+  gboolean changed;
+
+  rl_mutex_lock (&self->mutex);
+  changed = self->subscribed != subscribed;
+  self->subscribed = subscribed;
+  if (failed)
+    self->failures++;
+  rl_cond_broadcast (&self->cond);
+  rl_mutex_unlock (&self->mutex);
+  if (changed || failed)
+    self->store->released (NULL, self->store->released_data);
+}
+
+static gboolean
+should_stop (RlNotifier *self)
+{
+  gboolean stop;
+  rl_mutex_lock (&self->mutex);
+  stop = self->stop;
+  rl_mutex_unlock (&self->mutex);
+  return stop;
+}
+
+/* Sleeps @ms unless woken by stop. Returns FALSE when told to stop. */
+static gboolean
+backoff_sleep (RlNotifier *self, gint64 ms)
+{
+  struct pollfd pfd = { self->wake[0], POLLIN, 0 };
+  gint64 end = g_get_monotonic_time () + ms * 1000;
+
+  for (;;)
+    {
+      gint64 left = (end - g_get_monotonic_time ()) / 1000;
+      if (should_stop (self))
+        return FALSE;
+      if (left <= 0)
+        return TRUE;
+      poll (&pfd, 1, (int) left);
+    }
+}
+
+static void
+handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
+{
+  const char *kind;
+
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2
+      || reply->element[0]->type != REDIS_REPLY_STRING)
+    return;
+  kind = reply->element[0]->str;
+  if (g_ascii_strcasecmp (kind, "pmessage") == 0 && reply->elements == 4
+      && reply->element[3]->type == REDIS_REPLY_STRING)
+    {
+      RL_STAT_ADD (self->store->ctx->stats->notifications, 1);
+      self->store->released (reply->element[3]->str, self->store->released_data);
+    }
+  else if (g_ascii_strcasecmp (kind, "psubscribe") == 0)
+    set_state (self, TRUE, FALSE);
+  else if (g_ascii_strcasecmp (kind, "pong") == 0)
+    *ping_out = FALSE;
+}
+
+/* Runs one subscription until it breaks or stop is asked. */
+static void
+subscribe_once (RlNotifier *self, RlConn *conn)
+{
+  redisContext *c = conn->c;
+  gboolean ping_out = FALSE;
+  gint64 last_traffic = g_get_monotonic_time ();
+  const char *argv[2] = { "PSUBSCRIBE", self->pattern };
+
+  redisAppendCommandArgv (c, 2, argv, NULL);
+  for (;;)
+    {
+      int done = 0;
+      struct pollfd pfd[2] = { { c->fd, POLLIN, 0 }, { self->wake[0], POLLIN, 0 } };
+      gint64 idle_ms;
+      void *reply;
+
+      /* Flush what is queued (the PSUBSCRIBE, a PING). */
+      while (!done)
+        if (redisBufferWrite (c, &done) != REDIS_OK)
+          return;
+      /* Hand over every complete reply already buffered. */
+      for (;;)
+        {
+          if (redisGetReplyFromReader (c, &reply) != REDIS_OK)
+            return;
+          if (reply == NULL)
+            break;
+          handle_reply (self, reply, &ping_out);
+          freeReplyObject (reply);
+        }
+      idle_ms = RL_NOTIFY_PING_MS - (g_get_monotonic_time () - last_traffic) / 1000;
+      if (idle_ms <= 0)
+        {
+          const char *ping[1] = { "PING" };
+          if (ping_out)
+            {
+              g_debug ("subscription: no answer to PING, reconnecting");
+              return;
+            }
+          redisAppendCommandArgv (c, 1, ping, NULL);
+          ping_out = TRUE;
+          last_traffic = g_get_monotonic_time ();
+          continue;
+        }
+      if (poll (pfd, 2, (int) idle_ms) < 0 && errno != EINTR)
+        return;
+      if (should_stop (self))
+        return;
+      if (pfd[0].revents != 0)
+        {
+          if (redisBufferRead (c) != REDIS_OK)
+            return;
+          last_traffic = g_get_monotonic_time ();
+        }
+    }
+}
+
+static gpointer
+notifier_thread (gpointer data)
+{
+  RlNotifier *self = data;
+  gint64 backoff = RL_NOTIFY_BACKOFF_MIN_MS;
+
+  while (!should_stop (self))
+    {
+      g_autoptr (GError) error = NULL;
+      RlConn *conn = rl_pool_connect (self->pool, &error);
+
+      if (conn != NULL)
+        {
+          gint64 started = g_get_monotonic_time ();
+          subscribe_once (self, conn);
+          rl_conn_free (conn);
+          /* A subscription that lived a while resets the backoff. */
+          if (g_get_monotonic_time () - started > 10 * G_USEC_PER_SEC)
+            backoff = RL_NOTIFY_BACKOFF_MIN_MS;
+        }
+      else
+        g_debug ("subscription: %s", error->message);
+      if (should_stop (self))
+        break;
+      set_state (self, FALSE, TRUE);
+      if (!backoff_sleep (self, backoff))
+        break;
+      backoff = MIN (backoff * 2, RL_NOTIFY_BACKOFF_MAX_MS);
+    }
+  rl_mutex_lock (&self->mutex);
+  self->subscribed = FALSE;
+  rl_cond_broadcast (&self->cond);
+  rl_mutex_unlock (&self->mutex);
+  return NULL;
+}
+
+static void *
+notifier_thread_main (void *data)
+{
+  return notifier_thread (data);
+}
+
+RlNotifier *
+rl_notifier_new (RlStore *store, RlPool *pool, const char *pattern)
+{
+  RlNotifier *self = g_new0 (RlNotifier, 1);
+
+  self->store = store;
+  self->pool = pool;
+  self->pattern = g_strdup (pattern);
+  self->wake[0] = self->wake[1] = -1;
+  rl_mutex_init (&self->mutex);
+  rl_cond_init (&self->cond);
+  return self;
+}
+
+gboolean
+rl_notifier_watch (RlNotifier *self, gint64 timeout_ms)
+{
+  gboolean subscribed;
+  guint64 failures;
+  gint64 end;
+
+  rl_mutex_lock (&self->mutex);
+  if (!self->started && !self->stop)
+    {
+      if (g_unix_open_pipe (self->wake, O_CLOEXEC, NULL)
+          && pthread_create (&self->thread, NULL, notifier_thread_main, self) == 0)
+        self->started = TRUE;
+      else
+        g_warning ("Cannot start the unlock-notification thread; waiting by polling");
+    }
+  failures = self->failures;
+  end = g_get_monotonic_time () + timeout_ms * 1000;
+  while (!self->subscribed && self->started && !self->stop && self->failures == failures
+         && timeout_ms > 0)
+    if (!rl_cond_wait_until (&self->cond, &self->mutex, end))
+      break;
+  subscribed = self->subscribed;
+  rl_mutex_unlock (&self->mutex);
+  return subscribed;
+}
+
+void
+rl_notifier_stop (RlNotifier *self)
+{
+  gboolean join;
+
+  rl_mutex_lock (&self->mutex);
+  self->stop = TRUE;
+  join = self->started && !self->joined;
+  self->joined = TRUE;
+  rl_cond_broadcast (&self->cond);
+  rl_mutex_unlock (&self->mutex);
+  if (join)
+    {
+      ssize_t rc;
+      do
+        rc = write (self->wake[1], "x", 1);
+      while (rc < 0 && errno == EINTR);
+      pthread_join (self->thread, NULL);
+    }
+}
+
+void
+rl_notifier_free (RlNotifier *self)
+{
+  if (self == NULL)
+    return;
+  rl_notifier_stop (self);
+  if (self->wake[0] >= 0)
+    {
+      close (self->wake[0]);
+      close (self->wake[1]);
+    }
+  rl_cond_clear (&self->cond);
+  rl_mutex_clear (&self->mutex);
+  g_free (self->pattern);
+  g_free (self);
+}

@@ -1,0 +1,88 @@
+/* store.h: the seam between the lock logic and where leases live.
+ *
+ * lock.c, registry.c and watchdog.c speak only in the terms of this file: a lease is
+ * acquired, held by another owner (for so many milliseconds), kept, released or lost,
+ * and a store tells the registry when a lease may have been released so waiters can
+ * retry. The Redis store (lease.c for the protocol, notify.c for the wake-ups) is one
+ * implementation; another store slots in behind the same table without the layers
+ * above learning which one they talk to.
+ */
+#ifndef RL_STORE_H
+#define RL_STORE_H
+
+#include <glib.h>
+#include "redislock/redislock.h"
+
+typedef enum
+{
+  RL_LEASE_OK,    /* acquired, renewed or released */
+  RL_LEASE_HELD,  /* acquire only: another owner holds the key */
+  RL_LEASE_LOST,  /* renew/release: the key is gone or belongs to another owner */
+  RL_LEASE_ERROR, /* the store failed; the GError says how */
+} RlLeaseResult;
+
+typedef struct _RlStore RlStore;
+
+/* Called from a store thread when the lease @key (the full key) may have been
+ * released; @key NULL means "any lease may have been": notifications were missed, or
+ * the notification channel went up or down. */
+typedef void (*RlStoreReleasedFunc) (const char *key, gpointer user_data);
+
+/* Shared settings and counters the store reads and updates; owned by the registry. */
+typedef struct
+{
+  gint64 connect_timeout_ms; /* atomic */
+  gint64 command_timeout_ms; /* atomic */
+  RedisLockRegistryStats *stats;
+} RlStoreContext;
+
+typedef struct
+{
+  /* Takes the lease @key for @ttl_ms if it is free or already ours. When another owner
+   * holds it: RL_LEASE_HELD with its remaining TTL in *pttl_ms (-1: no expiry). */
+  RlLeaseResult (*acquire) (RlStore *store, const char *key, gint64 ttl_ms, gint64 *pttl_ms,
+                            GError **error);
+  /* Extends our lease to @ttl_ms; RL_LEASE_LOST when it is gone or foreign. */
+  RlLeaseResult (*renew) (RlStore *store, const char *key, gint64 ttl_ms, GError **error);
+  /* Deletes our lease and notifies waiters; never touches a foreign one (RL_LEASE_LOST). */
+  RlLeaseResult (*release) (RlStore *store, const char *key, GError **error);
+  /* Renews @n leases in one batch, bounded by @timeout_ms as a whole. Fills @results
+   * (OK or LOST each) and returns TRUE, or returns FALSE with @error when the batch
+   * failed as a whole; *round_trips counts the exchanges it took. */
+  gboolean (*renew_batch) (RlStore *store, guint n, const char *const *keys, const gint64 *ttls,
+                           RlLeaseResult *results, gint64 timeout_ms, guint *round_trips,
+                           GError **error);
+  /* Release notifications. Starts them on first call. Returns TRUE when they are
+   * confirmed running, so a failed attempt made from now on cannot miss the release
+   * that follows it. Waits at most @timeout_ms (0: just tells), returning FALSE early
+   * when an attempt to start them fails. */
+  gboolean (*watch) (RlStore *store, gint64 timeout_ms);
+  /* Stops background threads; the store stays usable for single calls. */
+  void (*close) (RlStore *store);
+  void (*free) (RlStore *store);
+} RlStoreVTable;
+
+struct _RlStore
+{
+  const RlStoreVTable *vt;
+  char *client_id;
+  char *registry_key;
+  RlStoreContext *ctx;
+  RlStoreReleasedFunc released;
+  gpointer released_data;
+};
+
+/* Opens the store named by @url (redis://, unix://); fills the common fields. */
+RlStore *rl_store_open (const char *url, const char *registry_key, const char *client_id,
+                        RlStoreContext *ctx, RlStoreReleasedFunc released, gpointer released_data,
+                        GError **error);
+
+static inline void
+rl_store_free (RlStore *store)
+{
+  g_free (store->client_id);
+  g_free (store->registry_key);
+  store->vt->free (store);
+}
+
+#endif /* RL_STORE_H */

@@ -1,0 +1,108 @@
+/* sync.h: the mutex and condition variable every part of the library uses.
+ *
+ * GLib 2.74's GMutex and GCond are futex-based on Linux and invisible to
+ * ThreadSanitizer, so a TSan build would report races on state that is correctly
+ * guarded. These thin wrappers over pthread_mutex_t / pthread_cond_t are what TSan
+ * understands; the condition variable uses CLOCK_MONOTONIC, so deadlines are
+ * g_get_monotonic_time() values (microseconds) exactly as with g_cond_wait_until().
+ */
+#ifndef RL_SYNC_H
+#define RL_SYNC_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <time.h>
+#include <glib.h>
+
+typedef struct
+{
+  pthread_mutex_t m;
+} RlMutex;
+
+typedef struct
+{
+  pthread_cond_t c;
+} RlCond;
+
+/* A deadline that never comes. */
+#define RL_FOREVER G_MAXINT64
+
+static inline void
+rl_mutex_init (RlMutex *mutex)
+{
+  pthread_mutex_init (&mutex->m, NULL);
+}
+
+static inline void
+rl_mutex_clear (RlMutex *mutex)
+{
+  pthread_mutex_destroy (&mutex->m);
+}
+
+static inline void
+rl_mutex_lock (RlMutex *mutex)
+{
+  int rc = pthread_mutex_lock (&mutex->m);
+  if (G_UNLIKELY (rc != 0))
+    g_error ("pthread_mutex_lock: %s", g_strerror (rc));
+}
+
+static inline void
+rl_mutex_unlock (RlMutex *mutex)
+{
+  pthread_mutex_unlock (&mutex->m);
+}
+
+static inline void
+rl_cond_init (RlCond *cond)
+{
+  pthread_condattr_t attr;
+  pthread_condattr_init (&attr);
+  pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
+  pthread_cond_init (&cond->c, &attr);
+  pthread_condattr_destroy (&attr);
+}
+
+static inline void
+rl_cond_clear (RlCond *cond)
+{
+  pthread_cond_destroy (&cond->c);
+}
+
+static inline void
+rl_cond_signal (RlCond *cond)
+{
+  pthread_cond_signal (&cond->c);
+}
+
+static inline void
+rl_cond_broadcast (RlCond *cond)
+{
+  pthread_cond_broadcast (&cond->c);
+}
+
+/* Waits until signalled or until the monotonic time @end_us (RL_FOREVER: no bound).
+ * Returns FALSE when the deadline passed. Callers re-check their predicate in a loop. */
+static inline gboolean
+rl_cond_wait_until (RlCond *cond, RlMutex *mutex, gint64 end_us)
+{
+  struct timespec ts;
+  int rc;
+
+  if (end_us == RL_FOREVER)
+    {
+      pthread_cond_wait (&cond->c, &mutex->m);
+      return TRUE;
+    }
+  ts.tv_sec = end_us / G_USEC_PER_SEC;
+  ts.tv_nsec = (end_us % G_USEC_PER_SEC) * 1000;
+  rc = pthread_cond_timedwait (&cond->c, &mutex->m, &ts);
+  return rc != ETIMEDOUT;
+}
+
+/* Atomic 64-bit statistics counters. */
+#define RL_STAT_ADD(field, n) __atomic_fetch_add (&(field), (n), __ATOMIC_RELAXED)
+#define RL_STAT_SET(field, v) __atomic_store_n (&(field), (v), __ATOMIC_RELAXED)
+#define RL_STAT_GET(field) __atomic_load_n (&(field), __ATOMIC_RELAXED)
+
+#endif /* RL_SYNC_H */

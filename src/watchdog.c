@@ -1,0 +1,238 @@
+/* watchdog.c: one thread per registry that keeps every held lease alive and says so
+ * when it cannot.
+ *
+ * Spring's renewal schedules one task per lock and stays silent when renewal fails;
+ * Redisson renews but never tells the holder. Here one thread wakes at a third of the
+ * shortest held TTL (a little early, by a random jitter, so many processes do not
+ * renew in step) and renews all leases of the registry in one pipelined batch: one
+ * write, N replies, each lease with its own TTL. Re-entry never reaches it.
+ *
+ * A lease is lost when renewal finds the key gone or foreign, or when no renewal has
+ * been confirmed for longer than its TTL minus a drift margin, counted from when the
+ * last confirmed request was sent: with Redis unreachable or frozen the key may have
+ * expired, so the holder is told to assume the worst. The batch's socket timeout is
+ * cut to the earliest such deadline, so a frozen server cannot delay the verdict.
+ * Losses are reported outside every lease lock: the lease cancellable is cancelled,
+ * then the registry's callback is called, once per lost lease.
+ */
+#include "config.h"
+
+#include "internal.h"
+
+struct _RlWatchdog
+{
+  RedisLockRegistry *registry;
+  pthread_t thread;
+  RlMutex mutex;
+  RlCond cond;
+  gboolean stop;   /* watchdog->mutex */
+  gboolean kicked; /* watchdog->mutex */
+};
+
+typedef struct
+{
+  RedisLock *lock;
+  guint64 gen;
+  gint64 ttl_ms;
+} Entry;
+
+/* The deadline after which an unconfirmed lease counts as lost. */
+static gint64
+lose_at (RedisLock *lock)
+{
+  return lock->lease_confirmed + lock->lease_ttl_ms * 1000 - rl_drift_margin_us (lock->lease_ttl_ms);
+}
+
+/* When the next tick is due: a third of the way into the lease that is soonest due,
+ * less a jitter. registry->lease_mutex held. RL_FOREVER when nothing is held. */
+static gint64
+next_tick (RedisLockRegistry *registry)
+{
+  GHashTableIter iter;
+  gpointer key;
+  gint64 next = RL_FOREVER;
+  gint64 min_ttl = G_MAXINT64;
+
+  if (!g_atomic_int_get (&registry->watchdog_enabled))
+    return RL_FOREVER;
+  g_hash_table_iter_init (&iter, registry->held);
+  while (g_hash_table_iter_next (&iter, &key, NULL))
+    {
+      RedisLock *lock = key;
+      if (lock->lost)
+        continue;
+      next = MIN (next, lock->lease_confirmed + lock->lease_ttl_ms * 1000 / 3);
+      next = MIN (next, lose_at (lock));
+      min_ttl = MIN (min_ttl, lock->lease_ttl_ms);
+    }
+  if (next != RL_FOREVER)
+    next -= g_random_int_range (0, (gint32) MIN (min_ttl * 1000 / 20, G_MAXINT32 - 1) + 1);
+  return next;
+}
+
+/* Renews every held lease in one batch and marks the lost ones. */
+static void
+tick (RlWatchdog *self)
+{
+  RedisLockRegistry *registry = self->registry;
+  RlStore *store = registry->store;
+  g_autoptr (GArray) entries = g_array_new (FALSE, FALSE, sizeof (Entry));
+  g_autoptr (GPtrArray) keys = g_ptr_array_new ();
+  g_autoptr (GArray) ttls = g_array_new (FALSE, FALSE, sizeof (gint64));
+  g_autoptr (GPtrArray) lost = g_ptr_array_new ();
+  g_autoptr (GError) error = NULL;
+  g_autofree RlLeaseResult *results = NULL;
+  GHashTableIter iter;
+  gpointer key;
+  gint64 now = g_get_monotonic_time ();
+  gint64 timeout_ms = RL_STAT_GET (registry->store_ctx.command_timeout_ms);
+  gint64 sent;
+  guint round_trips = 0;
+  gboolean ok;
+
+  rl_mutex_lock (&registry->lease_mutex);
+  g_hash_table_iter_init (&iter, registry->held);
+  while (g_hash_table_iter_next (&iter, &key, NULL))
+    {
+      RedisLock *lock = key;
+      Entry e = { lock, lock->lease_gen, lock->lease_ttl_ms };
+      if (lock->lost)
+        continue;
+      if (now >= lose_at (lock))
+        {
+          lock->lost = TRUE;
+          g_atomic_int_inc (&lock->ref_count);
+          g_ptr_array_add (lost, lock);
+          continue;
+        }
+      timeout_ms = MIN (timeout_ms, MAX ((lose_at (lock) - now) / 1000, 1));
+      g_atomic_int_inc (&lock->ref_count);
+      g_array_append_val (entries, e);
+      g_ptr_array_add (keys, lock->key);
+      g_array_append_val (ttls, e.ttl_ms);
+    }
+  rl_mutex_unlock (&registry->lease_mutex);
+
+  results = g_new0 (RlLeaseResult, MAX (entries->len, 1));
+  sent = g_get_monotonic_time ();
+  ok = store->vt->renew_batch (store, entries->len, (const char *const *) keys->pdata,
+                               (const gint64 *) ttls->data, results, timeout_ms, &round_trips,
+                               &error);
+  if (!ok)
+    g_debug ("watchdog: renewing %u leases: %s", entries->len, error->message);
+  if (entries->len > 0)
+    {
+      RL_STAT_ADD (registry->stats.watchdog_ticks, 1);
+      RL_STAT_SET (registry->stats.last_tick_leases, entries->len);
+      RL_STAT_SET (registry->stats.last_tick_round_trips, round_trips);
+      RL_STAT_SET (registry->stats.last_tick_us, g_get_monotonic_time () - sent);
+    }
+
+  now = g_get_monotonic_time ();
+  rl_mutex_lock (&registry->lease_mutex);
+  for (guint i = 0; i < entries->len; i++)
+    {
+      Entry *e = &g_array_index (entries, Entry, i);
+      RedisLock *lock = e->lock;
+      gboolean mark = FALSE;
+
+      if (lock->held && lock->lease_gen == e->gen && !lock->lost)
+        {
+          if (ok && results[i] == RL_LEASE_OK)
+            {
+              lock->lease_confirmed = MAX (lock->lease_confirmed, sent);
+              RL_STAT_ADD (registry->stats.renewals, 1);
+            }
+          else if (ok && results[i] == RL_LEASE_LOST)
+            mark = TRUE;
+          if (!mark && now >= lose_at (lock))
+            mark = TRUE;
+        }
+      if (mark)
+        {
+          lock->lost = TRUE;
+          g_ptr_array_add (lost, lock);
+        }
+      else
+        rl_lock_release_memory (lock);
+    }
+  rl_mutex_unlock (&registry->lease_mutex);
+
+  rl_registry_report_lost (registry, lost);
+  for (guint i = 0; i < lost->len; i++)
+    rl_lock_release_memory (g_ptr_array_index (lost, i));
+}
+
+static void *
+watchdog_thread (void *data)
+{
+  RlWatchdog *self = data;
+  RedisLockRegistry *registry = self->registry;
+
+  for (;;)
+    {
+      gint64 wake;
+
+      rl_mutex_lock (&registry->lease_mutex);
+      wake = next_tick (registry);
+      rl_mutex_unlock (&registry->lease_mutex);
+
+      rl_mutex_lock (&self->mutex);
+      while (!self->stop && !self->kicked && g_get_monotonic_time () < wake)
+        rl_cond_wait_until (&self->cond, &self->mutex, wake);
+      if (self->stop)
+        {
+          rl_mutex_unlock (&self->mutex);
+          break;
+        }
+      if (self->kicked)
+        {
+          /* Plans changed (a new or renewed lease): compute the wake-up again. */
+          self->kicked = FALSE;
+          rl_mutex_unlock (&self->mutex);
+          continue;
+        }
+      rl_mutex_unlock (&self->mutex);
+      tick (self);
+    }
+  return NULL;
+}
+
+RlWatchdog *
+rl_watchdog_new (RedisLockRegistry *registry)
+{
+  RlWatchdog *self = g_new0 (RlWatchdog, 1);
+  int rc;
+
+  self->registry = registry;
+  rl_mutex_init (&self->mutex);
+  rl_cond_init (&self->cond);
+  rc = pthread_create (&self->thread, NULL, watchdog_thread, self);
+  if (rc != 0)
+    g_error ("Cannot start the lock watchdog thread: %s", g_strerror (rc));
+  return self;
+}
+
+void
+rl_watchdog_kick (RlWatchdog *self)
+{
+  rl_mutex_lock (&self->mutex);
+  self->kicked = TRUE;
+  rl_cond_signal (&self->cond);
+  rl_mutex_unlock (&self->mutex);
+}
+
+void
+rl_watchdog_free (RlWatchdog *self)
+{
+  if (self == NULL)
+    return;
+  rl_mutex_lock (&self->mutex);
+  self->stop = TRUE;
+  rl_cond_signal (&self->cond);
+  rl_mutex_unlock (&self->mutex);
+  pthread_join (self->thread, NULL);
+  rl_cond_clear (&self->cond);
+  rl_mutex_clear (&self->mutex);
+  g_free (self);
+}
