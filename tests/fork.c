@@ -413,6 +413,7 @@ test_child_new_registry (TestFixture *fx, gconstpointer data)
                   "parent's leases");
   TEST_SKIP_IF_NO_SERVER (fx);
 
+  redis_lock_registry_set_expire_after_ms (r, 1000);
   held = test_obtain (r, "held");
   lock_ok (held);
   wait_full_tick (r);

@@ -734,7 +734,9 @@ test_close_wakes_waiters (TestFixture *fx, gconstpointer data)
   waiter_finish (w2);
 
   /* Every thread the registry started is gone once close () has returned. */
-  g_assert_cmpuint (thread_count (), ==, baseline);
+  /* A joined thread can linger in /proc for an instant after pthread_join () returns;
+   * the short bound tolerates that, not a thread left running. */
+  WAIT_UNTIL (thread_count () == baseline, 200);
   WAIT_UNTIL (pubsub_clients (fx->redis) == 0, 5000);
 
   g_assert_null (redis_lock_registry_obtain (b, "close-3", &error));
