@@ -1,0 +1,269 @@
+/* connection.c: reaching Redis, and what happens when it cannot be reached.
+ *
+ * A registry refuses malformed URLs before any network traffic (INVALID, with a message
+ * naming the problem), reports an unreachable server as CONNECTION quickly, and a
+ * refused or missing password as REDIS. While a registry lives, its server may crash
+ * (SIGKILL) or hang (SIGSTOP): calls must then fail with CONNECTION within the
+ * configured timeouts instead of blocking, and the same registry must work again once
+ * the server is back, without being recreated.
+ */
+#include "config.h"
+
+#include "common.h"
+
+#include <glib/gstdio.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Short timeouts for the outage tests; the bounds checked allow generous slack. */
+#define TIMEOUT_MS 400
+
+static const char *const password_config[] = { "requirepass secret", NULL };
+
+static void
+test_malformed_urls (void)
+{
+  const char *urls[] = {
+    "http://x",
+    "redis://",
+    "redis://host:99999",
+    "redis://host:port",
+    "unix://relative",
+    "unix://",
+    "redis://h/notanumber",
+    "rediss://h",
+    "",
+  };
+
+  g_test_summary ("Malformed or unsupported URLs are INVALID with a message, before connecting.");
+
+  for (gsize i = 0; i < G_N_ELEMENTS (urls); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      RedisLockRegistry *registry = redis_lock_registry_new (urls[i], TEST_REGISTRY_KEY, &error);
+
+      g_test_message ("\"%s\": %s", urls[i], error != NULL ? error->message : "(no error)");
+      g_assert_null (registry);
+      g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
+      g_assert_cmpstr (error->message, !=, "");
+    }
+}
+
+/* A TCP port on 127.0.0.1 that nothing listens on: bound, then released. */
+static guint16
+closed_port (void)
+{
+  struct sockaddr_in addr = { 0 };
+  socklen_t len = sizeof addr;
+  int fd = socket (AF_INET, SOCK_STREAM, 0);
+
+  g_assert_cmpint (fd, >=, 0);
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+  g_assert_cmpint (bind (fd, (struct sockaddr *) &addr, sizeof addr), ==, 0);
+  g_assert_cmpint (getsockname (fd, (struct sockaddr *) &addr, &len), ==, 0);
+  close (fd);
+  return ntohs (addr.sin_port);
+}
+
+static void
+test_unreachable (void)
+{
+  g_autofree char *tcp = g_strdup_printf ("redis://127.0.0.1:%u", closed_port ());
+  g_autofree char *dir = g_dir_make_tmp ("redislock-nosock-XXXXXX", NULL);
+  g_autofree char *unix_url = g_strdup_printf ("unix://%s/absent.sock", dir);
+  const char *urls[] = { tcp, unix_url };
+
+  g_test_summary ("A closed TCP port on 127.0.0.1 and a missing Unix socket are CONNECTION, "
+                  "reported quickly.");
+  g_assert_nonnull (dir);
+
+  for (gsize i = 0; i < G_N_ELEMENTS (urls); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      gint64 start = test_now_ms ();
+      RedisLockRegistry *registry = redis_lock_registry_new (urls[i], TEST_REGISTRY_KEY, &error);
+
+      g_test_message ("%s: %s", urls[i], error != NULL ? error->message : "(no error)");
+      g_assert_null (registry);
+      g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION);
+      g_assert_cmpint (test_now_ms () - start, <, 2000);
+    }
+  g_rmdir (dir);
+}
+
+static void
+test_password (TestFixture *f, gconstpointer data)
+{
+  const char *socket_path;
+  g_autofree char *wrong = NULL;
+  g_autofree char *missing = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *value = NULL;
+  RedisLockRegistry *registry;
+
+  g_test_summary ("Against a server with requirepass: the right password works, a wrong one "
+                  "and a missing one are REDIS.");
+  TEST_SKIP_IF_NO_SERVER (f);
+
+  /* The fixture's registry used the right password (the URL carries it). */
+  g_assert_nonnull (strstr (redis_lock_test_server_get_url (f->server), "password=secret"));
+  lock = test_obtain (f->registry, "authenticated");
+  g_assert_true (redis_lock_lock (lock, &error));
+  g_assert_no_error (error);
+  value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":authenticated");
+  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
+  g_assert_true (redis_lock_unlock (lock, &error));
+  g_assert_no_error (error);
+
+  socket_path = redis_lock_test_server_get_socket_path (f->server);
+  wrong = g_strdup_printf ("unix://%s?password=wrong", socket_path);
+  registry = redis_lock_registry_new (wrong, TEST_REGISTRY_KEY, &error);
+  g_assert_null (registry);
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS);
+  g_test_message ("wrong password: %s", error->message);
+  g_clear_error (&error);
+
+  missing = g_strdup_printf ("unix://%s", socket_path);
+  registry = redis_lock_registry_new (missing, TEST_REGISTRY_KEY, &error);
+  g_assert_null (registry);
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS);
+  g_test_message ("missing password: %s", error->message);
+}
+
+static void
+assert_fails_in_time (gboolean ok, GError *error, gint64 start_ms, const char *what)
+{
+  gint64 elapsed = test_now_ms () - start_ms;
+
+  g_test_message ("%s failed after %" G_GINT64_FORMAT " ms: %s", what, elapsed,
+                  error != NULL ? error->message : "(no error)");
+  g_assert_false (ok);
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION);
+  /* Within a connect plus a command timeout, with slack for a slow machine. */
+  g_assert_cmpint (elapsed, <, 2 * TIMEOUT_MS + 1000);
+}
+
+static void
+test_server_stopped (TestFixture *f, gconstpointer data)
+{
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *value = NULL;
+  GError *local = NULL;
+  gint64 start;
+  gboolean ok;
+
+  g_test_summary ("With the server killed, lock, try_lock and try_lock_for fail with CONNECTION "
+                  "within the timeouts; after a restart the same registry locks again.");
+  TEST_SKIP_IF_NO_SERVER (f);
+
+  redis_lock_registry_set_connect_timeout_ms (f->registry, TIMEOUT_MS);
+  redis_lock_registry_set_command_timeout_ms (f->registry, TIMEOUT_MS);
+  lock = test_obtain (f->registry, "outage");
+  g_assert_true (redis_lock_lock (lock, &error));
+  g_assert_no_error (error);
+  g_assert_true (redis_lock_unlock (lock, &error));
+  g_assert_no_error (error);
+
+  redis_lock_test_server_stop (f->server);
+  g_assert_cmpint (redis_lock_test_server_get_pid (f->server), ==, 0);
+  g_clear_pointer (&f->redis, redisFree);
+
+  start = test_now_ms ();
+  ok = redis_lock_lock (lock, &local);
+  assert_fails_in_time (ok, local, start, "lock");
+  g_clear_error (&local);
+  g_assert_false (redis_lock_is_held_by_current_thread (lock));
+
+  start = test_now_ms ();
+  ok = redis_lock_try_lock (lock, &local);
+  assert_fails_in_time (ok, local, start, "try_lock");
+  g_clear_error (&local);
+
+  start = test_now_ms ();
+  ok = redis_lock_try_lock_for (lock, 200, NULL, &local);
+  assert_fails_in_time (ok, local, start, "try_lock_for");
+  g_clear_error (&local);
+  g_assert_false (redis_lock_is_held_by_current_thread (lock));
+
+  g_assert_true (redis_lock_test_server_start (f->server, &error));
+  g_assert_no_error (error);
+  f->redis = test_redis_connect (f->server);
+
+  g_assert_true (redis_lock_lock (lock, &error));
+  g_assert_no_error (error);
+  value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":outage");
+  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
+  g_assert_true (redis_lock_unlock (lock, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":outage"), ==, 0);
+}
+
+static void
+test_server_paused (TestFixture *f, gconstpointer data)
+{
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (RedisLock) other = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *value = NULL;
+  GError *local = NULL;
+  gint64 start;
+  gboolean ok;
+
+  g_test_summary ("With the server frozen (SIGSTOP), try_lock and lock fail with CONNECTION "
+                  "within the command timeout instead of hanging; after SIGCONT locking works.");
+  TEST_SKIP_IF_NO_SERVER (f);
+
+  redis_lock_registry_set_connect_timeout_ms (f->registry, TIMEOUT_MS);
+  redis_lock_registry_set_command_timeout_ms (f->registry, TIMEOUT_MS);
+  lock = test_obtain (f->registry, "frozen");
+  other = test_obtain (f->registry, "frozen-too");
+  g_assert_true (redis_lock_lock (lock, &error));
+  g_assert_no_error (error);
+  g_assert_true (redis_lock_unlock (lock, &error));
+  g_assert_no_error (error);
+
+  redis_lock_test_server_pause (f->server);
+
+  start = test_now_ms ();
+  ok = redis_lock_try_lock (lock, &local);
+  assert_fails_in_time (ok, local, start, "try_lock");
+  g_clear_error (&local);
+  g_assert_false (redis_lock_is_held_by_current_thread (lock));
+
+  start = test_now_ms ();
+  ok = redis_lock_lock (other, &local);
+  assert_fails_in_time (ok, local, start, "lock");
+  g_clear_error (&local);
+  g_assert_false (redis_lock_is_held_by_current_thread (other));
+
+  redis_lock_test_server_resume (f->server);
+
+  g_assert_true (redis_lock_lock (lock, &error));
+  g_assert_no_error (error);
+  value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":frozen");
+  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
+  g_assert_true (redis_lock_unlock (lock, &error));
+  g_assert_no_error (error);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+
+  g_test_add_func ("/connection/url/malformed", test_malformed_urls);
+  g_test_add_func ("/connection/unreachable", test_unreachable);
+  g_test_add ("/connection/auth/password", TestFixture, password_config, test_fixture_setup,
+              test_password, test_fixture_teardown);
+  g_test_add ("/connection/outage/server-stopped", TestFixture, NULL, test_fixture_setup,
+              test_server_stopped, test_fixture_teardown);
+  g_test_add ("/connection/outage/server-paused", TestFixture, NULL, test_fixture_setup,
+              test_server_paused, test_fixture_teardown);
+
+  return g_test_run ();
+}

@@ -1,0 +1,456 @@
+/* wait.c: waiting for a lock someone else holds.
+ *
+ * A waiter may be another registry (another process, waiting in Redis) or another
+ * thread of the same registry (waiting on the local mutex). Either way `try_lock_for`
+ * must give up at its deadline, not before and not much after (local and Redis waits
+ * together); a blocked `lock` must proceed soon after the holder unlocks (the unlock
+ * notification in PUBSUB mode, the next retry in SPIN mode); a cancellable or a close
+ * must end the wait promptly; and waiting must never touch the holder's TTL. Threads
+ * are coordinated with the registry's statistics, atomics and a kernel view of the
+ * waiting thread, never with sleeps.
+ */
+#include "config.h"
+
+#include "common.h"
+
+/* The tests that depend on how a registry waits in Redis run once per mode. */
+static const RedisLockWaitMode pubsub_mode = REDIS_LOCK_WAIT_PUBSUB;
+static const RedisLockWaitMode spin_mode = REDIS_LOCK_WAIT_SPIN;
+
+static RedisLockRegistry *
+waiter_registry_new (TestFixture *f, gconstpointer mode)
+{
+  RedisLockRegistry *waiter = test_registry_new (f);
+
+  redis_lock_registry_set_wait_mode (waiter, *(const RedisLockWaitMode *) mode);
+  redis_lock_registry_set_idle_between_tries_ms (waiter, 50);
+  return waiter;
+}
+
+/* A thread that tries to take a lock, and reports what happened and when. */
+typedef struct
+{
+  RedisLock *lock;
+  gint64 wait_ms;             /* for try_lock_for; G_MININT64: call lock() */
+  GCancellable *cancellable;
+  RedisLockTestServer *server; /* when set: check the key while held */
+  gint tid;                    /* set (atomically) just before the call */
+  gint done;                   /* set (atomically) after the call */
+  gboolean result;
+  GError *error;
+  gint64 returned_ms;
+  char *value_while_held;      /* GET of the key while held, when server is set */
+} Taker;
+
+static gpointer
+taker_main (gpointer user_data)
+{
+  Taker *t = user_data;
+
+  g_atomic_int_set (&t->tid, test_thread_id ());
+  if (t->wait_ms == G_MININT64)
+    t->result = redis_lock_lock (t->lock, &t->error);
+  else
+    t->result = redis_lock_try_lock_for (t->lock, t->wait_ms, t->cancellable, &t->error);
+  t->returned_ms = test_now_ms ();
+  if (t->result && t->server != NULL)
+    {
+      redisContext *redis = test_redis_connect (t->server);
+
+      t->value_while_held = test_redis_get (redis, redis_lock_get_key (t->lock));
+      redisFree (redis);
+    }
+  if (t->result)
+    g_assert_true (redis_lock_unlock (t->lock, NULL));
+  g_atomic_int_set (&t->done, 1);
+  return NULL;
+}
+
+static void
+taker_clear (Taker *t)
+{
+  g_clear_error (&t->error);
+  g_clear_pointer (&t->value_while_held, g_free);
+}
+
+static void
+assert_timed_out_in_window (gint64 start_ms, gint64 end_ms, gint64 wait_ms)
+{
+  gint64 elapsed = end_ms - start_ms;
+
+  g_test_message ("try_lock_for(%" G_GINT64_FORMAT ") returned after %" G_GINT64_FORMAT " ms",
+                  wait_ms, elapsed);
+  g_assert_cmpint (elapsed, >=, wait_ms);
+  g_assert_cmpint (elapsed, <, 2 * wait_ms);
+}
+
+static void
+test_try_lock_for_other_registry (TestFixture *f, gconstpointer mode)
+{
+  g_autoptr (RedisLockRegistry) waiter = NULL;
+  g_autoptr (RedisLock) held = NULL;
+  g_autoptr (RedisLock) wanted = NULL;
+  g_autoptr (GError) error = NULL;
+  gint64 start;
+  gint64 end;
+
+  g_test_summary ("try_lock_for(300) on a lock another registry holds returns FALSE without "
+                  "error, no sooner than 300 ms and well before 600 ms.");
+  TEST_SKIP_IF_NO_SERVER (f);
+
+  held = test_obtain (f->registry, "timed");
+  g_assert_true (redis_lock_lock (held, NULL));
+  waiter = waiter_registry_new (f, mode);
+  wanted = test_obtain (waiter, "timed");
+
+  start = g_get_monotonic_time ();
+  g_assert_false (redis_lock_try_lock_for (wanted, 300, NULL, &error));
+  end = g_get_monotonic_time ();
+  g_assert_no_error (error);
+  /* In microseconds: "no sooner than 300 ms" is exact. */
+  assert_timed_out_in_window (start / 1000, end / 1000, 300);
+  g_assert_cmpint (end - start, >=, 300 * 1000);
+  g_assert_false (redis_lock_is_held_by_current_thread (wanted));
+  g_assert_true (redis_lock_is_held_by_current_thread (held));
+  g_assert_true (redis_lock_unlock (held, NULL));
+}
+
+static void
+test_try_lock_for_other_thread (TestFixture *f, gconstpointer data)
+{
+  g_autoptr (RedisLock) lock = NULL;
+  Taker t = { 0 };
+  gint64 start;
+
+  g_test_summary ("try_lock_for(300) on a lock another thread of the same registry holds "
+                  "returns FALSE without error, no sooner than 300 ms and well before 600 ms.");
+  TEST_SKIP_IF_NO_SERVER (f);
+
+  lock = test_obtain (f->registry, "timed-local");
+  g_assert_true (redis_lock_lock (lock, NULL));
+
+  t.lock = lock;
+  t.wait_ms = 300;
+  start = test_now_ms ();
+  g_thread_join (g_thread_new ("taker", taker_main, &t));
+  g_assert_false (t.result);
+  g_assert_no_error (t.error);
+  assert_timed_out_in_window (start, t.returned_ms, 300);
+  g_assert_true (redis_lock_is_held_by_current_thread (lock));
+  g_assert_true (redis_lock_unlock (lock, NULL));
+  taker_clear (&t);
+}
+
+static void
+test_lock_proceeds_after_unlock (TestFixture *f, gconstpointer mode)
+{
+  g_autoptr (RedisLockRegistry) waiter = NULL;
+  g_autoptr (RedisLock) held = NULL;
+  g_autoptr (RedisLock) wanted = NULL;
+  g_autofree char *value = NULL;
+  GThread *thread;
+  Taker t = { 0 };
+  gint64 unlocked_at;
+
+  g_test_summary ("A lock() blocked in another registry proceeds within a second after the "
+                  "holder unlocks (the holder's TTL is a minute, so only a wake-up explains it).");
+  TEST_SKIP_IF_NO_SERVER (f);
+
+  held = test_obtain (f->registry, "handover");
+  g_assert_true (redis_lock_lock (held, NULL));
+  waiter = waiter_registry_new (f, mode);
+  wanted = test_obtain (waiter, "handover");
+
+  t.lock = wanted;
+  t.wait_ms = G_MININT64;
+  t.server = f->server;
+  thread = g_thread_new ("taker", taker_main, &t);
+
+  /* The waiter has found the key held in Redis and is waiting. */
+  g_assert_true (test_wait_contended (waiter, 1, 10000));
+  g_assert_cmpint (g_atomic_int_get (&t.done), ==, 0);
+  value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":handover");
+  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
+
+  unlocked_at = test_now_ms ();
+  g_assert_true (redis_lock_unlock (held, NULL));
+  g_thread_join (thread);
+
+  g_assert_no_error (t.error);
+  g_assert_true (t.result);
+  g_test_message ("the waiter proceeded %" G_GINT64_FORMAT " ms after the unlock",
+                  t.returned_ms - unlocked_at);
+  g_assert_cmpint (t.returned_ms - unlocked_at, <, 1000);
+  g_assert_cmpstr (t.value_while_held, ==, redis_lock_registry_get_client_id (waiter));
+  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":handover"), ==, 0);
+  taker_clear (&t);
+}
+
+static void
+test_waiter_keeps_ttl (TestFixture *f, gconstpointer mode)
+{
+  g_autoptr (RedisLockRegistry) waiter = NULL;
+  g_autoptr (RedisLock) held = NULL;
+  g_autoptr (RedisLock) wanted = NULL;
+  RedisLockRegistryStats stats;
+  GThread *thread;
+  Taker t = { 0 };
+  long long previous;
+  gint64 locked_at;
+  guint samples = 0;
+
+  g_test_summary ("A waiter in another registry retrying for a while never extends the holder's "
+                  "TTL: sampled PTTL only decreases.");
+  TEST_SKIP_IF_NO_SERVER (f);
+
+  /* Holder: 10 s TTL, no renewal, so the key's TTL can only go down on its own. */
+  redis_lock_registry_set_watchdog (f->registry, FALSE);
+  redis_lock_registry_set_expire_after_ms (f->registry, 10000);
+  held = test_obtain (f->registry, "ttl");
+  g_assert_true (redis_lock_lock (held, NULL));
+  locked_at = test_now_ms ();
+  previous = test_redis_pttl (f->redis, TEST_REGISTRY_KEY ":ttl");
+  g_assert_cmpint (previous, >, 0);
+  g_assert_cmpint (previous, <=, 10000);
+
+  waiter = waiter_registry_new (f, mode);
+  redis_lock_registry_set_idle_between_tries_ms (waiter, 10);
+  wanted = test_obtain (waiter, "ttl");
+  t.lock = wanted;
+  t.wait_ms = 600;
+  thread = g_thread_new ("taker", taker_main, &t);
+
+  /* Sample the TTL while the waiter tries (polling is the point here). */
+  while (!g_atomic_int_get (&t.done))
+    {
+      long long pttl = test_redis_pttl (f->redis, TEST_REGISTRY_KEY ":ttl");
+
+      g_assert_cmpint (pttl, >, 0);
+      g_assert_cmpint (pttl, <=, previous);
+      previous = pttl;
+      samples++;
+      g_usleep (5000);
+    }
+  g_thread_join (thread);
+  g_assert_false (t.result);
+  g_assert_no_error (t.error);
+
+  redis_lock_registry_get_stats (waiter, &stats);
+  g_test_message ("%u samples, %" G_GUINT64_FORMAT " contended attempts", samples,
+                  stats.contended_attempts);
+  g_assert_cmpuint (stats.contended_attempts, >=, 1);
+  if (*(const RedisLockWaitMode *) mode == REDIS_LOCK_WAIT_SPIN)
+    g_assert_cmpuint (stats.contended_attempts, >=, 5);
+  g_assert_cmpuint (samples, >=, 2);
+  /* At least the waiter's 600 ms have run off the TTL. */
+  previous = test_redis_pttl (f->redis, TEST_REGISTRY_KEY ":ttl");
+  g_assert_cmpint (previous, <=, 10000 - (test_now_ms () - locked_at) + 5);
+  g_assert_cmpint (previous, <=, 10000 - 590);
+  g_assert_true (redis_lock_unlock (held, NULL));
+  taker_clear (&t);
+}
+
+static void
+check_cancelled_promptly (Taker *t, GThread *thread)
+{
+  gint64 cancelled_at = test_now_ms ();
+
+  g_cancellable_cancel (t->cancellable);
+  g_thread_join (thread);
+  g_test_message ("the wait ended %" G_GINT64_FORMAT " ms after the cancel",
+                  t->returned_ms - cancelled_at);
+  g_assert_false (t->result);
+  g_assert_error (t->error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  g_assert_cmpint (t->returned_ms - cancelled_at, <, 1000);
+}
+
+static void
+test_cancel_other_registry (TestFixture *f, gconstpointer mode)
+{
+  g_autoptr (RedisLockRegistry) waiter = NULL;
+  g_autoptr (RedisLock) held = NULL;
+  g_autoptr (RedisLock) wanted = NULL;
+  g_autoptr (GCancellable) cancellable = g_cancellable_new ();
+  g_autofree char *value = NULL;
+  GThread *thread;
+  Taker t = { 0 };
+
+  g_test_summary ("try_lock_for(-1) waiting on another registry's lock returns CANCELLED within "
+                  "a second of g_cancellable_cancel() from another thread.");
+  TEST_SKIP_IF_NO_SERVER (f);
+
+  held = test_obtain (f->registry, "cancel");
+  g_assert_true (redis_lock_lock (held, NULL));
+  waiter = waiter_registry_new (f, mode);
+  /* Long SPIN sleeps: only a reaction to the cancellable can be prompt. */
+  redis_lock_registry_set_idle_between_tries_ms (waiter, 5000);
+  wanted = test_obtain (waiter, "cancel");
+
+  t.lock = wanted;
+  t.wait_ms = -1;
+  t.cancellable = cancellable;
+  thread = g_thread_new ("taker", taker_main, &t);
+  g_assert_true (test_wait_contended (waiter, 1, 10000));
+  g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&t.tid), 10000));
+  g_assert_cmpint (g_atomic_int_get (&t.done), ==, 0);
+
+  check_cancelled_promptly (&t, thread);
+  g_assert_false (redis_lock_is_held_by_current_thread (wanted));
+  value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":cancel");
+  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
+  g_assert_true (redis_lock_unlock (held, NULL));
+  taker_clear (&t);
+}
+
+static gboolean
+taker_started (gpointer data)
+{
+  return g_atomic_int_get (&((Taker *) data)->tid) != 0;
+}
+
+static void
+test_cancel_other_thread (TestFixture *f, gconstpointer data)
+{
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GCancellable) cancellable = g_cancellable_new ();
+  GThread *thread;
+  Taker t = { 0 };
+
+  g_test_summary ("try_lock_for(-1) waiting on a lock another thread of the same registry holds "
+                  "returns CANCELLED within a second of g_cancellable_cancel().");
+  TEST_SKIP_IF_NO_SERVER (f);
+
+  lock = test_obtain (f->registry, "cancel-local");
+  g_assert_true (redis_lock_lock (lock, NULL));
+
+  t.lock = lock;
+  t.wait_ms = -1;
+  t.cancellable = cancellable;
+  thread = g_thread_new ("taker", taker_main, &t);
+  g_assert_true (test_wait_until (taker_started, &t, 10000));
+  g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&t.tid), 10000));
+  g_assert_cmpint (g_atomic_int_get (&t.done), ==, 0);
+
+  check_cancelled_promptly (&t, thread);
+  g_assert_true (redis_lock_is_held_by_current_thread (lock));
+  g_assert_cmpuint (redis_lock_get_hold_count (lock), ==, 1);
+  g_assert_true (redis_lock_unlock (lock, NULL));
+  taker_clear (&t);
+}
+
+static void
+test_close_wakes_remote_waiter (TestFixture *f, gconstpointer mode)
+{
+  g_autoptr (RedisLockRegistry) waiter = NULL;
+  g_autoptr (RedisLock) held = NULL;
+  g_autoptr (RedisLock) wanted = NULL;
+  GThread *thread;
+  Taker t = { 0 };
+  gint64 closed_at;
+
+  g_test_summary ("Closing a registry wakes its thread blocked in lock() on another registry's "
+                  "lock with CLOSED.");
+  TEST_SKIP_IF_NO_SERVER (f);
+
+  held = test_obtain (f->registry, "close-remote");
+  g_assert_true (redis_lock_lock (held, NULL));
+  waiter = waiter_registry_new (f, mode);
+  redis_lock_registry_set_idle_between_tries_ms (waiter, 5000);
+  wanted = test_obtain (waiter, "close-remote");
+
+  t.lock = wanted;
+  t.wait_ms = G_MININT64;
+  thread = g_thread_new ("taker", taker_main, &t);
+  g_assert_true (test_wait_contended (waiter, 1, 10000));
+
+  closed_at = test_now_ms ();
+  redis_lock_registry_close (waiter);
+  g_thread_join (thread);
+  g_assert_false (t.result);
+  g_assert_error (t.error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
+  g_assert_cmpint (t.returned_ms - closed_at, <, 1000);
+  /* The holder is unaffected. */
+  g_assert_true (redis_lock_unlock (held, NULL));
+  taker_clear (&t);
+}
+
+static void
+test_close_wakes_local_waiter (TestFixture *f, gconstpointer data)
+{
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  GThread *thread;
+  Taker t = { 0 };
+  gint64 closed_at;
+
+  g_test_summary ("Closing a registry wakes a thread waiting on the local mutex of a lock "
+                  "another thread holds, with CLOSED.");
+  TEST_SKIP_IF_NO_SERVER (f);
+
+  lock = test_obtain (f->registry, "close-local");
+  g_assert_true (redis_lock_lock (lock, NULL));
+
+  t.lock = lock;
+  t.wait_ms = G_MININT64;
+  thread = g_thread_new ("taker", taker_main, &t);
+  g_assert_true (test_wait_until (taker_started, &t, 10000));
+  g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&t.tid), 10000));
+
+  closed_at = test_now_ms ();
+  redis_lock_registry_close (f->registry);
+  g_thread_join (thread);
+  g_assert_false (t.result);
+  g_assert_error (t.error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
+  g_assert_cmpint (t.returned_ms - closed_at, <, 1000);
+
+  g_assert_false (redis_lock_unlock (lock, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
+  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":close-local"), ==, 0);
+  taker_clear (&t);
+}
+
+static void
+add (const char *path, gconstpointer data, void (*func) (TestFixture *, gconstpointer))
+{
+  g_test_add (path, TestFixture, data, test_fixture_setup, func, test_fixture_teardown);
+}
+
+/* The fixture takes redis.conf lines as its data, so the mode goes through a second
+ * level: these wrappers pass the mode to the test body. */
+#define MODE_TESTS(body)                                                           \
+  static void body##_pubsub (TestFixture *f, gconstpointer data)                   \
+  {                                                                                \
+    body (f, &pubsub_mode);                                                        \
+  }                                                                                \
+  static void body##_spin (TestFixture *f, gconstpointer data)                     \
+  {                                                                                \
+    body (f, &spin_mode);                                                          \
+  }
+
+MODE_TESTS (test_try_lock_for_other_registry)
+MODE_TESTS (test_lock_proceeds_after_unlock)
+MODE_TESTS (test_waiter_keeps_ttl)
+MODE_TESTS (test_cancel_other_registry)
+MODE_TESTS (test_close_wakes_remote_waiter)
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+
+  add ("/wait/try-lock-for/other-registry/pubsub", NULL, test_try_lock_for_other_registry_pubsub);
+  add ("/wait/try-lock-for/other-registry/spin", NULL, test_try_lock_for_other_registry_spin);
+  add ("/wait/try-lock-for/other-thread", NULL, test_try_lock_for_other_thread);
+  add ("/wait/lock/proceeds-after-unlock/pubsub", NULL, test_lock_proceeds_after_unlock_pubsub);
+  add ("/wait/lock/proceeds-after-unlock/spin", NULL, test_lock_proceeds_after_unlock_spin);
+  add ("/wait/waiter-keeps-holder-ttl/pubsub", NULL, test_waiter_keeps_ttl_pubsub);
+  add ("/wait/waiter-keeps-holder-ttl/spin", NULL, test_waiter_keeps_ttl_spin);
+  add ("/wait/cancel/other-registry/pubsub", NULL, test_cancel_other_registry_pubsub);
+  add ("/wait/cancel/other-registry/spin", NULL, test_cancel_other_registry_spin);
+  add ("/wait/cancel/other-thread", NULL, test_cancel_other_thread);
+  add ("/wait/close/wakes-remote-waiter/pubsub", NULL, test_close_wakes_remote_waiter_pubsub);
+  add ("/wait/close/wakes-remote-waiter/spin", NULL, test_close_wakes_remote_waiter_spin);
+  add ("/wait/close/wakes-local-waiter", NULL, test_close_wakes_local_waiter);
+
+  return g_test_run ();
+}
