@@ -237,7 +237,7 @@ rl_notifier_watch (RlNotifier *self, gint64 timeout_ms)
   rl_mutex_lock (&self->mutex);
   if (!self->started && !self->stop)
     {
-      if (g_unix_open_pipe (self->wake, O_CLOEXEC, NULL)
+      if (g_unix_open_pipe (self->wake, FD_CLOEXEC, NULL)
           && pthread_create (&self->thread, NULL, notifier_thread_main, self) == 0)
         self->started = TRUE;
       else
