@@ -269,8 +269,9 @@ static void
 test_lease_lost_key_deleted (TestFixture *fx, gconstpointer data)
 {
   RedisLockRegistry *r, *other;
-  RedisLock *lock, *other_lock;
+  RedisLock *lock, *other_lock, *bystander;
   LeaseLost first, ll;
+  guint64 k;
   GCancellable *cancellable;
   g_autofree char *key = NULL;
   g_autofree char *value = NULL;
@@ -292,6 +293,9 @@ test_lease_lost_key_deleted (TestFixture *fx, gconstpointer data)
   g_assert_cmpint (g_atomic_int_get (&first.destroyed), ==, 1);
   g_assert_cmpint (g_atomic_int_get (&ll.destroyed), ==, 0);
 
+  /* Another lease of the same registry keeps the watchdog ticking throughout. */
+  bystander = test_obtain (r, "bystander");
+  lock_ok (bystander);
   lock = test_obtain (r, "victim");
   key = key_of (lock);
   g_assert_null (redis_lock_get_lease_cancellable (lock));
@@ -323,10 +327,14 @@ test_lease_lost_key_deleted (TestFixture *fx, gconstpointer data)
   g_assert_true (redis_lock_try_lock (other_lock, &error));
   g_assert_no_error (error);
 
-  /* Time is the subject: several more ticks, and still one call. */
-  g_usleep (700 * 1000);
+  /* Several more ticks (renewing the bystander), and still one call. */
+  k = stats (r).watchdog_ticks;
+  WAIT_UNTIL (stats (r).watchdog_ticks >= k + 3, 10000);
   g_assert_cmpuint (lease_lost_calls (&ll), ==, 1);
+  g_assert_cmpuint (stats (r).leases_lost, ==, 1);
   g_assert_true (redis_lock_is_lease_lost (lock));
+  g_assert_false (redis_lock_is_lease_lost (bystander));
+  assert_lease (fx, r, bystander, 600);
 
   unlock_lease_lost (lock);
   g_assert_false (redis_lock_is_lease_lost (lock));
@@ -344,8 +352,10 @@ test_lease_lost_key_deleted (TestFixture *fx, gconstpointer data)
   wait_full_tick (r);
   g_assert_false (redis_lock_is_lease_lost (lock));
   unlock_ok (lock);
+  unlock_ok (bystander);
   g_assert_cmpuint (lease_lost_calls (&ll), ==, 1);
 
+  redis_lock_unref (bystander);
   redis_lock_unref (other_lock);
   redis_lock_registry_unref (other);
   redis_lock_unref (lock);
