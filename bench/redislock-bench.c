@@ -1,28 +1,35 @@
 /* redislock-bench.c: what a redislock lock costs, measured against what Redis itself costs.
  *
  * A Redis-backed lock can never be faster than the Redis round trips it needs, so every
- * figure here is put next to a baseline measured in the same run on the same server:
- * the round trip of an EVALSHA of a script that does nothing (`return 1`) on a plain
- * hiredis connection. An outermost lock+unlock needs two such round trips (acquire
- * script, release script), so its cost is reported as a multiple of two; a cross-process
- * hand-off needs the release, the unlock notification and the waiter's acquire, so it is
- * reported as a multiple of one; eight threads on eight names can at best reach half the
- * eight-connection EVALSHA rate. What the library promises to do without Redis
- * (re-entry, the lock cache) is measured against the GLib structure a user would
- * otherwise reach for (GRecMutex, a GHashTable of names), and checked against the
- * registry's own counters (redis_lock_registry_get_stats) so that "no Redis traffic" is
- * proved, not assumed.
+ * figure here is put next to a baseline measured in the same run on the same server,
+ * most of them built from the round trip of an EVALSHA of a script that does nothing
+ * (`return 1`) on a plain hiredis connection. An outermost lock+unlock needs two such
+ * round trips (acquire script, release script), so it is compared with two raw calls
+ * made back to back; a cross-process hand-off needs the release, the unlock
+ * notification and the waiter's acquire, so it is compared with one round trip and with
+ * the same ping-pong done by hand (PUBLISH, a blocked SUBSCRIBE reader, one EVALSHA);
+ * eight threads on eight names can at best reach half the eight-connection EVALSHA rate;
+ * a watchdog tick is compared with one pipelined batch of as many raw calls. What the
+ * library promises to do without Redis (re-entry, the lock cache) is compared with the
+ * GLib structure a user would otherwise reach for (GRecMutex, a GHashTable of names) and
+ * checked against the registry's own counters (redis_lock_registry_get_stats), so that
+ * "no Redis traffic" is proved, not assumed.
  *
- * Latencies are timed one operation at a time on CLOCK_MONOTONIC and reported as
- * p50/p99; operations too short for that (re-entry, ~tens of ns) are timed in batches
- * and the batch means give the percentiles. The cross-process hand-off runs a second
- * copy of this program (`--child`, started with exec so that it never inherits a
- * registry across fork()) and ping-pongs one lock with it; each side tells the other
- * through a pipe that it is about to wait, and the holder keeps the lock a little longer
- * so the waiter is really blocked in Redis when the release happens. The waiter's
- * `contended_attempts` counter confirms each wait; hand-offs it does not confirm are left
- * out. Both processes read the same CLOCK_MONOTONIC, so "release returned in A" and
- * "acquire returned in B" can be subtracted.
+ * Benchmarks like this one usually run on small shared machines where the speed of a
+ * round trip drifts by a factor of two within seconds. So each baseline is measured
+ * interleaved with the figure it divides (alternating blocks or rounds, or during the
+ * holder's idle time in the hand-off), not once at the start: the ratios then hold even
+ * when the absolute figures move. Latencies are timed one operation at a time on
+ * CLOCK_MONOTONIC and reported as p50/p99; operations too short for that (re-entry, tens
+ * of ns) are timed in batches and the batch means give the percentiles.
+ *
+ * The cross-process hand-off runs a second copy of this program (`--child`, started
+ * with exec so that it never inherits a registry across fork()) and ping-pongs one lock
+ * with it. Each side tells the other through a pipe that it is about to wait, and the
+ * holder keeps the lock a little longer so the waiter is really blocked in Redis when the
+ * release happens; the waiter's `contended_attempts` counter confirms each wait, and
+ * hand-offs it does not confirm are left out. Both processes read the same
+ * CLOCK_MONOTONIC, so "release returned in A" and "acquire returned in B" subtract.
  *
  * The program starts its own redis-server on a Unix socket (redislock-test.h) unless
  * REDIS_URL or --url names one, uses a registry key unique to the run, prints a table
@@ -71,6 +78,9 @@
 /* Re-entrant pairs are timed in batches of this many. */
 #define REENTRANT_BATCH 1000
 
+/* Uncontended pairs alternate with raw pairs in blocks of this many. */
+#define INTERLEAVE_BLOCK 25
+
 /* ------------------------------------------------------------------ clocks, statistics */
 
 static gint64
@@ -80,6 +90,35 @@ now_ns (void)
 
   clock_gettime (CLOCK_MONOTONIC, &ts);
   return (gint64) ts.tv_sec * G_GINT64_CONSTANT (1000000000) + ts.tv_nsec;
+}
+
+/* CPU time of the whole process (every thread, the library's included), in ns. */
+static gint64
+cpu_ns (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (gint64) ts.tv_sec * G_GINT64_CONSTANT (1000000000) + ts.tv_nsec;
+}
+
+static int
+cmp_double (const void *a, const void *b)
+{
+  double x = *(const double *) a;
+  double y = *(const double *) b;
+
+  return (x > y) - (x < y);
+}
+
+/* Median of @n values (sorts them); the mean of the middle two when @n is even. */
+static double
+median (double *v, guint n)
+{
+  if (n == 0)
+    return NAN;
+  qsort (v, n, sizeof (double), cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* A latency distribution, in nanoseconds per operation. */
@@ -265,61 +304,6 @@ add_note (Section *s, const char *format, ...)
   va_end (ap);
 }
 
-/* ------------------------------------------------------------------ the run */
-
-struct _Bench
-{
-  gboolean quick;
-  gboolean json;
-  char *url; /* for the library; NULL: the library's default */
-  gboolean own_server;
-  RedisLockTestServer *server;
-  char *key; /* registry key of this run */
-  char *self_path;
-  char *redis_version;
-
-  /* machine */
-  long nproc;
-  char *cpu_model;
-  char *kernel;
-
-  /* the baseline: EVALSHA "return 1" round trips on plain hiredis connections */
-  char *raw_error; /* why there is no baseline */
-  Dist raw;        /* one connection, ns per call */
-  double raw_rate1;
-  double raw_rate8; /* calls/s with BENCH_THREADS connections; NAN when not measured */
-  char *raw8_error;
-
-  /* sizes of the run */
-  guint raw_calls;
-  guint raw8_calls;
-  guint reentrant_pairs;
-  guint uncontended_pairs;
-  guint handoffs;
-  guint spin_handoffs;
-  guint independent_pairs;
-  guint contention_sections;
-  guint watchdog_leases;
-  guint memory_names;
-  guint bounded_capacity;
-  guint bounded_names;
-
-  GPtrArray *sections; /* of Section */
-};
-
-/* Raw round trip in µs, NAN when no baseline. */
-static double
-raw_us (Bench *b)
-{
-  return b->raw_error != NULL ? NAN : b->raw.p50 / 1000.0;
-}
-
-static RedisLockRegistry *
-bench_registry (Bench *b, GError **error)
-{
-  return redis_lock_registry_new (b->url, b->key, error);
-}
-
 /* ------------------------------------------------------------------ plain hiredis */
 
 /* Where the raw connections go: the same server as the library, parsed from the same
@@ -479,6 +463,219 @@ raw_evalsha (redisContext *c, const char *sha, GError **error)
   return ok;
 }
 
+
+/* The lock protocol done by hand, for baselines: what any correct Redis lock must ask
+ * of the server, without the library. Written from the protocol (DESIGN.md,
+ * behaviours 1 and 2), in the cheapest shape: one SET NX in the uncontended case.
+ * acquire: KEYS[1] = key, ARGV[1] = owner id, ARGV[2] = TTL ms; returns 1 when held.
+ * release: KEYS[1] = key, ARGV[1] = owner id, ARGV[2] = channel; deletes and publishes
+ * only for the owner. */
+static const char raw_acquire_script[]
+    = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end\n"
+      "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+      "  redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1\n"
+      "end\n"
+      "return 0\n";
+static const char raw_release_script[]
+    = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+      "  redis.call('UNLINK', KEYS[1])\n"
+      "  redis.call('PUBLISH', ARGV[2], KEYS[1])\n"
+      "  return 1\n"
+      "end\n"
+      "return 0\n";
+
+/* A plain hiredis connection with the trivial script and the hand-made lock scripts
+ * loaded. */
+typedef struct
+{
+  redisContext *c;
+  char *sha;
+  char *acquire_sha;
+  char *release_sha;
+} RawConn;
+
+static void
+raw_close (RawConn *r)
+{
+  if (r == NULL)
+    return;
+  if (r->c != NULL)
+    redisFree (r->c);
+  g_free (r->sha);
+  g_free (r->acquire_sha);
+  g_free (r->release_sha);
+  g_free (r);
+}
+
+/* SCRIPT LOAD; the script's sha or NULL with @error set. */
+static char *
+raw_load (redisContext *c, const char *script, GError **error)
+{
+  redisReply *reply = raw_command (c, error, "SCRIPT LOAD %s", script);
+  char *sha;
+
+  if (reply == NULL)
+    return NULL;
+  sha = g_strdup (reply->type == REDIS_REPLY_STRING ? reply->str : "");
+  freeReplyObject (reply);
+  return sha;
+}
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RawConn, raw_close)
+
+static RawConn *
+raw_open (const RawTarget *t, GError **error)
+{
+  g_autoptr (RawConn) r = g_new0 (RawConn, 1);
+
+  r->c = raw_connect (t, error);
+  if (r->c == NULL || (r->sha = raw_load (r->c, "return 1", error)) == NULL
+      || (r->acquire_sha = raw_load (r->c, raw_acquire_script, error)) == NULL
+      || (r->release_sha = raw_load (r->c, raw_release_script, error)) == NULL)
+    return NULL;
+  return g_steal_pointer (&r);
+}
+
+/* One timed-worthy call: EVALSHA of `return 1`. */
+static gboolean
+raw_call (RawConn *r, GError **error)
+{
+  return raw_evalsha (r->c, r->sha, error);
+}
+
+/* One lock+unlock of @key by hand: the acquire script, then the release script. */
+static gboolean
+raw_lock_pair (RawConn *r, const char *key, GError **error)
+{
+  redisReply *reply;
+  gboolean ok;
+
+  reply = raw_command (r->c, error, "EVALSHA %s 1 %s %s %s", r->acquire_sha, key, "raw-owner",
+                       "60000");
+  if (reply == NULL)
+    return FALSE;
+  ok = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+  freeReplyObject (reply);
+  if (ok)
+    {
+      reply = raw_command (r->c, error, "EVALSHA %s 1 %s %s %s-channel", r->release_sha, key,
+                           "raw-owner", key);
+      if (reply == NULL)
+        return FALSE;
+      ok = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+      freeReplyObject (reply);
+    }
+  if (!ok)
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "hand-made lock of %s failed", key);
+  return ok;
+}
+
+/* Sends @n EVALSHA calls in one pipelined batch and reads every reply: the least a
+ * batched renewal of @n leases can cost. Returns the wall time in ns, or -1. */
+static gint64
+raw_pipeline (RawConn *r, guint n, GError **error)
+{
+  gint64 t0 = now_ns ();
+  guint i;
+
+  for (i = 0; i < n; i++)
+    redisAppendCommand (r->c, "EVALSHA %s 0", r->sha);
+  for (i = 0; i < n; i++)
+    {
+      void *reply = NULL;
+
+      if (redisGetReply (r->c, &reply) != REDIS_OK)
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "redis: %s", r->c->errstr);
+          return -1;
+        }
+      freeReplyObject (reply);
+    }
+  return now_ns () - t0;
+}
+
+/* The server's own account of EVALSHA (INFO commandstats): calls and CPU µs spent in
+ * them since start. Both 0 when the server does not say. */
+static void
+raw_evalsha_stats (RawConn *r, guint64 *calls, guint64 *usec)
+{
+  redisReply *reply = raw_command (r->c, NULL, "INFO commandstats");
+  const char *line;
+
+  *calls = *usec = 0;
+  if (reply == NULL)
+    return;
+  if (reply->type == REDIS_REPLY_STRING
+      && (line = strstr (reply->str, "cmdstat_evalsha:")) != NULL)
+    {
+      unsigned long long c = 0, u = 0;
+
+      if (sscanf (line, "cmdstat_evalsha:calls=%llu,usec=%llu", &c, &u) == 2)
+        {
+          *calls = c;
+          *usec = u;
+        }
+    }
+  freeReplyObject (reply);
+}
+
+/* ------------------------------------------------------------------ the run */
+
+struct _Bench
+{
+  gboolean quick;
+  gboolean json;
+  char *url; /* for the library; NULL: the library's default */
+  gboolean own_server;
+  RedisLockTestServer *server;
+  char *key; /* registry key of this run */
+  char *self_path;
+  char *redis_version;
+  RawTarget target; /* the same server, for plain hiredis connections */
+
+  /* machine */
+  long nproc;
+  char *cpu_model;
+  char *kernel;
+
+  /* The reference round trip, measured first: EVALSHA "return 1" on one plain hiredis
+   * connection. Sections measure their own baselines next to their figures; this one
+   * is for figures that have none of their own. */
+  char *raw_error; /* why there is no reference */
+  Dist raw;        /* ns per call */
+
+  /* sizes of the run */
+  guint raw_calls;
+  guint raw8_calls;
+  guint reentrant_pairs;
+  guint uncontended_pairs;
+  guint handoffs;
+  guint floor_handoffs;
+  guint spin_handoffs;
+  guint independent_pairs;
+  guint independent_rounds;
+  guint contention_sections;
+  guint watchdog_leases;
+  guint memory_names;
+  guint bounded_capacity;
+  guint bounded_names;
+
+  GPtrArray *sections; /* of Section */
+};
+
+/* The reference round trip in µs, NAN when there is none. */
+static double
+raw_us (Bench *b)
+{
+  return b->raw_error != NULL ? NAN : b->raw.p50 / 1000.0;
+}
+
+static RedisLockRegistry *
+bench_registry (Bench *b, GError **error)
+{
+  return redis_lock_registry_new (b->url, b->key, error);
+}
+
 /* ------------------------------------------------------------------ threads */
 
 typedef void (*WorkFunc) (gpointer data);
@@ -532,11 +729,45 @@ run_parallel (guint n, WorkFunc func, gpointer *data)
 
 /* ------------------------------------------------------------------ 1. raw limit */
 
+/* What a parallel run cost: wall time, CPU time of this process, and the server's
+ * EVALSHA calls and CPU during it (zero without a control connection). */
 typedef struct
 {
-  redisContext *c;
-  const char *sha;
+  double seconds;
+  double cpu_seconds;
+  guint64 server_calls;
+  guint64 server_usec;
+} RunCost;
+
+static void
+run_costed (guint n, WorkFunc func, gpointer *data, RawConn *control, RunCost *cost)
+{
+  guint64 calls0 = 0, usec0 = 0, calls1 = 0, usec1 = 0;
+  gint64 cpu0;
+
+  if (control != NULL)
+    raw_evalsha_stats (control, &calls0, &usec0);
+  cpu0 = cpu_ns ();
+  cost->seconds = run_parallel (n, func, data);
+  cost->cpu_seconds = (double) (cpu_ns () - cpu0) / 1e9;
+  if (control != NULL)
+    raw_evalsha_stats (control, &calls1, &usec1);
+  cost->server_calls = calls1 - calls0;
+  cost->server_usec = usec1 - usec0;
+}
+
+/* Server CPU per EVALSHA in µs, NAN when the server did not say. */
+static double
+server_us_per_call (const RunCost *cost)
+{
+  return cost->server_calls > 0 ? (double) cost->server_usec / cost->server_calls : NAN;
+}
+
+typedef struct
+{
+  RawConn *conn;
   guint calls;
+  char *key; /* when set, each call is a hand-made lock+unlock of this key */
   GError *error;
 } RawWorker;
 
@@ -547,36 +778,90 @@ raw_worker (gpointer data)
   guint i;
 
   for (i = 0; i < w->calls; i++)
-    if (!raw_evalsha (w->c, w->sha, &w->error))
+    if (w->key != NULL ? !raw_lock_pair (w->conn, w->key, &w->error)
+                       : !raw_call (w->conn, &w->error))
       return;
 }
 
-/* Measures the baseline: p50/p99/mean round trip on one connection, and, when
- * @with_threads, the rate of BENCH_THREADS threads on a connection each. Also reads the
- * server's version. */
 static void
-measure_raw (Bench *b, gboolean with_threads)
+raw_workers_close (RawWorker *workers)
 {
-  g_autoptr (GError) error = NULL;
-  RawTarget t;
-  redisContext *c = NULL;
-  redisReply *r = NULL;
-  g_autofree char *sha = NULL;
-  g_autofree gint64 *samples = NULL;
-  RawWorker workers[BENCH_THREADS];
-  gpointer data[BENCH_THREADS];
-  double seconds;
   guint i;
 
-  b->raw_rate8 = NAN;
-  memset (workers, 0, sizeof workers);
-  if (!raw_target_parse (b->url, &t, &error))
-    goto fail;
-  c = raw_connect (&t, &error);
-  if (c == NULL)
-    goto fail;
+  for (i = 0; i < BENCH_THREADS; i++)
+    {
+      raw_close (workers[i].conn);
+      g_free (workers[i].key);
+      g_clear_error (&workers[i].error);
+    }
+  memset (workers, 0, sizeof (RawWorker) * BENCH_THREADS);
+}
 
-  r = raw_command (c, &error, "INFO server");
+/* Opens a connection for each of BENCH_THREADS workers and warms them up. */
+static gboolean
+raw_workers_open (Bench *b, RawWorker *workers, GError **error)
+{
+  gpointer data[BENCH_THREADS];
+  guint i;
+
+  memset (workers, 0, sizeof (RawWorker) * BENCH_THREADS);
+  for (i = 0; i < BENCH_THREADS; i++)
+    {
+      workers[i].conn = raw_open (&b->target, error);
+      if (workers[i].conn == NULL)
+        {
+          raw_workers_close (workers);
+          return FALSE;
+        }
+      workers[i].calls = 200;
+      data[i] = &workers[i];
+    }
+  run_parallel (BENCH_THREADS, raw_worker, data);
+  return TRUE;
+}
+
+/* BENCH_THREADS threads on their own connection, @calls EVALSHA of `return 1` each, or
+ * with @lock_prefix, @calls hand-made lock+unlock pairs each, of key "@lock_prefix:i".
+ * Returns the aggregate rate in calls (pairs) per second, or NAN with @error set. */
+static double
+raw_workers_run (RawWorker *workers, guint calls, const char *lock_prefix, RawConn *control,
+                 RunCost *cost, GError **error)
+{
+  gpointer data[BENCH_THREADS];
+  guint i;
+
+  for (i = 0; i < BENCH_THREADS; i++)
+    {
+      workers[i].calls = calls;
+      g_free (workers[i].key);
+      workers[i].key = lock_prefix != NULL ? g_strdup_printf ("%s:%u", lock_prefix, i) : NULL;
+      data[i] = &workers[i];
+    }
+  run_costed (BENCH_THREADS, raw_worker, data, control, cost);
+  for (i = 0; i < BENCH_THREADS; i++)
+    if (workers[i].error != NULL)
+      {
+        g_propagate_error (error, workers[i].error);
+        workers[i].error = NULL;
+        return NAN;
+      }
+  return (double) BENCH_THREADS * calls / cost->seconds;
+}
+
+/* The reference round trip (and the server's version), measured before any section. */
+static void
+measure_reference (Bench *b)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (RawConn) conn = NULL;
+  g_autofree gint64 *samples = g_new (gint64, b->raw_calls);
+  redisReply *r;
+  guint i;
+
+  conn = raw_open (&b->target, &error);
+  if (conn == NULL)
+    goto fail;
+  r = raw_command (conn->c, &error, "INFO server");
   if (r == NULL)
     goto fail;
   if (r->type == REDIS_REPLY_STRING)
@@ -588,96 +873,70 @@ measure_raw (Bench *b, gboolean with_threads)
     }
   freeReplyObject (r);
 
-  r = raw_command (c, &error, "SCRIPT LOAD %s", "return 1");
-  if (r == NULL)
-    goto fail;
-  sha = g_strdup (r->type == REDIS_REPLY_STRING ? r->str : "");
-  freeReplyObject (r);
-
   for (i = 0; i < 1000; i++)
-    if (!raw_evalsha (c, sha, &error))
+    if (!raw_call (conn, &error))
       goto fail;
-
-  samples = g_new (gint64, b->raw_calls);
   for (i = 0; i < b->raw_calls; i++)
     {
       gint64 t0 = now_ns ();
 
-      if (!raw_evalsha (c, sha, &error))
+      if (!raw_call (conn, &error))
         goto fail;
       samples[i] = now_ns () - t0;
     }
   b->raw = dist_of (samples, b->raw_calls, 1);
-  b->raw_rate1 = 1e9 / b->raw.mean;
-
-  if (with_threads)
-    {
-      for (i = 0; i < BENCH_THREADS; i++)
-        {
-          g_autoptr (GError) local = NULL;
-
-          workers[i].c = raw_connect (&t, &local);
-          if (workers[i].c == NULL)
-            {
-              b->raw8_error = g_strdup (local->message);
-              goto threads_done;
-            }
-          workers[i].sha = sha;
-          workers[i].calls = b->raw8_calls / 10;
-          data[i] = &workers[i];
-        }
-      run_parallel (BENCH_THREADS, raw_worker, data); /* warm-up */
-      for (i = 0; i < BENCH_THREADS; i++)
-        workers[i].calls = b->raw8_calls;
-      seconds = run_parallel (BENCH_THREADS, raw_worker, data);
-      for (i = 0; i < BENCH_THREADS; i++)
-        if (workers[i].error != NULL && b->raw8_error == NULL)
-          b->raw8_error = g_strdup (workers[i].error->message);
-      if (b->raw8_error == NULL)
-        b->raw_rate8 = (double) BENCH_THREADS * b->raw8_calls / seconds;
-    threads_done:
-      for (i = 0; i < BENCH_THREADS; i++)
-        {
-          if (workers[i].c != NULL)
-            redisFree (workers[i].c);
-          g_clear_error (&workers[i].error);
-        }
-    }
-  redisFree (c);
-  raw_target_clear (&t);
   return;
 
 fail:
   b->raw_error = g_strdup (error->message);
-  if (c != NULL)
-    redisFree (c);
-  raw_target_clear (&t);
 }
 
 static void
 section_raw (Bench *b, Section *s)
 {
-  char buf[128];
+  g_autoptr (GError) error = NULL;
+  g_autoptr (RawConn) control = NULL;
+  RawWorker workers[BENCH_THREADS];
+  RunCost cost;
+  char metric[64];
+  double rate1, rate8;
 
   if (b->raw_error != NULL)
     {
       add_na (s, "round trip", "%s", b->raw_error);
       return;
     }
+  rate1 = 1e9 / b->raw.mean;
   add_row (s, "round trip p50", b->raw.p50 / 1000, "us", 1, 1.0, "raw p50", NULL, FALSE);
   add_row (s, "round trip p99", b->raw.p99 / 1000, "us", 1, b->raw.p99 / b->raw.p50, "raw p50",
            NULL, FALSE);
   add_row (s, "round trip mean", b->raw.mean / 1000, "us", 1, b->raw.mean / b->raw.p50,
            "raw p50", NULL, FALSE);
-  add_row (s, "1 connection", b->raw_rate1, "calls/s", 0, 1.0, "1 connection", NULL, FALSE);
-  g_snprintf (buf, sizeof buf, "%d connections, %d threads", BENCH_THREADS, BENCH_THREADS);
-  if (b->raw8_error != NULL)
-    add_na (s, buf, "%s", b->raw8_error);
-  else
-    add_row (s, buf, b->raw_rate8, "calls/s", 0, b->raw_rate8 / b->raw_rate1, "1 connection",
-             NULL, FALSE);
-  add_note (s, "%u timed calls on one connection after 1000 warm-up calls; %u calls per thread",
+  add_row (s, "1 connection", rate1, "calls/s", 0, 1.0, "1 connection", NULL, FALSE);
+
+  g_snprintf (metric, sizeof metric, "%d threads, a connection each", BENCH_THREADS);
+  control = raw_open (&b->target, &error);
+  if (control == NULL || !raw_workers_open (b, workers, &error))
+    {
+      add_na (s, metric, "%s", error->message);
+      return;
+    }
+  rate8 = raw_workers_run (workers, b->raw8_calls, NULL, control, &cost, &error);
+  raw_workers_close (workers);
+  if (isnan (rate8))
+    {
+      add_na (s, metric, "%s", error->message);
+      return;
+    }
+  add_row (s, metric, rate8, "calls/s", 0, rate8 / rate1, "1 connection", NULL, FALSE);
+  add_row (s, "  server CPU per call", server_us_per_call (&cost), "us", 2, NAN, NULL, NULL,
+           FALSE);
+  add_row (s, "  client CPU per call", cost.cpu_seconds * 1e6 / (BENCH_THREADS * b->raw8_calls),
+           "us", 2, NAN, NULL, NULL, FALSE);
+  add_note (s, "%u timed calls on one connection after 1000 warm-up calls (the reference for "
+               "figures without a baseline of their own); %u calls per thread",
             b->raw_calls, b->raw8_calls);
+  add_note (s, "server CPU per call is INFO commandstats usec/calls for EVALSHA over the run");
 }
 
 /* ------------------------------------------------------------------ 2. re-entry */
@@ -690,14 +949,23 @@ section_reentrant (Bench *b, Section *s)
   g_autoptr (RedisLock) lock = NULL;
   RedisLockRegistryStats before, after;
   guint batches = b->reentrant_pairs / REENTRANT_BATCH;
-  g_autofree gint64 *samples = g_new (gint64, batches);
+  g_autofree gint64 *lib_samples = g_new (gint64, batches);
+  g_autofree gint64 *glib_samples = g_new (gint64, batches);
   GRecMutex rec;
   Dist lib, glib;
   guint i, j;
 
-  /* The GLib baseline: a recursive mutex already held once, locked and unlocked. */
+  registry = bench_registry (b, &error);
+  if (registry == NULL)
+    goto fail;
+  lock = redis_lock_registry_obtain (registry, "reentrant", &error);
+  if (lock == NULL || !redis_lock_lock (lock, &error))
+    goto fail;
+
+  /* The baseline, a GRecMutex held once, in batches alternating with the lock's. */
   g_rec_mutex_init (&rec);
   g_rec_mutex_lock (&rec);
+  redis_lock_registry_get_stats (registry, &before);
   for (i = 0; i < batches; i++)
     {
       gint64 t0 = now_ns ();
@@ -707,39 +975,32 @@ section_reentrant (Bench *b, Section *s)
           g_rec_mutex_lock (&rec);
           g_rec_mutex_unlock (&rec);
         }
-      samples[i] = now_ns () - t0;
-    }
-  g_rec_mutex_unlock (&rec);
-  g_rec_mutex_clear (&rec);
-  glib = dist_of (samples, batches, REENTRANT_BATCH);
+      glib_samples[i] = now_ns () - t0;
 
-  registry = bench_registry (b, &error);
-  if (registry == NULL)
-    goto fail;
-  lock = redis_lock_registry_obtain (registry, "reentrant", &error);
-  if (lock == NULL || !redis_lock_lock (lock, &error))
-    goto fail;
-  redis_lock_registry_get_stats (registry, &before);
-  for (i = 0; i < batches; i++)
-    {
-      gint64 t0 = now_ns ();
-
+      t0 = now_ns ();
       for (j = 0; j < REENTRANT_BATCH; j++)
         {
           if (!redis_lock_lock (lock, &error) || !redis_lock_unlock (lock, &error))
-            {
-              g_autoptr (GError) local = NULL;
-
-              redis_lock_unlock (lock, &local);
-              goto fail;
-            }
+            break;
         }
-      samples[i] = now_ns () - t0;
+      lib_samples[i] = now_ns () - t0;
+      if (error != NULL)
+        break;
     }
   redis_lock_registry_get_stats (registry, &after);
+  g_rec_mutex_unlock (&rec);
+  g_rec_mutex_clear (&rec);
+  if (error != NULL)
+    {
+      g_autoptr (GError) local = NULL;
+
+      redis_lock_unlock (lock, &local);
+      goto fail;
+    }
   if (!redis_lock_unlock (lock, &error))
     goto fail;
-  lib = dist_of (samples, batches, REENTRANT_BATCH);
+  lib = dist_of (lib_samples, batches, REENTRANT_BATCH);
+  glib = dist_of (glib_samples, batches, REENTRANT_BATCH);
 
   add_row (s, "pair p50", lib.p50, "ns", 1, lib.p50 / glib.p50, "GRecMutex p50", NULL, FALSE);
   add_row (s, "pair p99", lib.p99, "ns", 1, lib.p99 / glib.p99, "GRecMutex p99", NULL, FALSE);
@@ -747,9 +1008,10 @@ section_reentrant (Bench *b, Section *s)
            NAN, NULL, "= 0", after.commands == before.commands);
   add_row (s, "GRecMutex pair p50", glib.p50, "ns", 1, 1.0, "GRecMutex p50", NULL, FALSE);
   add_row (s, "GRecMutex pair p99", glib.p99, "ns", 1, 1.0, "GRecMutex p99", NULL, FALSE);
-  add_note (s, "%u pairs timed in batches of %u; percentiles are of the batch means", batches * REENTRANT_BATCH,
-            REENTRANT_BATCH);
-  add_note (s, "the commands counter is the registry's `commands` (get_stats) delta over the loop");
+  add_note (s, "%u pairs in batches of %u alternating with GRecMutex batches; percentiles are "
+               "of the batch means",
+            batches * REENTRANT_BATCH, REENTRANT_BATCH);
+  add_note (s, "commands: the registry's `commands` counter (get_stats), delta over the loop");
   return;
 
 fail:
@@ -764,12 +1026,16 @@ section_uncontended (Bench *b, Section *s)
   g_autoptr (GError) error = NULL;
   g_autoptr (RedisLockRegistry) registry = NULL;
   g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (RawConn) raw = NULL;
   RedisLockRegistryStats before, after;
-  g_autofree gint64 *samples = g_new (gint64, b->uncontended_pairs);
-  double two_rtt = 2 * raw_us (b);
+  guint n = b->uncontended_pairs - b->uncontended_pairs % INTERLEAVE_BLOCK;
+  g_autofree gint64 *lib_samples = g_new (gint64, n);
+  g_autofree gint64 *raw_samples = g_new (gint64, n);
+  g_autofree gint64 *hand_samples = g_new (gint64, n);
+  g_autofree char *hand_key = g_strdup_printf ("%s-by-hand:uncontended", b->key);
   double commands, round_trips;
-  Dist d;
-  guint i;
+  Dist lib, raw_pair, hand;
+  guint i, k;
 
   registry = bench_registry (b, &error);
   if (registry == NULL)
@@ -777,32 +1043,71 @@ section_uncontended (Bench *b, Section *s)
   lock = redis_lock_registry_obtain (registry, "uncontended", &error);
   if (lock == NULL)
     goto fail;
+  raw = raw_open (&b->target, &error);
+  if (raw == NULL)
+    goto fail;
   for (i = 0; i < 200; i++)
-    if (!redis_lock_lock (lock, &error) || !redis_lock_unlock (lock, &error))
+    if (!redis_lock_lock (lock, &error) || !redis_lock_unlock (lock, &error)
+        || !raw_call (raw, &error))
       goto fail;
-  redis_lock_registry_get_stats (registry, &before);
-  for (i = 0; i < b->uncontended_pairs; i++)
-    {
-      gint64 t0 = now_ns ();
 
-      if (!redis_lock_lock (lock, &error) || !redis_lock_unlock (lock, &error))
-        goto fail;
-      samples[i] = now_ns () - t0;
+  /* Blocks of lock+unlock pairs alternate with blocks of raw pairs (two EVALSHA back
+   * to back), so both see the same machine. */
+  redis_lock_registry_get_stats (registry, &before);
+  for (i = 0; i < n; i += INTERLEAVE_BLOCK)
+    {
+      for (k = i; k < i + INTERLEAVE_BLOCK; k++)
+        {
+          gint64 t0 = now_ns ();
+
+          if (!raw_call (raw, &error) || !raw_call (raw, &error))
+            goto fail;
+          raw_samples[k] = now_ns () - t0;
+        }
+      for (k = i; k < i + INTERLEAVE_BLOCK; k++)
+        {
+          gint64 t0 = now_ns ();
+
+          if (!raw_lock_pair (raw, hand_key, &error))
+            goto fail;
+          hand_samples[k] = now_ns () - t0;
+        }
+      for (k = i; k < i + INTERLEAVE_BLOCK; k++)
+        {
+          gint64 t0 = now_ns ();
+
+          if (!redis_lock_lock (lock, &error) || !redis_lock_unlock (lock, &error))
+            goto fail;
+          lib_samples[k] = now_ns () - t0;
+        }
     }
   redis_lock_registry_get_stats (registry, &after);
-  d = dist_of (samples, b->uncontended_pairs, 1);
-  commands = (double) (after.commands - before.commands) / b->uncontended_pairs;
-  round_trips = (double) (after.round_trips - before.round_trips) / b->uncontended_pairs;
+  lib = dist_of (lib_samples, n, 1);
+  raw_pair = dist_of (raw_samples, n, 1);
+  hand = dist_of (hand_samples, n, 1);
+  commands = (double) (after.commands - before.commands) / n;
+  round_trips = (double) (after.round_trips - before.round_trips) / n;
 
-  add_row (s, "pair p50", d.p50 / 1000, "us", 1, d.p50 / 1000 / two_rtt, "2 raw p50",
-           "<= 1.15x", d.p50 / 1000 <= 1.15 * two_rtt);
-  add_row (s, "pair p99", d.p99 / 1000, "us", 1, d.p99 / 1000 / two_rtt, "2 raw p50", NULL, FALSE);
-  add_row (s, "pair mean", d.mean / 1000, "us", 1, d.mean / b->raw.mean / 2, "2 raw mean", NULL,
-           FALSE);
+  add_row (s, "pair p50", lib.p50 / 1000, "us", 1, lib.p50 / raw_pair.p50, "2 raw calls p50",
+           "<= 1.15x", lib.p50 <= 1.15 * raw_pair.p50);
+  add_row (s, "pair p99", lib.p99 / 1000, "us", 1, lib.p99 / raw_pair.p99, "2 raw calls p99",
+           NULL, FALSE);
+  add_row (s, "pair mean", lib.mean / 1000, "us", 1, lib.mean / raw_pair.mean,
+           "2 raw calls mean", NULL, FALSE);
+  add_row (s, "  the same, vs by hand", lib.p50 / 1000, "us", 1, lib.p50 / hand.p50,
+           "by-hand pair p50", NULL, FALSE);
+  add_row (s, "by-hand pair p50 (baseline)", hand.p50 / 1000, "us", 1, hand.p50 / raw_pair.p50,
+           "2 raw calls p50", NULL, FALSE);
+  add_row (s, "2 raw calls p50 (baseline)", raw_pair.p50 / 1000, "us", 1, 1.0, "2 raw calls p50",
+           NULL, FALSE);
+  add_row (s, "2 raw calls p99 (baseline)", raw_pair.p99 / 1000, "us", 1, 1.0,
+           "2 raw calls p99", NULL, FALSE);
   add_row (s, "Redis commands per pair", commands, "", 2, commands / 2, "2", NULL, FALSE);
   add_row (s, "round trips per pair", round_trips, "", 2, round_trips / 2, "2", NULL, FALSE);
-  add_note (s, "%u pairs on one name from one thread, each timed, after 200 warm-up pairs",
-            b->uncontended_pairs);
+  add_note (s, "%u pairs on one name from one thread, each timed, in blocks of %d alternating "
+               "with blocks of two raw EVALSHA calls and blocks of by-hand pairs (the same protocol "
+               "from plain hiredis), after 200 warm-up pairs",
+            n, INTERLEAVE_BLOCK);
   return;
 
 fail:
@@ -838,6 +1143,10 @@ typedef struct
   /* per hand-off results, kept by the parent only (NULL in the child) */
   gint64 *latency_ns;
   gboolean *waited;
+  /* the parent measures raw round trips while it holds the lock (NULL in the child) */
+  RawConn *raw;
+  gint64 *raw_samples;
+  guint n_raw;
 } PingPong;
 
 static gboolean
@@ -912,6 +1221,30 @@ pingpong_record (PingPong *pp, guint step, gint64 latency_ns, gboolean waited)
   pp->waited[step] = waited;
 }
 
+/* The holder's idle time, hold_us. The parent spends the start of it timing two raw
+ * round trips: a baseline taken in the same conditions as the hand-offs (the peer
+ * blocked, both processes alive), interleaved with them. */
+static gboolean
+pingpong_idle (PingPong *pp, GError **error)
+{
+  gint64 until = now_ns () + pp->hold_us * 1000;
+  gint64 left;
+  guint k;
+
+  for (k = 0; pp->raw != NULL && k < 2; k++)
+    {
+      gint64 t0 = now_ns ();
+
+      if (!raw_call (pp->raw, error))
+        return FALSE;
+      pp->raw_samples[pp->n_raw++] = now_ns () - t0;
+    }
+  left = until - now_ns ();
+  if (left > 0)
+    g_usleep ((gulong) (left / 1000));
+  return TRUE;
+}
+
 /* Holds the lock: waits until the peer is about to lock, keeps holding for hold_us so
  * the peer is blocked in its wait, releases, and learns the hand-off latency. */
 static gboolean
@@ -920,9 +1253,8 @@ pingpong_hold (PingPong *pp, guint step, GError **error)
   Msg m;
   gint64 released;
 
-  if (!msg_expect (pp->in_fd, MSG_WAITING, &m, error))
+  if (!msg_expect (pp->in_fd, MSG_WAITING, &m, error) || !pingpong_idle (pp, error))
     return FALSE;
-  g_usleep (pp->hold_us);
   pp->held = FALSE;
   if (!redis_lock_unlock (pp->lock, error))
     return FALSE;
@@ -997,6 +1329,59 @@ pingpong_run (PingPong *pp, guint steps, gboolean first_holder, GError **error)
   return ok;
 }
 
+/* The floor, the child's side: the same hand-off shape without the library. The child
+ * blocks reading a SUBSCRIBE connection; the parent's PUBLISH wakes it and it makes one
+ * EVALSHA, as a waiter woken by an unlock notification makes one acquire attempt. */
+static gboolean
+floor_child (guint steps, int in_fd, int out_fd, GError **error)
+{
+  const char *url = g_getenv ("REDISLOCK_BENCH_URL");
+  g_autofree char *channel = g_strdup_printf ("%s-floor", g_getenv ("REDISLOCK_BENCH_KEY"));
+  g_autoptr (RawConn) cmd = NULL;
+  redisContext *sub = NULL;
+  redisReply *reply = NULL;
+  RawTarget t;
+  gboolean ok = FALSE;
+  guint i;
+
+  if (!raw_target_parse (url != NULL && *url != '\0' ? url : NULL, &t, error))
+    return FALSE;
+  cmd = raw_open (&t, error);
+  sub = cmd != NULL ? raw_connect (&t, error) : NULL;
+  if (sub == NULL)
+    goto out;
+  reply = raw_command (sub, error, "SUBSCRIBE %s", channel);
+  if (reply == NULL)
+    goto out;
+  freeReplyObject (reply);
+  for (i = 0; i < steps; i++)
+    {
+      Msg m;
+      gint64 acquired;
+
+      if (!msg_send (out_fd, MSG_WAITING, FALSE, 0, error))
+        goto out;
+      if (redisGetReply (sub, (void **) &reply) != REDIS_OK)
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "redis: %s", sub->errstr);
+          goto out;
+        }
+      freeReplyObject (reply);
+      if (!raw_call (cmd, error))
+        goto out;
+      acquired = now_ns ();
+      if (!msg_expect (in_fd, MSG_RELEASED, &m, error)
+          || !msg_send (out_fd, MSG_ACQUIRED, TRUE, acquired - m.value, error))
+        goto out;
+    }
+  ok = TRUE;
+out:
+  if (sub != NULL)
+    redisFree (sub);
+  raw_target_clear (&t);
+  return ok;
+}
+
 static const char *
 wait_mode_name (RedisLockWaitMode mode)
 {
@@ -1005,7 +1390,8 @@ wait_mode_name (RedisLockWaitMode mode)
 
 /* The other side of the hand-off: `redislock-bench --child`, started with exec by the
  * parent, stdin and stdout being the pipes. The URL and registry key come from the
- * environment so that a password never shows in the process list. */
+ * environment so that a password never shows in the process list. Mode "raw" runs the
+ * floor instead of the library. */
 static int
 child_main (const char *mode, const char *name, guint steps, gint64 hold_us)
 {
@@ -1023,6 +1409,12 @@ child_main (const char *mode, const char *name, guint steps, gint64 hold_us)
   dup2 (STDERR_FILENO, STDOUT_FILENO);
   pp.hold_us = hold_us;
 
+  if (g_strcmp0 (mode, "raw") == 0)
+    {
+      if (!floor_child (steps, pp.in_fd, pp.out_fd, &error))
+        goto fail;
+      return 0;
+    }
   registry = redis_lock_registry_new (url != NULL && *url != '\0' ? url : NULL,
                                       key != NULL ? key : "", &error);
   if (registry == NULL)
@@ -1044,32 +1436,119 @@ fail:
   return 1;
 }
 
-/* The parent's side: holds the lock, starts the child, ping-pongs, reports. */
+/* Starts `redislock-bench --child` with pipes for its stdin and stdout. */
+static gboolean
+child_spawn (Bench *b, const char *mode, const char *name, guint steps, GPid *pid,
+             int *to_child, int *from_child, GError **error)
+{
+  g_autofree char *mode_arg = g_strdup_printf ("--child-mode=%s", mode);
+  g_autofree char *name_arg = g_strdup_printf ("--child-name=%s", name);
+  g_autofree char *steps_arg = g_strdup_printf ("--child-steps=%u", steps);
+  g_autofree char *hold_arg = g_strdup_printf ("--child-hold-us=%d", HANDOFF_HOLD_US);
+  const char *argv[] = { b->self_path, "--child", mode_arg, name_arg, steps_arg, hold_arg, NULL };
+  g_auto (GStrv) envp = g_get_environ ();
+
+  envp = g_environ_setenv (envp, "REDISLOCK_BENCH_URL", b->url != NULL ? b->url : "", TRUE);
+  envp = g_environ_setenv (envp, "REDISLOCK_BENCH_KEY", b->key, TRUE);
+  return g_spawn_async_with_pipes (NULL, (char **) argv, envp, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+                                   NULL, pid, to_child, from_child, NULL, error);
+}
+
+/* Closes the pipes and waits for the child, killing it first when the run failed
+ * (@ok FALSE). Returns FALSE with @error set when a run that went well ends with a
+ * failed child. */
+static gboolean
+child_reap (GPid pid, int to_child, int from_child, gboolean ok, GError **error)
+{
+  int status = 0;
+
+  close (to_child);
+  close (from_child);
+  if (!ok)
+    kill (pid, SIGKILL);
+  while (waitpid (pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  g_spawn_close_pid (pid);
+  if (ok && (!WIFEXITED (status) || WEXITSTATUS (status) != 0))
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "the child process failed (status %d)",
+                   status);
+      return FALSE;
+    }
+  return ok;
+}
+
+/* The floor, the parent's side: PUBLISH after the same hold, one direction only.
+ * Fills @floor with the hand-off distribution (warm-up left out). */
+static gboolean
+floor_run (Bench *b, guint steps, Dist *floor_dist, GError **error)
+{
+  g_autoptr (RawConn) raw = NULL;
+  g_autofree char *channel = g_strdup_printf ("%s-floor", b->key);
+  g_autofree gint64 *latency = g_new0 (gint64, steps);
+  GPid pid = 0;
+  int to_child = -1, from_child = -1;
+  gboolean ok = TRUE;
+  guint i;
+
+  raw = raw_open (&b->target, error);
+  if (raw == NULL || !child_spawn (b, "raw", "floor", steps, &pid, &to_child, &from_child, error))
+    return FALSE;
+  for (i = 0; ok && i < steps; i++)
+    {
+      redisReply *reply;
+      Msg m;
+
+      ok = msg_expect (from_child, MSG_WAITING, &m, error);
+      if (!ok)
+        break;
+      g_usleep (HANDOFF_HOLD_US);
+      reply = raw_command (raw->c, error, "PUBLISH %s %s", channel, "released");
+      ok = reply != NULL;
+      if (ok && (reply->type != REDIS_REPLY_INTEGER || reply->integer < 1))
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "PUBLISH reached no subscriber");
+          ok = FALSE;
+        }
+      if (reply != NULL)
+        freeReplyObject (reply);
+      ok = ok && msg_send (to_child, MSG_RELEASED, FALSE, now_ns (), error)
+           && msg_expect (from_child, MSG_ACQUIRED, &m, error);
+      if (ok)
+        latency[i] = m.value;
+    }
+  if (!child_reap (pid, to_child, from_child, ok, error))
+    return FALSE;
+  *floor_dist = dist_of (latency + HANDOFF_WARMUP, steps - HANDOFF_WARMUP, 1);
+  return TRUE;
+}
+
+/* The parent's side of the library hand-off: holds the lock, starts the child,
+ * ping-pongs, reports. */
 static void
 handoff_run (Bench *b, Section *s, RedisLockWaitMode mode, guint steps)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (RedisLockRegistry) registry = NULL;
   g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (RawConn) raw = NULL;
   g_autofree char *name = g_strdup_printf ("handoff-%s", wait_mode_name (mode));
-  g_autofree char *mode_arg = g_strdup_printf ("--child-mode=%s", wait_mode_name (mode));
-  g_autofree char *name_arg = g_strdup_printf ("--child-name=%s", name);
-  g_autofree char *steps_arg = g_strdup_printf ("--child-steps=%u", steps);
-  g_autofree char *hold_arg = g_strdup_printf ("--child-hold-us=%d", HANDOFF_HOLD_US);
   g_autofree gint64 *latency = g_new0 (gint64, steps);
   g_autofree gboolean *waited = g_new0 (gboolean, steps);
   g_autofree gint64 *real = g_new0 (gint64, steps);
-  g_auto (GStrv) envp = g_get_environ ();
-  const char *argv[] = { b->self_path, "--child", mode_arg, name_arg, steps_arg, hold_arg, NULL };
+  g_autofree gint64 *raw_samples = g_new0 (gint64, 2 * steps);
   gboolean pubsub = mode == REDIS_LOCK_WAIT_PUBSUB;
   GPid pid = 0;
-  int to_child = -1, from_child = -1, status = 0;
+  int to_child = -1, from_child = -1;
   guint counted = 0, n_real = 0, i;
-  double rtt = raw_us (b);
   PingPong pp;
-  Dist d;
+  Dist d, rt, fl;
   gboolean ok;
 
+  g_assert (steps > HANDOFF_WARMUP);
+  raw = raw_open (&b->target, &error);
+  if (raw == NULL)
+    goto fail;
   registry = bench_registry (b, &error);
   if (registry == NULL)
     goto fail;
@@ -1077,11 +1556,7 @@ handoff_run (Bench *b, Section *s, RedisLockWaitMode mode, guint steps)
   lock = redis_lock_registry_obtain (registry, name, &error);
   if (lock == NULL || !redis_lock_lock (lock, &error))
     goto fail;
-
-  envp = g_environ_setenv (envp, "REDISLOCK_BENCH_URL", b->url != NULL ? b->url : "", TRUE);
-  envp = g_environ_setenv (envp, "REDISLOCK_BENCH_KEY", b->key, TRUE);
-  if (!g_spawn_async_with_pipes (NULL, (char **) argv, envp, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
-                                 NULL, &pid, &to_child, &from_child, NULL, &error))
+  if (!child_spawn (b, wait_mode_name (mode), name, steps, &pid, &to_child, &from_child, &error))
     {
       g_autoptr (GError) local = NULL;
 
@@ -1098,24 +1573,13 @@ handoff_run (Bench *b, Section *s, RedisLockWaitMode mode, guint steps)
   pp.held = TRUE;
   pp.latency_ns = latency;
   pp.waited = waited;
+  pp.raw = raw;
+  pp.raw_samples = raw_samples;
   ok = pingpong_run (&pp, steps, TRUE, &error);
-  close (to_child);
-  close (from_child);
-  if (!ok)
-    kill (pid, SIGKILL);
-  while (waitpid (pid, &status, 0) < 0 && errno == EINTR)
-    ;
-  g_spawn_close_pid (pid);
-  if (!ok)
+  if (!child_reap (pid, to_child, from_child, ok, &error))
     goto fail;
-  if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
-    {
-      g_set_error (&error, G_IO_ERROR, G_IO_ERROR_FAILED, "the child process failed (status %d)",
-                   status);
-      goto fail;
-    }
 
-  for (i = HANDOFF_WARMUP < steps ? HANDOFF_WARMUP : 0; i < steps; i++)
+  for (i = HANDOFF_WARMUP; i < steps; i++)
     {
       counted++;
       if (waited[i])
@@ -1123,38 +1587,58 @@ handoff_run (Bench *b, Section *s, RedisLockWaitMode mode, guint steps)
     }
   if (n_real == 0)
     {
-      /* The counter never moved: the waits cannot be confirmed, so count them all and
-       * say so. */
       add_note (s, "contended_attempts never moved in the waiter: waits unconfirmed, "
                    "all hand-offs counted");
-      for (i = HANDOFF_WARMUP < steps ? HANDOFF_WARMUP : 0; i < steps; i++)
+      for (i = HANDOFF_WARMUP; i < steps; i++)
         real[n_real++] = latency[i];
     }
   d = dist_of (real, n_real, 1);
+  rt = dist_of (raw_samples, pp.n_raw, 1);
 
-  if (pubsub)
-    {
-      add_row (s, "hand-off p50", d.p50 / 1000, "us", 1, d.p50 / 1000 / rtt, "raw p50",
-               "<= 3x", d.p50 / 1000 <= 3 * rtt);
-      add_row (s, "hand-off p99", d.p99 / 1000, "us", 1, d.p99 / 1000 / rtt, "raw p50",
-               "<= 1000 us", d.p99 <= 1e6);
-    }
-  else
-    {
-      add_row (s, "hand-off p50", d.p50 / 1000, "us", 1, d.p50 / 1000 / rtt, "raw p50", NULL,
-               FALSE);
-      add_row (s, "hand-off p99", d.p99 / 1000, "us", 1, d.p99 / 1000 / rtt, "raw p50", NULL,
-               FALSE);
-    }
-  add_row (s, "hand-off max", d.max / 1000, "us", 1, d.max / 1000 / rtt, "raw p50", NULL, FALSE);
-  add_row (s, "hand-off mean", d.mean / 1000, "us", 1, d.mean / 1000 / rtt, "raw p50", NULL,
-           FALSE);
+  add_row (s, "hand-off p50", d.p50 / 1000, "us", 1, d.p50 / rt.p50, "raw p50",
+           pubsub ? "<= 3x" : NULL, d.p50 <= 3 * rt.p50);
+  add_row (s, "hand-off p99", d.p99 / 1000, "us", 1, d.p99 / rt.p50, "raw p50",
+           pubsub ? "<= 1000 us" : NULL, d.p99 <= 1e6);
+  add_row (s, "hand-off max", d.max / 1000, "us", 1, d.max / rt.p50, "raw p50", NULL, FALSE);
+  add_row (s, "hand-off mean", d.mean / 1000, "us", 1, d.mean / rt.p50, "raw p50", NULL, FALSE);
   add_row (s, "confirmed waits", (double) n_real, "", 0, (double) n_real / counted,
            "hand-offs counted", NULL, FALSE);
-  add_note (s, "%u hand-offs between two processes (%u warm-up not counted), %s wait mode%s; "
+  add_row (s, "  hand-off p50 vs hot RTT", d.p50 / 1000, "us", 1, d.p50 / 1000 / raw_us (b),
+           "reference p50", NULL, FALSE);
+  add_row (s, "raw round trip p50 (baseline)", rt.p50 / 1000, "us", 1, 1.0, "raw p50", NULL,
+           FALSE);
+  if (pubsub)
+    {
+      g_autoptr (GError) floor_error = NULL;
+
+      if (!floor_run (b, b->floor_handoffs, &fl, &floor_error))
+        add_na (s, "raw hand-off floor", "%s", floor_error->message);
+      else
+        {
+          add_row (s, "raw hand-off floor p50", fl.p50 / 1000, "us", 1, fl.p50 / rt.p50,
+                   "raw p50", NULL, FALSE);
+          add_row (s, "raw hand-off floor p99", fl.p99 / 1000, "us", 1, fl.p99 / rt.p50,
+                   "raw p50", NULL, FALSE);
+          add_row (s, "hand-off p50 over the floor", (d.p50 - fl.p50) / 1000, "us", 1,
+                   d.p50 / fl.p50, "raw floor p50", NULL, FALSE);
+        }
+    }
+  add_note (s, "%u hand-offs between two processes (first %d not counted), %s wait mode%s; "
                "the holder keeps the lock %d us after the waiter announces itself",
-            steps, steps > HANDOFF_WARMUP ? HANDOFF_WARMUP : 0, wait_mode_name (mode),
+            steps, HANDOFF_WARMUP, wait_mode_name (mode),
             pubsub ? "" : ", idle_between_tries 100 ms (the default)", HANDOFF_HOLD_US);
+  add_note (s, "baseline (raw p50): two raw EVALSHA round trips timed by the holder at the "
+               "start of each hold, while the waiter is blocked: like the hand-off, they find "
+               "the server and the processes just woken; the reference p50 is back-to-back "
+               "calls, a hot round trip");
+  if (pubsub)
+    add_note (s, "floor: the same ping-pong without the library (%u hand-offs): PUBLISH, a "
+                 "process blocked reading SUBSCRIBE wakes and makes one EVALSHA",
+              b->floor_handoffs);
+  else
+    add_note (s, "the waiter's first attempt fails about %d us before the release, so each "
+                 "hand-off waits out most of one idle period",
+              HANDOFF_HOLD_US);
   return;
 
 fail:
@@ -1200,31 +1684,29 @@ pair_worker (gpointer data)
     }
 }
 
-/* Runs BENCH_THREADS pair workers twice (a short warm-up, then @pairs each) and returns
- * the wall time of the second run, or a negative value with @error set. */
+/* BENCH_THREADS pair workers, @pairs lock+unlock pairs each. Returns the aggregate
+ * rate in pairs/s, or NAN with @error set. */
 static double
-run_pair_workers (PairWorker *workers, guint pairs, GError **error)
+pair_workers_run (PairWorker *workers, guint pairs, RawConn *control, RunCost *cost,
+                  GError **error)
 {
   gpointer data[BENCH_THREADS];
-  double seconds = 0;
-  guint round, i;
+  guint i;
 
   for (i = 0; i < BENCH_THREADS; i++)
-    data[i] = &workers[i];
-  for (round = 0; round < 2; round++)
     {
-      for (i = 0; i < BENCH_THREADS; i++)
-        workers[i].pairs = round == 0 ? pairs / 10 + 1 : pairs;
-      seconds = run_parallel (BENCH_THREADS, pair_worker, data);
-      for (i = 0; i < BENCH_THREADS; i++)
-        if (workers[i].error != NULL)
-          {
-            g_propagate_error (error, workers[i].error);
-            workers[i].error = NULL;
-            return -1;
-          }
+      workers[i].pairs = pairs;
+      data[i] = &workers[i];
     }
-  return seconds;
+  run_costed (BENCH_THREADS, pair_worker, data, control, cost);
+  for (i = 0; i < BENCH_THREADS; i++)
+    if (workers[i].error != NULL)
+      {
+        g_propagate_error (error, workers[i].error);
+        workers[i].error = NULL;
+        return NAN;
+      }
+  return (double) BENCH_THREADS * pairs / cost->seconds;
 }
 
 static void
@@ -1232,12 +1714,21 @@ section_independent (Bench *b, Section *s)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RawConn) control = NULL;
+  g_autofree char *hand_prefix = g_strdup_printf ("%s-by-hand:independent", b->key);
   PairWorker workers[BENCH_THREADS];
+  RawWorker raw_workers[BENCH_THREADS];
   RedisLockRegistryStats before, after;
-  double seconds, rate, limit = b->raw_rate8 / 2;
-  guint i, total = BENCH_THREADS * b->independent_pairs;
+  guint rounds = b->independent_rounds, pairs = b->independent_pairs, r, i;
+  double lib_rates[8], raw_rates[8], hand_rates[8], lib_rate, raw_rate, hand_rate;
+  double lib_cpu = 0, raw_cpu = 0, hand_cpu = 0, ops;
+  RunCost lib_cost = { 0, 0, 0, 0 }, raw_cost = { 0, 0, 0, 0 }, hand_cost = { 0, 0, 0, 0 };
+  RunCost cost;
+  guint64 commands = 0;
 
+  g_assert (rounds <= G_N_ELEMENTS (lib_rates));
   memset (workers, 0, sizeof workers);
+  memset (raw_workers, 0, sizeof raw_workers);
   registry = bench_registry (b, &error);
   if (registry == NULL)
     goto fail;
@@ -1249,36 +1740,105 @@ section_independent (Bench *b, Section *s)
       if (workers[i].lock == NULL)
         goto fail;
     }
-  redis_lock_registry_get_stats (registry, &before);
-  seconds = run_pair_workers (workers, b->independent_pairs, &error);
-  if (seconds < 0)
+  control = raw_open (&b->target, &error);
+  if (control == NULL || !raw_workers_open (b, raw_workers, &error))
     goto fail;
-  redis_lock_registry_get_stats (registry, &after);
-  /* run_pair_workers runs a warm-up tenth before the timed run */
-  total += BENCH_THREADS * (b->independent_pairs / 10 + 1);
-  rate = BENCH_THREADS * b->independent_pairs / seconds;
+  if (isnan (pair_workers_run (workers, pairs / 10 + 1, NULL, &cost, &error))
+      || isnan (raw_workers_run (raw_workers, pairs / 10 + 1, hand_prefix, NULL, &cost, &error)))
+    goto fail;
 
-  if (isnan (limit))
-    add_row (s, "pairs/s", rate, "pairs/s", 0, NAN, NULL, NULL, FALSE);
-  else
-    add_row (s, "pairs/s", rate, "pairs/s", 0, rate / limit, "raw 8-conn rate / 2", ">= 0.90x",
-             rate >= 0.9 * limit);
-  add_row (s, "pair mean per thread", seconds * 1e6 / b->independent_pairs, "us", 1,
-           seconds * 1e6 / b->independent_pairs / (2 * raw_us (b)), "2 raw p50", NULL, FALSE);
-  add_row (s, "Redis commands per pair", (double) (after.commands - before.commands) / total, "",
-           2, NAN, NULL, NULL, FALSE);
-  add_note (s, "%d threads, each locking and unlocking its own name %u times", BENCH_THREADS,
-            b->independent_pairs);
+  /* Rounds alternate: the raw rate (two calls per pair's worth), the same protocol by
+   * hand, then the library's. */
+#define ADD_COST(total, c)                                                                    \
+  G_STMT_START                                                                                \
+  {                                                                                           \
+    (total).cpu_seconds += (c).cpu_seconds;                                                   \
+    (total).server_calls += (c).server_calls;                                                 \
+    (total).server_usec += (c).server_usec;                                                   \
+  }                                                                                           \
+  G_STMT_END
+  for (r = 0; r < rounds; r++)
+    {
+      raw_rates[r] = raw_workers_run (raw_workers, 2 * pairs, NULL, control, &cost, &error);
+      if (isnan (raw_rates[r]))
+        goto fail;
+      ADD_COST (raw_cost, cost);
+      hand_rates[r] = raw_workers_run (raw_workers, pairs, hand_prefix, control, &cost, &error);
+      if (isnan (hand_rates[r]))
+        goto fail;
+      ADD_COST (hand_cost, cost);
+
+      redis_lock_registry_get_stats (registry, &before);
+      lib_rates[r] = pair_workers_run (workers, pairs, control, &cost, &error);
+      if (isnan (lib_rates[r]))
+        goto fail;
+      redis_lock_registry_get_stats (registry, &after);
+      commands += after.commands - before.commands;
+      ADD_COST (lib_cost, cost);
+    }
+#undef ADD_COST
+  lib_rate = median (lib_rates, rounds);
+  raw_rate = median (raw_rates, rounds);
+  hand_rate = median (hand_rates, rounds);
+  ops = (double) rounds * BENCH_THREADS * pairs;
+  lib_cpu = lib_cost.cpu_seconds * 1e6 / ops;
+  raw_cpu = raw_cost.cpu_seconds * 1e6 / ops;
+  hand_cpu = hand_cost.cpu_seconds * 1e6 / ops;
+
+  add_row (s, "pairs/s", lib_rate, "pairs/s", 0, lib_rate / (raw_rate / 2),
+           "raw 8-conn rate / 2", ">= 0.90x", lib_rate >= 0.9 * raw_rate / 2);
+  add_row (s, "  the same, vs by hand", lib_rate, "pairs/s", 0, lib_rate / hand_rate,
+           "by-hand pairs/s", NULL, FALSE);
+  add_row (s, "raw 8-conn rate (baseline)", raw_rate, "calls/s", 0, 1.0, "raw 8-conn rate", NULL,
+           FALSE);
+  add_row (s, "by-hand pairs/s (baseline)", hand_rate, "pairs/s", 0, hand_rate / (raw_rate / 2),
+           "raw 8-conn rate / 2", NULL, FALSE);
+  add_row (s, "server CPU per EVALSHA", server_us_per_call (&lib_cost), "us", 2,
+           server_us_per_call (&lib_cost) / server_us_per_call (&raw_cost), "raw EVALSHA", NULL,
+           FALSE);
+  add_row (s, "  by hand", server_us_per_call (&hand_cost), "us", 2,
+           server_us_per_call (&hand_cost) / server_us_per_call (&raw_cost), "raw EVALSHA", NULL,
+           FALSE);
+  add_row (s, "  raw EVALSHA (baseline)", server_us_per_call (&raw_cost), "us", 2, 1.0,
+           "raw EVALSHA", NULL, FALSE);
+  add_row (s, "client CPU per pair", lib_cpu, "us", 2, lib_cpu / raw_cpu, "2 raw calls", NULL,
+           FALSE);
+  add_row (s, "  by hand", hand_cpu, "us", 2, hand_cpu / raw_cpu, "2 raw calls", NULL, FALSE);
+  add_row (s, "  2 raw calls (baseline)", raw_cpu, "us", 2, 1.0, "2 raw calls", NULL, FALSE);
+  add_row (s, "Redis commands per pair", (double) commands / ops, "", 2, NAN, NULL, NULL, FALSE);
+  add_note (s, "%d threads, each locking and unlocking its own name %u times per round; %u "
+               "rounds, each after %d raw threads making %u calls each and %u pairs by hand; "
+               "medians of the rounds",
+            BENCH_THREADS, pairs, rounds, BENCH_THREADS, 2 * pairs, pairs);
+  add_note (s, "by hand: the same lock protocol from plain hiredis (SET NX PX / GET+UNLINK+PUBLISH "
+               "scripts), what the server must do for any correct lock");
+  add_note (s, "server CPU: INFO commandstats usec/calls for EVALSHA; client CPU: this "
+               "process's CPU time (all threads) per pair");
   goto out;
 
 fail:
   add_na (s, "independent keys", "%s", error->message);
 out:
+  raw_workers_close (raw_workers);
   for (i = 0; i < BENCH_THREADS; i++)
     {
       redis_lock_unref (workers[i].lock);
       g_clear_error (&workers[i].error);
     }
+}
+
+/* Serial pairs of raw calls on one connection: the rate a lock that must visit Redis
+ * twice per critical section could reach at best. Returns pairs/s or NAN. */
+static double
+raw_serial_pairs (RawConn *raw, guint pairs, GError **error)
+{
+  gint64 t0 = now_ns ();
+  guint i;
+
+  for (i = 0; i < pairs; i++)
+    if (!raw_call (raw, error) || !raw_call (raw, error))
+      return NAN;
+  return pairs * 1e9 / (double) (now_ns () - t0);
 }
 
 static void
@@ -1287,13 +1847,15 @@ section_contention (Bench *b, Section *s)
   g_autoptr (GError) error = NULL;
   g_autoptr (RedisLockRegistry) registry = NULL;
   g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (RawConn) raw = NULL;
   PairWorker workers[BENCH_THREADS];
   RedisLockRegistryStats before, after;
-  guint64 counter = 0, expected;
-  double seconds, rate, serial = b->raw_rate1 / 2;
-  double sections, commands, round_trips;
-  guint i;
+  guint rounds = b->independent_rounds, per = b->contention_sections, r, i;
+  guint64 counter = 0, expected, commands = 0, round_trips = 0;
+  double lib_rates[8], raw_rates[8], lib_rate, raw_rate, sections;
+  RunCost cost;
 
+  g_assert (rounds <= G_N_ELEMENTS (lib_rates));
   memset (workers, 0, sizeof workers);
   registry = bench_registry (b, &error);
   if (registry == NULL)
@@ -1301,33 +1863,50 @@ section_contention (Bench *b, Section *s)
   lock = redis_lock_registry_obtain (registry, "contended", &error);
   if (lock == NULL)
     goto fail;
+  raw = raw_open (&b->target, &error);
+  if (raw == NULL)
+    goto fail;
   for (i = 0; i < BENCH_THREADS; i++)
     {
       workers[i].lock = lock;
       workers[i].counter = &counter;
     }
-  redis_lock_registry_get_stats (registry, &before);
-  seconds = run_pair_workers (workers, b->contention_sections, &error);
-  if (seconds < 0)
+  if (isnan (pair_workers_run (workers, per / 10 + 1, NULL, &cost, &error)))
     goto fail;
-  redis_lock_registry_get_stats (registry, &after);
-  expected = (guint64) BENCH_THREADS * (b->contention_sections + b->contention_sections / 10 + 1);
-  sections = (double) expected;
-  rate = BENCH_THREADS * b->contention_sections / seconds;
-  commands = (double) (after.commands - before.commands) / sections;
-  round_trips = (double) (after.round_trips - before.round_trips) / sections;
 
-  add_row (s, "sections/s", rate, "sections/s", 0, rate / serial, "raw 1-conn rate / 2", NULL,
-           FALSE);
-  add_row (s, "Redis commands per section", commands, "", 2, commands / 2, "2 (Redis per section)",
+  for (r = 0; r < rounds; r++)
+    {
+      raw_rates[r] = raw_serial_pairs (raw, BENCH_THREADS * per / 2, &error);
+      if (isnan (raw_rates[r]))
+        goto fail;
+      redis_lock_registry_get_stats (registry, &before);
+      lib_rates[r] = pair_workers_run (workers, per, NULL, &cost, &error);
+      if (isnan (lib_rates[r]))
+        goto fail;
+      redis_lock_registry_get_stats (registry, &after);
+      commands += after.commands - before.commands;
+      round_trips += after.round_trips - before.round_trips;
+    }
+  lib_rate = median (lib_rates, rounds);
+  raw_rate = median (raw_rates, rounds);
+  expected = (guint64) BENCH_THREADS * ((per / 10 + 1) + (guint64) rounds * per);
+  sections = (double) rounds * BENCH_THREADS * per;
+
+  add_row (s, "sections/s", lib_rate, "sections/s", 0, lib_rate / raw_rate,
+           "raw serial pairs/s", NULL, FALSE);
+  add_row (s, "raw serial pairs/s (baseline)", raw_rate, "pairs/s", 0, 1.0, "raw serial pairs/s",
            NULL, FALSE);
-  add_row (s, "round trips per section", round_trips, "", 2, round_trips / 2,
-           "2 (Redis per section)", NULL, FALSE);
+  add_row (s, "Redis commands per section", commands / sections, "", 2, commands / sections / 2,
+           "2 (a Redis visit each)", NULL, FALSE);
+  add_row (s, "round trips per section", round_trips / sections, "", 2,
+           round_trips / sections / 2, "2 (a Redis visit each)", NULL, FALSE);
   add_row (s, "lost increments", (double) (expected - counter), "", 0, NAN, NULL, "= 0",
            counter == expected);
-  add_note (s, "%d threads on one name, %u sections each; the critical section increments a "
-               "shared counter",
-            BENCH_THREADS, b->contention_sections);
+  add_note (s, "%d threads on one name, %u sections each per round, %u rounds alternating with "
+               "one thread making pairs of raw calls on one connection; medians of the rounds",
+            BENCH_THREADS, per, rounds);
+  add_note (s, "the critical section increments a shared counter; every increment must be "
+               "there at the end");
   return;
 
 fail:
@@ -1343,32 +1922,52 @@ section_watchdog (Bench *b, Section *s)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RawConn) raw = NULL;
   RedisLockRegistryStats before, st;
   guint n = b->watchdog_leases, held = 0, unlock_failures = 0, i;
   RedisLock **locks = g_new0 (RedisLock *, n);
-  gint64 t0, t_locked, deadline;
-  double rtt = raw_us (b);
+  gint64 *lock_ns = g_new0 (gint64, n);
+  guint window = MIN (1000, n / 2);
+  gint64 deadline;
+  double pipeline[3], pipe_us = NAN, rtt = raw_us (b);
+  Dist first, last;
   gboolean got = FALSE;
 
+  raw = raw_open (&b->target, &error);
+  if (raw == NULL)
+    goto fail;
   registry = bench_registry (b, &error);
   if (registry == NULL)
     goto fail;
   redis_lock_registry_set_expire_after_ms (registry, 3000);
-  t0 = now_ns ();
   for (i = 0; i < n; i++)
     {
       char name[32];
+      gint64 t0;
 
       g_snprintf (name, sizeof name, "lease-%05u", i);
       locks[i] = redis_lock_registry_obtain (registry, name, &error);
+      t0 = now_ns ();
       if (locks[i] == NULL || !redis_lock_lock (locks[i], &error))
         goto fail;
+      lock_ns[i] = now_ns () - t0;
       held++;
     }
-  t_locked = now_ns ();
+  first = dist_of (lock_ns, window, 1);
+  last = dist_of (lock_ns + n - window, window, 1);
 
-  /* Wait for a tick that renews every lease (the watchdog ticks at a third of the TTL). */
+  /* Wait for a tick that renews every lease (the watchdog ticks at a third of the TTL);
+   * meanwhile time the baseline, one pipelined batch of as many raw calls. */
   redis_lock_registry_get_stats (registry, &before);
+  for (i = 0; i < G_N_ELEMENTS (pipeline); i++)
+    {
+      gint64 ns = raw_pipeline (raw, n, &error);
+
+      if (ns < 0)
+        goto fail;
+      pipeline[i] = (double) ns / 1000;
+    }
+  pipe_us = median (pipeline, G_N_ELEMENTS (pipeline));
   deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
   do
     {
@@ -1378,17 +1977,23 @@ section_watchdog (Bench *b, Section *s)
     }
   while (!got && g_get_monotonic_time () < deadline);
 
-  add_row (s, "lock, per lease", (double) (t_locked - t0) / n / 1000, "us", 1,
-           (double) (t_locked - t0) / n / 1000 / rtt, "raw p50", NULL, FALSE);
+  add_row (s, "lock new name, 1st 1000 mean", first.mean / 1000, "us", 1,
+           first.mean / 1000 / rtt, "reference p50", NULL, FALSE);
+  add_row (s, "lock new name, last 1000 mean", last.mean / 1000, "us", 1, last.mean / first.mean,
+           "the first 1000", NULL, FALSE);
+  add_row (s, "  p50", last.p50 / 1000, "us", 1, last.p50 / first.p50, "the first 1000's p50",
+           NULL, FALSE);
+  add_row (s, "  p99", last.p99 / 1000, "us", 1, last.p99 / first.p99, "the first 1000's p99",
+           NULL, FALSE);
   if (!got)
     add_na (s, "watchdog tick",
-            "no tick renewed all %u leases within 10 s (ticks %" G_GUINT64_FORMAT " -> %" G_GUINT64_FORMAT
-            ", last tick renewed %" G_GUINT64_FORMAT ")",
+            "no tick renewed all %u leases within 10 s (ticks %" G_GUINT64_FORMAT
+            " -> %" G_GUINT64_FORMAT ", last tick renewed %" G_GUINT64_FORMAT ")",
             n, before.watchdog_ticks, st.watchdog_ticks, st.last_tick_leases);
   else
     {
       add_row (s, "tick wall time", (double) st.last_tick_us, "us", 0,
-               (double) st.last_tick_us / rtt, "raw p50", NULL, FALSE);
+               (double) st.last_tick_us / pipe_us, "raw pipeline", NULL, FALSE);
       add_row (s, "tick, per lease", (double) st.last_tick_us / st.last_tick_leases, "us", 2,
                (double) st.last_tick_us / st.last_tick_leases / rtt, "raw p50", NULL, FALSE);
       add_row (s, "tick round trips", (double) st.last_tick_round_trips, "", 0,
@@ -1397,10 +2002,19 @@ section_watchdog (Bench *b, Section *s)
       add_row (s, "tick leases", (double) st.last_tick_leases, "", 0,
                (double) st.last_tick_leases / n, "leases held", NULL, FALSE);
     }
+  add_row (s, "raw pipeline (baseline)", pipe_us, "us", 0, 1.0, "raw pipeline", NULL, FALSE);
   add_row (s, "leases lost", (double) st.leases_lost, "", 0, NAN, NULL, "= 0",
            st.leases_lost == 0);
-  add_note (s, "one registry holds %u distinct locks taken from one thread, TTL 3000 ms",
+  add_note (s, "one registry holds %u distinct locks taken from one thread, TTL 3000 ms; the "
+               "figures are the registry's last_tick_* counters",
             n);
+  add_note (s, "baseline: %u EVALSHA of `return 1` sent in one pipelined batch on a plain "
+               "connection (median of 3)",
+            n);
+  add_note (s, "lock new name: one outermost lock of a fresh name while the registry already "
+               "holds 0..%u (first) or %u..%u (last) leases; the same cost means taking a lease "
+               "does not depend on how many are held",
+            window, n - window, n);
 
 fail:
   if (error != NULL)
@@ -1416,6 +2030,7 @@ fail:
   if (unlock_failures > 0)
     add_note (s, "%u of %u unlocks failed", unlock_failures, held);
   g_free (locks);
+  g_free (lock_ns);
 }
 
 /* ------------------------------------------------------------------ 8. memory */
@@ -1470,8 +2085,9 @@ section_memory (Bench *b, Section *s)
   guint n = b->memory_names, cap = b->bounded_capacity, m = b->bounded_names;
   char sample[32];
   gsize name_len;
-  double per_entry, per_lock, used, growth;
-  gint64 rss0, rss1, rss_full, rss_end, t0, t1;
+  guint half = (m - cap) / 2;
+  double per_entry, per_lock, used, growth, late;
+  gint64 rss0, rss1, rss_full, rss_mid, rss_end, t0, t1;
   guint size;
 
   g_snprintf (sample, sizeof sample, MEMORY_NAME_FORMAT, 0u);
@@ -1523,22 +2139,31 @@ section_memory (Bench *b, Section *s)
     goto fail;
   rss_full = rss_bytes ();
   t0 = now_ns ();
-  if (!memory_fill (registry, cap, m - cap, &error))
+  if (!memory_fill (registry, cap, half, &error))
+    goto fail;
+  rss_mid = rss_bytes ();
+  if (!memory_fill (registry, cap + half, m - cap - half, &error))
     goto fail;
   t1 = now_ns ();
   rss_end = rss_bytes ();
   size = redis_lock_registry_get_cache_size (registry);
   used = (double) (rss_full - rss0);
-  growth = (double) (rss_end - rss_full);
+  growth = (double) (rss_mid - rss_full);
+  late = (double) (rss_end - rss_mid) / (m - cap - half);
 
   add_row (s, "cache size at capacity", (double) size, "", 0, (double) size / cap, "capacity",
            "= capacity", size == cap);
-  add_row (s, "RSS growth past capacity", growth / (1024 * 1024), "MiB", 1, growth / used,
-           "RSS of a full cache", "<= 0.10x", growth <= 0.10 * used);
+  add_row (s, "RSS of a full cache", used / (1024 * 1024), "MiB", 1, used / cap / per_lock,
+           "capacity x RSS per lock", NULL, FALSE);
+  add_row (s, "RSS growth, 1st half past cap", growth / (1024 * 1024), "MiB", 1, growth / used,
+           "RSS of a full cache", NULL, FALSE);
+  add_row (s, "RSS growth, 2nd half, per name", late, "B", 1, late / per_lock,
+           "RSS per cached lock", "<= 0.10x", late <= 0.10 * per_lock);
   add_row (s, "obtain+unref with eviction", (double) (t1 - t0) / (m - cap), "ns", 0, NAN, NULL,
            NULL, FALSE);
   add_note (s, "%u names of %" G_GSIZE_FORMAT " bytes with capacity %u; then %u names with "
-               "capacity %u; no Redis traffic; RSS from /proc/self/statm after malloc_trim",
+               "capacity %u, whose RSS must stop growing once it is full; no Redis traffic; RSS from "
+               "/proc/self/statm after malloc_trim",
             n, name_len, 2 * n, m, cap);
   redis_lock_registry_unref (registry);
   trim_heap ();
@@ -1747,9 +2372,11 @@ size_run (Bench *b)
   b->reentrant_pairs = b->quick ? 200000 : 2000000;
   b->uncontended_pairs = b->quick ? 1000 : 5000;
   b->handoffs = b->quick ? 200 : 1000;
+  b->floor_handoffs = b->quick ? 100 : 300;
   b->spin_handoffs = b->quick ? 20 : 50;
-  b->independent_pairs = b->quick ? 300 : 2000;
-  b->contention_sections = b->quick ? 300 : 2000;
+  b->independent_pairs = b->quick ? 300 : 1000;
+  b->independent_rounds = b->quick ? 2 : 3;
+  b->contention_sections = b->quick ? 300 : 1000;
   b->watchdog_leases = 10000;
   b->memory_names = b->quick ? 100000 : 1000000;
   b->bounded_capacity = 100000;
@@ -1786,7 +2413,6 @@ main (int argc, char **argv)
     { NULL, 0, 0, G_OPTION_ARG_NONE, NULL, NULL, NULL },
   };
   Bench bench, *b = &bench;
-  gboolean need_raw8;
   gint64 start;
   guint i, j;
 
@@ -1857,9 +2483,10 @@ main (int argc, char **argv)
     }
   b->key = g_strdup_printf ("redislock-bench:%d:%08x", (int) getpid (), g_random_int ());
 
-  need_raw8 = only == NULL || g_strv_contains ((const char *const *) only, "raw") ||
-              g_strv_contains ((const char *const *) only, "independent");
-  measure_raw (b, need_raw8);
+  if (!raw_target_parse (b->url, &b->target, &error))
+    b->raw_error = g_strdup (error->message);
+  else
+    measure_reference (b);
 
   if (!b->json)
     {
@@ -1874,7 +2501,8 @@ main (int argc, char **argv)
       if (b->raw_error != NULL)
         g_print ("baseline: n/a (%s); ratios to it are n/a\n", b->raw_error);
       else
-        g_print ("baseline: raw EVALSHA round trip p50 %.1f us, measured first in this run\n",
+        g_print ("baseline: raw EVALSHA round trip p50 %.1f us at the start; each section "
+                 "measures its own next to its figures\n",
                  b->raw.p50 / 1000);
       g_print ("full run: make bench    one section: bench/redislock-bench --only NAME%s\n",
                b->quick ? " --quick" : "");
@@ -1916,6 +2544,6 @@ main (int argc, char **argv)
   g_free (b->cpu_model);
   g_free (b->kernel);
   g_free (b->raw_error);
-  g_free (b->raw8_error);
+  raw_target_clear (&b->target);
   return 0;
 }
