@@ -89,7 +89,7 @@ now_ns (void)
   struct timespec ts;
 
   clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (gint64) ts.tv_sec * G_GINT64_CONSTANT (1000000000) + ts.tv_nsec;
+  return (gint64)ts.tv_sec * G_GINT64_CONSTANT (1000000000) + ts.tv_nsec;
 }
 
 /* CPU time of the whole process (every thread, the library's included), in ns. */
@@ -99,14 +99,14 @@ cpu_ns (void)
   struct timespec ts;
 
   clock_gettime (CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (gint64) ts.tv_sec * G_GINT64_CONSTANT (1000000000) + ts.tv_nsec;
+  return (gint64)ts.tv_sec * G_GINT64_CONSTANT (1000000000) + ts.tv_nsec;
 }
 
 static int
 cmp_double (const void *a, const void *b)
 {
-  double x = *(const double *) a;
-  double y = *(const double *) b;
+  double x = *(const double *)a;
+  double y = *(const double *)b;
 
   return (x > y) - (x < y);
 }
@@ -134,8 +134,8 @@ typedef struct
 static int
 cmp_gint64 (const void *a, const void *b)
 {
-  gint64 x = *(const gint64 *) a;
-  gint64 y = *(const gint64 *) b;
+  gint64 x = *(const gint64 *)a;
+  gint64 y = *(const gint64 *)b;
 
   return (x > y) - (x < y);
 }
@@ -144,7 +144,7 @@ cmp_gint64 (const void *a, const void *b)
 static gint64
 percentile (const gint64 *sorted, guint n, guint per_mille)
 {
-  guint64 rank = ((guint64) per_mille * n + 999) / 1000;
+  guint64 rank = ((guint64)per_mille * n + 999) / 1000;
 
   if (rank < 1)
     rank = 1;
@@ -163,11 +163,11 @@ dist_of (gint64 *samples, guint n, guint ops_per_sample)
     return d;
   qsort (samples, n, sizeof (gint64), cmp_gint64);
   for (i = 0; i < n; i++)
-    sum += (double) samples[i];
+    sum += (double)samples[i];
   d.n = n;
-  d.p50 = (double) percentile (samples, n, 500) / ops_per_sample;
-  d.p99 = (double) percentile (samples, n, 990) / ops_per_sample;
-  d.max = (double) samples[n - 1] / ops_per_sample;
+  d.p50 = (double)percentile (samples, n, 500) / ops_per_sample;
+  d.p99 = (double)percentile (samples, n, 990) / ops_per_sample;
+  d.max = (double)samples[n - 1] / ops_per_sample;
   d.mean = sum / n / ops_per_sample;
   return d;
 }
@@ -183,7 +183,7 @@ rss_bytes (void)
     return -1;
   if (sscanf (contents, "%lld %lld", &size, &resident) != 2)
     return -1;
-  return (gint64) resident * sysconf (_SC_PAGESIZE);
+  return (gint64)resident * sysconf (_SC_PAGESIZE);
 }
 
 /* Gives freed heap pages back to the kernel so that the next RSS delta measures what
@@ -202,7 +202,7 @@ trim_heap (void)
 typedef struct
 {
   char *metric;
-  double value;   /* NAN when the figure could not be produced (see note) */
+  double value; /* NAN when the figure could not be produced (see note) */
   const char *unit;
   int decimals;
   double ratio;   /* NAN when there is no ratio */
@@ -253,15 +253,8 @@ section_free (gpointer p)
 
 /* Adds a figure. @ratio may be NAN; @target NULL (then @met is ignored). */
 static void
-add_row (Section *s,
-         const char *metric,
-         double value,
-         const char *unit,
-         int decimals,
-         double ratio,
-         const char *ratio_to,
-         const char *target,
-         gboolean met)
+add_row (Section *s, const char *metric, double value, const char *unit, int decimals, double ratio,
+         const char *ratio_to, const char *target, gboolean met)
 {
   Row *r = g_new0 (Row, 1);
 
@@ -276,8 +269,11 @@ add_row (Section *s,
   g_ptr_array_add (s->rows, r);
 }
 
+static void add_na (Section *s, const char *metric, const char *format, ...) G_GNUC_PRINTF (3, 4);
+static void add_note (Section *s, const char *format, ...) G_GNUC_PRINTF (2, 3);
+
 /* Adds a figure that could not be produced, with the reason. */
-static void G_GNUC_PRINTF (3, 4)
+static void
 add_na (Section *s, const char *metric, const char *format, ...)
 {
   Row *r = g_new0 (Row, 1);
@@ -294,7 +290,8 @@ add_na (Section *s, const char *metric, const char *format, ...)
   g_ptr_array_add (s->rows, r);
 }
 
-static void G_GNUC_PRINTF (2, 3)
+/* Adds a line printed under the section's figures. */
+static void
 add_note (Section *s, const char *format, ...)
 {
   va_list ap;
@@ -385,7 +382,10 @@ raw_target_parse (const char *url, RawTarget *t, GError **error)
 
 /* Sends one command and returns its reply, or NULL with @error set on an I/O error or
  * an error reply. */
-static redisReply *G_GNUC_PRINTF (3, 4)
+static redisReply *raw_command (redisContext *c, GError **error, const char *format, ...)
+    G_GNUC_PRINTF (3, 4);
+
+static redisReply *
 raw_command (redisContext *c, GError **error, const char *format, ...)
 {
   redisReply *r;
@@ -463,7 +463,6 @@ raw_evalsha (redisContext *c, const char *sha, GError **error)
   return ok;
 }
 
-
 /* The lock protocol done by hand, for baselines: what any correct Redis lock must ask
  * of the server, without the library. Written from the protocol (DESIGN.md,
  * behaviours 1 and 2), in the cheapest shape: one SET NX in the uncontended case.
@@ -476,13 +475,12 @@ static const char raw_acquire_script[]
       "  redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1\n"
       "end\n"
       "return 0\n";
-static const char raw_release_script[]
-    = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-      "  redis.call('UNLINK', KEYS[1])\n"
-      "  redis.call('PUBLISH', ARGV[2], KEYS[1])\n"
-      "  return 1\n"
-      "end\n"
-      "return 0\n";
+static const char raw_release_script[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+                                         "  redis.call('UNLINK', KEYS[1])\n"
+                                         "  redis.call('PUBLISH', ARGV[2], KEYS[1])\n"
+                                         "  return 1\n"
+                                         "end\n"
+                                         "return 0\n";
 
 /* A plain hiredis connection with the trivial script and the hand-made lock scripts
  * loaded. */
@@ -605,8 +603,7 @@ raw_evalsha_stats (RawConn *r, guint64 *calls, guint64 *usec)
   *calls = *usec = 0;
   if (reply == NULL)
     return;
-  if (reply->type == REDIS_REPLY_STRING
-      && (line = strstr (reply->str, "cmdstat_evalsha:")) != NULL)
+  if (reply->type == REDIS_REPLY_STRING && (line = strstr (reply->str, "cmdstat_evalsha:")) != NULL)
     {
       unsigned long long c = 0, u = 0;
 
@@ -724,7 +721,7 @@ run_parallel (guint n, WorkFunc func, gpointer *data)
   pthread_barrier_destroy (&barrier);
   g_free (threads);
   g_free (starters);
-  return (double) (t1 - t0) / 1e9;
+  return (double)(t1 - t0) / 1e9;
 }
 
 /* ------------------------------------------------------------------ 1. raw limit */
@@ -749,18 +746,27 @@ run_costed (guint n, WorkFunc func, gpointer *data, RawConn *control, RunCost *c
     raw_evalsha_stats (control, &calls0, &usec0);
   cpu0 = cpu_ns ();
   cost->seconds = run_parallel (n, func, data);
-  cost->cpu_seconds = (double) (cpu_ns () - cpu0) / 1e9;
+  cost->cpu_seconds = (double)(cpu_ns () - cpu0) / 1e9;
   if (control != NULL)
     raw_evalsha_stats (control, &calls1, &usec1);
   cost->server_calls = calls1 - calls0;
   cost->server_usec = usec1 - usec0;
 }
 
+static void
+run_cost_add (RunCost *total, const RunCost *cost)
+{
+  total->seconds += cost->seconds;
+  total->cpu_seconds += cost->cpu_seconds;
+  total->server_calls += cost->server_calls;
+  total->server_usec += cost->server_usec;
+}
+
 /* Server CPU per EVALSHA in µs, NAN when the server did not say. */
 static double
 server_us_per_call (const RunCost *cost)
 {
-  return cost->server_calls > 0 ? (double) cost->server_usec / cost->server_calls : NAN;
+  return cost->server_calls > 0 ? (double)cost->server_usec / cost->server_calls : NAN;
 }
 
 typedef struct
@@ -845,7 +851,7 @@ raw_workers_run (RawWorker *workers, guint calls, const char *lock_prefix, RawCo
         workers[i].error = NULL;
         return NAN;
       }
-  return (double) BENCH_THREADS * calls / cost->seconds;
+  return (double)BENCH_THREADS * calls / cost->seconds;
 }
 
 /* The reference round trip (and the server's version), measured before any section. */
@@ -910,8 +916,8 @@ section_raw (Bench *b, Section *s)
   add_row (s, "round trip p50", b->raw.p50 / 1000, "us", 1, 1.0, "raw p50", NULL, FALSE);
   add_row (s, "round trip p99", b->raw.p99 / 1000, "us", 1, b->raw.p99 / b->raw.p50, "raw p50",
            NULL, FALSE);
-  add_row (s, "round trip mean", b->raw.mean / 1000, "us", 1, b->raw.mean / b->raw.p50,
-           "raw p50", NULL, FALSE);
+  add_row (s, "round trip mean", b->raw.mean / 1000, "us", 1, b->raw.mean / b->raw.p50, "raw p50",
+           NULL, FALSE);
   add_row (s, "1 connection", rate1, "calls/s", 0, 1.0, "1 connection", NULL, FALSE);
 
   g_snprintf (metric, sizeof metric, "%d threads, a connection each", BENCH_THREADS);
@@ -929,12 +935,12 @@ section_raw (Bench *b, Section *s)
       return;
     }
   add_row (s, metric, rate8, "calls/s", 0, rate8 / rate1, "1 connection", NULL, FALSE);
-  add_row (s, "  server CPU per call", server_us_per_call (&cost), "us", 2, NAN, NULL, NULL,
-           FALSE);
+  add_row (s, "  server CPU per call", server_us_per_call (&cost), "us", 2, NAN, NULL, NULL, FALSE);
   add_row (s, "  client CPU per call", cost.cpu_seconds * 1e6 / (BENCH_THREADS * b->raw8_calls),
            "us", 2, NAN, NULL, NULL, FALSE);
-  add_note (s, "%u timed calls on one connection after 1000 warm-up calls (the reference for "
-               "figures without a baseline of their own); %u calls per thread",
+  add_note (s,
+            "%u timed calls on one connection after 1000 warm-up calls (the reference for "
+            "figures without a baseline of their own); %u calls per thread",
             b->raw_calls, b->raw8_calls);
   add_note (s, "server CPU per call is INFO commandstats usec/calls for EVALSHA over the run");
 }
@@ -1004,12 +1010,13 @@ section_reentrant (Bench *b, Section *s)
 
   add_row (s, "pair p50", lib.p50, "ns", 1, lib.p50 / glib.p50, "GRecMutex p50", NULL, FALSE);
   add_row (s, "pair p99", lib.p99, "ns", 1, lib.p99 / glib.p99, "GRecMutex p99", NULL, FALSE);
-  add_row (s, "Redis commands in the loop", (double) (after.commands - before.commands), "", 0,
-           NAN, NULL, "= 0", after.commands == before.commands);
+  add_row (s, "Redis commands in the loop", (double)(after.commands - before.commands), "", 0, NAN,
+           NULL, "= 0", after.commands == before.commands);
   add_row (s, "GRecMutex pair p50", glib.p50, "ns", 1, 1.0, "GRecMutex p50", NULL, FALSE);
   add_row (s, "GRecMutex pair p99", glib.p99, "ns", 1, 1.0, "GRecMutex p99", NULL, FALSE);
-  add_note (s, "%u pairs in batches of %u alternating with GRecMutex batches; percentiles are "
-               "of the batch means",
+  add_note (s,
+            "%u pairs in batches of %u alternating with GRecMutex batches; percentiles are "
+            "of the batch means",
             batches * REENTRANT_BATCH, REENTRANT_BATCH);
   add_note (s, "commands: the registry's `commands` counter (get_stats), delta over the loop");
   return;
@@ -1085,28 +1092,29 @@ section_uncontended (Bench *b, Section *s)
   lib = dist_of (lib_samples, n, 1);
   raw_pair = dist_of (raw_samples, n, 1);
   hand = dist_of (hand_samples, n, 1);
-  commands = (double) (after.commands - before.commands) / n;
-  round_trips = (double) (after.round_trips - before.round_trips) / n;
+  commands = (double)(after.commands - before.commands) / n;
+  round_trips = (double)(after.round_trips - before.round_trips) / n;
 
   add_row (s, "pair p50", lib.p50 / 1000, "us", 1, lib.p50 / raw_pair.p50, "2 raw calls p50",
            "<= 1.15x", lib.p50 <= 1.15 * raw_pair.p50);
-  add_row (s, "pair p99", lib.p99 / 1000, "us", 1, lib.p99 / raw_pair.p99, "2 raw calls p99",
+  add_row (s, "pair p99", lib.p99 / 1000, "us", 1, lib.p99 / raw_pair.p99, "2 raw calls p99", NULL,
+           FALSE);
+  add_row (s, "pair mean", lib.mean / 1000, "us", 1, lib.mean / raw_pair.mean, "2 raw calls mean",
            NULL, FALSE);
-  add_row (s, "pair mean", lib.mean / 1000, "us", 1, lib.mean / raw_pair.mean,
-           "2 raw calls mean", NULL, FALSE);
   add_row (s, "  the same, vs by hand", lib.p50 / 1000, "us", 1, lib.p50 / hand.p50,
            "by-hand pair p50", NULL, FALSE);
   add_row (s, "by-hand pair p50 (baseline)", hand.p50 / 1000, "us", 1, hand.p50 / raw_pair.p50,
            "2 raw calls p50", NULL, FALSE);
   add_row (s, "2 raw calls p50 (baseline)", raw_pair.p50 / 1000, "us", 1, 1.0, "2 raw calls p50",
            NULL, FALSE);
-  add_row (s, "2 raw calls p99 (baseline)", raw_pair.p99 / 1000, "us", 1, 1.0,
-           "2 raw calls p99", NULL, FALSE);
+  add_row (s, "2 raw calls p99 (baseline)", raw_pair.p99 / 1000, "us", 1, 1.0, "2 raw calls p99",
+           NULL, FALSE);
   add_row (s, "Redis commands per pair", commands, "", 2, commands / 2, "2", NULL, FALSE);
   add_row (s, "round trips per pair", round_trips, "", 2, round_trips / 2, "2", NULL, FALSE);
-  add_note (s, "%u pairs on one name from one thread, each timed, in blocks of %d alternating "
-               "with blocks of two raw EVALSHA calls and blocks of by-hand pairs (the same protocol "
-               "from plain hiredis), after 200 warm-up pairs",
+  add_note (s,
+            "%u pairs on one name from one thread, each timed, in blocks of %d alternating "
+            "with blocks of two raw EVALSHA calls and blocks of by-hand pairs (the same protocol "
+            "from plain hiredis), after 200 warm-up pairs",
             n, INTERLEAVE_BLOCK);
   return;
 
@@ -1162,7 +1170,7 @@ msg_send (int fd, char kind, gboolean waited, gint64 value, GError **error)
   do
     n = write (fd, &m, sizeof m);
   while (n < 0 && errno == EINTR);
-  if (n != (ssize_t) sizeof m)
+  if (n != (ssize_t)sizeof m)
     {
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_BROKEN_PIPE,
                    "cannot write to the other process: %s",
@@ -1191,7 +1199,7 @@ msg_expect (int fd, char kind, Msg *m, GError **error)
                        "no word from the other process for %d ms", HANDOFF_TIMEOUT_MS);
           return FALSE;
         }
-      n = read (fd, (char *) m + done, sizeof *m - done);
+      n = read (fd, (char *)m + done, sizeof *m - done);
       if (n < 0 && (errno == EINTR || errno == EAGAIN))
         continue;
       if (n <= 0)
@@ -1200,13 +1208,13 @@ msg_expect (int fd, char kind, Msg *m, GError **error)
                        "the other process went away (see its messages above)");
           return FALSE;
         }
-      done += (gsize) n;
+      done += (gsize)n;
     }
   if (m->kind != kind)
     {
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED,
                    "protocol error: expected '%c' from the other process, got '%c'", kind,
-                   (char) m->kind);
+                   (char)m->kind);
       return FALSE;
     }
   return TRUE;
@@ -1241,7 +1249,7 @@ pingpong_idle (PingPong *pp, GError **error)
     }
   left = until - now_ns ();
   if (left > 0)
-    g_usleep ((gulong) (left / 1000));
+    g_usleep ((gulong)(left / 1000));
   return TRUE;
 }
 
@@ -1361,7 +1369,7 @@ floor_child (guint steps, int in_fd, int out_fd, GError **error)
 
       if (!msg_send (out_fd, MSG_WAITING, FALSE, 0, error))
         goto out;
-      if (redisGetReply (sub, (void **) &reply) != REDIS_OK)
+      if (redisGetReply (sub, (void **)&reply) != REDIS_OK)
         {
           g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "redis: %s", sub->errstr);
           goto out;
@@ -1419,9 +1427,8 @@ child_main (const char *mode, const char *name, guint steps, gint64 hold_us)
                                       key != NULL ? key : "", &error);
   if (registry == NULL)
     goto fail;
-  redis_lock_registry_set_wait_mode (registry, g_strcmp0 (mode, "spin") == 0
-                                                 ? REDIS_LOCK_WAIT_SPIN
-                                                 : REDIS_LOCK_WAIT_PUBSUB);
+  redis_lock_registry_set_wait_mode (
+      registry, g_strcmp0 (mode, "spin") == 0 ? REDIS_LOCK_WAIT_SPIN : REDIS_LOCK_WAIT_PUBSUB);
   lock = redis_lock_registry_obtain (registry, name, &error);
   if (lock == NULL)
     goto fail;
@@ -1438,8 +1445,8 @@ fail:
 
 /* Starts `redislock-bench --child` with pipes for its stdin and stdout. */
 static gboolean
-child_spawn (Bench *b, const char *mode, const char *name, guint steps, GPid *pid,
-             int *to_child, int *from_child, GError **error)
+child_spawn (Bench *b, const char *mode, const char *name, guint steps, GPid *pid, int *to_child,
+             int *from_child, GError **error)
 {
   g_autofree char *mode_arg = g_strdup_printf ("--child-mode=%s", mode);
   g_autofree char *name_arg = g_strdup_printf ("--child-name=%s", name);
@@ -1450,8 +1457,8 @@ child_spawn (Bench *b, const char *mode, const char *name, guint steps, GPid *pi
 
   envp = g_environ_setenv (envp, "REDISLOCK_BENCH_URL", b->url != NULL ? b->url : "", TRUE);
   envp = g_environ_setenv (envp, "REDISLOCK_BENCH_KEY", b->key, TRUE);
-  return g_spawn_async_with_pipes (NULL, (char **) argv, envp, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
-                                   NULL, pid, to_child, from_child, NULL, error);
+  return g_spawn_async_with_pipes (NULL, (char **)argv, envp, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL,
+                                   pid, to_child, from_child, NULL, error);
 }
 
 /* Closes the pipes and waits for the child, killing it first when the run failed
@@ -1601,12 +1608,11 @@ handoff_run (Bench *b, Section *s, RedisLockWaitMode mode, guint steps)
            pubsub ? "<= 1000 us" : NULL, d.p99 <= 1e6);
   add_row (s, "hand-off max", d.max / 1000, "us", 1, d.max / rt.p50, "raw p50", NULL, FALSE);
   add_row (s, "hand-off mean", d.mean / 1000, "us", 1, d.mean / rt.p50, "raw p50", NULL, FALSE);
-  add_row (s, "confirmed waits", (double) n_real, "", 0, (double) n_real / counted,
+  add_row (s, "confirmed waits", (double)n_real, "", 0, (double)n_real / counted,
            "hand-offs counted", NULL, FALSE);
   add_row (s, "  hand-off p50 vs hot RTT", d.p50 / 1000, "us", 1, d.p50 / 1000 / raw_us (b),
            "reference p50", NULL, FALSE);
-  add_row (s, "raw round trip p50 (baseline)", rt.p50 / 1000, "us", 1, 1.0, "raw p50", NULL,
-           FALSE);
+  add_row (s, "raw round trip p50 (baseline)", rt.p50 / 1000, "us", 1, 1.0, "raw p50", NULL, FALSE);
   if (pubsub)
     {
       g_autoptr (GError) floor_error = NULL;
@@ -1615,16 +1621,17 @@ handoff_run (Bench *b, Section *s, RedisLockWaitMode mode, guint steps)
         add_na (s, "raw hand-off floor", "%s", floor_error->message);
       else
         {
-          add_row (s, "raw hand-off floor p50", fl.p50 / 1000, "us", 1, fl.p50 / rt.p50,
-                   "raw p50", NULL, FALSE);
-          add_row (s, "raw hand-off floor p99", fl.p99 / 1000, "us", 1, fl.p99 / rt.p50,
-                   "raw p50", NULL, FALSE);
+          add_row (s, "raw hand-off floor p50", fl.p50 / 1000, "us", 1, fl.p50 / rt.p50, "raw p50",
+                   NULL, FALSE);
+          add_row (s, "raw hand-off floor p99", fl.p99 / 1000, "us", 1, fl.p99 / rt.p50, "raw p50",
+                   NULL, FALSE);
           add_row (s, "hand-off p50 over the floor", (d.p50 - fl.p50) / 1000, "us", 1,
                    d.p50 / fl.p50, "raw floor p50", NULL, FALSE);
         }
     }
-  add_note (s, "%u hand-offs between two processes (first %d not counted), %s wait mode%s; "
-               "the holder keeps the lock %d us after the waiter announces itself",
+  add_note (s,
+            "%u hand-offs between two processes (first %d not counted), %s wait mode%s; "
+            "the holder keeps the lock %d us after the waiter announces itself",
             steps, HANDOFF_WARMUP, wait_mode_name (mode),
             pubsub ? "" : ", idle_between_tries 100 ms (the default)", HANDOFF_HOLD_US);
   add_note (s, "baseline (raw p50): two raw EVALSHA round trips timed by the holder at the "
@@ -1632,12 +1639,14 @@ handoff_run (Bench *b, Section *s, RedisLockWaitMode mode, guint steps)
                "the server and the processes just woken; the reference p50 is back-to-back "
                "calls, a hot round trip");
   if (pubsub)
-    add_note (s, "floor: the same ping-pong without the library (%u hand-offs): PUBLISH, a "
-                 "process blocked reading SUBSCRIBE wakes and makes one EVALSHA",
+    add_note (s,
+              "floor: the same ping-pong without the library (%u hand-offs): PUBLISH, a "
+              "process blocked reading SUBSCRIBE wakes and makes one EVALSHA",
               b->floor_handoffs);
   else
-    add_note (s, "the waiter's first attempt fails about %d us before the release, so each "
-                 "hand-off waits out most of one idle period",
+    add_note (s,
+              "the waiter's first attempt fails about %d us before the release, so each "
+              "hand-off waits out most of one idle period",
               HANDOFF_HOLD_US);
   return;
 
@@ -1687,8 +1696,7 @@ pair_worker (gpointer data)
 /* BENCH_THREADS pair workers, @pairs lock+unlock pairs each. Returns the aggregate
  * rate in pairs/s, or NAN with @error set. */
 static double
-pair_workers_run (PairWorker *workers, guint pairs, RawConn *control, RunCost *cost,
-                  GError **error)
+pair_workers_run (PairWorker *workers, guint pairs, RawConn *control, RunCost *cost, GError **error)
 {
   gpointer data[BENCH_THREADS];
   guint i;
@@ -1706,7 +1714,7 @@ pair_workers_run (PairWorker *workers, guint pairs, RawConn *control, RunCost *c
         workers[i].error = NULL;
         return NAN;
       }
-  return (double) BENCH_THREADS * pairs / cost->seconds;
+  return (double)BENCH_THREADS * pairs / cost->seconds;
 }
 
 static void
@@ -1749,24 +1757,16 @@ section_independent (Bench *b, Section *s)
 
   /* Rounds alternate: the raw rate (two calls per pair's worth), the same protocol by
    * hand, then the library's. */
-#define ADD_COST(total, c)                                                                    \
-  G_STMT_START                                                                                \
-  {                                                                                           \
-    (total).cpu_seconds += (c).cpu_seconds;                                                   \
-    (total).server_calls += (c).server_calls;                                                 \
-    (total).server_usec += (c).server_usec;                                                   \
-  }                                                                                           \
-  G_STMT_END
   for (r = 0; r < rounds; r++)
     {
       raw_rates[r] = raw_workers_run (raw_workers, 2 * pairs, NULL, control, &cost, &error);
       if (isnan (raw_rates[r]))
         goto fail;
-      ADD_COST (raw_cost, cost);
+      run_cost_add (&raw_cost, &cost);
       hand_rates[r] = raw_workers_run (raw_workers, pairs, hand_prefix, control, &cost, &error);
       if (isnan (hand_rates[r]))
         goto fail;
-      ADD_COST (hand_cost, cost);
+      run_cost_add (&hand_cost, &cost);
 
       redis_lock_registry_get_stats (registry, &before);
       lib_rates[r] = pair_workers_run (workers, pairs, control, &cost, &error);
@@ -1774,19 +1774,18 @@ section_independent (Bench *b, Section *s)
         goto fail;
       redis_lock_registry_get_stats (registry, &after);
       commands += after.commands - before.commands;
-      ADD_COST (lib_cost, cost);
+      run_cost_add (&lib_cost, &cost);
     }
-#undef ADD_COST
   lib_rate = median (lib_rates, rounds);
   raw_rate = median (raw_rates, rounds);
   hand_rate = median (hand_rates, rounds);
-  ops = (double) rounds * BENCH_THREADS * pairs;
+  ops = (double)rounds * BENCH_THREADS * pairs;
   lib_cpu = lib_cost.cpu_seconds * 1e6 / ops;
   raw_cpu = raw_cost.cpu_seconds * 1e6 / ops;
   hand_cpu = hand_cost.cpu_seconds * 1e6 / ops;
 
-  add_row (s, "pairs/s", lib_rate, "pairs/s", 0, lib_rate / (raw_rate / 2),
-           "raw 8-conn rate / 2", ">= 0.90x", lib_rate >= 0.9 * raw_rate / 2);
+  add_row (s, "pairs/s", lib_rate, "pairs/s", 0, lib_rate / (raw_rate / 2), "raw 8-conn rate / 2",
+           ">= 0.90x", lib_rate >= 0.9 * raw_rate / 2);
   add_row (s, "  the same, vs by hand", lib_rate, "pairs/s", 0, lib_rate / hand_rate,
            "by-hand pairs/s", NULL, FALSE);
   add_row (s, "raw 8-conn rate (baseline)", raw_rate, "calls/s", 0, 1.0, "raw 8-conn rate", NULL,
@@ -1805,10 +1804,11 @@ section_independent (Bench *b, Section *s)
            FALSE);
   add_row (s, "  by hand", hand_cpu, "us", 2, hand_cpu / raw_cpu, "2 raw calls", NULL, FALSE);
   add_row (s, "  2 raw calls (baseline)", raw_cpu, "us", 2, 1.0, "2 raw calls", NULL, FALSE);
-  add_row (s, "Redis commands per pair", (double) commands / ops, "", 2, NAN, NULL, NULL, FALSE);
-  add_note (s, "%d threads, each locking and unlocking its own name %u times per round; %u "
-               "rounds, each after %d raw threads making %u calls each and %u pairs by hand; "
-               "medians of the rounds",
+  add_row (s, "Redis commands per pair", (double)commands / ops, "", 2, NAN, NULL, NULL, FALSE);
+  add_note (s,
+            "%d threads, each locking and unlocking its own name %u times per round; %u "
+            "rounds, each after %d raw threads making %u calls each and %u pairs by hand; "
+            "medians of the rounds",
             BENCH_THREADS, pairs, rounds, BENCH_THREADS, 2 * pairs, pairs);
   add_note (s, "by hand: the same lock protocol from plain hiredis (SET NX PX / GET+UNLINK+PUBLISH "
                "scripts), what the server must do for any correct lock");
@@ -1838,7 +1838,7 @@ raw_serial_pairs (RawConn *raw, guint pairs, GError **error)
   for (i = 0; i < pairs; i++)
     if (!raw_call (raw, error) || !raw_call (raw, error))
       return NAN;
-  return pairs * 1e9 / (double) (now_ns () - t0);
+  return pairs * 1e9 / (double)(now_ns () - t0);
 }
 
 static void
@@ -1889,21 +1889,22 @@ section_contention (Bench *b, Section *s)
     }
   lib_rate = median (lib_rates, rounds);
   raw_rate = median (raw_rates, rounds);
-  expected = (guint64) BENCH_THREADS * ((per / 10 + 1) + (guint64) rounds * per);
-  sections = (double) rounds * BENCH_THREADS * per;
+  expected = (guint64)BENCH_THREADS * ((per / 10 + 1) + (guint64)rounds * per);
+  sections = (double)rounds * BENCH_THREADS * per;
 
-  add_row (s, "sections/s", lib_rate, "sections/s", 0, lib_rate / raw_rate,
-           "raw serial pairs/s", NULL, FALSE);
+  add_row (s, "sections/s", lib_rate, "sections/s", 0, lib_rate / raw_rate, "raw serial pairs/s",
+           NULL, FALSE);
   add_row (s, "raw serial pairs/s (baseline)", raw_rate, "pairs/s", 0, 1.0, "raw serial pairs/s",
            NULL, FALSE);
   add_row (s, "Redis commands per section", commands / sections, "", 2, commands / sections / 2,
            "2 (a Redis visit each)", NULL, FALSE);
-  add_row (s, "round trips per section", round_trips / sections, "", 2,
-           round_trips / sections / 2, "2 (a Redis visit each)", NULL, FALSE);
-  add_row (s, "lost increments", (double) (expected - counter), "", 0, NAN, NULL, "= 0",
+  add_row (s, "round trips per section", round_trips / sections, "", 2, round_trips / sections / 2,
+           "2 (a Redis visit each)", NULL, FALSE);
+  add_row (s, "lost increments", (double)(expected - counter), "", 0, NAN, NULL, "= 0",
            counter == expected);
-  add_note (s, "%d threads on one name, %u sections each per round, %u rounds alternating with "
-               "one thread making pairs of raw calls on one connection; medians of the rounds",
+  add_note (s,
+            "%d threads on one name, %u sections each per round, %u rounds alternating with "
+            "one thread making pairs of raw calls on one connection; medians of the rounds",
             BENCH_THREADS, per, rounds);
   add_note (s, "the critical section increments a shared counter; every increment must be "
                "there at the end");
@@ -1965,7 +1966,7 @@ section_watchdog (Bench *b, Section *s)
 
       if (ns < 0)
         goto fail;
-      pipeline[i] = (double) ns / 1000;
+      pipeline[i] = (double)ns / 1000;
     }
   pipe_us = median (pipeline, G_N_ELEMENTS (pipeline));
   deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
@@ -1977,14 +1978,14 @@ section_watchdog (Bench *b, Section *s)
     }
   while (!got && g_get_monotonic_time () < deadline);
 
-  add_row (s, "lock new name, 1st 1000 mean", first.mean / 1000, "us", 1,
-           first.mean / 1000 / rtt, "reference p50", NULL, FALSE);
+  add_row (s, "lock new name, 1st 1000 mean", first.mean / 1000, "us", 1, first.mean / 1000 / rtt,
+           "reference p50", NULL, FALSE);
   add_row (s, "lock new name, last 1000 mean", last.mean / 1000, "us", 1, last.mean / first.mean,
            "the first 1000", NULL, FALSE);
-  add_row (s, "  p50", last.p50 / 1000, "us", 1, last.p50 / first.p50, "the first 1000's p50",
-           NULL, FALSE);
-  add_row (s, "  p99", last.p99 / 1000, "us", 1, last.p99 / first.p99, "the first 1000's p99",
-           NULL, FALSE);
+  add_row (s, "  p50", last.p50 / 1000, "us", 1, last.p50 / first.p50, "the first 1000's p50", NULL,
+           FALSE);
+  add_row (s, "  p99", last.p99 / 1000, "us", 1, last.p99 / first.p99, "the first 1000's p99", NULL,
+           FALSE);
   if (!got)
     add_na (s, "watchdog tick",
             "no tick renewed all %u leases within 10 s (ticks %" G_GUINT64_FORMAT
@@ -1992,28 +1993,30 @@ section_watchdog (Bench *b, Section *s)
             n, before.watchdog_ticks, st.watchdog_ticks, st.last_tick_leases);
   else
     {
-      add_row (s, "tick wall time", (double) st.last_tick_us, "us", 0,
-               (double) st.last_tick_us / pipe_us, "raw pipeline", NULL, FALSE);
-      add_row (s, "tick, per lease", (double) st.last_tick_us / st.last_tick_leases, "us", 2,
-               (double) st.last_tick_us / st.last_tick_leases / rtt, "raw p50", NULL, FALSE);
-      add_row (s, "tick round trips", (double) st.last_tick_round_trips, "", 0,
-               (double) st.last_tick_round_trips / st.last_tick_leases, "1 per lease", "<= 10",
+      add_row (s, "tick wall time", (double)st.last_tick_us, "us", 0,
+               (double)st.last_tick_us / pipe_us, "raw pipeline", NULL, FALSE);
+      add_row (s, "tick, per lease", (double)st.last_tick_us / st.last_tick_leases, "us", 2,
+               (double)st.last_tick_us / st.last_tick_leases / rtt, "raw p50", NULL, FALSE);
+      add_row (s, "tick round trips", (double)st.last_tick_round_trips, "", 0,
+               (double)st.last_tick_round_trips / st.last_tick_leases, "1 per lease", "<= 10",
                st.last_tick_round_trips <= 10);
-      add_row (s, "tick leases", (double) st.last_tick_leases, "", 0,
-               (double) st.last_tick_leases / n, "leases held", NULL, FALSE);
+      add_row (s, "tick leases", (double)st.last_tick_leases, "", 0,
+               (double)st.last_tick_leases / n, "leases held", NULL, FALSE);
     }
   add_row (s, "raw pipeline (baseline)", pipe_us, "us", 0, 1.0, "raw pipeline", NULL, FALSE);
-  add_row (s, "leases lost", (double) st.leases_lost, "", 0, NAN, NULL, "= 0",
-           st.leases_lost == 0);
-  add_note (s, "one registry holds %u distinct locks taken from one thread, TTL 3000 ms; the "
-               "figures are the registry's last_tick_* counters",
+  add_row (s, "leases lost", (double)st.leases_lost, "", 0, NAN, NULL, "= 0", st.leases_lost == 0);
+  add_note (s,
+            "one registry holds %u distinct locks taken from one thread, TTL 3000 ms; the "
+            "figures are the registry's last_tick_* counters",
             n);
-  add_note (s, "baseline: %u EVALSHA of `return 1` sent in one pipelined batch on a plain "
-               "connection (median of 3)",
+  add_note (s,
+            "baseline: %u EVALSHA of `return 1` sent in one pipelined batch on a plain "
+            "connection (median of 3)",
             n);
-  add_note (s, "lock new name: one outermost lock of a fresh name while the registry already "
-               "holds 0..%u (first) or %u..%u (last) leases; the same cost means taking a lease "
-               "does not depend on how many are held",
+  add_note (s,
+            "lock new name: one outermost lock of a fresh name while the registry already "
+            "holds 0..%u (first) or %u..%u (last) leases; the same cost means taking a lease "
+            "does not depend on how many are held",
             window, n - window, n);
 
 fail:
@@ -2053,7 +2056,7 @@ memory_hash_baseline (guint n)
   rss1 = rss_bytes ();
   g_hash_table_unref (table);
   trim_heap ();
-  return (double) (rss1 - rss0) / n;
+  return (double)(rss1 - rss0) / n;
 }
 
 /* Obtains and drops @n distinct names starting at @first; FALSE with @error set on
@@ -2113,14 +2116,14 @@ section_memory (Bench *b, Section *s)
   t1 = now_ns ();
   rss1 = rss_bytes ();
   size = redis_lock_registry_get_cache_size (registry);
-  per_lock = (double) (rss1 - rss0) / n;
+  per_lock = (double)(rss1 - rss0) / n;
 
   add_row (s, "RSS per cached idle lock", per_lock, "B", 0, per_lock / per_entry,
            "GHashTable name entry", NULL, FALSE);
   add_row (s, "  minus the name length", per_lock - name_len, "B", 0,
            (per_lock - name_len) / (per_entry - name_len), "GHashTable entry - name", NULL, FALSE);
-  add_row (s, "obtain+unref (new name)", (double) (t1 - t0) / n, "ns", 0, NAN, NULL, NULL, FALSE);
-  add_row (s, "cache size", (double) size, "", 0, (double) size / n, "names obtained", "= names",
+  add_row (s, "obtain+unref (new name)", (double)(t1 - t0) / n, "ns", 0, NAN, NULL, NULL, FALSE);
+  add_row (s, "cache size", (double)size, "", 0, (double)size / n, "names obtained", "= names",
            size == n);
   add_row (s, "GHashTable entry (baseline)", per_entry, "B", 0, 1.0, "GHashTable name entry", NULL,
            FALSE);
@@ -2147,11 +2150,11 @@ section_memory (Bench *b, Section *s)
   t1 = now_ns ();
   rss_end = rss_bytes ();
   size = redis_lock_registry_get_cache_size (registry);
-  used = (double) (rss_full - rss0);
-  growth = (double) (rss_mid - rss_full);
-  late = (double) (rss_end - rss_mid) / (m - cap - half);
+  used = (double)(rss_full - rss0);
+  growth = (double)(rss_mid - rss_full);
+  late = (double)(rss_end - rss_mid) / (m - cap - half);
 
-  add_row (s, "cache size at capacity", (double) size, "", 0, (double) size / cap, "capacity",
+  add_row (s, "cache size at capacity", (double)size, "", 0, (double)size / cap, "capacity",
            "= capacity", size == cap);
   add_row (s, "RSS of a full cache", used / (1024 * 1024), "MiB", 1, used / cap / per_lock,
            "capacity x RSS per lock", NULL, FALSE);
@@ -2159,11 +2162,12 @@ section_memory (Bench *b, Section *s)
            "RSS of a full cache", NULL, FALSE);
   add_row (s, "RSS growth, 2nd half, per name", late, "B", 1, late / per_lock,
            "RSS per cached lock", "<= 0.10x", late <= 0.10 * per_lock);
-  add_row (s, "obtain+unref with eviction", (double) (t1 - t0) / (m - cap), "ns", 0, NAN, NULL,
-           NULL, FALSE);
-  add_note (s, "%u names of %" G_GSIZE_FORMAT " bytes with capacity %u; then %u names with "
-               "capacity %u, whose RSS must stop growing once it is full; no Redis traffic; RSS from "
-               "/proc/self/statm after malloc_trim",
+  add_row (s, "obtain+unref with eviction", (double)(t1 - t0) / (m - cap), "ns", 0, NAN, NULL, NULL,
+           FALSE);
+  add_note (s,
+            "%u names of %" G_GSIZE_FORMAT " bytes with capacity %u; then %u names with "
+            "capacity %u, whose RSS must stop growing once it is full; no Redis traffic; RSS from "
+            "/proc/self/statm after malloc_trim",
             n, name_len, 2 * n, m, cap);
   redis_lock_registry_unref (registry);
   trim_heap ();
@@ -2184,8 +2188,7 @@ static const struct
   SectionFunc func;
 } section_table[] = {
   { "raw", "Raw limit: EVALSHA of `return 1` on plain hiredis connections", section_raw },
-  { "reentrant", "Re-entrant lock+unlock, the lock held once outside the loop",
-    section_reentrant },
+  { "reentrant", "Re-entrant lock+unlock, the lock held once outside the loop", section_reentrant },
   { "uncontended", "Uncontended outermost lock+unlock", section_uncontended },
   { "handoff", "Cross-process hand-off, PUBSUB wait (the default)", section_handoff },
   { "handoff-spin", "Cross-process hand-off, SPIN wait (for comparison)", section_handoff_spin },
@@ -2223,14 +2226,14 @@ print_section (Section *s)
           g_print ("  %-30s %16s  %s\n", r->metric, "n/a", r->note);
           continue;
         }
-      ratio = isnan (r->ratio) ? g_strdup ("") : g_strdup_printf ("%.2fx %s", r->ratio, r->ratio_to);
+      ratio
+          = isnan (r->ratio) ? g_strdup ("") : g_strdup_printf ("%.2fx %s", r->ratio, r->ratio_to);
       if (r->target != NULL)
-        target = g_strdup_printf ("%s %s", r->target,
-                                  r->met < 0 ? "" : r->met ? "ok" : "MISSED");
+        target = g_strdup_printf ("%s %s", r->target, r->met < 0 ? "" : r->met ? "ok" : "MISSED");
       g_print ("  %-30s %16s  %-34s %s\n", r->metric, value, ratio, target ? target : "");
     }
   for (i = 0; i < s->notes->len; i++)
-    g_print ("  - %s\n", (char *) g_ptr_array_index (s->notes, i));
+    g_print ("  - %s\n", (char *)g_ptr_array_index (s->notes, i));
   g_print ("  (%.1f s)\n", s->seconds);
 }
 
@@ -2247,14 +2250,14 @@ json_string (GString *out, const char *s)
   g_string_append_c (out, '"');
   for (p = s; *p != '\0'; p++)
     {
-      unsigned char c = (unsigned char) *p;
+      unsigned char c = (unsigned char)*p;
 
       if (c == '"' || c == '\\')
         g_string_append_printf (out, "\\%c", c);
       else if (c < 0x20)
         g_string_append_printf (out, "\\u%04x", c);
       else
-        g_string_append_c (out, (char) c);
+        g_string_append_c (out, (char)c);
     }
   g_string_append_c (out, '"');
 }
@@ -2284,10 +2287,18 @@ print_json (Bench *b, double seconds)
   json_string (out, b->kernel);
   g_string_append (out, "},\n  \"redis\": {\"version\": ");
   json_string (out, b->redis_version);
-  g_string_append_printf (out, ", \"server\": \"%s\"},\n  \"registry_key\": ",
-                          b->own_server ? "private" : "external");
+  g_string_append_printf (
+      out, ", \"server\": \"%s\"},\n  \"registry_key\": ", b->own_server ? "private" : "external");
   json_string (out, b->key);
-  g_string_append (out, ",\n  \"seconds\": ");
+  g_string_append (out, ",\n  \"reference_round_trip\": {\"p50_us\": ");
+  json_number (out, raw_us (b));
+  g_string_append (out, ", \"p99_us\": ");
+  json_number (out, b->raw_error != NULL ? NAN : b->raw.p99 / 1000);
+  g_string_append (out, ", \"mean_us\": ");
+  json_number (out, b->raw_error != NULL ? NAN : b->raw.mean / 1000);
+  g_string_append (out, ", \"error\": ");
+  json_string (out, b->raw_error);
+  g_string_append (out, "},\n  \"seconds\": ");
   json_number (out, seconds);
   g_string_append (out, ",\n  \"sections\": [");
   for (i = 0; i < b->sections->len; i++)
@@ -2320,7 +2331,9 @@ print_json (Bench *b, double seconds)
           g_string_append (out, ", \"target\": ");
           json_string (out, r->target);
           g_string_append_printf (out, ", \"met\": %s",
-                                  r->met < 0 ? "null" : r->met ? "true" : "false");
+                                  r->met < 0 ? "null"
+                                  : r->met   ? "true"
+                                             : "false");
           if (r->note != NULL)
             {
               g_string_append (out, ", \"na_reason\": ");
@@ -2419,15 +2432,15 @@ main (int argc, char **argv)
   context = g_option_context_new ("- measure redislock against raw Redis round trips");
   g_option_context_add_main_entries (context, entries, NULL);
   g_option_context_set_description (
-    context, "Sections: raw reentrant uncontended handoff handoff-spin independent contention "
-             "watchdog memory\n");
+      context, "Sections: raw reentrant uncontended handoff handoff-spin independent contention "
+               "watchdog memory\n");
   if (!g_option_context_parse (context, &argc, &argv, &error))
     {
       g_printerr ("redislock-bench: %s\n", error->message);
       return 2;
     }
   if (opt_child)
-    return child_main (child_mode, child_name, (guint) MAX (child_steps, 0), child_hold_us);
+    return child_main (child_mode, child_name, (guint)MAX (child_steps, 0), child_hold_us);
   if (opt_list)
     {
       for (i = 0; i < G_N_ELEMENTS (section_table); i++)
@@ -2481,7 +2494,7 @@ main (int argc, char **argv)
       b->own_server = TRUE;
       b->url = g_strdup (redis_lock_test_server_get_url (b->server));
     }
-  b->key = g_strdup_printf ("redislock-bench:%d:%08x", (int) getpid (), g_random_int ());
+  b->key = g_strdup_printf ("redislock-bench:%d:%08x", (int)getpid (), g_random_int ());
 
   if (!raw_target_parse (b->url, &b->target, &error))
     b->raw_error = g_strdup (error->message);
@@ -2513,7 +2526,7 @@ main (int argc, char **argv)
       Section *s;
       gint64 t0;
 
-      if (only != NULL && !g_strv_contains ((const char *const *) only, section_table[i].name))
+      if (only != NULL && !g_strv_contains ((const char *const *)only, section_table[i].name))
         continue;
       s = g_new0 (Section, 1);
       s->name = section_table[i].name;
@@ -2524,16 +2537,16 @@ main (int argc, char **argv)
       s->notes = g_ptr_array_new_with_free_func (g_free);
       t0 = now_ns ();
       section_table[i].func (b, s);
-      s->seconds = (double) (now_ns () - t0) / 1e9;
+      s->seconds = (double)(now_ns () - t0) / 1e9;
       g_ptr_array_add (b->sections, s);
       if (!b->json)
         print_section (s);
     }
 
   if (b->json)
-    print_json (b, (double) (now_ns () - start) / 1e9);
+    print_json (b, (double)(now_ns () - start) / 1e9);
   else
-    g_print ("\ntotal %.1f s\n", (double) (now_ns () - start) / 1e9);
+    g_print ("\ntotal %.1f s\n", (double)(now_ns () - start) / 1e9);
 
   redis_lock_test_server_free (b->server);
   g_ptr_array_unref (b->sections);
