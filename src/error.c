@@ -1,4 +1,4 @@
-/* error.c: the error domain and the fork guard.
+/* error.c: the error domain, the fork guard and SIGPIPE.
  *
  * A child made by fork() inherits every registry's memory, including its client id,
  * but not its threads; letting it use them would make two processes act as one
@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <signal.h>
 
 #include "internal.h"
 
@@ -29,7 +30,14 @@ rl_fork_guard_init (void)
 
   if (g_once_init_enter (&once))
     {
+      struct sigaction sa;
+
       pthread_atfork (NULL, NULL, rl_fork_child);
+      /* hiredis writes with write(2), which raises SIGPIPE when Redis has gone away;
+       * there is no per-call way to avoid it there, so, as GLib's GSocket does, the
+       * signal is ignored process-wide unless the application installed a handler. */
+      if (sigaction (SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL)
+        signal (SIGPIPE, SIG_IGN);
       g_once_init_leave (&once, 1);
     }
 }
