@@ -1,0 +1,312 @@
+#!/bin/sh
+# cli.sh: tests of the redislock command-line tool (tools/redislock.c). Starts a private
+# redis-server on a Unix socket in a temporary directory and checks the exit statuses of
+# `redislock run` (the command's status, 1 not acquired, 2 Redis error, 3 lease lost,
+# 64 usage), the command's environment, lease loss, mutual exclusion of concurrent runs,
+# signal forwarding, `status` / `list` output (text and JSON) and `demo`. Prints TAP.
+# Synchronisation with background commands uses marker files polled in bounded loops.
+
+set -u
+
+RL=${REDISLOCK:-${G_TEST_BUILDDIR:-.}/../tools/redislock}
+T=30 # bound, in seconds, on every foreground redislock call
+
+n=0
+failures=0
+ok () { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok () { n=$((n + 1)); echo "not ok $n - $1"; failures=$((failures + 1)); }
+diag () { printf '%s\n' "$@" | sed 's/^/# /'; }
+# check DESCRIPTION COMMAND…: one TAP line for whether COMMAND succeeds
+check () { d=$1; shift; if "$@"; then ok "$d"; else not_ok "$d"; fi; }
+# expect_rc DESCRIPTION WANT GOT
+expect_rc () {
+  if [ "$3" -eq "$2" ]; then ok "$1"; else not_ok "$1"; diag "exit status $3, expected $2"; show_err; fi
+}
+show_err () { [ -s "$tmp/err" ] && diag "stderr:" "$(cat "$tmp/err")"; return 0; }
+
+if ! command -v redis-server >/dev/null 2>&1 && [ -x /usr/sbin/redis-server ]; then
+  PATH=$PATH:/usr/sbin
+fi
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+  echo "1..0 # SKIP redis-server or redis-cli is not installed"
+  exit 0
+fi
+if [ ! -x "$RL" ]; then
+  echo "Bail out! $RL has not been built"
+  exit 1
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/redislock-cli.XXXXXX") || exit 1
+sock=$tmp/s.sock
+bg_pids=
+cleanup () {
+  # redislock forwards TERM to its command; KILL takes the command along (Linux)
+  for p in $bg_pids; do kill -TERM "$p" 2>/dev/null; done
+  sleep 0.2
+  for p in $bg_pids; do kill -KILL "$p" 2>/dev/null; done
+  [ -n "${server:-}" ] && kill -KILL "$server" 2>/dev/null && wait "$server" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+redis-server --port 0 --unixsocket "$sock" --unixsocketperm 700 --save '' --appendonly no \
+  --daemonize no --dir "$tmp" >"$tmp/redis.log" 2>&1 &
+server=$!
+i=0
+until [ "$(redis-cli -s "$sock" PING 2>/dev/null)" = PONG ]; do
+  i=$((i + 1))
+  if [ $i -gt 200 ] || ! kill -0 "$server" 2>/dev/null; then
+    echo "Bail out! redis-server did not start"
+    cat "$tmp/redis.log" | sed 's/^/# /'
+    exit 1
+  fi
+  sleep 0.05
+done
+
+REDIS_URL=unix://$sock
+export REDIS_URL
+rcli () { redis-cli -s "$sock" "$@"; }
+rl () { timeout -k 5 $T "$RL" "$@"; }
+# wait_for FILE: polls for FILE for at most 20 s
+wait_for () {
+  i=0
+  while [ ! -e "$1" ]; do
+    i=$((i + 1))
+    [ $i -gt 400 ] && return 1
+    sleep 0.05
+  done
+  return 0
+}
+# start_bg COMMAND…: runs COMMAND in the background; its pid is in $bg
+start_bg () { "$@" 2>"$tmp/bg.err" & bg=$!; bg_pids="$bg_pids $bg"; }
+one_line () { [ "$(wc -l <"$1")" -eq 1 ]; }
+# hold.sh STARTED RELEASE: a command that signals it runs, then waits (at most 60 s, so
+# nothing outlives the test) until told to end
+cat >"$tmp/hold.sh" <<'EOF'
+touch "$1"
+i=0
+while [ ! -e "$2" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i + 1)); done
+EOF
+hold () { echo "sh $tmp/hold.sh $tmp/$1.started $tmp/$1.release"; }
+if command -v python3 >/dev/null 2>&1; then have_python=yes; else have_python=no; fi
+# json_check FILE PYTHON-EXPRESSION: the expression (on d, the parsed JSON) holds
+json_check () {
+  if [ $have_python = yes ]; then
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" "$1"
+  else
+    return 0
+  fi
+}
+
+# --- usage errors: 64 with a usage line -------------------------------------------------
+"$RL" >/dev/null 2>"$tmp/err"; expect_rc "no arguments: 64" 64 $?
+"$RL" frobnicate 2>"$tmp/err"; expect_rc "unknown command: 64" 64 $?
+rl run 2>"$tmp/err"; expect_rc "run without NAME: 64" 64 $?
+check "usage line on stderr" grep -q '^Usage: redislock run' "$tmp/err"
+rl run lonely 2>"$tmp/err"; expect_rc "run without COMMAND: 64" 64 $?
+rl run lonely -- 2>"$tmp/err"; expect_rc "run with nothing after --: 64" 64 $?
+rl run --bogus x -- true 2>"$tmp/err"; expect_rc "unknown option: 64" 64 $?
+rl run x y -- true 2>"$tmp/err"; expect_rc "two names before --: 64" 64 $?
+rl run '' -- true 2>"$tmp/err"; expect_rc "empty name: 64" 64 $?
+for d in soon 10x -1s 1.2.3 ms '' 5sec; do
+  rl run --wait "$d" x -- true 2>"$tmp/err"; expect_rc "--wait '$d' rejected: 64" 64 $?
+done
+rl run --ttl 0 x -- true 2>"$tmp/err"; expect_rc "--ttl 0 rejected: 64" 64 $?
+rl run --kill-after 3y x -- true 2>"$tmp/err"; expect_rc "--kill-after 3y rejected: 64" 64 $?
+rl run --registry '' x -- true 2>"$tmp/err"; expect_rc "empty registry: 64" 64 $?
+rl run --url 'ftp://example.org' x -- true 2>"$tmp/err"; expect_rc "unsupported URL scheme: 64" 64 $?
+rl status 2>"$tmp/err"; expect_rc "status without NAME: 64" 64 $?
+rl list extra 2>"$tmp/err"; expect_rc "list with an argument: 64" 64 $?
+rl demo --processes 0 2>"$tmp/err"; expect_rc "demo --processes 0: 64" 64 $?
+"$RL" --help >"$tmp/out" 2>"$tmp/err"; expect_rc "--help: 0" 0 $?
+check "--help lists the commands" grep -q 'status' "$tmp/out"
+for c in run status list demo; do
+  "$RL" $c --help >"$tmp/out" 2>"$tmp/err"; expect_rc "$c --help: 0" 0 $?
+done
+"$RL" help run >"$tmp/out" 2>"$tmp/err"; expect_rc "help run: 0" 0 $?
+check "run --help mentions --wait" grep -q -- '--wait' "$tmp/out"
+"$RL" --version >"$tmp/out"; expect_rc "--version: 0" 0 $?
+
+# --- the command's status passes through ------------------------------------------------
+rl run st -- sh -c 'exit 7' 2>"$tmp/err"; expect_rc "command status 7 passed through" 7 $?
+rl run st -- true 2>"$tmp/err"; expect_rc "command success: 0" 0 $?
+rl run st sh -c 'exit 5' 2>"$tmp/err"; expect_rc "no -- needed: status 5" 5 $?
+rl run --wait 500ms --ttl 2.5s --kill-after 1m -r other st -- true 2>"$tmp/err"
+expect_rc "durations 500ms, 2.5s, 1m accepted" 0 $?
+rl run --wait 2 --ttl 0.5 st -- true 2>"$tmp/err"; expect_rc "plain numbers are seconds" 0 $?
+rl run --wait forever st -- true 2>"$tmp/err"; expect_rc "--wait forever accepted" 0 $?
+rl run st -- sh -c 'kill -KILL $$' 2>"$tmp/err"; expect_rc "command killed by SIGKILL: 137" 137 $?
+rl run st -- /nonexistent/command 2>"$tmp/err"; expect_rc "command not found: 127" 127 $?
+check "nothing left in Redis after runs" test "$(rcli EXISTS redislock:st)" = 0
+
+# --- environment: REDIS_LOCK_KEY, REDIS_LOCK_OWNER; the key holds the owner ----------
+rl run --registry clitest --ttl 10s envlock -- sh -c '
+  printf "%s\n" "$REDIS_LOCK_KEY" >"$0/key"
+  printf "%s\n" "$REDIS_LOCK_OWNER" >"$0/owner"
+  printf "%s\n" "$PPID" >"$0/ppid"
+  redis-cli -s "$1" GET "$REDIS_LOCK_KEY" >"$0/value"
+  redis-cli -s "$1" PTTL "$REDIS_LOCK_KEY" >"$0/pttl"' "$tmp" "$sock" 2>"$tmp/err"
+expect_rc "env run: 0" 0 $?
+check "REDIS_LOCK_KEY is registry:name" test "$(cat "$tmp/key")" = clitest:envlock
+check "REDIS_LOCK_OWNER is set" test -n "$(cat "$tmp/owner")"
+check "the key holds REDIS_LOCK_OWNER while the command runs" \
+  test "$(cat "$tmp/value")" = "$(cat "$tmp/owner")"
+check "the owner is host:pid:hex of redislock" \
+  test "$(cut -d: -f2 "$tmp/owner")" = "$(cat "$tmp/ppid")"
+pttl=$(cat "$tmp/pttl")
+check "--ttl 10s sets the lease TTL ($pttl ms)" test "$pttl" -gt 0 -a "$pttl" -le 10000
+check "the key is gone after the command" test "$(rcli EXISTS clitest:envlock)" = 0
+
+# --- a held lock: --wait 0 and --wait 300ms give 1; status and list show it -------------
+start_bg "$RL" run held -- $(hold held)
+holder=$bg
+check "holder started" wait_for "$tmp/held.started"
+rl run --wait 0 held -- touch "$tmp/held.never" 2>"$tmp/err"; expect_rc "--wait 0 on a held lock: 1" 1 $?
+check "one line on stderr" one_line "$tmp/err"
+check "the message names the holder" grep -q "$(rcli GET redislock:held)" "$tmp/err"
+rl run --wait 300ms held -- touch "$tmp/held.never" 2>"$tmp/err"; expect_rc "--wait 300ms on a held lock: 1" 1 $?
+check "the command did not run" test ! -e "$tmp/held.never"
+owner=$(rcli GET redislock:held)
+rl status held >"$tmp/out" 2>"$tmp/err"; expect_rc "status of a held lock: 0" 0 $?
+check "status shows held and the owner" grep -q "^held  *held  *[0-9.]*m*s  *$owner\$" "$tmp/out"
+rl status held nobody >"$tmp/out" 2>"$tmp/err"; expect_rc "status with a free lock: 1" 1 $?
+check "status shows the free lock" grep -q '^nobody  *free' "$tmp/out"
+rl status --json held nobody >"$tmp/out" 2>"$tmp/err"; expect_rc "status --json: 1" 1 $?
+check "status --json: held lock with owner and TTL" grep -q "\"name\": \"held\", \"key\": \"redislock:held\", \"held\": true, \"owner\": \"$owner\"" "$tmp/out"
+check "status --json: free lock" grep -q '"name": "nobody", "key": "redislock:nobody", "held": false, "owner": null' "$tmp/out"
+check "status --json is valid JSON" json_check "$tmp/out" \
+  "len(d) == 2 and d[0]['held'] and 0 < d[0]['ttl_ms'] <= 60000 and d[0]['pid'] > 0 and not d[1]['held'] and d[1]['ttl_ms'] is None"
+rl list >"$tmp/out" 2>"$tmp/err"; expect_rc "list: 0" 0 $?
+check "list shows the held lock" grep -q "^held  *held .*$owner\$" "$tmp/out"
+rl list --json >"$tmp/out" 2>"$tmp/err"; expect_rc "list --json: 0" 0 $?
+check "list --json is the held lock" json_check "$tmp/out" \
+  "[x['name'] for x in d] == ['held'] and d[0]['owner'] == '$owner'"
+# a waiter without --wait gets the lock once the holder releases it
+start_bg "$RL" run held -- touch "$tmp/held.waiter"
+waiter=$bg
+touch "$tmp/held.release"
+wait "$holder"; expect_rc "holder: 0" 0 $?
+wait "$waiter"; expect_rc "waiter acquires after the release: 0" 0 $?
+check "the waiter's command ran" test -e "$tmp/held.waiter"
+rl status held >"$tmp/out" 2>"$tmp/err"; expect_rc "status after release: 1" 1 $?
+
+# --- list matches the registry key literally ---------------------------------------------
+start_bg "$RL" run --registry 'g[1]*' a -- $(hold glob)
+globber=$bg
+check "glob holder started" wait_for "$tmp/glob.started"
+rcli SET 'g1:decoy' x >/dev/null
+rcli SET 'g11:decoy' x >/dev/null
+rcli SET 'g[1]*x:decoy' x >/dev/null
+rl list --registry 'g[1]*' >"$tmp/out" 2>"$tmp/err"; expect_rc "list --registry 'g[1]*': 0" 0 $?
+check "only the literal registry's lock is listed" test "$(tail -n +2 "$tmp/out" | awk '{print $1}')" = a
+rl list --registry nothing-here --json >"$tmp/out" 2>"$tmp/err"; expect_rc "list of an empty registry: 0" 0 $?
+check "empty list --json is []" test "$(cat "$tmp/out")" = "[]"
+touch "$tmp/glob.release"
+wait "$globber"; expect_rc "glob holder: 0" 0 $?
+
+# --- Redis errors: 2 ---------------------------------------------------------------------
+rl run --url "unix://$tmp/nothing.sock" x -- touch "$tmp/dead.ran" 2>"$tmp/err"
+expect_rc "run against a dead socket: 2" 2 $?
+check "error message on stderr" test -s "$tmp/err"
+check "the command did not run" test ! -e "$tmp/dead.ran"
+rl run --url redis://127.0.0.1:1 x -- true 2>"$tmp/err"; expect_rc "run against a closed port: 2" 2 $?
+rl status --url "unix://$tmp/nothing.sock" x 2>"$tmp/err"; expect_rc "status against a dead server: 2" 2 $?
+rl list --url "unix://$tmp/nothing.sock" 2>"$tmp/err"; expect_rc "list against a dead server: 2" 2 $?
+
+# --- lease loss: the command is terminated, exit 3 --------------------------------------
+start_bg "$RL" run --ttl 1s lease -- sh -c 'touch "$0/lease.started"; exec sleep 30' "$tmp"
+pid=$bg
+check "lease holder started" wait_for "$tmp/lease.started"
+t0=$(date +%s)
+rcli DEL redislock:lease >/dev/null
+wait "$pid"; rc=$?; cp "$tmp/bg.err" "$tmp/err"
+expect_rc "key deleted behind its back: 3" 3 $rc
+check "exit 3 came promptly ($(($(date +%s) - t0)) s)" test $(($(date +%s) - t0)) -le 6
+check "stderr says the lease was lost" grep -q 'lost' "$tmp/err"
+
+start_bg "$RL" run --ttl 1s lease -- sh -c 'touch "$0/lease2.started"; exec sleep 30' "$tmp"
+pid=$bg
+check "second lease holder started" wait_for "$tmp/lease2.started"
+rcli SET redislock:lease intruder PX 30000 >/dev/null
+wait "$pid"; rc=$?; cp "$tmp/bg.err" "$tmp/err"
+expect_rc "key taken by another owner: 3" 3 $rc
+check "the other owner's key is untouched" test "$(rcli GET redislock:lease)" = intruder
+rcli DEL redislock:lease >/dev/null
+
+start_bg "$RL" run --ttl 1s --kill-after 300ms lease -- sh -c 'trap "" TERM; exec sh "$0/hold.sh" "$0/lease3.started" "$0/lease3.release"' "$tmp"
+pid=$bg
+check "stubborn lease holder started" wait_for "$tmp/lease3.started"
+rcli DEL redislock:lease >/dev/null
+wait "$pid"; rc=$?; cp "$tmp/bg.err" "$tmp/err"
+expect_rc "command ignoring SIGTERM is killed: 3" 3 $rc
+check "stderr mentions SIGKILL" grep -q 'SIGKILL' "$tmp/err"
+
+# --- two runs on one name never overlap --------------------------------------------------
+: >"$tmp/stamps"
+pids=
+for k in 1 2 3 4; do
+  timeout -k 5 60 "$RL" run overlap -- sh -c '
+    echo "start $1 $(date +%s%N)" >>"$0/stamps"; sleep 0.2
+    echo "end $1 $(date +%s%N)" >>"$0/stamps"' "$tmp" $k 2>>"$tmp/err" &
+  pids="$pids $!"
+done
+all=0
+for p in $pids; do wait "$p" || all=$?; done
+expect_rc "four concurrent runs: 0" 0 $all
+check "eight stamps" test "$(wc -l <"$tmp/stamps")" -eq 8
+check "the holds do not intersect" awk '
+  NR % 2 == 1 { if ($1 != "start" || $3 < last) bad = 1; who = $2 }
+  NR % 2 == 0 { if ($1 != "end" || $2 != who) bad = 1; last = $3 }
+  END { exit bad }' "$tmp/stamps"
+[ $failures -gt 0 ] && diag "stamps:" "$(cat "$tmp/stamps")"
+
+# --- signals: forwarded to the command, lock released afterwards -------------------------
+start_bg "$RL" run sig -- sh -c 'trap "echo TERM >\"$0/sig.got\"; exit 42" TERM; touch "$0/sig.started"; i=0; while [ $i -lt 1200 ]; do sleep 0.05; i=$((i + 1)); done' "$tmp"
+pid=$bg
+check "signal test command started" wait_for "$tmp/sig.started"
+kill -TERM "$pid"
+wait "$pid"; expect_rc "SIGTERM forwarded, the command's status 42 passed through" 42 $?
+check "the command got SIGTERM" test "$(cat "$tmp/sig.got" 2>/dev/null)" = TERM
+check "the lock was released" test "$(rcli EXISTS redislock:sig)" = 0
+
+start_bg "$RL" run sig -- sh -c 'touch "$0/sig2.started"; exec sleep 30' "$tmp"
+pid=$bg
+check "second signal test command started" wait_for "$tmp/sig2.started"
+kill -TERM "$pid"
+wait "$pid"; expect_rc "command killed by the forwarded SIGTERM: 143" 143 $?
+check "the lock was released" test "$(rcli EXISTS redislock:sig)" = 0
+
+start_bg "$RL" run sig -- $(hold sig3)
+holder=$bg
+check "lock holder for the waiting test started" wait_for "$tmp/sig3.started"
+# A signal sent before the background shell has exec'd redislock could be taken by the
+# shell's own trap: wait until the waiter has subscribed to unlock notifications.
+subscribers () { rcli CLIENT LIST | grep -c 'psub=[1-9]'; }
+before=$(subscribers)
+start_bg "$RL" run sig -- touch "$tmp/sig3.never"
+pid=$bg
+i=0
+while [ "$(subscribers)" -le "$before" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
+check "the waiter waits" test $i -lt 400
+kill -TERM "$pid"
+wait "$pid"; expect_rc "SIGTERM while waiting for the lock: 143" 143 $?
+check "the waiting run's command never ran" test ! -e "$tmp/sig3.never"
+check "the holder still holds the lock" test "$(rcli EXISTS redislock:sig)" = 1
+touch "$tmp/sig3.release"
+wait "$holder"; expect_rc "holder: 0" 0 $?
+
+# --- demo ----------------------------------------------------------------------------------
+rl demo --processes 2 --threads 2 --stock 300 >"$tmp/out" 2>"$tmp/err"; expect_rc "demo: 0" 0 $?
+diag "$(cat "$tmp/out")"
+check "demo sold the whole stock" grep -q '^ *sold: *300$' "$tmp/out"
+check "demo oversold 0" grep -q '^ *oversold: *0$' "$tmp/out"
+check "demo reports hand-off latency" grep -q '^ *hand-off p99: *[0-9.]* ms$' "$tmp/out"
+check "demo reports Redis commands" grep -q '^ *redis commands: *[1-9]' "$tmp/out"
+check "demo removed its keys" test -z "$(rcli --scan --pattern 'redislock-demo*')"
+env -u REDIS_URL timeout -k 5 60 "$RL" demo --processes 2 --threads 2 --stock 100 >"$tmp/out" 2>"$tmp/err"
+expect_rc "demo on a private redis-server: 0" 0 $?
+check "demo on a private redis-server oversold 0" grep -q '^ *oversold: *0$' "$tmp/out"
+
+echo "1..$n"
+[ $failures -eq 0 ]
