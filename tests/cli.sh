@@ -205,6 +205,54 @@ check "empty list --json is []" test "$(cat "$tmp/out")" = "[]"
 touch "$tmp/glob.release"
 wait "$globber"; expect_rc "glob holder: 0" 0 $?
 
+# --- status and list details: many keys, odd names, no expiry, password and db ---------
+for k in $(seq 1 1500); do echo "SET bulk:k$k someone PX 60000"; done | rcli >/dev/null
+rl list --registry bulk --json >"$tmp/out" 2>"$tmp/err"; expect_rc "list of 1500 locks: 0" 0 $?
+check "list finds all 1500 (SCAN cursor followed)" json_check "$tmp/out" \
+  "len(d) == 1500 and len(set(x['name'] for x in d)) == 1500 and all(x['owner'] == 'someone' and x['pid'] is None for x in d)"
+rl list --registry bulk >"$tmp/out" 2>"$tmp/err"
+check "text list has a header and 1500 lines" test "$(wc -l <"$tmp/out")" -eq 1501
+rcli SET 'odd:we"ird ñame\' 'h:12:ab' >/dev/null
+rl status --registry odd --json 'we"ird ñame\' >"$tmp/out" 2>"$tmp/err"; expect_rc "status of an odd name: 0" 0 $?
+check "odd name and no expiry in JSON" json_check "$tmp/out" \
+  "d[0]['name'] == 'we\"ird \u00f1ame\\\\' and d[0]['ttl_ms'] is None and d[0]['host'] == 'h' and d[0]['pid'] == 12"
+rl status --registry odd 'we"ird ñame\' >"$tmp/out" 2>"$tmp/err"
+check "no expiry shown as none" grep -q ' none  h:12:ab$' "$tmp/out"
+rcli RPUSH 'odd:alist' x >/dev/null
+rl list --registry odd --json >"$tmp/out" 2>"$tmp/err"; expect_rc "list skips keys that are not strings: 0" 0 $?
+check "only the string key is listed" json_check "$tmp/out" "len(d) == 1"
+rl status --registry odd alist >"$tmp/out" 2>"$tmp/err"; expect_rc "status of a key that is not a lock: 2" 2 $?
+
+psock=$tmp/p.sock
+redis-server --port 0 --unixsocket "$psock" --unixsocketperm 700 --save '' --appendonly no \
+  --daemonize no --dir "$tmp" --requirepass 'p@ss w' >"$tmp/redis2.log" 2>&1 &
+server2=$!
+bg_pids="$bg_pids $server2"
+i=0
+until [ "$(redis-cli -s "$psock" -a 'p@ss w' --no-auth-warning PING 2>/dev/null)" = PONG ] || [ $i -gt 200 ]; do
+  sleep 0.05; i=$((i + 1))
+done
+purl="unix://$psock?db=3&password=p%40ss%20w"
+rl run --url "$purl" pw -- sh -c 'redis-cli -s "$0" -a "p@ss w" --no-auth-warning -n 3 GET "$REDIS_LOCK_KEY" >"$1"' "$psock" "$tmp/pw.value" 2>"$tmp/err"
+expect_rc "run with a password and db in a unix:// URL: 0" 0 $?
+check "the lock key is in db 3" test -n "$(cat "$tmp/pw.value")"
+start_bg "$RL" run --url "$purl" pw -- $(hold pw)
+pwholder=$bg
+check "password holder started" wait_for "$tmp/pw.started"
+rl status --url "$purl" --json pw >"$tmp/out" 2>"$tmp/err"; expect_rc "status with password and db: 0" 0 $?
+rl list --url "$purl" >"$tmp/out" 2>"$tmp/err"; expect_rc "list with password and db: 0" 0 $?
+check "list sees the lock in db 3" grep -q '^pw  *held' "$tmp/out"
+rl list --url "unix://$psock?password=p%40ss%20w" >"$tmp/out" 2>"$tmp/err"
+check "db 0 has no lock" test "$(wc -l <"$tmp/out")" -eq 1
+touch "$tmp/pw.release"
+wait "$pwholder"; expect_rc "password holder: 0" 0 $?
+rl run --url "unix://$psock?password=wrong" pw -- true 2>"$tmp/err"; expect_rc "run with a wrong password: 2" 2 $?
+rl status --url "unix://$psock?password=wrong" pw 2>"$tmp/err"; expect_rc "status with a wrong password: 2" 2 $?
+rl status --url "unix://$psock" pw 2>"$tmp/err"; expect_rc "status without the password: 2" 2 $?
+rl status --url "unix://$psock?colour=blue" pw 2>"$tmp/err"; expect_rc "unknown URL parameter: 64" 64 $?
+rl status --url "rediss://localhost" pw 2>"$tmp/err"; expect_rc "rediss:// refused: 64" 64 $?
+kill "$server2"; wait "$server2" 2>/dev/null
+
 # --- Redis errors: 2 ---------------------------------------------------------------------
 rl run --url "unix://$tmp/nothing.sock" x -- touch "$tmp/dead.ran" 2>"$tmp/err"
 expect_rc "run against a dead socket: 2" 2 $?
