@@ -61,8 +61,8 @@ struct _RedisLock
   GList lru_link;   /* registry->mutex */
   gint64 last_used; /* atomic, monotonic µs */
   RedisLockRegistry *registry;
-  char *name;
-  char *key;
+  char *key;        /* registry_key ":" name */
+  const char *name; /* points into key */
 
   /* The local recursive mutex: lock->m guards these. */
   RlMutex m;
@@ -101,6 +101,9 @@ void rl_lock_wake_all (RedisLock *lock);
 /* watchdog.c */
 RlWatchdog *rl_watchdog_new (RedisLockRegistry *registry);
 void rl_watchdog_kick (RlWatchdog *watchdog);
+/* A lease is due for renewal at @due_us: wakes the watchdog only if it planned to
+ * sleep past that. registry->lease_mutex held. */
+void rl_watchdog_schedule (RlWatchdog *watchdog, gint64 due_us);
 void rl_watchdog_free (RlWatchdog *watchdog); /* stops and joins */
 
 /* error.c */

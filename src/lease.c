@@ -23,18 +23,18 @@
 #include "notify.h"
 
 /* ACQUIRE: KEYS[1] = lock key, ARGV[1] = client id, ARGV[2] = TTL in ms.
- * Ours already (a hold whose release never reached Redis): refresh the TTL, acquired.
- * Absent: SET it with the TTL, acquired. Both return -3, a value PTTL never returns.
- * Held by another owner: return its PTTL (>= 0, or -1 without expiry), which bounds
- * how long a waiter needs to sleep if no unlock notification ever comes.
- * One script, because "absent" must still be true when the SET runs. */
+ * Absent: SET NX PX takes it (the common case, one command). Ours already (a hold
+ * whose release never reached Redis): refresh the TTL. Both return -3, a value PTTL
+ * never returns. Held by another owner: return its PTTL (>= 0, or -1 without expiry),
+ * which bounds how long a waiter sleeps if no unlock notification ever comes. A waiter
+ * never touches the holder's TTL. One script, so the three cases cannot interleave
+ * with another client's release or acquisition. */
 static const char acquire_script[]
-    = "local v = redis.call('GET', KEYS[1])\n"
-      "if v == ARGV[1] then\n"
-      "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
       "  return -3\n"
-      "elseif not v then\n"
-      "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+      "end\n"
+      "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+      "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
       "  return -3\n"
       "end\n"
       "return redis.call('PTTL', KEYS[1])\n";

@@ -36,8 +36,8 @@ rl_lock_new (RedisLockRegistry *registry, const char *name)
 
   lock->ref_count = 1;
   lock->registry = registry;
-  lock->name = g_strdup (name);
   lock->key = g_strconcat (registry->registry_key, ":", name, NULL);
+  lock->name = lock->key + strlen (registry->registry_key) + 1;
   lock->lru_link.data = lock;
   rl_mutex_init (&lock->m);
   rl_cond_init (&lock->local_cond);
@@ -54,7 +54,6 @@ rl_lock_release_memory (RedisLock *lock)
   rl_cond_clear (&lock->local_cond);
   rl_cond_clear (&lock->notify_cond);
   rl_mutex_clear (&lock->m);
-  g_free (lock->name);
   g_free (lock->key);
   g_free (lock);
 }

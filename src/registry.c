@@ -477,7 +477,7 @@ redis_lock_registry_obtain (RedisLockRegistry *registry, const char *name, GErro
         }
       lock = rl_lock_new (registry, name);
       lock->cached = TRUE;
-      g_hash_table_insert (registry->locks, lock->name, lock);
+      g_hash_table_insert (registry->locks, (gpointer) lock->name, lock);
       g_queue_push_tail_link (&registry->lru, &lock->lru_link);
     }
   else
@@ -556,7 +556,7 @@ rl_registry_lease_taken (RedisLockRegistry *registry, RedisLock *lock, gint64 tt
       if (registry->watchdog == NULL)
         registry->watchdog = rl_watchdog_new (registry);
       else
-        rl_watchdog_kick (registry->watchdog);
+        rl_watchdog_schedule (registry->watchdog, sent_us + ttl_ms * 1000 / 3);
     }
   rl_mutex_unlock (&registry->lease_mutex);
 }

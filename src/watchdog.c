@@ -27,6 +27,7 @@ struct _RlWatchdog
   RlCond cond;
   gboolean stop;   /* watchdog->mutex */
   gboolean kicked; /* watchdog->mutex */
+  gint64 planned;  /* registry->lease_mutex: when the thread means to wake next */
 };
 
 typedef struct
@@ -174,7 +175,7 @@ watchdog_thread (void *data)
       gint64 wake;
 
       rl_mutex_lock (&registry->lease_mutex);
-      wake = next_tick (registry);
+      wake = self->planned = next_tick (registry);
       rl_mutex_unlock (&registry->lease_mutex);
 
       rl_mutex_lock (&self->mutex);
@@ -220,6 +221,18 @@ rl_watchdog_kick (RlWatchdog *self)
   self->kicked = TRUE;
   rl_cond_signal (&self->cond);
   rl_mutex_unlock (&self->mutex);
+}
+
+void
+rl_watchdog_schedule (RlWatchdog *self, gint64 due_us)
+{
+  /* Leases taken with the same TTL as those already held are never due earlier
+   * than the planned tick: no wake-up, no rescan of the held table. */
+  if (due_us < self->planned)
+    {
+      self->planned = due_us;
+      rl_watchdog_kick (self);
+    }
 }
 
 void
