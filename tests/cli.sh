@@ -344,6 +344,20 @@ check "the holder still holds the lock" test "$(rcli EXISTS redislock:sig)" = 1
 touch "$tmp/sig3.release"
 wait "$holder"; expect_rc "holder: 0" 0 $?
 
+# --- redislock killed: its command dies with it (Linux) ------------------------------------
+if [ "$(uname -s)" = Linux ]; then
+  start_bg "$RL" run --ttl 1s orphan -- sh -c 'echo $$ >"$0/orphan.pid.tmp"; mv "$0/orphan.pid.tmp" "$0/orphan.pid"; exec sleep 30' "$tmp"
+  pid=$bg
+  check "orphan test command started" wait_for "$tmp/orphan.pid"
+  cpid=$(cat "$tmp/orphan.pid")
+  kill -KILL "$pid"
+  wait "$pid" 2>/dev/null
+  i=0
+  while kill -0 "$cpid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+  check "the command was killed when redislock was" test $i -lt 100
+  rcli DEL redislock:orphan >/dev/null
+fi
+
 # --- demo ----------------------------------------------------------------------------------
 rl demo --processes 2 --threads 2 --stock 300 >"$tmp/out" 2>"$tmp/err"; expect_rc "demo: 0" 0 $?
 diag "$(cat "$tmp/out")"
