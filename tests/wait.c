@@ -7,7 +7,8 @@
  * notification in PUBSUB mode, the next retry in SPIN mode); a cancellable or a close
  * must end the wait promptly; and waiting must never touch the holder's TTL. Threads
  * are coordinated with the registry's statistics, atomics and a kernel view of the
- * waiting thread, never with sleeps.
+ * waiting thread, never with sleeps; only the total-deadline test sleeps, because how
+ * long the local part of a wait lasts is its subject.
  */
 #include "config.h"
 
@@ -38,6 +39,7 @@ typedef struct
   gint done;                   /* set (atomically) after the call */
   gboolean result;
   GError *error;
+  gint64 called_ms;
   gint64 returned_ms;
   char *value_while_held;      /* GET of the key while held, when server is set */
 } Taker;
@@ -48,6 +50,7 @@ taker_main (gpointer user_data)
   Taker *t = user_data;
 
   g_atomic_int_set (&t->tid, test_thread_id ());
+  t->called_ms = test_now_ms ();
   if (t->wait_ms == G_MININT64)
     t->result = redis_lock_lock (t->lock, &t->error);
   else
@@ -71,6 +74,27 @@ taker_clear (Taker *t)
 {
   g_clear_error (&t->error);
   g_clear_pointer (&t->value_while_held, g_free);
+}
+
+static gboolean
+taker_started (gpointer data)
+{
+  return g_atomic_int_get (&((Taker *) data)->tid) != 0;
+}
+
+static gboolean
+taker_done (gpointer data)
+{
+  return g_atomic_int_get (&((Taker *) data)->done) != 0;
+}
+
+/* Joins the taker, failing (instead of hanging) when it has not returned within
+ * @timeout_ms: a wake-up that never comes must be a test failure. */
+static void
+taker_join (Taker *t, GThread *thread, gint64 timeout_ms)
+{
+  g_assert_true (test_wait_until (taker_done, t, timeout_ms));
+  g_thread_join (thread);
 }
 
 static void
@@ -132,12 +156,60 @@ test_try_lock_for_other_thread (TestFixture *f, gconstpointer data)
   t.lock = lock;
   t.wait_ms = 300;
   start = test_now_ms ();
-  g_thread_join (g_thread_new ("taker", taker_main, &t));
+  taker_join (&t, g_thread_new ("taker", taker_main, &t), 5000);
   g_assert_false (t.result);
   g_assert_no_error (t.error);
   assert_timed_out_in_window (start, t.returned_ms, 300);
   g_assert_true (redis_lock_is_held_by_current_thread (lock));
   g_assert_true (redis_lock_unlock (lock, NULL));
+  taker_clear (&t);
+}
+
+static void
+test_total_deadline (TestFixture *f, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) other = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (RedisLock) theirs = NULL;
+  g_autoptr (GError) error = NULL;
+  GThread *thread;
+  Taker t = { 0 };
+
+  g_test_summary ("try_lock_for(600) that waits 400 ms on another thread, then finds the key "
+                  "held by another registry, gives up 600 ms after the call, not 400 + 600.");
+  TEST_SKIP_IF_NO_SERVER (f);
+
+  /* The main thread holds the lock locally while another registry holds the key: its
+   * own lease (100 ms, no watchdog) ran out and the other registry took the key. */
+  redis_lock_registry_set_watchdog (f->registry, FALSE);
+  redis_lock_registry_set_expire_after_ms (f->registry, 100);
+  lock = test_obtain (f->registry, "total");
+  g_assert_true (redis_lock_lock (lock, NULL));
+  g_usleep (300 * 1000);
+  other = test_registry_new (f);
+  theirs = test_obtain (other, "total");
+  g_assert_true (redis_lock_try_lock (theirs, &error));
+  g_assert_no_error (error);
+
+  t.lock = lock;
+  t.wait_ms = 600;
+  thread = g_thread_new ("taker", taker_main, &t);
+  g_assert_true (test_wait_until (taker_started, &t, 10000));
+  g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&t.tid), 10000));
+  /* How long the local part lasts is the subject: hand over after 400 ms. */
+  g_usleep (400 * 1000);
+  g_assert_false (redis_lock_unlock (lock, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+  g_clear_error (&error);
+
+  taker_join (&t, thread, 5000);
+  g_assert_false (t.result);
+  g_assert_no_error (t.error);
+  g_test_message ("try_lock_for(600) returned after %" G_GINT64_FORMAT " ms",
+                  t.returned_ms - t.called_ms);
+  g_assert_cmpint (t.returned_ms - t.called_ms, >=, 600);
+  g_assert_cmpint (t.returned_ms - t.called_ms, <, 850);
+  g_assert_true (redis_lock_unlock (theirs, NULL));
   taker_clear (&t);
 }
 
@@ -148,6 +220,8 @@ test_lock_proceeds_after_unlock (TestFixture *f, gconstpointer mode)
   g_autoptr (RedisLock) held = NULL;
   g_autoptr (RedisLock) wanted = NULL;
   g_autofree char *value = NULL;
+  g_autoptr (GError) error = NULL;
+  RedisLockRegistryStats stats;
   GThread *thread;
   Taker t = { 0 };
   gint64 unlocked_at;
@@ -161,20 +235,28 @@ test_lock_proceeds_after_unlock (TestFixture *f, gconstpointer mode)
   waiter = waiter_registry_new (f, mode);
   wanted = test_obtain (waiter, "handover");
 
+  /* Let the waiter's registry wait once first, so that its notification subscription
+   * is up and the lock() below goes straight to sleep instead of still setting it up
+   * (and retrying) when the holder unlocks. */
+  g_assert_false (redis_lock_try_lock_for (wanted, 300, NULL, &error));
+  g_assert_no_error (error);
+  redis_lock_registry_get_stats (waiter, &stats);
+
   t.lock = wanted;
   t.wait_ms = G_MININT64;
   t.server = f->server;
   thread = g_thread_new ("taker", taker_main, &t);
 
-  /* The waiter has found the key held in Redis and is waiting. */
-  g_assert_true (test_wait_contended (waiter, 1, 10000));
+  /* The waiter has found the key held in Redis and is asleep. */
+  g_assert_true (test_wait_contended (waiter, stats.contended_attempts + 1, 10000));
+  g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&t.tid), 10000));
   g_assert_cmpint (g_atomic_int_get (&t.done), ==, 0);
   value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":handover");
   g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
 
   unlocked_at = test_now_ms ();
   g_assert_true (redis_lock_unlock (held, NULL));
-  g_thread_join (thread);
+  taker_join (&t, thread, 5000);
 
   g_assert_no_error (t.error);
   g_assert_true (t.result);
@@ -256,7 +338,7 @@ check_cancelled_promptly (Taker *t, GThread *thread)
   gint64 cancelled_at = test_now_ms ();
 
   g_cancellable_cancel (t->cancellable);
-  g_thread_join (thread);
+  taker_join (t, thread, 5000);
   g_test_message ("the wait ended %" G_GINT64_FORMAT " ms after the cancel",
                   t->returned_ms - cancelled_at);
   g_assert_false (t->result);
@@ -300,12 +382,6 @@ test_cancel_other_registry (TestFixture *f, gconstpointer mode)
   g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
   g_assert_true (redis_lock_unlock (held, NULL));
   taker_clear (&t);
-}
-
-static gboolean
-taker_started (gpointer data)
-{
-  return g_atomic_int_get (&((Taker *) data)->tid) != 0;
 }
 
 static void
@@ -365,7 +441,7 @@ test_close_wakes_remote_waiter (TestFixture *f, gconstpointer mode)
 
   closed_at = test_now_ms ();
   redis_lock_registry_close (waiter);
-  g_thread_join (thread);
+  taker_join (&t, thread, 5000);
   g_assert_false (t.result);
   g_assert_error (t.error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
   g_assert_cmpint (t.returned_ms - closed_at, <, 1000);
@@ -398,7 +474,7 @@ test_close_wakes_local_waiter (TestFixture *f, gconstpointer data)
 
   closed_at = test_now_ms ();
   redis_lock_registry_close (f->registry);
-  g_thread_join (thread);
+  taker_join (&t, thread, 5000);
   g_assert_false (t.result);
   g_assert_error (t.error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
   g_assert_cmpint (t.returned_ms - closed_at, <, 1000);
@@ -441,6 +517,7 @@ main (int argc, char **argv)
   add ("/wait/try-lock-for/other-registry/pubsub", NULL, test_try_lock_for_other_registry_pubsub);
   add ("/wait/try-lock-for/other-registry/spin", NULL, test_try_lock_for_other_registry_spin);
   add ("/wait/try-lock-for/other-thread", NULL, test_try_lock_for_other_thread);
+  add ("/wait/try-lock-for/total-deadline", NULL, test_total_deadline);
   add ("/wait/lock/proceeds-after-unlock/pubsub", NULL, test_lock_proceeds_after_unlock_pubsub);
   add ("/wait/lock/proceeds-after-unlock/spin", NULL, test_lock_proceeds_after_unlock_spin);
   add ("/wait/waiter-keeps-holder-ttl/pubsub", NULL, test_waiter_keeps_ttl_pubsub);
