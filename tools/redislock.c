@@ -309,11 +309,12 @@ static const char url_help[] =
   "URL forms:\n"
   "  redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]\n"
   "  unix:///PATH/TO/SOCKET[?db=N&password=P&username=U]\n"
-  "\n"
+  "\n";
+static const char duration_help[] =
   "Durations: a number with a unit, 500ms, 10s, 2m, 1h; a plain number is seconds\n"
   "(1.5 = 1500ms).\n"
-  "\n"
-  "See redislock(1) for details and examples.";
+  "\n";
+static const char see_also_help[] = "See redislock(1) for details and examples.";
 
 /* Parses the options of a subcommand. Returns -1 to go on, else an exit status. */
 static int
@@ -324,10 +325,13 @@ parse_options (const char *cmd, const char *usage, const char *params, const cha
   g_autoptr (GOptionContext) context = g_option_context_new (params);
   g_autoptr (GError) error = NULL;
   g_autofree char *prgname = g_strdup_printf ("redislock %s", cmd);
+  g_autofree char *description = g_strconcat (url_help,
+                                              strcmp (cmd, "run") == 0 ? duration_help : "",
+                                              see_also_help, NULL);
 
   g_set_prgname (prgname);
   g_option_context_set_summary (context, summary);
-  g_option_context_set_description (context, url_help);
+  g_option_context_set_description (context, description);
   if (with_common)
     g_option_context_add_main_entries (context, common_entries, NULL);
   if (entries != NULL)
