@@ -202,8 +202,18 @@ rl list --registry 'g[1]*' >"$tmp/out" 2>"$tmp/err"; expect_rc "list --registry 
 check "only the literal registry's lock is listed" test "$(tail -n +2 "$tmp/out" | awk '{print $1}')" = a
 rl list --registry nothing-here --json >"$tmp/out" 2>"$tmp/err"; expect_rc "list of an empty registry: 0" 0 $?
 check "empty list --json is []" test "$(cat "$tmp/out")" = "[]"
+# a waiter on that registry is woken by the unlock notification, not by the 60 s TTL
+subscribers () { rcli CLIENT LIST | grep -c 'psub=[1-9]'; }
+before=$(subscribers)
+start_bg "$RL" run --registry 'g[1]*' a -- true
+gwaiter=$bg
+i=0
+while [ "$(subscribers)" -le "$before" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
+t0=$(date +%s)
 touch "$tmp/glob.release"
 wait "$globber"; expect_rc "glob holder: 0" 0 $?
+wait "$gwaiter"; expect_rc "glob waiter: 0" 0 $?
+check "the glob waiter was woken promptly ($(($(date +%s) - t0)) s)" test $(($(date +%s) - t0)) -le 10
 
 # --- status and list details: many keys, odd names, no expiry, password and db ---------
 for k in $(seq 1 1500); do echo "SET bulk:k$k someone PX 60000"; done | rcli >/dev/null
@@ -330,7 +340,6 @@ holder=$bg
 check "lock holder for the waiting test started" wait_for "$tmp/sig3.started"
 # A signal sent before the background shell has exec'd redislock could be taken by the
 # shell's own trap: wait until the waiter has subscribed to unlock notifications.
-subscribers () { rcli CLIENT LIST | grep -c 'psub=[1-9]'; }
 before=$(subscribers)
 start_bg "$RL" run sig -- touch "$tmp/sig3.never"
 pid=$bg
