@@ -136,6 +136,9 @@ rl run --wait 500ms --ttl 2.5s --kill-after 1m -r other st -- true 2>"$tmp/err"
 expect_rc "durations 500ms, 2.5s, 1m accepted" 0 $?
 rl run --wait 2 --ttl 0.5 st -- true 2>"$tmp/err"; expect_rc "plain numbers are seconds" 0 $?
 rl run --wait forever st -- true 2>"$tmp/err"; expect_rc "--wait forever accepted" 0 $?
+rl run --wait 1s -- -dash sh -c 'printf "%s\n" "$REDIS_LOCK_KEY" >"$0/dash.key"; exit 4' "$tmp" 2>"$tmp/err"
+expect_rc "NAME after --: status 4" 4 $?
+check "NAME after -- may start with a dash" test "$(cat "$tmp/dash.key")" = redislock:-dash
 rl run st -- sh -c 'kill -KILL $$' 2>"$tmp/err"; expect_rc "command killed by SIGKILL: 137" 137 $?
 rl run st -- /nonexistent/command 2>"$tmp/err"; expect_rc "command not found: 127" 127 $?
 check "nothing left in Redis after runs" test "$(rcli EXISTS redislock:st)" = 0

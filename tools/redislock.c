@@ -1406,14 +1406,21 @@ cmd_run (int argc, char **argv)
       g_free (opt_argv);
       return rc;
     }
-  if (opt_argc < 2)
+  if (opt_argc < 2 && sep >= 0 && argv[sep + 1] != NULL)
+    {
+      /* `run [OPTION…] -- NAME COMMAND`: NAME after the separator (it may start with -) */
+      g_free (opt_argv);
+      name = argv[sep + 1];
+      command = argv + sep + 2;
+    }
+  else if (opt_argc < 2)
     {
       g_free (opt_argv);
       return usage_error ("run", run_usage, "no lock NAME given");
     }
-  name = opt_argv[1];
-  if (sep >= 0)
+  else if (sep >= 0)
     {
+      name = opt_argv[1];
       if (opt_argc > 2)
         {
           result = usage_error ("run", run_usage, "unexpected argument '%s' before --",
@@ -1422,13 +1429,15 @@ cmd_run (int argc, char **argv)
           return result;
         }
       command = argv + sep + 1;
+      g_free (opt_argv);
     }
   else
     {
       /* strict POSIX parsing left NAME and everything after it in place */
+      name = opt_argv[1];
       command = argv + (argc - opt_argc) + 2;
+      g_free (opt_argv);
     }
-  g_free (opt_argv);
   if (command[0] == NULL)
     return usage_error ("run", run_usage, "no COMMAND given");
   if (*name == '\0')
