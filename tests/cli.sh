@@ -235,6 +235,8 @@ rcli RPUSH 'odd:alist' x >/dev/null
 rl list --registry odd --json >"$tmp/out" 2>"$tmp/err"; expect_rc "list skips keys that are not strings: 0" 0 $?
 check "only the string key is listed" json_check "$tmp/out" "len(d) == 1"
 rl status --registry odd alist >"$tmp/out" 2>"$tmp/err"; expect_rc "status of a key that is not a lock: 2" 2 $?
+rl status --json -- -dash >"$tmp/out" 2>"$tmp/err"; expect_rc "status -- -dash: 1" 1 $?
+check "status after -- takes names starting with a dash" json_check "$tmp/out" "[x['name'] for x in d] == ['-dash']"
 
 psock=$tmp/p.sock
 redis-server --port 0 --unixsocket "$psock" --unixsocketperm 700 --save '' --appendonly no \

@@ -836,28 +836,41 @@ cmd_status (int argc, char **argv)
   g_autoptr (GError) error = NULL;
   g_autoptr (GPtrArray) keys = g_ptr_array_new_with_free_func (g_free);
   g_autoptr (GPtrArray) locks = NULL;
+  g_autoptr (GPtrArray) names = g_ptr_array_new ();
+  g_autofree char **opt_argv = NULL;
   redisContext *c;
-  int rc, i;
+  int rc, i, opt_argc;
   gboolean all_held = TRUE;
   guint j;
 
+  /* Options end at the first "--"; names follow (they may start with a dash). */
+  for (opt_argc = 1; opt_argc < argc && strcmp (argv[opt_argc], "--") != 0; opt_argc++)
+    ;
+  opt_argv = g_new0 (char *, opt_argc + 1);
+  memcpy (opt_argv, argv, sizeof (char *) * (gsize) opt_argc);
+  for (i = opt_argc + 1; i < argc; i++)
+    g_ptr_array_add (names, argv[i]);
   rc = parse_options ("status", status_usage, "NAME…",
                       "Shows whether each lock NAME is held, by which client, and for how long.\n"
                       "Exit status: 0 when every NAME is held, 1 when one is free, 2 on a Redis\n"
                       "error, 64 on a usage error.",
-                      json_entries, TRUE, FALSE, &argc, &argv);
+                      json_entries, TRUE, FALSE, &opt_argc, &opt_argv);
   if (rc >= 0)
     return rc;
-  if (argc < 2)
+  for (i = opt_argc - 1; i >= 1; i--)
+    g_ptr_array_insert (names, 0, opt_argv[i]);
+  if (names->len == 0)
     return usage_error ("status", status_usage, "no lock NAME given");
-  for (i = 1; i < argc; i++)
+  for (j = 0; j < names->len; j++)
     {
-      if (argv[i][0] == '\0')
+      const char *name = g_ptr_array_index (names, j);
+
+      if (name[0] == '\0')
         return usage_error ("status", status_usage, "a lock NAME must not be empty");
-      if (strlen (argv[i]) > REDIS_LOCK_NAME_MAX)
+      if (strlen (name) > REDIS_LOCK_NAME_MAX)
         return usage_error ("status", status_usage, "lock NAME longer than %d bytes",
                             REDIS_LOCK_NAME_MAX);
-      g_ptr_array_add (keys, g_strconcat (effective_registry (), ":", argv[i], NULL));
+      g_ptr_array_add (keys, g_strconcat (effective_registry (), ":", name, NULL));
     }
   c = redis_open (effective_url (), &error);
   if (c == NULL)
