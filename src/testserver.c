@@ -182,7 +182,7 @@ remove_recursively (const char *path)
 static void
 child_setup (gpointer user_data)
 {
-  pid_t parent = (pid_t) GPOINTER_TO_INT (user_data);
+  pid_t parent = (pid_t)GPOINTER_TO_INT (user_data);
 
   prctl (PR_SET_PDEATHSIG, SIGKILL);
   if (getppid () != parent)
@@ -271,8 +271,8 @@ redis_lock_test_server_start (RedisLockTestServer *server, GError **error)
   if (log_fd < 0)
     {
       int saved = errno;
-      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved),
-                   "Cannot open %s: %s", server->log_path, g_strerror (saved));
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved), "Cannot open %s: %s",
+                   server->log_path, g_strerror (saved));
       return FALSE;
     }
   null_fd = g_open ("/dev/null", O_RDONLY | O_CLOEXEC, 0);
@@ -280,10 +280,9 @@ redis_lock_test_server_start (RedisLockTestServer *server, GError **error)
   argv[0] = server->executable;
   argv[1] = server->conf_path;
   argv[2] = NULL;
-  spawned = g_spawn_async_with_fds (server->dir, (char **) argv, NULL,
-                                    G_SPAWN_DO_NOT_REAP_CHILD,
+  spawned = g_spawn_async_with_fds (server->dir, (char **)argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD,
 #ifdef __linux__
-                                    child_setup, GINT_TO_POINTER ((int) getpid ()),
+                                    child_setup, GINT_TO_POINTER ((int)getpid ()),
 #else
                                     NULL, NULL,
 #endif
@@ -293,8 +292,8 @@ redis_lock_test_server_start (RedisLockTestServer *server, GError **error)
     close (null_fd);
   if (!spawned)
     {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "Cannot run %s: %s",
-                   server->executable, spawn_error->message);
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "Cannot run %s: %s", server->executable,
+                   spawn_error->message);
       g_error_free (spawn_error);
       return FALSE;
     }
@@ -323,8 +322,8 @@ redis_lock_test_server_start (RedisLockTestServer *server, GError **error)
           g_autofree char *tail = read_log_tail (server);
           kill_and_reap (server);
           g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED,
-                       "%s did not answer PING on %s within 10 s; %s says:\n%s",
-                       server->executable, server->socket_path, server->log_path, tail);
+                       "%s did not answer PING on %s within 10 s; %s says:\n%s", server->executable,
+                       server->socket_path, server->log_path, tail);
           return FALSE;
         }
       g_usleep (READY_POLL_US);
@@ -386,7 +385,8 @@ redis_lock_test_server_new (const char *const *config_lines, GError **error)
   server->log_path = g_build_filename (server->dir, "redis.log", NULL);
   server->socket_path = g_build_filename (server->dir, "redis.sock", NULL);
 
-  conf = g_string_new ("# Written by redis_lock_test_server_new(): Unix socket only, no persistence.\n");
+  conf = g_string_new (
+      "# Written by redis_lock_test_server_new(): Unix socket only, no persistence.\n");
   g_string_append (conf, "port 0\n");
   g_string_append (conf, "unixsocket ");
   append_quoted (conf, server->socket_path);
@@ -410,7 +410,7 @@ redis_lock_test_server_new (const char *const *config_lines, GError **error)
       g_string_append (conf, config_lines[i]);
       g_string_append_c (conf, '\n');
     }
-  if (!g_file_set_contents (server->conf_path, conf->str, (gssize) conf->len, error))
+  if (!g_file_set_contents (server->conf_path, conf->str, (gssize)conf->len, error))
     return NULL;
 
   if (password != NULL)
@@ -483,7 +483,7 @@ signal_and_wait (RedisLockTestServer *server, int signum, int options)
 
   if (kill (server->pid, signum) != 0)
     {
-      g_warning ("redislock test server: kill(%d, %d): %s", (int) server->pid, signum,
+      g_warning ("redislock test server: kill(%d, %d): %s", (int)server->pid, signum,
                  g_strerror (errno));
       return;
     }

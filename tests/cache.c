@@ -89,10 +89,12 @@ test_lru_order (TestFixture *f, gconstpointer data)
 
   /* Ages now: a, d ~0; c ~1 gap; b ~2 gaps, if it were still there. Nothing is 1.5 gaps
    * old, so b is gone: the cache is exactly {a, c, d}. */
-  g_assert_cmpuint (redis_lock_registry_expire_unused_older_than (f->registry, AGE_GAP_MS * 3 / 2), ==, 0);
+  g_assert_cmpuint (redis_lock_registry_expire_unused_older_than (f->registry, AGE_GAP_MS * 3 / 2),
+                    ==, 0);
   g_assert_cmpuint (redis_lock_registry_get_cache_size (f->registry), ==, 3);
   /* c is the only one older than half a gap. */
-  g_assert_cmpuint (redis_lock_registry_expire_unused_older_than (f->registry, AGE_GAP_MS / 2), ==, 1);
+  g_assert_cmpuint (redis_lock_registry_expire_unused_older_than (f->registry, AGE_GAP_MS / 2), ==,
+                    1);
   g_assert_cmpuint (redis_lock_registry_get_cache_size (f->registry), ==, 2);
   g_assert_cmpuint (redis_lock_registry_expire_unused_older_than (f->registry, -1), ==, 2);
   g_assert_cmpuint (redis_lock_registry_get_cache_size (f->registry), ==, 0);
@@ -223,7 +225,8 @@ test_expire_unused (TestFixture *f, gconstpointer data)
 
   g_usleep (AGE_GAP_MS * 1000);
   obtain_and_drop (f->registry, "idle-fresh");
-  g_assert_cmpuint (redis_lock_registry_expire_unused_older_than (f->registry, AGE_GAP_MS / 2), ==, 2);
+  g_assert_cmpuint (redis_lock_registry_expire_unused_older_than (f->registry, AGE_GAP_MS / 2), ==,
+                    2);
   g_assert_cmpuint (redis_lock_registry_get_cache_size (f->registry), ==, 3);
   g_assert_cmpuint (redis_lock_registry_expire_unused_older_than (f->registry, -1), ==, 1);
   g_assert_cmpuint (redis_lock_registry_get_cache_size (f->registry), ==, 2);

@@ -25,7 +25,8 @@ test_redis_connect (RedisLockTestServer *server)
   struct timeval tv = { 10, 0 };
   const char *url = redis_lock_test_server_get_url (server);
   const char *password = strstr (url, "?password=");
-  redisContext *c = redisConnectUnixWithTimeout (redis_lock_test_server_get_socket_path (server), tv);
+  redisContext *c
+      = redisConnectUnixWithTimeout (redis_lock_test_server_get_socket_path (server), tv);
 
   g_assert_nonnull (c);
   if (c->err != 0)
@@ -242,7 +243,7 @@ gint
 test_thread_id (void)
 {
 #ifdef __linux__
-  return (gint) syscall (SYS_gettid);
+  return (gint)syscall (SYS_gettid);
 #else
   return 0;
 #endif
@@ -282,7 +283,7 @@ test_fixture_setup (TestFixture *fixture, gconstpointer data)
 {
   GError *error = NULL;
 
-  fixture->server = redis_lock_test_server_new_or_skip ((const char *const *) data);
+  fixture->server = redis_lock_test_server_new_or_skip ((const char *const *)data);
   if (fixture->server == NULL)
     return;
   fixture->registry = redis_lock_registry_new (redis_lock_test_server_get_url (fixture->server),
@@ -304,8 +305,8 @@ RedisLockRegistry *
 test_registry_new (TestFixture *fixture)
 {
   GError *error = NULL;
-  RedisLockRegistry *registry =
-    redis_lock_registry_new (redis_lock_test_server_get_url (fixture->server), TEST_REGISTRY_KEY, &error);
+  RedisLockRegistry *registry = redis_lock_registry_new (
+      redis_lock_test_server_get_url (fixture->server), TEST_REGISTRY_KEY, &error);
 
   g_assert_no_error (error);
   g_assert_nonnull (registry);

@@ -63,8 +63,7 @@ gint64 test_now_ms (void);
 /* Polls @condition every millisecond until it returns TRUE (then returns TRUE) or
  * @timeout_ms passes (then returns FALSE). For waiting on state that has no signal,
  * such as a registry's statistics; the timeout should be generous. */
-gboolean test_wait_until (gboolean (*condition) (gpointer data), gpointer data,
-                          gint64 timeout_ms);
+gboolean test_wait_until (gboolean (*condition) (gpointer data), gpointer data, gint64 timeout_ms);
 
 /* Polls until the registry's contended_attempts counter reaches @at_least (that is,
  * some thread of @registry found the lock held in Redis and is waiting). */
@@ -102,8 +101,13 @@ void test_fixture_setup (TestFixture *fixture, gconstpointer data);
 void test_fixture_teardown (TestFixture *fixture, gconstpointer data);
 
 /* TRUE when the fixture has no server (the test was marked skipped): return at once. */
-#define TEST_SKIP_IF_NO_SERVER(fixture) \
-  G_STMT_START { if ((fixture)->server == NULL) return; } G_STMT_END
+#define TEST_SKIP_IF_NO_SERVER(fixture)                                                            \
+  G_STMT_START                                                                                     \
+  {                                                                                                \
+    if ((fixture)->server == NULL)                                                                 \
+      return;                                                                                      \
+  }                                                                                                \
+  G_STMT_END
 
 /* Another registry on the fixture's server and key, as another process would have. */
 RedisLockRegistry *test_registry_new (TestFixture *fixture);

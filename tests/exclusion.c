@@ -24,7 +24,7 @@ typedef struct
   guint threads_per_registry;
   guint rounds;
   const char *name;
-  gint inside;  /* threads in the critical section right now */
+  gint inside;   /* threads in the critical section right now */
   gint overlaps; /* times a thread found another one inside */
 } Contest;
 
@@ -86,13 +86,15 @@ run_contest (TestFixture *f, guint n_registries, guint threads_per_registry, gui
   contest.name = "contested";
   test_run_threads (n_registries * threads_per_registry, contender, &contest);
 
-  g_test_message ("%u sections in %" G_GINT64_FORMAT " ms", n_registries * threads_per_registry * rounds,
-                  test_now_ms () - start);
+  g_test_message ("%u sections in %" G_GINT64_FORMAT " ms",
+                  n_registries * threads_per_registry * rounds, test_now_ms () - start);
   total = test_redis_get (f->redis, COUNTER_KEY);
   g_assert_nonnull (total);
-  g_assert_cmpint (g_ascii_strtoll (total, NULL, 10), ==, (gint64) n_registries * threads_per_registry * rounds);
+  g_assert_cmpint (g_ascii_strtoll (total, NULL, 10), ==,
+                   (gint64)n_registries * threads_per_registry * rounds);
   g_assert_cmpint (contest.overlaps, ==, 0);
-  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":contested"), ==, 0);
+  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":contested"), ==,
+                   0);
 
   for (guint i = 0; i < n_registries; i++)
     redis_lock_registry_unref (registries[i]);

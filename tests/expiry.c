@@ -113,7 +113,8 @@ test_takeover_keeps_other_key (TestFixture *f, gconstpointer data)
   g_assert_true (redis_lock_is_held_by_current_thread (taken));
   g_assert_true (redis_lock_unlock (taken, &error));
   g_assert_no_error (error);
-  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":takeover"), ==, 0);
+  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":takeover"), ==,
+                   0);
 }
 
 static void
@@ -131,7 +132,8 @@ test_try_lock_full_ttl_expires (TestFixture *f, gconstpointer data)
   g_assert_true (redis_lock_try_lock_full (lock, 0, SHORT_TTL_MS, NULL, &error));
   g_assert_no_error (error);
   sleep_past_ttl ();
-  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":full-ttl"), ==, 0);
+  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":full-ttl"), ==,
+                   0);
   g_assert_false (redis_lock_unlock (lock, &error));
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
 }
@@ -156,7 +158,8 @@ test_renew_after_expiry (TestFixture *f, gconstpointer data)
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
   g_clear_error (&error);
   g_assert_true (redis_lock_is_lease_lost (lock));
-  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":renew-late"), ==, 0);
+  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":renew-late"), ==,
+                   0);
 
   g_assert_false (redis_lock_unlock (lock, &error));
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);

@@ -196,6 +196,7 @@ static void
 test_name_round_trip (TestFixture *f, gconstpointer data)
 {
   g_autofree char *longest = g_strnfill (REDIS_LOCK_NAME_MAX, 'z');
+  /* clang-format off */
   const char *names[] = {
     "with spaces in it",
     "a:b:c",
@@ -206,6 +207,7 @@ test_name_round_trip (TestFixture *f, gconstpointer data)
     "\"quoted\" \\backslash",
     longest,
   };
+  /* clang-format on */
 
   g_test_summary ("Names with spaces, ':', UTF-8, CR/LF, glob characters and 1024 bytes map to "
                   "exactly registry_key:name in Redis.");

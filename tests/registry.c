@@ -125,7 +125,7 @@ test_client_id (TestFixture *f, gconstpointer data)
   g_assert_nonnull (id);
   g_assert_nonnull (other_id);
 
-  prefix = g_strdup_printf ("%s:%d:", g_get_host_name (), (int) getpid ());
+  prefix = g_strdup_printf ("%s:%d:", g_get_host_name (), (int)getpid ());
   g_assert_true (g_str_has_prefix (id, prefix));
   g_assert_true (g_str_has_prefix (other_id, prefix));
   g_assert_cmpuint (strlen (id + strlen (prefix)), >=, 32);
@@ -216,7 +216,8 @@ test_calls_after_close (TestFixture *f, gconstpointer data)
   g_clear_error (&error);
 
   g_assert_false (redis_lock_is_held_by_current_thread (lock));
-  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":after-close"), ==, 0);
+  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":after-close"), ==,
+                   0);
 }
 
 static void

@@ -23,7 +23,7 @@ waiter_registry_new (TestFixture *f, gconstpointer mode)
 {
   RedisLockRegistry *waiter = test_registry_new (f);
 
-  redis_lock_registry_set_wait_mode (waiter, *(const RedisLockWaitMode *) mode);
+  redis_lock_registry_set_wait_mode (waiter, *(const RedisLockWaitMode *)mode);
   redis_lock_registry_set_idle_between_tries_ms (waiter, 50);
   return waiter;
 }
@@ -32,7 +32,7 @@ waiter_registry_new (TestFixture *f, gconstpointer mode)
 typedef struct
 {
   RedisLock *lock;
-  gint64 wait_ms;             /* for try_lock_for; G_MININT64: call lock() */
+  gint64 wait_ms; /* for try_lock_for; G_MININT64: call lock() */
   GCancellable *cancellable;
   RedisLockTestServer *server; /* when set: check the key while held */
   gint tid;                    /* set (atomically) just before the call */
@@ -41,7 +41,7 @@ typedef struct
   GError *error;
   gint64 called_ms;
   gint64 returned_ms;
-  char *value_while_held;      /* GET of the key while held, when server is set */
+  char *value_while_held; /* GET of the key while held, when server is set */
 } Taker;
 
 static gpointer
@@ -79,13 +79,13 @@ taker_clear (Taker *t)
 static gboolean
 taker_started (gpointer data)
 {
-  return g_atomic_int_get (&((Taker *) data)->tid) != 0;
+  return g_atomic_int_get (&((Taker *)data)->tid) != 0;
 }
 
 static gboolean
 taker_done (gpointer data)
 {
-  return g_atomic_int_get (&((Taker *) data)->done) != 0;
+  return g_atomic_int_get (&((Taker *)data)->done) != 0;
 }
 
 /* Joins the taker, failing (instead of hanging) when it has not returned within
@@ -264,7 +264,8 @@ test_lock_proceeds_after_unlock (TestFixture *f, gconstpointer mode)
                   t.returned_ms - unlocked_at);
   g_assert_cmpint (t.returned_ms - unlocked_at, <, 1000);
   g_assert_cmpstr (t.value_while_held, ==, redis_lock_registry_get_client_id (waiter));
-  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":handover"), ==, 0);
+  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":handover"), ==,
+                   0);
   taker_clear (&t);
 }
 
@@ -321,7 +322,7 @@ test_waiter_keeps_ttl (TestFixture *f, gconstpointer mode)
   g_test_message ("%u samples, %" G_GUINT64_FORMAT " contended attempts", samples,
                   stats.contended_attempts);
   g_assert_cmpuint (stats.contended_attempts, >=, 1);
-  if (*(const RedisLockWaitMode *) mode == REDIS_LOCK_WAIT_SPIN)
+  if (*(const RedisLockWaitMode *)mode == REDIS_LOCK_WAIT_SPIN)
     g_assert_cmpuint (stats.contended_attempts, >=, 5);
   g_assert_cmpuint (samples, >=, 2);
   /* At least the waiter's 600 ms have run off the TTL. */
@@ -481,7 +482,8 @@ test_close_wakes_local_waiter (TestFixture *f, gconstpointer data)
 
   g_assert_false (redis_lock_unlock (lock, &error));
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
-  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":close-local"), ==, 0);
+  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":close-local"), ==,
+                   0);
   taker_clear (&t);
 }
 
@@ -493,15 +495,9 @@ add (const char *path, gconstpointer data, void (*func) (TestFixture *, gconstpo
 
 /* The fixture takes redis.conf lines as its data, so the mode goes through a second
  * level: these wrappers pass the mode to the test body. */
-#define MODE_TESTS(body)                                                           \
-  static void body##_pubsub (TestFixture *f, gconstpointer data)                   \
-  {                                                                                \
-    body (f, &pubsub_mode);                                                        \
-  }                                                                                \
-  static void body##_spin (TestFixture *f, gconstpointer data)                     \
-  {                                                                                \
-    body (f, &spin_mode);                                                          \
-  }
+#define MODE_TESTS(body)                                                                           \
+  static void body##_pubsub (TestFixture *f, gconstpointer data) { body (f, &pubsub_mode); }       \
+  static void body##_spin (TestFixture *f, gconstpointer data) { body (f, &spin_mode); }
 
 MODE_TESTS (test_try_lock_for_other_registry)
 MODE_TESTS (test_lock_proceeds_after_unlock)
