@@ -410,6 +410,32 @@ test_locker (TestFixture *f, gconstpointer data)
 }
 
 static void
+test_locker_warns (TestFixture *f, gconstpointer data)
+{
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  RedisLockLocker *locker;
+
+  g_test_summary ("Freeing a locker whose lease was lost logs a warning and still releases the "
+                  "local hold.");
+  TEST_SKIP_IF_NO_SERVER (f);
+
+  redis_lock_registry_set_watchdog (f->registry, FALSE);
+  lock = test_obtain (f->registry, "scoped-lost");
+  locker = redis_lock_locker_new (lock, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (locker);
+  g_assert_cmpint (test_redis_integer (f->redis, "DEL %s", TEST_REGISTRY_KEY ":scoped-lost"), ==,
+                   1);
+
+  g_test_expect_message ("redislock", G_LOG_LEVEL_WARNING, "*scoped-lost*");
+  redis_lock_locker_free (locker);
+  g_test_assert_expected_messages ();
+  g_assert_false (redis_lock_is_held_by_current_thread (lock));
+  g_assert_false (redis_lock_is_acquired_in_this_process (lock));
+}
+
+static void
 test_try_lock_full (TestFixture *f, gconstpointer data)
 {
   g_autoptr (RedisLock) lock = NULL;
@@ -467,6 +493,7 @@ main (int argc, char **argv)
   add ("/lock/renew/not-owner", test_renew_not_owner);
   add ("/lock/lease/gone-behind-our-back", test_lease_gone_behind_our_back);
   add ("/lock/locker/scoped", test_locker);
+  add ("/lock/locker/warns-on-lost-lease", test_locker_warns);
   add ("/lock/try-lock-full/ttl", test_try_lock_full);
 
   return g_test_run ();
