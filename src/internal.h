@@ -34,6 +34,7 @@ struct _RedisLockRegistry
   gint64 idle_between_tries_ms;
   gint wait_mode;
   gint watchdog_enabled;
+  guint max_local_handoffs;
 
   /* The lock cache. */
   RlMutex mutex;
@@ -72,6 +73,9 @@ struct _RedisLock
   guint count;        /* the holder's hold count */
   guint waiters;      /* threads waiting for the local mutex */
   guint64 notify_seq; /* bumped when the store says the lease may have been released */
+  gboolean lease_kept; /* the lease stays for the next local owner (a local hand-off) */
+  guint handoffs;      /* local hand-offs in a row since the lease was taken */
+  gint64 yield_until;  /* after a hand-off streak: first attempt not before this */
 
   /* The lease of the current hold: registry->lease_mutex guards these. */
   gboolean held;            /* in registry->held */

@@ -126,13 +126,30 @@ set_wait_error (RedisLock *lock, GCancellable *cancellable, GError **error)
   return g_cancellable_set_error_if_cancelled (cancellable, error);
 }
 
+/* Makes the calling thread the owner. lock->m held. Returns whether the previous
+ * owner left the lease for it (a local hand-off). */
+static gboolean
+take_ownership_locked (RedisLock *lock, gpointer self)
+{
+  gboolean kept = lock->lease_kept;
+
+  lock->owner = self;
+  lock->count = 1;
+  lock->lease_kept = FALSE;
+  return kept;
+}
+
+static gboolean release_outermost (RedisLock *lock, GError **error);
+
 /* Waits for the local mutex until @deadline. Returns TRUE when the calling thread
- * owns it; FALSE with @error on close or cancel, without on timeout. */
+ * owns it (*kept: with the lease handed over); FALSE with @error on close or cancel,
+ * without on timeout. */
 static gboolean
 acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *cancellable,
-               GError **error)
+               gboolean *kept, GError **error)
 {
   gboolean owned = FALSE;
+  gboolean orphan = FALSE;
 
   rl_mutex_lock (&lock->m);
   lock->waiters++;
@@ -142,8 +159,7 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
         break;
       if (lock->owner == NULL)
         {
-          lock->owner = self;
-          lock->count = 1;
+          *kept = take_ownership_locked (lock, self);
           owned = TRUE;
           break;
         }
@@ -152,11 +168,40 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
       rl_cond_wait_until (&lock->local_cond, &lock->m, deadline);
     }
   lock->waiters--;
-  /* Leaving without the mutex may have swallowed a signal meant for another waiter. */
-  if (!owned && lock->owner == NULL && lock->waiters > 0)
-    rl_cond_signal (&lock->local_cond);
+  if (!owned && lock->owner == NULL)
+    {
+      if (lock->lease_kept && lock->waiters == 0)
+        {
+          /* A lease was handed to the waiters and the last of them is leaving: it
+           * must not stay in Redis with nobody to release it. */
+          take_ownership_locked (lock, self);
+          orphan = TRUE;
+        }
+      else if (lock->waiters > 0)
+        /* Leaving without the mutex may have swallowed a signal meant for another
+         * waiter. */
+        rl_cond_signal (&lock->local_cond);
+    }
   rl_mutex_unlock (&lock->m);
+  if (orphan)
+    release_outermost (lock, NULL);
   return owned;
+}
+
+/* The lease handed over by the previous local owner is ours unless it was found
+ * lost meanwhile; a lost one is forgotten so the caller acquires afresh. */
+static gboolean
+accept_kept_lease (RedisLock *lock)
+{
+  RedisLockRegistry *registry = lock->registry;
+  gboolean usable, lost;
+
+  rl_mutex_lock (&registry->lease_mutex);
+  usable = lock->held && !lock->lost;
+  rl_mutex_unlock (&registry->lease_mutex);
+  if (!usable)
+    rl_registry_lease_drop (registry, lock, &lost);
+  return usable;
 }
 
 /* Sleeps until the lock's notification number moves past @seq, @wake_at, close or
@@ -180,12 +225,27 @@ acquire_lease (RedisLock *lock, gint64 deadline, gint64 ttl_ms, GCancellable *ca
   RlStore *store = registry->store;
   gboolean pubsub = g_atomic_int_get (&registry->wait_mode) == REDIS_LOCK_WAIT_PUBSUB;
   gboolean need_watch = FALSE;
+  gint64 yield_until;
+  guint64 seq;
+
+  /* A hand-off streak just ended with a release: give waiters in other processes a
+   * few round trips to take the lease before this process competes again. */
+  rl_mutex_lock (&lock->m);
+  yield_until = MIN (lock->yield_until, deadline);
+  lock->yield_until = 0;
+  seq = lock->notify_seq;
+  rl_mutex_unlock (&lock->m);
+  if (yield_until > g_get_monotonic_time ())
+    {
+      sleep_for_notification (lock, seq, yield_until, cancellable);
+      if (set_wait_error (lock, cancellable, error))
+        return FALSE;
+    }
 
   for (;;)
     {
       gboolean watching = pubsub && need_watch && store->vt->watch (store, 0);
       gint64 pttl = -1, now, sent, wake_at;
-      guint64 seq;
 
       rl_mutex_lock (&lock->m);
       seq = lock->notify_seq;
@@ -242,6 +302,7 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
   gint64 deadline;
   gulong handler = 0;
   gboolean owned;
+  gboolean kept = FALSE;
   gboolean ok;
 
   if (!rl_registry_check (registry, error))
@@ -259,15 +320,12 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
     }
   owned = lock->owner == NULL;
   if (owned)
-    {
-      lock->owner = self;
-      lock->count = 1;
-    }
+    kept = take_ownership_locked (lock, self);
   rl_mutex_unlock (&lock->m);
 
   if (cancellable != NULL && wait_ms != 0)
     handler = g_cancellable_connect (cancellable, G_CALLBACK (on_cancelled), lock, NULL);
-  if (!owned && !acquire_local (lock, self, deadline, cancellable, error))
+  if (!owned && !acquire_local (lock, self, deadline, cancellable, &kept, error))
     {
       g_cancellable_disconnect (cancellable, handler);
       return FALSE;
@@ -275,7 +333,8 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
 
   if (ttl_ms == 0)
     ttl_ms = RL_STAT_GET (registry->expire_after_ms);
-  ok = acquire_lease (lock, deadline, ttl_ms, cancellable, error);
+  ok = (kept && accept_kept_lease (lock))
+       || acquire_lease (lock, deadline, ttl_ms, cancellable, error);
   g_cancellable_disconnect (cancellable, handler);
   if (!ok)
     release_local (lock);
@@ -329,9 +388,10 @@ redis_lock_try_lock_full (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCance
 /* Ends the hold after the lease is settled: local mutex free, a cancelled lease
  * cancellable dropped (an uncancelled one is kept for the next hold). */
 static void
-end_hold (RedisLock *lock)
+end_hold (RedisLock *lock, gint64 release_us)
 {
   RedisLockRegistry *registry = lock->registry;
+  guint max = g_atomic_int_get (&registry->max_local_handoffs);
   GCancellable *stale = NULL;
 
   rl_mutex_lock (&registry->lease_mutex);
@@ -339,8 +399,104 @@ end_hold (RedisLock *lock)
     stale = g_steal_pointer (&lock->lease_cancellable);
   rl_mutex_unlock (&registry->lease_mutex);
   g_clear_object (&stale);
-  release_local (lock);
+  rl_mutex_lock (&lock->m);
+  if (max > 0 && lock->handoffs >= max)
+    lock->yield_until = g_get_monotonic_time () + CLAMP (3 * release_us, 200, 5000);
+  lock->handoffs = 0;
+  release_local_locked (lock);
+  rl_mutex_unlock (&lock->m);
   RL_STAT_SET (lock->last_used, g_get_monotonic_time ());
+}
+
+/* The outermost unlock proper: releases the lease in the store, then the local
+ * mutex. The caller owns the lock with a hold count of 1. */
+static gboolean
+release_outermost (RedisLock *lock, GError **error)
+{
+  RedisLockRegistry *registry = lock->registry;
+  g_autoptr (GError) local_error = NULL;
+  RlLeaseResult result;
+  gboolean lost;
+  gint64 start;
+
+  if (!rl_registry_lease_drop (registry, lock, &lost))
+    {
+      /* close() released the lease between our check and now. */
+      end_hold (lock, 0);
+      g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED,
+                           "The lock registry is closed");
+      return FALSE;
+    }
+  start = g_get_monotonic_time ();
+  result = registry->store->vt->release (registry->store, lock->key, &local_error);
+  RL_STAT_ADD (registry->stats.releases, 1);
+  end_hold (lock, g_get_monotonic_time () - start);
+
+  if (result == RL_LEASE_LOST && !lost)
+    RL_STAT_ADD (registry->stats.leases_lost, 1);
+  if (lost || result == RL_LEASE_LOST)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST,
+                   "The lease of lock “%s” was lost before unlock: it expired or another owner "
+                   "took it; the data it protected may have been changed concurrently",
+                   lock->name);
+      return FALSE;
+    }
+  if (result == RL_LEASE_ERROR)
+    {
+      g_propagate_error (error, g_steal_pointer (&local_error));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Lease retention: with other threads of this registry waiting, hand them the local
+ * mutex and keep the lease, up to max_local_handoffs times in a row. Returns TRUE
+ * when the lock was handed over. */
+static gboolean
+try_handoff (RedisLock *lock)
+{
+  RedisLockRegistry *registry = lock->registry;
+  guint max = g_atomic_int_get (&registry->max_local_handoffs);
+  gboolean ok;
+  gint64 ttl_ms;
+
+  rl_mutex_lock (&lock->m);
+  ok = max > 0 && lock->waiters > 0 && lock->handoffs < max;
+  rl_mutex_unlock (&lock->m);
+  if (!ok)
+    return FALSE;
+  rl_mutex_lock (&registry->lease_mutex);
+  ok = lock->held && !lock->lost;
+  ttl_ms = lock->lease_ttl_ms;
+  rl_mutex_unlock (&registry->lease_mutex);
+  if (!ok)
+    return FALSE;
+  if (!g_atomic_int_get (&registry->watchdog_enabled))
+    {
+      /* Nobody renews this lease: give the next holder a full TTL. */
+      gint64 sent = g_get_monotonic_time ();
+      if (registry->store->vt->renew (registry->store, lock->key, ttl_ms, NULL) != RL_LEASE_OK)
+        return FALSE;
+      rl_mutex_lock (&registry->lease_mutex);
+      lock->lease_confirmed = sent;
+      rl_mutex_unlock (&registry->lease_mutex);
+    }
+  rl_mutex_lock (&lock->m);
+  ok = lock->waiters > 0;
+  if (ok)
+    {
+      lock->lease_kept = TRUE;
+      lock->handoffs++;
+      release_local_locked (lock);
+    }
+  rl_mutex_unlock (&lock->m);
+  if (ok)
+    {
+      RL_STAT_ADD (registry->stats.local_handoffs, 1);
+      RL_STAT_SET (lock->last_used, g_get_monotonic_time ());
+    }
+  return ok;
 }
 
 gboolean
@@ -349,8 +505,7 @@ redis_lock_unlock (RedisLock *lock, GError **error)
   RedisLockRegistry *registry;
   gpointer self = g_thread_self ();
   g_autoptr (GError) local_error = NULL;
-  gboolean owner, lost;
-  RlLeaseResult result;
+  gboolean owner;
 
   g_return_val_if_fail (lock != NULL, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
@@ -385,34 +540,9 @@ redis_lock_unlock (RedisLock *lock, GError **error)
       return FALSE;
     }
 
-  if (!rl_registry_lease_drop (registry, lock, &lost))
-    {
-      /* close() released the lease between our check and now. */
-      end_hold (lock);
-      g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED,
-                           "The lock registry is closed");
-      return FALSE;
-    }
-  result = registry->store->vt->release (registry->store, lock->key, &local_error);
-  RL_STAT_ADD (registry->stats.releases, 1);
-  end_hold (lock);
-
-  if (result == RL_LEASE_LOST && !lost)
-    RL_STAT_ADD (registry->stats.leases_lost, 1);
-  if (lost || result == RL_LEASE_LOST)
-    {
-      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST,
-                   "The lease of lock “%s” was lost before unlock: it expired or another owner "
-                   "took it; the data it protected may have been changed concurrently",
-                   lock->name);
-      return FALSE;
-    }
-  if (result == RL_LEASE_ERROR)
-    {
-      g_propagate_error (error, g_steal_pointer (&local_error));
-      return FALSE;
-    }
-  return TRUE;
+  if (try_handoff (lock))
+    return TRUE;
+  return release_outermost (lock, error);
 }
 
 const char *

@@ -22,6 +22,7 @@
 #define RL_DEFAULT_CAPACITY 100000
 #define RL_DEFAULT_CONNECT_TIMEOUT_MS 3000
 #define RL_DEFAULT_COMMAND_TIMEOUT_MS 3000
+#define RL_DEFAULT_MAX_LOCAL_HANDOFFS 16
 
 gboolean
 rl_registry_is_closed (RedisLockRegistry *registry)
@@ -122,6 +123,7 @@ redis_lock_registry_new (const char *url, const char *registry_key, GError **err
   registry->idle_between_tries_ms = RL_DEFAULT_IDLE_MS;
   registry->wait_mode = REDIS_LOCK_WAIT_PUBSUB;
   registry->watchdog_enabled = TRUE;
+  registry->max_local_handoffs = RL_DEFAULT_MAX_LOCAL_HANDOFFS;
   registry->capacity = RL_DEFAULT_CAPACITY;
   registry->store_ctx.connect_timeout_ms = RL_DEFAULT_CONNECT_TIMEOUT_MS;
   registry->store_ctx.command_timeout_ms = RL_DEFAULT_COMMAND_TIMEOUT_MS;
@@ -288,6 +290,13 @@ redis_lock_registry_set_idle_between_tries_ms (RedisLockRegistry *registry, gint
 }
 
 void
+redis_lock_registry_set_max_local_handoffs (RedisLockRegistry *registry, guint max)
+{
+  g_return_if_fail (registry != NULL);
+  g_atomic_int_set (&registry->max_local_handoffs, max);
+}
+
+void
 redis_lock_registry_set_watchdog (RedisLockRegistry *registry, gboolean enabled)
 {
   g_return_if_fail (registry != NULL);
@@ -406,6 +415,7 @@ redis_lock_registry_get_stats (RedisLockRegistry *registry, RedisLockRegistrySta
   stats->renewals = RL_STAT_GET (s->renewals);
   stats->leases_lost = RL_STAT_GET (s->leases_lost);
   stats->notifications = RL_STAT_GET (s->notifications);
+  stats->local_handoffs = RL_STAT_GET (s->local_handoffs);
   stats->watchdog_ticks = RL_STAT_GET (s->watchdog_ticks);
   stats->last_tick_leases = RL_STAT_GET (s->last_tick_leases);
   stats->last_tick_round_trips = RL_STAT_GET (s->last_tick_round_trips);

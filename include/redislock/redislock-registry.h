@@ -72,7 +72,8 @@ typedef void (*RedisLockLeaseLostFunc) (RedisLock *lock, gpointer user_data);
  * redis_lock_registry_new:
  * @url: (nullable): where the locks live. %NULL means `redis://127.0.0.1:6379`.
  *   Accepted forms: `redis://[[username]:password@]host[:port][/db]`,
- *   `unix:///absolute/path.sock[?db=N&password=P&username=U]`.
+ *   `unix:///absolute/path.sock[?db=N&password=P&username=U]`, and `memory://NAME`
+ *   for an in-process store (NAME: one or more ASCII letters, digits, `.`, `_`, `-`).
  * @registry_key: non-empty namespace; the key of lock `name` is `registry_key:name`.
  * @error: return location for a #GError.
  *
@@ -81,6 +82,15 @@ typedef void (*RedisLockLeaseLostFunc) (RedisLock *lock, gpointer user_data);
  * the problem; `rediss://` is refused: TLS is not built in),
  * %REDIS_LOCK_ERROR_CONNECTION when the server cannot be reached within the connect
  * timeout, %REDIS_LOCK_ERROR_REDIS when it refuses the password or database.
+ *
+ * `memory://NAME` keeps the leases in this process, for unit tests of code that takes
+ * locks on machines without Redis. Every registry opened on the same NAME shares one
+ * store, so two such registries behave as two processes on one Redis server: same
+ * keys and values, TTL expiry (on the monotonic clock), renewal, lease loss, unlock
+ * wake-ups, and the same #RedisLockRegistryStats counting (one round trip per request,
+ * one per watchdog batch). The store lives while a registry has it open; a child made
+ * by fork() starts without any. Opening one never fails for want of a server;
+ * redislock-test.h has hooks to expire a lease or give it to another owner.
  *
  * Returns: (transfer full) (nullable): a new registry, or %NULL with @error set.
  */
@@ -165,6 +175,23 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_idle_between_tries_ms (RedisLockR
  */
 REDIS_LOCK_EXPORT void redis_lock_registry_set_watchdog (RedisLockRegistry *registry,
                                                          gboolean enabled);
+
+/**
+ * redis_lock_registry_set_max_local_handoffs:
+ * @registry: a registry
+ * @max: most hand-offs in a row, 0 disables them (default 16)
+ *
+ * Lease retention for same-process contention. When the outermost holder unlocks
+ * while other threads of this registry wait for the same lock, the local mutex goes
+ * straight to the next of them and the Redis lease is kept: no release, no
+ * re-acquisition, no round trip. After @max hand-offs in a row the lease is released
+ * normally and the next local attempt waits a few round trips, so waiters in other
+ * processes get their turn. The receiving thread inherits the lease with its TTL (a
+ * TTL given to redis_lock_try_lock_full() by the receiver is not applied); with the
+ * watchdog off, the TTL is refreshed at each hand-off.
+ */
+REDIS_LOCK_EXPORT void redis_lock_registry_set_max_local_handoffs (RedisLockRegistry *registry,
+                                                                   guint max);
 
 /**
  * redis_lock_registry_set_cache_capacity:
@@ -288,6 +315,9 @@ REDIS_LOCK_EXPORT gboolean redis_lock_registry_renew (RedisLockRegistry *registr
  * @last_tick_leases: leases renewed by the last such tick
  * @last_tick_round_trips: round trips the last tick took
  * @last_tick_us: wall time of the last tick, in microseconds
+ * @local_handoffs: outermost unlocks that handed the lease to a waiting thread of
+ *   this registry instead of releasing it (see
+ *   redis_lock_registry_set_max_local_handoffs())
  *
  * Counters of what a registry sent and saw since it was created, for tests,
  * benchmarks and monitoring. Each counter is read atomically; the set is not a
@@ -307,6 +337,7 @@ typedef struct
   guint64 last_tick_leases;
   guint64 last_tick_round_trips;
   gint64 last_tick_us;
+  guint64 local_handoffs;
 } RedisLockRegistryStats;
 
 /**
