@@ -351,6 +351,9 @@ rl_store_open (const char *url, const char *registry_key, const char *client_id,
   RlRedisStore *self;
   g_autofree char *pattern = NULL;
 
+  if (g_str_has_prefix (url, "memory://"))
+    return rl_memory_store_open (url, registry_key, client_id, ctx, released, released_data,
+                                 error);
   if (!rl_conn_config_parse (url, &config, error))
     return NULL;
 

@@ -72,10 +72,15 @@ struct _RlStore
   gpointer released_data;
 };
 
-/* Opens the store named by @url (redis://, unix://); fills the common fields. */
+/* Opens the store named by @url (redis://, unix://, memory://); fills the common fields. */
 RlStore *rl_store_open (const char *url, const char *registry_key, const char *client_id,
                         RlStoreContext *ctx, RlStoreReleasedFunc released, gpointer released_data,
                         GError **error);
+
+/* The in-process store of memory-store.c, for a @url starting with `memory://`. */
+RlStore *rl_memory_store_open (const char *url, const char *registry_key, const char *client_id,
+                               RlStoreContext *ctx, RlStoreReleasedFunc released,
+                               gpointer released_data, GError **error);
 
 static inline void
 rl_store_free (RlStore *store)

@@ -6,6 +6,10 @@
  * same socket (an outage), paused with SIGSTOP (a hung server) and is removed with
  * everything it wrote on free. It plays the role GTestDBus plays for D-Bus. Not part
  * of the umbrella header: include it from test programs only.
+ *
+ * It also declares the debugging hooks of the in-process `memory://NAME` store (see
+ * redis_lock_registry_new()), with which a test plays the part of Redis: expire a
+ * lease, hand it to another owner, read who holds a key.
  */
 #ifndef REDIS_LOCK_TEST_H
 #define REDIS_LOCK_TEST_H
@@ -124,6 +128,68 @@ REDIS_LOCK_EXPORT void redis_lock_test_server_resume (RedisLockTestServer *serve
 REDIS_LOCK_EXPORT void redis_lock_test_server_free (RedisLockTestServer *server);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockTestServer, redis_lock_test_server_free)
+
+/**
+ * redis_lock_memory_store_expire:
+ * @store_name: the NAME of a `memory://NAME` store
+ * @key: a full lease key, `registry_key:name`
+ *
+ * For tests only: makes the lease @key expire now, as if its TTL had run out. Like a
+ * real expiry it notifies nobody: the holder finds the lease lost at its next renewal
+ * (watchdog tick or redis_lock_registry_renew()) or at its outermost unlock, and a
+ * waiter in another registry retries when the remaining TTL it was told runs out.
+ * Thread-safe.
+ *
+ * Returns: %TRUE when the lease existed; %FALSE when no registry has `memory://@store_name`
+ *   open or @key is absent (never taken, released or already expired).
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_memory_store_expire (const char *store_name, const char *key);
+
+/**
+ * redis_lock_memory_store_steal:
+ * @store_name: the NAME of a `memory://NAME` store
+ * @key: a full lease key, `registry_key:name`
+ * @new_owner: the value the key holds from now on (a registry's client id, or any
+ *   string standing for another process)
+ * @ttl_ms: the new owner's TTL in milliseconds; negative: the key never expires.
+ *   Must not be 0.
+ *
+ * For tests only: another owner takes the lease @key over, as when the key expired
+ * and another process took it at once. The former holder finds the lease lost at its
+ * next renewal or outermost unlock, which leaves the new owner's key untouched. Nobody
+ * is notified. Thread-safe.
+ *
+ * Returns: %TRUE when the lease existed and now belongs to @new_owner; %FALSE when no
+ *   registry has `memory://@store_name` open or @key is absent.
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_memory_store_steal (const char *store_name,
+                                                          const char *key,
+                                                          const char *new_owner,
+                                                          gint64 ttl_ms);
+
+/**
+ * redis_lock_memory_store_get_owner:
+ * @store_name: the NAME of a `memory://NAME` store
+ * @key: a full lease key, `registry_key:name`
+ *
+ * For tests only: what `GET key` would answer on Redis. Thread-safe.
+ *
+ * Returns: (transfer full) (nullable): the client id holding @key, or %NULL when the
+ *   key is absent or no registry has `memory://@store_name` open. Free with g_free().
+ */
+REDIS_LOCK_EXPORT char *redis_lock_memory_store_get_owner (const char *store_name, const char *key);
+
+/**
+ * redis_lock_memory_store_get_pttl:
+ * @store_name: the NAME of a `memory://NAME` store
+ * @key: a full lease key, `registry_key:name`
+ *
+ * For tests only: what `PTTL key` would answer on Redis. Thread-safe.
+ *
+ * Returns: the milliseconds left before @key expires, -1 when it never expires, -2
+ *   when it is absent or no registry has `memory://@store_name` open.
+ */
+REDIS_LOCK_EXPORT gint64 redis_lock_memory_store_get_pttl (const char *store_name, const char *key);
 
 G_END_DECLS
 

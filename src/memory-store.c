@@ -1,0 +1,548 @@
+/* memory-store.c: the in-process store behind `memory://NAME`, for unit tests of code
+ * that takes locks, on machines without Redis.
+ *
+ * Every registry opened on `memory://NAME` gets a store of its own (its client id, its
+ * registry key, its release callback), and all stores on one NAME share one table of
+ * leases, so two registries on one NAME behave like two processes on one Redis server:
+ * the same key (`registry_key:name`), the same value (the client id), a TTL on a
+ * monotonic clock after which the key is absent, renewal and release only by the
+ * owner, and a wake-up of the other registries' waiters on every release. An expired
+ * lease is removed when it is next looked at (and by an occasional sweep), never by a
+ * timer, so the store has no thread of its own.
+ *
+ * One process-wide mutex guards the table of NAMEs and every lease table. Each
+ * operation is a hash lookup or two, so one mutex costs nothing a test could see, and
+ * it makes the NAME lookup, the debugging hooks and the operations on leases atomic
+ * together. It is a leaf lock: nothing is called while it is held. Release callbacks
+ * run after it is dropped, because the registry's callback takes registry->mutex and
+ * then lock->m (see internal.h); a store counts the callbacks running into it, and
+ * close/free wait for them, so a registry is never called back after its store closed.
+ * A child made by fork() starts with no memory stores: it is another process.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "redislock/redislock-test.h"
+#include "store.h"
+#include "sync.h"
+
+#define MEMORY_SCHEME "memory://"
+
+typedef struct
+{
+  char *owner;
+  gint64 expires_us; /* monotonic; RL_FOREVER: no expiry */
+} MemoryLease;
+
+typedef struct
+{
+  char *name;
+  guint refs;             /* stores open on it */
+  GHashTable *leases;     /* full key -> MemoryLease */
+  GQueue listeners;       /* of RlMemoryStore, those not closed */
+  guint inserts;          /* new keys since the last sweep */
+  guint size_after_sweep; /* leases left by the last sweep */
+} MemorySpace;
+
+typedef struct
+{
+  RlStore parent;
+  MemorySpace *space;
+  char *key_prefix;  /* registry_key ":", the keys whose release concerns this store */
+  GList link;        /* in space->listeners while listening */
+  gboolean listening;
+  guint delivering;  /* release callbacks running into this store now */
+} RlMemoryStore;
+
+/* memory_mutex guards everything below and every MemorySpace and MemoryLease. */
+static RlMutex memory_mutex = { PTHREAD_MUTEX_INITIALIZER };
+static RlCond memory_cond = { PTHREAD_COND_INITIALIZER }; /* a delivering count reached 0 */
+static GHashTable *memory_spaces;                         /* NAME -> MemorySpace */
+
+/* Fork ------------------------------------------------------------------------- */
+
+static void
+memory_fork_prepare (void)
+{
+  rl_mutex_lock (&memory_mutex);
+}
+
+static void
+memory_fork_parent (void)
+{
+  rl_mutex_unlock (&memory_mutex);
+}
+
+/* The child forgets the parent's stores: it is another process, and no thread there
+ * can finish a delivery the parent had started. The old tables stay allocated; only
+ * registries made before the fork reach them, and the fork guard refuses every call
+ * on those. */
+static void
+memory_fork_child (void)
+{
+  memory_spaces = NULL;
+  pthread_cond_init (&memory_cond.c, NULL);
+  rl_mutex_unlock (&memory_mutex);
+}
+
+static void
+memory_init (void)
+{
+  static gsize once = 0;
+
+  if (g_once_init_enter (&once))
+    {
+      pthread_atfork (memory_fork_prepare, memory_fork_parent, memory_fork_child);
+      g_once_init_leave (&once, 1);
+    }
+}
+
+/* Leases ----------------------------------------------------------------------- */
+
+static void
+lease_free (gpointer data)
+{
+  MemoryLease *lease = data;
+
+  g_free (lease->owner);
+  g_free (lease);
+}
+
+/* The monotonic time @ttl_ms from @now, saturated far below RL_FOREVER. */
+static gint64
+expiry_after (gint64 now, gint64 ttl_ms)
+{
+  if (ttl_ms > (G_MAXINT64 / 2 - now) / 1000)
+    return G_MAXINT64 / 2;
+  return now + ttl_ms * 1000;
+}
+
+/* What PTTL would answer: milliseconds left, -1 without expiry. */
+static gint64
+lease_pttl (const MemoryLease *lease, gint64 now)
+{
+  if (lease->expires_us == RL_FOREVER)
+    return -1;
+  return MAX (lease->expires_us - now, 0) / 1000;
+}
+
+static MemorySpace *
+space_lookup (const char *name)
+{
+  return memory_spaces == NULL ? NULL : g_hash_table_lookup (memory_spaces, name);
+}
+
+/* The lease @key if it has not expired; an expired one is removed, as Redis does on
+ * access. */
+static MemoryLease *
+lease_lookup (MemorySpace *space, const char *key, gint64 now)
+{
+  MemoryLease *lease = g_hash_table_lookup (space->leases, key);
+
+  if (lease != NULL && now >= lease->expires_us)
+    {
+      g_hash_table_remove (space->leases, key);
+      return NULL;
+    }
+  return lease;
+}
+
+/* Removes every expired lease once as many keys were added as the last sweep left,
+ * so keys that expire untouched cannot pile up, at a constant cost per insertion. */
+static void
+space_maybe_sweep (MemorySpace *space, gint64 now)
+{
+  GHashTableIter iter;
+  gpointer value;
+
+  if (++space->inserts <= MAX (space->size_after_sweep, 64))
+    return;
+  g_hash_table_iter_init (&iter, space->leases);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    if (now >= ((MemoryLease *) value)->expires_us)
+      g_hash_table_iter_remove (&iter);
+  space->inserts = 0;
+  space->size_after_sweep = g_hash_table_size (space->leases);
+}
+
+static void
+lease_insert (MemorySpace *space, const char *key, const char *owner, gint64 expires_us,
+              gint64 now)
+{
+  MemoryLease *lease = g_new (MemoryLease, 1);
+
+  lease->owner = g_strdup (owner);
+  lease->expires_us = expires_us;
+  space_maybe_sweep (space, now);
+  g_hash_table_replace (space->leases, g_strdup (key), lease);
+}
+
+/* The live lease @key if @store owns it. */
+static MemoryLease *
+lease_lookup_ours (RlMemoryStore *self, const char *key, gint64 now)
+{
+  MemoryLease *lease = lease_lookup (self->space, key, now);
+
+  if (lease != NULL && strcmp (lease->owner, self->parent.client_id) == 0)
+    return lease;
+  return NULL;
+}
+
+static void
+count_request (RlStore *store, guint commands)
+{
+  RL_STAT_ADD (store->ctx->stats->round_trips, 1);
+  RL_STAT_ADD (store->ctx->stats->commands, commands);
+}
+
+/* Release notifications -------------------------------------------------------- */
+
+/* The listening stores of @space that @key concerns, each marked as being delivered
+ * to. memory_mutex held. */
+static GPtrArray *
+listeners_take (MemorySpace *space, const char *key)
+{
+  GPtrArray *targets = g_ptr_array_new ();
+
+  for (GList *l = space->listeners.head; l != NULL; l = l->next)
+    {
+      RlMemoryStore *store = l->data;
+      if (g_str_has_prefix (key, store->key_prefix))
+        {
+          store->delivering++;
+          g_ptr_array_add (targets, store);
+        }
+    }
+  return targets;
+}
+
+/* Calls the release callbacks of @targets (memory_mutex not held), then lets stores
+ * waiting to close go. */
+static void
+listeners_deliver (GPtrArray *targets, const char *key)
+{
+  gboolean done = FALSE;
+
+  for (guint i = 0; i < targets->len; i++)
+    {
+      RlStore *store = g_ptr_array_index (targets, i);
+      RL_STAT_ADD (store->ctx->stats->notifications, 1);
+      store->released (key, store->released_data);
+    }
+  rl_mutex_lock (&memory_mutex);
+  for (guint i = 0; i < targets->len; i++)
+    {
+      RlMemoryStore *store = g_ptr_array_index (targets, i);
+      if (--store->delivering == 0)
+        done = TRUE;
+    }
+  if (done)
+    rl_cond_broadcast (&memory_cond);
+  rl_mutex_unlock (&memory_mutex);
+  g_ptr_array_unref (targets);
+}
+
+/* The vtable ------------------------------------------------------------------- */
+
+static RlLeaseResult
+memory_acquire (RlStore *store, const char *key, gint64 ttl_ms, gint64 *pttl_ms, GError **error)
+{
+  RlMemoryStore *self = (RlMemoryStore *) store;
+  gint64 now = g_get_monotonic_time ();
+  RlLeaseResult result = RL_LEASE_OK;
+  MemoryLease *lease;
+
+  count_request (store, 1);
+  rl_mutex_lock (&memory_mutex);
+  lease = lease_lookup (self->space, key, now);
+  if (lease == NULL)
+    lease_insert (self->space, key, store->client_id, expiry_after (now, ttl_ms), now);
+  else if (strcmp (lease->owner, store->client_id) == 0)
+    lease->expires_us = expiry_after (now, ttl_ms);
+  else
+    {
+      *pttl_ms = lease_pttl (lease, now);
+      result = RL_LEASE_HELD;
+    }
+  rl_mutex_unlock (&memory_mutex);
+  return result;
+}
+
+static RlLeaseResult
+memory_renew (RlStore *store, const char *key, gint64 ttl_ms, GError **error)
+{
+  RlMemoryStore *self = (RlMemoryStore *) store;
+  gint64 now = g_get_monotonic_time ();
+  MemoryLease *lease;
+
+  count_request (store, 1);
+  rl_mutex_lock (&memory_mutex);
+  lease = lease_lookup_ours (self, key, now);
+  if (lease != NULL)
+    lease->expires_us = expiry_after (now, ttl_ms);
+  rl_mutex_unlock (&memory_mutex);
+  return lease != NULL ? RL_LEASE_OK : RL_LEASE_LOST;
+}
+
+static RlLeaseResult
+memory_release (RlStore *store, const char *key, GError **error)
+{
+  RlMemoryStore *self = (RlMemoryStore *) store;
+  gint64 now = g_get_monotonic_time ();
+  GPtrArray *targets = NULL;
+
+  count_request (store, 1);
+  rl_mutex_lock (&memory_mutex);
+  if (lease_lookup_ours (self, key, now) != NULL)
+    {
+      g_hash_table_remove (self->space->leases, key);
+      targets = listeners_take (self->space, key);
+    }
+  rl_mutex_unlock (&memory_mutex);
+  if (targets == NULL)
+    return RL_LEASE_LOST;
+  listeners_deliver (targets, key);
+  return RL_LEASE_OK;
+}
+
+static gboolean
+memory_renew_batch (RlStore *store, guint n, const char *const *keys, const gint64 *ttls,
+                    RlLeaseResult *results, gint64 timeout_ms, guint *round_trips, GError **error)
+{
+  RlMemoryStore *self = (RlMemoryStore *) store;
+  gint64 now = g_get_monotonic_time ();
+
+  *round_trips = 0;
+  if (n == 0)
+    return TRUE;
+  count_request (store, n);
+  *round_trips = 1;
+  rl_mutex_lock (&memory_mutex);
+  for (guint i = 0; i < n; i++)
+    {
+      MemoryLease *lease = lease_lookup_ours (self, keys[i], now);
+      if (lease != NULL)
+        lease->expires_us = expiry_after (now, ttls[i]);
+      results[i] = lease != NULL ? RL_LEASE_OK : RL_LEASE_LOST;
+    }
+  rl_mutex_unlock (&memory_mutex);
+  return TRUE;
+}
+
+/* Notifications are synchronous calls made by the releasing thread: they run from
+ * the moment the store is open until it is closed, and none can be missed. */
+static gboolean
+memory_watch (RlStore *store, gint64 timeout_ms)
+{
+  RlMemoryStore *self = (RlMemoryStore *) store;
+  gboolean listening;
+
+  rl_mutex_lock (&memory_mutex);
+  listening = self->listening;
+  rl_mutex_unlock (&memory_mutex);
+  return listening;
+}
+
+/* Stops notifications and waits for those being delivered, like joining the Redis
+ * store's subscriber thread. Releases made through the store still notify others. */
+static void
+memory_close (RlStore *store)
+{
+  RlMemoryStore *self = (RlMemoryStore *) store;
+
+  rl_mutex_lock (&memory_mutex);
+  if (self->listening)
+    {
+      g_queue_unlink (&self->space->listeners, &self->link);
+      self->listening = FALSE;
+    }
+  while (self->delivering > 0)
+    rl_cond_wait_until (&memory_cond, &memory_mutex, RL_FOREVER);
+  rl_mutex_unlock (&memory_mutex);
+}
+
+static void
+space_unref (MemorySpace *space)
+{
+  if (--space->refs > 0)
+    return;
+  g_hash_table_remove (memory_spaces, space->name);
+  g_hash_table_unref (space->leases);
+  g_free (space->name);
+  g_free (space);
+}
+
+/* rl_store_free() has already freed the common fields: only our own are used. */
+static void
+memory_free (RlStore *store)
+{
+  RlMemoryStore *self = (RlMemoryStore *) store;
+
+  memory_close (store);
+  rl_mutex_lock (&memory_mutex);
+  space_unref (self->space);
+  rl_mutex_unlock (&memory_mutex);
+  g_free (self->key_prefix);
+  g_free (self);
+}
+
+static const RlStoreVTable memory_store_vtable = {
+  memory_acquire, memory_renew, memory_release, memory_renew_batch,
+  memory_watch,   memory_close, memory_free,
+};
+
+/* Opening ---------------------------------------------------------------------- */
+
+static gboolean
+name_is_valid (const char *name)
+{
+  for (const char *p = name; *p != '\0'; p++)
+    if (!g_ascii_isalnum (*p) && *p != '.' && *p != '_' && *p != '-')
+      return FALSE;
+  return *name != '\0';
+}
+
+RlStore *
+rl_memory_store_open (const char *url, const char *registry_key, const char *client_id,
+                      RlStoreContext *ctx, RlStoreReleasedFunc released, gpointer released_data,
+                      GError **error)
+{
+  const char *name = url + strlen (MEMORY_SCHEME);
+  RlMemoryStore *self;
+  MemorySpace *space;
+
+  g_return_val_if_fail (g_str_has_prefix (url, MEMORY_SCHEME), NULL);
+  if (*name == '\0')
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
+                   "Invalid memory store URL “%s”: the store name after “" MEMORY_SCHEME
+                   "” is empty",
+                   url);
+      return NULL;
+    }
+  if (!name_is_valid (name))
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
+                   "Invalid memory store URL “%s”: the store name may contain only ASCII "
+                   "letters, digits, “.”, “_” and “-”",
+                   url);
+      return NULL;
+    }
+
+  memory_init ();
+  self = g_new0 (RlMemoryStore, 1);
+  self->parent.vt = &memory_store_vtable;
+  self->parent.client_id = g_strdup (client_id);
+  self->parent.registry_key = g_strdup (registry_key);
+  self->parent.ctx = ctx;
+  self->parent.released = released;
+  self->parent.released_data = released_data;
+  self->key_prefix = g_strconcat (registry_key, ":", NULL);
+  self->link.data = self;
+
+  rl_mutex_lock (&memory_mutex);
+  if (memory_spaces == NULL)
+    memory_spaces = g_hash_table_new (g_str_hash, g_str_equal);
+  space = g_hash_table_lookup (memory_spaces, name);
+  if (space == NULL)
+    {
+      space = g_new0 (MemorySpace, 1);
+      space->name = g_strdup (name);
+      space->leases = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, lease_free);
+      g_queue_init (&space->listeners);
+      g_hash_table_insert (memory_spaces, space->name, space);
+    }
+  space->refs++;
+  self->space = space;
+  g_queue_push_tail_link (&space->listeners, &self->link);
+  self->listening = TRUE;
+  rl_mutex_unlock (&memory_mutex);
+  return &self->parent;
+}
+
+/* Debugging hooks for tests (redislock-test.h) --------------------------------- */
+
+gboolean
+redis_lock_memory_store_expire (const char *store_name, const char *key)
+{
+  gint64 now = g_get_monotonic_time ();
+  MemorySpace *space;
+  gboolean found = FALSE;
+
+  g_return_val_if_fail (store_name != NULL, FALSE);
+  g_return_val_if_fail (key != NULL, FALSE);
+  rl_mutex_lock (&memory_mutex);
+  space = space_lookup (store_name);
+  if (space != NULL && lease_lookup (space, key, now) != NULL)
+    {
+      g_hash_table_remove (space->leases, key);
+      found = TRUE;
+    }
+  rl_mutex_unlock (&memory_mutex);
+  return found;
+}
+
+gboolean
+redis_lock_memory_store_steal (const char *store_name, const char *key, const char *new_owner,
+                               gint64 ttl_ms)
+{
+  gint64 now = g_get_monotonic_time ();
+  MemorySpace *space;
+  MemoryLease *lease = NULL;
+
+  g_return_val_if_fail (store_name != NULL, FALSE);
+  g_return_val_if_fail (key != NULL, FALSE);
+  g_return_val_if_fail (new_owner != NULL, FALSE);
+  g_return_val_if_fail (ttl_ms != 0, FALSE);
+  rl_mutex_lock (&memory_mutex);
+  space = space_lookup (store_name);
+  if (space != NULL)
+    lease = lease_lookup (space, key, now);
+  if (lease != NULL)
+    {
+      g_free (lease->owner);
+      lease->owner = g_strdup (new_owner);
+      lease->expires_us = ttl_ms < 0 ? RL_FOREVER : expiry_after (now, ttl_ms);
+    }
+  rl_mutex_unlock (&memory_mutex);
+  return lease != NULL;
+}
+
+char *
+redis_lock_memory_store_get_owner (const char *store_name, const char *key)
+{
+  gint64 now = g_get_monotonic_time ();
+  MemorySpace *space;
+  MemoryLease *lease = NULL;
+  char *owner;
+
+  g_return_val_if_fail (store_name != NULL, NULL);
+  g_return_val_if_fail (key != NULL, NULL);
+  rl_mutex_lock (&memory_mutex);
+  space = space_lookup (store_name);
+  if (space != NULL)
+    lease = lease_lookup (space, key, now);
+  owner = lease != NULL ? g_strdup (lease->owner) : NULL;
+  rl_mutex_unlock (&memory_mutex);
+  return owner;
+}
+
+gint64
+redis_lock_memory_store_get_pttl (const char *store_name, const char *key)
+{
+  gint64 now = g_get_monotonic_time ();
+  MemorySpace *space;
+  MemoryLease *lease = NULL;
+  gint64 pttl;
+
+  g_return_val_if_fail (store_name != NULL, -2);
+  g_return_val_if_fail (key != NULL, -2);
+  rl_mutex_lock (&memory_mutex);
+  space = space_lookup (store_name);
+  if (space != NULL)
+    lease = lease_lookup (space, key, now);
+  pttl = lease != NULL ? lease_pttl (lease, now) : -2;
+  rl_mutex_unlock (&memory_mutex);
+  return pttl;
+}
