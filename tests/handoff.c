@@ -1,0 +1,290 @@
+/* handoff.c: lease retention for threads of one registry.
+ *
+ * When the outermost holder unlocks while other threads of the same registry wait,
+ * the lease is handed to the next of them instead of being released and taken again,
+ * up to max_local_handoffs times in a row; then it is released normally so other
+ * processes get their turn. These tests check the saving (Redis commands per critical
+ * section), that a remote waiter is not starved, that mutual exclusion holds, that
+ * the hand-off can be disabled, and that without the watchdog a hand-off refreshes
+ * the TTL.
+ */
+#include "common.h"
+
+#define SECTIONS_PER_THREAD 500
+#define THREADS 8
+
+typedef struct
+{
+  RedisLock *lock;
+  gint inside;      /* threads inside the critical section: must never exceed 1 */
+  gint overlaps;
+  gint failures;
+  guint sections;   /* sections per thread; 0: see total, then stop */
+  gint total;       /* sections shared by all threads, taken by ticket */
+  gint tickets;
+  gulong hold_us;   /* time spent inside each section */
+  volatile gint stop;
+} Hammer;
+
+static void
+hammer_thread (guint index, gpointer data)
+{
+  Hammer *h = data;
+
+  for (guint i = 0;; i++)
+    {
+      GError *error = NULL;
+
+      if (h->sections > 0 ? i >= h->sections
+          : h->total > 0  ? g_atomic_int_add (&h->tickets, 1) >= h->total
+                          : g_atomic_int_get (&h->stop))
+        break;
+      if (!redis_lock_lock (h->lock, &error))
+        {
+          g_printerr ("lock: %s\n", error->message);
+          g_clear_error (&error);
+          g_atomic_int_inc (&h->failures);
+          continue;
+        }
+      if (g_atomic_int_add (&h->inside, 1) != 0)
+        g_atomic_int_inc (&h->overlaps);
+      if (h->hold_us > 0)
+        g_usleep (h->hold_us);
+      g_atomic_int_add (&h->inside, -1);
+      if (!redis_lock_unlock (h->lock, &error))
+        {
+          g_printerr ("unlock: %s\n", error->message);
+          g_clear_error (&error);
+          g_atomic_int_inc (&h->failures);
+        }
+    }
+}
+
+typedef struct
+{
+  RedisLockRegistry *registry;
+  guint64 at_least;
+} HandoffWait;
+
+static gboolean
+handoffs_reached (gpointer data)
+{
+  HandoffWait *w = data;
+  RedisLockRegistryStats stats;
+
+  redis_lock_registry_get_stats (w->registry, &stats);
+  return stats.local_handoffs >= w->at_least;
+}
+
+static gboolean
+test_wait_until_local_handoffs (RedisLockRegistry *registry, guint64 at_least, gint64 timeout_ms)
+{
+  HandoffWait w = { registry, at_least };
+  return test_wait_until (handoffs_reached, &w, timeout_ms);
+}
+
+static guint64
+commands_for_sections (TestFixture *fx, guint max_handoffs, guint64 *handoffs)
+{
+  g_autoptr (RedisLockRegistry) r = test_registry_new (fx);
+  g_autoptr (RedisLock) lock = test_obtain (r, "hot");
+  RedisLockRegistryStats before, after;
+  Hammer h = { 0 };
+
+  redis_lock_registry_set_max_local_handoffs (r, max_handoffs);
+  h.lock = lock;
+  /* Tickets rather than a quota per thread: all threads keep contending until the
+   * end, instead of a last thread finishing its share alone. */
+  h.total = THREADS * SECTIONS_PER_THREAD;
+  redis_lock_registry_get_stats (r, &before);
+  test_run_threads (THREADS, hammer_thread, &h);
+  redis_lock_registry_get_stats (r, &after);
+  g_assert_cmpint (h.overlaps, ==, 0);
+  g_assert_cmpint (h.failures, ==, 0);
+  *handoffs = after.local_handoffs - before.local_handoffs;
+  return after.commands - before.commands;
+}
+
+static void
+test_fewer_commands (TestFixture *fx, gconstpointer data)
+{
+  guint64 plain, retained, handoffs_plain, handoffs;
+  guint sections = THREADS * SECTIONS_PER_THREAD;
+
+  g_test_summary ("8 threads on one name: with hand-offs (bound 16) Redis sees at most 1/16 "
+                  "of the commands it sees without them, and exclusion holds in both.");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  plain = commands_for_sections (fx, 0, &handoffs_plain);
+  retained = commands_for_sections (fx, 16, &handoffs);
+  g_test_message ("%u sections: %" G_GUINT64_FORMAT " commands without hand-offs, %" G_GUINT64_FORMAT
+                  " with (%" G_GUINT64_FORMAT " hand-offs)",
+                  sections, plain, retained, handoffs);
+  g_assert_cmpuint (handoffs_plain, ==, 0);
+  g_assert_cmpuint (plain, >=, 2 * sections);
+  g_assert_cmpuint (handoffs, >, 0);
+  g_assert_cmpuint (retained * 16, <=, plain);
+}
+
+typedef struct
+{
+  RedisLock *lock;
+  gboolean acquired;
+  gint64 waited_ms;
+} RemoteWaiter;
+
+static gpointer
+remote_waiter_thread (gpointer data)
+{
+  RemoteWaiter *w = data;
+  GError *error = NULL;
+  gint64 start = test_now_ms ();
+
+  w->acquired = redis_lock_try_lock_for (w->lock, 10000, NULL, &error);
+  w->waited_ms = test_now_ms () - start;
+  g_assert_no_error (error);
+  if (w->acquired)
+    g_assert_true (redis_lock_unlock (w->lock, NULL));
+  return NULL;
+}
+
+static gpointer
+hammer_runner (gpointer data)
+{
+  test_run_threads (4, hammer_thread, data);
+  return NULL;
+}
+
+static void
+test_remote_waiter_gets_turn (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) local = test_registry_new (fx);
+  g_autoptr (RedisLockRegistry) remote = test_registry_new (fx);
+  g_autoptr (RedisLock) local_lock = test_obtain (local, "shared");
+  g_autoptr (RedisLock) remote_lock = test_obtain (remote, "shared");
+  RedisLockRegistryStats before, after;
+  RemoteWaiter w = { remote_lock, FALSE, 0 };
+  Hammer h = { 0 };
+  GThread *hammers, *waiter;
+
+  g_test_summary ("Four threads of one registry keep a lock busy with hand-offs; a waiter in "
+                  "another registry still gets it within a few hand-off streaks.");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  h.lock = local_lock;
+  h.sections = 0; /* until stopped */
+  h.total = 0;
+  h.hold_us = 100;
+  hammers = g_thread_new ("hammers", hammer_runner, &h);
+  /* The local threads are handing the lease around before the remote one arrives. */
+  g_assert_true (test_wait_until_local_handoffs (local, 20, 10000));
+
+  redis_lock_registry_get_stats (local, &before);
+  waiter = g_thread_new ("remote", remote_waiter_thread, &w);
+  g_thread_join (waiter);
+  redis_lock_registry_get_stats (local, &after);
+  g_atomic_int_set (&h.stop, 1);
+  g_thread_join (hammers);
+
+  g_test_message ("remote waited %" G_GINT64_FORMAT " ms; local acquisitions meanwhile %" G_GUINT64_FORMAT,
+                  w.waited_ms, after.acquisitions - before.acquisitions);
+  g_assert_true (w.acquired);
+  /* Each streak ends with a release; the remote waiter must win one of the first few
+   * races, not wait for the local threads to run out of work. */
+  g_assert_cmpuint (after.acquisitions - before.acquisitions, <=, 10);
+  g_assert_cmpint (h.overlaps, ==, 0);
+  g_assert_cmpint (h.failures, ==, 0);
+}
+
+typedef struct
+{
+  TestFixture *fx;
+  RedisLock *locks[2];
+  gint inside;
+  gint overlaps;
+} Exclusion;
+
+static void
+exclusion_thread (guint index, gpointer data)
+{
+  Exclusion *x = data;
+  RedisLock *lock = x->locks[index % 2];
+  redisContext *c = test_redis_connect (x->fx->server);
+
+  for (int i = 0; i < 150; i++)
+    {
+      long long value;
+      g_assert_true (redis_lock_lock (lock, NULL));
+      if (g_atomic_int_add (&x->inside, 1) != 0)
+        g_atomic_int_inc (&x->overlaps);
+      value = test_redis_integer (c, "INCRBY handoff-counter 0");
+      freeReplyObject (test_redis_command (c, "SET handoff-counter %lld", value + 1));
+      g_atomic_int_add (&x->inside, -1);
+      g_assert_true (redis_lock_unlock (lock, NULL));
+    }
+  redisFree (c);
+}
+
+static void
+test_mutual_exclusion (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) a = test_registry_new (fx);
+  g_autoptr (RedisLockRegistry) b = test_registry_new (fx);
+  Exclusion x = { fx, { NULL, NULL }, 0, 0 };
+  RedisLockRegistryStats sa, sb;
+
+  g_test_summary ("Two registries x 4 threads with hand-offs on: a non-atomic Redis counter "
+                  "ends exact and no two threads are ever inside together.");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  x.locks[0] = test_obtain (a, "counter");
+  x.locks[1] = test_obtain (b, "counter");
+  test_run_threads (8, exclusion_thread, &x);
+  redis_lock_registry_get_stats (a, &sa);
+  redis_lock_registry_get_stats (b, &sb);
+  g_assert_cmpint (x.overlaps, ==, 0);
+  g_assert_cmpint (test_redis_integer (fx->redis, "INCRBY handoff-counter 0"), ==, 8 * 150);
+  g_assert_cmpuint (sa.local_handoffs + sb.local_handoffs, >, 0);
+  redis_lock_unref (x.locks[0]);
+  redis_lock_unref (x.locks[1]);
+}
+
+static void
+test_ttl_refreshed_without_watchdog (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) r = test_registry_new (fx);
+  g_autoptr (RedisLock) lock = test_obtain (r, "slow");
+  RedisLockRegistryStats stats;
+  Hammer h = { 0 };
+
+  g_test_summary ("Watchdog off, TTL 300 ms: two threads holding 60 ms each hand the lease "
+                  "back and forth for about 1.2 s; every hand-off refreshes the TTL, so no "
+                  "unlock reports a lost lease.");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  redis_lock_registry_set_watchdog (r, FALSE);
+  redis_lock_registry_set_expire_after_ms (r, 300);
+  h.lock = lock;
+  h.sections = 10;
+  h.hold_us = 60000;
+  test_run_threads (2, hammer_thread, &h);
+  redis_lock_registry_get_stats (r, &stats);
+  g_assert_cmpuint (stats.local_handoffs, >=, 10);
+  g_assert_cmpint (h.failures, ==, 0);
+  g_assert_cmpint (h.overlaps, ==, 0);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add ("/handoff/commands/fewer-with-retention", TestFixture, NULL, test_fixture_setup,
+              test_fewer_commands, test_fixture_teardown);
+  g_test_add ("/handoff/fairness/remote-waiter-gets-turn", TestFixture, NULL, test_fixture_setup,
+              test_remote_waiter_gets_turn, test_fixture_teardown);
+  g_test_add ("/handoff/exclusion/two-registries", TestFixture, NULL, test_fixture_setup,
+              test_mutual_exclusion, test_fixture_teardown);
+  g_test_add ("/handoff/ttl/refreshed-without-watchdog", TestFixture, NULL, test_fixture_setup,
+              test_ttl_refreshed_without_watchdog, test_fixture_teardown);
+  return g_test_run ();
+}
