@@ -41,6 +41,38 @@ rl_conn_config_clear (RlConnConfig *config)
   g_clear_pointer (&config->password, g_free);
 }
 
+/* @url with any password replaced by "***", for error messages: URLs end up in logs. */
+static char *
+redact_url (const char *url)
+{
+  GString *out = g_string_new (url);
+  const char *scheme_end = strstr (out->str, "://");
+  char *at, *colon, *p;
+
+  if (scheme_end != NULL)
+    {
+      char *authority = out->str + (scheme_end - out->str) + 3;
+      char *end = authority + strcspn (authority, "/?#");
+      at = g_strstr_len (authority, end - authority, "@");
+      colon = at != NULL ? g_strstr_len (authority, at - authority, ":") : NULL;
+      if (colon != NULL)
+        {
+          gssize pos = colon + 1 - out->str;
+          g_string_erase (out, pos, at - colon - 1);
+          g_string_insert (out, pos, "***");
+        }
+    }
+  for (p = strstr (out->str, "password="); p != NULL; p = strstr (p + 1, "password="))
+    {
+      gssize pos = p + strlen ("password=") - out->str;
+      gsize len = strcspn (out->str + pos, "&#");
+      g_string_erase (out, pos, len);
+      g_string_insert (out, pos, "***");
+      p = out->str + pos;
+    }
+  return g_string_free (out, FALSE);
+}
+
 static gboolean
 parse_db (const char *text, int *db, const char *url, GError **error)
 {
@@ -48,8 +80,9 @@ parse_db (const char *text, int *db, const char *url, GError **error)
 
   if (!g_ascii_string_to_unsigned (text, 10, 0, G_MAXINT, &value, NULL))
     {
+      g_autofree char *shown = redact_url (url);
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                   "Invalid Redis URL “%s”: database “%s” is not a number", url, text);
+                   "Invalid Redis URL “%s”: database “%s” is not a number", shown, text);
       return FALSE;
     }
   *db = (int) value;
@@ -59,8 +92,12 @@ parse_db (const char *text, int *db, const char *url, GError **error)
 static gboolean
 invalid_url (GError **error, const char *url, const char *why)
 {
+  g_autofree char *shown = redact_url (url);
+  g_auto (GStrv) parts = *url != '\0' ? g_strsplit (why, url, -1) : NULL;
+  g_autofree char *why_shown = parts != NULL ? g_strjoinv (shown, parts) : g_strdup (why);
+
   g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID, "Invalid Redis URL “%s”: %s",
-               url, why);
+               shown, why_shown);
   return FALSE;
 }
 

@@ -69,6 +69,29 @@ closed_port (void)
 }
 
 static void
+test_password_not_in_messages (void)
+{
+  const char *urls[] = {
+    "redis://:s3cr3t@127.0.0.1:1/abc",
+    "redis://user:s3cr3t@127.0.0.1:99999",
+    "unix:///tmp/x.sock?password=s3cr3t&db=zz",
+    "unix:///tmp/x.sock?password=s3cr3t&bogus=1",
+  };
+
+  g_test_summary ("Error messages about a URL never show its password.");
+  for (gsize i = 0; i < G_N_ELEMENTS (urls); i++)
+    {
+      GError *error = NULL;
+      RedisLockRegistry *r = redis_lock_registry_new (urls[i], "k", &error);
+      g_assert_null (r);
+      g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
+      g_assert_null (strstr (error->message, "s3cr3t"));
+      g_assert_nonnull (strstr (error->message, "***"));
+      g_clear_error (&error);
+    }
+}
+
+static void
 test_unreachable (void)
 {
   g_autofree char *tcp = g_strdup_printf ("redis://127.0.0.1:%u", closed_port ());
@@ -258,6 +281,7 @@ main (int argc, char **argv)
 
   g_test_add_func ("/connection/url/malformed", test_malformed_urls);
   g_test_add_func ("/connection/unreachable", test_unreachable);
+  g_test_add_func ("/connection/url/password-redacted", test_password_not_in_messages);
   g_test_add ("/connection/auth/password", TestFixture, password_config, test_fixture_setup,
               test_password, test_fixture_teardown);
   g_test_add ("/connection/outage/server-stopped", TestFixture, NULL, test_fixture_setup,
