@@ -7,11 +7,13 @@
  * the key over, and deleting it then would break mutual exclusion. The scripts are
  * sent by EVALSHA with their SHA-1 computed here; a server that does not know a script
  * (restarted, SCRIPT FLUSH) answers NOSCRIPT and gets the script by EVAL, which also
- * caches it, in the same call.
+ * caches it, in the same call. A free key is first tried with a plain
+ * `SET key id NX PX ttl` (the same write Spring makes), which is cheaper for Redis
+ * than any script; the acquire script runs only when the key exists.
  *
  * Connections come from the pool (connection.c). A request that fails because a
  * pooled connection had gone stale (server restarted) is retried once on a fresh one;
- * all three scripts are safe to run twice. A timeout is not retried: it already
+ * every request here is safe to run twice. A timeout is not retried: it already
  * used the caller's time.
  */
 #include "config.h"
@@ -92,14 +94,14 @@ is_noscript (redisReply *reply)
   return reply->type == REDIS_REPLY_ERROR && g_str_has_prefix (reply->str, "NOSCRIPT");
 }
 
-/* Runs @script on @key with two arguments, retrying once on a stale pooled connection
- * and falling back to EVAL on NOSCRIPT. Returns the reply or NULL with @error. */
+/* Sends @argv on a pooled connection and returns the reply (NULL with @error on
+ * failure or an error reply). Retries once on a fresh connection when a pooled one
+ * turns out stale. With @script, argv[0..1] are EVALSHA and its SHA-1, and a NOSCRIPT
+ * answer is followed by EVAL of the script text on the same connection. */
 static redisReply *
-run_script (RlRedisStore *self, RlScript *script, const char *key, const char *arg1,
-            const char *arg2, GError **error)
+call (RlRedisStore *self, int argc, const char **argv, const RlScript *script, GError **error)
 {
   RedisLockRegistryStats *stats = self->parent.ctx->stats;
-  const char *argv[6] = { "EVALSHA", script->sha, "1", key, arg1, arg2 };
 
   for (int attempt = 0;; attempt++)
     {
@@ -109,25 +111,28 @@ run_script (RlRedisStore *self, RlScript *script, const char *key, const char *a
 
       if (conn == NULL)
         return NULL;
-      argv[0] = "EVALSHA";
-      argv[1] = script->sha;
+      if (script != NULL)
+        {
+          argv[0] = "EVALSHA";
+          argv[1] = script->sha;
+        }
       RL_STAT_ADD (stats->round_trips, 1);
       RL_STAT_ADD (stats->commands, 1);
-      reply = redisCommandArgv (conn->c, 6, argv, NULL);
-      if (reply != NULL && is_noscript (reply))
+      reply = redisCommandArgv (conn->c, argc, argv, NULL);
+      if (reply != NULL && script != NULL && is_noscript (reply))
         {
           freeReplyObject (reply);
           argv[0] = "EVAL";
           argv[1] = script->text;
           RL_STAT_ADD (stats->round_trips, 1);
           RL_STAT_ADD (stats->commands, 1);
-          reply = redisCommandArgv (conn->c, 6, argv, NULL);
+          reply = redisCommandArgv (conn->c, argc, argv, NULL);
         }
       if (reply == NULL)
         {
           gboolean retry = reused && attempt == 0 && rl_context_is_stale (conn->c);
           if (!retry)
-            rl_set_error_from_context (error, conn->c, "Redis lock script");
+            rl_set_error_from_context (error, conn->c, argv[0]);
           rl_pool_put (self->pool, conn);
           if (retry)
             continue;
@@ -136,20 +141,31 @@ run_script (RlRedisStore *self, RlScript *script, const char *key, const char *a
       rl_pool_put (self->pool, conn);
       if (reply->type == REDIS_REPLY_ERROR)
         {
-          g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS, "Redis lock script failed: %s",
-                       reply->str);
-          freeReplyObject (reply);
-          return NULL;
-        }
-      if (reply->type != REDIS_REPLY_INTEGER)
-        {
-          g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
-                       "Redis lock script returned an unexpected reply (type %d)", reply->type);
+          g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS, "Redis lock %s failed: %s",
+                       script != NULL ? "script" : "command", reply->str);
           freeReplyObject (reply);
           return NULL;
         }
       return reply;
     }
+}
+
+/* Runs @script on @key with two arguments; its reply must be an integer. */
+static redisReply *
+run_script (RlRedisStore *self, RlScript *script, const char *key, const char *arg1,
+            const char *arg2, GError **error)
+{
+  const char *argv[6] = { "EVALSHA", script->sha, "1", key, arg1, arg2 };
+  redisReply *reply = call (self, 6, argv, script, error);
+
+  if (reply != NULL && reply->type != REDIS_REPLY_INTEGER)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                   "Redis lock script returned an unexpected reply (type %d)", reply->type);
+      freeReplyObject (reply);
+      return NULL;
+    }
+  return reply;
 }
 
 static RlLeaseResult
@@ -161,6 +177,23 @@ redis_acquire (RlStore *store, const char *key, gint64 ttl_ms, gint64 *pttl_ms, 
   long long value;
 
   g_snprintf (ttl, sizeof ttl, "%" G_GINT64_FORMAT, ttl_ms);
+
+  /* Fast path: a free key is taken by a plain SET NX PX, the cheapest command Redis
+   * has for it (no script runs). Only when the key exists does the acquire script
+   * decide between "ours already" and "held by another, for PTTL ms". */
+  {
+    const char *argv[6] = { "SET", key, store->client_id, "NX", "PX", ttl };
+    gboolean taken;
+
+    reply = call (self, 6, argv, NULL, error);
+    if (reply == NULL)
+      return RL_LEASE_ERROR;
+    taken = reply->type == REDIS_REPLY_STATUS;
+    freeReplyObject (reply);
+    if (taken)
+      return RL_LEASE_OK;
+  }
+
   reply = run_script (self, &self->acquire, key, store->client_id, ttl, error);
   if (reply == NULL)
     return RL_LEASE_ERROR;
