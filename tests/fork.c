@@ -343,6 +343,12 @@ child_new_registry (gpointer data)
                                &error);
   if (r == NULL)
     return 1;
+#ifdef __SANITIZE_THREAD__
+  /* ThreadSanitizer cannot start threads in the child of a multithreaded process: keep
+   * this registry thread-free (no watchdog, no subscriber). */
+  redis_lock_registry_set_watchdog (r, FALSE);
+  redis_lock_registry_set_wait_mode (r, REDIS_LOCK_WAIT_SPIN);
+#endif
   if (g_strcmp0 (redis_lock_registry_get_client_id (r),
                  redis_lock_registry_get_client_id (cn->parent)) == 0)
     return 2;

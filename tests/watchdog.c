@@ -12,7 +12,10 @@
  * INFO commandstats, and close a registry with the watchdog running. Timings are given
  * generous slack, but each bound is tight enough that a missing behaviour fails it.
  */
+#include <errno.h>
+#include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #include "common.h"
 
@@ -126,12 +129,79 @@ assert_no_key (TestFixture *fx, RedisLock *lock)
   g_assert_cmpint (test_redis_integer (fx->redis, "EXISTS %s", key), ==, 0);
 }
 
+/* ---- a mutex and condition ThreadSanitizer can see ----
+ *
+ * GLib 2.74's GMutex and GCond are futex-based, which ThreadSanitizer cannot follow, so
+ * the test's own hand-shakes use pthreads (with a monotonic clock, like g_cond_wait_until). */
+
+typedef struct
+{
+  pthread_mutex_t mutex;
+  pthread_cond_t cond;
+} Sync;
+
+static void
+sync_init (Sync *s)
+{
+  pthread_condattr_t attr;
+
+  pthread_mutex_init (&s->mutex, NULL);
+  pthread_condattr_init (&attr);
+  pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
+  pthread_cond_init (&s->cond, &attr);
+  pthread_condattr_destroy (&attr);
+}
+
+static void
+sync_clear (Sync *s)
+{
+  pthread_mutex_destroy (&s->mutex);
+  pthread_cond_destroy (&s->cond);
+}
+
+static void
+sync_lock (Sync *s)
+{
+  pthread_mutex_lock (&s->mutex);
+}
+
+static void
+sync_unlock (Sync *s)
+{
+  pthread_mutex_unlock (&s->mutex);
+}
+
+static void
+sync_broadcast (Sync *s)
+{
+  pthread_cond_broadcast (&s->cond);
+}
+
+static void
+sync_wait (Sync *s)
+{
+  pthread_cond_wait (&s->cond, &s->mutex);
+}
+
+/* Waits until signalled or the monotonic time @end_us (as g_get_monotonic_time ());
+ * returns FALSE once @end_us has passed. */
+static gboolean
+sync_wait_until (Sync *s, gint64 end_us)
+{
+  struct timespec ts;
+
+  if (g_get_monotonic_time () >= end_us)
+    return FALSE;
+  ts.tv_sec = end_us / G_USEC_PER_SEC;
+  ts.tv_nsec = (end_us % G_USEC_PER_SEC) * 1000;
+  return pthread_cond_timedwait (&s->cond, &s->mutex, &ts) != ETIMEDOUT;
+}
+
 /* ---- what the lease-lost callback saw ---- */
 
 typedef struct
 {
-  GMutex mutex;
-  GCond cond;
+  Sync sync;
   guint calls;
   RedisLock *lock;            /* the lock of the last call (not referenced) */
   gint64 at_ms;               /* when the first call came */
@@ -145,15 +215,13 @@ static void
 lease_lost_init (LeaseLost *ll)
 {
   memset (ll, 0, sizeof *ll);
-  g_mutex_init (&ll->mutex);
-  g_cond_init (&ll->cond);
+  sync_init (&ll->sync);
 }
 
 static void
 lease_lost_clear (LeaseLost *ll)
 {
-  g_mutex_clear (&ll->mutex);
-  g_cond_clear (&ll->cond);
+  sync_clear (&ll->sync);
 }
 
 static void
@@ -161,15 +229,15 @@ lease_lost_cb (RedisLock *lock, gpointer data)
 {
   LeaseLost *ll = data;
 
-  g_mutex_lock (&ll->mutex);
+  sync_lock (&ll->sync);
   if (ll->calls++ == 0)
     ll->at_ms = test_now_ms ();
   ll->lock = lock;
   ll->thread = g_thread_self ();
   if (ll->cancellable != NULL)
     ll->cancelled_first = g_cancellable_is_cancelled (ll->cancellable);
-  g_cond_broadcast (&ll->cond);
-  g_mutex_unlock (&ll->mutex);
+  sync_broadcast (&ll->sync);
+  sync_unlock (&ll->sync);
 }
 
 static void
@@ -183,9 +251,9 @@ lease_lost_destroy (gpointer data)
 static void
 lease_lost_set_cancellable (LeaseLost *ll, GCancellable *cancellable)
 {
-  g_mutex_lock (&ll->mutex);
+  sync_lock (&ll->sync);
   ll->cancellable = cancellable;
-  g_mutex_unlock (&ll->mutex);
+  sync_unlock (&ll->sync);
 }
 
 /* Waits up to @timeout_ms for a first call; returns the number of calls so far. */
@@ -195,11 +263,11 @@ lease_lost_wait (LeaseLost *ll, gint64 timeout_ms)
   gint64 deadline = g_get_monotonic_time () + timeout_ms * 1000;
   guint calls;
 
-  g_mutex_lock (&ll->mutex);
-  while (ll->calls == 0 && g_cond_wait_until (&ll->cond, &ll->mutex, deadline))
+  sync_lock (&ll->sync);
+  while (ll->calls == 0 && sync_wait_until (&ll->sync, deadline))
     ;
   calls = ll->calls;
-  g_mutex_unlock (&ll->mutex);
+  sync_unlock (&ll->sync);
   return calls;
 }
 
@@ -208,9 +276,9 @@ lease_lost_calls (LeaseLost *ll)
 {
   guint calls;
 
-  g_mutex_lock (&ll->mutex);
+  sync_lock (&ll->sync);
   calls = ll->calls;
-  g_mutex_unlock (&ll->mutex);
+  sync_unlock (&ll->sync);
   return calls;
 }
 
@@ -649,8 +717,7 @@ test_renew_sets_watchdog_ttl (TestFixture *fx, gconstpointer data)
 typedef struct
 {
   RedisLock *lock;
-  GMutex mutex;
-  GCond cond;
+  Sync sync;
   gboolean held;
   gboolean release;
   GError *unlock_error;
@@ -663,12 +730,12 @@ holder_thread (gpointer data)
   GError *error = NULL;
 
   lock_ok (h->lock);
-  g_mutex_lock (&h->mutex);
+  sync_lock (&h->sync);
   h->held = TRUE;
-  g_cond_broadcast (&h->cond);
+  sync_broadcast (&h->sync);
   while (!h->release)
-    g_cond_wait (&h->cond, &h->mutex);
-  g_mutex_unlock (&h->mutex);
+    sync_wait (&h->sync);
+  sync_unlock (&h->sync);
   g_assert_false (redis_lock_unlock (h->lock, &error));
   h->unlock_error = error;
   return NULL;
@@ -700,13 +767,12 @@ test_close_releases_and_joins (TestFixture *fx, gconstpointer data)
   lock_ok (l2);
 
   h.lock = l3;
-  g_mutex_init (&h.mutex);
-  g_cond_init (&h.cond);
+  sync_init (&h.sync);
   thread = g_thread_new ("holder", holder_thread, &h);
-  g_mutex_lock (&h.mutex);
+  sync_lock (&h.sync);
   while (!h.held)
-    g_cond_wait (&h.cond, &h.mutex);
-  g_mutex_unlock (&h.mutex);
+    sync_wait (&h.sync);
+  sync_unlock (&h.sync);
 
   wait_full_tick (r);
   g_assert_cmpuint (stats (r).last_tick_leases, ==, 3);
@@ -717,10 +783,10 @@ test_close_releases_and_joins (TestFixture *fx, gconstpointer data)
   g_assert_cmpint (test_now_ms () - t0, <, 2000);
   g_assert_cmpint (test_redis_integer (fx->redis, "DBSIZE"), ==, 0);
 
-  g_mutex_lock (&h.mutex);
+  sync_lock (&h.sync);
   h.release = TRUE;
-  g_cond_broadcast (&h.cond);
-  g_mutex_unlock (&h.mutex);
+  sync_broadcast (&h.sync);
+  sync_unlock (&h.sync);
   g_thread_join (thread);
   g_assert_error (h.unlock_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
   g_clear_error (&h.unlock_error);
@@ -746,8 +812,7 @@ test_close_releases_and_joins (TestFixture *fx, gconstpointer data)
   redis_lock_unref (l2);
   redis_lock_unref (l3);
   redis_lock_registry_unref (r);
-  g_mutex_clear (&h.mutex);
-  g_cond_clear (&h.cond);
+  sync_clear (&h.sync);
 }
 
 int
