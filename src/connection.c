@@ -271,6 +271,68 @@ rl_conn_free (RlConn *conn)
   g_free (conn);
 }
 
+/* Appends the decimal digits of @value. */
+static char *
+put_uint (char *p, gsize value)
+{
+  char digits[24];
+  int n = 0;
+
+  do
+    digits[n++] = (char) ('0' + value % 10);
+  while ((value /= 10) != 0);
+  while (n > 0)
+    *p++ = digits[--n];
+  return p;
+}
+
+void
+rl_conn_append (RlConn *conn, int argc, const char **argv)
+{
+  char stack[1024];
+  gsize lens[16];
+  gsize size = 16;
+  char *buf, *p;
+
+  g_assert (argc <= (int) G_N_ELEMENTS (lens));
+  for (int i = 0; i < argc; i++)
+    {
+      lens[i] = strlen (argv[i]);
+      size += lens[i] + 32;
+    }
+  buf = size <= sizeof stack ? stack : g_malloc (size);
+  p = buf;
+  *p++ = '*';
+  p = put_uint (p, (gsize) argc);
+  *p++ = '\r';
+  *p++ = '\n';
+  for (int i = 0; i < argc; i++)
+    {
+      *p++ = '$';
+      p = put_uint (p, lens[i]);
+      *p++ = '\r';
+      *p++ = '\n';
+      memcpy (p, argv[i], lens[i]);
+      p += lens[i];
+      *p++ = '\r';
+      *p++ = '\n';
+    }
+  redisAppendFormattedCommand (conn->c, buf, (gsize) (p - buf));
+  if (buf != stack)
+    g_free (buf);
+}
+
+redisReply *
+rl_conn_roundtrip (RlConn *conn, int argc, const char **argv)
+{
+  void *reply = NULL;
+
+  rl_conn_append (conn, argc, argv);
+  if (redisGetReply (conn->c, &reply) != REDIS_OK)
+    return NULL;
+  return reply;
+}
+
 redisReply *
 rl_command_argv (RlConn *conn, int argc, const char **argv, const size_t *lens, GError **error)
 {

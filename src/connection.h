@@ -41,6 +41,13 @@ RlConn *rl_pool_connect (RlPool *pool, GError **error);
 void rl_conn_free (RlConn *conn);
 void rl_conn_set_timeout (RlConn *conn, gint64 timeout_ms);
 
+/* Queues one command in the connection's output buffer, encoded here rather than by
+ * hiredis's printf-style formatter (half of the client's instructions per lock/unlock
+ * pair went there). */
+void rl_conn_append (RlConn *conn, int argc, const char **argv);
+/* rl_conn_append() and read the reply: NULL when the connection failed. */
+redisReply *rl_conn_roundtrip (RlConn *conn, int argc, const char **argv);
+
 /* Sets @error from the context's failure (REDIS_LOCK_ERROR_CONNECTION). */
 void rl_set_error_from_context (GError **error, redisContext *c, const char *what);
 /* TRUE when the context broke in a way that means "the peer went away before this

@@ -118,7 +118,7 @@ call (RlRedisStore *self, int argc, const char **argv, const RlScript *script, G
         }
       RL_STAT_ADD (stats->round_trips, 1);
       RL_STAT_ADD (stats->commands, 1);
-      reply = redisCommandArgv (conn->c, argc, argv, NULL);
+      reply = rl_conn_roundtrip (conn, argc, argv);
       if (reply != NULL && script != NULL && is_noscript (reply))
         {
           freeReplyObject (reply);
@@ -126,7 +126,7 @@ call (RlRedisStore *self, int argc, const char **argv, const RlScript *script, G
           argv[1] = script->text;
           RL_STAT_ADD (stats->round_trips, 1);
           RL_STAT_ADD (stats->commands, 1);
-          reply = redisCommandArgv (conn->c, argc, argv, NULL);
+          reply = rl_conn_roundtrip (conn, argc, argv);
         }
       if (reply == NULL)
         {
@@ -276,7 +276,7 @@ redis_renew_batch (RlStore *store, guint n, const char *const *keys, const gint6
           argv[3] = keys[i];
           argv[4] = store->client_id;
           argv[5] = ttl;
-          redisAppendCommandArgv (conn->c, 6, argv, NULL);
+          rl_conn_append (conn, 6, argv);
           sent++;
         }
       RL_STAT_ADD (stats->round_trips, 1);
