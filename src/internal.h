@@ -54,36 +54,48 @@ struct _RedisLockRegistry
   GDestroyNotify lost_destroy;
 };
 
+/* Condition variables of a lock, made when a thread first has to wait for it: most
+ * cached locks are never contended, and a pair of pthread_cond_t is 96 bytes. */
+typedef struct
+{
+  RlCond local;  /* owner became NULL, or the registry closed */
+  RlCond notify; /* notify_seq changed, cancelled, or the registry closed */
+} RlLockWait;
+
+/* Laid out small: an idle cached lock costs this struct, its key and a hash slot.
+ * Fields guarded by different mutexes never share a memory location. */
 struct _RedisLock
 {
   gint ref_count;   /* atomic; memory only: the cache holds one while the lock is cached */
   guint user_refs;  /* registry->mutex; references handed out by obtain/ref */
-  gboolean cached;  /* registry->mutex */
   GList lru_link;   /* registry->mutex */
   gint64 last_used; /* atomic, monotonic µs */
   RedisLockRegistry *registry;
-  char *key;        /* registry_key ":" name */
+  char *key;        /* registry_key ":" name, stored in key_data */
   const char *name; /* points into key */
 
   /* The local recursive mutex: lock->m guards these. */
   RlMutex m;
-  RlCond local_cond;  /* owner became NULL, or the registry closed */
-  RlCond notify_cond; /* notify_seq changed, cancelled, or the registry closed */
+  RlLockWait *wait;   /* made by the first thread that waits */
   gpointer owner;     /* GThread of the holder, NULL when free */
   guint count;        /* the holder's hold count */
   guint waiters;      /* threads waiting for the local mutex */
   guint64 notify_seq; /* bumped when the store says the lease may have been released */
-  gboolean lease_kept; /* the lease stays for the next local owner (a local hand-off) */
-  guint handoffs;      /* local hand-offs in a row since the lease was taken */
-  gint64 yield_until;  /* after a hand-off streak: first attempt not before this */
+  gint64 yield_until; /* after a hand-off streak: first attempt not before this */
+  guint32 handoffs;   /* local hand-offs in a row since the lease was taken */
+  guint8 lease_kept;  /* the lease stays for the next local owner (a local hand-off) */
+
+  guint8 cached; /* registry->mutex */
 
   /* The lease of the current hold: registry->lease_mutex guards these. */
-  gboolean held;            /* in registry->held */
-  guint64 lease_gen;        /* bumped at every acquisition, tells holds apart */
-  gboolean lost;            /* found lost; stays so until the outermost unlock */
-  gint64 lease_ttl_ms;      /* TTL the lease is renewed with */
-  gint64 lease_confirmed;   /* monotonic µs when the last confirmed request was sent */
+  guint8 held;                     /* in registry->held */
+  guint8 lost;                     /* found lost; stays so until the outermost unlock */
+  guint32 lease_gen;               /* bumped at every acquisition, tells holds apart */
+  gint64 lease_ttl_ms;             /* TTL the lease is renewed with */
+  gint64 lease_confirmed;          /* monotonic µs when the last confirmed request was sent */
   GCancellable *lease_cancellable; /* made on demand, cancelled when lost */
+
+  char key_data[]; /* one allocation for the struct and its key */
 };
 
 /* registry.c */

@@ -32,16 +32,19 @@ struct _RedisLockLocker
 RedisLock *
 rl_lock_new (RedisLockRegistry *registry, const char *name)
 {
-  RedisLock *lock = g_new0 (RedisLock, 1);
+  gsize prefix_len = strlen (registry->registry_key);
+  gsize name_len = strlen (name);
+  RedisLock *lock = g_malloc0 (sizeof (RedisLock) + prefix_len + 1 + name_len + 1);
 
   lock->ref_count = 1;
   lock->registry = registry;
-  lock->key = g_strconcat (registry->registry_key, ":", name, NULL);
-  lock->name = lock->key + strlen (registry->registry_key) + 1;
+  lock->key = lock->key_data;
+  memcpy (lock->key, registry->registry_key, prefix_len);
+  lock->key[prefix_len] = ':';
+  memcpy (lock->key + prefix_len + 1, name, name_len + 1);
+  lock->name = lock->key + prefix_len + 1;
   lock->lru_link.data = lock;
   rl_mutex_init (&lock->m);
-  rl_cond_init (&lock->local_cond);
-  rl_cond_init (&lock->notify_cond);
   return lock;
 }
 
@@ -51,10 +54,13 @@ rl_lock_release_memory (RedisLock *lock)
   if (!g_atomic_int_dec_and_test (&lock->ref_count))
     return;
   g_clear_object (&lock->lease_cancellable);
-  rl_cond_clear (&lock->local_cond);
-  rl_cond_clear (&lock->notify_cond);
+  if (lock->wait != NULL)
+    {
+      rl_cond_clear (&lock->wait->local);
+      rl_cond_clear (&lock->wait->notify);
+      g_free (lock->wait);
+    }
   rl_mutex_clear (&lock->m);
-  g_free (lock->key);
   g_free (lock);
 }
 
@@ -72,12 +78,26 @@ rl_lock_is_idle (RedisLock *lock)
   return idle;
 }
 
+/* The lock's condition variables, made on first need. lock->m held. */
+static RlLockWait *
+lock_wait (RedisLock *lock)
+{
+  if (lock->wait == NULL)
+    {
+      lock->wait = g_new (RlLockWait, 1);
+      rl_cond_init (&lock->wait->local);
+      rl_cond_init (&lock->wait->notify);
+    }
+  return lock->wait;
+}
+
 void
 rl_lock_notify (RedisLock *lock)
 {
   rl_mutex_lock (&lock->m);
   lock->notify_seq++;
-  rl_cond_broadcast (&lock->notify_cond);
+  if (lock->wait != NULL)
+    rl_cond_broadcast (&lock->wait->notify);
   rl_mutex_unlock (&lock->m);
 }
 
@@ -85,8 +105,11 @@ void
 rl_lock_wake_all (RedisLock *lock)
 {
   rl_mutex_lock (&lock->m);
-  rl_cond_broadcast (&lock->local_cond);
-  rl_cond_broadcast (&lock->notify_cond);
+  if (lock->wait != NULL)
+    {
+      rl_cond_broadcast (&lock->wait->local);
+      rl_cond_broadcast (&lock->wait->notify);
+    }
   rl_mutex_unlock (&lock->m);
 }
 
@@ -103,7 +126,7 @@ release_local_locked (RedisLock *lock)
   lock->owner = NULL;
   lock->count = 0;
   if (lock->waiters > 0)
-    rl_cond_signal (&lock->local_cond);
+    rl_cond_signal (&lock_wait (lock)->local);
 }
 
 static void
@@ -165,7 +188,7 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
         }
       if (g_get_monotonic_time () >= deadline)
         break;
-      rl_cond_wait_until (&lock->local_cond, &lock->m, deadline);
+      rl_cond_wait_until (&lock_wait (lock)->local, &lock->m, deadline);
     }
   lock->waiters--;
   if (!owned && lock->owner == NULL)
@@ -180,7 +203,7 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
       else if (lock->waiters > 0)
         /* Leaving without the mutex may have swallowed a signal meant for another
          * waiter. */
-        rl_cond_signal (&lock->local_cond);
+        rl_cond_signal (&lock_wait (lock)->local);
     }
   rl_mutex_unlock (&lock->m);
   if (orphan)
@@ -212,7 +235,7 @@ sleep_for_notification (RedisLock *lock, guint64 seq, gint64 wake_at, GCancellab
   rl_mutex_lock (&lock->m);
   while (lock->notify_seq == seq && !rl_registry_is_closed (lock->registry)
          && !g_cancellable_is_cancelled (cancellable) && g_get_monotonic_time () < wake_at)
-    rl_cond_wait_until (&lock->notify_cond, &lock->m, wake_at);
+    rl_cond_wait_until (&lock_wait (lock)->notify, &lock->m, wake_at);
   rl_mutex_unlock (&lock->m);
 }
 

@@ -33,7 +33,7 @@ struct _RlWatchdog
 typedef struct
 {
   RedisLock *lock;
-  guint64 gen;
+  guint32 gen;
   gint64 ttl_ms;
 } Entry;
 
