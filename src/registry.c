@@ -542,12 +542,15 @@ redis_lock_unref (RedisLock *lock)
 
 /* Held leases ------------------------------------------------------------------ */
 
-/* Clock drift allowance when deciding that an unconfirmed lease has expired: the
- * Redlock paper's 1% of the TTL plus 2 ms. */
+/* Safety margin when deciding that an unconfirmed lease has expired: clock drift
+ * between us and Redis (the Redlock paper's 1%) plus the time between the deadline
+ * and the holder hearing of it (thread wake-ups, a timed-out batch). 5% of the TTL,
+ * at least 25 ms, at most half the TTL. */
 gint64
 rl_drift_margin_us (gint64 ttl_ms)
 {
-  return ttl_ms * 10 + 2000;
+  gint64 ttl_us = ttl_ms * 1000;
+  return MIN (MAX (ttl_us / 20, 25000), ttl_us / 2);
 }
 
 void
