@@ -39,7 +39,8 @@ struct _RedisLockRegistry
   /* The lock cache. */
   RlMutex mutex;
   GHashTable *locks; /* name -> RedisLock (the cache's reference) */
-  GQueue lru;        /* of RedisLock, least recently obtained first */
+  RedisLock *lru_head; /* least recently obtained first */
+  RedisLock *lru_tail;
   guint capacity;
 
   /* Held leases: RedisLock -> same, and the lease fields of every lock. */
@@ -60,6 +61,7 @@ typedef struct
 {
   RlCond local;  /* owner became NULL, or the registry closed */
   RlCond notify; /* notify_seq changed, cancelled, or the registry closed */
+  gint64 yield_until; /* after a hand-off streak: first attempt not before this */
 } RlLockWait;
 
 /* Laid out small: an idle cached lock costs this struct, its key and a hash slot.
@@ -68,7 +70,8 @@ struct _RedisLock
 {
   gint ref_count;   /* atomic; memory only: the cache holds one while the lock is cached */
   guint user_refs;  /* registry->mutex; references handed out by obtain/ref */
-  GList lru_link;   /* registry->mutex */
+  RedisLock *lru_prev; /* registry->mutex */
+  RedisLock *lru_next; /* registry->mutex */
   gint64 last_used; /* atomic, monotonic µs */
   RedisLockRegistry *registry;
   char *key;        /* registry_key ":" name, stored in key_data */
@@ -80,8 +83,7 @@ struct _RedisLock
   gpointer owner;     /* GThread of the holder, NULL when free */
   guint count;        /* the holder's hold count */
   guint waiters;      /* threads waiting for the local mutex */
-  guint64 notify_seq; /* bumped when the store says the lease may have been released */
-  gint64 yield_until; /* after a hand-off streak: first attempt not before this */
+  guint32 notify_seq; /* bumped when the store says the lease may have been released */
   guint32 handoffs;   /* local hand-offs in a row since the lease was taken */
   guint8 lease_kept;  /* the lease stays for the next local owner (a local hand-off) */
 

@@ -43,7 +43,6 @@ rl_lock_new (RedisLockRegistry *registry, const char *name)
   lock->key[prefix_len] = ':';
   memcpy (lock->key + prefix_len + 1, name, name_len + 1);
   lock->name = lock->key + prefix_len + 1;
-  lock->lru_link.data = lock;
   rl_mutex_init (&lock->m);
   return lock;
 }
@@ -84,7 +83,7 @@ lock_wait (RedisLock *lock)
 {
   if (lock->wait == NULL)
     {
-      lock->wait = g_new (RlLockWait, 1);
+      lock->wait = g_new0 (RlLockWait, 1);
       rl_cond_init (&lock->wait->local);
       rl_cond_init (&lock->wait->notify);
     }
@@ -230,7 +229,7 @@ accept_kept_lease (RedisLock *lock)
 /* Sleeps until the lock's notification number moves past @seq, @wake_at, close or
  * cancel. */
 static void
-sleep_for_notification (RedisLock *lock, guint64 seq, gint64 wake_at, GCancellable *cancellable)
+sleep_for_notification (RedisLock *lock, guint32 seq, gint64 wake_at, GCancellable *cancellable)
 {
   rl_mutex_lock (&lock->m);
   while (lock->notify_seq == seq && !rl_registry_is_closed (lock->registry)
@@ -248,14 +247,17 @@ acquire_lease (RedisLock *lock, gint64 deadline, gint64 ttl_ms, GCancellable *ca
   RlStore *store = registry->store;
   gboolean pubsub = g_atomic_int_get (&registry->wait_mode) == REDIS_LOCK_WAIT_PUBSUB;
   gboolean need_watch = FALSE;
-  gint64 yield_until;
-  guint64 seq;
+  gint64 yield_until = 0;
+  guint32 seq;
 
   /* A hand-off streak just ended with a release: give waiters in other processes a
    * few round trips to take the lease before this process competes again. */
   rl_mutex_lock (&lock->m);
-  yield_until = MIN (lock->yield_until, deadline);
-  lock->yield_until = 0;
+  if (lock->wait != NULL)
+    {
+      yield_until = MIN (lock->wait->yield_until, deadline);
+      lock->wait->yield_until = 0;
+    }
   seq = lock->notify_seq;
   rl_mutex_unlock (&lock->m);
   if (yield_until > g_get_monotonic_time ())
@@ -424,7 +426,7 @@ end_hold (RedisLock *lock, gint64 release_us)
   g_clear_object (&stale);
   rl_mutex_lock (&lock->m);
   if (max > 0 && lock->handoffs >= max)
-    lock->yield_until = g_get_monotonic_time () + CLAMP (3 * release_us, 200, 5000);
+    lock_wait (lock)->yield_until = g_get_monotonic_time () + CLAMP (3 * release_us, 200, 5000);
   lock->handoffs = 0;
   release_local_locked (lock);
   rl_mutex_unlock (&lock->m);

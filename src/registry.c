@@ -132,7 +132,6 @@ redis_lock_registry_new (const char *url, const char *registry_key, GError **err
   rl_mutex_init (&registry->lease_mutex);
   rl_mutex_init (&registry->callback_mutex);
   registry->locks = g_hash_table_new (g_str_hash, g_str_equal);
-  g_queue_init (&registry->lru);
   registry->held = g_hash_table_new (NULL, NULL);
 
   registry->store = rl_store_open (url, registry_key, registry->client_id, &registry->store_ctx,
@@ -154,12 +153,39 @@ redis_lock_registry_ref (RedisLockRegistry *registry)
   return registry;
 }
 
+/* The LRU list of cached locks, least recently obtained first. registry->mutex held. */
+static void
+lru_unlink (RedisLockRegistry *registry, RedisLock *lock)
+{
+  if (lock->lru_prev != NULL)
+    lock->lru_prev->lru_next = lock->lru_next;
+  else
+    registry->lru_head = lock->lru_next;
+  if (lock->lru_next != NULL)
+    lock->lru_next->lru_prev = lock->lru_prev;
+  else
+    registry->lru_tail = lock->lru_prev;
+  lock->lru_prev = lock->lru_next = NULL;
+}
+
+static void
+lru_push_tail (RedisLockRegistry *registry, RedisLock *lock)
+{
+  lock->lru_prev = registry->lru_tail;
+  lock->lru_next = NULL;
+  if (registry->lru_tail != NULL)
+    registry->lru_tail->lru_next = lock;
+  else
+    registry->lru_head = lock;
+  registry->lru_tail = lock;
+}
+
 /* Drops cached lock @lock (idle, registry->mutex held). */
 static void
 drop_cached (RedisLockRegistry *registry, RedisLock *lock)
 {
   g_hash_table_remove (registry->locks, lock->name);
-  g_queue_unlink (&registry->lru, &lock->lru_link);
+  lru_unlink (registry, lock);
   lock->cached = FALSE;
   rl_lock_release_memory (lock);
 }
@@ -167,12 +193,10 @@ drop_cached (RedisLockRegistry *registry, RedisLock *lock)
 static void
 registry_free (RedisLockRegistry *registry)
 {
-  GList *l;
-
   /* Every user reference of a lock holds a registry reference, so only idle locks
    * remain, and no thread can reach them any more. */
-  while ((l = registry->lru.head) != NULL)
-    drop_cached (registry, l->data);
+  while (registry->lru_head != NULL)
+    drop_cached (registry, registry->lru_head);
   if (registry->store != NULL)
     rl_store_free (registry->store);
   if (registry->lost_destroy != NULL)
@@ -312,12 +336,12 @@ redis_lock_registry_set_watchdog (RedisLockRegistry *registry, gboolean enabled)
 static void
 trim_cache (RedisLockRegistry *registry, guint target)
 {
-  GList *l = registry->lru.head;
+  RedisLock *next = registry->lru_head;
 
-  while (l != NULL && g_hash_table_size (registry->locks) > target)
+  while (next != NULL && g_hash_table_size (registry->locks) > target)
     {
-      RedisLock *lock = l->data;
-      l = l->next;
+      RedisLock *lock = next;
+      next = lock->lru_next;
       if (rl_lock_is_idle (lock))
         drop_cached (registry, lock);
     }
@@ -427,17 +451,17 @@ redis_lock_registry_expire_unused_older_than (RedisLockRegistry *registry, gint6
 {
   gint64 now = g_get_monotonic_time ();
   guint dropped = 0;
-  GList *l;
+  RedisLock *next;
 
   g_return_val_if_fail (registry != NULL, 0);
   if (is_forked (registry))
     return 0;
   rl_mutex_lock (&registry->mutex);
-  l = registry->lru.head;
-  while (l != NULL)
+  next = registry->lru_head;
+  while (next != NULL)
     {
-      RedisLock *lock = l->data;
-      l = l->next;
+      RedisLock *lock = next;
+      next = lock->lru_next;
       if ((age_ms < 0 || now - RL_STAT_GET (lock->last_used) >= age_ms * 1000)
           && rl_lock_is_idle (lock))
         {
@@ -488,12 +512,12 @@ redis_lock_registry_obtain (RedisLockRegistry *registry, const char *name, GErro
       lock = rl_lock_new (registry, name);
       lock->cached = TRUE;
       g_hash_table_insert (registry->locks, (gpointer) lock->name, lock);
-      g_queue_push_tail_link (&registry->lru, &lock->lru_link);
+      lru_push_tail (registry, lock);
     }
-  else
+  else if (registry->lru_tail != lock)
     {
-      g_queue_unlink (&registry->lru, &lock->lru_link);
-      g_queue_push_tail_link (&registry->lru, &lock->lru_link);
+      lru_unlink (registry, lock);
+      lru_push_tail (registry, lock);
     }
   if (lock->user_refs++ == 0)
     redis_lock_registry_ref (registry);
