@@ -278,35 +278,117 @@ test_wait_thread_blocked (gint tid, gint64 timeout_ms)
 
 /* --- The fixture ----------------------------------------------------------------- */
 
-void
-test_fixture_setup (TestFixture *fixture, gconstpointer data)
+static void
+fixture_init (TestFixture *fixture, TestStore store)
+{
+  fixture->store = store;
+  pthread_mutex_init (&fixture->mutex, NULL);
+}
+
+static void
+fixture_open_redis (TestFixture *fixture, const char *const *config_lines)
 {
   GError *error = NULL;
 
-  fixture->server = redis_lock_test_server_new_or_skip ((const char *const *)data);
+  fixture_init (fixture, TEST_STORE_REDIS);
+  fixture->server = redis_lock_test_server_new_or_skip (config_lines);
   if (fixture->server == NULL)
     return;
-  fixture->registry = redis_lock_registry_new (redis_lock_test_server_get_url (fixture->server),
-                                               TEST_REGISTRY_KEY, &error);
+  fixture->url = g_strdup (redis_lock_test_server_get_url (fixture->server));
+  fixture->registry = redis_lock_registry_new (fixture->url, TEST_REGISTRY_KEY, &error);
   g_assert_no_error (error);
   g_assert_nonnull (fixture->registry);
   fixture->redis = test_redis_connect (fixture->server);
 }
 
 void
+test_fixture_setup (TestFixture *fixture, gconstpointer data)
+{
+  fixture_open_redis (fixture, (const char *const *)data);
+}
+
+void
+test_fixture_setup_redis (TestFixture *fixture, gconstpointer data)
+{
+  fixture_open_redis (fixture, NULL);
+}
+
+/* A store NAME unique in the process and readable in a failure: the test path with
+ * its separators as dots, and a serial number. */
+static char *
+memory_name_new (void)
+{
+  static gint serial;
+  const char *path = g_test_get_path ();
+  GString *name = g_string_new ("t");
+
+  for (const char *p = path != NULL ? path : ""; *p != '\0'; p++)
+    g_string_append_c (name, g_ascii_isalnum (*p) || *p == '_' || *p == '-' ? *p : '.');
+  g_string_append_printf (name, ".%d", g_atomic_int_add (&serial, 1));
+  return g_string_free (name, FALSE);
+}
+
+void
+test_fixture_setup_memory (TestFixture *fixture, gconstpointer data)
+{
+  GError *error = NULL;
+
+  fixture_init (fixture, TEST_STORE_MEMORY);
+  fixture->memory_name = memory_name_new ();
+  fixture->url = g_strconcat ("memory://", fixture->memory_name, NULL);
+  g_test_message ("store: %s", fixture->url);
+  /* A memory store lives while a registry has it open. The keeper holds it open from
+   * setup to teardown, as the server outlives the registries of a Redis test; its
+   * registry key is another one, so it never hears of the test's leases. */
+  fixture->keeper = redis_lock_registry_new (fixture->url, "test-store-keeper", &error);
+  g_assert_no_error (error);
+  fixture->registry = redis_lock_registry_new (fixture->url, TEST_REGISTRY_KEY, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (fixture->registry);
+  fixture->counters = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+}
+
+void
 test_fixture_teardown (TestFixture *fixture, gconstpointer data)
 {
   g_clear_pointer (&fixture->registry, redis_lock_registry_unref);
+  g_clear_pointer (&fixture->keeper, redis_lock_registry_unref);
   g_clear_pointer (&fixture->redis, redisFree);
   g_clear_pointer (&fixture->server, redis_lock_test_server_free);
+  g_clear_pointer (&fixture->counters, g_hash_table_unref);
+  g_clear_pointer (&fixture->url, g_free);
+  g_clear_pointer (&fixture->memory_name, g_free);
+  pthread_mutex_destroy (&fixture->mutex);
+}
+
+static void
+add_one (const char *prefix, const char *path, gconstpointer data,
+         void (*setup) (TestFixture *, gconstpointer), TestFixtureFunc func)
+{
+  g_autofree char *full = g_strconcat (prefix, path, NULL);
+
+  g_assert_true (path[0] == '/');
+  g_test_add (full, TestFixture, data, setup, func, test_fixture_teardown);
+}
+
+void
+test_add_stores (const char *path, gconstpointer data, TestFixtureFunc func)
+{
+  add_one ("/redis", path, data, test_fixture_setup_redis, func);
+  add_one ("/memory", path, data, test_fixture_setup_memory, func);
+}
+
+void
+test_add_redis (const char *path, gconstpointer data, TestFixtureFunc func)
+{
+  add_one ("/redis", path, data, test_fixture_setup_redis, func);
 }
 
 RedisLockRegistry *
 test_registry_new (TestFixture *fixture)
 {
   GError *error = NULL;
-  RedisLockRegistry *registry = redis_lock_registry_new (
-      redis_lock_test_server_get_url (fixture->server), TEST_REGISTRY_KEY, &error);
+  RedisLockRegistry *registry = redis_lock_registry_new (fixture->url, TEST_REGISTRY_KEY, &error);
 
   g_assert_no_error (error);
   g_assert_nonnull (registry);
@@ -322,4 +404,171 @@ test_obtain (RedisLockRegistry *registry, const char *name)
   g_assert_no_error (error);
   g_assert_nonnull (lock);
   return lock;
+}
+
+/* --- The store, seen from outside, on either store ---------------------------------- */
+
+/* On Redis: takes the fixture's raw connection for the calling thread and returns it
+ * (give it back with redis_end()). On the memory store: NULL. */
+static redisContext *
+redis_begin (TestFixture *fixture)
+{
+  g_assert_nonnull (fixture->url);
+  if (fixture->store != TEST_STORE_REDIS)
+    {
+      g_assert_nonnull (fixture->memory_name);
+      return NULL;
+    }
+  g_assert_nonnull (fixture->redis);
+  pthread_mutex_lock (&fixture->mutex);
+  return fixture->redis;
+}
+
+static void
+redis_end (TestFixture *fixture)
+{
+  pthread_mutex_unlock (&fixture->mutex);
+}
+
+char *
+test_store_get_owner (TestFixture *fixture, const char *key)
+{
+  redisContext *redis = redis_begin (fixture);
+  char *owner;
+
+  if (redis == NULL)
+    return redis_lock_memory_store_get_owner (fixture->memory_name, key);
+  owner = test_redis_get (redis, key);
+  redis_end (fixture);
+  return owner;
+}
+
+gint64
+test_store_get_pttl (TestFixture *fixture, const char *key)
+{
+  redisContext *redis = redis_begin (fixture);
+  gint64 pttl;
+
+  if (redis == NULL)
+    return redis_lock_memory_store_get_pttl (fixture->memory_name, key);
+  pttl = test_redis_pttl (redis, key);
+  redis_end (fixture);
+  return pttl;
+}
+
+gboolean
+test_store_exists (TestFixture *fixture, const char *key)
+{
+  redisContext *redis = redis_begin (fixture);
+  long long n;
+
+  if (redis == NULL)
+    return redis_lock_memory_store_get_pttl (fixture->memory_name, key) != -2;
+  n = test_redis_integer (redis, "EXISTS %b", key, strlen (key));
+  redis_end (fixture);
+  g_assert_cmpint (n, >=, 0);
+  g_assert_cmpint (n, <=, 1);
+  return n == 1;
+}
+
+gboolean
+test_store_delete (TestFixture *fixture, const char *key)
+{
+  redisContext *redis = redis_begin (fixture);
+  long long n;
+
+  if (redis == NULL)
+    return redis_lock_memory_store_expire (fixture->memory_name, key);
+  n = test_redis_integer (redis, "DEL %b", key, strlen (key));
+  redis_end (fixture);
+  return n == 1;
+}
+
+void
+test_store_set_owner (TestFixture *fixture, const char *key, const char *owner, gint64 ttl_ms)
+{
+  redisContext *redis;
+  g_autofree char *ok = NULL;
+
+  g_assert_cmpint (ttl_ms, !=, 0);
+  redis = redis_begin (fixture);
+  if (redis == NULL)
+    {
+      g_assert_true (redis_lock_memory_store_steal (fixture->memory_name, key, owner, ttl_ms));
+      return;
+    }
+  if (ttl_ms < 0)
+    ok = test_redis_string (redis, "SET %b %s XX", key, strlen (key), owner);
+  else
+    ok = test_redis_string (redis, "SET %b %s PX %lld XX", key, strlen (key), owner,
+                            (long long)ttl_ms);
+  redis_end (fixture);
+  /* nil: the key did not exist. */
+  g_assert_cmpstr (ok, ==, "OK");
+}
+
+/* --- A counter shared by critical sections ------------------------------------------- */
+
+struct _TestCounter
+{
+  redisContext *redis; /* Redis: a connection of this handle's own */
+  char *name;
+  gint64 *value;       /* memory: the number in fixture->counters */
+};
+
+TestCounter *
+test_counter_open (TestFixture *fixture, const char *name)
+{
+  TestCounter *counter = g_new0 (TestCounter, 1);
+
+  counter->name = g_strdup (name);
+  if (fixture->store == TEST_STORE_REDIS)
+    {
+      counter->redis = test_redis_connect (fixture->server);
+      return counter;
+    }
+  pthread_mutex_lock (&fixture->mutex);
+  counter->value = g_hash_table_lookup (fixture->counters, name);
+  if (counter->value == NULL)
+    {
+      counter->value = g_new0 (gint64, 1);
+      g_hash_table_insert (fixture->counters, g_strdup (name), counter->value);
+    }
+  pthread_mutex_unlock (&fixture->mutex);
+  return counter;
+}
+
+gint64
+test_counter_get (TestCounter *counter)
+{
+  g_autofree char *value = NULL;
+
+  if (counter->redis == NULL)
+    return __atomic_load_n (counter->value, __ATOMIC_RELAXED);
+  value = test_redis_get (counter->redis, counter->name);
+  return value != NULL ? g_ascii_strtoll (value, NULL, 10) : 0;
+}
+
+void
+test_counter_set (TestCounter *counter, gint64 value)
+{
+  g_autofree char *ok = NULL;
+
+  if (counter->redis == NULL)
+    {
+      __atomic_store_n (counter->value, value, __ATOMIC_RELAXED);
+      return;
+    }
+  ok = test_redis_string (counter->redis, "SET %s %lld", counter->name, (long long)value);
+  g_assert_cmpstr (ok, ==, "OK");
+}
+
+void
+test_counter_free (TestCounter *counter)
+{
+  if (counter == NULL)
+    return;
+  g_clear_pointer (&counter->redis, redisFree);
+  g_free (counter->name);
+  g_free (counter);
 }

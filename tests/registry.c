@@ -5,7 +5,9 @@
  * exclude each other through Redis. A registry's client id is what ownership in Redis
  * rests on, so its shape and uniqueness are checked. Closing must give back every lease
  * and refuse later calls cleanly; bad names, keys and settings must be refused with a
- * clear error (or a critical for setters) rather than reach Redis.
+ * clear error (or a critical for setters) rather than reach Redis. Every test runs on
+ * both stores, a private redis-server (`/redis/...`) and a `memory://` store of its own
+ * (`/memory/...`), from this one source.
  */
 #include "config.h"
 
@@ -22,7 +24,7 @@ test_same_name_same_pointer (TestFixture *f, gconstpointer data)
   g_autoptr (RedisLock) a3 = NULL;
 
   g_test_summary ("Obtaining a name twice, while referenced or held, yields the same object.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   a1 = test_obtain (f->registry, "same");
   a2 = test_obtain (f->registry, "same");
@@ -45,7 +47,7 @@ test_two_names_two_objects (TestFixture *f, gconstpointer data)
   g_autoptr (RedisLock) b = NULL;
 
   g_test_summary ("Two names give two objects, each with its own name and key.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   a = test_obtain (f->registry, "alpha");
   b = test_obtain (f->registry, "beta");
@@ -74,7 +76,7 @@ test_two_registries_exclude (TestFixture *f, gconstpointer data)
 
   g_test_summary ("Two registries on one registry key have separate lock objects for a name, "
                   "and those exclude each other through Redis.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   other = test_registry_new (f);
   g_assert_cmpstr (redis_lock_registry_get_registry_key (other), ==, TEST_REGISTRY_KEY);
@@ -117,7 +119,7 @@ test_client_id (TestFixture *f, gconstpointer data)
 
   g_test_summary ("The client id is hostname:pid: followed by at least 32 hex digits, and "
                   "differs between two registries of one process.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   other = test_registry_new (f);
   id = redis_lock_registry_get_client_id (f->registry);
@@ -144,22 +146,22 @@ test_close_releases_keys (TestFixture *f, gconstpointer data)
 
   g_test_summary ("close releases every held lease (the keys are gone); an unlock afterwards "
                   "fails with CLOSED and drops the local hold.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   held = test_obtain (f->registry, "held");
   nested = test_obtain (f->registry, "nested");
   g_assert_true (redis_lock_lock (held, NULL));
   g_assert_true (redis_lock_lock (nested, NULL));
   g_assert_true (redis_lock_lock (nested, NULL));
-  value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":held");
+  value = test_store_get_owner (f, TEST_REGISTRY_KEY ":held");
   g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
   g_clear_pointer (&value, g_free);
 
   redis_lock_registry_close (f->registry);
 
-  value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":held");
+  value = test_store_get_owner (f, TEST_REGISTRY_KEY ":held");
   g_assert_null (value);
-  value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":nested");
+  value = test_store_get_owner (f, TEST_REGISTRY_KEY ":nested");
   g_assert_null (value);
 
   g_assert_false (redis_lock_unlock (held, &error));
@@ -182,13 +184,16 @@ test_calls_after_close (TestFixture *f, gconstpointer data)
   g_autoptr (RedisLock) lock = NULL;
   g_autoptr (RedisLock) again = NULL;
   g_autoptr (GError) error = NULL;
+  RedisLockRegistryStats closed;
+  RedisLockRegistryStats after;
 
   g_test_summary ("After close, obtain, lock, try_lock, try_lock_for, unlock and renew all fail "
                   "with CLOSED, and nothing reaches Redis.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   lock = test_obtain (f->registry, "after-close");
   redis_lock_registry_close (f->registry);
+  redis_lock_registry_get_stats (f->registry, &closed);
 
   again = redis_lock_registry_obtain (f->registry, "after-close", &error);
   g_assert_null (again);
@@ -216,8 +221,10 @@ test_calls_after_close (TestFixture *f, gconstpointer data)
   g_clear_error (&error);
 
   g_assert_false (redis_lock_is_held_by_current_thread (lock));
-  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":after-close"), ==,
-                   0);
+  g_assert_false (test_store_exists (f, TEST_REGISTRY_KEY ":after-close"));
+  redis_lock_registry_get_stats (f->registry, &after);
+  g_assert_cmpuint (after.round_trips, ==, closed.round_trips);
+  g_assert_cmpuint (after.commands, ==, closed.commands);
 }
 
 static void
@@ -229,19 +236,19 @@ test_last_unref_releases (TestFixture *f, gconstpointer data)
 
   g_test_summary ("Dropping the last reference to a registry (and its locks) closes it, "
                   "which releases the leases it still held.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   other = test_registry_new (f);
   lock = test_obtain (other, "dropped");
   g_assert_true (redis_lock_lock (lock, NULL));
-  value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":dropped");
+  value = test_store_get_owner (f, TEST_REGISTRY_KEY ":dropped");
   g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (other));
   g_clear_pointer (&value, g_free);
 
   redis_lock_unref (lock);
   redis_lock_registry_unref (other);
 
-  value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":dropped");
+  value = test_store_get_owner (f, TEST_REGISTRY_KEY ":dropped");
   g_assert_null (value);
 }
 
@@ -256,7 +263,7 @@ test_invalid_names (TestFixture *f, gconstpointer data)
 
   g_test_summary ("Names must be 1..1024 bytes: NULL, empty and 1025-byte names are INVALID; "
                   "a 1024-byte name is fine.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   for (gsize i = 0; i < G_N_ELEMENTS (invalid); i++)
     {
@@ -289,9 +296,9 @@ test_invalid_registry_key (TestFixture *f, gconstpointer data)
   RedisLockRegistry *registry;
 
   g_test_summary ("An empty or NULL registry key is INVALID.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
-  url = redis_lock_test_server_get_url (f->server);
+  url = f->url;
   registry = redis_lock_registry_new (url, "", &error);
   g_assert_null (registry);
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
@@ -307,11 +314,11 @@ static void
 test_invalid_settings (TestFixture *f, gconstpointer data)
 {
   g_autoptr (RedisLock) lock = NULL;
-  long long pttl;
+  gint64 pttl;
 
   g_test_summary ("Setters refuse bad values (TTL <= 0, capacity 0, negative idle) with a "
                   "critical, and keep the previous value.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   redis_lock_registry_set_expire_after_ms (f->registry, 20000);
 
@@ -334,7 +341,7 @@ test_invalid_settings (TestFixture *f, gconstpointer data)
   /* The TTL set before is still in force. */
   lock = test_obtain (f->registry, "settings");
   g_assert_true (redis_lock_lock (lock, NULL));
-  pttl = test_redis_pttl (f->redis, TEST_REGISTRY_KEY ":settings");
+  pttl = test_store_get_pttl (f, TEST_REGISTRY_KEY ":settings");
   g_assert_cmpint (pttl, >, 15000);
   g_assert_cmpint (pttl, <=, 20000);
   g_assert_true (redis_lock_unlock (lock, NULL));
@@ -349,27 +356,22 @@ test_invalid_settings (TestFixture *f, gconstpointer data)
   g_assert_cmpuint (redis_lock_registry_get_cache_size (f->registry), ==, 11);
 }
 
-static void
-add (const char *path, void (*func) (TestFixture *, gconstpointer))
-{
-  g_test_add (path, TestFixture, NULL, test_fixture_setup, func, test_fixture_teardown);
-}
-
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
 
-  add ("/registry/obtain/same-name-same-pointer", test_same_name_same_pointer);
-  add ("/registry/obtain/two-names-two-objects", test_two_names_two_objects);
-  add ("/registry/obtain/two-registries-exclude-each-other", test_two_registries_exclude);
-  add ("/registry/client-id/format-and-unique", test_client_id);
-  add ("/registry/close/releases-held-keys", test_close_releases_keys);
-  add ("/registry/close/later-calls-fail", test_calls_after_close);
-  add ("/registry/unref/last-reference-releases-keys", test_last_unref_releases);
-  add ("/registry/invalid/names", test_invalid_names);
-  add ("/registry/invalid/registry-key", test_invalid_registry_key);
-  add ("/registry/invalid/settings", test_invalid_settings);
+  test_add_stores ("/registry/obtain/same-name-same-pointer", NULL, test_same_name_same_pointer);
+  test_add_stores ("/registry/obtain/two-names-two-objects", NULL, test_two_names_two_objects);
+  test_add_stores ("/registry/obtain/two-registries-exclude-each-other", NULL,
+                   test_two_registries_exclude);
+  test_add_stores ("/registry/client-id/format-and-unique", NULL, test_client_id);
+  test_add_stores ("/registry/close/releases-held-keys", NULL, test_close_releases_keys);
+  test_add_stores ("/registry/close/later-calls-fail", NULL, test_calls_after_close);
+  test_add_stores ("/registry/unref/last-reference-releases-keys", NULL, test_last_unref_releases);
+  test_add_stores ("/registry/invalid/names", NULL, test_invalid_names);
+  test_add_stores ("/registry/invalid/registry-key", NULL, test_invalid_registry_key);
+  test_add_stores ("/registry/invalid/settings", NULL, test_invalid_settings);
 
   return g_test_run ();
 }
