@@ -354,24 +354,54 @@ glob_escape (const char *prefix)
   return g_string_free (out, FALSE);
 }
 
-/* Creates the store and checks the server: connect, AUTH, SELECT and PING now, so
- * that redis_lock_registry_new() fails early and clearly. The connection stays in the
- * pool for the first lock. */
+/* Checks the server now, so that redis_lock_registry_new() fails early and clearly:
+ * connect, AUTH, SELECT, then in one round trip load the three scripts (so the first
+ * watchdog tick or release does not pay a NOSCRIPT retry) and PING. A server that
+ * refuses SCRIPT LOAD still works: EVALSHA falls back to EVAL. The connection stays
+ * in the pool for the first lock. */
 static RlStore *
 redis_store_open (RlRedisStore *self, GError **error)
 {
+  const RlScript *scripts[] = { &self->acquire, &self->release, &self->renew };
   const char *ping[] = { "PING" };
   gboolean reused;
   RlConn *conn = rl_pool_get (self->pool, 0, &reused, error);
-  redisReply *reply;
+  redisReply *reply = NULL;
 
   if (conn == NULL)
     return NULL;
-  reply = rl_command_argv (conn, 1, ping, NULL, error);
+  for (gsize i = 0; i < G_N_ELEMENTS (scripts); i++)
+    {
+      const char *load[] = { "SCRIPT", "LOAD", scripts[i]->text };
+      rl_conn_append (conn, 3, load);
+    }
+  rl_conn_append (conn, 1, ping);
+  for (gsize i = 0; i <= G_N_ELEMENTS (scripts); i++)
+    {
+      if (redisGetReply (conn->c, (void **) &reply) != REDIS_OK)
+        {
+          rl_set_error_from_context (error, conn->c, "Checking the Redis server");
+          rl_pool_put (self->pool, conn);
+          return NULL;
+        }
+      if (i < G_N_ELEMENTS (scripts))
+        {
+          if (reply->type == REDIS_REPLY_ERROR)
+            g_debug ("SCRIPT LOAD refused (%s); scripts will be sent by EVAL", reply->str);
+          freeReplyObject (reply);
+        }
+    }
   rl_pool_put (self->pool, conn);
-  if (reply == NULL)
-    return NULL;
+  if (reply->type == REDIS_REPLY_ERROR)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS, "Redis refused PING: %s",
+                   reply->str);
+      freeReplyObject (reply);
+      return NULL;
+    }
   freeReplyObject (reply);
+  RL_STAT_ADD (self->parent.ctx->stats->round_trips, 1);
+  RL_STAT_ADD (self->parent.ctx->stats->commands, 4);
   return &self->parent;
 }
 
