@@ -8,7 +8,11 @@
  * must end the wait promptly; and waiting must never touch the holder's TTL. Threads
  * are coordinated with the registry's statistics, atomics and a kernel view of the
  * waiting thread, never with sleeps; only the total-deadline test sleeps, because how
- * long the local part of a wait lasts is its subject.
+ * long the local part of a wait lasts is its subject. Every test runs on both stores
+ * from this one source, a private redis-server (`/redis/...`) and a `memory://` store
+ * of its own (`/memory/...`), where wake-ups come from the store instead of a
+ * subscription; the tests about how a registry waits in Redis also run once per wait
+ * mode.
  */
 #include "config.h"
 
@@ -34,14 +38,14 @@ typedef struct
   RedisLock *lock;
   gint64 wait_ms; /* for try_lock_for; G_MININT64: call lock() */
   GCancellable *cancellable;
-  RedisLockTestServer *server; /* when set: check the key while held */
+  TestFixture *fixture; /* when set: check the key while held */
   gint tid;                    /* set (atomically) just before the call */
   gint done;                   /* set (atomically) after the call */
   gboolean result;
   GError *error;
   gint64 called_ms;
   gint64 returned_ms;
-  char *value_while_held; /* GET of the key while held, when server is set */
+  char *value_while_held; /* owner of the key while held, when fixture is set */
 } Taker;
 
 static gpointer
@@ -56,13 +60,8 @@ taker_main (gpointer user_data)
   else
     t->result = redis_lock_try_lock_for (t->lock, t->wait_ms, t->cancellable, &t->error);
   t->returned_ms = test_now_ms ();
-  if (t->result && t->server != NULL)
-    {
-      redisContext *redis = test_redis_connect (t->server);
-
-      t->value_while_held = test_redis_get (redis, redis_lock_get_key (t->lock));
-      redisFree (redis);
-    }
+  if (t->result && t->fixture != NULL)
+    t->value_while_held = test_store_get_owner (t->fixture, redis_lock_get_key (t->lock));
   if (t->result)
     g_assert_true (redis_lock_unlock (t->lock, NULL));
   g_atomic_int_set (&t->done, 1);
@@ -120,7 +119,7 @@ test_try_lock_for_other_registry (TestFixture *f, gconstpointer mode)
 
   g_test_summary ("try_lock_for(300) on a lock another registry holds returns FALSE without "
                   "error, no sooner than 300 ms and well before 600 ms.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   held = test_obtain (f->registry, "timed");
   g_assert_true (redis_lock_lock (held, NULL));
@@ -148,7 +147,7 @@ test_try_lock_for_other_thread (TestFixture *f, gconstpointer data)
 
   g_test_summary ("try_lock_for(300) on a lock another thread of the same registry holds "
                   "returns FALSE without error, no sooner than 300 ms and well before 600 ms.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   lock = test_obtain (f->registry, "timed-local");
   g_assert_true (redis_lock_lock (lock, NULL));
@@ -177,7 +176,7 @@ test_total_deadline (TestFixture *f, gconstpointer data)
 
   g_test_summary ("try_lock_for(600) that waits 400 ms on another thread, then finds the key "
                   "held by another registry, gives up 600 ms after the call, not 400 + 600.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   /* The main thread holds the lock locally while another registry holds the key: its
    * own lease (100 ms, no watchdog) ran out and the other registry took the key. */
@@ -228,7 +227,7 @@ test_lock_proceeds_after_unlock (TestFixture *f, gconstpointer mode)
 
   g_test_summary ("A lock() blocked in another registry proceeds within a second after the "
                   "holder unlocks (the holder's TTL is a minute, so only a wake-up explains it).");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   held = test_obtain (f->registry, "handover");
   g_assert_true (redis_lock_lock (held, NULL));
@@ -244,14 +243,14 @@ test_lock_proceeds_after_unlock (TestFixture *f, gconstpointer mode)
 
   t.lock = wanted;
   t.wait_ms = G_MININT64;
-  t.server = f->server;
+  t.fixture = f;
   thread = g_thread_new ("taker", taker_main, &t);
 
   /* The waiter has found the key held in Redis and is asleep. */
   g_assert_true (test_wait_contended (waiter, stats.contended_attempts + 1, 10000));
   g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&t.tid), 10000));
   g_assert_cmpint (g_atomic_int_get (&t.done), ==, 0);
-  value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":handover");
+  value = test_store_get_owner (f, TEST_REGISTRY_KEY ":handover");
   g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
 
   unlocked_at = test_now_ms ();
@@ -264,8 +263,7 @@ test_lock_proceeds_after_unlock (TestFixture *f, gconstpointer mode)
                   t.returned_ms - unlocked_at);
   g_assert_cmpint (t.returned_ms - unlocked_at, <, 1000);
   g_assert_cmpstr (t.value_while_held, ==, redis_lock_registry_get_client_id (waiter));
-  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":handover"), ==,
-                   0);
+  g_assert_false (test_store_exists (f, TEST_REGISTRY_KEY ":handover"));
   taker_clear (&t);
 }
 
@@ -278,13 +276,13 @@ test_waiter_keeps_ttl (TestFixture *f, gconstpointer mode)
   RedisLockRegistryStats stats;
   GThread *thread;
   Taker t = { 0 };
-  long long previous;
+  gint64 previous;
   gint64 locked_at;
   guint samples = 0;
 
   g_test_summary ("A waiter in another registry retrying for a while never extends the holder's "
                   "TTL: sampled PTTL only decreases.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   /* Holder: 10 s TTL, no renewal, so the key's TTL can only go down on its own. */
   redis_lock_registry_set_watchdog (f->registry, FALSE);
@@ -292,7 +290,7 @@ test_waiter_keeps_ttl (TestFixture *f, gconstpointer mode)
   held = test_obtain (f->registry, "ttl");
   g_assert_true (redis_lock_lock (held, NULL));
   locked_at = test_now_ms ();
-  previous = test_redis_pttl (f->redis, TEST_REGISTRY_KEY ":ttl");
+  previous = test_store_get_pttl (f, TEST_REGISTRY_KEY ":ttl");
   g_assert_cmpint (previous, >, 0);
   g_assert_cmpint (previous, <=, 10000);
 
@@ -306,7 +304,7 @@ test_waiter_keeps_ttl (TestFixture *f, gconstpointer mode)
   /* Sample the TTL while the waiter tries (polling is the point here). */
   while (!g_atomic_int_get (&t.done))
     {
-      long long pttl = test_redis_pttl (f->redis, TEST_REGISTRY_KEY ":ttl");
+      gint64 pttl = test_store_get_pttl (f, TEST_REGISTRY_KEY ":ttl");
 
       g_assert_cmpint (pttl, >, 0);
       g_assert_cmpint (pttl, <=, previous);
@@ -326,7 +324,7 @@ test_waiter_keeps_ttl (TestFixture *f, gconstpointer mode)
     g_assert_cmpuint (stats.contended_attempts, >=, 5);
   g_assert_cmpuint (samples, >=, 2);
   /* At least the waiter's 600 ms have run off the TTL. */
-  previous = test_redis_pttl (f->redis, TEST_REGISTRY_KEY ":ttl");
+  previous = test_store_get_pttl (f, TEST_REGISTRY_KEY ":ttl");
   g_assert_cmpint (previous, <=, 10000 - (test_now_ms () - locked_at) + 5);
   g_assert_cmpint (previous, <=, 10000 - 590);
   g_assert_true (redis_lock_unlock (held, NULL));
@@ -360,7 +358,7 @@ test_cancel_other_registry (TestFixture *f, gconstpointer mode)
 
   g_test_summary ("try_lock_for(-1) waiting on another registry's lock returns CANCELLED within "
                   "a second of g_cancellable_cancel() from another thread.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   held = test_obtain (f->registry, "cancel");
   g_assert_true (redis_lock_lock (held, NULL));
@@ -379,7 +377,7 @@ test_cancel_other_registry (TestFixture *f, gconstpointer mode)
 
   check_cancelled_promptly (&t, thread);
   g_assert_false (redis_lock_is_held_by_current_thread (wanted));
-  value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":cancel");
+  value = test_store_get_owner (f, TEST_REGISTRY_KEY ":cancel");
   g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
   g_assert_true (redis_lock_unlock (held, NULL));
   taker_clear (&t);
@@ -395,7 +393,7 @@ test_cancel_other_thread (TestFixture *f, gconstpointer data)
 
   g_test_summary ("try_lock_for(-1) waiting on a lock another thread of the same registry holds "
                   "returns CANCELLED within a second of g_cancellable_cancel().");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   lock = test_obtain (f->registry, "cancel-local");
   g_assert_true (redis_lock_lock (lock, NULL));
@@ -427,7 +425,7 @@ test_close_wakes_remote_waiter (TestFixture *f, gconstpointer mode)
 
   g_test_summary ("Closing a registry wakes its thread blocked in lock() on another registry's "
                   "lock with CLOSED.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   held = test_obtain (f->registry, "close-remote");
   g_assert_true (redis_lock_lock (held, NULL));
@@ -462,7 +460,7 @@ test_close_wakes_local_waiter (TestFixture *f, gconstpointer data)
 
   g_test_summary ("Closing a registry wakes a thread waiting on the local mutex of a lock "
                   "another thread holds, with CLOSED.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   lock = test_obtain (f->registry, "close-local");
   g_assert_true (redis_lock_lock (lock, NULL));
@@ -482,48 +480,35 @@ test_close_wakes_local_waiter (TestFixture *f, gconstpointer data)
 
   g_assert_false (redis_lock_unlock (lock, &error));
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
-  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":close-local"), ==,
-                   0);
+  g_assert_false (test_store_exists (f, TEST_REGISTRY_KEY ":close-local"));
   taker_clear (&t);
 }
-
-static void
-add (const char *path, gconstpointer data, void (*func) (TestFixture *, gconstpointer))
-{
-  g_test_add (path, TestFixture, data, test_fixture_setup, func, test_fixture_teardown);
-}
-
-/* The fixture takes redis.conf lines as its data, so the mode goes through a second
- * level: these wrappers pass the mode to the test body. */
-#define MODE_TESTS(body)                                                                           \
-  static void body##_pubsub (TestFixture *f, gconstpointer data) { body (f, &pubsub_mode); }       \
-  static void body##_spin (TestFixture *f, gconstpointer data) { body (f, &spin_mode); }
-
-MODE_TESTS (test_try_lock_for_other_registry)
-MODE_TESTS (test_lock_proceeds_after_unlock)
-MODE_TESTS (test_waiter_keeps_ttl)
-MODE_TESTS (test_cancel_other_registry)
-MODE_TESTS (test_close_wakes_remote_waiter)
 
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
 
-  add ("/wait/try-lock-for/other-registry/pubsub", NULL, test_try_lock_for_other_registry_pubsub);
-  add ("/wait/try-lock-for/other-registry/spin", NULL, test_try_lock_for_other_registry_spin);
-  add ("/wait/try-lock-for/other-thread", NULL, test_try_lock_for_other_thread);
-  add ("/wait/try-lock-for/total-deadline", NULL, test_total_deadline);
-  add ("/wait/lock/proceeds-after-unlock/pubsub", NULL, test_lock_proceeds_after_unlock_pubsub);
-  add ("/wait/lock/proceeds-after-unlock/spin", NULL, test_lock_proceeds_after_unlock_spin);
-  add ("/wait/waiter-keeps-holder-ttl/pubsub", NULL, test_waiter_keeps_ttl_pubsub);
-  add ("/wait/waiter-keeps-holder-ttl/spin", NULL, test_waiter_keeps_ttl_spin);
-  add ("/wait/cancel/other-registry/pubsub", NULL, test_cancel_other_registry_pubsub);
-  add ("/wait/cancel/other-registry/spin", NULL, test_cancel_other_registry_spin);
-  add ("/wait/cancel/other-thread", NULL, test_cancel_other_thread);
-  add ("/wait/close/wakes-remote-waiter/pubsub", NULL, test_close_wakes_remote_waiter_pubsub);
-  add ("/wait/close/wakes-remote-waiter/spin", NULL, test_close_wakes_remote_waiter_spin);
-  add ("/wait/close/wakes-local-waiter", NULL, test_close_wakes_local_waiter);
+  test_add_stores ("/wait/try-lock-for/other-registry/pubsub", &pubsub_mode,
+                   test_try_lock_for_other_registry);
+  test_add_stores ("/wait/try-lock-for/other-registry/spin", &spin_mode,
+                   test_try_lock_for_other_registry);
+  test_add_stores ("/wait/try-lock-for/other-thread", NULL, test_try_lock_for_other_thread);
+  test_add_stores ("/wait/try-lock-for/total-deadline", NULL, test_total_deadline);
+  test_add_stores ("/wait/lock/proceeds-after-unlock/pubsub", &pubsub_mode,
+                   test_lock_proceeds_after_unlock);
+  test_add_stores ("/wait/lock/proceeds-after-unlock/spin", &spin_mode,
+                   test_lock_proceeds_after_unlock);
+  test_add_stores ("/wait/waiter-keeps-holder-ttl/pubsub", &pubsub_mode, test_waiter_keeps_ttl);
+  test_add_stores ("/wait/waiter-keeps-holder-ttl/spin", &spin_mode, test_waiter_keeps_ttl);
+  test_add_stores ("/wait/cancel/other-registry/pubsub", &pubsub_mode, test_cancel_other_registry);
+  test_add_stores ("/wait/cancel/other-registry/spin", &spin_mode, test_cancel_other_registry);
+  test_add_stores ("/wait/cancel/other-thread", NULL, test_cancel_other_thread);
+  test_add_stores ("/wait/close/wakes-remote-waiter/pubsub", &pubsub_mode,
+                   test_close_wakes_remote_waiter);
+  test_add_stores ("/wait/close/wakes-remote-waiter/spin", &spin_mode,
+                   test_close_wakes_remote_waiter);
+  test_add_stores ("/wait/close/wakes-local-waiter", NULL, test_close_wakes_local_waiter);
 
   return g_test_run ();
 }
