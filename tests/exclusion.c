@@ -1,14 +1,17 @@
 /* exclusion.c: mutual exclusion under real contention, the property everything else
  * serves.
  *
- * Each critical section does a non-atomic read-modify-write of a counter kept in Redis
- * (GET, then SET to the value plus one, on the thread's own raw connection), so any
- * overlap between two holders loses an increment and the final total comes out short.
- * An atomic "inside" counter also catches overlap directly. The registries stand in for
- * separate processes (they exclude each other only through Redis); threads inside one
- * registry exclude each other through the local mutex first. The shared state is in
- * Redis or atomic on purpose: the registries' exclusion goes through a socket that
- * ThreadSanitizer cannot see.
+ * Each critical section does a non-atomic read-modify-write of a shared counter (on
+ * Redis: GET, then SET to the value plus one, on the thread's own raw connection; on
+ * the memory store: an atomic load, then an atomic store of the value plus one; see
+ * TestCounter), so any overlap between two holders loses an increment and the final
+ * total comes out short. An atomic "inside" counter also catches overlap directly. The
+ * registries stand in for separate processes (they exclude each other only through the
+ * store); threads inside one registry exclude each other through the local mutex
+ * first. The shared state is in Redis or atomic on purpose: the registries' exclusion
+ * goes through a socket that ThreadSanitizer cannot see. Every test runs on both
+ * stores from this one source: a private redis-server (`/redis/...`) and a `memory://`
+ * store of its own (`/memory/...`).
  */
 #include "config.h"
 
@@ -29,19 +32,15 @@ typedef struct
 } Contest;
 
 static void
-critical_section (Contest *contest, redisContext *redis)
+critical_section (Contest *contest, TestCounter *counter)
 {
-  g_autofree char *value = NULL;
-  g_autofree char *ok = NULL;
-  long long counter;
+  gint64 value;
 
   if (g_atomic_int_add (&contest->inside, 1) != 0)
     g_atomic_int_inc (&contest->overlaps);
-  value = test_redis_get (redis, COUNTER_KEY);
-  counter = value != NULL ? g_ascii_strtoll (value, NULL, 10) : 0;
+  value = test_counter_get (counter);
   g_thread_yield ();
-  ok = test_redis_string (redis, "SET %s %lld", COUNTER_KEY, counter + 1);
-  g_assert_cmpstr (ok, ==, "OK");
+  test_counter_set (counter, value + 1);
   g_atomic_int_add (&contest->inside, -1);
 }
 
@@ -50,7 +49,7 @@ contender (guint index, gpointer data)
 {
   Contest *contest = data;
   RedisLockRegistry *registry = contest->registries[index / contest->threads_per_registry];
-  redisContext *redis = test_redis_connect (contest->fixture->server);
+  g_autoptr (TestCounter) counter = test_counter_open (contest->fixture, COUNTER_KEY);
   g_autoptr (RedisLock) lock = test_obtain (registry, contest->name);
 
   for (guint round = 0; round < contest->rounds; round++)
@@ -59,18 +58,17 @@ contender (guint index, gpointer data)
 
       g_assert_true (redis_lock_lock (lock, &error));
       g_assert_no_error (error);
-      critical_section (contest, redis);
+      critical_section (contest, counter);
       g_assert_true (redis_lock_unlock (lock, &error));
       g_assert_no_error (error);
     }
-  redisFree (redis);
 }
 
 static void
 run_contest (TestFixture *f, guint n_registries, guint threads_per_registry, guint rounds)
 {
   g_autofree RedisLockRegistry **registries = g_new0 (RedisLockRegistry *, n_registries);
-  g_autofree char *total = NULL;
+  g_autoptr (TestCounter) total = test_counter_open (f, COUNTER_KEY);
   Contest contest = { 0 };
   gint64 start = test_now_ms ();
 
@@ -88,13 +86,10 @@ run_contest (TestFixture *f, guint n_registries, guint threads_per_registry, gui
 
   g_test_message ("%u sections in %" G_GINT64_FORMAT " ms",
                   n_registries * threads_per_registry * rounds, test_now_ms () - start);
-  total = test_redis_get (f->redis, COUNTER_KEY);
-  g_assert_nonnull (total);
-  g_assert_cmpint (g_ascii_strtoll (total, NULL, 10), ==,
+  g_assert_cmpint (test_counter_get (total), ==,
                    (gint64)n_registries * threads_per_registry * rounds);
   g_assert_cmpint (contest.overlaps, ==, 0);
-  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":contested"), ==,
-                   0);
+  g_assert_false (test_store_exists (f, TEST_REGISTRY_KEY ":contested"));
 
   for (guint i = 0; i < n_registries; i++)
     redis_lock_registry_unref (registries[i]);
@@ -104,7 +99,7 @@ static void
 test_registries (TestFixture *f, gconstpointer data)
 {
   g_test_summary ("10 registries x 3 rounds of lock / increment / unlock give exactly 30.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   run_contest (f, 10, 1, 3);
 }
@@ -112,17 +107,11 @@ test_registries (TestFixture *f, gconstpointer data)
 static void
 test_threads_and_registries (TestFixture *f, gconstpointer data)
 {
-  g_test_summary ("2 registries x 4 threads x 500 sections of GET / +1 / SET on a Redis counter "
+  g_test_summary ("2 registries x 4 threads x 500 sections of read / +1 / write on a shared counter "
                   "give exactly 4000.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   run_contest (f, 2, 4, 500);
-}
-
-static void
-add (const char *path, void (*func) (TestFixture *, gconstpointer))
-{
-  g_test_add (path, TestFixture, NULL, test_fixture_setup, func, test_fixture_teardown);
 }
 
 int
@@ -130,8 +119,8 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
 
-  add ("/exclusion/registries/counter", test_registries);
-  add ("/exclusion/threads-and-registries/counter", test_threads_and_registries);
+  test_add_stores ("/exclusion/registries/counter", NULL, test_registries);
+  test_add_stores ("/exclusion/threads-and-registries/counter", NULL, test_threads_and_registries);
 
   return g_test_run ();
 }

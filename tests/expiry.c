@@ -4,7 +4,10 @@
  * TTL has lost it: the outermost unlock must say LEASE_LOST, must still release the
  * local hold (a lost lease must never wedge the other threads), and must not delete the
  * key if another registry has taken the lock over in the meantime. Time itself is the
- * subject here, so these tests sleep past short TTLs (100 ms TTL, 300 ms held).
+ * subject here, so these tests sleep past short TTLs (100 ms TTL, 300 ms held). Every
+ * test runs on both stores from this one source: a private redis-server (`/redis/...`)
+ * and a `memory://` store of its own (`/memory/...`), whose TTLs run on the monotonic
+ * clock.
  */
 #include "config.h"
 
@@ -51,17 +54,17 @@ test_unlock_after_ttl (TestFixture *f, gconstpointer data)
 
   g_test_summary ("TTL 100 ms, held 300 ms, no watchdog: unlock is LEASE_LOST, drops the local "
                   "hold, and another thread can take the lock at once.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   redis_lock_registry_set_watchdog (f->registry, FALSE);
   redis_lock_registry_set_expire_after_ms (f->registry, SHORT_TTL_MS);
   lock = test_obtain (f->registry, "expired");
   g_assert_true (redis_lock_lock (lock, &error));
   g_assert_no_error (error);
-  g_assert_cmpint (test_redis_pttl (f->redis, TEST_REGISTRY_KEY ":expired"), <=, SHORT_TTL_MS);
+  g_assert_cmpint (test_store_get_pttl (f, TEST_REGISTRY_KEY ":expired"), <=, SHORT_TTL_MS);
 
   sleep_past_ttl ();
-  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":expired"), ==, 0);
+  g_assert_false (test_store_exists (f, TEST_REGISTRY_KEY ":expired"));
 
   g_assert_false (redis_lock_unlock (lock, &error));
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
@@ -87,7 +90,7 @@ test_takeover_keeps_other_key (TestFixture *f, gconstpointer data)
 
   g_test_summary ("After the lease expired and another registry took the lock, the late unlock "
                   "is LEASE_LOST and leaves the new owner's key (value and TTL) in place.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   redis_lock_registry_set_watchdog (f->registry, FALSE);
   redis_lock_registry_set_expire_after_ms (f->registry, SHORT_TTL_MS);
@@ -105,16 +108,15 @@ test_takeover_keeps_other_key (TestFixture *f, gconstpointer data)
   g_clear_error (&error);
   g_assert_false (redis_lock_is_held_by_current_thread (lost));
 
-  value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":takeover");
+  value = test_store_get_owner (f, TEST_REGISTRY_KEY ":takeover");
   g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (other));
-  g_assert_cmpint (test_redis_pttl (f->redis, TEST_REGISTRY_KEY ":takeover"), >, SHORT_TTL_MS);
+  g_assert_cmpint (test_store_get_pttl (f, TEST_REGISTRY_KEY ":takeover"), >, SHORT_TTL_MS);
 
   /* The new owner is undisturbed: its own unlock works and removes the key. */
   g_assert_true (redis_lock_is_held_by_current_thread (taken));
   g_assert_true (redis_lock_unlock (taken, &error));
   g_assert_no_error (error);
-  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":takeover"), ==,
-                   0);
+  g_assert_false (test_store_exists (f, TEST_REGISTRY_KEY ":takeover"));
 }
 
 static void
@@ -125,15 +127,14 @@ test_try_lock_full_ttl_expires (TestFixture *f, gconstpointer data)
 
   g_test_summary ("A TTL given to try_lock_full applies: 100 ms, held 300 ms without the "
                   "watchdog, the lease is gone and unlock is LEASE_LOST.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   redis_lock_registry_set_watchdog (f->registry, FALSE);
   lock = test_obtain (f->registry, "full-ttl");
   g_assert_true (redis_lock_try_lock_full (lock, 0, SHORT_TTL_MS, NULL, &error));
   g_assert_no_error (error);
   sleep_past_ttl ();
-  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":full-ttl"), ==,
-                   0);
+  g_assert_false (test_store_exists (f, TEST_REGISTRY_KEY ":full-ttl"));
   g_assert_false (redis_lock_unlock (lock, &error));
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
 }
@@ -146,7 +147,7 @@ test_renew_after_expiry (TestFixture *f, gconstpointer data)
 
   g_test_summary ("renew after the lease expired is LEASE_LOST, marks the lease lost, and does "
                   "not bring the key back.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   redis_lock_registry_set_watchdog (f->registry, FALSE);
   redis_lock_registry_set_expire_after_ms (f->registry, SHORT_TTL_MS);
@@ -158,18 +159,11 @@ test_renew_after_expiry (TestFixture *f, gconstpointer data)
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
   g_clear_error (&error);
   g_assert_true (redis_lock_is_lease_lost (lock));
-  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":renew-late"), ==,
-                   0);
+  g_assert_false (test_store_exists (f, TEST_REGISTRY_KEY ":renew-late"));
 
   g_assert_false (redis_lock_unlock (lock, &error));
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
   g_assert_false (redis_lock_is_lease_lost (lock));
-}
-
-static void
-add (const char *path, void (*func) (TestFixture *, gconstpointer))
-{
-  g_test_add (path, TestFixture, NULL, test_fixture_setup, func, test_fixture_teardown);
 }
 
 int
@@ -177,10 +171,10 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
 
-  add ("/expiry/unlock-after-ttl/lease-lost", test_unlock_after_ttl);
-  add ("/expiry/takeover/other-owner-key-untouched", test_takeover_keeps_other_key);
-  add ("/expiry/try-lock-full/ttl-expires", test_try_lock_full_ttl_expires);
-  add ("/expiry/renew/after-expiry-lease-lost", test_renew_after_expiry);
+  test_add_stores ("/expiry/unlock-after-ttl/lease-lost", NULL, test_unlock_after_ttl);
+  test_add_stores ("/expiry/takeover/other-owner-key-untouched", NULL, test_takeover_keeps_other_key);
+  test_add_stores ("/expiry/try-lock-full/ttl-expires", NULL, test_try_lock_full_ttl_expires);
+  test_add_stores ("/expiry/renew/after-expiry-lease-lost", NULL, test_renew_after_expiry);
 
   return g_test_run ();
 }
