@@ -9,7 +9,9 @@
  * Which names are still cached is therefore read from redis_lock_registry_expire_unused
  * _older_than(), whose count depends on the last-use time of exactly the cached locks:
  * names are used at instants a few hundred milliseconds apart, so time is part of the
- * subject in those tests.
+ * subject in those tests. The cache is the registry's own, whatever the store: every
+ * test runs on both stores from this one source, a private redis-server (`/redis/...`)
+ * and a `memory://` store of its own (`/memory/...`).
  */
 #include "config.h"
 
@@ -62,12 +64,21 @@ test_capacity_under_threads (TestFixture *f, gconstpointer data)
 
   g_test_summary ("Capacity 179, 500 names obtained, locked, unlocked and dropped by 4 threads: "
                   "the cache ends with exactly 179 locks.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   redis_lock_registry_set_cache_capacity (f->registry, 179);
   test_run_threads (c.n_threads, churn, &c);
   g_assert_cmpuint (redis_lock_registry_get_cache_size (f->registry), ==, 179);
-  g_assert_cmpint (test_redis_integer (f->redis, "DBSIZE"), ==, 0);
+  /* Every lease was released. */
+  if (f->store == TEST_STORE_REDIS)
+    g_assert_cmpint (test_redis_integer (f->redis, "DBSIZE"), ==, 0);
+  for (guint i = 0; i < c.n_names; i++)
+    {
+      g_autofree char *name = g_strdup_printf ("churn-%u", i);
+      g_autofree char *key = test_lock_key (name);
+
+      g_assert_false (test_store_exists (f, key));
+    }
 }
 
 static void
@@ -75,7 +86,7 @@ test_lru_order (TestFixture *f, gconstpointer data)
 {
   g_test_summary ("Capacity 3: use a, b; later c; later a again, then d: b (least recently "
                   "used) is the one dropped, not a (first inserted) nor c.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   redis_lock_registry_set_cache_capacity (f->registry, 3);
   obtain_and_drop (f->registry, "a");
@@ -110,7 +121,7 @@ test_full_when_all_held (TestFixture *f, gconstpointer data)
 
   g_test_summary ("Capacity 3 with all three locks held (no references left): obtaining a "
                   "fourth name is CACHE_FULL; after one unlock it fits.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   redis_lock_registry_set_cache_capacity (f->registry, 3);
   for (gsize i = 0; i < G_N_ELEMENTS (names); i++)
@@ -162,7 +173,7 @@ test_full_when_all_referenced (TestFixture *f, gconstpointer data)
   RedisLock *extra;
 
   g_test_summary ("Capacity 2 with both cached locks referenced: a third name is CACHE_FULL.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   redis_lock_registry_set_cache_capacity (f->registry, 2);
   r1 = test_obtain (f->registry, "r1");
@@ -180,7 +191,7 @@ test_referenced_never_dropped (TestFixture *f, gconstpointer data)
 
   g_test_summary ("Capacity 2: a referenced lock survives 50 other names passing through the "
                   "cache, and obtaining it again returns the same object.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   redis_lock_registry_set_cache_capacity (f->registry, 2);
   kept = test_obtain (f->registry, "kept");
@@ -208,7 +219,7 @@ test_expire_unused (TestFixture *f, gconstpointer data)
 
   g_test_summary ("expire_unused_older_than drops only locks nobody references or holds, and "
                   "only those whose last use is at least the given age.");
-  TEST_SKIP_IF_NO_SERVER (f);
+  TEST_SKIP_IF_NO_STORE (f);
 
   obtain_and_drop (f->registry, "idle-1");
   obtain_and_drop (f->registry, "idle-2");
@@ -238,23 +249,17 @@ test_expire_unused (TestFixture *f, gconstpointer data)
   g_assert_true (redis_lock_unlock (held, NULL));
 }
 
-static void
-add (const char *path, void (*func) (TestFixture *, gconstpointer))
-{
-  g_test_add (path, TestFixture, NULL, test_fixture_setup, func, test_fixture_teardown);
-}
-
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
 
-  add ("/cache/capacity/threads", test_capacity_under_threads);
-  add ("/cache/lru/eviction-follows-last-use", test_lru_order);
-  add ("/cache/full/all-held", test_full_when_all_held);
-  add ("/cache/full/all-referenced", test_full_when_all_referenced);
-  add ("/cache/referenced/never-dropped", test_referenced_never_dropped);
-  add ("/cache/expire-unused/age-and-use", test_expire_unused);
+  test_add_stores ("/cache/capacity/threads", NULL, test_capacity_under_threads);
+  test_add_stores ("/cache/lru/eviction-follows-last-use", NULL, test_lru_order);
+  test_add_stores ("/cache/full/all-held", NULL, test_full_when_all_held);
+  test_add_stores ("/cache/full/all-referenced", NULL, test_full_when_all_referenced);
+  test_add_stores ("/cache/referenced/never-dropped", NULL, test_referenced_never_dropped);
+  test_add_stores ("/cache/expire-unused/age-and-use", NULL, test_expire_unused);
 
   return g_test_run ();
 }
