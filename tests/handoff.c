@@ -6,7 +6,9 @@
  * processes get their turn. These tests check the saving (Redis commands per critical
  * section), that a remote waiter is not starved, that mutual exclusion holds, that
  * the hand-off can be disabled, and that without the watchdog a hand-off refreshes
- * the TTL.
+ * the TTL. Every test runs on both stores from this one source: a private
+ * redis-server (`/redis/...`) and a `memory://` store of its own (`/memory/...`), which
+ * counts commands and round trips as Redis does.
  */
 #include "common.h"
 
@@ -24,6 +26,8 @@ typedef struct
   gint tickets;
   gulong hold_us;   /* time spent inside each section */
   volatile gint stop;
+  guint n_threads;  /* for hammer_runner() */
+  gint tids[THREADS]; /* each thread's kernel id, set (atomically) as it starts */
 } Hammer;
 
 static void
@@ -31,6 +35,8 @@ hammer_thread (guint index, gpointer data)
 {
   Hammer *h = data;
 
+  if (index < THREADS)
+    g_atomic_int_set (&h->tids[index], test_thread_id ());
   for (guint i = 0;; i++)
     {
       GError *error = NULL;
@@ -83,6 +89,26 @@ test_wait_until_local_handoffs (RedisLockRegistry *registry, guint64 at_least, g
   return test_wait_until (handoffs_reached, &w, timeout_ms);
 }
 
+static gpointer
+hammer_runner (gpointer data)
+{
+  Hammer *h = data;
+
+  test_run_threads (h->n_threads, hammer_thread, h);
+  return NULL;
+}
+
+static gboolean
+hammers_started (gpointer data)
+{
+  Hammer *h = data;
+
+  for (guint i = 0; i < h->n_threads; i++)
+    if (g_atomic_int_get (&h->tids[i]) == 0)
+      return FALSE;
+  return TRUE;
+}
+
 static guint64
 commands_for_sections (TestFixture *fx, guint max_handoffs, guint64 *handoffs)
 {
@@ -90,14 +116,27 @@ commands_for_sections (TestFixture *fx, guint max_handoffs, guint64 *handoffs)
   g_autoptr (RedisLock) lock = test_obtain (r, "hot");
   RedisLockRegistryStats before, after;
   Hammer h = { 0 };
+  GThread *hammers;
 
   redis_lock_registry_set_max_local_handoffs (r, max_handoffs);
   h.lock = lock;
+  h.n_threads = THREADS;
   /* Tickets rather than a quota per thread: all threads keep contending until the
    * end, instead of a last thread finishing its share alone. */
   h.total = THREADS * SECTIONS_PER_THREAD;
   redis_lock_registry_get_stats (r, &before);
-  test_run_threads (THREADS, hammer_thread, &h);
+  /* And all of them contend from the start: this thread holds the lock until every
+   * one waits for it. Otherwise the first one started can run alone for a whole time
+   * slice while the others are runnable but not yet in lock(), and against a store
+   * that answers without blocking (memory://) every one of its sections then takes and
+   * releases the lease. */
+  g_assert_true (redis_lock_lock (lock, NULL));
+  hammers = g_thread_new ("hammers", hammer_runner, &h);
+  g_assert_true (test_wait_until (hammers_started, &h, 10000));
+  for (guint i = 0; i < THREADS; i++)
+    g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&h.tids[i]), 10000));
+  g_assert_true (redis_lock_unlock (lock, NULL));
+  g_thread_join (hammers);
   redis_lock_registry_get_stats (r, &after);
   g_assert_cmpint (h.overlaps, ==, 0);
   g_assert_cmpint (h.failures, ==, 0);
@@ -111,9 +150,9 @@ test_fewer_commands (TestFixture *fx, gconstpointer data)
   guint64 plain, retained, handoffs_plain, handoffs;
   guint sections = THREADS * SECTIONS_PER_THREAD;
 
-  g_test_summary ("8 threads on one name: with hand-offs (bound 16) Redis sees at most 1/16 "
+  g_test_summary ("8 threads on one name: with hand-offs (bound 16) the store sees at most 1/16 "
                   "of the commands it sees without them, and exclusion holds in both.");
-  TEST_SKIP_IF_NO_SERVER (fx);
+  TEST_SKIP_IF_NO_STORE (fx);
 
   plain = commands_for_sections (fx, 0, &handoffs_plain);
   retained = commands_for_sections (fx, 16, &handoffs);
@@ -148,30 +187,30 @@ remote_waiter_thread (gpointer data)
   return NULL;
 }
 
-static gpointer
-hammer_runner (gpointer data)
-{
-  test_run_threads (4, hammer_thread, data);
-  return NULL;
-}
-
 static void
 test_remote_waiter_gets_turn (TestFixture *fx, gconstpointer data)
 {
-  g_autoptr (RedisLockRegistry) local = test_registry_new (fx);
-  g_autoptr (RedisLockRegistry) remote = test_registry_new (fx);
-  g_autoptr (RedisLock) local_lock = test_obtain (local, "shared");
-  g_autoptr (RedisLock) remote_lock = test_obtain (remote, "shared");
+  g_autoptr (RedisLockRegistry) local = NULL;
+  g_autoptr (RedisLockRegistry) remote = NULL;
+  g_autoptr (RedisLock) local_lock = NULL;
+  g_autoptr (RedisLock) remote_lock = NULL;
   RedisLockRegistryStats before, after;
-  RemoteWaiter w = { remote_lock, FALSE, 0 };
+  RemoteWaiter w = { 0 };
   Hammer h = { 0 };
   GThread *hammers, *waiter;
 
   g_test_summary ("Four threads of one registry keep a lock busy with hand-offs; a waiter in "
                   "another registry still gets it within a few hand-off streaks.");
-  TEST_SKIP_IF_NO_SERVER (fx);
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  local = test_registry_new (fx);
+  remote = test_registry_new (fx);
+  local_lock = test_obtain (local, "shared");
+  remote_lock = test_obtain (remote, "shared");
+  w.lock = remote_lock;
 
   h.lock = local_lock;
+  h.n_threads = 4;
   h.sections = 0; /* until stopped */
   h.total = 0;
   h.hold_us = 100;
@@ -209,41 +248,44 @@ exclusion_thread (guint index, gpointer data)
 {
   Exclusion *x = data;
   RedisLock *lock = x->locks[index % 2];
-  redisContext *c = test_redis_connect (x->fx->server);
+  g_autoptr (TestCounter) counter = test_counter_open (x->fx, "handoff-counter");
 
   for (int i = 0; i < 150; i++)
     {
-      long long value;
+      gint64 value;
       g_assert_true (redis_lock_lock (lock, NULL));
       if (g_atomic_int_add (&x->inside, 1) != 0)
         g_atomic_int_inc (&x->overlaps);
-      value = test_redis_integer (c, "INCRBY handoff-counter 0");
-      freeReplyObject (test_redis_command (c, "SET handoff-counter %lld", value + 1));
+      value = test_counter_get (counter);
+      test_counter_set (counter, value + 1);
       g_atomic_int_add (&x->inside, -1);
       g_assert_true (redis_lock_unlock (lock, NULL));
     }
-  redisFree (c);
 }
 
 static void
 test_mutual_exclusion (TestFixture *fx, gconstpointer data)
 {
-  g_autoptr (RedisLockRegistry) a = test_registry_new (fx);
-  g_autoptr (RedisLockRegistry) b = test_registry_new (fx);
+  g_autoptr (RedisLockRegistry) a = NULL;
+  g_autoptr (RedisLockRegistry) b = NULL;
+  g_autoptr (TestCounter) total = NULL;
   Exclusion x = { fx, { NULL, NULL }, 0, 0 };
   RedisLockRegistryStats sa, sb;
 
-  g_test_summary ("Two registries x 4 threads with hand-offs on: a non-atomic Redis counter "
+  g_test_summary ("Two registries x 4 threads with hand-offs on: a non-atomic shared counter "
                   "ends exact and no two threads are ever inside together.");
-  TEST_SKIP_IF_NO_SERVER (fx);
+  TEST_SKIP_IF_NO_STORE (fx);
 
+  a = test_registry_new (fx);
+  b = test_registry_new (fx);
   x.locks[0] = test_obtain (a, "counter");
   x.locks[1] = test_obtain (b, "counter");
   test_run_threads (8, exclusion_thread, &x);
   redis_lock_registry_get_stats (a, &sa);
   redis_lock_registry_get_stats (b, &sb);
   g_assert_cmpint (x.overlaps, ==, 0);
-  g_assert_cmpint (test_redis_integer (fx->redis, "INCRBY handoff-counter 0"), ==, 8 * 150);
+  total = test_counter_open (fx, "handoff-counter");
+  g_assert_cmpint (test_counter_get (total), ==, 8 * 150);
   g_assert_cmpuint (sa.local_handoffs + sb.local_handoffs, >, 0);
   redis_lock_unref (x.locks[0]);
   redis_lock_unref (x.locks[1]);
@@ -252,16 +294,18 @@ test_mutual_exclusion (TestFixture *fx, gconstpointer data)
 static void
 test_ttl_refreshed_without_watchdog (TestFixture *fx, gconstpointer data)
 {
-  g_autoptr (RedisLockRegistry) r = test_registry_new (fx);
-  g_autoptr (RedisLock) lock = test_obtain (r, "slow");
+  g_autoptr (RedisLockRegistry) r = NULL;
+  g_autoptr (RedisLock) lock = NULL;
   RedisLockRegistryStats stats;
   Hammer h = { 0 };
 
   g_test_summary ("Watchdog off, TTL 300 ms: two threads holding 60 ms each hand the lease "
                   "back and forth for about 1.2 s; every hand-off refreshes the TTL, so no "
                   "unlock reports a lost lease.");
-  TEST_SKIP_IF_NO_SERVER (fx);
+  TEST_SKIP_IF_NO_STORE (fx);
 
+  r = test_registry_new (fx);
+  lock = test_obtain (r, "slow");
   redis_lock_registry_set_watchdog (r, FALSE);
   redis_lock_registry_set_expire_after_ms (r, 300);
   h.lock = lock;
@@ -278,13 +322,10 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
-  g_test_add ("/handoff/commands/fewer-with-retention", TestFixture, NULL, test_fixture_setup,
-              test_fewer_commands, test_fixture_teardown);
-  g_test_add ("/handoff/fairness/remote-waiter-gets-turn", TestFixture, NULL, test_fixture_setup,
-              test_remote_waiter_gets_turn, test_fixture_teardown);
-  g_test_add ("/handoff/exclusion/two-registries", TestFixture, NULL, test_fixture_setup,
-              test_mutual_exclusion, test_fixture_teardown);
-  g_test_add ("/handoff/ttl/refreshed-without-watchdog", TestFixture, NULL, test_fixture_setup,
-              test_ttl_refreshed_without_watchdog, test_fixture_teardown);
+  test_add_stores ("/handoff/commands/fewer-with-retention", NULL, test_fewer_commands);
+  test_add_stores ("/handoff/fairness/remote-waiter-gets-turn", NULL, test_remote_waiter_gets_turn);
+  test_add_stores ("/handoff/exclusion/two-registries", NULL, test_mutual_exclusion);
+  test_add_stores ("/handoff/ttl/refreshed-without-watchdog", NULL,
+                   test_ttl_refreshed_without_watchdog);
   return g_test_run ();
 }
