@@ -513,7 +513,7 @@ struct _TestCounter
 {
   redisContext *redis; /* Redis: a connection of this handle's own */
   char *name;
-  gint64 *value;       /* memory: the number in fixture->counters */
+  gint64 *value; /* memory: the number in fixture->counters */
 };
 
 TestCounter *

@@ -187,8 +187,7 @@ gboolean test_store_delete (TestFixture *fixture, const char *key);
 /* Gives the existing key to @owner with @ttl_ms (negative: no expiry), as another
  * process taking it over would (`SET key owner [PX ttl] XX`; the memory store's
  * redis_lock_memory_store_steal()). Asserts that the key existed. Nobody is notified. */
-void test_store_set_owner (TestFixture *fixture, const char *key, const char *owner,
-                           gint64 ttl_ms);
+void test_store_set_owner (TestFixture *fixture, const char *key, const char *owner, gint64 ttl_ms);
 
 /* --- A counter shared by critical sections ------------------------------------------- *
  * A number the threads of a test read and then write back plus one inside a critical

@@ -107,8 +107,8 @@ test_registries (TestFixture *f, gconstpointer data)
 static void
 test_threads_and_registries (TestFixture *f, gconstpointer data)
 {
-  g_test_summary ("2 registries x 4 threads x 500 sections of read / +1 / write on a shared counter "
-                  "give exactly 4000.");
+  g_test_summary ("2 registries x 4 threads x 500 sections of read / +1 / write on a shared "
+                  "counter give exactly 4000.");
   TEST_SKIP_IF_NO_STORE (f);
 
   run_contest (f, 2, 4, 500);

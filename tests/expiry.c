@@ -172,7 +172,8 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
 
   test_add_stores ("/expiry/unlock-after-ttl/lease-lost", NULL, test_unlock_after_ttl);
-  test_add_stores ("/expiry/takeover/other-owner-key-untouched", NULL, test_takeover_keeps_other_key);
+  test_add_stores ("/expiry/takeover/other-owner-key-untouched", NULL,
+                   test_takeover_keeps_other_key);
   test_add_stores ("/expiry/try-lock-full/ttl-expires", NULL, test_try_lock_full_ttl_expires);
   test_add_stores ("/expiry/renew/after-expiry-lease-lost", NULL, test_renew_after_expiry);
 

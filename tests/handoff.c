@@ -18,15 +18,15 @@
 typedef struct
 {
   RedisLock *lock;
-  gint inside;      /* threads inside the critical section: must never exceed 1 */
+  gint inside; /* threads inside the critical section: must never exceed 1 */
   gint overlaps;
   gint failures;
-  guint sections;   /* sections per thread; 0: see total, then stop */
-  gint total;       /* sections shared by all threads, taken by ticket */
+  guint sections; /* sections per thread; 0: see total, then stop */
+  gint total;     /* sections shared by all threads, taken by ticket */
   gint tickets;
-  gulong hold_us;   /* time spent inside each section */
+  gulong hold_us; /* time spent inside each section */
   volatile gint stop;
-  guint n_threads;  /* for hammer_runner() */
+  guint n_threads;    /* for hammer_runner() */
   gint tids[THREADS]; /* each thread's kernel id, set (atomically) as it starts */
 } Hammer;
 
@@ -156,8 +156,9 @@ test_fewer_commands (TestFixture *fx, gconstpointer data)
 
   plain = commands_for_sections (fx, 0, &handoffs_plain);
   retained = commands_for_sections (fx, 16, &handoffs);
-  g_test_message ("%u sections: %" G_GUINT64_FORMAT " commands without hand-offs, %" G_GUINT64_FORMAT
-                  " with (%" G_GUINT64_FORMAT " hand-offs)",
+  g_test_message ("%u sections: %" G_GUINT64_FORMAT
+                  " commands without hand-offs, %" G_GUINT64_FORMAT " with (%" G_GUINT64_FORMAT
+                  " hand-offs)",
                   sections, plain, retained, handoffs);
   g_assert_cmpuint (handoffs_plain, ==, 0);
   g_assert_cmpuint (plain, >=, 2 * sections);
@@ -225,7 +226,8 @@ test_remote_waiter_gets_turn (TestFixture *fx, gconstpointer data)
   g_atomic_int_set (&h.stop, 1);
   g_thread_join (hammers);
 
-  g_test_message ("remote waited %" G_GINT64_FORMAT " ms; local acquisitions meanwhile %" G_GUINT64_FORMAT,
+  g_test_message ("remote waited %" G_GINT64_FORMAT
+                  " ms; local acquisitions meanwhile %" G_GUINT64_FORMAT,
                   w.waited_ms, after.acquisitions - before.acquisitions);
   g_assert_true (w.acquired);
   /* Each streak ends with a release; the remote waiter must win one of the first few

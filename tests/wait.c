@@ -39,8 +39,8 @@ typedef struct
   gint64 wait_ms; /* for try_lock_for; G_MININT64: call lock() */
   GCancellable *cancellable;
   TestFixture *fixture; /* when set: check the key while held */
-  gint tid;                    /* set (atomically) just before the call */
-  gint done;                   /* set (atomically) after the call */
+  gint tid;             /* set (atomically) just before the call */
+  gint done;            /* set (atomically) after the call */
   gboolean result;
   GError *error;
   gint64 called_ms;
