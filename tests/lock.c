@@ -16,8 +16,6 @@
 
 #include "common.h"
 
-#include <string.h>
-
 static void
 test_key_value_and_pttl (TestFixture *f, gconstpointer data)
 {
