@@ -33,7 +33,7 @@
 #define WAIT_UNTIL(expr, timeout_ms)                                                               \
   G_STMT_START                                                                                     \
   {                                                                                                \
-    gint64 wait_until_deadline_ = g_get_monotonic_time () + (gint64) (timeout_ms) * 1000;         \
+    gint64 wait_until_deadline_ = g_get_monotonic_time () + (gint64)(timeout_ms)*1000;             \
     while (!(expr) && g_get_monotonic_time () < wait_until_deadline_)                              \
       g_usleep (1000);                                                                             \
     g_assert_true (expr);                                                                          \
@@ -288,7 +288,7 @@ test_pre_fork_registry (TestFixture *fx, gconstpointer data)
   pf.idle = test_obtain (r, "idle");
   lock_ok (pf.held);
   wait_full_tick (r);
-  (void) redis_lock_error_quark ();
+  (void)redis_lock_error_quark ();
 
   code = run_child (child_uses_pre_fork_registry, &pf);
   if (code != 0)
@@ -350,9 +350,10 @@ child_new_registry (gpointer data)
   redis_lock_registry_set_wait_mode (r, REDIS_LOCK_WAIT_SPIN);
 #endif
   if (g_strcmp0 (redis_lock_registry_get_client_id (r),
-                 redis_lock_registry_get_client_id (cn->parent)) == 0)
+                 redis_lock_registry_get_client_id (cn->parent))
+      == 0)
     return 2;
-  pid_part = g_strdup_printf (":%ld:", (long) getpid ());
+  pid_part = g_strdup_printf (":%ld:", (long)getpid ());
   if (strstr (redis_lock_registry_get_client_id (r), pid_part) == NULL)
     return 3;
   g_free (pid_part);

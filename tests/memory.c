@@ -147,7 +147,7 @@ typedef struct
   RedisLock *lock;
   gint64 wait_ms; /* for try_lock_for; G_MININT64: call lock() */
   GCancellable *cancellable;
-  gint done;      /* set (atomically) when the call returned */
+  gint done; /* set (atomically) when the call returned */
   gboolean result;
   GError *error;
   gint64 returned_ms;
@@ -172,7 +172,7 @@ taker_main (gpointer data)
 static gboolean
 taker_done (gpointer data)
 {
-  return g_atomic_int_get (&((Taker *) data)->done) != 0;
+  return g_atomic_int_get (&((Taker *)data)->done) != 0;
 }
 
 /* Joins the taker, failing instead of hanging when it has not returned in time. */
@@ -205,7 +205,7 @@ lease_lost_cb (RedisLock *lock, gpointer data)
 static gboolean
 lease_lost_called (gpointer data)
 {
-  return g_atomic_int_get (&((LeaseLost *) data)->calls) > 0;
+  return g_atomic_int_get (&((LeaseLost *)data)->calls) > 0;
 }
 
 /* Waits up to @timeout_ms for a first call; returns the number of calls so far. */
@@ -213,7 +213,7 @@ static guint
 lease_lost_wait (LeaseLost *ll, gint64 timeout_ms)
 {
   test_wait_until (lease_lost_called, ll, timeout_ms);
-  return (guint) g_atomic_int_get (&ll->calls);
+  return (guint)g_atomic_int_get (&ll->calls);
 }
 
 /* ---- keys and values ---- */
@@ -540,7 +540,7 @@ lease_lost_by_hook (MemFixture *f, gboolean steal)
     g_assert_true (redis_lock_memory_store_expire (f->name, key));
 
   g_assert_cmpuint (lease_lost_wait (&ll, PROMPT_MS), ==, 1);
-  g_assert_true (g_atomic_pointer_get (&ll.lock) == (gpointer) lock);
+  g_assert_true (g_atomic_pointer_get (&ll.lock) == (gpointer)lock);
   g_assert_true (g_cancellable_is_cancelled (cancellable));
   g_assert_true (redis_lock_is_lease_lost (lock));
   g_assert_cmpuint (stats_of (f->registry).leases_lost, ==, 1);
@@ -766,7 +766,7 @@ static void
 test_invalid_urls (void)
 {
   static const char *const bad[] = {
-    "memory://",   "memory://a/b",  "memory://a b", "memory://caf\xc3\xa9",
+    "memory://",    "memory://a/b",  "memory://a b", "memory://caf\xc3\xa9",
     "memory://x?y", "memory:///abs", "memory://a:1", "memory://a@b",
   };
   static const char *const good[] = { "memory://A.b_c-9", "memory://0", "memory://-" };

@@ -45,7 +45,7 @@ pubsub_clients (redisContext *c)
 #define WAIT_UNTIL(expr, timeout_ms)                                                               \
   G_STMT_START                                                                                     \
   {                                                                                                \
-    gint64 wait_until_deadline_ = g_get_monotonic_time () + (gint64) (timeout_ms) * 1000;         \
+    gint64 wait_until_deadline_ = g_get_monotonic_time () + (gint64)(timeout_ms)*1000;             \
     while (!(expr) && g_get_monotonic_time () < wait_until_deadline_)                              \
       g_usleep (1000);                                                                             \
     g_assert_true (expr);                                                                          \
@@ -361,10 +361,11 @@ check_publish_on_unlock (TestFixture *fx, RedisLockWaitMode mode)
   g_assert_cmpuint (after.round_trips - before.round_trips, ==, 1);
 
   /* A sentinel published after the unlocks returned is delivered after their messages. */
-  freeReplyObject (test_redis_command (fx->redis, "PUBLISH %s %s", REGISTRY_KEY "-channel:sentinel", "end"));
+  freeReplyObject (
+      test_redis_command (fx->redis, "PUBLISH %s %s", REGISTRY_KEY "-channel:sentinel", "end"));
   while (!sentinel)
     {
-      g_assert_cmpint (redisGetReply (sub, (void **) &reply), ==, REDIS_OK);
+      g_assert_cmpint (redisGetReply (sub, (void **)&reply), ==, REDIS_OK);
       g_assert_cmpint (reply->type, ==, REDIS_REPLY_ARRAY);
       g_assert_cmpuint (reply->elements, ==, 4);
       g_assert_cmpstr (reply->element[0]->str, ==, "pmessage");
@@ -373,7 +374,8 @@ check_publish_on_unlock (TestFixture *fx, RedisLockWaitMode mode)
         sentinel = TRUE;
       else
         {
-          g_assert_cmpstr (reply->element[2]->str, ==, REGISTRY_KEY "-channel:" REGISTRY_KEY ":pub");
+          g_assert_cmpstr (reply->element[2]->str, ==,
+                           REGISTRY_KEY "-channel:" REGISTRY_KEY ":pub");
           g_assert_cmpstr (reply->element[3]->str, ==, REGISTRY_KEY ":pub");
           notifications++;
         }
@@ -484,8 +486,7 @@ test_wakeup_one_of_two (TestFixture *fx, gconstpointer data)
   g_assert_true (winner->acquired);
   g_assert_cmpint (winner->returned_at_ms - t0, <, 1000);
   value = test_redis_get (fx->redis, REGISTRY_KEY ":early");
-  g_assert_cmpstr (value, ==,
-                   redis_lock_registry_get_client_id (winner == wb ? b : c));
+  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (winner == wb ? b : c));
 
   /* Time is the subject here: the loser must keep waiting while the winner holds. */
   g_assert_false (waiter_wait_returned (loser, 1000));
@@ -610,7 +611,7 @@ test_java_peer (TestFixture *fx, gconstpointer data)
   TEST_SKIP_IF_NO_SERVER (fx);
 
   freeReplyObject (test_redis_command (fx->redis, "SET %s %s PX %d", REGISTRY_KEY ":shared",
-                                "6f1c4c3e-java-client-id", MINUTE_MS));
+                                       "6f1c4c3e-java-client-id", MINUTE_MS));
   b = registry_new_slow_spin (fx);
   lb = test_obtain (b, "shared");
   w = waiter_start_contended (b, lb, FALSE, 10000, TRUE);
@@ -618,8 +619,8 @@ test_java_peer (TestFixture *fx, gconstpointer data)
   t0 = test_now_ms ();
   g_assert_cmpint (test_redis_integer (fx->redis, "DEL %s", REGISTRY_KEY ":shared"), ==, 1);
   freeReplyObject (test_redis_command (fx->redis, "PUBLISH %s %s",
-                                REGISTRY_KEY "-channel:" REGISTRY_KEY ":shared",
-                                REGISTRY_KEY ":shared"));
+                                       REGISTRY_KEY "-channel:" REGISTRY_KEY ":shared",
+                                       REGISTRY_KEY ":shared"));
   g_assert_true (waiter_wait_returned (w, 15000));
   g_assert_no_error (w->error);
   g_assert_true (w->acquired);
@@ -725,8 +726,9 @@ test_wait_deadline_and_cancel (TestFixture *fx, gconstpointer data)
   Waiter *w;
   gint64 t0;
 
-  g_test_summary ("A PUBSUB waiter's sleep is bounded by its deadline and ends when its "
-                  "cancellable fires, although the holder's TTL and the SPIN interval are a minute");
+  g_test_summary (
+      "A PUBSUB waiter's sleep is bounded by its deadline and ends when its "
+      "cancellable fires, although the holder's TTL and the SPIN interval are a minute");
   TEST_SKIP_IF_NO_SERVER (fx);
 
   a = registry_new_slow_spin (fx);

@@ -27,7 +27,7 @@
 #define WAIT_UNTIL(expr, timeout_ms)                                                               \
   G_STMT_START                                                                                     \
   {                                                                                                \
-    gint64 wait_until_deadline_ = g_get_monotonic_time () + (gint64) (timeout_ms) * 1000;         \
+    gint64 wait_until_deadline_ = g_get_monotonic_time () + (gint64)(timeout_ms)*1000;             \
     while (!(expr) && g_get_monotonic_time () < wait_until_deadline_)                              \
       g_usleep (1000);                                                                             \
     g_assert_true (expr);                                                                          \
@@ -203,12 +203,12 @@ typedef struct
 {
   Sync sync;
   guint calls;
-  RedisLock *lock;            /* the lock of the last call (not referenced) */
-  gint64 at_ms;               /* when the first call came */
-  GThread *thread;            /* the thread of the last call */
-  GCancellable *cancellable;  /* the holder's lease cancellable, set by the test */
-  gboolean cancelled_first;   /* was it cancelled when the callback ran */
-  gint destroyed;             /* destroy notify calls */
+  RedisLock *lock;           /* the lock of the last call (not referenced) */
+  gint64 at_ms;              /* when the first call came */
+  GThread *thread;           /* the thread of the last call */
+  GCancellable *cancellable; /* the holder's lease cancellable, set by the test */
+  gboolean cancelled_first;  /* was it cancelled when the callback ran */
+  gint destroyed;            /* destroy notify calls */
 } LeaseLost;
 
 static void
@@ -524,9 +524,11 @@ test_batch_thousand_leases (TestFixture *fx, gconstpointer data)
   k = ticks (r);
   WAIT_UNTIL (ticks (r) > k, 10000);
   k = ticks (r);
-  before = test_redis_command_calls (fx->redis, "evalsha") + test_redis_command_calls (fx->redis, "eval");
+  before = test_redis_command_calls (fx->redis, "evalsha")
+           + test_redis_command_calls (fx->redis, "eval");
   WAIT_UNTIL (ticks (r) > k, 10000);
-  after = test_redis_command_calls (fx->redis, "evalsha") + test_redis_command_calls (fx->redis, "eval");
+  after = test_redis_command_calls (fx->redis, "evalsha")
+          + test_redis_command_calls (fx->redis, "eval");
   g_assert_cmpuint (ticks (r), ==, k + 1);
   g_test_message ("scripts run by one tick: %lld", after - before);
   g_assert_cmpint (after - before, >=, 1000);
