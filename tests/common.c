@@ -10,8 +10,14 @@
 
 #include "common.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/syscall.h>
@@ -190,10 +196,8 @@ static gboolean
 contended_reached (gpointer data)
 {
   ContendedWait *wait = data;
-  RedisLockRegistryStats stats;
 
-  redis_lock_registry_get_stats (wait->registry, &stats);
-  return stats.contended_attempts >= wait->at_least;
+  return test_stats (wait->registry).contended_attempts >= wait->at_least;
 }
 
 gboolean
@@ -202,6 +206,26 @@ test_wait_contended (RedisLockRegistry *registry, guint64 at_least, gint64 timeo
   ContendedWait wait = { registry, at_least };
 
   return test_wait_until (contended_reached, &wait, timeout_ms);
+}
+
+/* --- A registry's statistics ------------------------------------------------------- */
+
+RedisLockRegistryStats
+test_stats (RedisLockRegistry *registry)
+{
+  RedisLockRegistryStats stats;
+
+  redis_lock_registry_get_stats (registry, &stats);
+  return stats;
+}
+
+void
+test_wait_full_tick (RedisLockRegistry *registry)
+{
+  /* The tick under way (if any) started before this call; the one after it did not. */
+  guint64 start = test_stats (registry).watchdog_ticks;
+
+  TEST_WAIT_UNTIL (test_stats (registry).watchdog_ticks >= start + 2, 10000);
 }
 
 /* --- Threads ----------------------------------------------------------------------- */
@@ -274,6 +298,129 @@ test_wait_thread_blocked (gint tid, gint64 timeout_ms)
 #else
   return TRUE;
 #endif
+}
+
+typedef struct
+{
+  guint n_threads;
+  TestThreadFunc func;
+  gpointer data;
+} Background;
+
+static gpointer
+background_main (gpointer user_data)
+{
+  Background *background = user_data;
+
+  test_run_threads (background->n_threads, background->func, background->data);
+  g_free (background);
+  return NULL;
+}
+
+GThread *
+test_run_threads_in_background (guint n_threads, TestThreadFunc func, gpointer data)
+{
+  Background *background = g_new0 (Background, 1);
+
+  background->n_threads = n_threads;
+  background->func = func;
+  background->data = data;
+  return g_thread_new ("test-threads", background_main, background);
+}
+
+typedef struct
+{
+  gint *tids;
+  guint n_tids;
+} Tids;
+
+static gboolean
+tids_set (gpointer data)
+{
+  Tids *tids = data;
+
+  for (guint i = 0; i < tids->n_tids; i++)
+    if (g_atomic_int_get (&tids->tids[i]) == 0)
+      return FALSE;
+  return TRUE;
+}
+
+void
+test_wait_threads_blocked (gint *tids, guint n_tids, gint64 timeout_ms)
+{
+  Tids wait = { tids, n_tids };
+
+  g_assert_true (test_wait_until (tids_set, &wait, timeout_ms));
+  for (guint i = 0; i < n_tids; i++)
+    g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&tids[i]), timeout_ms));
+}
+
+guint
+test_thread_count (void)
+{
+  GDir *dir = g_dir_open ("/proc/self/task", 0, NULL);
+  guint n = 0;
+
+  g_assert_nonnull (dir);
+  while (g_dir_read_name (dir) != NULL)
+    n++;
+  g_dir_close (dir);
+  return n;
+}
+
+void
+test_sync_init (TestSync *sync)
+{
+  pthread_condattr_t attr;
+
+  pthread_mutex_init (&sync->mutex, NULL);
+  pthread_condattr_init (&attr);
+  pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
+  pthread_cond_init (&sync->cond, &attr);
+  pthread_condattr_destroy (&attr);
+}
+
+void
+test_sync_clear (TestSync *sync)
+{
+  pthread_mutex_destroy (&sync->mutex);
+  pthread_cond_destroy (&sync->cond);
+}
+
+void
+test_sync_lock (TestSync *sync)
+{
+  pthread_mutex_lock (&sync->mutex);
+}
+
+void
+test_sync_unlock (TestSync *sync)
+{
+  pthread_mutex_unlock (&sync->mutex);
+}
+
+void
+test_sync_broadcast (TestSync *sync)
+{
+  pthread_cond_broadcast (&sync->cond);
+}
+
+void
+test_sync_wait (TestSync *sync)
+{
+  pthread_cond_wait (&sync->cond, &sync->mutex);
+}
+
+gboolean
+test_sync_wait_until (TestSync *sync, gint64 end_us)
+{
+  struct timespec ts;
+
+  if (g_get_monotonic_time () >= end_us)
+    return FALSE;
+  ts.tv_sec = end_us / G_USEC_PER_SEC;
+  ts.tv_nsec = (end_us % G_USEC_PER_SEC) * 1000;
+  return pthread_cond_timedwait (&sync->cond, &sync->mutex, &ts) != ETIMEDOUT;
 }
 
 /* --- The fixture ----------------------------------------------------------------- */
@@ -406,6 +553,37 @@ test_obtain (RedisLockRegistry *registry, const char *name)
   return lock;
 }
 
+void
+test_lock_ok (RedisLock *lock)
+{
+  GError *error = NULL;
+
+  g_assert_true (redis_lock_lock (lock, &error));
+  g_assert_no_error (error);
+}
+
+void
+test_unlock_ok (RedisLock *lock)
+{
+  GError *error = NULL;
+
+  g_assert_true (redis_lock_unlock (lock, &error));
+  g_assert_no_error (error);
+}
+
+void
+test_unlock_lease_lost (RedisLock *lock)
+{
+  GError *error = NULL;
+
+  g_assert_false (redis_lock_unlock (lock, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+  g_clear_error (&error);
+  /* The local hold is gone all the same. */
+  g_assert_false (redis_lock_is_held_by_current_thread (lock));
+  g_assert_false (redis_lock_is_acquired_in_this_process (lock));
+}
+
 /* --- The store, seen from outside, on either store ---------------------------------- */
 
 /* On Redis: takes the fixture's raw connection for the calling thread and returns it
@@ -507,6 +685,27 @@ test_store_set_owner (TestFixture *fixture, const char *key, const char *owner, 
   g_assert_cmpstr (ok, ==, "OK");
 }
 
+void
+test_assert_held_by (TestFixture *fixture, const char *name, RedisLockRegistry *owner,
+                     gint64 max_pttl_ms)
+{
+  g_autofree char *key = test_lock_key (name);
+  g_autofree char *value = test_store_get_owner (fixture, key);
+  gint64 pttl = test_store_get_pttl (fixture, key);
+
+  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (owner));
+  g_assert_cmpint (pttl, >, 0);
+  g_assert_cmpint (pttl, <=, max_pttl_ms);
+}
+
+void
+test_assert_free (TestFixture *fixture, const char *name)
+{
+  g_autofree char *key = test_lock_key (name);
+
+  g_assert_false (test_store_exists (fixture, key));
+}
+
 /* --- A counter shared by critical sections ------------------------------------------- */
 
 struct _TestCounter
@@ -571,4 +770,165 @@ test_counter_free (TestCounter *counter)
   g_clear_pointer (&counter->redis, redisFree);
   g_free (counter->name);
   g_free (counter);
+}
+
+/* --- A thread that takes a lock and reports ------------------------------------------ */
+
+gpointer
+test_taker_main (gpointer taker)
+{
+  TestTaker *t = taker;
+
+  g_atomic_int_set (&t->tid, test_thread_id ());
+  t->called_ms = test_now_ms ();
+  if (t->wait_ms == G_MININT64)
+    t->result = redis_lock_lock (t->lock, &t->error);
+  else
+    t->result = redis_lock_try_lock_for (t->lock, t->wait_ms, t->cancellable, &t->error);
+  t->returned_ms = test_now_ms ();
+  if (t->result && t->fixture != NULL)
+    t->value_while_held = test_store_get_owner (t->fixture, redis_lock_get_key (t->lock));
+  if (t->result)
+    g_assert_true (redis_lock_unlock (t->lock, NULL));
+  g_atomic_int_set (&t->done, 1);
+  return NULL;
+}
+
+gboolean
+test_taker_started (gpointer taker)
+{
+  return g_atomic_int_get (&((TestTaker *)taker)->tid) != 0;
+}
+
+gboolean
+test_taker_done (gpointer taker)
+{
+  return g_atomic_int_get (&((TestTaker *)taker)->done) != 0;
+}
+
+void
+test_taker_join (TestTaker *taker, GThread *thread, gint64 timeout_ms)
+{
+  g_assert_true (test_wait_until (test_taker_done, taker, timeout_ms));
+  g_thread_join (thread);
+}
+
+void
+test_taker_clear (TestTaker *taker)
+{
+  g_clear_error (&taker->error);
+  g_clear_pointer (&taker->value_while_held, g_free);
+}
+
+/* --- What the lease-lost callback saw ------------------------------------------------ */
+
+void
+test_lease_lost_init (TestLeaseLost *lease_lost)
+{
+  memset (lease_lost, 0, sizeof *lease_lost);
+  test_sync_init (&lease_lost->sync);
+}
+
+void
+test_lease_lost_clear (TestLeaseLost *lease_lost)
+{
+  test_sync_clear (&lease_lost->sync);
+}
+
+void
+test_lease_lost_cb (RedisLock *lock, gpointer lease_lost)
+{
+  TestLeaseLost *ll = lease_lost;
+
+  test_sync_lock (&ll->sync);
+  if (ll->calls++ == 0)
+    ll->at_ms = test_now_ms ();
+  ll->lock = lock;
+  ll->thread = g_thread_self ();
+  if (ll->cancellable != NULL)
+    ll->cancelled_first = g_cancellable_is_cancelled (ll->cancellable);
+  test_sync_broadcast (&ll->sync);
+  test_sync_unlock (&ll->sync);
+}
+
+void
+test_lease_lost_destroy (gpointer lease_lost)
+{
+  TestLeaseLost *ll = lease_lost;
+
+  g_atomic_int_inc (&ll->destroyed);
+}
+
+void
+test_lease_lost_set_cancellable (TestLeaseLost *lease_lost, GCancellable *cancellable)
+{
+  test_sync_lock (&lease_lost->sync);
+  lease_lost->cancellable = cancellable;
+  test_sync_unlock (&lease_lost->sync);
+}
+
+guint
+test_lease_lost_wait (TestLeaseLost *lease_lost, gint64 timeout_ms)
+{
+  gint64 deadline = g_get_monotonic_time () + timeout_ms * 1000;
+  guint calls;
+
+  test_sync_lock (&lease_lost->sync);
+  while (lease_lost->calls == 0 && test_sync_wait_until (&lease_lost->sync, deadline))
+    ;
+  calls = lease_lost->calls;
+  test_sync_unlock (&lease_lost->sync);
+  return calls;
+}
+
+guint
+test_lease_lost_calls (TestLeaseLost *lease_lost)
+{
+  guint calls;
+
+  test_sync_lock (&lease_lost->sync);
+  calls = lease_lost->calls;
+  test_sync_unlock (&lease_lost->sync);
+  return calls;
+}
+
+/* --- A forked child ------------------------------------------------------------------ */
+
+void
+test_run_child (TestChildFunc func, gpointer data)
+{
+  pid_t pid;
+  int status = 0;
+  int code;
+  gint64 deadline;
+
+  fflush (stdout);
+  fflush (stderr);
+  pid = fork ();
+  g_assert_cmpint (pid, >=, 0);
+  if (pid == 0)
+    _exit (func (data));
+
+  deadline = g_get_monotonic_time () + 20 * G_TIME_SPAN_SECOND;
+  for (;;)
+    {
+      pid_t got = waitpid (pid, &status, WNOHANG);
+
+      if (got == pid)
+        break;
+      g_assert_cmpint (got, ==, 0);
+      if (g_get_monotonic_time () > deadline)
+        {
+          kill (pid, SIGKILL);
+          waitpid (pid, &status, 0);
+          g_error ("the child process hung (killed after 20 s)");
+        }
+      g_usleep (1000);
+    }
+  if (!WIFEXITED (status))
+    g_error ("the child process died from signal %d", WTERMSIG (status));
+  code = WEXITSTATUS (status);
+  if (code != 0)
+    g_test_message ("check %d failed in the child", code);
+  g_assert_cmpint (code, ==, 0);
 }

@@ -9,7 +9,9 @@
  * the holder's back (Redis commands, or the memory store's test hooks). The rest is
  * the fixture every test starts from (its own store, one registry), the registration
  * of a test for both stores, a counter the critical sections of a test share, a
- * monotonic clock in milliseconds, and small thread helpers. Every helper asserts on
+ * monotonic clock in milliseconds, small thread helpers (a hand-shake ThreadSanitizer
+ * can see, a thread that takes a lock and reports), a recorder for the lease-lost
+ * callback, and a way to run checks in a forked child. Every helper asserts on
  * failure, so a test reads as the behaviour it checks.
  */
 #ifndef REDIS_LOCK_TESTS_COMMON_H
@@ -71,9 +73,32 @@ gint64 test_now_ms (void);
  * such as a registry's statistics; the timeout should be generous. */
 gboolean test_wait_until (gboolean (*condition) (gpointer data), gpointer data, gint64 timeout_ms);
 
+/* Re-evaluates @expr every millisecond until it holds or @timeout_ms pass, then asserts
+ * it. For conditions that are easier to write inline than as a test_wait_until()
+ * callback. */
+#define TEST_WAIT_UNTIL(expr, timeout_ms)                                                          \
+  G_STMT_START                                                                                     \
+  {                                                                                                \
+    gint64 test_wait_until_deadline_ = g_get_monotonic_time () + (gint64)(timeout_ms)*1000;        \
+    while (!(expr) && g_get_monotonic_time () < test_wait_until_deadline_)                         \
+      g_usleep (1000);                                                                             \
+    g_assert_true (expr);                                                                          \
+  }                                                                                                \
+  G_STMT_END
+
 /* Polls until the registry's contended_attempts counter reaches @at_least (that is,
  * some thread of @registry found the lock held in Redis and is waiting). */
 gboolean test_wait_contended (RedisLockRegistry *registry, guint64 at_least, gint64 timeout_ms);
+
+/* --- A registry's statistics ------------------------------------------------------- */
+
+/* A snapshot of redis_lock_registry_get_stats(), for use in an expression:
+ * test_stats (r).watchdog_ticks. */
+RedisLockRegistryStats test_stats (RedisLockRegistry *registry);
+
+/* Returns once the watchdog of @registry has completed a tick that started after this
+ * call (asserts within 10 s). */
+void test_wait_full_tick (RedisLockRegistry *registry);
 
 /* --- Threads ----------------------------------------------------------------------- */
 
@@ -91,6 +116,40 @@ gint test_thread_id (void);
  * without hooks in the library. Returns FALSE after @timeout_ms. Linux only; elsewhere
  * it returns TRUE at once. */
 gboolean test_wait_thread_blocked (gint tid, gint64 timeout_ms);
+
+/* Runs test_run_threads (@n_threads, @func, @data) in a thread of its own and returns
+ * that thread at once; g_thread_join() it to wait for all of them. */
+GThread *test_run_threads_in_background (guint n_threads, TestThreadFunc func, gpointer data);
+
+/* Asserts, within @timeout_ms each, that every one of the @n_tids kernel thread ids in
+ * @tids has been set (atomically, by its thread, 0 until then; see test_thread_id()) and
+ * that its thread is then asleep in the kernel (test_wait_thread_blocked()): all of them
+ * have come to wait. */
+void test_wait_threads_blocked (gint *tids, guint n_tids, gint64 timeout_ms);
+
+/* The number of threads of this process (Linux: the entries of /proc/self/task), to
+ * check that a registry joined the threads it started. */
+guint test_thread_count (void);
+
+/* A mutex and a condition variable for a test's own hand-shakes between threads.
+ * GLib 2.74's GMutex and GCond are futex-based, which ThreadSanitizer cannot follow, so
+ * these are pthreads (with a monotonic clock, like g_cond_wait_until()). */
+typedef struct
+{
+  pthread_mutex_t mutex;
+  pthread_cond_t cond;
+} TestSync;
+
+void test_sync_init (TestSync *sync);
+void test_sync_clear (TestSync *sync);
+void test_sync_lock (TestSync *sync);
+void test_sync_unlock (TestSync *sync);
+void test_sync_broadcast (TestSync *sync);
+/* Waits for a broadcast; call with the mutex locked. */
+void test_sync_wait (TestSync *sync);
+/* Waits for a broadcast until the monotonic time @end_us (as g_get_monotonic_time());
+ * call with the mutex locked. Returns FALSE once @end_us has passed. */
+gboolean test_sync_wait_until (TestSync *sync, gint64 end_us);
 
 /* --- The fixture ----------------------------------------------------------------- */
 
@@ -164,6 +223,14 @@ RedisLockRegistry *test_registry_new (TestFixture *fixture);
 /* Obtains @name from @registry, asserting success. */
 RedisLock *test_obtain (RedisLockRegistry *registry, const char *name);
 
+/* redis_lock_lock() and redis_lock_unlock(), asserting success without an error. */
+void test_lock_ok (RedisLock *lock);
+void test_unlock_ok (RedisLock *lock);
+
+/* redis_lock_unlock() of a lock whose lease was lost: asserts that it fails with
+ * REDIS_LOCK_ERROR_LEASE_LOST and that the local hold is gone all the same. */
+void test_unlock_lease_lost (RedisLock *lock);
+
 /* --- The store, seen from outside, on either store ---------------------------------- *
  * @key is a full key (test_lock_key(), redis_lock_get_key()). These are safe to call
  * from any thread; on Redis they share the fixture's raw connection under a mutex, so
@@ -188,6 +255,93 @@ gboolean test_store_delete (TestFixture *fixture, const char *key);
  * process taking it over would (`SET key owner [PX ttl] XX`; the memory store's
  * redis_lock_memory_store_steal()). Asserts that the key existed. Nobody is notified. */
 void test_store_set_owner (TestFixture *fixture, const char *key, const char *owner, gint64 ttl_ms);
+
+/* Asserts that the lock @name (under TEST_REGISTRY_KEY) is held by @owner's client id
+ * with 0 < PTTL <= @max_pttl_ms. */
+void test_assert_held_by (TestFixture *fixture, const char *name, RedisLockRegistry *owner,
+                          gint64 max_pttl_ms);
+
+/* Asserts that the key of the lock @name (under TEST_REGISTRY_KEY) does not exist. */
+void test_assert_free (TestFixture *fixture, const char *name);
+
+/* --- A thread that takes a lock and reports ------------------------------------------ */
+
+typedef struct
+{
+  /* Set by the test before the thread starts. */
+  RedisLock *lock;
+  gint64 wait_ms; /* for try_lock_for; G_MININT64: call lock() */
+  GCancellable *cancellable;
+  TestFixture *fixture; /* when set: read the key's owner while held */
+
+  /* Set by the thread. */
+  gint tid;  /* set (atomically) just before the call */
+  gint done; /* set (atomically) after the call */
+  gboolean result;
+  GError *error;
+  gint64 called_ms;
+  gint64 returned_ms;
+  char *value_while_held; /* owner of the key while held, when fixture is set */
+} TestTaker;
+
+/* The thread function: g_thread_new (name, test_taker_main, taker). It takes
+ * taker->lock, records what happened and when, and, when it got the lock, unlocks it
+ * at once (asserting success). */
+gpointer test_taker_main (gpointer taker);
+
+/* For test_wait_until(): the taker is about to make its call / has returned. */
+gboolean test_taker_started (gpointer taker);
+gboolean test_taker_done (gpointer taker);
+
+/* Joins the taker's @thread, failing (instead of hanging) when it has not returned
+ * within @timeout_ms: a wake-up that never comes must be a test failure. */
+void test_taker_join (TestTaker *taker, GThread *thread, gint64 timeout_ms);
+
+/* Frees what the thread left in @taker (error, value_while_held). */
+void test_taker_clear (TestTaker *taker);
+
+/* --- What the lease-lost callback saw ------------------------------------------------ */
+
+typedef struct
+{
+  TestSync sync;
+  guint calls;
+  RedisLock *lock;           /* the lock of the last call (not referenced) */
+  gint64 at_ms;              /* when the first call came */
+  GThread *thread;           /* the thread of the last call */
+  GCancellable *cancellable; /* the holder's lease cancellable, set by the test */
+  gboolean cancelled_first;  /* was it cancelled when the callback ran */
+  gint destroyed;            /* destroy notify calls (atomic) */
+} TestLeaseLost;
+
+void test_lease_lost_init (TestLeaseLost *lease_lost);
+void test_lease_lost_clear (TestLeaseLost *lease_lost);
+
+/* For redis_lock_registry_set_lease_lost_callback (registry, test_lease_lost_cb,
+ * lease_lost, test_lease_lost_destroy or NULL). */
+void test_lease_lost_cb (RedisLock *lock, gpointer lease_lost);
+void test_lease_lost_destroy (gpointer lease_lost);
+
+/* Sets the cancellable whose state the callback records in cancelled_first. */
+void test_lease_lost_set_cancellable (TestLeaseLost *lease_lost, GCancellable *cancellable);
+
+/* Waits up to @timeout_ms for a first call; returns the number of calls so far. */
+guint test_lease_lost_wait (TestLeaseLost *lease_lost, gint64 timeout_ms);
+
+/* The number of calls so far. */
+guint test_lease_lost_calls (TestLeaseLost *lease_lost);
+
+/* --- A forked child ------------------------------------------------------------------ */
+
+/* Checks run in a child process. The child of a multithreaded process may only do
+ * simple things, so it must not assert: it returns the number of its first failed
+ * check, 0 when all passed. */
+typedef int (*TestChildFunc) (gpointer data);
+
+/* Forks; the child runs @func (@data) and exits with its result without running any
+ * cleanup. Waits at most 20 s for it (then kills it and fails) and asserts that it
+ * exited with 0, logging the number of the failed check otherwise. */
+void test_run_child (TestChildFunc func, gpointer data);
 
 /* --- A counter shared by critical sections ------------------------------------------- *
  * A number the threads of a test read and then write back plus one inside a critical

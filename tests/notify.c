@@ -13,11 +13,6 @@
  * still works, and that closing a registry wakes its waiters and joins its threads.
  * Each test starts its own redis-server, so they run in parallel safely.
  */
-#include <errno.h>
-#include <pthread.h>
-#include <string.h>
-#include <time.h>
-
 #include "common.h"
 
 #define REGISTRY_KEY TEST_REGISTRY_KEY
@@ -39,109 +34,6 @@ pubsub_clients (redisContext *c)
   return n;
 }
 
-/* ---- small helpers ---- */
-
-/* Re-evaluates @expr every millisecond until it holds or @timeout_ms pass, then asserts it. */
-#define WAIT_UNTIL(expr, timeout_ms)                                                               \
-  G_STMT_START                                                                                     \
-  {                                                                                                \
-    gint64 wait_until_deadline_ = g_get_monotonic_time () + (gint64)(timeout_ms)*1000;             \
-    while (!(expr) && g_get_monotonic_time () < wait_until_deadline_)                              \
-      g_usleep (1000);                                                                             \
-    g_assert_true (expr);                                                                          \
-  }                                                                                                \
-  G_STMT_END
-
-static guint64
-contended_attempts (RedisLockRegistry *r)
-{
-  RedisLockRegistryStats st;
-
-  redis_lock_registry_get_stats (r, &st);
-  return st.contended_attempts;
-}
-
-static guint
-thread_count (void)
-{
-  GDir *dir = g_dir_open ("/proc/self/task", 0, NULL);
-  guint n = 0;
-
-  g_assert_nonnull (dir);
-  while (g_dir_read_name (dir) != NULL)
-    n++;
-  g_dir_close (dir);
-  return n;
-}
-
-/* ---- a mutex and condition ThreadSanitizer can see ----
- *
- * GLib 2.74's GMutex and GCond are futex-based, which ThreadSanitizer cannot follow, so
- * the test's own hand-shakes use pthreads (with a monotonic clock, like g_cond_wait_until). */
-
-typedef struct
-{
-  pthread_mutex_t mutex;
-  pthread_cond_t cond;
-} Sync;
-
-static void
-sync_init (Sync *s)
-{
-  pthread_condattr_t attr;
-
-  pthread_mutex_init (&s->mutex, NULL);
-  pthread_condattr_init (&attr);
-  pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
-  pthread_cond_init (&s->cond, &attr);
-  pthread_condattr_destroy (&attr);
-}
-
-static void
-sync_clear (Sync *s)
-{
-  pthread_mutex_destroy (&s->mutex);
-  pthread_cond_destroy (&s->cond);
-}
-
-static void
-sync_lock (Sync *s)
-{
-  pthread_mutex_lock (&s->mutex);
-}
-
-static void
-sync_unlock (Sync *s)
-{
-  pthread_mutex_unlock (&s->mutex);
-}
-
-static void
-sync_broadcast (Sync *s)
-{
-  pthread_cond_broadcast (&s->cond);
-}
-
-static void
-sync_wait (Sync *s)
-{
-  pthread_cond_wait (&s->cond, &s->mutex);
-}
-
-/* Waits until signalled or the monotonic time @end_us (as g_get_monotonic_time ());
- * returns FALSE once @end_us has passed. */
-static gboolean
-sync_wait_until (Sync *s, gint64 end_us)
-{
-  struct timespec ts;
-
-  if (g_get_monotonic_time () >= end_us)
-    return FALSE;
-  ts.tv_sec = end_us / G_USEC_PER_SEC;
-  ts.tv_nsec = (end_us % G_USEC_PER_SEC) * 1000;
-  return pthread_cond_timedwait (&s->cond, &s->mutex, &ts) != ETIMEDOUT;
-}
-
 /* ---- a thread that waits for a lock ---- */
 
 typedef struct
@@ -152,7 +44,7 @@ typedef struct
   GCancellable *cancellable;
   gboolean hold; /* once acquired, keep the lock until waiter_finish () */
 
-  Sync sync;
+  TestSync sync;
   gboolean returned;
   gboolean acquired;
   GError *error;
@@ -175,24 +67,24 @@ waiter_thread (gpointer data)
   else
     ok = redis_lock_try_lock_for (w->lock, w->wait_ms, w->cancellable, &error);
 
-  sync_lock (&w->sync);
+  test_sync_lock (&w->sync);
   w->returned = TRUE;
   w->returned_at_ms = test_now_ms ();
   w->acquired = ok;
   w->error = error;
-  sync_broadcast (&w->sync);
+  test_sync_broadcast (&w->sync);
   if (ok)
     {
       while (w->hold && !w->release)
-        sync_wait (&w->sync);
-      sync_unlock (&w->sync);
+        test_sync_wait (&w->sync);
+      test_sync_unlock (&w->sync);
       error = NULL;
       ok = redis_lock_unlock (w->lock, &error);
-      sync_lock (&w->sync);
+      test_sync_lock (&w->sync);
       w->unlocked = ok;
       w->unlock_error = error;
     }
-  sync_unlock (&w->sync);
+  test_sync_unlock (&w->sync);
   return NULL;
 }
 
@@ -209,7 +101,7 @@ waiter_start_full (RedisLock *lock, gboolean use_lock, gint64 wait_ms, GCancella
   w->wait_ms = wait_ms;
   w->cancellable = cancellable;
   w->hold = hold;
-  sync_init (&w->sync);
+  test_sync_init (&w->sync);
   w->thread = g_thread_new ("waiter", waiter_thread, w);
   return w;
 }
@@ -227,11 +119,11 @@ waiter_wait_returned (Waiter *w, gint64 timeout_ms)
   gint64 deadline = g_get_monotonic_time () + timeout_ms * 1000;
   gboolean returned;
 
-  sync_lock (&w->sync);
-  while (!w->returned && sync_wait_until (&w->sync, deadline))
+  test_sync_lock (&w->sync);
+  while (!w->returned && test_sync_wait_until (&w->sync, deadline))
     ;
   returned = w->returned;
-  sync_unlock (&w->sync);
+  test_sync_unlock (&w->sync);
   return returned;
 }
 
@@ -240,9 +132,9 @@ waiter_has_returned (Waiter *w)
 {
   gboolean returned;
 
-  sync_lock (&w->sync);
+  test_sync_lock (&w->sync);
   returned = w->returned;
-  sync_unlock (&w->sync);
+  test_sync_unlock (&w->sync);
   return returned;
 }
 
@@ -250,10 +142,10 @@ waiter_has_returned (Waiter *w)
 static void
 waiter_finish (Waiter *w)
 {
-  sync_lock (&w->sync);
+  test_sync_lock (&w->sync);
   w->release = TRUE;
-  sync_broadcast (&w->sync);
-  sync_unlock (&w->sync);
+  test_sync_broadcast (&w->sync);
+  test_sync_unlock (&w->sync);
   g_thread_join (w->thread);
 
   if (w->acquired)
@@ -265,7 +157,7 @@ waiter_finish (Waiter *w)
   g_clear_error (&w->unlock_error);
   g_clear_object (&w->cancellable);
   redis_lock_unref (w->lock);
-  sync_clear (&w->sync);
+  test_sync_clear (&w->sync);
   g_free (w);
 }
 
@@ -283,34 +175,16 @@ registry_new_slow_spin (TestFixture *fx)
   return r;
 }
 
-static void
-lock_ok (RedisLock *lock)
-{
-  GError *error = NULL;
-
-  g_assert_true (redis_lock_lock (lock, &error));
-  g_assert_no_error (error);
-}
-
-static void
-unlock_ok (RedisLock *lock)
-{
-  GError *error = NULL;
-
-  g_assert_true (redis_lock_unlock (lock, &error));
-  g_assert_no_error (error);
-}
-
 /* Starts a waiter on @lock and returns once it has found the lock held in Redis at least
  * once, i.e. it is now (or about to be) asleep waiting for the holder. */
 static Waiter *
 waiter_start_contended_full (RedisLockRegistry *r, RedisLock *lock, gboolean use_lock,
                              gint64 wait_ms, GCancellable *cancellable, gboolean hold)
 {
-  guint64 before = contended_attempts (r);
+  guint64 before = test_stats (r).contended_attempts;
   Waiter *w = waiter_start_full (lock, use_lock, wait_ms, cancellable, hold);
 
-  WAIT_UNTIL (contended_attempts (r) > before || waiter_has_returned (w), 10000);
+  TEST_WAIT_UNTIL (test_stats (r).contended_attempts > before || waiter_has_returned (w), 10000);
   g_assert_false (waiter_has_returned (w));
   return w;
 }
@@ -345,15 +219,15 @@ check_publish_on_unlock (TestFixture *fx, RedisLockWaitMode mode)
   lock = test_obtain (r, "pub");
 
   /* Warm-up: scripts loaded, connections made. */
-  lock_ok (lock);
-  unlock_ok (lock);
+  test_lock_ok (lock);
+  test_unlock_ok (lock);
 
-  lock_ok (lock);
-  lock_ok (lock);
-  unlock_ok (lock); /* inner: no Redis, no notification */
+  test_lock_ok (lock);
+  test_lock_ok (lock);
+  test_unlock_ok (lock); /* inner: no Redis, no notification */
   g_assert_true (redis_lock_is_held_by_current_thread (lock));
   redis_lock_registry_get_stats (r, &before);
-  unlock_ok (lock);
+  test_unlock_ok (lock);
   redis_lock_registry_get_stats (r, &after);
   g_assert_false (redis_lock_is_acquired_in_this_process (lock));
   /* Delete and publish travel together as one command: nothing can come between them. */
@@ -431,11 +305,11 @@ test_wakeup_from_notification (TestFixture *fx, gconstpointer data)
       Waiter *w;
       gint64 t0, delay;
 
-      lock_ok (la);
+      test_lock_ok (la);
       /* Odd rounds block in lock (), even rounds in try_lock_for (10 s). */
       w = waiter_start_contended (b, lb, i % 2 == 1, 10000, FALSE);
       t0 = test_now_ms ();
-      unlock_ok (la);
+      test_unlock_ok (la);
       g_assert_true (waiter_wait_returned (w, 65000));
       g_assert_no_error (w->error);
       g_assert_true (w->acquired);
@@ -473,13 +347,13 @@ test_wakeup_one_of_two (TestFixture *fx, gconstpointer data)
   lb = test_obtain (b, "early");
   lc = test_obtain (c, "early");
 
-  lock_ok (la);
+  test_lock_ok (la);
   wb = waiter_start_contended (b, lb, FALSE, 10000, TRUE);
   wc = waiter_start_contended (c, lc, FALSE, 10000, TRUE);
   t0 = test_now_ms ();
-  unlock_ok (la);
+  test_unlock_ok (la);
 
-  WAIT_UNTIL (waiter_has_returned (wb) || waiter_has_returned (wc), 5000);
+  TEST_WAIT_UNTIL (waiter_has_returned (wb) || waiter_has_returned (wc), 5000);
   winner = waiter_has_returned (wb) ? wb : wc;
   loser = winner == wb ? wc : wb;
   g_assert_no_error (winner->error);
@@ -524,7 +398,7 @@ test_wakeup_holder_expiry (TestFixture *fx, gconstpointer data)
   lb = test_obtain (b, "expiring");
 
   t0 = test_now_ms ();
-  lock_ok (la);
+  test_lock_ok (la);
   w = waiter_start_contended (b, lb, FALSE, 10000, FALSE);
   g_assert_true (waiter_wait_returned (w, 15000));
   g_assert_no_error (w->error);
@@ -564,14 +438,14 @@ test_resubscribe_after_kill (TestFixture *fx, gconstpointer data)
   la = test_obtain (a, "kill");
   lb = test_obtain (b, "kill");
 
-  lock_ok (la);
+  test_lock_ok (la);
   w = waiter_start_contended (b, lb, FALSE, 10000, FALSE);
   /* The first failed attempt may come before the subscription is confirmed. */
-  WAIT_UNTIL (test_redis_integer (fx->redis, "PUBSUB NUMPAT") == 1, 10000);
+  TEST_WAIT_UNTIL (test_redis_integer (fx->redis, "PUBSUB NUMPAT") == 1, 10000);
   killed = test_redis_integer (fx->redis, "CLIENT KILL TYPE pubsub");
   g_assert_cmpint (killed, ==, 1);
   t0 = test_now_ms ();
-  unlock_ok (la);
+  test_unlock_ok (la);
   g_assert_true (waiter_wait_returned (w, 15000));
   g_assert_no_error (w->error);
   g_assert_true (w->acquired);
@@ -580,14 +454,14 @@ test_resubscribe_after_kill (TestFixture *fx, gconstpointer data)
   waiter_finish (w);
 
   /* The subscription comes back on its own... */
-  WAIT_UNTIL (test_redis_integer (fx->redis, "PUBSUB NUMPAT") == 1, 10000);
+  TEST_WAIT_UNTIL (test_redis_integer (fx->redis, "PUBSUB NUMPAT") == 1, 10000);
 
   /* ... and wakes waiters again: with a minute between tries only it can be fast. */
   redis_lock_registry_set_idle_between_tries_ms (b, MINUTE_MS);
-  lock_ok (la);
+  test_lock_ok (la);
   w = waiter_start_contended (b, lb, FALSE, 10000, FALSE);
   t0 = test_now_ms ();
-  unlock_ok (la);
+  test_unlock_ok (la);
   g_assert_true (waiter_wait_returned (w, 15000));
   g_assert_no_error (w->error);
   g_assert_true (w->acquired);
@@ -652,17 +526,17 @@ test_spin_mode (TestFixture *fx, gconstpointer data)
   la = test_obtain (a, "spin");
   lb = test_obtain (b, "spin");
 
-  lock_ok (la);
+  test_lock_ok (la);
   w = waiter_start_contended (b, lb, FALSE, 10000, FALSE);
-  attempts = contended_attempts (b);
+  attempts = test_stats (b).contended_attempts;
   /* Time is the subject: over 1.2 s the waiter tries about four times. */
   g_assert_false (waiter_wait_returned (w, 1200));
-  g_assert_cmpuint (contended_attempts (b) - attempts, >=, 2);
-  g_assert_cmpuint (contended_attempts (b) - attempts, <=, 6);
+  g_assert_cmpuint (test_stats (b).contended_attempts - attempts, >=, 2);
+  g_assert_cmpuint (test_stats (b).contended_attempts - attempts, <=, 6);
   g_assert_cmpuint (pubsub_clients (fx->redis), ==, 0);
 
   t0 = test_now_ms ();
-  unlock_ok (la);
+  test_unlock_ok (la);
   g_assert_true (waiter_wait_returned (w, 15000));
   g_assert_no_error (w->error);
   g_assert_true (w->acquired);
@@ -691,12 +565,12 @@ test_subscriber_per_registry (TestFixture *fx, gconstpointer data)
       g_snprintf (name, sizeof name, "many-%d", i);
       la[i] = test_obtain (a, name);
       lb[i] = test_obtain (b, name);
-      lock_ok (la[i]);
+      test_lock_ok (la[i]);
     }
   g_assert_cmpuint (pubsub_clients (fx->redis), ==, 0);
   for (i = 0; i < 3; i++)
     w[i] = waiter_start_contended (b, lb[i], FALSE, 10000, FALSE);
-  WAIT_UNTIL (pubsub_clients (fx->redis) >= 1, 10000);
+  TEST_WAIT_UNTIL (pubsub_clients (fx->redis) >= 1, 10000);
   g_assert_cmpuint (pubsub_clients (fx->redis), ==, 1);
   g_assert_cmpint (test_redis_integer (fx->redis, "PUBSUB NUMPAT"), ==, 1);
 
@@ -704,7 +578,7 @@ test_subscriber_per_registry (TestFixture *fx, gconstpointer data)
     {
       gint64 t0 = test_now_ms ();
 
-      unlock_ok (la[i]);
+      test_unlock_ok (la[i]);
       g_assert_true (waiter_wait_returned (w[i], 15000));
       g_assert_no_error (w[i]->error);
       g_assert_true (w[i]->acquired);
@@ -735,7 +609,7 @@ test_wait_deadline_and_cancel (TestFixture *fx, gconstpointer data)
   b = registry_new_slow_spin (fx);
   la = test_obtain (a, "bounded");
   lb = test_obtain (b, "bounded");
-  lock_ok (la);
+  test_lock_ok (la);
 
   /* Deadline: not acquired, no error, after about 500 ms. */
   t0 = test_now_ms ();
@@ -757,7 +631,7 @@ test_wait_deadline_and_cancel (TestFixture *fx, gconstpointer data)
   g_assert_cmpint (w->returned_at_ms - t0, <, 500);
   waiter_finish (w);
 
-  unlock_ok (la);
+  test_unlock_ok (la);
 }
 
 static void
@@ -780,16 +654,16 @@ test_close_wakes_waiters (TestFixture *fx, gconstpointer data)
   redis_lock_registry_set_watchdog (a, FALSE); /* a starts no thread of its own */
   la1 = test_obtain (a, "close-1");
   la2 = test_obtain (a, "close-2");
-  lock_ok (la1);
-  lock_ok (la2);
+  test_lock_ok (la1);
+  test_lock_ok (la2);
 
-  baseline = thread_count ();
+  baseline = test_thread_count ();
   b = registry_new_slow_spin (fx);
   lb1 = test_obtain (b, "close-1");
   lb2 = test_obtain (b, "close-2");
   w1 = waiter_start_contended (b, lb1, TRUE, -1, FALSE);
   w2 = waiter_start_contended (b, lb2, FALSE, 30000, FALSE);
-  WAIT_UNTIL (pubsub_clients (fx->redis) == 1, 10000);
+  TEST_WAIT_UNTIL (pubsub_clients (fx->redis) == 1, 10000);
 
   t0 = test_now_ms ();
   redis_lock_registry_close (b);
@@ -808,8 +682,8 @@ test_close_wakes_waiters (TestFixture *fx, gconstpointer data)
   /* Every thread the registry started is gone once close () has returned. */
   /* A joined thread can linger in /proc for an instant after pthread_join () returns;
    * the short bound tolerates that, not a thread left running. */
-  WAIT_UNTIL (thread_count () == baseline, 200);
-  WAIT_UNTIL (pubsub_clients (fx->redis) == 0, 5000);
+  TEST_WAIT_UNTIL (test_thread_count () == baseline, 200);
+  TEST_WAIT_UNTIL (pubsub_clients (fx->redis) == 0, 5000);
 
   g_assert_null (redis_lock_registry_obtain (b, "close-3", &error));
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
@@ -819,8 +693,8 @@ test_close_wakes_waiters (TestFixture *fx, gconstpointer data)
   redis_lock_registry_unref (b);
 
   /* The holder in the other registry is unaffected. */
-  unlock_ok (la1);
-  unlock_ok (la2);
+  test_unlock_ok (la1);
+  test_unlock_ok (la2);
   redis_lock_unref (la1);
   redis_lock_unref (la2);
 }

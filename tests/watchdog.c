@@ -12,274 +12,21 @@
  * INFO commandstats, and close a registry with the watchdog running. Timings are given
  * generous slack, but each bound is tight enough that a missing behaviour fails it.
  */
-#include <errno.h>
-#include <pthread.h>
-#include <string.h>
-#include <time.h>
-
 #include "common.h"
 
 #define REGISTRY_KEY TEST_REGISTRY_KEY
 
-/* ---- small helpers ---- */
-
-/* Re-evaluates @expr every millisecond until it holds or @timeout_ms pass, then asserts it. */
-#define WAIT_UNTIL(expr, timeout_ms)                                                               \
-  G_STMT_START                                                                                     \
-  {                                                                                                \
-    gint64 wait_until_deadline_ = g_get_monotonic_time () + (gint64)(timeout_ms)*1000;             \
-    while (!(expr) && g_get_monotonic_time () < wait_until_deadline_)                              \
-      g_usleep (1000);                                                                             \
-    g_assert_true (expr);                                                                          \
-  }                                                                                                \
-  G_STMT_END
-
-static RedisLockRegistryStats
-stats (RedisLockRegistry *r)
-{
-  RedisLockRegistryStats st;
-
-  redis_lock_registry_get_stats (r, &st);
-  return st;
-}
-
-static guint64
-ticks (RedisLockRegistry *r)
-{
-  return stats (r).watchdog_ticks;
-}
-
-/* Returns once the watchdog of @r has completed a tick that started after this call. */
-static void
-wait_full_tick (RedisLockRegistry *r)
-{
-  guint64 start = ticks (r);
-
-  WAIT_UNTIL (ticks (r) >= start + 2, 10000);
-}
-
-static guint
-thread_count (void)
-{
-  GDir *dir = g_dir_open ("/proc/self/task", 0, NULL);
-  guint n = 0;
-
-  g_assert_nonnull (dir);
-  while (g_dir_read_name (dir) != NULL)
-    n++;
-  g_dir_close (dir);
-  return n;
-}
-
-static void
-lock_ok (RedisLock *lock)
-{
-  GError *error = NULL;
-
-  g_assert_true (redis_lock_lock (lock, &error));
-  g_assert_no_error (error);
-}
-
-static void
-unlock_ok (RedisLock *lock)
-{
-  GError *error = NULL;
-
-  g_assert_true (redis_lock_unlock (lock, &error));
-  g_assert_no_error (error);
-}
-
-static void
-unlock_lease_lost (RedisLock *lock)
-{
-  GError *error = NULL;
-
-  g_assert_false (redis_lock_unlock (lock, &error));
-  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
-  g_clear_error (&error);
-  /* The local hold is gone all the same. */
-  g_assert_false (redis_lock_is_held_by_current_thread (lock));
-  g_assert_false (redis_lock_is_acquired_in_this_process (lock));
-}
-
-static char *
-key_of (RedisLock *lock)
-{
-  return test_lock_key (redis_lock_get_name (lock));
-}
-
 /* Asserts that @lock's key holds @registry's client id, with a PTTL in (0, @max_pttl]. */
 static void
-assert_lease (TestFixture *fx, RedisLockRegistry *registry, RedisLock *lock, long long max_pttl)
+assert_lease (TestFixture *fx, RedisLockRegistry *registry, RedisLock *lock, gint64 max_pttl)
 {
-  g_autofree char *key = key_of (lock);
-  g_autofree char *value = test_redis_get (fx->redis, key);
-  long long pttl = test_redis_pttl (fx->redis, key);
-
-  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (registry));
-  g_assert_cmpint (pttl, >, 0);
-  g_assert_cmpint (pttl, <=, max_pttl);
+  test_assert_held_by (fx, redis_lock_get_name (lock), registry, max_pttl);
 }
 
 static void
 assert_no_key (TestFixture *fx, RedisLock *lock)
 {
-  g_autofree char *key = key_of (lock);
-
-  g_assert_cmpint (test_redis_integer (fx->redis, "EXISTS %s", key), ==, 0);
-}
-
-/* ---- a mutex and condition ThreadSanitizer can see ----
- *
- * GLib 2.74's GMutex and GCond are futex-based, which ThreadSanitizer cannot follow, so
- * the test's own hand-shakes use pthreads (with a monotonic clock, like g_cond_wait_until). */
-
-typedef struct
-{
-  pthread_mutex_t mutex;
-  pthread_cond_t cond;
-} Sync;
-
-static void
-sync_init (Sync *s)
-{
-  pthread_condattr_t attr;
-
-  pthread_mutex_init (&s->mutex, NULL);
-  pthread_condattr_init (&attr);
-  pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
-  pthread_cond_init (&s->cond, &attr);
-  pthread_condattr_destroy (&attr);
-}
-
-static void
-sync_clear (Sync *s)
-{
-  pthread_mutex_destroy (&s->mutex);
-  pthread_cond_destroy (&s->cond);
-}
-
-static void
-sync_lock (Sync *s)
-{
-  pthread_mutex_lock (&s->mutex);
-}
-
-static void
-sync_unlock (Sync *s)
-{
-  pthread_mutex_unlock (&s->mutex);
-}
-
-static void
-sync_broadcast (Sync *s)
-{
-  pthread_cond_broadcast (&s->cond);
-}
-
-static void
-sync_wait (Sync *s)
-{
-  pthread_cond_wait (&s->cond, &s->mutex);
-}
-
-/* Waits until signalled or the monotonic time @end_us (as g_get_monotonic_time ());
- * returns FALSE once @end_us has passed. */
-static gboolean
-sync_wait_until (Sync *s, gint64 end_us)
-{
-  struct timespec ts;
-
-  if (g_get_monotonic_time () >= end_us)
-    return FALSE;
-  ts.tv_sec = end_us / G_USEC_PER_SEC;
-  ts.tv_nsec = (end_us % G_USEC_PER_SEC) * 1000;
-  return pthread_cond_timedwait (&s->cond, &s->mutex, &ts) != ETIMEDOUT;
-}
-
-/* ---- what the lease-lost callback saw ---- */
-
-typedef struct
-{
-  Sync sync;
-  guint calls;
-  RedisLock *lock;           /* the lock of the last call (not referenced) */
-  gint64 at_ms;              /* when the first call came */
-  GThread *thread;           /* the thread of the last call */
-  GCancellable *cancellable; /* the holder's lease cancellable, set by the test */
-  gboolean cancelled_first;  /* was it cancelled when the callback ran */
-  gint destroyed;            /* destroy notify calls */
-} LeaseLost;
-
-static void
-lease_lost_init (LeaseLost *ll)
-{
-  memset (ll, 0, sizeof *ll);
-  sync_init (&ll->sync);
-}
-
-static void
-lease_lost_clear (LeaseLost *ll)
-{
-  sync_clear (&ll->sync);
-}
-
-static void
-lease_lost_cb (RedisLock *lock, gpointer data)
-{
-  LeaseLost *ll = data;
-
-  sync_lock (&ll->sync);
-  if (ll->calls++ == 0)
-    ll->at_ms = test_now_ms ();
-  ll->lock = lock;
-  ll->thread = g_thread_self ();
-  if (ll->cancellable != NULL)
-    ll->cancelled_first = g_cancellable_is_cancelled (ll->cancellable);
-  sync_broadcast (&ll->sync);
-  sync_unlock (&ll->sync);
-}
-
-static void
-lease_lost_destroy (gpointer data)
-{
-  LeaseLost *ll = data;
-
-  g_atomic_int_inc (&ll->destroyed);
-}
-
-static void
-lease_lost_set_cancellable (LeaseLost *ll, GCancellable *cancellable)
-{
-  sync_lock (&ll->sync);
-  ll->cancellable = cancellable;
-  sync_unlock (&ll->sync);
-}
-
-/* Waits up to @timeout_ms for a first call; returns the number of calls so far. */
-static guint
-lease_lost_wait (LeaseLost *ll, gint64 timeout_ms)
-{
-  gint64 deadline = g_get_monotonic_time () + timeout_ms * 1000;
-  guint calls;
-
-  sync_lock (&ll->sync);
-  while (ll->calls == 0 && sync_wait_until (&ll->sync, deadline))
-    ;
-  calls = ll->calls;
-  sync_unlock (&ll->sync);
-  return calls;
-}
-
-static guint
-lease_lost_calls (LeaseLost *ll)
-{
-  guint calls;
-
-  sync_lock (&ll->sync);
-  calls = ll->calls;
-  sync_unlock (&ll->sync);
-  return calls;
+  test_assert_free (fx, redis_lock_get_name (lock));
 }
 
 /* ---- tests ---- */
@@ -297,13 +44,13 @@ test_renewal_keeps_lease (TestFixture *fx, gconstpointer data)
   r = fx->registry;
   redis_lock_registry_set_expire_after_ms (r, 300);
   lock = test_obtain (r, "kept");
-  lock_ok (lock);
+  test_lock_ok (lock);
   /* Time is the subject: four TTLs. */
   g_usleep (1200 * 1000);
   assert_lease (fx, r, lock, 300);
   g_assert_false (redis_lock_is_lease_lost (lock));
-  g_assert_cmpuint (stats (r).renewals, >=, 3);
-  unlock_ok (lock);
+  g_assert_cmpuint (test_stats (r).renewals, >=, 3);
+  test_unlock_ok (lock);
   assert_no_key (fx, lock);
 }
 
@@ -321,16 +68,16 @@ test_renewal_off_loses_lease (TestFixture *fx, gconstpointer data)
   redis_lock_registry_set_expire_after_ms (r, 300);
   redis_lock_registry_set_watchdog (r, FALSE);
   lock = test_obtain (r, "expired");
-  lock_ok (lock);
+  test_lock_ok (lock);
   g_usleep (1200 * 1000);
   assert_no_key (fx, lock);
-  g_assert_cmpuint (stats (r).renewals, ==, 0);
-  unlock_lease_lost (lock);
+  g_assert_cmpuint (test_stats (r).renewals, ==, 0);
+  test_unlock_lease_lost (lock);
 
   /* The lock stays usable. */
-  lock_ok (lock);
+  test_lock_ok (lock);
   assert_lease (fx, r, lock, 300);
-  unlock_ok (lock);
+  test_unlock_ok (lock);
 }
 
 static void
@@ -338,7 +85,7 @@ test_lease_lost_key_deleted (TestFixture *fx, gconstpointer data)
 {
   RedisLockRegistry *r, *other;
   RedisLock *lock, *other_lock, *bystander;
-  LeaseLost first, ll;
+  TestLeaseLost first, ll;
   guint64 k;
   GCancellable *cancellable;
   g_autofree char *key = NULL;
@@ -352,33 +99,34 @@ test_lease_lost_key_deleted (TestFixture *fx, gconstpointer data)
                   "alone; the callback's destroy notify runs on replacement and at free");
   TEST_SKIP_IF_NO_SERVER (fx);
 
-  lease_lost_init (&first);
-  lease_lost_init (&ll);
+  test_lease_lost_init (&first);
+  test_lease_lost_init (&ll);
   r = test_registry_new (fx);
   redis_lock_registry_set_expire_after_ms (r, 600);
-  redis_lock_registry_set_lease_lost_callback (r, lease_lost_cb, &first, lease_lost_destroy);
-  redis_lock_registry_set_lease_lost_callback (r, lease_lost_cb, &ll, lease_lost_destroy);
+  redis_lock_registry_set_lease_lost_callback (r, test_lease_lost_cb, &first,
+                                               test_lease_lost_destroy);
+  redis_lock_registry_set_lease_lost_callback (r, test_lease_lost_cb, &ll, test_lease_lost_destroy);
   g_assert_cmpint (g_atomic_int_get (&first.destroyed), ==, 1);
   g_assert_cmpint (g_atomic_int_get (&ll.destroyed), ==, 0);
 
   /* Another lease of the same registry keeps the watchdog ticking throughout. */
   bystander = test_obtain (r, "bystander");
-  lock_ok (bystander);
+  test_lock_ok (bystander);
   lock = test_obtain (r, "victim");
-  key = key_of (lock);
+  key = test_lock_key (redis_lock_get_name (lock));
   g_assert_null (redis_lock_get_lease_cancellable (lock));
-  lock_ok (lock);
+  test_lock_ok (lock);
   cancellable = redis_lock_get_lease_cancellable (lock);
   g_assert_true (G_IS_CANCELLABLE (cancellable));
   g_assert_false (g_cancellable_is_cancelled (cancellable));
   g_assert_false (redis_lock_is_lease_lost (lock));
-  lease_lost_set_cancellable (&ll, cancellable);
-  wait_full_tick (r); /* renewal works while the key is there */
-  g_assert_cmpuint (lease_lost_calls (&ll), ==, 0);
+  test_lease_lost_set_cancellable (&ll, cancellable);
+  test_wait_full_tick (r); /* renewal works while the key is there */
+  g_assert_cmpuint (test_lease_lost_calls (&ll), ==, 0);
 
   t0 = test_now_ms ();
   g_assert_cmpint (test_redis_integer (fx->redis, "DEL %s", key), ==, 1);
-  g_assert_cmpuint (lease_lost_wait (&ll, 5000), ==, 1);
+  g_assert_cmpuint (test_lease_lost_wait (&ll, 5000), ==, 1);
   g_test_message ("lease loss reported %" G_GINT64_FORMAT " ms after the DEL", ll.at_ms - t0);
   g_assert_cmpint (ll.at_ms - t0, <, 600 / 3 + 300);
   g_assert_true (ll.lock == lock);
@@ -386,8 +134,8 @@ test_lease_lost_key_deleted (TestFixture *fx, gconstpointer data)
   g_assert_true (ll.cancelled_first);
   g_assert_true (g_cancellable_is_cancelled (cancellable));
   g_assert_true (redis_lock_is_lease_lost (lock));
-  g_assert_cmpuint (lease_lost_calls (&first), ==, 0);
-  g_assert_cmpuint (stats (r).leases_lost, ==, 1);
+  g_assert_cmpuint (test_lease_lost_calls (&first), ==, 0);
+  g_assert_cmpuint (test_stats (r).leases_lost, ==, 1);
 
   /* Meanwhile another registry takes the lock. */
   other = test_registry_new (fx);
@@ -396,32 +144,32 @@ test_lease_lost_key_deleted (TestFixture *fx, gconstpointer data)
   g_assert_no_error (error);
 
   /* Several more ticks (renewing the bystander), and still one call. */
-  k = stats (r).watchdog_ticks;
-  WAIT_UNTIL (stats (r).watchdog_ticks >= k + 3, 10000);
-  g_assert_cmpuint (lease_lost_calls (&ll), ==, 1);
-  g_assert_cmpuint (stats (r).leases_lost, ==, 1);
+  k = test_stats (r).watchdog_ticks;
+  TEST_WAIT_UNTIL (test_stats (r).watchdog_ticks >= k + 3, 10000);
+  g_assert_cmpuint (test_lease_lost_calls (&ll), ==, 1);
+  g_assert_cmpuint (test_stats (r).leases_lost, ==, 1);
   g_assert_true (redis_lock_is_lease_lost (lock));
   g_assert_false (redis_lock_is_lease_lost (bystander));
   assert_lease (fx, r, bystander, 600);
 
-  unlock_lease_lost (lock);
+  test_unlock_lease_lost (lock);
   g_assert_false (redis_lock_is_lease_lost (lock));
   g_assert_null (redis_lock_get_lease_cancellable (lock));
   value = test_redis_get (fx->redis, key);
   g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (other));
 
   /* A new hold has a fresh lease and a fresh cancellable. */
-  unlock_ok (other_lock);
-  lock_ok (lock);
+  test_unlock_ok (other_lock);
+  test_lock_ok (lock);
   cancellable = redis_lock_get_lease_cancellable (lock);
   g_assert_true (G_IS_CANCELLABLE (cancellable));
   g_assert_false (g_cancellable_is_cancelled (cancellable));
   g_assert_false (redis_lock_is_lease_lost (lock));
-  wait_full_tick (r);
+  test_wait_full_tick (r);
   g_assert_false (redis_lock_is_lease_lost (lock));
-  unlock_ok (lock);
-  unlock_ok (bystander);
-  g_assert_cmpuint (lease_lost_calls (&ll), ==, 1);
+  test_unlock_ok (lock);
+  test_unlock_ok (bystander);
+  g_assert_cmpuint (test_lease_lost_calls (&ll), ==, 1);
 
   redis_lock_unref (bystander);
   redis_lock_unref (other_lock);
@@ -431,8 +179,8 @@ test_lease_lost_key_deleted (TestFixture *fx, gconstpointer data)
   redis_lock_registry_unref (r);
   g_assert_cmpint (g_atomic_int_get (&ll.destroyed), ==, 1);
   g_assert_cmpint (g_atomic_int_get (&first.destroyed), ==, 1);
-  lease_lost_clear (&first);
-  lease_lost_clear (&ll);
+  test_lease_lost_clear (&first);
+  test_lease_lost_clear (&ll);
 }
 
 static void
@@ -440,7 +188,7 @@ test_lease_lost_server_paused (TestFixture *fx, gconstpointer data)
 {
   RedisLockRegistry *r;
   RedisLock *lock;
-  LeaseLost ll;
+  TestLeaseLost ll;
   GCancellable *cancellable;
   gint64 t0;
   guint calls;
@@ -451,21 +199,21 @@ test_lease_lost_server_paused (TestFixture *fx, gconstpointer data)
                   "reports the loss");
   TEST_SKIP_IF_NO_SERVER (fx);
 
-  lease_lost_init (&ll);
+  test_lease_lost_init (&ll);
   r = test_registry_new (fx);
   redis_lock_registry_set_expire_after_ms (r, 500);
   redis_lock_registry_set_command_timeout_ms (r, 5000);
-  redis_lock_registry_set_lease_lost_callback (r, lease_lost_cb, &ll, NULL);
+  redis_lock_registry_set_lease_lost_callback (r, test_lease_lost_cb, &ll, NULL);
   lock = test_obtain (r, "frozen");
-  lock_ok (lock);
+  test_lock_ok (lock);
   cancellable = redis_lock_get_lease_cancellable (lock);
   g_assert_nonnull (cancellable);
-  lease_lost_set_cancellable (&ll, cancellable);
-  wait_full_tick (r);
+  test_lease_lost_set_cancellable (&ll, cancellable);
+  test_wait_full_tick (r);
 
   t0 = test_now_ms ();
   redis_lock_test_server_pause (fx->server);
-  calls = lease_lost_wait (&ll, 3000);
+  calls = test_lease_lost_wait (&ll, 3000);
   redis_lock_test_server_resume (fx->server);
   g_assert_cmpuint (calls, ==, 1);
   g_test_message ("lease loss reported %" G_GINT64_FORMAT " ms after the pause", ll.at_ms - t0);
@@ -474,13 +222,13 @@ test_lease_lost_server_paused (TestFixture *fx, gconstpointer data)
   g_assert_true (g_cancellable_is_cancelled (cancellable));
   g_assert_true (redis_lock_is_lease_lost (lock));
 
-  unlock_lease_lost (lock);
+  test_unlock_lease_lost (lock);
   assert_no_key (fx, lock);
-  g_assert_cmpuint (lease_lost_calls (&ll), ==, 1);
+  g_assert_cmpuint (test_lease_lost_calls (&ll), ==, 1);
 
   redis_lock_unref (lock);
   redis_lock_registry_unref (r);
-  lease_lost_clear (&ll);
+  test_lease_lost_clear (&ll);
 }
 
 static void
@@ -507,12 +255,12 @@ test_batch_thousand_leases (TestFixture *fx, gconstpointer data)
     {
       g_snprintf (name, sizeof name, "batch-%u", i);
       locks[i] = test_obtain (r, name);
-      lock_ok (locks[i]);
+      test_lock_ok (locks[i]);
     }
   g_test_message ("1000 locks taken in %" G_GINT64_FORMAT " ms", test_now_ms () - first_lock_at);
 
-  wait_full_tick (r);
-  st = stats (r);
+  test_wait_full_tick (r);
+  st = test_stats (r);
   g_assert_cmpuint (st.last_tick_leases, ==, 1000);
   g_assert_cmpuint (st.last_tick_round_trips, >=, 1);
   g_assert_cmpuint (st.last_tick_round_trips, <=, 2);
@@ -521,28 +269,28 @@ test_batch_thousand_leases (TestFixture *fx, gconstpointer data)
                   st.last_tick_leases, st.last_tick_round_trips, st.last_tick_us);
 
   /* What Redis saw over exactly one tick. */
-  k = ticks (r);
-  WAIT_UNTIL (ticks (r) > k, 10000);
-  k = ticks (r);
+  k = test_stats (r).watchdog_ticks;
+  TEST_WAIT_UNTIL (test_stats (r).watchdog_ticks > k, 10000);
+  k = test_stats (r).watchdog_ticks;
   before = test_redis_command_calls (fx->redis, "evalsha")
            + test_redis_command_calls (fx->redis, "eval");
-  WAIT_UNTIL (ticks (r) > k, 10000);
+  TEST_WAIT_UNTIL (test_stats (r).watchdog_ticks > k, 10000);
   after = test_redis_command_calls (fx->redis, "evalsha")
           + test_redis_command_calls (fx->redis, "eval");
-  g_assert_cmpuint (ticks (r), ==, k + 1);
+  g_assert_cmpuint (test_stats (r).watchdog_ticks, ==, k + 1);
   g_test_message ("scripts run by one tick: %lld", after - before);
   g_assert_cmpint (after - before, >=, 1000);
   g_assert_cmpint (after - before, <=, 1100);
 
   /* Time is the subject: well past the TTL, every lease is still there. */
-  WAIT_UNTIL (test_now_ms () - first_lock_at > 2500, 10000);
+  TEST_WAIT_UNTIL (test_now_ms () - first_lock_at > 2500, 10000);
   g_assert_cmpint (test_redis_integer (fx->redis, "DBSIZE"), ==, 1000);
   for (i = 0; i < G_N_ELEMENTS (locks); i++)
     g_assert_false (redis_lock_is_lease_lost (locks[i]));
 
   for (i = 0; i < G_N_ELEMENTS (locks); i++)
     {
-      unlock_ok (locks[i]);
+      test_unlock_ok (locks[i]);
       redis_lock_unref (locks[i]);
     }
   g_assert_cmpint (test_redis_integer (fx->redis, "DBSIZE"), ==, 0);
@@ -568,15 +316,15 @@ test_per_acquisition_ttl (TestFixture *fx, gconstpointer data)
   g_assert_no_error (error);
   assert_lease (fx, r, lock, 2000);
 
-  wait_full_tick (r);
-  g_assert_cmpuint (stats (r).renewals, >=, 1);
+  test_wait_full_tick (r);
+  g_assert_cmpuint (test_stats (r).renewals, >=, 1);
   assert_lease (fx, r, lock, 2000);
 
   /* Time is the subject: past the 2 s TTL. */
-  WAIT_UNTIL (test_now_ms () - t0 > 2600, 10000);
+  TEST_WAIT_UNTIL (test_now_ms () - t0 > 2600, 10000);
   assert_lease (fx, r, lock, 2000);
   g_assert_false (redis_lock_is_lease_lost (lock));
-  unlock_ok (lock);
+  test_unlock_ok (lock);
   assert_no_key (fx, lock);
 }
 
@@ -616,7 +364,7 @@ test_renew_extends (TestFixture *fx, gconstpointer data)
   redis_lock_registry_set_watchdog (r, FALSE); /* only renew () moves the PTTL */
   redis_lock_registry_set_expire_after_ms (r, 1000);
   lock = test_obtain (r, "renewed");
-  lock_ok (lock);
+  test_lock_ok (lock);
   assert_lease (fx, r, lock, 1000);
 
   g_assert_true (redis_lock_registry_renew (r, "renewed", 5000, &error));
@@ -637,7 +385,7 @@ test_renew_extends (TestFixture *fx, gconstpointer data)
   pttl = test_redis_pttl (fx->redis, REGISTRY_KEY ":renewed");
   g_assert_cmpint (pttl, >, 3000);
   g_assert_cmpint (pttl, <=, 4000);
-  g_assert_cmpuint (stats (r).renewals, ==, 3);
+  g_assert_cmpuint (test_stats (r).renewals, ==, 3);
 
   idle = test_obtain (r, "idle");
   g_assert_false (redis_lock_registry_renew (r, "idle", 0, &error));
@@ -647,7 +395,7 @@ test_renew_extends (TestFixture *fx, gconstpointer data)
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_OWNER);
   g_clear_error (&error);
 
-  unlock_ok (lock);
+  test_unlock_ok (lock);
   g_assert_false (redis_lock_registry_renew (r, "renewed", 0, &error));
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_OWNER);
   g_clear_error (&error);
@@ -669,7 +417,7 @@ test_renew_deleted_key (TestFixture *fx, gconstpointer data)
   r = fx->registry;
   redis_lock_registry_set_watchdog (r, FALSE);
   lock = test_obtain (r, "deleted");
-  lock_ok (lock);
+  test_lock_ok (lock);
   cancellable = redis_lock_get_lease_cancellable (lock);
   g_assert_nonnull (cancellable);
   g_assert_cmpint (test_redis_integer (fx->redis, "DEL %s", REGISTRY_KEY ":deleted"), ==, 1);
@@ -685,7 +433,7 @@ test_renew_deleted_key (TestFixture *fx, gconstpointer data)
   g_assert_false (redis_lock_registry_renew (r, "deleted", 0, &error));
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
   g_clear_error (&error);
-  unlock_lease_lost (lock);
+  test_unlock_lease_lost (lock);
 }
 
 static void
@@ -702,24 +450,24 @@ test_renew_sets_watchdog_ttl (TestFixture *fx, gconstpointer data)
 
   r = fx->registry;
   lock = test_obtain (r, "retuned");
-  lock_ok (lock);
+  test_lock_ok (lock);
   assert_lease (fx, r, lock, 60000);
   t0 = test_now_ms ();
   g_assert_true (redis_lock_registry_renew (r, "retuned", 1500, &error));
   g_assert_no_error (error);
   assert_lease (fx, r, lock, 1500);
 
-  wait_full_tick (r);
+  test_wait_full_tick (r);
   assert_lease (fx, r, lock, 1500);
-  WAIT_UNTIL (test_now_ms () - t0 > 2000, 10000);
+  TEST_WAIT_UNTIL (test_now_ms () - t0 > 2000, 10000);
   assert_lease (fx, r, lock, 1500);
-  unlock_ok (lock);
+  test_unlock_ok (lock);
 }
 
 typedef struct
 {
   RedisLock *lock;
-  Sync sync;
+  TestSync sync;
   gboolean held;
   gboolean release;
   GError *unlock_error;
@@ -731,13 +479,13 @@ holder_thread (gpointer data)
   Holder *h = data;
   GError *error = NULL;
 
-  lock_ok (h->lock);
-  sync_lock (&h->sync);
+  test_lock_ok (h->lock);
+  test_sync_lock (&h->sync);
   h->held = TRUE;
-  sync_broadcast (&h->sync);
+  test_sync_broadcast (&h->sync);
   while (!h->release)
-    sync_wait (&h->sync);
-  sync_unlock (&h->sync);
+    test_sync_wait (&h->sync);
+  test_sync_unlock (&h->sync);
   g_assert_false (redis_lock_unlock (h->lock, &error));
   h->unlock_error = error;
   return NULL;
@@ -759,25 +507,25 @@ test_close_releases_and_joins (TestFixture *fx, gconstpointer data)
                   "unlocks then report REDIS_LOCK_ERROR_CLOSED");
   TEST_SKIP_IF_NO_SERVER (fx);
 
-  baseline = thread_count ();
+  baseline = test_thread_count ();
   r = test_registry_new (fx);
   redis_lock_registry_set_expire_after_ms (r, 600);
   l1 = test_obtain (r, "closing-1");
   l2 = test_obtain (r, "closing-2");
   l3 = test_obtain (r, "closing-3");
-  lock_ok (l1);
-  lock_ok (l2);
+  test_lock_ok (l1);
+  test_lock_ok (l2);
 
   h.lock = l3;
-  sync_init (&h.sync);
+  test_sync_init (&h.sync);
   thread = g_thread_new ("holder", holder_thread, &h);
-  sync_lock (&h.sync);
+  test_sync_lock (&h.sync);
   while (!h.held)
-    sync_wait (&h.sync);
-  sync_unlock (&h.sync);
+    test_sync_wait (&h.sync);
+  test_sync_unlock (&h.sync);
 
-  wait_full_tick (r);
-  g_assert_cmpuint (stats (r).last_tick_leases, ==, 3);
+  test_wait_full_tick (r);
+  g_assert_cmpuint (test_stats (r).last_tick_leases, ==, 3);
   g_assert_cmpint (test_redis_integer (fx->redis, "DBSIZE"), ==, 3);
 
   t0 = test_now_ms ();
@@ -785,10 +533,10 @@ test_close_releases_and_joins (TestFixture *fx, gconstpointer data)
   g_assert_cmpint (test_now_ms () - t0, <, 2000);
   g_assert_cmpint (test_redis_integer (fx->redis, "DBSIZE"), ==, 0);
 
-  sync_lock (&h.sync);
+  test_sync_lock (&h.sync);
   h.release = TRUE;
-  sync_broadcast (&h.sync);
-  sync_unlock (&h.sync);
+  test_sync_broadcast (&h.sync);
+  test_sync_unlock (&h.sync);
   g_thread_join (thread);
   g_assert_error (h.unlock_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
   g_clear_error (&h.unlock_error);
@@ -796,7 +544,7 @@ test_close_releases_and_joins (TestFixture *fx, gconstpointer data)
   /* The watchdog thread (and any other the registry started) is gone. */
   /* A joined thread can linger in /proc for an instant after pthread_join () returns;
    * the short bound tolerates that, not a thread left running. */
-  WAIT_UNTIL (thread_count () == baseline, 200);
+  TEST_WAIT_UNTIL (test_thread_count () == baseline, 200);
 
   g_assert_false (redis_lock_unlock (l1, &error));
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
@@ -814,7 +562,7 @@ test_close_releases_and_joins (TestFixture *fx, gconstpointer data)
   redis_lock_unref (l2);
   redis_lock_unref (l3);
   redis_lock_registry_unref (r);
-  sync_clear (&h.sync);
+  test_sync_clear (&h.sync);
 }
 
 int
