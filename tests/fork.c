@@ -14,136 +14,17 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <errno.h>
-#include <signal.h>
-#include <stdio.h>
 #include <string.h>
-#include <sys/types.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common.h"
 
 #define REGISTRY_KEY TEST_REGISTRY_KEY
 #define MINUTE_MS 60000
+/* The lease TTL of the parent's registry. */
+#define TTL_MS 1000
 
 /* ---- small helpers ---- */
-
-/* Re-evaluates @expr every millisecond until it holds or @timeout_ms pass, then asserts it. */
-#define WAIT_UNTIL(expr, timeout_ms)                                                               \
-  G_STMT_START                                                                                     \
-  {                                                                                                \
-    gint64 wait_until_deadline_ = g_get_monotonic_time () + (gint64)(timeout_ms)*1000;             \
-    while (!(expr) && g_get_monotonic_time () < wait_until_deadline_)                              \
-      g_usleep (1000);                                                                             \
-    g_assert_true (expr);                                                                          \
-  }                                                                                                \
-  G_STMT_END
-
-static guint64
-ticks (RedisLockRegistry *r)
-{
-  RedisLockRegistryStats st;
-
-  redis_lock_registry_get_stats (r, &st);
-  return st.watchdog_ticks;
-}
-
-static guint64
-contended_attempts (RedisLockRegistry *r)
-{
-  RedisLockRegistryStats st;
-
-  redis_lock_registry_get_stats (r, &st);
-  return st.contended_attempts;
-}
-
-/* Returns once the watchdog of @r has completed a tick that started after this call. */
-static void
-wait_full_tick (RedisLockRegistry *r)
-{
-  guint64 start = ticks (r);
-
-  WAIT_UNTIL (ticks (r) >= start + 2, 10000);
-}
-
-static void
-lock_ok (RedisLock *lock)
-{
-  GError *error = NULL;
-
-  g_assert_true (redis_lock_lock (lock, &error));
-  g_assert_no_error (error);
-}
-
-static void
-unlock_ok (RedisLock *lock)
-{
-  GError *error = NULL;
-
-  g_assert_true (redis_lock_unlock (lock, &error));
-  g_assert_no_error (error);
-}
-
-static void
-assert_held_by (TestFixture *fx, const char *name, RedisLockRegistry *owner)
-{
-  g_autofree char *key = test_lock_key (name);
-  g_autofree char *value = test_redis_get (fx->redis, key);
-
-  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (owner));
-  g_assert_cmpint (test_redis_pttl (fx->redis, key), >, 0);
-}
-
-static void
-assert_free (TestFixture *fx, const char *name)
-{
-  g_autofree char *key = test_lock_key (name);
-
-  g_assert_cmpint (test_redis_integer (fx->redis, "EXISTS %s", key), ==, 0);
-}
-
-/* ---- running a child ---- */
-
-typedef int (*ChildFunc) (gpointer data);
-
-/* Forks; the child runs @func and exits with its result without running any cleanup.
- * The parent waits at most 20 s (then kills the child and fails) and returns the exit
- * code. */
-static int
-run_child (ChildFunc func, gpointer data)
-{
-  pid_t pid;
-  int status = 0;
-  gint64 deadline;
-
-  fflush (stdout);
-  fflush (stderr);
-  pid = fork ();
-  g_assert_cmpint (pid, >=, 0);
-  if (pid == 0)
-    _exit (func (data));
-
-  deadline = g_get_monotonic_time () + 20 * G_TIME_SPAN_SECOND;
-  for (;;)
-    {
-      pid_t got = waitpid (pid, &status, WNOHANG);
-
-      if (got == pid)
-        break;
-      g_assert_cmpint (got, ==, 0);
-      if (g_get_monotonic_time () > deadline)
-        {
-          kill (pid, SIGKILL);
-          waitpid (pid, &status, 0);
-          g_error ("the child process hung (killed after 20 s)");
-        }
-      g_usleep (1000);
-    }
-  if (!WIFEXITED (status))
-    g_error ("the child process died from signal %d", WTERMSIG (status));
-  return WEXITSTATUS (status);
-}
 
 /* In a child: TRUE when a call returned FALSE/NULL with REDIS_LOCK_ERROR_FORKED. */
 static gboolean
@@ -156,28 +37,6 @@ forked_error (gboolean ok, GError *error)
   return matches;
 }
 
-/* ---- a thread waiting for a lock ---- */
-
-typedef struct
-{
-  RedisLock *lock;
-  gboolean acquired;
-  GError *error;
-  gint64 acquired_at_ms;
-} Waiter;
-
-static gpointer
-waiter_thread (gpointer data)
-{
-  Waiter *w = data;
-
-  w->acquired = redis_lock_try_lock_for (w->lock, 10000, NULL, &w->error);
-  w->acquired_at_ms = test_now_ms ();
-  if (w->acquired)
-    unlock_ok (w->lock);
-  return NULL;
-}
-
 /* @other holds @name in Redis; a thread of @r waits for it (PUBSUB, a minute between
  * SPIN tries), @other unlocks, and the waiter must get it within a second: the proof
  * that @r's subscription delivers notifications. */
@@ -186,21 +45,24 @@ assert_handoff_by_notification (RedisLockRegistry *r, RedisLockRegistry *other, 
 {
   RedisLock *mine = test_obtain (r, name);
   RedisLock *theirs = test_obtain (other, name);
-  Waiter w = { mine, FALSE, NULL, 0 };
+  TestTaker w = { 0 };
   guint64 before;
   GThread *thread;
   gint64 t0;
 
-  lock_ok (theirs);
-  before = contended_attempts (r);
-  thread = g_thread_new ("waiter", waiter_thread, &w);
-  WAIT_UNTIL (contended_attempts (r) > before, 10000);
+  test_lock_ok (theirs);
+  before = test_stats (r).contended_attempts;
+  w.lock = mine;
+  w.wait_ms = 10000;
+  thread = g_thread_new ("waiter", test_taker_main, &w);
+  g_assert_true (test_wait_contended (r, before + 1, 10000));
   t0 = test_now_ms ();
-  unlock_ok (theirs);
+  test_unlock_ok (theirs);
   g_thread_join (thread);
   g_assert_no_error (w.error);
-  g_assert_true (w.acquired);
-  g_assert_cmpint (w.acquired_at_ms - t0, <, 1000);
+  g_assert_true (w.result);
+  g_assert_cmpint (w.returned_ms - t0, <, 1000);
+  test_taker_clear (&w);
   redis_lock_unref (mine);
   redis_lock_unref (theirs);
 }
@@ -269,7 +131,6 @@ test_pre_fork_registry (TestFixture *fx, gconstpointer data)
   g_autoptr (RedisLockRegistry) other = NULL;
   PreFork pf;
   g_autoptr (RedisLock) fresh = NULL;
-  int code;
 
   g_test_summary ("In a child process, obtain, lock, try_lock, try_lock_for, try_lock_full, "
                   "unlock and renew on a registry made before fork () fail with "
@@ -278,7 +139,7 @@ test_pre_fork_registry (TestFixture *fx, gconstpointer data)
                   "succeeds");
   TEST_SKIP_IF_NO_SERVER (fx);
 
-  redis_lock_registry_set_expire_after_ms (r, 1000);
+  redis_lock_registry_set_expire_after_ms (r, TTL_MS);
   redis_lock_registry_set_idle_between_tries_ms (r, MINUTE_MS);
   other = test_registry_new (fx);
   /* Before the fork: subscriber and watchdog threads running, a lease held. */
@@ -286,33 +147,30 @@ test_pre_fork_registry (TestFixture *fx, gconstpointer data)
   pf.registry = r;
   pf.held = test_obtain (r, "held");
   pf.idle = test_obtain (r, "idle");
-  lock_ok (pf.held);
-  wait_full_tick (r);
+  test_lock_ok (pf.held);
+  test_wait_full_tick (r);
   (void)redis_lock_error_quark ();
 
-  code = run_child (child_uses_pre_fork_registry, &pf);
-  if (code != 0)
-    g_test_message ("check %d failed in the child", code);
-  g_assert_cmpint (code, ==, 0);
+  test_run_child (child_uses_pre_fork_registry, &pf);
 
   /* The parent's lease was neither released nor disturbed, and is still renewed. */
   g_assert_true (redis_lock_is_held_by_current_thread (pf.held));
-  assert_held_by (fx, "held", r);
-  wait_full_tick (r);
+  test_assert_held_by (fx, "held", r, TTL_MS);
+  test_wait_full_tick (r);
   g_usleep (1200 * 1000); /* time is the subject: longer than the 1 s TTL */
-  assert_held_by (fx, "held", r);
+  test_assert_held_by (fx, "held", r, TTL_MS);
   g_assert_false (redis_lock_is_lease_lost (pf.held));
 
   /* Its subscription still delivers, its connections still work. */
   assert_handoff_by_notification (r, other, "after");
-  unlock_ok (pf.held);
-  assert_free (fx, "held");
-  lock_ok (pf.idle);
-  assert_held_by (fx, "idle", r);
-  unlock_ok (pf.idle);
+  test_unlock_ok (pf.held);
+  test_assert_free (fx, "held");
+  test_lock_ok (pf.idle);
+  test_assert_held_by (fx, "idle", r, TTL_MS);
+  test_unlock_ok (pf.idle);
   fresh = test_obtain (r, "fresh");
-  lock_ok (fresh);
-  unlock_ok (fresh);
+  test_lock_ok (fresh);
+  test_unlock_ok (fresh);
 
   redis_lock_unref (pf.held);
   redis_lock_unref (pf.idle);
@@ -413,27 +271,23 @@ test_child_new_registry (TestFixture *fx, gconstpointer data)
   RedisLockRegistry *r = fx->registry;
   g_autoptr (RedisLock) held = NULL;
   ChildNew cn = { fx, r };
-  int code;
 
   g_test_summary ("A registry created in the child process gets its own client id (with the "
                   "child's pid), takes and releases locks there, and is excluded by the "
                   "parent's leases");
   TEST_SKIP_IF_NO_SERVER (fx);
 
-  redis_lock_registry_set_expire_after_ms (r, 1000);
+  redis_lock_registry_set_expire_after_ms (r, TTL_MS);
   held = test_obtain (r, "held");
-  lock_ok (held);
-  wait_full_tick (r);
+  test_lock_ok (held);
+  test_wait_full_tick (r);
 
-  code = run_child (child_new_registry, &cn);
-  if (code != 0)
-    g_test_message ("check %d failed in the child", code);
-  g_assert_cmpint (code, ==, 0);
+  test_run_child (child_new_registry, &cn);
 
-  assert_held_by (fx, "held", r);
-  assert_free (fx, "child");
-  unlock_ok (held);
-  assert_free (fx, "held");
+  test_assert_held_by (fx, "held", r, TTL_MS);
+  test_assert_free (fx, "child");
+  test_unlock_ok (held);
+  test_assert_free (fx, "held");
 }
 
 /* ---- 3: closing a pre-fork registry in the child leaves the parent's leases ---- */
@@ -461,27 +315,23 @@ test_child_close (TestFixture *fx, gconstpointer data)
 {
   RedisLockRegistry *r = fx->registry;
   g_autoptr (RedisLock) held = NULL;
-  int code;
 
   g_test_summary ("Closing a pre-fork registry in the child (as a cleanup path would) returns "
                   "promptly and releases none of the parent's leases");
   TEST_SKIP_IF_NO_SERVER (fx);
 
-  redis_lock_registry_set_expire_after_ms (r, 1000);
+  redis_lock_registry_set_expire_after_ms (r, TTL_MS);
   held = test_obtain (r, "held");
-  lock_ok (held);
-  wait_full_tick (r);
+  test_lock_ok (held);
+  test_wait_full_tick (r);
 
-  code = run_child (child_closes_pre_fork_registry, r);
-  if (code != 0)
-    g_test_message ("check %d failed in the child", code);
-  g_assert_cmpint (code, ==, 0);
+  test_run_child (child_closes_pre_fork_registry, r);
 
-  assert_held_by (fx, "held", r);
-  wait_full_tick (r);
-  assert_held_by (fx, "held", r);
-  unlock_ok (held);
-  assert_free (fx, "held");
+  test_assert_held_by (fx, "held", r, TTL_MS);
+  test_wait_full_tick (r);
+  test_assert_held_by (fx, "held", r, TTL_MS);
+  test_unlock_ok (held);
+  test_assert_free (fx, "held");
 }
 
 int

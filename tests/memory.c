@@ -8,14 +8,13 @@
  * can be asserted on either store. The store's debugging hooks (redislock-test.h) play
  * the part a test plays with a raw Redis connection: read the owner and PTTL of a key,
  * expire it, hand it to another owner. No redis-server is started here. Threads are
- * coordinated with the registries' statistics, atomics and joins; only the
- * tests whose subject is time (expiry, renewal, deadlines) sleep.
+ * coordinated with the registries' statistics, atomics, joins and the lease-lost
+ * recorder of common.h; only the tests whose subject is time (expiry, renewal,
+ * deadlines) sleep.
  */
 #include "config.h"
 
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "common.h"
 
@@ -92,45 +91,6 @@ pttl_of (MemFixture *f, const char *name)
   return redis_lock_memory_store_get_pttl (f->name, key);
 }
 
-static RedisLockRegistryStats
-stats_of (RedisLockRegistry *registry)
-{
-  RedisLockRegistryStats stats;
-
-  redis_lock_registry_get_stats (registry, &stats);
-  return stats;
-}
-
-static void
-lock_ok (RedisLock *lock)
-{
-  GError *error = NULL;
-
-  g_assert_true (redis_lock_lock (lock, &error));
-  g_assert_no_error (error);
-}
-
-static void
-unlock_ok (RedisLock *lock)
-{
-  GError *error = NULL;
-
-  g_assert_true (redis_lock_unlock (lock, &error));
-  g_assert_no_error (error);
-}
-
-static void
-unlock_lease_lost (RedisLock *lock)
-{
-  GError *error = NULL;
-
-  g_assert_false (redis_lock_unlock (lock, &error));
-  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
-  g_clear_error (&error);
-  g_assert_false (redis_lock_is_held_by_current_thread (lock));
-  g_assert_false (redis_lock_is_acquired_in_this_process (lock));
-}
-
 static void
 try_lock_busy (RedisLock *lock)
 {
@@ -138,82 +98,6 @@ try_lock_busy (RedisLock *lock)
 
   g_assert_false (redis_lock_try_lock (lock, &error));
   g_assert_no_error (error);
-}
-
-/* ---- a thread that takes a lock and reports ---- */
-
-typedef struct
-{
-  RedisLock *lock;
-  gint64 wait_ms; /* for try_lock_for; G_MININT64: call lock() */
-  GCancellable *cancellable;
-  gint done; /* set (atomically) when the call returned */
-  gboolean result;
-  GError *error;
-  gint64 returned_ms;
-} Taker;
-
-static gpointer
-taker_main (gpointer data)
-{
-  Taker *t = data;
-
-  if (t->wait_ms == G_MININT64)
-    t->result = redis_lock_lock (t->lock, &t->error);
-  else
-    t->result = redis_lock_try_lock_for (t->lock, t->wait_ms, t->cancellable, &t->error);
-  t->returned_ms = test_now_ms ();
-  if (t->result)
-    g_assert_true (redis_lock_unlock (t->lock, NULL));
-  g_atomic_int_set (&t->done, 1);
-  return NULL;
-}
-
-static gboolean
-taker_done (gpointer data)
-{
-  return g_atomic_int_get (&((Taker *)data)->done) != 0;
-}
-
-/* Joins the taker, failing instead of hanging when it has not returned in time. */
-static void
-taker_join (Taker *t, GThread *thread, gint64 timeout_ms)
-{
-  g_assert_true (test_wait_until (taker_done, t, timeout_ms));
-  g_thread_join (thread);
-}
-
-/* ---- what the lease-lost callback saw ---- */
-
-/* Atomics rather than a GMutex: GLib's futex-based mutexes are invisible to
- * ThreadSanitizer (see DESIGN.md). */
-typedef struct
-{
-  gint calls;
-  gpointer lock; /* RedisLock of the last call */
-} LeaseLost;
-
-static void
-lease_lost_cb (RedisLock *lock, gpointer data)
-{
-  LeaseLost *ll = data;
-
-  g_atomic_pointer_set (&ll->lock, lock);
-  g_atomic_int_inc (&ll->calls);
-}
-
-static gboolean
-lease_lost_called (gpointer data)
-{
-  return g_atomic_int_get (&((LeaseLost *)data)->calls) > 0;
-}
-
-/* Waits up to @timeout_ms for a first call; returns the number of calls so far. */
-static guint
-lease_lost_wait (LeaseLost *ll, gint64 timeout_ms)
-{
-  test_wait_until (lease_lost_called, ll, timeout_ms);
-  return (guint)g_atomic_int_get (&ll->calls);
 }
 
 /* ---- keys and values ---- */
@@ -233,14 +117,14 @@ test_key_and_value (MemFixture *f, gconstpointer data)
   g_assert_null (owner_of (f, "orders"));
   g_assert_cmpint (pttl_of (f, "orders"), ==, -2);
 
-  lock_ok (lock);
+  test_lock_ok (lock);
   owner = owner_of (f, "orders");
   g_assert_cmpstr (owner, ==, redis_lock_registry_get_client_id (f->registry));
   pttl = pttl_of (f, "orders");
   g_assert_cmpint (pttl, >, 25000);
   g_assert_cmpint (pttl, <=, 30000);
 
-  unlock_ok (lock);
+  test_unlock_ok (lock);
   g_assert_null (owner_of (f, "orders"));
   g_assert_cmpint (pttl_of (f, "orders"), ==, -2);
 }
@@ -258,7 +142,7 @@ test_try_lock_full_ttl (MemFixture *f, gconstpointer data)
   pttl = pttl_of (f, "full");
   g_assert_cmpint (pttl, >, 0);
   g_assert_cmpint (pttl, <=, 5000);
-  unlock_ok (lock);
+  test_unlock_ok (lock);
 }
 
 static void
@@ -270,26 +154,26 @@ test_reentry_sends_nothing (MemFixture *f, gconstpointer data)
   g_test_summary ("Outermost lock and unlock are one store request each, counted as round "
                   "trips and commands as with Redis; re-entry and inner unlocks send none.");
   redis_lock_registry_set_watchdog (f->registry, FALSE);
-  before = stats_of (f->registry);
-  lock_ok (lock);
-  after = stats_of (f->registry);
+  before = test_stats (f->registry);
+  test_lock_ok (lock);
+  after = test_stats (f->registry);
   g_assert_cmpuint (after.round_trips, ==, before.round_trips + 1);
   g_assert_cmpuint (after.commands, ==, before.commands + 1);
   g_assert_cmpuint (after.acquisitions, ==, before.acquisitions + 1);
 
   before = after;
   for (guint i = 0; i < 5; i++)
-    lock_ok (lock);
+    test_lock_ok (lock);
   g_assert_cmpuint (redis_lock_get_hold_count (lock), ==, 6);
   for (guint i = 0; i < 5; i++)
-    unlock_ok (lock);
-  after = stats_of (f->registry);
+    test_unlock_ok (lock);
+  after = test_stats (f->registry);
   g_assert_cmpuint (after.round_trips, ==, before.round_trips);
   g_assert_cmpuint (after.commands, ==, before.commands);
   g_assert_true (redis_lock_is_held_by_current_thread (lock));
 
-  unlock_ok (lock);
-  after = stats_of (f->registry);
+  test_unlock_ok (lock);
+  after = test_stats (f->registry);
   g_assert_cmpuint (after.round_trips, ==, before.round_trips + 1);
   g_assert_cmpuint (after.releases, ==, before.releases + 1);
 }
@@ -308,20 +192,20 @@ test_two_registries_exclude (MemFixture *f, gconstpointer data)
                   "on one Redis: the second one finds the key held and cannot take it.");
   g_assert_cmpstr (redis_lock_registry_get_client_id (f->registry), !=,
                    redis_lock_registry_get_client_id (other));
-  lock_ok (mine);
+  test_lock_ok (mine);
   try_lock_busy (theirs);
-  g_assert_cmpuint (stats_of (other).contended_attempts, ==, 1);
+  g_assert_cmpuint (test_stats (other).contended_attempts, ==, 1);
   owner = owner_of (f, "shared");
   g_assert_cmpstr (owner, ==, redis_lock_registry_get_client_id (f->registry));
   g_assert_false (redis_lock_is_acquired_in_this_process (theirs));
 
-  unlock_ok (mine);
+  test_unlock_ok (mine);
   g_assert_true (redis_lock_try_lock (theirs, NULL));
   g_clear_pointer (&owner, g_free);
   owner = owner_of (f, "shared");
   g_assert_cmpstr (owner, ==, redis_lock_registry_get_client_id (other));
   try_lock_busy (mine);
-  unlock_ok (theirs);
+  test_unlock_ok (theirs);
 }
 
 typedef struct
@@ -350,7 +234,7 @@ contender (guint index, gpointer data)
       c->counter++;
       g_thread_yield ();
       g_atomic_int_add (&c->inside, -1);
-      unlock_ok (lock);
+      test_unlock_ok (lock);
     }
 }
 
@@ -379,13 +263,13 @@ test_names_independent (MemFixture *f, gconstpointer data)
   g_autoptr (RedisLock) other_keys = test_obtain (other_key, "same");
   g_autofree char *elsewhere_name = g_strconcat (f->name, "-elsewhere", NULL);
   g_autofree char *owner = NULL;
-  guint64 notifications = stats_of (other_key).notifications;
+  guint64 notifications = test_stats (other_key).notifications;
 
   g_test_summary ("Stores with different NAMEs share nothing, and on one store different "
                   "registry keys are different keys: all three hold the same lock name at once.");
-  lock_ok (mine);
-  lock_ok (theirs);
-  lock_ok (other_keys);
+  test_lock_ok (mine);
+  test_lock_ok (theirs);
+  test_lock_ok (other_keys);
   owner = redis_lock_memory_store_get_owner (elsewhere_name, REGISTRY_KEY ":same");
   g_assert_cmpstr (owner, ==, redis_lock_registry_get_client_id (elsewhere));
   g_clear_pointer (&owner, g_free);
@@ -395,11 +279,11 @@ test_names_independent (MemFixture *f, gconstpointer data)
   owner = redis_lock_memory_store_get_owner (f->name, REGISTRY_KEY "-other:same");
   g_assert_cmpstr (owner, ==, redis_lock_registry_get_client_id (other_key));
 
-  unlock_ok (mine);
-  unlock_ok (theirs);
+  test_unlock_ok (mine);
+  test_unlock_ok (theirs);
   /* The release of memtest:same concerns registries keyed memtest only. */
-  g_assert_cmpuint (stats_of (other_key).notifications, ==, notifications);
-  unlock_ok (other_keys);
+  g_assert_cmpuint (test_stats (other_key).notifications, ==, notifications);
+  test_unlock_ok (other_keys);
 }
 
 static void
@@ -412,10 +296,10 @@ test_store_freed_with_last_registry (MemFixture *f, gconstpointer data)
 
   g_test_summary ("A memory store lives while a registry has it open: once the last one is "
                   "gone, even a key without expiry is gone, and a new registry starts empty.");
-  lock_ok (lock);
+  test_lock_ok (lock);
   g_assert_true (redis_lock_memory_store_steal (f->name, key, "someone-else", -1));
   g_assert_cmpint (pttl_of (f, "forever"), ==, -1);
-  unlock_lease_lost (lock);
+  test_unlock_lease_lost (lock);
   g_clear_pointer (&lock, redis_lock_unref);
   g_clear_pointer (&f->registry, redis_lock_registry_unref);
 
@@ -426,7 +310,7 @@ test_store_freed_with_last_registry (MemFixture *f, gconstpointer data)
   again = registry_new (f->url, REGISTRY_KEY);
   again_lock = test_obtain (again, "forever");
   g_assert_true (redis_lock_try_lock (again_lock, NULL));
-  unlock_ok (again_lock);
+  test_unlock_ok (again_lock);
 }
 
 /* ---- expiry and renewal ---- */
@@ -444,7 +328,7 @@ test_expiry_takeover (MemFixture *f, gconstpointer data)
                   "touching the new owner's key.");
   redis_lock_registry_set_watchdog (f->registry, FALSE);
   redis_lock_registry_set_expire_after_ms (f->registry, 100);
-  lock_ok (mine);
+  test_lock_ok (mine);
   g_assert_cmpint (pttl_of (f, "expiring"), <=, 100);
 
   g_usleep (300 * 1000);
@@ -452,11 +336,11 @@ test_expiry_takeover (MemFixture *f, gconstpointer data)
   g_assert_cmpint (pttl_of (f, "expiring"), ==, -2);
 
   g_assert_true (redis_lock_try_lock (theirs, NULL));
-  unlock_lease_lost (mine);
+  test_unlock_lease_lost (mine);
   owner = owner_of (f, "expiring");
   g_assert_cmpstr (owner, ==, redis_lock_registry_get_client_id (other));
   try_lock_busy (mine);
-  unlock_ok (theirs);
+  test_unlock_ok (theirs);
 }
 
 static void
@@ -471,23 +355,23 @@ test_watchdog_renews (MemFixture *f, gconstpointer data)
   g_test_summary ("With the watchdog on, three leases of TTL 300 ms held for 1 s stay alive, "
                   "renewed in batches that count one round trip each.");
   redis_lock_registry_set_expire_after_ms (f->registry, 300);
-  lock_ok (a);
-  lock_ok (b);
-  lock_ok (c);
+  test_lock_ok (a);
+  test_lock_ok (b);
+  test_lock_ok (c);
   g_usleep (1000 * 1000);
 
   owner = owner_of (f, "renewed-a");
   g_assert_cmpstr (owner, ==, redis_lock_registry_get_client_id (f->registry));
   g_assert_cmpint (pttl_of (f, "renewed-a"), >, 0);
   g_assert_cmpint (pttl_of (f, "renewed-c"), >, 0);
-  stats = stats_of (f->registry);
+  stats = test_stats (f->registry);
   g_assert_cmpuint (stats.renewals, >=, 6);
   g_assert_cmpuint (stats.leases_lost, ==, 0);
   g_assert_cmpuint (stats.last_tick_round_trips, ==, 1);
   g_assert_cmpuint (stats.last_tick_leases, ==, 3);
-  unlock_ok (c);
-  unlock_ok (b);
-  unlock_ok (a);
+  test_unlock_ok (c);
+  test_unlock_ok (b);
+  test_unlock_ok (a);
 }
 
 static void
@@ -500,7 +384,7 @@ test_registry_renew (MemFixture *f, gconstpointer data)
   g_test_summary ("redis_lock_registry_renew sets the new TTL on the key, and reports "
                   "LEASE_LOST once the key belongs to another owner.");
   redis_lock_registry_set_watchdog (f->registry, FALSE);
-  lock_ok (lock);
+  test_lock_ok (lock);
   g_assert_cmpint (pttl_of (f, "renew-me"), >, 30000);
   g_assert_true (redis_lock_registry_renew (f->registry, "renew-me", 2000, &error));
   g_assert_no_error (error);
@@ -511,7 +395,7 @@ test_registry_renew (MemFixture *f, gconstpointer data)
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
   g_clear_error (&error);
   g_assert_true (redis_lock_is_lease_lost (lock));
-  unlock_lease_lost (lock);
+  test_unlock_lease_lost (lock);
 }
 
 /* ---- the hooks: expire and steal behind the holder's back ---- */
@@ -524,12 +408,13 @@ lease_lost_by_hook (MemFixture *f, gboolean steal)
   g_autoptr (RedisLock) theirs = test_obtain (other, "victim");
   g_autofree char *key = key_of ("victim");
   g_autofree char *owner = NULL;
-  LeaseLost ll = { 0 };
+  TestLeaseLost ll;
   GCancellable *cancellable;
 
-  redis_lock_registry_set_lease_lost_callback (f->registry, lease_lost_cb, &ll, NULL);
+  test_lease_lost_init (&ll);
+  redis_lock_registry_set_lease_lost_callback (f->registry, test_lease_lost_cb, &ll, NULL);
   redis_lock_registry_set_expire_after_ms (f->registry, 600);
-  lock_ok (lock);
+  test_lock_ok (lock);
   cancellable = redis_lock_get_lease_cancellable (lock);
   g_assert_nonnull (cancellable);
   g_assert_false (g_cancellable_is_cancelled (cancellable));
@@ -539,13 +424,13 @@ lease_lost_by_hook (MemFixture *f, gboolean steal)
   else
     g_assert_true (redis_lock_memory_store_expire (f->name, key));
 
-  g_assert_cmpuint (lease_lost_wait (&ll, PROMPT_MS), ==, 1);
-  g_assert_true (g_atomic_pointer_get (&ll.lock) == (gpointer)lock);
+  g_assert_cmpuint (test_lease_lost_wait (&ll, PROMPT_MS), ==, 1);
+  g_assert_true (ll.lock == lock);
   g_assert_true (g_cancellable_is_cancelled (cancellable));
   g_assert_true (redis_lock_is_lease_lost (lock));
-  g_assert_cmpuint (stats_of (f->registry).leases_lost, ==, 1);
-  unlock_lease_lost (lock);
-  g_assert_cmpint (g_atomic_int_get (&ll.calls), ==, 1);
+  g_assert_cmpuint (test_stats (f->registry).leases_lost, ==, 1);
+  test_unlock_lease_lost (lock);
+  g_assert_cmpuint (test_lease_lost_calls (&ll), ==, 1);
 
   owner = owner_of (f, "victim");
   if (steal)
@@ -559,9 +444,10 @@ lease_lost_by_hook (MemFixture *f, gboolean steal)
     {
       g_assert_null (owner);
       g_assert_true (redis_lock_try_lock (theirs, NULL));
-      unlock_ok (theirs);
+      test_unlock_ok (theirs);
     }
   redis_lock_registry_set_lease_lost_callback (f->registry, NULL, NULL, NULL);
+  test_lease_lost_clear (&ll);
 }
 
 static void
@@ -596,13 +482,13 @@ test_hooks_absent (MemFixture *f, gconstpointer data)
   g_assert_null (redis_lock_memory_store_get_owner (f->name, missing));
   g_assert_cmpint (redis_lock_memory_store_get_pttl (f->name, missing), ==, -2);
 
-  lock_ok (lock);
+  test_lock_ok (lock);
   g_assert_false (redis_lock_memory_store_expire ("no-such-store", key));
   g_assert_false (redis_lock_memory_store_steal ("no-such-store", key, "x", 1000));
   g_assert_null (redis_lock_memory_store_get_owner ("no-such-store", key));
   g_assert_cmpint (redis_lock_memory_store_get_pttl ("no-such-store", key), ==, -2);
   g_assert_cmpint (pttl_of (f, "present"), >, 0);
-  unlock_ok (lock);
+  test_unlock_ok (lock);
   /* A released key is absent too. */
   g_assert_false (redis_lock_memory_store_expire (f->name, key));
 }
@@ -615,27 +501,27 @@ test_wake_on_release (MemFixture *f, gconstpointer data)
   g_autoptr (RedisLockRegistry) waiter = other_registry_new (f);
   g_autoptr (RedisLock) held = test_obtain (f->registry, "wake");
   g_autoptr (RedisLock) wanted = test_obtain (waiter, "wake");
-  Taker t = { 0 };
+  TestTaker t = { 0 };
   GThread *thread;
   gint64 unlocked_ms;
 
   g_test_summary ("A waiter in another registry (PUBSUB, 60 s between tries, holder's TTL "
                   "60 s) takes the lock promptly after the holder unlocks: the release wakes it.");
   redis_lock_registry_set_idle_between_tries_ms (waiter, 60000);
-  lock_ok (held);
+  test_lock_ok (held);
   t.lock = wanted;
   t.wait_ms = G_MININT64;
-  thread = g_thread_new ("waiter", taker_main, &t);
+  thread = g_thread_new ("waiter", test_taker_main, &t);
   g_assert_true (test_wait_contended (waiter, 1, PROMPT_MS));
 
   unlocked_ms = test_now_ms ();
-  unlock_ok (held);
-  taker_join (&t, thread, PROMPT_MS);
+  test_unlock_ok (held);
+  test_taker_join (&t, thread, PROMPT_MS);
   g_assert_true (t.result);
   g_assert_no_error (t.error);
   g_test_message ("woken %" G_GINT64_FORMAT " ms after the unlock", t.returned_ms - unlocked_ms);
   g_assert_cmpint (t.returned_ms - unlocked_ms, <, PROMPT_MS);
-  g_assert_cmpuint (stats_of (waiter).notifications, >=, 1);
+  g_assert_cmpuint (test_stats (waiter).notifications, >=, 1);
 }
 
 static void
@@ -652,7 +538,7 @@ test_waiter_bounded_by_pttl (MemFixture *f, gconstpointer data)
   g_test_summary ("A key held by a foreign owner with 300 ms left is taken soon after it "
                   "expires, with nobody releasing it: the waiter sleeps for the remaining TTL.");
   redis_lock_registry_set_idle_between_tries_ms (f->registry, 60000);
-  lock_ok (held);
+  test_lock_ok (held);
   g_assert_true (redis_lock_memory_store_steal (f->name, key, "gone-process", 300));
 
   start = test_now_ms ();
@@ -664,8 +550,8 @@ test_waiter_bounded_by_pttl (MemFixture *f, gconstpointer data)
   g_assert_cmpint (elapsed, <, PROMPT_MS);
   owner = owner_of (f, "foreign");
   g_assert_cmpstr (owner, ==, redis_lock_registry_get_client_id (f->registry));
-  unlock_ok (lock);
-  unlock_lease_lost (held);
+  test_unlock_ok (lock);
+  test_unlock_lease_lost (held);
 }
 
 static void
@@ -679,7 +565,7 @@ test_try_lock_for_deadline (MemFixture *f, gconstpointer data)
 
   g_test_summary ("try_lock_for(300) on a lock another registry holds returns FALSE without "
                   "error, no sooner than 300 ms and well before 600 ms.");
-  lock_ok (held);
+  test_lock_ok (held);
   start = g_get_monotonic_time ();
   g_assert_false (redis_lock_try_lock_for (wanted, 300, NULL, &error));
   elapsed = g_get_monotonic_time () - start;
@@ -688,7 +574,7 @@ test_try_lock_for_deadline (MemFixture *f, gconstpointer data)
   g_assert_cmpint (elapsed, >=, 300 * 1000);
   g_assert_cmpint (elapsed, <, 600 * 1000);
   g_assert_false (redis_lock_is_held_by_current_thread (wanted));
-  unlock_ok (held);
+  test_unlock_ok (held);
 }
 
 static void
@@ -698,24 +584,24 @@ test_cancel_wait (MemFixture *f, gconstpointer data)
   g_autoptr (RedisLock) held = test_obtain (f->registry, "cancel");
   g_autoptr (RedisLock) wanted = test_obtain (waiter, "cancel");
   g_autoptr (GCancellable) cancellable = g_cancellable_new ();
-  Taker t = { 0 };
+  TestTaker t = { 0 };
   GThread *thread;
 
   g_test_summary ("Cancelling a waiter (no deadline) in another registry ends its wait "
                   "promptly with G_IO_ERROR_CANCELLED; the holder keeps the lock.");
-  lock_ok (held);
+  test_lock_ok (held);
   t.lock = wanted;
   t.wait_ms = -1;
   t.cancellable = cancellable;
-  thread = g_thread_new ("waiter", taker_main, &t);
+  thread = g_thread_new ("waiter", test_taker_main, &t);
   g_assert_true (test_wait_contended (waiter, 1, PROMPT_MS));
   g_cancellable_cancel (cancellable);
-  taker_join (&t, thread, PROMPT_MS);
+  test_taker_join (&t, thread, PROMPT_MS);
   g_assert_false (t.result);
   g_assert_error (t.error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
   g_clear_error (&t.error);
   g_assert_true (redis_lock_is_held_by_current_thread (held));
-  unlock_ok (held);
+  test_unlock_ok (held);
 }
 
 static void
@@ -727,30 +613,30 @@ test_close_wakes_waiters (MemFixture *f, gconstpointer data)
   g_autoptr (RedisLock) wanted = test_obtain (waiter, "closing");
   g_autoptr (RedisLock) later = test_obtain (third, "closing");
   GError *error = NULL;
-  Taker t = { 0 }, t3 = { 0 };
+  TestTaker t = { 0 }, t3 = { 0 };
   GThread *thread, *thread3;
 
   g_test_summary ("Closing a registry wakes its waiter with CLOSED; closing the holder's "
                   "registry releases its lease and wakes a waiter in a third registry.");
-  lock_ok (held);
+  test_lock_ok (held);
   t.lock = wanted;
   t.wait_ms = G_MININT64;
-  thread = g_thread_new ("waiter", taker_main, &t);
+  thread = g_thread_new ("waiter", test_taker_main, &t);
   t3.lock = later;
   t3.wait_ms = G_MININT64;
   redis_lock_registry_set_idle_between_tries_ms (third, 60000);
-  thread3 = g_thread_new ("third", taker_main, &t3);
+  thread3 = g_thread_new ("third", test_taker_main, &t3);
   g_assert_true (test_wait_contended (waiter, 1, PROMPT_MS));
   g_assert_true (test_wait_contended (third, 1, PROMPT_MS));
 
   redis_lock_registry_close (waiter);
-  taker_join (&t, thread, PROMPT_MS);
+  test_taker_join (&t, thread, PROMPT_MS);
   g_assert_false (t.result);
   g_assert_error (t.error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
   g_clear_error (&t.error);
 
   redis_lock_registry_close (f->registry);
-  taker_join (&t3, thread3, PROMPT_MS);
+  test_taker_join (&t3, thread3, PROMPT_MS);
   g_assert_true (t3.result);
   g_assert_no_error (t3.error);
 
@@ -789,8 +675,8 @@ test_invalid_urls (void)
       g_autoptr (RedisLockRegistry) registry = registry_new (good[i], REGISTRY_KEY);
       g_autoptr (RedisLock) lock = test_obtain (registry, "x");
 
-      lock_ok (lock);
-      unlock_ok (lock);
+      test_lock_ok (lock);
+      test_unlock_ok (lock);
     }
 }
 
@@ -799,8 +685,9 @@ test_invalid_urls (void)
 /* In the child: the parent's store is not there, and a new registry on the same NAME
  * starts empty and works. Returns the exit code: 0 when all held. */
 static int
-child_main (MemFixture *f)
+child_main (gpointer data)
 {
+  MemFixture *f = data;
   g_autofree char *key = key_of ("forked");
   RedisLockRegistry *registry;
   RedisLock *lock;
@@ -832,25 +719,15 @@ test_fork_child_starts_empty (MemFixture *f, gconstpointer data)
 {
   g_autoptr (RedisLock) lock = test_obtain (f->registry, "forked");
   g_autofree char *owner = NULL;
-  int status = 0;
-  pid_t pid;
 
   g_test_summary ("A child made by fork() is another process: it does not see the parent's "
                   "memory stores, and its own registry on the same NAME works on its own.");
-  lock_ok (lock);
-  fflush (stdout);
-  fflush (stderr);
-  pid = fork ();
-  g_assert_cmpint (pid, >=, 0);
-  if (pid == 0)
-    _exit (child_main (f));
-  g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
-  g_assert_true (WIFEXITED (status));
-  g_assert_cmpint (WEXITSTATUS (status), ==, 0);
+  test_lock_ok (lock);
+  test_run_child (child_main, f);
 
   owner = owner_of (f, "forked");
   g_assert_cmpstr (owner, ==, redis_lock_registry_get_client_id (f->registry));
-  unlock_ok (lock);
+  test_unlock_ok (lock);
 }
 
 int
