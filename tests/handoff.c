@@ -26,7 +26,6 @@ typedef struct
   gint tickets;
   gulong hold_us; /* time spent inside each section */
   volatile gint stop;
-  guint n_threads;    /* for hammer_runner() */
   gint tids[THREADS]; /* each thread's kernel id, set (atomically) as it starts */
 } Hammer;
 
@@ -66,49 +65,6 @@ hammer_thread (guint index, gpointer data)
     }
 }
 
-typedef struct
-{
-  RedisLockRegistry *registry;
-  guint64 at_least;
-} HandoffWait;
-
-static gboolean
-handoffs_reached (gpointer data)
-{
-  HandoffWait *w = data;
-  RedisLockRegistryStats stats;
-
-  redis_lock_registry_get_stats (w->registry, &stats);
-  return stats.local_handoffs >= w->at_least;
-}
-
-static gboolean
-test_wait_until_local_handoffs (RedisLockRegistry *registry, guint64 at_least, gint64 timeout_ms)
-{
-  HandoffWait w = { registry, at_least };
-  return test_wait_until (handoffs_reached, &w, timeout_ms);
-}
-
-static gpointer
-hammer_runner (gpointer data)
-{
-  Hammer *h = data;
-
-  test_run_threads (h->n_threads, hammer_thread, h);
-  return NULL;
-}
-
-static gboolean
-hammers_started (gpointer data)
-{
-  Hammer *h = data;
-
-  for (guint i = 0; i < h->n_threads; i++)
-    if (g_atomic_int_get (&h->tids[i]) == 0)
-      return FALSE;
-  return TRUE;
-}
-
 static guint64
 commands_for_sections (TestFixture *fx, guint max_handoffs, guint64 *handoffs)
 {
@@ -120,7 +76,6 @@ commands_for_sections (TestFixture *fx, guint max_handoffs, guint64 *handoffs)
 
   redis_lock_registry_set_max_local_handoffs (r, max_handoffs);
   h.lock = lock;
-  h.n_threads = THREADS;
   /* Tickets rather than a quota per thread: all threads keep contending until the
    * end, instead of a last thread finishing its share alone. */
   h.total = THREADS * SECTIONS_PER_THREAD;
@@ -130,10 +85,8 @@ commands_for_sections (TestFixture *fx, guint max_handoffs, guint64 *handoffs)
    * that answers without blocking (memory://) every one of its sections then takes and
    * releases the lease. */
   g_assert_true (redis_lock_lock (lock, NULL));
-  hammers = g_thread_new ("hammers", hammer_runner, &h);
-  g_assert_true (test_wait_until (hammers_started, &h, 10000));
-  for (guint i = 0; i < THREADS; i++)
-    g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&h.tids[i]), 10000));
+  hammers = test_run_threads_in_background (THREADS, hammer_thread, &h);
+  test_wait_threads_blocked (h.tids, THREADS, 10000);
   g_assert_true (redis_lock_unlock (lock, NULL));
   /* Count from here: what the threads' sections cost, not this thread's acquisition
    * nor the hand-off that just gave the lock to one of them. */
@@ -168,28 +121,6 @@ test_fewer_commands (TestFixture *fx, gconstpointer data)
   g_assert_cmpuint (retained * 16, <=, plain);
 }
 
-typedef struct
-{
-  RedisLock *lock;
-  gboolean acquired;
-  gint64 waited_ms;
-} RemoteWaiter;
-
-static gpointer
-remote_waiter_thread (gpointer data)
-{
-  RemoteWaiter *w = data;
-  GError *error = NULL;
-  gint64 start = test_now_ms ();
-
-  w->acquired = redis_lock_try_lock_for (w->lock, 10000, NULL, &error);
-  w->waited_ms = test_now_ms () - start;
-  g_assert_no_error (error);
-  if (w->acquired)
-    g_assert_true (redis_lock_unlock (w->lock, NULL));
-  return NULL;
-}
-
 static void
 test_remote_waiter_gets_turn (TestFixture *fx, gconstpointer data)
 {
@@ -198,7 +129,7 @@ test_remote_waiter_gets_turn (TestFixture *fx, gconstpointer data)
   g_autoptr (RedisLock) local_lock = NULL;
   g_autoptr (RedisLock) remote_lock = NULL;
   RedisLockRegistryStats before, after;
-  RemoteWaiter w = { 0 };
+  TestTaker w = { 0 };
   Hammer h = { 0 };
   GThread *hammers, *waiter;
 
@@ -211,18 +142,18 @@ test_remote_waiter_gets_turn (TestFixture *fx, gconstpointer data)
   local_lock = test_obtain (local, "shared");
   remote_lock = test_obtain (remote, "shared");
   w.lock = remote_lock;
+  w.wait_ms = 10000;
 
   h.lock = local_lock;
-  h.n_threads = 4;
   h.sections = 0; /* until stopped */
   h.total = 0;
   h.hold_us = 100;
-  hammers = g_thread_new ("hammers", hammer_runner, &h);
+  hammers = test_run_threads_in_background (4, hammer_thread, &h);
   /* The local threads are handing the lease around before the remote one arrives. */
-  g_assert_true (test_wait_until_local_handoffs (local, 20, 10000));
+  TEST_WAIT_UNTIL (test_stats (local).local_handoffs >= 20, 10000);
 
   redis_lock_registry_get_stats (local, &before);
-  waiter = g_thread_new ("remote", remote_waiter_thread, &w);
+  waiter = g_thread_new ("remote", test_taker_main, &w);
   g_thread_join (waiter);
   redis_lock_registry_get_stats (local, &after);
   g_atomic_int_set (&h.stop, 1);
@@ -230,8 +161,9 @@ test_remote_waiter_gets_turn (TestFixture *fx, gconstpointer data)
 
   g_test_message ("remote waited %" G_GINT64_FORMAT
                   " ms; local acquisitions meanwhile %" G_GUINT64_FORMAT,
-                  w.waited_ms, after.acquisitions - before.acquisitions);
-  g_assert_true (w.acquired);
+                  w.returned_ms - w.called_ms, after.acquisitions - before.acquisitions);
+  g_assert_no_error (w.error);
+  g_assert_true (w.result);
   /* Each streak ends with a release; the remote waiter must win one of the first few
    * races, not wait for the local threads to run out of work. */
   g_assert_cmpuint (after.acquisitions - before.acquisitions, <=, 10);
@@ -269,24 +201,6 @@ exclusion_thread (guint index, gpointer data)
     }
 }
 
-static gpointer
-exclusion_runner (gpointer data)
-{
-  test_run_threads (8, exclusion_thread, data);
-  return NULL;
-}
-
-static gboolean
-exclusion_started (gpointer data)
-{
-  Exclusion *x = data;
-
-  for (guint i = 0; i < G_N_ELEMENTS (x->tids); i++)
-    if (g_atomic_int_get (&x->tids[i]) == 0)
-      return FALSE;
-  return TRUE;
-}
-
 static void
 test_mutual_exclusion (TestFixture *fx, gconstpointer data)
 {
@@ -310,10 +224,8 @@ test_mutual_exclusion (TestFixture *fx, gconstpointer data)
    * first unlock already has someone to hand the lease to, however the threads
    * happen to be scheduled. */
   g_assert_true (redis_lock_lock (x.locks[0], NULL));
-  runner = g_thread_new ("exclusion", exclusion_runner, &x);
-  g_assert_true (test_wait_until (exclusion_started, &x, 10000));
-  for (guint i = 0; i < G_N_ELEMENTS (x.tids); i++)
-    g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&x.tids[i]), 10000));
+  runner = test_run_threads_in_background (G_N_ELEMENTS (x.tids), exclusion_thread, &x);
+  test_wait_threads_blocked (x.tids, G_N_ELEMENTS (x.tids), 10000);
   g_assert_true (redis_lock_unlock (x.locks[0], NULL));
   /* That unlock handed the lease to one of them: count only theirs. */
   redis_lock_registry_get_stats (a, &sa0);

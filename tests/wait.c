@@ -32,70 +32,6 @@ waiter_registry_new (TestFixture *f, gconstpointer mode)
   return waiter;
 }
 
-/* A thread that tries to take a lock, and reports what happened and when. */
-typedef struct
-{
-  RedisLock *lock;
-  gint64 wait_ms; /* for try_lock_for; G_MININT64: call lock() */
-  GCancellable *cancellable;
-  TestFixture *fixture; /* when set: check the key while held */
-  gint tid;             /* set (atomically) just before the call */
-  gint done;            /* set (atomically) after the call */
-  gboolean result;
-  GError *error;
-  gint64 called_ms;
-  gint64 returned_ms;
-  char *value_while_held; /* owner of the key while held, when fixture is set */
-} Taker;
-
-static gpointer
-taker_main (gpointer user_data)
-{
-  Taker *t = user_data;
-
-  g_atomic_int_set (&t->tid, test_thread_id ());
-  t->called_ms = test_now_ms ();
-  if (t->wait_ms == G_MININT64)
-    t->result = redis_lock_lock (t->lock, &t->error);
-  else
-    t->result = redis_lock_try_lock_for (t->lock, t->wait_ms, t->cancellable, &t->error);
-  t->returned_ms = test_now_ms ();
-  if (t->result && t->fixture != NULL)
-    t->value_while_held = test_store_get_owner (t->fixture, redis_lock_get_key (t->lock));
-  if (t->result)
-    g_assert_true (redis_lock_unlock (t->lock, NULL));
-  g_atomic_int_set (&t->done, 1);
-  return NULL;
-}
-
-static void
-taker_clear (Taker *t)
-{
-  g_clear_error (&t->error);
-  g_clear_pointer (&t->value_while_held, g_free);
-}
-
-static gboolean
-taker_started (gpointer data)
-{
-  return g_atomic_int_get (&((Taker *)data)->tid) != 0;
-}
-
-static gboolean
-taker_done (gpointer data)
-{
-  return g_atomic_int_get (&((Taker *)data)->done) != 0;
-}
-
-/* Joins the taker, failing (instead of hanging) when it has not returned within
- * @timeout_ms: a wake-up that never comes must be a test failure. */
-static void
-taker_join (Taker *t, GThread *thread, gint64 timeout_ms)
-{
-  g_assert_true (test_wait_until (taker_done, t, timeout_ms));
-  g_thread_join (thread);
-}
-
 static void
 assert_timed_out_in_window (gint64 start_ms, gint64 end_ms, gint64 wait_ms)
 {
@@ -142,7 +78,7 @@ static void
 test_try_lock_for_other_thread (TestFixture *f, gconstpointer data)
 {
   g_autoptr (RedisLock) lock = NULL;
-  Taker t = { 0 };
+  TestTaker t = { 0 };
   gint64 start;
 
   g_test_summary ("try_lock_for(300) on a lock another thread of the same registry holds "
@@ -155,13 +91,13 @@ test_try_lock_for_other_thread (TestFixture *f, gconstpointer data)
   t.lock = lock;
   t.wait_ms = 300;
   start = test_now_ms ();
-  taker_join (&t, g_thread_new ("taker", taker_main, &t), 5000);
+  test_taker_join (&t, g_thread_new ("taker", test_taker_main, &t), 5000);
   g_assert_false (t.result);
   g_assert_no_error (t.error);
   assert_timed_out_in_window (start, t.returned_ms, 300);
   g_assert_true (redis_lock_is_held_by_current_thread (lock));
   g_assert_true (redis_lock_unlock (lock, NULL));
-  taker_clear (&t);
+  test_taker_clear (&t);
 }
 
 static void
@@ -172,7 +108,7 @@ test_total_deadline (TestFixture *f, gconstpointer data)
   g_autoptr (RedisLock) theirs = NULL;
   g_autoptr (GError) error = NULL;
   GThread *thread;
-  Taker t = { 0 };
+  TestTaker t = { 0 };
 
   g_test_summary ("try_lock_for(600) that waits 400 ms on another thread, then finds the key "
                   "held by another registry, gives up 600 ms after the call, not 400 + 600.");
@@ -192,8 +128,8 @@ test_total_deadline (TestFixture *f, gconstpointer data)
 
   t.lock = lock;
   t.wait_ms = 600;
-  thread = g_thread_new ("taker", taker_main, &t);
-  g_assert_true (test_wait_until (taker_started, &t, 10000));
+  thread = g_thread_new ("taker", test_taker_main, &t);
+  g_assert_true (test_wait_until (test_taker_started, &t, 10000));
   g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&t.tid), 10000));
   /* How long the local part lasts is the subject: hand over after 400 ms. */
   g_usleep (400 * 1000);
@@ -201,7 +137,7 @@ test_total_deadline (TestFixture *f, gconstpointer data)
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
   g_clear_error (&error);
 
-  taker_join (&t, thread, 5000);
+  test_taker_join (&t, thread, 5000);
   g_assert_false (t.result);
   g_assert_no_error (t.error);
   g_test_message ("try_lock_for(600) returned after %" G_GINT64_FORMAT " ms",
@@ -209,7 +145,7 @@ test_total_deadline (TestFixture *f, gconstpointer data)
   g_assert_cmpint (t.returned_ms - t.called_ms, >=, 600);
   g_assert_cmpint (t.returned_ms - t.called_ms, <, 850);
   g_assert_true (redis_lock_unlock (theirs, NULL));
-  taker_clear (&t);
+  test_taker_clear (&t);
 }
 
 static void
@@ -222,7 +158,7 @@ test_lock_proceeds_after_unlock (TestFixture *f, gconstpointer mode)
   g_autoptr (GError) error = NULL;
   RedisLockRegistryStats stats;
   GThread *thread;
-  Taker t = { 0 };
+  TestTaker t = { 0 };
   gint64 unlocked_at;
 
   g_test_summary ("A lock() blocked in another registry proceeds within a second after the "
@@ -244,7 +180,7 @@ test_lock_proceeds_after_unlock (TestFixture *f, gconstpointer mode)
   t.lock = wanted;
   t.wait_ms = G_MININT64;
   t.fixture = f;
-  thread = g_thread_new ("taker", taker_main, &t);
+  thread = g_thread_new ("taker", test_taker_main, &t);
 
   /* The waiter has found the key held in Redis and is asleep. */
   g_assert_true (test_wait_contended (waiter, stats.contended_attempts + 1, 10000));
@@ -255,7 +191,7 @@ test_lock_proceeds_after_unlock (TestFixture *f, gconstpointer mode)
 
   unlocked_at = test_now_ms ();
   g_assert_true (redis_lock_unlock (held, NULL));
-  taker_join (&t, thread, 5000);
+  test_taker_join (&t, thread, 5000);
 
   g_assert_no_error (t.error);
   g_assert_true (t.result);
@@ -264,7 +200,7 @@ test_lock_proceeds_after_unlock (TestFixture *f, gconstpointer mode)
   g_assert_cmpint (t.returned_ms - unlocked_at, <, 1000);
   g_assert_cmpstr (t.value_while_held, ==, redis_lock_registry_get_client_id (waiter));
   g_assert_false (test_store_exists (f, TEST_REGISTRY_KEY ":handover"));
-  taker_clear (&t);
+  test_taker_clear (&t);
 }
 
 static void
@@ -275,7 +211,7 @@ test_waiter_keeps_ttl (TestFixture *f, gconstpointer mode)
   g_autoptr (RedisLock) wanted = NULL;
   RedisLockRegistryStats stats;
   GThread *thread;
-  Taker t = { 0 };
+  TestTaker t = { 0 };
   gint64 previous;
   gint64 locked_at;
   guint samples = 0;
@@ -299,7 +235,7 @@ test_waiter_keeps_ttl (TestFixture *f, gconstpointer mode)
   wanted = test_obtain (waiter, "ttl");
   t.lock = wanted;
   t.wait_ms = 600;
-  thread = g_thread_new ("taker", taker_main, &t);
+  thread = g_thread_new ("taker", test_taker_main, &t);
 
   /* Sample the TTL while the waiter tries (polling is the point here). */
   while (!g_atomic_int_get (&t.done))
@@ -328,16 +264,16 @@ test_waiter_keeps_ttl (TestFixture *f, gconstpointer mode)
   g_assert_cmpint (previous, <=, 10000 - (test_now_ms () - locked_at) + 5);
   g_assert_cmpint (previous, <=, 10000 - 590);
   g_assert_true (redis_lock_unlock (held, NULL));
-  taker_clear (&t);
+  test_taker_clear (&t);
 }
 
 static void
-check_cancelled_promptly (Taker *t, GThread *thread)
+check_cancelled_promptly (TestTaker *t, GThread *thread)
 {
   gint64 cancelled_at = test_now_ms ();
 
   g_cancellable_cancel (t->cancellable);
-  taker_join (t, thread, 5000);
+  test_taker_join (t, thread, 5000);
   g_test_message ("the wait ended %" G_GINT64_FORMAT " ms after the cancel",
                   t->returned_ms - cancelled_at);
   g_assert_false (t->result);
@@ -354,7 +290,7 @@ test_cancel_other_registry (TestFixture *f, gconstpointer mode)
   g_autoptr (GCancellable) cancellable = g_cancellable_new ();
   g_autofree char *value = NULL;
   GThread *thread;
-  Taker t = { 0 };
+  TestTaker t = { 0 };
 
   g_test_summary ("try_lock_for(-1) waiting on another registry's lock returns CANCELLED within "
                   "a second of g_cancellable_cancel() from another thread.");
@@ -370,7 +306,7 @@ test_cancel_other_registry (TestFixture *f, gconstpointer mode)
   t.lock = wanted;
   t.wait_ms = -1;
   t.cancellable = cancellable;
-  thread = g_thread_new ("taker", taker_main, &t);
+  thread = g_thread_new ("taker", test_taker_main, &t);
   g_assert_true (test_wait_contended (waiter, 1, 10000));
   g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&t.tid), 10000));
   g_assert_cmpint (g_atomic_int_get (&t.done), ==, 0);
@@ -380,7 +316,7 @@ test_cancel_other_registry (TestFixture *f, gconstpointer mode)
   value = test_store_get_owner (f, TEST_REGISTRY_KEY ":cancel");
   g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
   g_assert_true (redis_lock_unlock (held, NULL));
-  taker_clear (&t);
+  test_taker_clear (&t);
 }
 
 static void
@@ -389,7 +325,7 @@ test_cancel_other_thread (TestFixture *f, gconstpointer data)
   g_autoptr (RedisLock) lock = NULL;
   g_autoptr (GCancellable) cancellable = g_cancellable_new ();
   GThread *thread;
-  Taker t = { 0 };
+  TestTaker t = { 0 };
 
   g_test_summary ("try_lock_for(-1) waiting on a lock another thread of the same registry holds "
                   "returns CANCELLED within a second of g_cancellable_cancel().");
@@ -401,8 +337,8 @@ test_cancel_other_thread (TestFixture *f, gconstpointer data)
   t.lock = lock;
   t.wait_ms = -1;
   t.cancellable = cancellable;
-  thread = g_thread_new ("taker", taker_main, &t);
-  g_assert_true (test_wait_until (taker_started, &t, 10000));
+  thread = g_thread_new ("taker", test_taker_main, &t);
+  g_assert_true (test_wait_until (test_taker_started, &t, 10000));
   g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&t.tid), 10000));
   g_assert_cmpint (g_atomic_int_get (&t.done), ==, 0);
 
@@ -410,7 +346,7 @@ test_cancel_other_thread (TestFixture *f, gconstpointer data)
   g_assert_true (redis_lock_is_held_by_current_thread (lock));
   g_assert_cmpuint (redis_lock_get_hold_count (lock), ==, 1);
   g_assert_true (redis_lock_unlock (lock, NULL));
-  taker_clear (&t);
+  test_taker_clear (&t);
 }
 
 static void
@@ -420,7 +356,7 @@ test_close_wakes_remote_waiter (TestFixture *f, gconstpointer mode)
   g_autoptr (RedisLock) held = NULL;
   g_autoptr (RedisLock) wanted = NULL;
   GThread *thread;
-  Taker t = { 0 };
+  TestTaker t = { 0 };
   gint64 closed_at;
 
   g_test_summary ("Closing a registry wakes its thread blocked in lock() on another registry's "
@@ -435,18 +371,18 @@ test_close_wakes_remote_waiter (TestFixture *f, gconstpointer mode)
 
   t.lock = wanted;
   t.wait_ms = G_MININT64;
-  thread = g_thread_new ("taker", taker_main, &t);
+  thread = g_thread_new ("taker", test_taker_main, &t);
   g_assert_true (test_wait_contended (waiter, 1, 10000));
 
   closed_at = test_now_ms ();
   redis_lock_registry_close (waiter);
-  taker_join (&t, thread, 5000);
+  test_taker_join (&t, thread, 5000);
   g_assert_false (t.result);
   g_assert_error (t.error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
   g_assert_cmpint (t.returned_ms - closed_at, <, 1000);
   /* The holder is unaffected. */
   g_assert_true (redis_lock_unlock (held, NULL));
-  taker_clear (&t);
+  test_taker_clear (&t);
 }
 
 static void
@@ -455,7 +391,7 @@ test_close_wakes_local_waiter (TestFixture *f, gconstpointer data)
   g_autoptr (RedisLock) lock = NULL;
   g_autoptr (GError) error = NULL;
   GThread *thread;
-  Taker t = { 0 };
+  TestTaker t = { 0 };
   gint64 closed_at;
 
   g_test_summary ("Closing a registry wakes a thread waiting on the local mutex of a lock "
@@ -467,13 +403,13 @@ test_close_wakes_local_waiter (TestFixture *f, gconstpointer data)
 
   t.lock = lock;
   t.wait_ms = G_MININT64;
-  thread = g_thread_new ("taker", taker_main, &t);
-  g_assert_true (test_wait_until (taker_started, &t, 10000));
+  thread = g_thread_new ("taker", test_taker_main, &t);
+  g_assert_true (test_wait_until (test_taker_started, &t, 10000));
   g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&t.tid), 10000));
 
   closed_at = test_now_ms ();
   redis_lock_registry_close (f->registry);
-  taker_join (&t, thread, 5000);
+  test_taker_join (&t, thread, 5000);
   g_assert_false (t.result);
   g_assert_error (t.error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
   g_assert_cmpint (t.returned_ms - closed_at, <, 1000);
@@ -481,7 +417,7 @@ test_close_wakes_local_waiter (TestFixture *f, gconstpointer data)
   g_assert_false (redis_lock_unlock (lock, &error));
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
   g_assert_false (test_store_exists (f, TEST_REGISTRY_KEY ":close-local"));
-  taker_clear (&t);
+  test_taker_clear (&t);
 }
 
 int
