@@ -47,13 +47,10 @@ churn (guint index, gpointer data)
       guint n = (i + index * (c->n_names / c->n_threads)) % c->n_names;
       g_autofree char *name = g_strdup_printf ("churn-%u", n);
       g_autoptr (RedisLock) lock = test_obtain (c->registry, name);
-      GError *error = NULL;
 
-      g_assert_true (redis_lock_lock (lock, &error));
-      g_assert_no_error (error);
+      test_lock_ok (lock);
       g_assert_cmpuint (redis_lock_registry_get_cache_size (c->registry), <=, 179);
-      g_assert_true (redis_lock_unlock (lock, &error));
-      g_assert_no_error (error);
+      test_unlock_ok (lock);
     }
 }
 

@@ -135,12 +135,10 @@ test_password (TestFixture *f, gconstpointer data)
   /* The fixture's registry used the right password (the URL carries it). */
   g_assert_nonnull (strstr (redis_lock_test_server_get_url (f->server), "password=secret"));
   lock = test_obtain (f->registry, "authenticated");
-  g_assert_true (redis_lock_lock (lock, &error));
-  g_assert_no_error (error);
+  test_lock_ok (lock);
   value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":authenticated");
   g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
-  g_assert_true (redis_lock_unlock (lock, &error));
-  g_assert_no_error (error);
+  test_unlock_ok (lock);
 
   socket_path = redis_lock_test_server_get_socket_path (f->server);
   wrong = g_strdup_printf ("unix://%s?password=wrong", socket_path);
@@ -187,10 +185,8 @@ test_server_stopped (TestFixture *f, gconstpointer data)
   redis_lock_registry_set_connect_timeout_ms (f->registry, TIMEOUT_MS);
   redis_lock_registry_set_command_timeout_ms (f->registry, TIMEOUT_MS);
   lock = test_obtain (f->registry, "outage");
-  g_assert_true (redis_lock_lock (lock, &error));
-  g_assert_no_error (error);
-  g_assert_true (redis_lock_unlock (lock, &error));
-  g_assert_no_error (error);
+  test_lock_ok (lock);
+  test_unlock_ok (lock);
 
   redis_lock_test_server_stop (f->server);
   g_assert_cmpint (redis_lock_test_server_get_pid (f->server), ==, 0);
@@ -217,12 +213,10 @@ test_server_stopped (TestFixture *f, gconstpointer data)
   g_assert_no_error (error);
   f->redis = test_redis_connect (f->server);
 
-  g_assert_true (redis_lock_lock (lock, &error));
-  g_assert_no_error (error);
+  test_lock_ok (lock);
   value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":outage");
   g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
-  g_assert_true (redis_lock_unlock (lock, &error));
-  g_assert_no_error (error);
+  test_unlock_ok (lock);
   g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":outage"), ==, 0);
 }
 
@@ -245,10 +239,8 @@ test_server_paused (TestFixture *f, gconstpointer data)
   redis_lock_registry_set_command_timeout_ms (f->registry, TIMEOUT_MS);
   lock = test_obtain (f->registry, "frozen");
   other = test_obtain (f->registry, "frozen-too");
-  g_assert_true (redis_lock_lock (lock, &error));
-  g_assert_no_error (error);
-  g_assert_true (redis_lock_unlock (lock, &error));
-  g_assert_no_error (error);
+  test_lock_ok (lock);
+  test_unlock_ok (lock);
 
   redis_lock_test_server_pause (f->server);
 
@@ -266,12 +258,10 @@ test_server_paused (TestFixture *f, gconstpointer data)
 
   redis_lock_test_server_resume (f->server);
 
-  g_assert_true (redis_lock_lock (lock, &error));
-  g_assert_no_error (error);
+  test_lock_ok (lock);
   value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":frozen");
   g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
-  g_assert_true (redis_lock_unlock (lock, &error));
-  g_assert_no_error (error);
+  test_unlock_ok (lock);
 }
 
 int

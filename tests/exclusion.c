@@ -54,13 +54,9 @@ contender (guint index, gpointer data)
 
   for (guint round = 0; round < contest->rounds; round++)
     {
-      GError *error = NULL;
-
-      g_assert_true (redis_lock_lock (lock, &error));
-      g_assert_no_error (error);
+      test_lock_ok (lock);
       critical_section (contest, counter);
-      g_assert_true (redis_lock_unlock (lock, &error));
-      g_assert_no_error (error);
+      test_unlock_ok (lock);
     }
 }
 

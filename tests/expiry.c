@@ -59,8 +59,7 @@ test_unlock_after_ttl (TestFixture *f, gconstpointer data)
   redis_lock_registry_set_watchdog (f->registry, FALSE);
   redis_lock_registry_set_expire_after_ms (f->registry, SHORT_TTL_MS);
   lock = test_obtain (f->registry, "expired");
-  g_assert_true (redis_lock_lock (lock, &error));
-  g_assert_no_error (error);
+  test_lock_ok (lock);
   g_assert_cmpint (test_store_get_pttl (f, TEST_REGISTRY_KEY ":expired"), <=, SHORT_TTL_MS);
 
   sleep_past_ttl ();
@@ -114,8 +113,7 @@ test_takeover_keeps_other_key (TestFixture *f, gconstpointer data)
 
   /* The new owner is undisturbed: its own unlock works and removes the key. */
   g_assert_true (redis_lock_is_held_by_current_thread (taken));
-  g_assert_true (redis_lock_unlock (taken, &error));
-  g_assert_no_error (error);
+  test_unlock_ok (taken);
   g_assert_false (test_store_exists (f, TEST_REGISTRY_KEY ":takeover"));
 }
 

@@ -32,8 +32,7 @@ test_key_value_and_pttl (TestFixture *f, gconstpointer data)
   lock = test_obtain (f->registry, "keyed");
   g_assert_false (test_store_exists (f, TEST_REGISTRY_KEY ":keyed"));
 
-  g_assert_true (redis_lock_lock (lock, &error));
-  g_assert_no_error (error);
+  test_lock_ok (lock);
   value = test_store_get_owner (f, TEST_REGISTRY_KEY ":keyed");
   g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
   pttl = test_store_get_pttl (f, TEST_REGISTRY_KEY ":keyed");
@@ -42,8 +41,7 @@ test_key_value_and_pttl (TestFixture *f, gconstpointer data)
   g_assert_true (redis_lock_is_held_by_current_thread (lock));
   g_assert_true (redis_lock_is_acquired_in_this_process (lock));
 
-  g_assert_true (redis_lock_unlock (lock, &error));
-  g_assert_no_error (error);
+  test_unlock_ok (lock);
   g_assert_false (test_store_exists (f, TEST_REGISTRY_KEY ":keyed"));
   g_assert_false (redis_lock_is_held_by_current_thread (lock));
   g_assert_false (redis_lock_is_acquired_in_this_process (lock));
@@ -75,24 +73,20 @@ test_reentrant_no_redis_traffic (TestFixture *f, gconstpointer data)
     test_redis_reset_stats (f->redis);
   redis_lock_registry_get_stats (f->registry, &before);
 
-  g_assert_true (redis_lock_lock (lock, &error));
-  g_assert_no_error (error);
+  test_lock_ok (lock);
   g_assert_cmpuint (redis_lock_get_hold_count (lock), ==, 1);
   redis_lock_registry_get_stats (f->registry, &outer);
   g_assert_cmpuint (outer.round_trips, ==, before.round_trips + 1);
   g_assert_cmpuint (outer.commands, ==, before.commands + 1);
   g_assert_cmpuint (outer.acquisitions, ==, before.acquisitions + 1);
 
-  g_assert_true (redis_lock_lock (lock, &error));
-  g_assert_no_error (error);
+  test_lock_ok (lock);
   g_assert_cmpuint (redis_lock_get_hold_count (lock), ==, 2);
   g_assert_true (redis_lock_try_lock (lock, &error));
   g_assert_no_error (error);
   g_assert_cmpuint (redis_lock_get_hold_count (lock), ==, 3);
-  g_assert_true (redis_lock_unlock (lock, &error));
-  g_assert_no_error (error);
-  g_assert_true (redis_lock_unlock (lock, &error));
-  g_assert_no_error (error);
+  test_unlock_ok (lock);
+  test_unlock_ok (lock);
   g_assert_cmpuint (redis_lock_get_hold_count (lock), ==, 1);
   g_assert_true (redis_lock_is_held_by_current_thread (lock));
 
@@ -109,8 +103,7 @@ test_reentrant_no_redis_traffic (TestFixture *f, gconstpointer data)
       g_assert_cmpint (test_redis_command_calls (f->redis, "publish"), ==, 0);
     }
 
-  g_assert_true (redis_lock_unlock (lock, &error));
-  g_assert_no_error (error);
+  test_unlock_ok (lock);
   g_assert_cmpuint (redis_lock_get_hold_count (lock), ==, 0);
 
   if (redis)
@@ -185,8 +178,7 @@ test_other_thread (TestFixture *f, gconstpointer data)
 
   redis_lock_registry_set_watchdog (f->registry, FALSE);
   lock = test_obtain (f->registry, "owned");
-  g_assert_true (redis_lock_lock (lock, &error));
-  g_assert_no_error (error);
+  test_lock_ok (lock);
 
   t.fixture = f;
   t.lock = lock;
@@ -200,8 +192,7 @@ test_other_thread (TestFixture *f, gconstpointer data)
   g_assert_cmpuint (redis_lock_get_hold_count (lock), ==, 1);
   value = test_store_get_owner (f, TEST_REGISTRY_KEY ":owned");
   g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
-  g_assert_true (redis_lock_unlock (lock, &error));
-  g_assert_no_error (error);
+  test_unlock_ok (lock);
 }
 
 static void
@@ -255,8 +246,7 @@ test_name_round_trip (TestFixture *f, gconstpointer data)
       g_assert_cmpstr (redis_lock_get_name (lock), ==, names[i]);
       g_assert_cmpstr (redis_lock_get_key (lock), ==, key);
 
-      g_assert_true (redis_lock_lock (lock, &error));
-      g_assert_no_error (error);
+      test_lock_ok (lock);
       value = test_store_get_owner (f, key);
       g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
       /* Exactly one key: nothing else was written. (The memory store cannot list its
@@ -264,8 +254,7 @@ test_name_round_trip (TestFixture *f, gconstpointer data)
       if (f->store == TEST_STORE_REDIS)
         g_assert_cmpint (test_redis_integer (f->redis, "DBSIZE"), ==, 1);
 
-      g_assert_true (redis_lock_unlock (lock, &error));
-      g_assert_no_error (error);
+      test_unlock_ok (lock);
       g_assert_false (test_store_exists (f, key));
     }
 }
@@ -326,8 +315,7 @@ test_renew_extends (TestFixture *f, gconstpointer data)
   g_assert_cmpint (pttl, >, 35000);
   g_assert_cmpint (pttl, <=, 40000);
 
-  g_assert_true (redis_lock_unlock (lock, &error));
-  g_assert_no_error (error);
+  test_unlock_ok (lock);
   g_assert_false (test_store_exists (f, TEST_REGISTRY_KEY ":renewed"));
 }
 
@@ -491,8 +479,7 @@ test_try_lock_full (TestFixture *f, gconstpointer data)
   pttl = test_store_get_pttl (f, TEST_REGISTRY_KEY ":full");
   g_assert_cmpint (pttl, >, 0);
   g_assert_cmpint (pttl, <=, 5000);
-  g_assert_true (redis_lock_unlock (lock, &error));
-  g_assert_no_error (error);
+  test_unlock_ok (lock);
 
   /* The next acquisition uses the registry TTL again. */
   g_assert_true (redis_lock_try_lock_full (lock, 0, 0, NULL, &error));
@@ -500,8 +487,7 @@ test_try_lock_full (TestFixture *f, gconstpointer data)
   pttl = test_store_get_pttl (f, TEST_REGISTRY_KEY ":full");
   g_assert_cmpint (pttl, >, 50000);
   g_assert_cmpint (pttl, <=, 60000);
-  g_assert_true (redis_lock_unlock (lock, &error));
-  g_assert_no_error (error);
+  test_unlock_ok (lock);
 }
 
 int

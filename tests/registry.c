@@ -84,20 +84,17 @@ test_two_registries_exclude (TestFixture *f, gconstpointer data)
   theirs = test_obtain (other, "shared");
   g_assert_true (mine != theirs);
 
-  g_assert_true (redis_lock_lock (mine, &error));
-  g_assert_no_error (error);
+  test_lock_ok (mine);
   g_assert_false (redis_lock_try_lock (theirs, &error));
   g_assert_no_error (error);
   g_assert_false (redis_lock_is_acquired_in_this_process (theirs));
-  g_assert_true (redis_lock_unlock (mine, &error));
-  g_assert_no_error (error);
+  test_unlock_ok (mine);
 
   g_assert_true (redis_lock_try_lock (theirs, &error));
   g_assert_no_error (error);
   g_assert_false (redis_lock_try_lock (mine, &error));
   g_assert_no_error (error);
-  g_assert_true (redis_lock_unlock (theirs, &error));
-  g_assert_no_error (error);
+  test_unlock_ok (theirs);
 }
 
 static gboolean
