@@ -161,6 +161,16 @@ waiter_finish (Waiter *w)
   g_free (w);
 }
 
+/* Asserts that the waiter's call returns within @timeout_ms, having acquired the lock
+ * without an error. */
+static void
+waiter_assert_acquired (Waiter *w, gint64 timeout_ms)
+{
+  g_assert_true (waiter_wait_returned (w, timeout_ms));
+  g_assert_no_error (w->error);
+  g_assert_true (w->acquired);
+}
+
 /* ---- registries and locks ---- */
 
 /* A registry whose waiters could only be woken by a notification or an expiry: a SPIN
@@ -310,9 +320,7 @@ test_wakeup_from_notification (TestFixture *fx, gconstpointer data)
       w = waiter_start_contended (b, lb, i % 2 == 1, 10000, FALSE);
       t0 = test_now_ms ();
       test_unlock_ok (la);
-      g_assert_true (waiter_wait_returned (w, 65000));
-      g_assert_no_error (w->error);
-      g_assert_true (w->acquired);
+      waiter_assert_acquired (w, 65000);
       delay = w->returned_at_ms - t0;
       worst = MAX (worst, delay);
       if (delay >= 1000)
@@ -367,9 +375,7 @@ test_wakeup_one_of_two (TestFixture *fx, gconstpointer data)
 
   t0 = test_now_ms ();
   waiter_finish (winner);
-  g_assert_true (waiter_wait_returned (loser, 10000));
-  g_assert_no_error (loser->error);
-  g_assert_true (loser->acquired);
+  waiter_assert_acquired (loser, 10000);
   g_assert_cmpint (loser->returned_at_ms - t0, <, 1000);
   waiter_finish (loser);
   g_assert_null (test_redis_get (fx->redis, REGISTRY_KEY ":early"));
@@ -400,9 +406,7 @@ test_wakeup_holder_expiry (TestFixture *fx, gconstpointer data)
   t0 = test_now_ms ();
   test_lock_ok (la);
   w = waiter_start_contended (b, lb, FALSE, 10000, FALSE);
-  g_assert_true (waiter_wait_returned (w, 15000));
-  g_assert_no_error (w->error);
-  g_assert_true (w->acquired);
+  waiter_assert_acquired (w, 15000);
   delay = w->returned_at_ms - t0;
   g_test_message ("acquired %" G_GINT64_FORMAT " ms after the 500 ms lease began", delay);
   g_assert_cmpint (delay, >=, 400);
@@ -446,9 +450,7 @@ test_resubscribe_after_kill (TestFixture *fx, gconstpointer data)
   g_assert_cmpint (killed, ==, 1);
   t0 = test_now_ms ();
   test_unlock_ok (la);
-  g_assert_true (waiter_wait_returned (w, 15000));
-  g_assert_no_error (w->error);
-  g_assert_true (w->acquired);
+  waiter_assert_acquired (w, 15000);
   g_test_message ("acquired %" G_GINT64_FORMAT " ms after the unlock", w->returned_at_ms - t0);
   g_assert_cmpint (w->returned_at_ms - t0, <, 3000);
   waiter_finish (w);
@@ -462,9 +464,7 @@ test_resubscribe_after_kill (TestFixture *fx, gconstpointer data)
   w = waiter_start_contended (b, lb, FALSE, 10000, FALSE);
   t0 = test_now_ms ();
   test_unlock_ok (la);
-  g_assert_true (waiter_wait_returned (w, 15000));
-  g_assert_no_error (w->error);
-  g_assert_true (w->acquired);
+  waiter_assert_acquired (w, 15000);
   g_assert_cmpint (w->returned_at_ms - t0, <, 1000);
   waiter_finish (w);
   g_assert_cmpint (test_redis_integer (fx->redis, "PUBSUB NUMPAT"), ==, 1);
@@ -495,9 +495,7 @@ test_java_peer (TestFixture *fx, gconstpointer data)
   freeReplyObject (test_redis_command (fx->redis, "PUBLISH %s %s",
                                        REGISTRY_KEY "-channel:" REGISTRY_KEY ":shared",
                                        REGISTRY_KEY ":shared"));
-  g_assert_true (waiter_wait_returned (w, 15000));
-  g_assert_no_error (w->error);
-  g_assert_true (w->acquired);
+  waiter_assert_acquired (w, 15000);
   g_assert_cmpint (w->returned_at_ms - t0, <, 1000);
   value = test_redis_get (fx->redis, REGISTRY_KEY ":shared");
   g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (b));
@@ -537,9 +535,7 @@ test_spin_mode (TestFixture *fx, gconstpointer data)
 
   t0 = test_now_ms ();
   test_unlock_ok (la);
-  g_assert_true (waiter_wait_returned (w, 15000));
-  g_assert_no_error (w->error);
-  g_assert_true (w->acquired);
+  waiter_assert_acquired (w, 15000);
   g_assert_cmpint (w->returned_at_ms - t0, <, 300 + 400);
   waiter_finish (w);
 }
@@ -579,9 +575,7 @@ test_subscriber_per_registry (TestFixture *fx, gconstpointer data)
       gint64 t0 = test_now_ms ();
 
       test_unlock_ok (la[i]);
-      g_assert_true (waiter_wait_returned (w[i], 15000));
-      g_assert_no_error (w[i]->error);
-      g_assert_true (w[i]->acquired);
+      waiter_assert_acquired (w[i], 15000);
       g_assert_cmpint (w[i]->returned_at_ms - t0, <, 1000);
       waiter_finish (w[i]);
       redis_lock_unref (la[i]);
