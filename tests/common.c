@@ -794,6 +794,14 @@ test_taker_main (gpointer taker)
   return NULL;
 }
 
+GThread *
+test_taker_start (TestTaker *taker, RedisLock *lock, gint64 wait_ms)
+{
+  taker->lock = lock;
+  taker->wait_ms = wait_ms;
+  return g_thread_new ("taker", test_taker_main, taker);
+}
+
 gboolean
 test_taker_started (gpointer taker)
 {

@@ -268,7 +268,8 @@ void test_assert_free (TestFixture *fixture, const char *name);
 
 typedef struct
 {
-  /* Set by the test before the thread starts. */
+  /* Set before the thread starts: lock and wait_ms by test_taker_start(), the rest by
+   * the test. */
   RedisLock *lock;
   gint64 wait_ms; /* for try_lock_for; G_MININT64: call lock() */
   GCancellable *cancellable;
@@ -288,6 +289,11 @@ typedef struct
  * taker->lock, records what happened and when, and, when it got the lock, unlocks it
  * at once (asserting success). */
 gpointer test_taker_main (gpointer taker);
+
+/* Sets taker->lock to @lock and taker->wait_ms to @wait_ms (G_MININT64: lock()) and
+ * starts the thread; set cancellable and fixture before. Returns the thread, for
+ * test_taker_join() or g_thread_join(). */
+GThread *test_taker_start (TestTaker *taker, RedisLock *lock, gint64 wait_ms);
 
 /* For test_wait_until(): the taker is about to make its call / has returned. */
 gboolean test_taker_started (gpointer taker);

@@ -52,9 +52,7 @@ assert_handoff_by_notification (RedisLockRegistry *r, RedisLockRegistry *other, 
 
   test_lock_ok (theirs);
   before = test_stats (r).contended_attempts;
-  w.lock = mine;
-  w.wait_ms = 10000;
-  thread = g_thread_new ("waiter", test_taker_main, &w);
+  thread = test_taker_start (&w, mine, 10000);
   g_assert_true (test_wait_contended (r, before + 1, 10000));
   t0 = test_now_ms ();
   test_unlock_ok (theirs);

@@ -141,8 +141,6 @@ test_remote_waiter_gets_turn (TestFixture *fx, gconstpointer data)
   remote = test_registry_new (fx);
   local_lock = test_obtain (local, "shared");
   remote_lock = test_obtain (remote, "shared");
-  w.lock = remote_lock;
-  w.wait_ms = 10000;
 
   h.lock = local_lock;
   h.sections = 0; /* until stopped */
@@ -153,7 +151,7 @@ test_remote_waiter_gets_turn (TestFixture *fx, gconstpointer data)
   TEST_WAIT_UNTIL (test_stats (local).local_handoffs >= 20, 10000);
 
   redis_lock_registry_get_stats (local, &before);
-  waiter = g_thread_new ("remote", test_taker_main, &w);
+  waiter = test_taker_start (&w, remote_lock, 10000);
   g_thread_join (waiter);
   redis_lock_registry_get_stats (local, &after);
   g_atomic_int_set (&h.stop, 1);

@@ -509,9 +509,7 @@ test_wake_on_release (MemFixture *f, gconstpointer data)
                   "60 s) takes the lock promptly after the holder unlocks: the release wakes it.");
   redis_lock_registry_set_idle_between_tries_ms (waiter, 60000);
   test_lock_ok (held);
-  t.lock = wanted;
-  t.wait_ms = G_MININT64;
-  thread = g_thread_new ("waiter", test_taker_main, &t);
+  thread = test_taker_start (&t, wanted, G_MININT64);
   g_assert_true (test_wait_contended (waiter, 1, PROMPT_MS));
 
   unlocked_ms = test_now_ms ();
@@ -590,10 +588,8 @@ test_cancel_wait (MemFixture *f, gconstpointer data)
   g_test_summary ("Cancelling a waiter (no deadline) in another registry ends its wait "
                   "promptly with G_IO_ERROR_CANCELLED; the holder keeps the lock.");
   test_lock_ok (held);
-  t.lock = wanted;
-  t.wait_ms = -1;
   t.cancellable = cancellable;
-  thread = g_thread_new ("waiter", test_taker_main, &t);
+  thread = test_taker_start (&t, wanted, -1);
   g_assert_true (test_wait_contended (waiter, 1, PROMPT_MS));
   g_cancellable_cancel (cancellable);
   test_taker_join (&t, thread, PROMPT_MS);
@@ -619,13 +615,9 @@ test_close_wakes_waiters (MemFixture *f, gconstpointer data)
   g_test_summary ("Closing a registry wakes its waiter with CLOSED; closing the holder's "
                   "registry releases its lease and wakes a waiter in a third registry.");
   test_lock_ok (held);
-  t.lock = wanted;
-  t.wait_ms = G_MININT64;
-  thread = g_thread_new ("waiter", test_taker_main, &t);
-  t3.lock = later;
-  t3.wait_ms = G_MININT64;
+  thread = test_taker_start (&t, wanted, G_MININT64);
   redis_lock_registry_set_idle_between_tries_ms (third, 60000);
-  thread3 = g_thread_new ("third", test_taker_main, &t3);
+  thread3 = test_taker_start (&t3, later, G_MININT64);
   g_assert_true (test_wait_contended (waiter, 1, PROMPT_MS));
   g_assert_true (test_wait_contended (third, 1, PROMPT_MS));
 

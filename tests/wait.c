@@ -88,10 +88,8 @@ test_try_lock_for_other_thread (TestFixture *f, gconstpointer data)
   lock = test_obtain (f->registry, "timed-local");
   g_assert_true (redis_lock_lock (lock, NULL));
 
-  t.lock = lock;
-  t.wait_ms = 300;
   start = test_now_ms ();
-  test_taker_join (&t, g_thread_new ("taker", test_taker_main, &t), 5000);
+  test_taker_join (&t, test_taker_start (&t, lock, 300), 5000);
   g_assert_false (t.result);
   g_assert_no_error (t.error);
   assert_timed_out_in_window (start, t.returned_ms, 300);
@@ -126,9 +124,7 @@ test_total_deadline (TestFixture *f, gconstpointer data)
   g_assert_true (redis_lock_try_lock (theirs, &error));
   g_assert_no_error (error);
 
-  t.lock = lock;
-  t.wait_ms = 600;
-  thread = g_thread_new ("taker", test_taker_main, &t);
+  thread = test_taker_start (&t, lock, 600);
   g_assert_true (test_wait_until (test_taker_started, &t, 10000));
   g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&t.tid), 10000));
   /* How long the local part lasts is the subject: hand over after 400 ms. */
@@ -177,10 +173,8 @@ test_lock_proceeds_after_unlock (TestFixture *f, gconstpointer mode)
   g_assert_no_error (error);
   redis_lock_registry_get_stats (waiter, &stats);
 
-  t.lock = wanted;
-  t.wait_ms = G_MININT64;
   t.fixture = f;
-  thread = g_thread_new ("taker", test_taker_main, &t);
+  thread = test_taker_start (&t, wanted, G_MININT64);
 
   /* The waiter has found the key held in Redis and is asleep. */
   g_assert_true (test_wait_contended (waiter, stats.contended_attempts + 1, 10000));
@@ -233,9 +227,7 @@ test_waiter_keeps_ttl (TestFixture *f, gconstpointer mode)
   waiter = waiter_registry_new (f, mode);
   redis_lock_registry_set_idle_between_tries_ms (waiter, 10);
   wanted = test_obtain (waiter, "ttl");
-  t.lock = wanted;
-  t.wait_ms = 600;
-  thread = g_thread_new ("taker", test_taker_main, &t);
+  thread = test_taker_start (&t, wanted, 600);
 
   /* Sample the TTL while the waiter tries (polling is the point here). */
   while (!g_atomic_int_get (&t.done))
@@ -303,10 +295,8 @@ test_cancel_other_registry (TestFixture *f, gconstpointer mode)
   redis_lock_registry_set_idle_between_tries_ms (waiter, 5000);
   wanted = test_obtain (waiter, "cancel");
 
-  t.lock = wanted;
-  t.wait_ms = -1;
   t.cancellable = cancellable;
-  thread = g_thread_new ("taker", test_taker_main, &t);
+  thread = test_taker_start (&t, wanted, -1);
   g_assert_true (test_wait_contended (waiter, 1, 10000));
   g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&t.tid), 10000));
   g_assert_cmpint (g_atomic_int_get (&t.done), ==, 0);
@@ -334,10 +324,8 @@ test_cancel_other_thread (TestFixture *f, gconstpointer data)
   lock = test_obtain (f->registry, "cancel-local");
   g_assert_true (redis_lock_lock (lock, NULL));
 
-  t.lock = lock;
-  t.wait_ms = -1;
   t.cancellable = cancellable;
-  thread = g_thread_new ("taker", test_taker_main, &t);
+  thread = test_taker_start (&t, lock, -1);
   g_assert_true (test_wait_until (test_taker_started, &t, 10000));
   g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&t.tid), 10000));
   g_assert_cmpint (g_atomic_int_get (&t.done), ==, 0);
@@ -369,9 +357,7 @@ test_close_wakes_remote_waiter (TestFixture *f, gconstpointer mode)
   redis_lock_registry_set_idle_between_tries_ms (waiter, 5000);
   wanted = test_obtain (waiter, "close-remote");
 
-  t.lock = wanted;
-  t.wait_ms = G_MININT64;
-  thread = g_thread_new ("taker", test_taker_main, &t);
+  thread = test_taker_start (&t, wanted, G_MININT64);
   g_assert_true (test_wait_contended (waiter, 1, 10000));
 
   closed_at = test_now_ms ();
@@ -401,9 +387,7 @@ test_close_wakes_local_waiter (TestFixture *f, gconstpointer data)
   lock = test_obtain (f->registry, "close-local");
   g_assert_true (redis_lock_lock (lock, NULL));
 
-  t.lock = lock;
-  t.wait_ms = G_MININT64;
-  thread = g_thread_new ("taker", test_taker_main, &t);
+  thread = test_taker_start (&t, lock, G_MININT64);
   g_assert_true (test_wait_until (test_taker_started, &t, 10000));
   g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&t.tid), 10000));
 
