@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/un.h>
 
 #include "connection.h"
 #include "internal.h"
@@ -147,6 +148,13 @@ rl_conn_config_parse (const char *url, RlConnConfig *config, GError **error)
         return invalid_url (error, url, "a unix:// URL needs an absolute path (unix:///path)");
       if (path[0] != '/' || path[1] == '\0')
         return invalid_url (error, url, "a unix:// URL needs an absolute socket path");
+      if (strlen (path) >= sizeof (((struct sockaddr_un *) NULL)->sun_path))
+        {
+          g_autofree char *why = g_strdup_printf (
+              "the socket path is longer than the %zu bytes a Unix socket address holds",
+              sizeof (((struct sockaddr_un *) NULL)->sun_path) - 1);
+          return invalid_url (error, url, why);
+        }
       if (g_uri_get_user (uri) != NULL)
         return invalid_url (error, url, "give credentials as ?username=&password= in unix:// URLs");
       config->path = g_strdup (path);

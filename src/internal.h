@@ -108,6 +108,12 @@ void rl_registry_lease_taken (RedisLockRegistry *registry, RedisLock *lock, gint
 gboolean rl_registry_lease_drop (RedisLockRegistry *registry, RedisLock *lock, gboolean *lost);
 void rl_registry_report_lost (RedisLockRegistry *registry, GPtrArray *locks);
 gint64 rl_drift_margin_us (gint64 ttl_ms);
+/* When an unconfirmed lease of @lock counts as lost: its last confirmed request plus
+ * the TTL, less the margin. registry->lease_mutex held. */
+gint64 rl_lease_lose_at (RedisLock *lock);
+/* Marks the held lease of @lock lost if its time ran out unconfirmed, and tells the
+ * holder. Returns whether it is lost. Takes registry->lease_mutex. */
+gboolean rl_registry_check_lease_time (RedisLockRegistry *registry, RedisLock *lock);
 
 /* lock.c */
 RedisLock *rl_lock_new (RedisLockRegistry *registry, const char *name);

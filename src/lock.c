@@ -210,20 +210,19 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
   return owned;
 }
 
-/* The lease handed over by the previous local owner is ours unless it was found
- * lost meanwhile; a lost one is forgotten so the caller acquires afresh. */
+/* The lease handed over by the previous local owner is ours unless it was found lost
+ * meanwhile, or has gone unconfirmed for so long that it may have expired (the process
+ * was frozen, say); then it is forgotten and the caller acquires afresh. */
 static gboolean
 accept_kept_lease (RedisLock *lock)
 {
   RedisLockRegistry *registry = lock->registry;
-  gboolean usable, lost;
+  gboolean lost;
 
-  rl_mutex_lock (&registry->lease_mutex);
-  usable = lock->held && !lock->lost;
-  rl_mutex_unlock (&registry->lease_mutex);
-  if (!usable)
-    rl_registry_lease_drop (registry, lock, &lost);
-  return usable;
+  if (!rl_registry_check_lease_time (registry, lock))
+    return TRUE;
+  rl_registry_lease_drop (registry, lock, &lost);
+  return FALSE;
 }
 
 /* Sleeps until the lock's notification number moves past @seq, @wake_at, close or
@@ -497,7 +496,15 @@ try_handoff (RedisLock *lock)
   rl_mutex_unlock (&registry->lease_mutex);
   if (!ok)
     return FALSE;
-  if (!g_atomic_int_get (&registry->watchdog_enabled))
+  if (g_atomic_int_get (&registry->watchdog_enabled))
+    {
+      /* Only a lease the watchdog confirmed recently enough is handed on; one that may
+       * have expired (this process was frozen) is released instead, which reports it
+       * lost. */
+      if (rl_registry_check_lease_time (registry, lock))
+        return FALSE;
+    }
+  else
     {
       /* Nobody renews this lease: give the next holder a full TTL. */
       gint64 sent = g_get_monotonic_time ();

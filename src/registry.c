@@ -577,6 +577,32 @@ rl_drift_margin_us (gint64 ttl_ms)
   return MIN (MAX (ttl_us / 20, 25000), ttl_us / 2);
 }
 
+gint64
+rl_lease_lose_at (RedisLock *lock)
+{
+  return lock->lease_confirmed + lock->lease_ttl_ms * 1000 - rl_drift_margin_us (lock->lease_ttl_ms);
+}
+
+gboolean
+rl_registry_check_lease_time (RedisLockRegistry *registry, RedisLock *lock)
+{
+  gboolean lost, newly = FALSE;
+
+  rl_mutex_lock (&registry->lease_mutex);
+  if (lock->held && !lock->lost && g_get_monotonic_time () >= rl_lease_lose_at (lock))
+    newly = lock->lost = TRUE;
+  lost = lock->lost;
+  rl_mutex_unlock (&registry->lease_mutex);
+  if (newly)
+    {
+      GPtrArray *one = g_ptr_array_new ();
+      g_ptr_array_add (one, lock);
+      rl_registry_report_lost (registry, one);
+      g_ptr_array_unref (one);
+    }
+  return lost;
+}
+
 void
 rl_registry_lease_taken (RedisLockRegistry *registry, RedisLock *lock, gint64 ttl_ms,
                          gint64 sent_us)

@@ -37,13 +37,6 @@ typedef struct
   gint64 ttl_ms;
 } Entry;
 
-/* The deadline after which an unconfirmed lease counts as lost. */
-static gint64
-lose_at (RedisLock *lock)
-{
-  return lock->lease_confirmed + lock->lease_ttl_ms * 1000 - rl_drift_margin_us (lock->lease_ttl_ms);
-}
-
 /* When the next tick is due: a third of the way into the lease that is soonest due,
  * less a jitter. registry->lease_mutex held. RL_FOREVER when nothing is held. */
 static gint64
@@ -63,7 +56,7 @@ next_tick (RedisLockRegistry *registry)
       if (lock->lost)
         continue;
       next = MIN (next, lock->lease_confirmed + lock->lease_ttl_ms * 1000 / 3);
-      next = MIN (next, lose_at (lock));
+      next = MIN (next, rl_lease_lose_at (lock));
       min_ttl = MIN (min_ttl, lock->lease_ttl_ms);
     }
   if (next != RL_FOREVER)
@@ -99,14 +92,14 @@ tick (RlWatchdog *self)
       Entry e = { lock, lock->lease_gen, lock->lease_ttl_ms };
       if (lock->lost)
         continue;
-      if (now >= lose_at (lock))
+      if (now >= rl_lease_lose_at (lock))
         {
           lock->lost = TRUE;
           g_atomic_int_inc (&lock->ref_count);
           g_ptr_array_add (lost, lock);
           continue;
         }
-      timeout_ms = MIN (timeout_ms, MAX ((lose_at (lock) - now) / 1000, 1));
+      timeout_ms = MIN (timeout_ms, MAX ((rl_lease_lose_at (lock) - now) / 1000, 1));
       g_atomic_int_inc (&lock->ref_count);
       g_array_append_val (entries, e);
       g_ptr_array_add (keys, lock->key);
@@ -146,7 +139,7 @@ tick (RlWatchdog *self)
             }
           else if (ok && results[i] == RL_LEASE_LOST)
             mark = TRUE;
-          if (!mark && now >= lose_at (lock))
+          if (!mark && now >= rl_lease_lose_at (lock))
             mark = TRUE;
         }
       if (mark)
