@@ -2268,6 +2268,7 @@ main (int argc, char **argv)
   g_autoptr (GError) error = NULL;
   const Scenario *scenarios;
   gsize n_scenarios;
+  char **args = NULL;
   int rc;
 
   g_option_context_set_summary (context,
@@ -2319,6 +2320,14 @@ main (int argc, char **argv)
   if (self_exe == NULL)
     self_exe = g_strdup (argv[0]);
 
+  /* The long profile reports every scenario and the summary table even when one fails. */
+  if (long_profile)
+    {
+      args = g_new0 (char *, argc + 2);
+      memcpy (args, argv, sizeof (char *) * argc);
+      args[argc++] = (char *) "--keep-going";
+      argv = args;
+    }
   g_test_init (&argc, &argv, NULL);
   summary_rows = g_ptr_array_new_with_free_func (row_free);
   scenarios = long_profile ? long_scenarios : quick_scenarios;
@@ -2336,5 +2345,6 @@ main (int argc, char **argv)
   print_summary (long_profile ? "long" : "quick");
   g_ptr_array_unref (summary_rows);
   g_free (self_exe);
+  g_free (args);
   return rc;
 }
