@@ -2007,6 +2007,129 @@ test_frozen_holder_waiter (void)
                         failures->len - 1);
 }
 
+/* The outermost unlock whose release ran in Redis but whose reply was lost (its
+ * connection killed right after): the lease was released by this very unlock, nobody
+ * else owned the key, so LEASE_LOST ("the data may have been changed concurrently")
+ * would be a false alarm. CONNECTION (outcome unknown) or success are both honest.
+ * The server is frozen while the release and then the CLIENT KILL are queued, so on
+ * resume it usually runs the release first; ten rounds. */
+typedef struct
+{
+  RedisLock *lock;
+  TestSync sync;
+  gint stage; /* 1: locked, 2: unlock now, 3: unlocked; under sync */
+  gint tid;   /* atomic */
+  gboolean ok;
+  GError *error;
+} KilledRelease;
+
+static gpointer
+killed_release_main (gpointer data)
+{
+  KilledRelease *k = data;
+  GError *error = NULL;
+
+  g_assert_true (redis_lock_lock (k->lock, &error));
+  g_assert_no_error (error);
+  test_sync_lock (&k->sync);
+  k->stage = 1;
+  test_sync_broadcast (&k->sync);
+  while (k->stage < 2)
+    test_sync_wait (&k->sync);
+  test_sync_unlock (&k->sync);
+  g_atomic_int_set (&k->tid, test_thread_id ());
+  k->ok = redis_lock_unlock (k->lock, &k->error);
+  test_sync_lock (&k->sync);
+  k->stage = 3;
+  test_sync_broadcast (&k->sync);
+  test_sync_unlock (&k->sync);
+  return NULL;
+}
+
+static void
+test_killed_release_reply (void)
+{
+  g_autoptr (RedisLockTestServer) server = NULL;
+  guint false_alarms = 0;
+
+  g_test_summary (
+      "An unlock whose release ran but whose reply was lost to CLIENT KILL never "
+      "reports LEASE_LOST: the lease was released by that unlock, nobody else owned it.");
+  server = redis_lock_test_server_new_or_skip (NULL);
+  if (server == NULL)
+    return;
+
+  for (guint round = 0; round < 10; round++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autoptr (RedisLockRegistry) registry = redis_lock_registry_new (
+          redis_lock_test_server_get_url (server), STRESS_REGISTRY_KEY, &error);
+      redisContext *c = named_connection (server, "stress-controller");
+      KilledRelease k = { 0 };
+      g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (long long));
+      g_auto (GStrv) lines = NULL;
+      redisReply *reply;
+      GThread *thread;
+      long long self;
+      int done = 0;
+
+      g_assert_no_error (error);
+      g_assert_nonnull (c);
+      k.lock = test_obtain (registry, "released");
+      test_sync_init (&k.sync);
+      thread = g_thread_new ("killed-release", killed_release_main, &k);
+      test_sync_lock (&k.sync);
+      while (k.stage < 1)
+        test_sync_wait (&k.sync);
+      test_sync_unlock (&k.sync);
+
+      /* The registry's only connection now: the pooled one the release will reuse. */
+      reply = redisCommand (c, "CLIENT ID");
+      self = reply->integer;
+      freeReplyObject (reply);
+      reply = redisCommand (c, "CLIENT LIST");
+      lines = g_strsplit (reply->str, "\n", -1);
+      freeReplyObject (reply);
+      for (guint i = 0; lines[i] != NULL; i++)
+        if (g_str_has_prefix (lines[i], "id="))
+          {
+            long long id = g_ascii_strtoll (lines[i] + 3, NULL, 10);
+            if (id != self)
+              g_array_append_val (ids, id);
+          }
+      g_assert_cmpuint (ids->len, ==, 1);
+
+      redis_lock_test_server_pause (server);
+      test_sync_lock (&k.sync);
+      k.stage = 2;
+      test_sync_broadcast (&k.sync);
+      test_sync_unlock (&k.sync);
+      while (g_atomic_int_get (&k.tid) == 0)
+        g_usleep (1000);
+      /* The release is written and the thread waits for its reply. */
+      g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&k.tid), 10000));
+      redisAppendCommand (c, "CLIENT KILL ID %lld", g_array_index (ids, long long, 0));
+      while (!done)
+        g_assert_cmpint (redisBufferWrite (c, &done), ==, REDIS_OK);
+      redis_lock_test_server_resume (server);
+      g_thread_join (thread);
+      g_assert_cmpint (redisGetReply (c, (void **)&reply), ==, REDIS_OK);
+      freeReplyObject (reply);
+      g_assert_cmpint (test_redis_integer (c, "EXISTS " STRESS_REGISTRY_KEY ":released"), ==, 0);
+      g_test_message ("round %u: unlock %s", round + 1, k.ok ? "succeeded" : k.error->message);
+      if (g_error_matches (k.error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST))
+        false_alarms++;
+      g_clear_error (&k.error);
+      redis_lock_unref (k.lock);
+      test_sync_clear (&k.sync);
+      redisFree (c);
+    }
+  if (false_alarms > 0)
+    g_test_fail_printf (
+        "%u of 10 unlocks reported LEASE_LOST for a lease they had released themselves",
+        false_alarms);
+}
+
 /* ------------------------------------------------------------------------------------- */
 /* Profiles. */
 
@@ -2325,7 +2448,7 @@ main (int argc, char **argv)
     {
       args = g_new0 (char *, argc + 2);
       memcpy (args, argv, sizeof (char *) * argc);
-      args[argc++] = (char *) "--keep-going";
+      args[argc++] = (char *)"--keep-going";
       argv = args;
     }
   g_test_init (&argc, &argv, NULL);
@@ -2341,6 +2464,9 @@ main (int argc, char **argv)
   g_test_add_func (long_profile ? "/stress/long/frozen-holder-waiter"
                                 : "/stress/quick/frozen-holder-waiter",
                    test_frozen_holder_waiter);
+  g_test_add_func (long_profile ? "/stress/long/killed-release-reply"
+                                : "/stress/quick/killed-release-reply",
+                   test_killed_release_reply);
   rc = g_test_run ();
   print_summary (long_profile ? "long" : "quick");
   g_ptr_array_unref (summary_rows);
