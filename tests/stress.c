@@ -709,11 +709,20 @@ worker_main (WorkerOptions *opt)
     {
       g_autoptr (GError) error = NULL;
 
-      w.registries[r] = redis_lock_registry_new (opt->url, STRESS_REGISTRY_KEY, &error);
+      /* The server may be restarting or frozen right now: try again until the deadline. */
+      while ((w.registries[r] = redis_lock_registry_new (opt->url, STRESS_REGISTRY_KEY, &error))
+                 == NULL
+             && g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION)
+             && g_get_monotonic_time () < w.deadline_us)
+        {
+          g_clear_error (&error);
+          g_usleep (20 * 1000);
+        }
       if (w.registries[r] == NULL)
         {
-          g_printerr ("stress worker %d: registry: %s\n", opt->index, error->message);
-          return 2;
+          printf ("failure worker %d: registry: %s\nend\n", opt->index, error->message);
+          fflush (stdout);
+          _exit (2);
         }
       redis_lock_registry_set_expire_after_ms (w.registries[r], opt->ttl_ms);
       if (opt->timeout_ms > 0)
@@ -942,6 +951,22 @@ wait_progress (Controller *c, guint64 target, gint64 timeout_ms)
         return FALSE;
       g_usleep (5 * 1000);
     }
+  return TRUE;
+}
+
+/* Polls until every worker has done @sections sections: faults start only then. */
+static gboolean
+wait_started (Controller *c, guint64 sections, gint64 timeout_ms)
+{
+  gint64 deadline = g_get_monotonic_time () + timeout_ms * 1000;
+
+  for (guint i = 0; i < c->s->procs; i++)
+    while (__atomic_load_n (&c->progress[i], __ATOMIC_RELAXED) < sections)
+      {
+        if (child_reap (&c->children[i], WNOHANG) || g_get_monotonic_time () >= deadline)
+          return FALSE;
+        g_usleep (5 * 1000);
+      }
   return TRUE;
 }
 
@@ -1811,8 +1836,8 @@ run_scenario (gconstpointer data)
     }
 
   col.victims = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  if (!wait_progress (&c, 50, 60000))
-    problem (&c, "the workers did not get going: %" G_GUINT64_FORMAT " sections in 60 s",
+  if (!wait_started (&c, 10, 60000))
+    problem (&c, "the workers did not all get going: %" G_GUINT64_FORMAT " sections in 60 s",
              progress_total (&c));
   else
     {
