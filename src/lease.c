@@ -99,10 +99,13 @@ is_noscript (redisReply *reply)
  * turns out stale. With @script, argv[0..1] are EVALSHA and its SHA-1, and a NOSCRIPT
  * answer is followed by EVAL of the script text on the same connection. */
 static redisReply *
-call (RlRedisStore *self, int argc, const char **argv, const RlScript *script, GError **error)
+call (RlRedisStore *self, int argc, const char **argv, const RlScript *script, gboolean *retried,
+      GError **error)
 {
   RedisLockRegistryStats *stats = self->parent.ctx->stats;
 
+  if (retried != NULL)
+    *retried = FALSE;
   for (int attempt = 0;; attempt++)
     {
       gboolean reused;
@@ -135,7 +138,11 @@ call (RlRedisStore *self, int argc, const char **argv, const RlScript *script, G
             rl_set_error_from_context (error, conn->c, argv[0]);
           rl_pool_put (self->pool, conn);
           if (retry)
-            continue;
+            {
+              if (retried != NULL)
+                *retried = TRUE;
+              continue;
+            }
           return NULL;
         }
       rl_pool_put (self->pool, conn);
@@ -153,10 +160,10 @@ call (RlRedisStore *self, int argc, const char **argv, const RlScript *script, G
 /* Runs @script on @key with two arguments; its reply must be an integer. */
 static redisReply *
 run_script (RlRedisStore *self, RlScript *script, const char *key, const char *arg1,
-            const char *arg2, GError **error)
+            const char *arg2, gboolean *retried, GError **error)
 {
   const char *argv[6] = { "EVALSHA", script->sha, "1", key, arg1, arg2 };
-  redisReply *reply = call (self, 6, argv, script, error);
+  redisReply *reply = call (self, 6, argv, script, retried, error);
 
   if (reply != NULL && reply->type != REDIS_REPLY_INTEGER)
     {
@@ -185,7 +192,7 @@ redis_acquire (RlStore *store, const char *key, gint64 ttl_ms, gint64 *pttl_ms, 
     const char *argv[6] = { "SET", key, store->client_id, "NX", "PX", ttl };
     gboolean taken;
 
-    reply = call (self, 6, argv, NULL, error);
+    reply = call (self, 6, argv, NULL, NULL, error);
     if (reply == NULL)
       return RL_LEASE_ERROR;
     taken = reply->type == REDIS_REPLY_STATUS;
@@ -194,7 +201,7 @@ redis_acquire (RlStore *store, const char *key, gint64 ttl_ms, gint64 *pttl_ms, 
       return RL_LEASE_OK;
   }
 
-  reply = run_script (self, &self->acquire, key, store->client_id, ttl, error);
+  reply = run_script (self, &self->acquire, key, store->client_id, ttl, NULL, error);
   if (reply == NULL)
     return RL_LEASE_ERROR;
   value = reply->integer;
@@ -214,7 +221,7 @@ redis_renew (RlStore *store, const char *key, gint64 ttl_ms, GError **error)
   gboolean kept;
 
   g_snprintf (ttl, sizeof ttl, "%" G_GINT64_FORMAT, ttl_ms);
-  reply = run_script (self, &self->renew, key, store->client_id, ttl, error);
+  reply = run_script (self, &self->renew, key, store->client_id, ttl, NULL, error);
   if (reply == NULL)
     return RL_LEASE_ERROR;
   kept = reply->integer == 1;
@@ -228,13 +235,24 @@ redis_release (RlStore *store, const char *key, GError **error)
   RlRedisStore *self = (RlRedisStore *) store;
   g_autofree char *channel = g_strconcat (self->channel_prefix, key, NULL);
   redisReply *reply;
-  gboolean released;
+  gboolean released, retried;
 
-  reply = run_script (self, &self->release, key, store->client_id, channel, error);
+  reply = run_script (self, &self->release, key, store->client_id, channel, &retried, error);
   if (reply == NULL)
     return RL_LEASE_ERROR;
   released = reply->integer == 1;
   freeReplyObject (reply);
+  if (!released && retried)
+    {
+      /* The first attempt broke after it was sent: it may have deleted the key itself,
+       * so "gone" now does not mean another owner or expiry took it. Unknown is the
+       * honest answer, not LEASE_LOST. */
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                   "The connection to Redis broke during the release of “%s”; it may or may "
+                   "not have been released by it (a lease left behind expires with its TTL)",
+                   key);
+      return RL_LEASE_ERROR;
+    }
   return released ? RL_LEASE_OK : RL_LEASE_LOST;
 }
 
