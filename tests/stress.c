@@ -695,9 +695,9 @@ worker_main (WorkerOptions *opt)
       g_printerr ("stress worker %d: mmap: %s\n", opt->index, g_strerror (errno));
       return 2;
     }
-  /* error.c makes its error quark on first use without synchronisation, and GLib its
-   * error-domain table with locks ThreadSanitizer cannot see: make both before any
-   * thread starts, so ThreadSanitizer runs look at the locking instead. */
+  /* GLib sets up its table of error domains on the first GError, behind a lock made on
+   * first use that ThreadSanitizer cannot follow: make one before any thread starts,
+   * so ThreadSanitizer runs look at the library's locking instead. */
   g_error_free (g_error_new_literal (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION, "first error"));
   w.opt = opt;
   w.progress = &map[opt->index];
