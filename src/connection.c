@@ -42,6 +42,20 @@ rl_conn_config_clear (RlConnConfig *config)
   g_clear_pointer (&config->password, g_free);
 }
 
+/* The non-empty "&"-separated parts of a query. */
+static GStrv
+split_params (const char *query)
+{
+  g_auto (GStrv) parts = g_strsplit (query, "&", -1);
+  GPtrArray *kept = g_ptr_array_new ();
+
+  for (guint i = 0; parts[i] != NULL; i++)
+    if (*parts[i] != '\0')
+      g_ptr_array_add (kept, g_strdup (parts[i]));
+  g_ptr_array_add (kept, NULL);
+  return (GStrv) g_ptr_array_free (kept, FALSE);
+}
+
 /* @url with any password replaced by "***", for error messages: URLs end up in logs. */
 static char *
 redact_url (const char *url)
@@ -128,6 +142,9 @@ rl_conn_config_parse (const char *url, RlConnConfig *config, GError **error)
 
       if (host == NULL || *host == '\0')
         return invalid_url (error, url, "no host");
+      for (const char *h = host; *h != '\0'; h++)
+        if (g_ascii_isspace (*h) || g_ascii_iscntrl (*h))
+          return invalid_url (error, url, "the host contains white space or control characters");
       if (port == 0)
         return invalid_url (error, url, "port 0");
       if (query != NULL || g_uri_get_fragment (uri) != NULL)
@@ -161,6 +178,7 @@ rl_conn_config_parse (const char *url, RlConnConfig *config, GError **error)
       if (query != NULL)
         {
           g_autoptr (GHashTable) params = NULL;
+          g_auto (GStrv) parts = split_params (query);
           GHashTableIter iter;
           gpointer key, value;
 
@@ -169,6 +187,12 @@ rl_conn_config_parse (const char *url, RlConnConfig *config, GError **error)
             {
               rl_conn_config_clear (config);
               return invalid_url (error, url, local_error->message);
+            }
+          /* A parameter given twice would silently lose one value. */
+          if (g_hash_table_size (params) != g_strv_length (parts))
+            {
+              rl_conn_config_clear (config);
+              return invalid_url (error, url, "a parameter is given more than once");
             }
           g_hash_table_iter_init (&iter, params);
           while (g_hash_table_iter_next (&iter, &key, &value))

@@ -441,8 +441,11 @@ release_outermost (RedisLock *lock, GError **error)
   g_autoptr (GError) local_error = NULL;
   RlLeaseResult result;
   gboolean lost;
-  gint64 start;
+  gint64 start, lose_at;
 
+  rl_mutex_lock (&registry->lease_mutex);
+  lose_at = rl_lease_lose_at (lock);
+  rl_mutex_unlock (&registry->lease_mutex);
   if (!rl_registry_lease_drop (registry, lock, &lost))
     {
       /* close() released the lease between our check and now. */
@@ -456,6 +459,14 @@ release_outermost (RedisLock *lock, GError **error)
   RL_STAT_ADD (registry->stats.releases, 1);
   end_hold (lock, g_get_monotonic_time () - start);
 
+  /* The release failed, but the lease had gone unconfirmed past its TTL already: it
+   * is lost whatever the release would have said. */
+  if (result == RL_LEASE_ERROR && !lost && g_get_monotonic_time () >= lose_at)
+    {
+      g_debug ("release of %s failed after its lease ran out: %s", lock->key,
+               local_error->message);
+      result = RL_LEASE_LOST;
+    }
   if (result == RL_LEASE_LOST && !lost)
     RL_STAT_ADD (registry->stats.leases_lost, 1);
   if (lost || result == RL_LEASE_LOST)

@@ -64,8 +64,10 @@ next_tick (RedisLockRegistry *registry)
   return next;
 }
 
-/* Renews every held lease in one batch and marks the lost ones. */
-static void
+/* Renews every held lease in one batch and marks the lost ones. Returns TRUE when
+ * another tick is due at once: a lock was released and taken again while the batch
+ * was in flight, so the renewal may have applied the old hold's TTL to the new one. */
+static gboolean
 tick (RlWatchdog *self)
 {
   RedisLockRegistry *registry = self->registry;
@@ -83,6 +85,7 @@ tick (RlWatchdog *self)
   gint64 sent;
   guint round_trips = 0;
   gboolean ok;
+  gboolean again = FALSE;
 
   rl_mutex_lock (&registry->lease_mutex);
   g_hash_table_iter_init (&iter, registry->held);
@@ -130,6 +133,9 @@ tick (RlWatchdog *self)
       RedisLock *lock = e->lock;
       gboolean mark = FALSE;
 
+      if (lock->held && lock->lease_gen != e->gen && ok && results[i] == RL_LEASE_OK
+          && lock->lease_ttl_ms != e->ttl_ms)
+        again = TRUE;
       if (lock->held && lock->lease_gen == e->gen && !lock->lost)
         {
           if (ok && results[i] == RL_LEASE_OK)
@@ -155,6 +161,7 @@ tick (RlWatchdog *self)
   rl_registry_report_lost (registry, lost);
   for (guint i = 0; i < lost->len; i++)
     rl_lock_release_memory (g_ptr_array_index (lost, i));
+  return again;
 }
 
 static void *
@@ -163,12 +170,14 @@ watchdog_thread (void *data)
   RlWatchdog *self = data;
   RedisLockRegistry *registry = self->registry;
 
+  gboolean again = FALSE;
+
   for (;;)
     {
       gint64 wake;
 
       rl_mutex_lock (&registry->lease_mutex);
-      wake = self->planned = next_tick (registry);
+      wake = self->planned = again ? g_get_monotonic_time () : next_tick (registry);
       rl_mutex_unlock (&registry->lease_mutex);
 
       rl_mutex_lock (&self->mutex);
@@ -187,7 +196,7 @@ watchdog_thread (void *data)
           continue;
         }
       rl_mutex_unlock (&self->mutex);
-      tick (self);
+      again = tick (self);
     }
   return NULL;
 }

@@ -35,6 +35,8 @@ test_malformed_urls (void)
     "redis://h/notanumber",
     "rediss://h",
     "",
+    "redis://local host:6379",
+    "unix:///tmp/redislock.sock?db=1&db=2",
   };
 
   g_test_summary ("Malformed or unsupported URLs are INVALID with a message, before connecting.");
@@ -221,6 +223,36 @@ test_server_stopped (TestFixture *f, gconstpointer data)
 }
 
 static void
+test_unlock_after_ttl_during_outage (TestFixture *f, gconstpointer data)
+{
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+
+  g_test_summary ("A holder whose lease ran out while Redis was down learns LEASE_LOST from "
+                  "unlock, not just that the release could not be sent.");
+  TEST_SKIP_IF_NO_SERVER (f);
+
+  redis_lock_registry_set_connect_timeout_ms (f->registry, TIMEOUT_MS);
+  redis_lock_registry_set_command_timeout_ms (f->registry, TIMEOUT_MS);
+  redis_lock_registry_set_watchdog (f->registry, FALSE);
+  redis_lock_registry_set_expire_after_ms (f->registry, 300);
+  lock = test_obtain (f->registry, "outage-ttl");
+  test_lock_ok (lock);
+
+  redis_lock_test_server_stop (f->server);
+  g_clear_pointer (&f->redis, redisFree);
+  /* Time is the subject: the lease's TTL passes while the server is gone. */
+  g_usleep (400 * G_TIME_SPAN_MILLISECOND);
+
+  g_assert_false (redis_lock_unlock (lock, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+  g_assert_false (redis_lock_is_held_by_current_thread (lock));
+
+  g_assert_true (redis_lock_test_server_start (f->server, NULL));
+  f->redis = test_redis_connect (f->server);
+}
+
+static void
 test_server_paused (TestFixture *f, gconstpointer data)
 {
   g_autoptr (RedisLock) lock = NULL;
@@ -278,6 +310,8 @@ main (int argc, char **argv)
               test_server_stopped, test_fixture_teardown);
   g_test_add ("/connection/outage/server-paused", TestFixture, NULL, test_fixture_setup,
               test_server_paused, test_fixture_teardown);
+  g_test_add ("/connection/outage/unlock-after-ttl-is-lease-lost", TestFixture, NULL,
+              test_fixture_setup, test_unlock_after_ttl_during_outage, test_fixture_teardown);
 
   return g_test_run ();
 }
