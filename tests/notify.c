@@ -11,7 +11,12 @@
  * holder is noticed at its expiry, that a killed subscription degrades to SPIN timing
  * and comes back, that a Java-format peer's release wakes a C waiter, that SPIN mode
  * still works, and that closing a registry wakes its waiters and joins its threads.
- * Each test starts its own redis-server, so they run in parallel safely.
+ * The tests of how waiters wake run on both stores from this one source, a private
+ * redis-server (`/redis/...`) and a `memory://` store of their own (`/memory/...`),
+ * where the wake-up comes from the store's release instead of a subscription; what
+ * only a Redis server has (the published messages, the subscriber connections, a
+ * killed subscription, a peer speaking the Redis protocol) is checked on Redis only.
+ * Each test has its own server or store, so they run in parallel safely.
  */
 #include "common.h"
 
@@ -303,7 +308,7 @@ test_wakeup_from_notification (TestFixture *fx, gconstpointer data)
   g_test_summary ("A waiter in another registry gets the lock within a fraction of a second "
                   "of the unlock, 200 times in a row, although it would otherwise only retry "
                   "after a minute: the wake-up is the unlock notification, and none is missed");
-  TEST_SKIP_IF_NO_SERVER (fx);
+  TEST_SKIP_IF_NO_STORE (fx);
 
   a = registry_new_slow_spin (fx);
   b = registry_new_slow_spin (fx);
@@ -346,7 +351,7 @@ test_wakeup_one_of_two (TestFixture *fx, gconstpointer data)
 
   g_test_summary ("One unlock wakes both waiters of two other registries, but exactly one "
                   "gets the lock; the other goes back to waiting for the next unlock");
-  TEST_SKIP_IF_NO_SERVER (fx);
+  TEST_SKIP_IF_NO_STORE (fx);
 
   a = registry_new_slow_spin (fx);
   b = registry_new_slow_spin (fx);
@@ -367,7 +372,7 @@ test_wakeup_one_of_two (TestFixture *fx, gconstpointer data)
   g_assert_no_error (winner->error);
   g_assert_true (winner->acquired);
   g_assert_cmpint (winner->returned_at_ms - t0, <, 1000);
-  value = test_redis_get (fx->redis, REGISTRY_KEY ":early");
+  value = test_store_get_owner (fx, REGISTRY_KEY ":early");
   g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (winner == wb ? b : c));
 
   /* Time is the subject here: the loser must keep waiting while the winner holds. */
@@ -378,7 +383,7 @@ test_wakeup_one_of_two (TestFixture *fx, gconstpointer data)
   waiter_assert_acquired (loser, 10000);
   g_assert_cmpint (loser->returned_at_ms - t0, <, 1000);
   waiter_finish (loser);
-  g_assert_null (test_redis_get (fx->redis, REGISTRY_KEY ":early"));
+  g_assert_false (test_store_exists (fx, REGISTRY_KEY ":early"));
 }
 
 static void
@@ -394,7 +399,7 @@ test_wakeup_holder_expiry (TestFixture *fx, gconstpointer data)
 
   g_test_summary ("A holder that dies (its key expires, nobody publishes) is noticed at its "
                   "expiry: the waiter sleeps only as long as the holder's remaining TTL");
-  TEST_SKIP_IF_NO_SERVER (fx);
+  TEST_SKIP_IF_NO_STORE (fx);
 
   a = test_registry_new (fx);
   redis_lock_registry_set_expire_after_ms (a, 500);
@@ -515,7 +520,7 @@ test_spin_mode (TestFixture *fx, gconstpointer data)
 
   g_test_summary ("In SPIN mode a waiter retries every idle_between_tries_ms, without a "
                   "subscription, and gets the lock within about one interval of the unlock");
-  TEST_SKIP_IF_NO_SERVER (fx);
+  TEST_SKIP_IF_NO_STORE (fx);
 
   a = registry_new_slow_spin (fx);
   b = test_registry_new (fx);
@@ -531,7 +536,8 @@ test_spin_mode (TestFixture *fx, gconstpointer data)
   g_assert_false (waiter_wait_returned (w, 1200));
   g_assert_cmpuint (test_stats (b).contended_attempts - attempts, >=, 2);
   g_assert_cmpuint (test_stats (b).contended_attempts - attempts, <=, 6);
-  g_assert_cmpuint (pubsub_clients (fx->redis), ==, 0);
+  if (fx->store == TEST_STORE_REDIS)
+    g_assert_cmpuint (pubsub_clients (fx->redis), ==, 0);
 
   t0 = test_now_ms ();
   test_unlock_ok (la);
@@ -597,7 +603,7 @@ test_wait_deadline_and_cancel (TestFixture *fx, gconstpointer data)
   g_test_summary (
       "A PUBSUB waiter's sleep is bounded by its deadline and ends when its "
       "cancellable fires, although the holder's TTL and the SPIN interval are a minute");
-  TEST_SKIP_IF_NO_SERVER (fx);
+  TEST_SKIP_IF_NO_STORE (fx);
 
   a = registry_new_slow_spin (fx);
   b = registry_new_slow_spin (fx);
@@ -642,7 +648,7 @@ test_close_wakes_waiters (TestFixture *fx, gconstpointer data)
   g_test_summary ("Closing a registry wakes its waiters (lock () and try_lock_for ()) with "
                   "REDIS_LOCK_ERROR_CLOSED at once, and joins its subscriber thread before "
                   "returning");
-  TEST_SKIP_IF_NO_SERVER (fx);
+  TEST_SKIP_IF_NO_STORE (fx);
 
   a = registry_new_slow_spin (fx);
   redis_lock_registry_set_watchdog (a, FALSE); /* a starts no thread of its own */
@@ -657,7 +663,8 @@ test_close_wakes_waiters (TestFixture *fx, gconstpointer data)
   lb2 = test_obtain (b, "close-2");
   w1 = waiter_start_contended (b, lb1, TRUE, -1, FALSE);
   w2 = waiter_start_contended (b, lb2, FALSE, 30000, FALSE);
-  TEST_WAIT_UNTIL (pubsub_clients (fx->redis) == 1, 10000);
+  if (fx->store == TEST_STORE_REDIS)
+    TEST_WAIT_UNTIL (pubsub_clients (fx->redis) == 1, 10000);
 
   t0 = test_now_ms ();
   redis_lock_registry_close (b);
@@ -677,7 +684,8 @@ test_close_wakes_waiters (TestFixture *fx, gconstpointer data)
   /* A joined thread can linger in /proc for an instant after pthread_join () returns;
    * the short bound tolerates that, not a thread left running. */
   TEST_WAIT_UNTIL (test_thread_count () == baseline, 200);
-  TEST_WAIT_UNTIL (pubsub_clients (fx->redis) == 0, 5000);
+  if (fx->store == TEST_STORE_REDIS)
+    TEST_WAIT_UNTIL (pubsub_clients (fx->redis) == 0, 5000);
 
   g_assert_null (redis_lock_registry_obtain (b, "close-3", &error));
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
@@ -698,21 +706,16 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
 
-#define ADD(path, func, data)                                                                      \
-  g_test_add (path, TestFixture, data, test_fixture_setup, func, test_fixture_teardown)
-
-  ADD ("/notify/publish/on-unlock/pubsub-mode", test_publish_on_unlock_pubsub, NULL);
-  ADD ("/notify/publish/on-unlock/spin-mode", test_publish_on_unlock_spin, NULL);
-  ADD ("/notify/wakeup/from-notification", test_wakeup_from_notification, NULL);
-  ADD ("/notify/wakeup/one-of-two", test_wakeup_one_of_two, NULL);
-  ADD ("/notify/wakeup/holder-expiry", test_wakeup_holder_expiry, NULL);
-  ADD ("/notify/wakeup/deadline-and-cancel", test_wait_deadline_and_cancel, NULL);
-  ADD ("/notify/subscriber/one-per-registry", test_subscriber_per_registry, NULL);
-  ADD ("/notify/subscriber/resubscribe-after-kill", test_resubscribe_after_kill, NULL);
-  ADD ("/notify/peer/java-format", test_java_peer, NULL);
-  ADD ("/notify/spin/acquires-after-release", test_spin_mode, NULL);
-  ADD ("/notify/close/wakes-waiters-and-joins", test_close_wakes_waiters, NULL);
-
-#undef ADD
+  test_add_redis ("/notify/publish/on-unlock/pubsub-mode", NULL, test_publish_on_unlock_pubsub);
+  test_add_redis ("/notify/publish/on-unlock/spin-mode", NULL, test_publish_on_unlock_spin);
+  test_add_stores ("/notify/wakeup/from-notification", NULL, test_wakeup_from_notification);
+  test_add_stores ("/notify/wakeup/one-of-two", NULL, test_wakeup_one_of_two);
+  test_add_stores ("/notify/wakeup/holder-expiry", NULL, test_wakeup_holder_expiry);
+  test_add_stores ("/notify/wakeup/deadline-and-cancel", NULL, test_wait_deadline_and_cancel);
+  test_add_redis ("/notify/subscriber/one-per-registry", NULL, test_subscriber_per_registry);
+  test_add_redis ("/notify/subscriber/resubscribe-after-kill", NULL, test_resubscribe_after_kill);
+  test_add_redis ("/notify/peer/java-format", NULL, test_java_peer);
+  test_add_stores ("/notify/spin/acquires-after-release", NULL, test_spin_mode);
+  test_add_stores ("/notify/close/wakes-waiters-and-joins", NULL, test_close_wakes_waiters);
   return g_test_run ();
 }
