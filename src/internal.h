@@ -47,6 +47,7 @@ struct _RedisLockRegistry
   RlMutex lease_mutex;
   GHashTable *held;
   RlWatchdog *watchdog;
+  GPtrArray *lost_pending; /* locks found lost outside the watchdog, for its callback */
 
   /* Lease-lost callback. */
   RlMutex callback_mutex;
@@ -106,7 +107,14 @@ gboolean rl_registry_is_closed (RedisLockRegistry *registry);
 void rl_registry_lease_taken (RedisLockRegistry *registry, RedisLock *lock, gint64 ttl_ms,
                               gint64 sent_us);
 gboolean rl_registry_lease_drop (RedisLockRegistry *registry, RedisLock *lock, gboolean *lost);
+/* The watchdog found @locks lost (their lost flag just set): cancel their lease
+ * cancellables and call the callback. Watchdog thread only. */
 void rl_registry_report_lost (RedisLockRegistry *registry, GPtrArray *locks);
+/* Another thread found @lock lost (flag just set): cancels its lease cancellable now
+ * and has the watchdog thread call the callback. */
+void rl_registry_lost_found (RedisLockRegistry *registry, RedisLock *lock);
+/* Calls the callback for the losses queued by rl_registry_lost_found(). */
+void rl_registry_report_pending (RedisLockRegistry *registry);
 gint64 rl_drift_margin_us (gint64 ttl_ms);
 /* When an unconfirmed lease of @lock counts as lost: its last confirmed request plus
  * the TTL, less the margin. registry->lease_mutex held. */

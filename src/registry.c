@@ -133,6 +133,7 @@ redis_lock_registry_new (const char *url, const char *registry_key, GError **err
   rl_mutex_init (&registry->callback_mutex);
   registry->locks = g_hash_table_new (g_str_hash, g_str_equal);
   registry->held = g_hash_table_new (NULL, NULL);
+  registry->lost_pending = g_ptr_array_new ();
 
   registry->store = rl_store_open (url, registry_key, registry->client_id, &registry->store_ctx,
                                    on_released, registry, error);
@@ -203,6 +204,7 @@ registry_free (RedisLockRegistry *registry)
     registry->lost_destroy (registry->lost_data);
   g_hash_table_unref (registry->locks);
   g_hash_table_unref (registry->held);
+  g_ptr_array_unref (registry->lost_pending);
   rl_mutex_clear (&registry->mutex);
   rl_mutex_clear (&registry->lease_mutex);
   rl_mutex_clear (&registry->callback_mutex);
@@ -246,6 +248,8 @@ redis_lock_registry_close (RedisLockRegistry *registry)
     rl_mutex_unlock (&registry->lease_mutex);
     rl_watchdog_free (watchdog);
   }
+  /* Losses found just before close still get their callback, from this thread. */
+  rl_registry_report_pending (registry);
   if (registry->store != NULL)
     registry->store->vt->close (registry->store);
 
@@ -594,12 +598,7 @@ rl_registry_check_lease_time (RedisLockRegistry *registry, RedisLock *lock)
   lost = lock->lost;
   rl_mutex_unlock (&registry->lease_mutex);
   if (newly)
-    {
-      GPtrArray *one = g_ptr_array_new ();
-      g_ptr_array_add (one, lock);
-      rl_registry_report_lost (registry, one);
-      g_ptr_array_unref (one);
-    }
+    rl_registry_lost_found (registry, lock);
   return lost;
 }
 
@@ -643,30 +642,88 @@ rl_registry_lease_drop (RedisLockRegistry *registry, RedisLock *lock, gboolean *
   return was_held;
 }
 
-/* Tells the holders of @locks (whose lost flag was just set) and the callback. */
+/* Counts a loss and cancels the lease cancellable of its hold. */
+static void
+cancel_lease (RedisLockRegistry *registry, RedisLock *lock)
+{
+  GCancellable *cancellable;
+
+  RL_STAT_ADD (registry->stats.leases_lost, 1);
+  rl_mutex_lock (&registry->lease_mutex);
+  cancellable = lock->lease_cancellable ? g_object_ref (lock->lease_cancellable) : NULL;
+  rl_mutex_unlock (&registry->lease_mutex);
+  if (cancellable != NULL)
+    {
+      g_cancellable_cancel (cancellable);
+      g_object_unref (cancellable);
+    }
+  g_debug ("Lease of lock “%s” lost: the key expired or belongs to another owner", lock->key);
+}
+
+static void
+call_callback (RedisLockRegistry *registry, RedisLock *lock)
+{
+  rl_mutex_lock (&registry->callback_mutex);
+  if (registry->lost_func != NULL)
+    registry->lost_func (lock, registry->lost_data);
+  rl_mutex_unlock (&registry->callback_mutex);
+}
+
 void
 rl_registry_report_lost (RedisLockRegistry *registry, GPtrArray *locks)
 {
   for (guint i = 0; i < locks->len; i++)
     {
-      RedisLock *lock = g_ptr_array_index (locks, i);
-      GCancellable *cancellable;
-
-      RL_STAT_ADD (registry->stats.leases_lost, 1);
-      rl_mutex_lock (&registry->lease_mutex);
-      cancellable = lock->lease_cancellable ? g_object_ref (lock->lease_cancellable) : NULL;
-      rl_mutex_unlock (&registry->lease_mutex);
-      if (cancellable != NULL)
-        {
-          g_cancellable_cancel (cancellable);
-          g_object_unref (cancellable);
-        }
-      g_debug ("Lease of lock “%s” lost: the key expired or belongs to another owner", lock->key);
-      rl_mutex_lock (&registry->callback_mutex);
-      if (registry->lost_func != NULL)
-        registry->lost_func (lock, registry->lost_data);
-      rl_mutex_unlock (&registry->callback_mutex);
+      cancel_lease (registry, g_ptr_array_index (locks, i));
+      call_callback (registry, g_ptr_array_index (locks, i));
     }
+}
+
+void
+rl_registry_lost_found (RedisLockRegistry *registry, RedisLock *lock)
+{
+  gboolean queued = FALSE;
+
+  cancel_lease (registry, lock);
+  /* The callback always comes from the watchdog thread, never from a thread that may
+   * hold the lock (it is found here by unlock, acquire and renew); the thread is
+   * started for it even with renewal off. */
+  rl_mutex_lock (&registry->lease_mutex);
+  if (!rl_registry_is_closed (registry))
+    {
+      g_atomic_int_inc (&lock->ref_count);
+      g_ptr_array_add (registry->lost_pending, lock);
+      if (registry->watchdog == NULL)
+        registry->watchdog = rl_watchdog_new (registry);
+      else
+        rl_watchdog_kick (registry->watchdog);
+      queued = TRUE;
+    }
+  rl_mutex_unlock (&registry->lease_mutex);
+  if (!queued)
+    call_callback (registry, lock);
+}
+
+void
+rl_registry_report_pending (RedisLockRegistry *registry)
+{
+  GPtrArray *pending;
+
+  rl_mutex_lock (&registry->lease_mutex);
+  if (registry->lost_pending->len == 0)
+    {
+      rl_mutex_unlock (&registry->lease_mutex);
+      return;
+    }
+  pending = registry->lost_pending;
+  registry->lost_pending = g_ptr_array_new ();
+  rl_mutex_unlock (&registry->lease_mutex);
+  for (guint i = 0; i < pending->len; i++)
+    {
+      call_callback (registry, g_ptr_array_index (pending, i));
+      rl_lock_release_memory (g_ptr_array_index (pending, i));
+    }
+  g_ptr_array_unref (pending);
 }
 
 gboolean
@@ -739,12 +796,7 @@ redis_lock_registry_renew (RedisLockRegistry *registry, const char *name, gint64
     lost = lock->lost = TRUE;
   rl_mutex_unlock (&registry->lease_mutex);
   if (lost)
-    {
-      GPtrArray *one = g_ptr_array_new ();
-      g_ptr_array_add (one, lock);
-      rl_registry_report_lost (registry, one);
-      g_ptr_array_unref (one);
-    }
+    rl_registry_lost_found (registry, lock);
   rl_lock_release_memory (lock);
 
   if (result == RL_LEASE_ERROR)

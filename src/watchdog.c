@@ -176,6 +176,7 @@ watchdog_thread (void *data)
     {
       gint64 wake;
 
+      rl_registry_report_pending (registry);
       rl_mutex_lock (&registry->lease_mutex);
       wake = self->planned = again ? g_get_monotonic_time () : next_tick (registry);
       rl_mutex_unlock (&registry->lease_mutex);

@@ -123,11 +123,17 @@ REDIS_LOCK_EXPORT gboolean redis_lock_try_lock_full (RedisLock *lock,
  * id, and publishes the unlock notification. In every case where the caller held the
  * lock, its local hold is released, so the lock stays usable.
  *
+ * With other threads of this registry waiting, the outermost unlock may hand the lease
+ * to the next of them instead of releasing it (see
+ * redis_lock_registry_set_max_local_handoffs()).
+ *
  * Returns: %TRUE on success; %FALSE with %REDIS_LOCK_ERROR_NOT_OWNER (the calling thread
  *   does not hold the lock; nothing changes), %REDIS_LOCK_ERROR_LEASE_LOST (the lease had
- *   expired or belongs to another owner, whose key is untouched),
- *   %REDIS_LOCK_ERROR_CONNECTION / %REDIS_LOCK_ERROR_REDIS (the key may remain until its
- *   TTL), %REDIS_LOCK_ERROR_CLOSED or %REDIS_LOCK_ERROR_FORKED.
+ *   expired or belongs to another owner, whose key is untouched; or it was found lost
+ *   while held; or the release failed after the lease had gone unconfirmed past its
+ *   TTL), %REDIS_LOCK_ERROR_CONNECTION / %REDIS_LOCK_ERROR_REDIS (the release did not
+ *   complete, or its outcome is unknown; a lease left behind expires with its TTL),
+ *   %REDIS_LOCK_ERROR_CLOSED or %REDIS_LOCK_ERROR_FORKED.
  */
 REDIS_LOCK_EXPORT gboolean redis_lock_unlock (RedisLock *lock, GError **error);
 

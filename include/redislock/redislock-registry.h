@@ -53,11 +53,12 @@ typedef enum
  * @lock: the lock whose lease was lost; valid for the duration of the call.
  * @user_data: the data given to redis_lock_registry_set_lease_lost_callback().
  *
- * Called once per lost lease from a library thread (the registry's watchdog thread),
- * never from the thread holding the lock. It runs while the watchdog waits, so it must
- * not block for long; it may call redis_lock_get_name(), redis_lock_ref() and
- * redis_lock_is_acquired_in_this_process(), signal the holder (a GCond, a pipe, a
- * GMainContext source), or log. It must not call redis_lock_unlock() (only the holding
+ * Called once per lost lease from a library thread (the registry's watchdog thread,
+ * started for this even when renewal is off), never from a thread that may hold the
+ * lock; a loss found just before redis_lock_registry_close() is reported from close.
+ * It runs while the watchdog waits, so it must not block for long; it may call
+ * redis_lock_get_name(), redis_lock_ref() and redis_lock_is_acquired_in_this_process(),
+ * signal the holder (a GCond, a pipe, a GMainContext source), or log. It must not call redis_lock_unlock() (only the holding
  * thread can) nor close or unref the registry's last reference.
  */
 typedef void (*RedisLockLeaseLostFunc) (RedisLock *lock, gpointer user_data);
