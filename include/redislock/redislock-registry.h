@@ -58,8 +58,9 @@ typedef enum
  * lock; a loss found just before redis_lock_registry_close() is reported from close.
  * It runs while the watchdog waits, so it must not block for long; it may call
  * redis_lock_get_name(), redis_lock_ref() and redis_lock_is_acquired_in_this_process(),
- * signal the holder (a GCond, a pipe, a GMainContext source), or log. It must not call redis_lock_unlock() (only the holding
- * thread can) nor close or unref the registry's last reference.
+ * signal the holder (a GCond, a pipe, a GMainContext source), or log. It must not call
+ * redis_lock_unlock() (only the holding thread can) nor close or unref the registry's
+ * last reference.
  */
 typedef void (*RedisLockLeaseLostFunc) (RedisLock *lock, gpointer user_data);
 
