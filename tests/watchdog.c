@@ -598,6 +598,48 @@ test_close_releases_and_joins (TestFixture *fx, gconstpointer data)
   test_sync_clear (&h.sync);
 }
 
+/* Losses found outside the watchdog (here by renew, with renewal off) still reach the
+ * callback from a library thread, never the caller's, and only once. */
+static void
+test_callback_thread_for_renew (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) r = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  TestLeaseLost ll;
+  GCancellable *cancellable;
+
+  g_test_summary ("With renewal off, renew finding the key gone reports LEASE_LOST, cancels "
+                  "the lease cancellable at once, and the callback runs once on a library "
+                  "thread, not in the thread that called renew and holds the lock.");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  test_lease_lost_init (&ll);
+  r = test_registry_new (fx);
+  redis_lock_registry_set_watchdog (r, FALSE);
+  redis_lock_registry_set_lease_lost_callback (r, test_lease_lost_cb, &ll, NULL);
+  lock = test_obtain (r, "renew-thread");
+  test_lock_ok (lock);
+  cancellable = redis_lock_get_lease_cancellable (lock);
+  test_lease_lost_set_cancellable (&ll, cancellable);
+  test_store_delete (fx, TEST_REGISTRY_KEY ":renew-thread");
+
+  g_assert_false (redis_lock_registry_renew (r, "renew-thread", 0, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+  g_assert_true (g_cancellable_is_cancelled (cancellable));
+  g_assert_true (redis_lock_is_lease_lost (lock));
+  g_assert_cmpuint (test_lease_lost_wait (&ll, 5000), ==, 1);
+  test_sync_lock (&ll.sync);
+  g_assert_true (ll.thread != g_thread_self ());
+  g_assert_true (ll.lock == lock);
+  g_assert_true (ll.cancelled_first);
+  test_sync_unlock (&ll.sync);
+  test_unlock_lease_lost (lock);
+  g_assert_cmpuint (test_lease_lost_calls (&ll), ==, 1);
+  redis_lock_registry_set_lease_lost_callback (r, NULL, NULL, NULL);
+  test_lease_lost_clear (&ll);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -612,6 +654,8 @@ main (int argc, char **argv)
   test_add_stores ("/watchdog/ttl/per-acquisition", NULL, test_per_acquisition_ttl);
   test_add_stores ("/watchdog/renew/extends", NULL, test_renew_extends);
   test_add_stores ("/watchdog/renew/deleted-key", NULL, test_renew_deleted_key);
+  test_add_stores ("/watchdog/lease-lost/callback-thread-for-renew", NULL,
+                   test_callback_thread_for_renew);
   test_add_stores ("/watchdog/renew/sets-watchdog-ttl", NULL, test_renew_sets_watchdog_ttl);
   test_add_stores ("/watchdog/close/releases-and-joins", NULL, test_close_releases_and_joins);
   return g_test_run ();
