@@ -425,7 +425,7 @@ end_hold (RedisLock *lock, gint64 release_us)
   g_clear_object (&stale);
   rl_mutex_lock (&lock->m);
   if (max > 0 && lock->handoffs >= max)
-    lock_wait (lock)->yield_until = g_get_monotonic_time () + CLAMP (3 * release_us, 200, 5000);
+    lock_wait (lock)->yield_until = g_get_monotonic_time () + CLAMP (2 * release_us, 50, 5000);
   lock->handoffs = 0;
   release_local_locked (lock);
   rl_mutex_unlock (&lock->m);
