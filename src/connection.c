@@ -319,6 +319,12 @@ put_uint (char *p, gsize value)
 }
 
 void
+rl_format_uint (char buf[24], gint64 value)
+{
+  *put_uint (buf, (gsize) MAX (value, 0)) = '\0';
+}
+
+void
 rl_conn_append (RlConn *conn, int argc, const char **argv)
 {
   char stack[1024];

@@ -41,6 +41,9 @@ RlConn *rl_pool_connect (RlPool *pool, GError **error);
 void rl_conn_free (RlConn *conn);
 void rl_conn_set_timeout (RlConn *conn, gint64 timeout_ms);
 
+/* Writes the decimal digits of @value (>= 0) and a NUL into @buf, which holds 24 bytes. */
+void rl_format_uint (char buf[24], gint64 value);
+
 /* Queues one command in the connection's output buffer, encoded here rather than by
  * hiredis's printf-style formatter (half of the client's instructions per lock/unlock
  * pair went there). */

@@ -46,23 +46,21 @@ static const char acquire_script[]
  * Ours: UNLINK it and PUBLISH the key on `registry_key-channel:key` in the same atomic
  * step, so no waiter can see the key gone without the notification being on its way;
  * returns 1. Gone or foreign: touches nothing and returns 0 (the lease was lost). */
-static const char release_script[]
-    = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-      "  redis.call('UNLINK', KEYS[1])\n"
-      "  redis.call('PUBLISH', ARGV[2], KEYS[1])\n"
-      "  return 1\n"
-      "end\n"
-      "return 0\n";
+static const char release_script[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+                                     "  redis.call('UNLINK', KEYS[1])\n"
+                                     "  redis.call('PUBLISH', ARGV[2], KEYS[1])\n"
+                                     "  return 1\n"
+                                     "end\n"
+                                     "return 0\n";
 
 /* RENEW: KEYS[1] = lock key, ARGV[1] = client id, ARGV[2] = TTL in ms.
  * Ours: PEXPIRE, returns 1. Gone or foreign: returns 0 and never extends another
  * owner's key. */
-static const char renew_script[]
-    = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-      "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-      "  return 1\n"
-      "end\n"
-      "return 0\n";
+static const char renew_script[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+                                   "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+                                   "  return 1\n"
+                                   "end\n"
+                                   "return 0\n";
 
 typedef struct
 {
@@ -178,12 +176,12 @@ run_script (RlRedisStore *self, RlScript *script, const char *key, const char *a
 static RlLeaseResult
 redis_acquire (RlStore *store, const char *key, gint64 ttl_ms, gint64 *pttl_ms, GError **error)
 {
-  RlRedisStore *self = (RlRedisStore *) store;
+  RlRedisStore *self = (RlRedisStore *)store;
   char ttl[24];
   redisReply *reply;
   long long value;
 
-  g_snprintf (ttl, sizeof ttl, "%" G_GINT64_FORMAT, ttl_ms);
+  rl_format_uint (ttl, ttl_ms);
 
   /* Fast path: a free key is taken by a plain SET NX PX, the cheapest command Redis
    * has for it (no script runs). Only when the key exists does the acquire script
@@ -215,12 +213,12 @@ redis_acquire (RlStore *store, const char *key, gint64 ttl_ms, gint64 *pttl_ms, 
 static RlLeaseResult
 redis_renew (RlStore *store, const char *key, gint64 ttl_ms, GError **error)
 {
-  RlRedisStore *self = (RlRedisStore *) store;
+  RlRedisStore *self = (RlRedisStore *)store;
   char ttl[24];
   redisReply *reply;
   gboolean kept;
 
-  g_snprintf (ttl, sizeof ttl, "%" G_GINT64_FORMAT, ttl_ms);
+  rl_format_uint (ttl, ttl_ms);
   reply = run_script (self, &self->renew, key, store->client_id, ttl, NULL, error);
   if (reply == NULL)
     return RL_LEASE_ERROR;
@@ -232,10 +230,18 @@ redis_renew (RlStore *store, const char *key, gint64 ttl_ms, GError **error)
 static RlLeaseResult
 redis_release (RlStore *store, const char *key, GError **error)
 {
-  RlRedisStore *self = (RlRedisStore *) store;
-  g_autofree char *channel = g_strconcat (self->channel_prefix, key, NULL);
+  RlRedisStore *self = (RlRedisStore *)store;
+  gsize prefix_len = strlen (self->channel_prefix), key_len = strlen (key);
+  char stack[512];
+  /* The channel is built on the stack: no allocation per release. */
+  g_autofree char *heap
+      = prefix_len + key_len < sizeof stack ? NULL : g_malloc (prefix_len + key_len + 1);
+  char *channel = heap != NULL ? heap : stack;
   redisReply *reply;
   gboolean released, retried;
+
+  memcpy (channel, self->channel_prefix, prefix_len);
+  memcpy (channel + prefix_len, key, key_len + 1);
 
   reply = run_script (self, &self->release, key, store->client_id, channel, &retried, error);
   if (reply == NULL)
@@ -263,7 +269,7 @@ static gboolean
 redis_renew_batch (RlStore *store, guint n, const char *const *keys, const gint64 *ttls,
                    RlLeaseResult *results, gint64 timeout_ms, guint *round_trips, GError **error)
 {
-  RlRedisStore *self = (RlRedisStore *) store;
+  RlRedisStore *self = (RlRedisStore *)store;
   RedisLockRegistryStats *stats = store->ctx->stats;
   g_autofree gboolean *noscript = g_new0 (gboolean, n);
   gboolean reused;
@@ -287,7 +293,7 @@ redis_renew_batch (RlStore *store, guint n, const char *const *keys, const gint6
           const char *argv[6];
           if (by_eval && !noscript[i])
             continue;
-          g_snprintf (ttl, sizeof ttl, "%" G_GINT64_FORMAT, ttls[i]);
+          rl_format_uint (ttl, ttls[i]);
           argv[0] = by_eval ? "EVAL" : "EVALSHA";
           argv[1] = by_eval ? self->renew.text : self->renew.sha;
           argv[2] = "1";
@@ -306,7 +312,7 @@ redis_renew_batch (RlStore *store, guint n, const char *const *keys, const gint6
           redisReply *reply;
           if (by_eval && !noscript[i])
             continue;
-          if (redisGetReply (conn->c, (void **) &reply) != REDIS_OK)
+          if (redisGetReply (conn->c, (void **)&reply) != REDIS_OK)
             {
               rl_set_error_from_context (error, conn->c, "Renewing leases");
               rl_pool_put (self->pool, conn);
@@ -330,19 +336,19 @@ redis_renew_batch (RlStore *store, guint n, const char *const *keys, const gint6
 static gboolean
 redis_watch (RlStore *store, gint64 timeout_ms)
 {
-  return rl_notifier_watch (((RlRedisStore *) store)->notifier, timeout_ms);
+  return rl_notifier_watch (((RlRedisStore *)store)->notifier, timeout_ms);
 }
 
 static void
 redis_close (RlStore *store)
 {
-  rl_notifier_stop (((RlRedisStore *) store)->notifier);
+  rl_notifier_stop (((RlRedisStore *)store)->notifier);
 }
 
 static void
 redis_free (RlStore *store)
 {
-  RlRedisStore *self = (RlRedisStore *) store;
+  RlRedisStore *self = (RlRedisStore *)store;
 
   rl_notifier_free (self->notifier);
   rl_pool_free (self->pool);
@@ -396,7 +402,7 @@ redis_store_open (RlRedisStore *self, GError **error)
   rl_conn_append (conn, 1, ping);
   for (gsize i = 0; i <= G_N_ELEMENTS (scripts); i++)
     {
-      if (redisGetReply (conn->c, (void **) &reply) != REDIS_OK)
+      if (redisGetReply (conn->c, (void **)&reply) != REDIS_OK)
         {
           rl_set_error_from_context (error, conn->c, "Checking the Redis server");
           rl_pool_put (self->pool, conn);
@@ -433,8 +439,7 @@ rl_store_open (const char *url, const char *registry_key, const char *client_id,
   g_autofree char *pattern = NULL;
 
   if (g_str_has_prefix (url, "memory://"))
-    return rl_memory_store_open (url, registry_key, client_id, ctx, released, released_data,
-                                 error);
+    return rl_memory_store_open (url, registry_key, client_id, ctx, released, released_data, error);
   if (!rl_conn_config_parse (url, &config, error))
     return NULL;
 
