@@ -38,7 +38,10 @@ typedef struct
 } Entry;
 
 /* When the next tick is due: a third of the way into the lease that is soonest due,
- * less a jitter. registry->lease_mutex held. RL_FOREVER when nothing is held. */
+ * less a jitter. registry->lease_mutex held. With nothing held, a third of the
+ * registry's TTL from now: a lease taken with that TTL before then is due later, so
+ * taking it needs no wake-up (rl_watchdog_schedule), and a lock taken and released
+ * in a loop never makes this thread run. RL_FOREVER with renewal off. */
 static gint64
 next_tick (RedisLockRegistry *registry)
 {
@@ -59,9 +62,19 @@ next_tick (RedisLockRegistry *registry)
       next = MIN (next, rl_lease_lose_at (lock));
       min_ttl = MIN (min_ttl, lock->lease_ttl_ms);
     }
-  if (next != RL_FOREVER)
-    next -= g_random_int_range (0, (gint32) MIN (min_ttl * 1000 / 20, G_MAXINT32 - 1) + 1);
+  if (next == RL_FOREVER)
+    return g_get_monotonic_time () + RL_STAT_GET (registry->expire_after_ms) * 1000 / 3;
+  next -= g_random_int_range (0, (gint32) MIN (min_ttl * 1000 / 20, G_MAXINT32 - 1) + 1);
   return next;
+}
+
+/* Tells about the leases in @lost and drops the references taken on them. */
+static void
+report_lost (RedisLockRegistry *registry, GPtrArray *lost)
+{
+  rl_registry_report_lost (registry, lost);
+  for (guint i = 0; i < lost->len; i++)
+    rl_lock_release_memory (g_ptr_array_index (lost, i));
 }
 
 /* Renews every held lease in one batch and marks the lost ones. Returns TRUE when
@@ -109,6 +122,13 @@ tick (RlWatchdog *self)
       g_array_append_val (ttls, e.ttl_ms);
     }
   rl_mutex_unlock (&registry->lease_mutex);
+
+  if (entries->len == 0)
+    {
+      /* An idle wake-up: nothing to renew, only the losses found above to report. */
+      report_lost (registry, lost);
+      return FALSE;
+    }
 
   results = g_new0 (RlLeaseResult, MAX (entries->len, 1));
   sent = g_get_monotonic_time ();
@@ -158,9 +178,7 @@ tick (RlWatchdog *self)
     }
   rl_mutex_unlock (&registry->lease_mutex);
 
-  rl_registry_report_lost (registry, lost);
-  for (guint i = 0; i < lost->len; i++)
-    rl_lock_release_memory (g_ptr_array_index (lost, i));
+  report_lost (registry, lost);
   return again;
 }
 
@@ -172,6 +190,7 @@ watchdog_thread (void *data)
 
   gboolean again = FALSE;
 
+  rl_thread_set_name ("redislock-wd");
   for (;;)
     {
       gint64 wake;

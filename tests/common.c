@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
@@ -366,6 +367,38 @@ test_thread_count (void)
     n++;
   g_dir_close (dir);
   return n;
+}
+
+gint
+test_find_thread (const char *name)
+{
+  GDir *dir = g_dir_open ("/proc/self/task", 0, NULL);
+  const char *entry;
+  gint tid = 0;
+
+  g_assert_nonnull (dir);
+  while (tid == 0 && (entry = g_dir_read_name (dir)) != NULL)
+    {
+      g_autofree char *path = g_strdup_printf ("/proc/self/task/%s/comm", entry);
+      g_autofree char *comm = NULL;
+      if (g_file_get_contents (path, &comm, NULL, NULL) && strcmp (g_strchomp (comm), name) == 0)
+        tid = atoi (entry);
+    }
+  g_dir_close (dir);
+  return tid;
+}
+
+guint64
+test_thread_sleeps (gint tid)
+{
+  g_autofree char *path = g_strdup_printf ("/proc/self/task/%d/status", tid);
+  g_autofree char *status = NULL;
+  const char *field;
+
+  g_assert_true (g_file_get_contents (path, &status, NULL, NULL));
+  field = strstr (status, "\nvoluntary_ctxt_switches:");
+  g_assert_nonnull (field);
+  return g_ascii_strtoull (field + strlen ("\nvoluntary_ctxt_switches:"), NULL, 10);
 }
 
 void

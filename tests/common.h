@@ -131,6 +131,13 @@ void test_wait_threads_blocked (gint *tids, guint n_tids, gint64 timeout_ms);
  * check that a registry joined the threads it started. */
 guint test_thread_count (void);
 
+/* The kernel id of this process's thread named @name (its /proc comm), or 0. */
+gint test_find_thread (const char *name);
+
+/* How many times the thread @tid of this process has gone to sleep (its
+ * voluntary_ctxt_switches): each time it was woken, it slept again after. */
+guint64 test_thread_sleeps (gint tid);
+
 /* A mutex and a condition variable for a test's own hand-shakes between threads.
  * GLib 2.74's GMutex and GCond are futex-based, which ThreadSanitizer cannot follow, so
  * these are pthreads (with a monotonic clock, like g_cond_wait_until()). */

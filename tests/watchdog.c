@@ -58,6 +58,46 @@ test_renewal_keeps_lease (TestFixture *fx, gconstpointer data)
   assert_no_key (fx, lock);
 }
 
+static gboolean
+watchdog_started (gpointer data)
+{
+  return test_find_thread ("redislock-wd") != 0;
+}
+
+static void
+test_idle_loop_no_wakeups (TestFixture *fx, gconstpointer data)
+{
+  RedisLockRegistry *r;
+  g_autoptr (RedisLock) lock = NULL;
+  guint64 before, after;
+  gint tid;
+
+  g_test_summary ("A lock taken and released 300 times in a row never wakes the watchdog "
+                  "thread: with nothing held it plans its next tick a third of the "
+                  "registry's TTL ahead, and a lease taken with that TTL is due later.");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  r = fx->registry;
+  lock = test_obtain (r, "loop");
+  test_lock_ok (lock);
+  test_unlock_ok (lock);
+  g_assert_true (test_wait_until (watchdog_started, NULL, 10000));
+  tid = test_find_thread ("redislock-wd");
+  /* Make it plan again with nothing held, then let it sleep. */
+  redis_lock_registry_set_watchdog (r, TRUE);
+  g_assert_true (test_wait_thread_blocked (tid, 10000));
+  before = test_thread_sleeps (tid);
+  for (int i = 0; i < 300; i++)
+    {
+      test_lock_ok (lock);
+      test_unlock_ok (lock);
+    }
+  after = test_thread_sleeps (tid);
+  g_test_message ("watchdog slept %" G_GUINT64_FORMAT " times during the loop", after - before);
+  /* The one wake-up allowed is the kick above, if it had not been taken yet. */
+  g_assert_cmpuint (after - before, <=, 1);
+}
+
 static void
 test_renewal_off_loses_lease (TestFixture *fx, gconstpointer data)
 {
@@ -647,6 +687,7 @@ main (int argc, char **argv)
 
   test_add_stores ("/watchdog/renewal/keeps-short-lease", NULL, test_renewal_keeps_lease);
   test_add_stores ("/watchdog/renewal/off-lease-expires", NULL, test_renewal_off_loses_lease);
+  test_add_stores ("/watchdog/idle/lock-loop-no-wakeups", NULL, test_idle_loop_no_wakeups);
   test_add_stores ("/watchdog/lease-lost/key-deleted", NULL, test_lease_lost_key_deleted);
   test_add_redis ("/watchdog/lease-lost/server-paused", NULL, test_lease_lost_server_paused);
   test_add_stores ("/watchdog/batch/thousand-leases-one-pipeline", NULL,
