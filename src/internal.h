@@ -87,6 +87,10 @@ struct _RedisLock
   guint32 notify_seq; /* bumped when the store says the lease may have been released */
   guint32 handoffs;   /* local hand-offs in a row since the lease was taken */
   guint8 lease_kept;  /* the lease stays for the next local owner (a local hand-off) */
+  guint8 streak_kept; /* a streak already ended with the lease kept (nobody else listened) */
+  guint8 waking;      /* a waiter was signalled and has not run yet */
+  guint8 barged;      /* holds in a row taken by threads that did not wait, others waiting */
+  guint8 reserved;    /* the mutex is free for a waiting thread only (see lock.c) */
 
   guint8 cached; /* registry->mutex */
 

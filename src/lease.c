@@ -42,16 +42,32 @@ static const char acquire_script[]
       "return redis.call('PTTL', KEYS[1])\n";
 #define RL_ACQUIRED (-3)
 
-/* RELEASE: KEYS[1] = lock key, ARGV[1] = client id, ARGV[2] = notification channel.
- * Ours: UNLINK it and PUBLISH the key on `registry_key-channel:key` in the same atomic
- * step, so no waiter can see the key gone without the notification being on its way;
- * returns 1. Gone or foreign: touches nothing and returns 0 (the lease was lost). */
-static const char release_script[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-                                     "  redis.call('UNLINK', KEYS[1])\n"
-                                     "  redis.call('PUBLISH', ARGV[2], KEYS[1])\n"
-                                     "  return 1\n"
-                                     "end\n"
-                                     "return 0\n";
+/* RELEASE: KEYS[1] = lock key, ARGV[1] = client id, ARGV[2] = notification channel,
+ * ARGV[3] = how many of the receivers are our own subscription (0 or 1), ARGV[4]
+ * (optional) = a TTL in ms to keep the lease with when nobody else listens.
+ * Gone or foreign: touches nothing and returns 0 (the lease was lost). Ours: PUBLISH
+ * the key on `registry_key-channel:key` and UNLINK it in the same atomic step, so no
+ * waiter can see the key gone without the notification being on its way; returns 2
+ * when a client other than ours received the notification, else 1. With ARGV[4] and
+ * no other receiver (so no waiter anywhere was told), the key stays with its TTL
+ * reset and the script returns -1. */
+static const char release_script[]
+    = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then\n"
+      "  return 0\n"
+      "end\n"
+      "local others = redis.call('PUBLISH', ARGV[2], KEYS[1]) - tonumber(ARGV[3])\n"
+      "if others <= 0 and ARGV[4] then\n"
+      "  redis.call('PEXPIRE', KEYS[1], ARGV[4])\n"
+      "  return -1\n"
+      "end\n"
+      "redis.call('UNLINK', KEYS[1])\n"
+      "if others > 0 then\n"
+      "  return 2\n"
+      "end\n"
+      "return 1\n";
+#define RL_RELEASE_KEPT (-1)
+#define RL_RELEASE_LOST 0
+#define RL_RELEASE_OTHERS 2
 
 /* RENEW: KEYS[1] = lock key, ARGV[1] = client id, ARGV[2] = TTL in ms.
  * Ours: PEXPIRE, returns 1. Gone or foreign: returns 0 and never extends another
@@ -155,13 +171,12 @@ call (RlRedisStore *self, int argc, const char **argv, const RlScript *script, g
     }
 }
 
-/* Runs @script on @key with two arguments; its reply must be an integer. */
+/* Runs @script with the EVALSHA command line @argv; its reply must be an integer. */
 static redisReply *
-run_script (RlRedisStore *self, RlScript *script, const char *key, const char *arg1,
-            const char *arg2, gboolean *retried, GError **error)
+run_script_argv (RlRedisStore *self, RlScript *script, int argc, const char **argv,
+                 gboolean *retried, GError **error)
 {
-  const char *argv[6] = { "EVALSHA", script->sha, "1", key, arg1, arg2 };
-  redisReply *reply = call (self, 6, argv, script, retried, error);
+  redisReply *reply = call (self, argc, argv, script, retried, error);
 
   if (reply != NULL && reply->type != REDIS_REPLY_INTEGER)
     {
@@ -171,6 +186,16 @@ run_script (RlRedisStore *self, RlScript *script, const char *key, const char *a
       return NULL;
     }
   return reply;
+}
+
+/* Runs @script on @key with two arguments; its reply must be an integer. */
+static redisReply *
+run_script (RlRedisStore *self, RlScript *script, const char *key, const char *arg1,
+            const char *arg2, gboolean *retried, GError **error)
+{
+  const char *argv[6] = { "EVALSHA", script->sha, "1", key, arg1, arg2 };
+
+  return run_script_argv (self, script, 6, argv, retried, error);
 }
 
 static RlLeaseResult
@@ -228,7 +253,8 @@ redis_renew (RlStore *store, const char *key, gint64 ttl_ms, GError **error)
 }
 
 static RlLeaseResult
-redis_release (RlStore *store, const char *key, GError **error)
+redis_release (RlStore *store, const char *key, gint64 keep_ttl_ms, gboolean *others,
+               GError **error)
 {
   RlRedisStore *self = (RlRedisStore *)store;
   gsize prefix_len = strlen (self->channel_prefix), key_len = strlen (key);
@@ -237,18 +263,27 @@ redis_release (RlStore *store, const char *key, GError **error)
   g_autofree char *heap
       = prefix_len + key_len < sizeof stack ? NULL : g_malloc (prefix_len + key_len + 1);
   char *channel = heap != NULL ? heap : stack;
+  char keep[24];
+  const char *argv[8] = { "EVALSHA", self->release.sha, "1", key, store->client_id, channel,
+                          rl_notifier_is_subscribed (self->notifier) ? "1" : "0", keep };
   redisReply *reply;
-  gboolean released, retried;
+  long long value;
+  gboolean retried;
 
+  *others = FALSE;
   memcpy (channel, self->channel_prefix, prefix_len);
   memcpy (channel + prefix_len, key, key_len + 1);
+  rl_format_uint (keep, keep_ttl_ms);
 
-  reply = run_script (self, &self->release, key, store->client_id, channel, &retried, error);
+  reply = run_script_argv (self, &self->release, keep_ttl_ms > 0 ? 8 : 7, argv, &retried, error);
   if (reply == NULL)
     return RL_LEASE_ERROR;
-  released = reply->integer == 1;
+  value = reply->integer;
   freeReplyObject (reply);
-  if (!released && retried)
+  *others = value == RL_RELEASE_OTHERS;
+  if (value == RL_RELEASE_KEPT)
+    return RL_LEASE_KEPT;
+  if (value == RL_RELEASE_LOST && retried)
     {
       /* The first attempt broke after it was sent: it may have deleted the key itself,
        * so "gone" now does not mean another owner or expiry took it. Unknown is the
@@ -259,7 +294,7 @@ redis_release (RlStore *store, const char *key, GError **error)
                    key);
       return RL_LEASE_ERROR;
     }
-  return released ? RL_LEASE_OK : RL_LEASE_LOST;
+  return value == RL_RELEASE_LOST ? RL_LEASE_LOST : RL_LEASE_OK;
 }
 
 /* Appends one renew per lease to the output buffer, then reads the N replies: one

@@ -14,6 +14,12 @@
  * flowing. In SPIN mode, and while notifications are down, it sleeps
  * idle_between_tries_ms between attempts.
  *
+ * The local mutex is not strictly fair: a thread that unlocks and locks again at once
+ * (a loop) takes it back without a context switch while the woken waiter is still on
+ * its way, which is what makes hand-offs cheap. After RL_LOCAL_BARGE_MAX such holds
+ * in a row with threads waiting, the free mutex is reserved for a waiting thread, so
+ * no thread of a busy process starves.
+ *
  * The outermost unlock releases the store lease before the local mutex, so that the
  * next local owner can never find our key still present; and it releases the local
  * mutex in every case, so a lost lease or a Redis failure never wedges other threads.
@@ -23,6 +29,8 @@
 #include <string.h>
 
 #include "internal.h"
+
+#define RL_LOCAL_BARGE_MAX 4
 
 struct _RedisLockLocker
 {
@@ -118,14 +126,28 @@ on_cancelled (GCancellable *cancellable, gpointer data)
   rl_lock_wake_all (data);
 }
 
+/* Wakes one waiter for the local mutex, unless one was woken and has not run yet:
+ * it will look at the mutex anyway, and a thread that unlocks and locks again at once
+ * (as in a loop) then costs no system call and no context switch. lock->m held. */
+static void
+wake_local_waiter (RedisLock *lock)
+{
+  if (lock->waiters > 0 && !lock->waking)
+    {
+      lock->waking = TRUE;
+      rl_cond_signal (&lock_wait (lock)->local);
+    }
+}
+
 /* Gives up the local mutex. lock->m held. */
 static void
 release_local_locked (RedisLock *lock)
 {
   lock->owner = NULL;
   lock->count = 0;
-  if (lock->waiters > 0)
-    rl_cond_signal (&lock_wait (lock)->local);
+  if (lock->waiters > 0 && ++lock->barged >= RL_LOCAL_BARGE_MAX)
+    lock->reserved = TRUE;
+  wake_local_waiter (lock);
 }
 
 static void
@@ -148,13 +170,16 @@ set_wait_error (RedisLock *lock, GCancellable *cancellable, GError **error)
   return g_cancellable_set_error_if_cancelled (cancellable, error);
 }
 
-/* Makes the calling thread the owner. lock->m held. Returns whether the previous
+/* Makes the calling thread the owner; @waited: it comes out of the wait for the local
+ * mutex (and may take a reserved one). lock->m held. Returns whether the previous
  * owner left the lease for it (a local hand-off). */
 static gboolean
-take_ownership_locked (RedisLock *lock, gpointer self)
+take_ownership_locked (RedisLock *lock, gpointer self, gboolean waited)
 {
   gboolean kept = lock->lease_kept;
 
+  if (waited)
+    lock->barged = lock->reserved = 0;
   lock->owner = self;
   lock->count = 1;
   lock->lease_kept = FALSE;
@@ -172,6 +197,7 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
 {
   gboolean owned = FALSE;
   gboolean orphan = FALSE;
+  gboolean waited = FALSE;
 
   rl_mutex_lock (&lock->m);
   lock->waiters++;
@@ -179,30 +205,34 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
     {
       if (set_wait_error (lock, cancellable, error))
         break;
-      if (lock->owner == NULL)
+      if (lock->owner == NULL && (waited || !lock->reserved))
         {
-          *kept = take_ownership_locked (lock, self);
+          *kept = take_ownership_locked (lock, self, waited);
           owned = TRUE;
           break;
         }
       if (g_get_monotonic_time () >= deadline)
         break;
       rl_cond_wait_until (&lock_wait (lock)->local, &lock->m, deadline);
+      lock->waking = FALSE;
+      waited = TRUE;
     }
   lock->waiters--;
+  if (lock->waiters == 0)
+    lock->barged = lock->reserved = 0;
   if (!owned && lock->owner == NULL)
     {
       if (lock->lease_kept && lock->waiters == 0)
         {
           /* A lease was handed to the waiters and the last of them is leaving: it
            * must not stay in Redis with nobody to release it. */
-          take_ownership_locked (lock, self);
+          take_ownership_locked (lock, self, TRUE);
           orphan = TRUE;
         }
       else if (lock->waiters > 0)
         /* Leaving without the mutex may have swallowed a signal meant for another
          * waiter. */
-        rl_cond_signal (&lock_wait (lock)->local);
+        wake_local_waiter (lock);
     }
   rl_mutex_unlock (&lock->m);
   if (orphan)
@@ -342,9 +372,9 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
       rl_mutex_unlock (&lock->m);
       return TRUE;
     }
-  owned = lock->owner == NULL;
+  owned = lock->owner == NULL && !lock->reserved;
   if (owned)
-    kept = take_ownership_locked (lock, self);
+    kept = take_ownership_locked (lock, self, FALSE);
   rl_mutex_unlock (&lock->m);
 
   if (cancellable != NULL && wait_ms != 0)
@@ -410,9 +440,11 @@ redis_lock_try_lock_full (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCance
 }
 
 /* Ends the hold after the lease is settled: local mutex free, a cancelled lease
- * cancellable dropped (an uncancelled one is kept for the next hold). */
+ * cancellable dropped (an uncancelled one is kept for the next hold). @others: a
+ * client outside this registry was told of the release; when it ends a hand-off
+ * streak, the next local acquisition waits a little so that client can take it. */
 static void
-end_hold (RedisLock *lock, gint64 release_us)
+end_hold (RedisLock *lock, gint64 release_us, gboolean others)
 {
   RedisLockRegistry *registry = lock->registry;
   guint max = g_atomic_int_get (&registry->max_local_handoffs);
@@ -424,12 +456,40 @@ end_hold (RedisLock *lock, gint64 release_us)
   rl_mutex_unlock (&registry->lease_mutex);
   g_clear_object (&stale);
   rl_mutex_lock (&lock->m);
-  if (max > 0 && lock->handoffs >= max)
+  if (max > 0 && lock->handoffs >= max && others)
     lock_wait (lock)->yield_until = g_get_monotonic_time () + CLAMP (2 * release_us, 50, 5000);
   lock->handoffs = 0;
+  lock->streak_kept = FALSE;
   release_local_locked (lock);
   rl_mutex_unlock (&lock->m);
   RL_STAT_SET (lock->last_used, g_get_monotonic_time ());
+}
+
+/* The store kept the lease at the end of a hand-off streak (sent at @sent_us, with
+ * @ttl_ms): it is held again, and goes to the next local waiter as a hand-off. If the
+ * waiters all left meanwhile, it is released after all. */
+static gboolean
+keep_for_next_streak (RedisLock *lock, gint64 ttl_ms, gint64 sent_us, GError **error)
+{
+  RedisLockRegistry *registry = lock->registry;
+  gboolean handed;
+
+  rl_registry_lease_taken (registry, lock, ttl_ms, sent_us);
+  rl_mutex_lock (&lock->m);
+  lock->streak_kept = TRUE;
+  handed = lock->waiters > 0;
+  if (handed)
+    {
+      lock->lease_kept = TRUE;
+      lock->handoffs = 0;
+      release_local_locked (lock);
+    }
+  rl_mutex_unlock (&lock->m);
+  if (!handed)
+    return release_outermost (lock, error);
+  RL_STAT_ADD (registry->stats.local_handoffs, 1);
+  RL_STAT_SET (lock->last_used, g_get_monotonic_time ());
+  return TRUE;
 }
 
 /* The outermost unlock proper: releases the lease in the store, then the local
@@ -440,24 +500,39 @@ release_outermost (RedisLock *lock, GError **error)
   RedisLockRegistry *registry = lock->registry;
   g_autoptr (GError) local_error = NULL;
   RlLeaseResult result;
-  gboolean lost;
-  gint64 start, lose_at;
+  gboolean lost, others = FALSE;
+  gint64 start, lose_at, ttl_ms, keep_ttl_ms = 0;
+  guint max = g_atomic_int_get (&registry->max_local_handoffs);
 
   rl_mutex_lock (&registry->lease_mutex);
   lose_at = rl_lease_lose_at (lock);
+  ttl_ms = lock->lease_ttl_ms;
   rl_mutex_unlock (&registry->lease_mutex);
   if (!rl_registry_lease_drop (registry, lock, &lost))
     {
       /* close() released the lease between our check and now. */
-      end_hold (lock, 0);
+      end_hold (lock, 0, FALSE);
       g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED,
                            "The lock registry is closed");
       return FALSE;
     }
+  /* A hand-off streak reached the bound with threads of ours still waiting: the lease
+   * goes back to the store, unless no other client listens for its release (nobody
+   * else can be told it is free, and a waiter polling in SPIN mode is helped by the
+   * next streak's release as well): then it is kept, with its TTL reset, for one more
+   * streak. */
+  rl_mutex_lock (&lock->m);
+  if (!lost && max > 0 && lock->handoffs >= max && lock->waiters > 0 && !lock->streak_kept)
+    keep_ttl_ms = ttl_ms;
+  rl_mutex_unlock (&lock->m);
+
   start = g_get_monotonic_time ();
-  result = registry->store->vt->release (registry->store, lock->key, &local_error);
+  result = registry->store->vt->release (registry->store, lock->key, keep_ttl_ms, &others,
+                                         &local_error);
+  if (result == RL_LEASE_KEPT)
+    return keep_for_next_streak (lock, ttl_ms, start, error);
   RL_STAT_ADD (registry->stats.releases, 1);
-  end_hold (lock, g_get_monotonic_time () - start);
+  end_hold (lock, g_get_monotonic_time () - start, others);
 
   /* The release failed, but the lease had gone unconfirmed past its TTL already: it
    * is lost whatever the release would have said. */

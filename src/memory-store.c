@@ -52,6 +52,8 @@ typedef struct
   char *key_prefix;  /* registry_key ":", the keys whose release concerns this store */
   GList link;        /* in space->listeners while listening */
   gboolean listening;
+  gboolean watched;  /* a waiter asked for notifications (memory_watch), as a Redis
+                        store subscribes on the first wait */
   guint delivering;  /* release callbacks running into this store now */
 } RlMemoryStore;
 
@@ -285,25 +287,44 @@ memory_renew (RlStore *store, const char *key, gint64 ttl_ms, GError **error)
   return lease != NULL ? RL_LEASE_OK : RL_LEASE_LOST;
 }
 
+/* Every store open on the space is called back from open to close, but like a Redis
+ * store, which subscribes when a lock first has to wait, it counts as "another client
+ * received the notification" only once a waiter of its registry has asked for
+ * notifications. */
 static RlLeaseResult
-memory_release (RlStore *store, const char *key, GError **error)
+memory_release (RlStore *store, const char *key, gint64 keep_ttl_ms, gboolean *others,
+                GError **error)
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
   gint64 now = g_get_monotonic_time ();
   GPtrArray *targets = NULL;
+  MemoryLease *lease;
+  gboolean kept = FALSE;
 
+  *others = FALSE;
   count_request (store, 1);
   rl_mutex_lock (&memory_mutex);
-  if (lease_lookup_ours (self, key, now) != NULL)
+  lease = lease_lookup_ours (self, key, now);
+  if (lease != NULL)
     {
-      g_hash_table_remove (self->space->leases, key);
       targets = listeners_take (self->space, key);
+      for (guint i = 0; i < targets->len; i++)
+        {
+          RlMemoryStore *target = g_ptr_array_index (targets, i);
+          if (target != self && target->watched)
+            *others = TRUE;
+        }
+      kept = keep_ttl_ms > 0 && !*others;
+      if (kept)
+        lease->expires_us = expiry_after (now, keep_ttl_ms);
+      else
+        g_hash_table_remove (self->space->leases, key);
     }
   rl_mutex_unlock (&memory_mutex);
   if (targets == NULL)
     return RL_LEASE_LOST;
   listeners_deliver (targets, key);
-  return RL_LEASE_OK;
+  return kept ? RL_LEASE_KEPT : RL_LEASE_OK;
 }
 
 static gboolean
@@ -340,6 +361,7 @@ memory_watch (RlStore *store, gint64 timeout_ms)
 
   rl_mutex_lock (&memory_mutex);
   listening = self->listening;
+  self->watched = TRUE;
   rl_mutex_unlock (&memory_mutex);
   return listening;
 }

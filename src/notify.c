@@ -210,6 +210,7 @@ notifier_thread (gpointer data)
 static void *
 notifier_thread_main (void *data)
 {
+  rl_thread_set_name ("redislock-sub");
   return notifier_thread (data);
 }
 
@@ -249,6 +250,17 @@ rl_notifier_watch (RlNotifier *self, gint64 timeout_ms)
          && timeout_ms > 0)
     if (!rl_cond_wait_until (&self->cond, &self->mutex, end))
       break;
+  subscribed = self->subscribed;
+  rl_mutex_unlock (&self->mutex);
+  return subscribed;
+}
+
+gboolean
+rl_notifier_is_subscribed (RlNotifier *self)
+{
+  gboolean subscribed;
+
+  rl_mutex_lock (&self->mutex);
   subscribed = self->subscribed;
   rl_mutex_unlock (&self->mutex);
   return subscribed;

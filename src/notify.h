@@ -11,6 +11,8 @@ typedef struct _RlNotifier RlNotifier;
  * on the first rl_notifier_watch(); calls store->released for each message. */
 RlNotifier *rl_notifier_new (RlStore *store, RlPool *pool, const char *pattern);
 gboolean rl_notifier_watch (RlNotifier *notifier, gint64 timeout_ms);
+/* Whether the subscription is confirmed now; never starts it. */
+gboolean rl_notifier_is_subscribed (RlNotifier *notifier);
 void rl_notifier_stop (RlNotifier *notifier); /* joins the thread; idempotent */
 void rl_notifier_free (RlNotifier *notifier);
 

@@ -278,7 +278,9 @@ redis_lock_registry_close (RedisLockRegistry *registry)
     {
       RedisLock *l = g_ptr_array_index (held, i);
       g_autoptr (GError) error = NULL;
-      if (registry->store->vt->release (registry->store, l->key, &error) == RL_LEASE_ERROR)
+      gboolean others;
+      if (registry->store->vt->release (registry->store, l->key, 0, &others, &error)
+          == RL_LEASE_ERROR)
         g_debug ("close: releasing %s: %s", l->key, error->message);
     }
   g_ptr_array_unref (held);

@@ -19,6 +19,7 @@ typedef enum
   RL_LEASE_HELD,  /* acquire only: another owner holds the key */
   RL_LEASE_LOST,  /* renew/release: the key is gone or belongs to another owner */
   RL_LEASE_ERROR, /* the store failed; the GError says how */
+  RL_LEASE_KEPT,  /* release with keep_ttl_ms only: nobody else listened, lease kept */
 } RlLeaseResult;
 
 typedef struct _RlStore RlStore;
@@ -44,8 +45,14 @@ typedef struct
                             GError **error);
   /* Extends our lease to @ttl_ms; RL_LEASE_LOST when it is gone or foreign. */
   RlLeaseResult (*renew) (RlStore *store, const char *key, gint64 ttl_ms, GError **error);
-  /* Deletes our lease and notifies waiters; never touches a foreign one (RL_LEASE_LOST). */
-  RlLeaseResult (*release) (RlStore *store, const char *key, GError **error);
+  /* Deletes our lease and notifies waiters; never touches a foreign one (RL_LEASE_LOST).
+   * *others tells whether a client other than this store's registry received the
+   * notification (a waiter of another process or registry may be among them). With
+   * @keep_ttl_ms > 0 the lease is deleted only when one did; otherwise it stays ours
+   * with its TTL reset to @keep_ttl_ms, and the result is RL_LEASE_KEPT. Either way,
+   * as one atomic step in the store. */
+  RlLeaseResult (*release) (RlStore *store, const char *key, gint64 keep_ttl_ms, gboolean *others,
+                            GError **error);
   /* Renews @n leases in one batch, bounded by @timeout_ms as a whole. Fills @results
    * (OK or LOST each) and returns TRUE, or returns FALSE with @error when the batch
    * failed as a whole; *round_trips counts the exchanges it took. */
