@@ -2,11 +2,13 @@
  *
  * When the outermost holder unlocks while other threads of the same registry wait,
  * the lease is handed to the next of them instead of being released and taken again,
- * up to max_local_handoffs times in a row; then it is released normally so other
- * processes get their turn. These tests check the saving (Redis commands per critical
- * section), that a remote waiter is not starved, that mutual exclusion holds, that
- * the hand-off can be disabled, and that without the watchdog a hand-off refreshes
- * the TTL. Every test runs on both stores from this one source: a private
+ * up to max_local_handoffs times in a row; then it is released so other processes get
+ * their turn, or, when no other client listens for the release, kept for one more
+ * streak. These tests check the saving (Redis commands per critical section, with
+ * and without another registry listening), that a remote waiter is not starved, that
+ * a local waiter is not starved by a thread locking in a loop, that mutual exclusion
+ * holds, that the hand-off can be disabled, and that without the watchdog a hand-off
+ * refreshes the TTL. Every test runs on both stores from this one source: a private
  * redis-server (`/redis/...`) and a `memory://` store of its own (`/memory/...`), which
  * counts commands and round trips as Redis does.
  */

@@ -186,11 +186,21 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_watchdog (RedisLockRegistry *regi
  * Lease retention for same-process contention. When the outermost holder unlocks
  * while other threads of this registry wait for the same lock, the local mutex goes
  * straight to the next of them and the Redis lease is kept: no release, no
- * re-acquisition, no round trip. After @max hand-offs in a row the lease is released
- * normally and the next local attempt waits a few round trips, so waiters in other
- * processes get their turn. The receiving thread inherits the lease with its TTL (a
- * TTL given to redis_lock_try_lock_full() by the receiver is not applied); with the
- * watchdog off, the TTL is refreshed at each hand-off.
+ * re-acquisition, no round trip. After @max hand-offs in a row the streak ends with a
+ * release, so waiters in other processes get their turn: the release publishes the
+ * unlock notification, and when some client other than this registry receives it,
+ * the key is deleted and the next local attempt waits a few round trips so that
+ * client can take it. When no other client listens, nobody can be told the lock is
+ * free, so the lease is kept instead (one command, TTL reset) for one more streak;
+ * the streak after that always releases, which leaves the key free for a moment for
+ * waiters that poll (%REDIS_LOCK_WAIT_SPIN, or other clients of the wire format).
+ * The receiving thread inherits the lease with its TTL (a TTL given to
+ * redis_lock_try_lock_full() by the receiver is not applied); with the watchdog off,
+ * the TTL is refreshed at each hand-off.
+ *
+ * The local mutex is not strictly fair: a thread that unlocks and at once locks again
+ * may take it back before the woken waiter runs (no context switch), at most a few
+ * times in a row while others wait.
  */
 REDIS_LOCK_EXPORT void redis_lock_registry_set_max_local_handoffs (RedisLockRegistry *registry,
                                                                    guint max);
