@@ -38,7 +38,7 @@ struct _RedisLockRegistry
 
   /* The lock cache. */
   RlMutex mutex;
-  GHashTable *locks; /* name -> RedisLock (the cache's reference) */
+  GHashTable *locks;   /* name -> RedisLock (the cache's reference) */
   RedisLock *lru_head; /* least recently obtained first */
   RedisLock *lru_tail;
   guint capacity;
@@ -60,8 +60,8 @@ struct _RedisLockRegistry
  * cached locks are never contended, and a pair of pthread_cond_t is 96 bytes. */
 typedef struct
 {
-  RlCond local;  /* owner became NULL, or the registry closed */
-  RlCond notify; /* notify_seq changed, cancelled, or the registry closed */
+  RlCond local;       /* owner became NULL, or the registry closed */
+  RlCond notify;      /* notify_seq changed, cancelled, or the registry closed */
   gint64 yield_until; /* after a hand-off streak: first attempt not before this */
 } RlLockWait;
 
@@ -69,11 +69,11 @@ typedef struct
  * Fields guarded by different mutexes never share a memory location. */
 struct _RedisLock
 {
-  gint ref_count;   /* atomic; memory only: the cache holds one while the lock is cached */
-  guint user_refs;  /* registry->mutex; references handed out by obtain/ref */
+  gint ref_count;      /* atomic; memory only: the cache holds one while the lock is cached */
+  guint user_refs;     /* registry->mutex; references handed out by obtain/ref */
   RedisLock *lru_prev; /* registry->mutex */
   RedisLock *lru_next; /* registry->mutex */
-  gint64 last_used; /* atomic, monotonic µs */
+  gint64 last_used;    /* atomic, monotonic µs */
   RedisLockRegistry *registry;
   char *key;        /* registry_key ":" name, stored in key_data */
   const char *name; /* points into key */
@@ -86,11 +86,13 @@ struct _RedisLock
   guint waiters;      /* threads waiting for the local mutex */
   guint32 notify_seq; /* bumped when the store says the lease may have been released */
   guint32 handoffs;   /* local hand-offs in a row since the lease was taken */
-  guint8 lease_kept;  /* the lease stays for the next local owner (a local hand-off) */
-  guint8 streak_kept; /* a streak already ended with the lease kept (nobody else listened) */
-  guint8 waking;      /* a waiter was signalled and has not run yet */
-  guint8 barged;      /* holds in a row taken by threads that did not wait, others waiting */
-  guint8 reserved;    /* the mutex is free for a waiting thread only (see lock.c) */
+  /* One byte of flags, all under lock->m (a bit-field shares its byte). */
+  guint8 lease_kept : 1;  /* the lease stays for the next local owner (a local hand-off) */
+  guint8 streak_kept : 1; /* a streak already ended with the lease kept (nobody else listened) */
+  guint8 waking : 1;      /* a waiter was signalled and has not run yet */
+  guint8 reserved : 1;    /* the mutex is free for a waiting thread only (see lock.c) */
+  guint8 barged : 3;      /* holds in a row taken by threads that did not wait, others
+                             waiting; saturates at RL_LOCAL_BARGE_MAX */
 
   guint8 cached; /* registry->mutex */
 

@@ -31,6 +31,7 @@
 #include "internal.h"
 
 #define RL_LOCAL_BARGE_MAX 4
+G_STATIC_ASSERT (RL_LOCAL_BARGE_MAX < 8); /* lock->barged is 3 bits */
 
 struct _RedisLockLocker
 {
@@ -145,7 +146,8 @@ release_local_locked (RedisLock *lock)
 {
   lock->owner = NULL;
   lock->count = 0;
-  if (lock->waiters > 0 && ++lock->barged >= RL_LOCAL_BARGE_MAX)
+  if (lock->waiters > 0 && lock->barged < RL_LOCAL_BARGE_MAX
+      && ++lock->barged == RL_LOCAL_BARGE_MAX)
     lock->reserved = TRUE;
   wake_local_waiter (lock);
 }
