@@ -110,8 +110,8 @@ struct _RedisLock
 /* registry.c */
 gboolean rl_registry_check (RedisLockRegistry *registry, GError **error);
 gboolean rl_registry_is_closed (RedisLockRegistry *registry);
-void rl_registry_lease_taken (RedisLockRegistry *registry, RedisLock *lock, gint64 ttl_ms,
-                              gint64 sent_us);
+gboolean rl_registry_lease_taken (RedisLockRegistry *registry, RedisLock *lock, gint64 ttl_ms,
+                                  gint64 sent_us);
 gboolean rl_registry_lease_drop (RedisLockRegistry *registry, RedisLock *lock, gboolean *lost);
 /* The watchdog found @locks lost (their lost flag just set): cancel their lease
  * cancellables and call the callback. Watchdog thread only. */

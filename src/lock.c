@@ -257,6 +257,21 @@ accept_kept_lease (RedisLock *lock)
   return FALSE;
 }
 
+/* The registry was closed while @lock's lease was being taken or kept, after close()
+ * released the leases it knew of: release this one too, and fail with CLOSED. */
+static void
+release_after_close (RedisLock *lock, GError **error)
+{
+  RlStore *store = lock->registry->store;
+  gboolean others;
+
+  if (store->vt->release (store, lock->key, 0, &others, NULL) == RL_LEASE_OK)
+    RL_STAT_ADD (lock->registry->stats.releases, 1);
+  g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED,
+                       "The lock registry was closed during this call; the lease it had just taken "
+                       "was released");
+}
+
 /* Sleeps until the lock's notification number moves past @seq, @wake_at, close or
  * cancel. */
 static void
@@ -312,8 +327,10 @@ acquire_lease (RedisLock *lock, gint64 deadline, gint64 ttl_ms, GCancellable *ca
         {
         case RL_LEASE_OK:
           RL_STAT_ADD (registry->stats.acquisitions, 1);
-          rl_registry_lease_taken (registry, lock, ttl_ms, sent);
-          return TRUE;
+          if (rl_registry_lease_taken (registry, lock, ttl_ms, sent))
+            return TRUE;
+          release_after_close (lock, error);
+          return FALSE;
         case RL_LEASE_HELD:
           RL_STAT_ADD (registry->stats.contended_attempts, 1);
           break;
@@ -476,7 +493,12 @@ keep_for_next_streak (RedisLock *lock, gint64 ttl_ms, gint64 sent_us, GError **e
   RedisLockRegistry *registry = lock->registry;
   gboolean handed;
 
-  rl_registry_lease_taken (registry, lock, ttl_ms, sent_us);
+  if (!rl_registry_lease_taken (registry, lock, ttl_ms, sent_us))
+    {
+      release_after_close (lock, error);
+      end_hold (lock, 0, FALSE);
+      return FALSE;
+    }
   rl_mutex_lock (&lock->m);
   lock->streak_kept = TRUE;
   handed = lock->waiters > 0;

@@ -604,18 +604,28 @@ rl_registry_check_lease_time (RedisLockRegistry *registry, RedisLock *lock)
   return lost;
 }
 
-void
+/* Records the lease of @lock, just taken (or kept) in the store by a request sent at
+ * @sent_us. Returns FALSE, recording nothing, when the registry was closed meanwhile:
+ * close() has released the leases it found, and this one, taken after, is the
+ * caller's to release. (The closed flag is set before close() looks at the table,
+ * under this same mutex, so a lease is either in its sweep or refused here.) */
+gboolean
 rl_registry_lease_taken (RedisLockRegistry *registry, RedisLock *lock, gint64 ttl_ms,
                          gint64 sent_us)
 {
   rl_mutex_lock (&registry->lease_mutex);
+  if (rl_registry_is_closed (registry))
+    {
+      rl_mutex_unlock (&registry->lease_mutex);
+      return FALSE;
+    }
   lock->held = TRUE;
   lock->lost = FALSE;
   lock->lease_gen++;
   lock->lease_ttl_ms = ttl_ms;
   lock->lease_confirmed = sent_us;
   g_hash_table_add (registry->held, lock);
-  if (g_atomic_int_get (&registry->watchdog_enabled) && !rl_registry_is_closed (registry))
+  if (g_atomic_int_get (&registry->watchdog_enabled))
     {
       if (registry->watchdog == NULL)
         registry->watchdog = rl_watchdog_new (registry);
@@ -623,6 +633,7 @@ rl_registry_lease_taken (RedisLockRegistry *registry, RedisLock *lock, gint64 tt
         rl_watchdog_schedule (registry->watchdog, sent_us + ttl_ms * 1000 / 3);
     }
   rl_mutex_unlock (&registry->lease_mutex);
+  return TRUE;
 }
 
 /* Forgets the lease of @lock at its outermost unlock. Returns FALSE when the lease

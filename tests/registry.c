@@ -134,6 +134,35 @@ test_client_id (TestFixture *f, gconstpointer data)
 }
 
 static void
+test_close_during_acquisition (TestFixture *f, gconstpointer data)
+{
+  g_autoptr (RedisLock) lock = NULL;
+  TestTaker t = { 0 };
+  GThread *thread;
+
+  g_test_summary ("close() while a lock() waits for Redis to answer its SET (the server "
+                  "paused): when the answer comes, the lease, taken after close released the "
+                  "ones it knew, is released too and lock() fails with CLOSED; no key is left.");
+  TEST_SKIP_IF_NO_STORE (f);
+
+  lock = test_obtain (f->registry, "late");
+  /* A connection in the pool, so that the SET is the request left waiting. */
+  test_lock_ok (lock);
+  test_unlock_ok (lock);
+  redis_lock_test_server_pause (f->server);
+  thread = test_taker_start (&t, lock, G_MININT64);
+  g_assert_true (test_wait_until (test_taker_started, &t, 10000));
+  g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&t.tid), 10000));
+  redis_lock_registry_close (f->registry);
+  redis_lock_test_server_resume (f->server);
+  test_taker_join (&t, thread, 10000);
+  g_assert_false (t.result);
+  g_assert_error (t.error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
+  test_assert_free (f, "late");
+  test_taker_clear (&t);
+}
+
+static void
 test_close_releases_keys (TestFixture *f, gconstpointer data)
 {
   g_autoptr (RedisLock) held = NULL;
@@ -365,6 +394,7 @@ main (int argc, char **argv)
   test_add_stores ("/registry/client-id/format-and-unique", NULL, test_client_id);
   test_add_stores ("/registry/close/releases-held-keys", NULL, test_close_releases_keys);
   test_add_stores ("/registry/close/later-calls-fail", NULL, test_calls_after_close);
+  test_add_redis ("/registry/close/during-acquisition", NULL, test_close_during_acquisition);
   test_add_stores ("/registry/unref/last-reference-releases-keys", NULL, test_last_unref_releases);
   test_add_stores ("/registry/invalid/names", NULL, test_invalid_names);
   test_add_stores ("/registry/invalid/registry-key", NULL, test_invalid_registry_key);
