@@ -24,6 +24,7 @@ struct _RedisLockRegistry
   gint closed;    /* atomic */
   guint fork_generation;
   char *registry_key;
+  gsize key_prefix_len; /* strlen (registry_key) + 1: where a name starts in its lock key */
   char *client_id;
   RlStore *store;
   RlStoreContext store_ctx;
@@ -75,8 +76,6 @@ struct _RedisLock
   RedisLock *lru_next; /* registry->mutex */
   gint64 last_used;    /* atomic, monotonic µs */
   RedisLockRegistry *registry;
-  char *key;        /* registry_key ":" name, stored in key_data */
-  const char *name; /* points into key */
 
   /* The local recursive mutex: lock->m guards these. */
   RlMutex m;
@@ -106,6 +105,14 @@ struct _RedisLock
 
   char key_data[]; /* one allocation for the struct and its key */
 };
+
+/* A lock's key, registry_key ":" name, is stored once, after the struct; its name is
+ * the tail of it. (Two pointers into it would cost 16 bytes per cached lock.) */
+static inline const char *
+rl_lock_name (const RedisLock *lock)
+{
+  return lock->key_data + lock->registry->key_prefix_len;
+}
 
 /* registry.c */
 gboolean rl_registry_check (RedisLockRegistry *registry, GError **error);

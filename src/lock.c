@@ -47,11 +47,9 @@ rl_lock_new (RedisLockRegistry *registry, const char *name)
 
   lock->ref_count = 1;
   lock->registry = registry;
-  lock->key = lock->key_data;
-  memcpy (lock->key, registry->registry_key, prefix_len);
-  lock->key[prefix_len] = ':';
-  memcpy (lock->key + prefix_len + 1, name, name_len + 1);
-  lock->name = lock->key + prefix_len + 1;
+  memcpy (lock->key_data, registry->registry_key, prefix_len);
+  lock->key_data[prefix_len] = ':';
+  memcpy (lock->key_data + prefix_len + 1, name, name_len + 1);
   rl_mutex_init (&lock->m);
   return lock;
 }
@@ -265,7 +263,7 @@ release_after_close (RedisLock *lock, GError **error)
   RlStore *store = lock->registry->store;
   gboolean others;
 
-  if (store->vt->release (store, lock->key, 0, &others, NULL) == RL_LEASE_OK)
+  if (store->vt->release (store, lock->key_data, 0, &others, NULL) == RL_LEASE_OK)
     RL_STAT_ADD (lock->registry->stats.releases, 1);
   g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED,
                        "The lock registry was closed during this call; the lease it had just taken "
@@ -323,7 +321,7 @@ acquire_lease (RedisLock *lock, gint64 deadline, gint64 ttl_ms, GCancellable *ca
       rl_mutex_unlock (&lock->m);
 
       sent = g_get_monotonic_time ();
-      switch (store->vt->acquire (store, lock->key, ttl_ms, &pttl, error))
+      switch (store->vt->acquire (store, lock->key_data, ttl_ms, &pttl, error))
         {
         case RL_LEASE_OK:
           RL_STAT_ADD (registry->stats.acquisitions, 1);
@@ -551,7 +549,7 @@ release_outermost (RedisLock *lock, GError **error)
   rl_mutex_unlock (&lock->m);
 
   start = g_get_monotonic_time ();
-  result = registry->store->vt->release (registry->store, lock->key, keep_ttl_ms, &others,
+  result = registry->store->vt->release (registry->store, lock->key_data, keep_ttl_ms, &others,
                                          &local_error);
   if (result == RL_LEASE_KEPT)
     return keep_for_next_streak (lock, ttl_ms, start, error);
@@ -562,7 +560,7 @@ release_outermost (RedisLock *lock, GError **error)
    * is lost whatever the release would have said. */
   if (result == RL_LEASE_ERROR && !lost && g_get_monotonic_time () >= lose_at)
     {
-      g_debug ("release of %s failed after its lease ran out: %s", lock->key,
+      g_debug ("release of %s failed after its lease ran out: %s", lock->key_data,
                local_error->message);
       result = RL_LEASE_LOST;
     }
@@ -573,7 +571,7 @@ release_outermost (RedisLock *lock, GError **error)
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST,
                    "The lease of lock “%s” was lost before unlock: it expired or another owner "
                    "took it; the data it protected may have been changed concurrently",
-                   lock->name);
+                   rl_lock_name (lock));
       return FALSE;
     }
   if (result == RL_LEASE_ERROR)
@@ -618,7 +616,7 @@ try_handoff (RedisLock *lock)
     {
       /* Nobody renews this lease: give the next holder a full TTL. */
       gint64 sent = g_get_monotonic_time ();
-      if (registry->store->vt->renew (registry->store, lock->key, ttl_ms, NULL) != RL_LEASE_OK)
+      if (registry->store->vt->renew (registry->store, lock->key_data, ttl_ms, NULL) != RL_LEASE_OK)
         return FALSE;
       rl_mutex_lock (&registry->lease_mutex);
       lock->lease_confirmed = sent;
@@ -678,7 +676,7 @@ redis_lock_unlock (RedisLock *lock, GError **error)
   if (!owner)
     {
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_OWNER,
-                   "The calling thread does not hold lock “%s”", lock->name);
+                   "The calling thread does not hold lock “%s”", rl_lock_name (lock));
       return FALSE;
     }
 
@@ -691,14 +689,14 @@ const char *
 redis_lock_get_name (RedisLock *lock)
 {
   g_return_val_if_fail (lock != NULL, NULL);
-  return lock->name;
+  return rl_lock_name (lock);
 }
 
 const char *
 redis_lock_get_key (RedisLock *lock)
 {
   g_return_val_if_fail (lock != NULL, NULL);
-  return lock->key;
+  return lock->key_data;
 }
 
 gboolean
@@ -798,7 +796,7 @@ redis_lock_locker_free (RedisLockLocker *locker)
   if (locker == NULL)
     return;
   if (!redis_lock_unlock (locker->lock, &error))
-    g_warning ("Unlocking “%s”: %s", locker->lock->name, error->message);
+    g_warning ("Unlocking “%s”: %s", rl_lock_name (locker->lock), error->message);
   redis_lock_unref (locker->lock);
   g_free (locker);
 }

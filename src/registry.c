@@ -118,6 +118,7 @@ redis_lock_registry_new (const char *url, const char *registry_key, GError **err
   registry->ref_count = 1;
   registry->fork_generation = __atomic_load_n (&rl_fork_generation, __ATOMIC_RELAXED);
   registry->registry_key = g_strdup (registry_key);
+  registry->key_prefix_len = strlen (registry_key) + 1;
   registry->client_id = make_client_id ();
   registry->expire_after_ms = RL_DEFAULT_TTL_MS;
   registry->idle_between_tries_ms = RL_DEFAULT_IDLE_MS;
@@ -185,7 +186,7 @@ lru_push_tail (RedisLockRegistry *registry, RedisLock *lock)
 static void
 drop_cached (RedisLockRegistry *registry, RedisLock *lock)
 {
-  g_hash_table_remove (registry->locks, lock->name);
+  g_hash_table_remove (registry->locks, rl_lock_name (lock));
   lru_unlink (registry, lock);
   lock->cached = FALSE;
   rl_lock_release_memory (lock);
@@ -279,9 +280,9 @@ redis_lock_registry_close (RedisLockRegistry *registry)
       RedisLock *l = g_ptr_array_index (held, i);
       g_autoptr (GError) error = NULL;
       gboolean others;
-      if (registry->store->vt->release (registry->store, l->key, 0, &others, &error)
+      if (registry->store->vt->release (registry->store, l->key_data, 0, &others, &error)
           == RL_LEASE_ERROR)
-        g_debug ("close: releasing %s: %s", l->key, error->message);
+        g_debug ("close: releasing %s: %s", l->key_data, error->message);
     }
   g_ptr_array_unref (held);
 }
@@ -517,7 +518,7 @@ redis_lock_registry_obtain (RedisLockRegistry *registry, const char *name, GErro
         }
       lock = rl_lock_new (registry, name);
       lock->cached = TRUE;
-      g_hash_table_insert (registry->locks, (gpointer) lock->name, lock);
+      g_hash_table_insert (registry->locks, (gpointer) rl_lock_name (lock), lock);
       lru_push_tail (registry, lock);
     }
   else if (registry->lru_tail != lock)
@@ -561,7 +562,7 @@ redis_lock_unref (RedisLock *lock)
   if (lock->user_refs == 0)
     {
       rl_mutex_unlock (&registry->mutex);
-      g_critical ("redis_lock_unref: lock “%s” has no reference left", lock->name);
+      g_critical ("redis_lock_unref: lock “%s” has no reference left", rl_lock_name (lock));
       return;
     }
   last = --lock->user_refs == 0;
@@ -670,7 +671,8 @@ cancel_lease (RedisLockRegistry *registry, RedisLock *lock)
       g_cancellable_cancel (cancellable);
       g_object_unref (cancellable);
     }
-  g_debug ("Lease of lock “%s” lost: the key expired or belongs to another owner", lock->key);
+  g_debug ("Lease of lock “%s” lost: the key expired or belongs to another owner",
+           lock->key_data);
 }
 
 static void
@@ -793,7 +795,7 @@ redis_lock_registry_renew (RedisLockRegistry *registry, const char *name, gint64
     }
 
   sent = g_get_monotonic_time ();
-  result = registry->store->vt->renew (registry->store, lock->key, ttl_ms, &local_error);
+  result = registry->store->vt->renew (registry->store, lock->key_data, ttl_ms, &local_error);
   if (result == RL_LEASE_OK)
     RL_STAT_ADD (registry->stats.renewals, 1);
   rl_mutex_lock (&registry->lease_mutex);

@@ -118,7 +118,7 @@ tick (RlWatchdog *self)
       timeout_ms = MIN (timeout_ms, MAX ((rl_lease_lose_at (lock) - now) / 1000, 1));
       g_atomic_int_inc (&lock->ref_count);
       g_array_append_val (entries, e);
-      g_ptr_array_add (keys, lock->key);
+      g_ptr_array_add (keys, lock->key_data);
       g_array_append_val (ttls, e.ttl_ms);
     }
   rl_mutex_unlock (&registry->lease_mutex);
