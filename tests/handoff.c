@@ -269,6 +269,47 @@ test_remote_waiter_gets_turn (TestFixture *fx, gconstpointer data)
   g_assert_cmpint (h.failures, ==, 0);
 }
 
+static void
+test_spin_waiter_gets_turn (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) local = NULL;
+  g_autoptr (RedisLockRegistry) remote = NULL;
+  g_autoptr (RedisLock) local_lock = NULL;
+  g_autoptr (RedisLock) remote_lock = NULL;
+  TestTaker w = { 0 };
+  Hammer h = { 0 };
+  GThread *hammers, *waiter;
+
+  g_test_summary ("Four threads of one registry keep a lock busy with hand-offs while nobody "
+                  "listens for its releases, so streaks alternately keep and release the "
+                  "lease; a SPIN-mode waiter in another registry, which polls and never "
+                  "listens, still finds the key free at one of those releases.");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  local = test_registry_new (fx);
+  remote = test_registry_new (fx);
+  redis_lock_registry_set_wait_mode (remote, REDIS_LOCK_WAIT_SPIN);
+  redis_lock_registry_set_idle_between_tries_ms (remote, 1);
+  local_lock = test_obtain (local, "shared");
+  remote_lock = test_obtain (remote, "shared");
+
+  h.lock = local_lock;
+  h.hold_us = 100;
+  hammers = test_run_threads_in_background (4, hammer_thread, &h);
+  TEST_WAIT_UNTIL (test_stats (local).local_handoffs >= 40, 10000);
+
+  waiter = test_taker_start (&w, remote_lock, 20000);
+  g_thread_join (waiter);
+  g_atomic_int_set (&h.stop, 1);
+  g_thread_join (hammers);
+
+  g_test_message ("remote waited %" G_GINT64_FORMAT " ms", w.returned_ms - w.called_ms);
+  g_assert_no_error (w.error);
+  g_assert_true (w.result);
+  g_assert_cmpint (h.overlaps, ==, 0);
+  g_assert_cmpint (h.failures, ==, 0);
+}
+
 typedef struct
 {
   TestFixture *fx;
@@ -375,6 +416,7 @@ main (int argc, char **argv)
   test_add_stores ("/handoff/commands/released-when-others-listen", NULL,
                    test_released_when_others_listen);
   test_add_stores ("/handoff/fairness/remote-waiter-gets-turn", NULL, test_remote_waiter_gets_turn);
+  test_add_stores ("/handoff/fairness/spin-waiter-gets-turn", NULL, test_spin_waiter_gets_turn);
   test_add_stores ("/handoff/fairness/local-waiter-gets-turn", NULL,
                    test_local_waiter_gets_turn);
   test_add_stores ("/handoff/exclusion/two-registries", NULL, test_mutual_exclusion);
