@@ -273,7 +273,8 @@ redis_release (RlStore *store, const char *key, gint64 keep_ttl_ms, gboolean *ot
   *others = FALSE;
   memcpy (channel, self->channel_prefix, prefix_len);
   memcpy (channel + prefix_len, key, key_len + 1);
-  rl_format_uint (keep, keep_ttl_ms);
+  if (keep_ttl_ms > 0)
+    rl_format_uint (keep, keep_ttl_ms);
 
   reply = run_script_argv (self, &self->release, keep_ttl_ms > 0 ? 8 : 7, argv, &retried, error);
   if (reply == NULL)

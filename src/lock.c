@@ -41,7 +41,7 @@ struct _RedisLockLocker
 RedisLock *
 rl_lock_new (RedisLockRegistry *registry, const char *name)
 {
-  gsize prefix_len = strlen (registry->registry_key);
+  gsize prefix_len = registry->key_prefix_len - 1;
   gsize name_len = strlen (name);
   RedisLock *lock = g_malloc0 (sizeof (RedisLock) + prefix_len + 1 + name_len + 1);
 
@@ -482,36 +482,46 @@ end_hold (RedisLock *lock, gint64 release_us, gboolean others)
   RL_STAT_SET (lock->last_used, g_get_monotonic_time ());
 }
 
+/* Hands the local mutex, with the lease, to a waiting thread of this registry, if one
+ * still waits; @new_streak: the lease was just kept at the end of a streak, so the
+ * count of hand-offs in a row starts again. Returns whether it was handed over. */
+static gboolean
+hand_over (RedisLock *lock, gboolean new_streak)
+{
+  gboolean handed;
+
+  rl_mutex_lock (&lock->m);
+  if (new_streak)
+    lock->streak_kept = TRUE;
+  handed = lock->waiters > 0;
+  if (handed)
+    {
+      lock->lease_kept = TRUE;
+      lock->handoffs = new_streak ? 0 : lock->handoffs + 1;
+      release_local_locked (lock);
+    }
+  rl_mutex_unlock (&lock->m);
+  if (handed)
+    {
+      RL_STAT_ADD (lock->registry->stats.local_handoffs, 1);
+      RL_STAT_SET (lock->last_used, g_get_monotonic_time ());
+    }
+  return handed;
+}
+
 /* The store kept the lease at the end of a hand-off streak (sent at @sent_us, with
  * @ttl_ms): it is held again, and goes to the next local waiter as a hand-off. If the
  * waiters all left meanwhile, it is released after all. */
 static gboolean
 keep_for_next_streak (RedisLock *lock, gint64 ttl_ms, gint64 sent_us, GError **error)
 {
-  RedisLockRegistry *registry = lock->registry;
-  gboolean handed;
-
-  if (!rl_registry_lease_taken (registry, lock, ttl_ms, sent_us))
+  if (!rl_registry_lease_taken (lock->registry, lock, ttl_ms, sent_us))
     {
       release_after_close (lock, error);
       end_hold (lock, 0, FALSE);
       return FALSE;
     }
-  rl_mutex_lock (&lock->m);
-  lock->streak_kept = TRUE;
-  handed = lock->waiters > 0;
-  if (handed)
-    {
-      lock->lease_kept = TRUE;
-      lock->handoffs = 0;
-      release_local_locked (lock);
-    }
-  rl_mutex_unlock (&lock->m);
-  if (!handed)
-    return release_outermost (lock, error);
-  RL_STAT_ADD (registry->stats.local_handoffs, 1);
-  RL_STAT_SET (lock->last_used, g_get_monotonic_time ());
-  return TRUE;
+  return hand_over (lock, TRUE) || release_outermost (lock, error);
 }
 
 /* The outermost unlock proper: releases the lease in the store, then the local
@@ -622,21 +632,7 @@ try_handoff (RedisLock *lock)
       lock->lease_confirmed = sent;
       rl_mutex_unlock (&registry->lease_mutex);
     }
-  rl_mutex_lock (&lock->m);
-  ok = lock->waiters > 0;
-  if (ok)
-    {
-      lock->lease_kept = TRUE;
-      lock->handoffs++;
-      release_local_locked (lock);
-    }
-  rl_mutex_unlock (&lock->m);
-  if (ok)
-    {
-      RL_STAT_ADD (registry->stats.local_handoffs, 1);
-      RL_STAT_SET (lock->last_used, g_get_monotonic_time ());
-    }
-  return ok;
+  return hand_over (lock, FALSE);
 }
 
 gboolean

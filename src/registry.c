@@ -77,7 +77,7 @@ static void
 on_released (const char *key, gpointer user_data)
 {
   RedisLockRegistry *registry = user_data;
-  gsize prefix_len = strlen (registry->registry_key);
+  gsize prefix_len = registry->key_prefix_len - 1;
 
   rl_mutex_lock (&registry->mutex);
   if (key == NULL)
