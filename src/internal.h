@@ -2,9 +2,14 @@
  *
  * Locking order, which every file follows: registry->mutex (the cache) before
  * lock->m (one lock's local mutex state) before registry->lease_mutex (the held-lease
- * table and every lock's lease fields); registry->callback_mutex is taken alone.
- * Nothing that holds lock->m or lease_mutex calls the store, so no Redis round trip
- * ever happens under a mutex another thread may need.
+ * table and every lock's lease fields); registry->callback_mutex is taken alone, and
+ * the user's callback is called with no mutex held. Nothing that holds lock->m or
+ * lease_mutex calls the store, so no Redis round trip ever happens under a mutex a
+ * lock or unlock may need. The one mutex held across a store call is
+ * registry->renew_mutex, taken before any other: it makes renewals of one registry
+ * (the watchdog's batch, redis_lock_registry_renew(), the renewal before a hand-off
+ * with the watchdog off) one at a time, so the TTL the registry records for a lease
+ * is always the TTL of the last renewal Redis applied.
  */
 #ifndef RL_INTERNAL_H
 #define RL_INTERNAL_H
@@ -18,6 +23,28 @@
 
 typedef struct _RlWatchdog RlWatchdog;
 
+/* The lease-lost callback, reference counted so it can be called with no mutex held
+ * and replaced meanwhile (even from inside itself): destroy (data) runs when the last
+ * call in flight returns. */
+typedef struct
+{
+  gint ref_count; /* atomic */
+  RedisLockLeaseLostFunc func;
+  gpointer data;
+  GDestroyNotify destroy;
+} RlLostCallback;
+
+/* An acquisition whose outcome is unknown (its reply timed out): its value may be in
+ * the store, where nobody would release it. The watchdog releases it (compare-and-
+ * delete on that value, which can never touch another hold) until it is gone or
+ * @until_us, when its TTL has run out anyway. */
+typedef struct
+{
+  char *key;
+  char *value;
+  gint64 until_us;
+} RlDoubtful;
+
 struct _RedisLockRegistry
 {
   gint ref_count; /* atomic */
@@ -26,6 +53,7 @@ struct _RedisLockRegistry
   char *registry_key;
   gsize key_prefix_len; /* strlen (registry_key) + 1: where a name starts in its lock key */
   char *client_id;
+  guint64 next_serial; /* atomic: the number that makes each acquisition's value unique */
   RlStore *store;
   RlStoreContext store_ctx;
   RedisLockRegistryStats stats; /* atomic counters */
@@ -49,12 +77,13 @@ struct _RedisLockRegistry
   GHashTable *held;
   RlWatchdog *watchdog;
   GPtrArray *lost_pending; /* locks found lost outside the watchdog, for its callback */
+  GArray *doubtful;        /* RlDoubtful, for the watchdog to release */
+
+  RlMutex renew_mutex; /* held across every renewal request (see above) */
 
   /* Lease-lost callback. */
   RlMutex callback_mutex;
-  RedisLockLeaseLostFunc lost_func;
-  gpointer lost_data;
-  GDestroyNotify lost_destroy;
+  RlLostCallback *lost_callback; /* NULL: none */
 };
 
 /* Condition variables of a lock, made when a thread first has to wait for it: most
@@ -98,7 +127,8 @@ struct _RedisLock
   /* The lease of the current hold: registry->lease_mutex guards these. */
   guint8 held;                     /* in registry->held */
   guint8 lost;                     /* found lost; stays so until the outermost unlock */
-  guint32 lease_gen;               /* bumped at every acquisition, tells holds apart */
+  guint64 lease_serial;            /* the acquisition's number, the tail of its value:
+                                      tells holds apart */
   gint64 lease_ttl_ms;             /* TTL the lease is renewed with */
   gint64 lease_confirmed;          /* monotonic µs when the last confirmed request was sent */
   GCancellable *lease_cancellable; /* made on demand, cancelled when lost */
@@ -114,11 +144,35 @@ rl_lock_name (const RedisLock *lock)
   return lock->key_data + lock->registry->key_prefix_len;
 }
 
+/* Longest lease TTL accepted (about 100 years): microsecond arithmetic on it cannot
+ * overflow, and Redis accepts it as a PX argument. */
+#define RL_TTL_MAX_MS ((gint64) 100 * 365 * 24 * 3600 * 1000)
+
+/* @now_us + @ms milliseconds, saturated at RL_FOREVER; @ms < 0 is RL_FOREVER too. */
+static inline gint64
+rl_deadline_after (gint64 now_us, gint64 ms)
+{
+  if (ms < 0 || ms >= (RL_FOREVER - now_us) / 1000)
+    return RL_FOREVER;
+  return now_us + ms * 1000;
+}
+
 /* registry.c */
 gboolean rl_registry_check (RedisLockRegistry *registry, GError **error);
 gboolean rl_registry_is_closed (RedisLockRegistry *registry);
-gboolean rl_registry_lease_taken (RedisLockRegistry *registry, RedisLock *lock, gint64 ttl_ms,
-                                  gint64 sent_us);
+gboolean rl_registry_is_forked (RedisLockRegistry *registry);
+/* A new acquisition number for this registry. */
+guint64 rl_registry_next_serial (RedisLockRegistry *registry);
+/* Writes the value a hold with @serial stores: client id ":" serial. */
+void rl_registry_lease_value (RedisLockRegistry *registry, guint64 serial,
+                              char value[RL_LEASE_VALUE_MAX]);
+/* The outcome of acquiring @key with @value is unknown: have the watchdog release it. */
+void rl_registry_add_doubtful (RedisLockRegistry *registry, const char *key, const char *value,
+                               gint64 ttl_ms);
+/* Releases the doubtful acquisitions; returns how many remain. Watchdog thread only. */
+guint rl_registry_release_doubtful (RedisLockRegistry *registry);
+gboolean rl_registry_lease_taken (RedisLockRegistry *registry, RedisLock *lock, guint64 serial,
+                                  gint64 ttl_ms, gint64 sent_us);
 gboolean rl_registry_lease_drop (RedisLockRegistry *registry, RedisLock *lock, gboolean *lost);
 /* The watchdog found @locks lost (their lost flag just set): cancel their lease
  * cancellables and call the callback. Watchdog thread only. */
@@ -135,6 +189,9 @@ gint64 rl_lease_lose_at (RedisLock *lock);
 /* Marks the held lease of @lock lost if its time ran out unconfirmed, and tells the
  * holder. Returns whether it is lost. Takes registry->lease_mutex. */
 gboolean rl_registry_check_lease_time (RedisLockRegistry *registry, RedisLock *lock);
+/* Whether the held lease of @lock is lost or its time ran out unconfirmed, without
+ * marking or reporting anything (a lease handed over that nobody holds yet). */
+gboolean rl_registry_lease_is_stale (RedisLockRegistry *registry, RedisLock *lock);
 
 /* lock.c */
 RedisLock *rl_lock_new (RedisLockRegistry *registry, const char *name);
@@ -146,6 +203,8 @@ void rl_lock_wake_all (RedisLock *lock);
 /* watchdog.c */
 RlWatchdog *rl_watchdog_new (RedisLockRegistry *registry);
 void rl_watchdog_kick (RlWatchdog *watchdog);
+/* Renews every lease at once (the store may have lost them: its connection broke). */
+void rl_watchdog_tick_now (RlWatchdog *watchdog);
 /* A lease is due for renewal at @due_us: wakes the watchdog only if it planned to
  * sleep past that. registry->lease_mutex held. */
 void rl_watchdog_schedule (RlWatchdog *watchdog, gint64 due_us);

@@ -1,8 +1,11 @@
 /* lease.c: the Redis lease protocol, the Redis implementation of the store seam.
  *
- * A lease is the key `registry_key:name` holding the registry's client id with a
- * millisecond expiry: the layout Spring Integration's RedisLockRegistry uses, so Java
- * and C processes exclude each other. Every step that reads the key and then changes
+ * A lease is the key `registry_key:name` holding the registry's client id, ":" and a
+ * number unique to the acquisition, with a millisecond expiry: the layout Spring
+ * Integration's RedisLockRegistry uses (Spring compares values only with its own
+ * client id), so Java and C processes exclude each other. The number makes every
+ * hold's value different, so a release or renewal that reaches Redis late (its reply
+ * timed out, the holder moved on) can never match a later hold of the same registry. Every step that reads the key and then changes
  * it is one Lua script, because between a GET and a DEL another owner may have taken
  * the key over, and deleting it then would break mutual exclusion. The scripts are
  * sent by EVALSHA with their SHA-1 computed here; a server that does not know a script
@@ -12,9 +15,11 @@
  * than any script; the acquire script runs only when the key exists.
  *
  * Connections come from the pool (connection.c). A request that fails because a
- * pooled connection had gone stale (server restarted) is retried once on a fresh one;
- * every request here is safe to run twice. A timeout is not retried: it already
- * used the caller's time.
+ * pooled connection had gone stale (server restarted) is retried once on a fresh one:
+ * every request here names the value of one acquisition, so running it twice changes
+ * nothing the first run did not (a second acquire finds its own value, a second
+ * release finds the key gone). A timeout is not retried: it already used the
+ * caller's time.
  */
 #include "config.h"
 
@@ -24,9 +29,10 @@
 #include "internal.h"
 #include "notify.h"
 
-/* ACQUIRE: KEYS[1] = lock key, ARGV[1] = client id, ARGV[2] = TTL in ms.
- * Absent: SET NX PX takes it (the common case, one command). Ours already (a hold
- * whose release never reached Redis): refresh the TTL. Both return -3, a value PTTL
+/* ACQUIRE: KEYS[1] = lock key, ARGV[1] = this acquisition's value, ARGV[2] = TTL in ms.
+ * Absent: SET NX PX takes it (the common case, one command). Ours already (the same
+ * acquisition's SET ran, but its reply was lost and the request is retried): refresh
+ * the TTL. Both return -3, a value PTTL
  * never returns. Held by another owner: return its PTTL (>= 0, or -1 without expiry),
  * which bounds how long a waiter sleeps if no unlock notification ever comes. A waiter
  * never touches the holder's TTL. One script, so the three cases cannot interleave
@@ -42,7 +48,7 @@ static const char acquire_script[]
       "return redis.call('PTTL', KEYS[1])\n";
 #define RL_ACQUIRED (-3)
 
-/* RELEASE: KEYS[1] = lock key, ARGV[1] = client id, ARGV[2] = notification channel,
+/* RELEASE: KEYS[1] = lock key, ARGV[1] = the hold's value, ARGV[2] = notification channel,
  * ARGV[3] = how many of the receivers are our own subscription (0 or 1), ARGV[4]
  * (optional) = a TTL in ms to keep the lease with when nobody else listens.
  * Gone or foreign: touches nothing and returns 0 (the lease was lost). Ours: PUBLISH
@@ -50,12 +56,20 @@ static const char acquire_script[]
  * waiter can see the key gone without the notification being on its way; returns 2
  * when a client other than ours received the notification, else 1. With ARGV[4] and
  * no other receiver (so no waiter anywhere was told), the key stays with its TTL
- * reset and the script returns -1. */
+ * reset and the script returns -1. A user without permission on the channel (an ACL
+ * without `&registry_key-channel:*`, Redis 7's default for new users) makes PUBLISH
+ * fail: the key is deleted all the same and the script returns 3, so an unlock never
+ * leaves a key behind for want of a notification. */
 static const char release_script[]
     = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then\n"
       "  return 0\n"
       "end\n"
-      "local others = redis.call('PUBLISH', ARGV[2], KEYS[1]) - tonumber(ARGV[3])\n"
+      "local n = redis.pcall('PUBLISH', ARGV[2], KEYS[1])\n"
+      "if type(n) ~= 'number' then\n"
+      "  redis.call('UNLINK', KEYS[1])\n"
+      "  return 3\n"
+      "end\n"
+      "local others = n - tonumber(ARGV[3])\n"
       "if others <= 0 and ARGV[4] then\n"
       "  redis.call('PEXPIRE', KEYS[1], ARGV[4])\n"
       "  return -1\n"
@@ -68,8 +82,9 @@ static const char release_script[]
 #define RL_RELEASE_KEPT (-1)
 #define RL_RELEASE_LOST 0
 #define RL_RELEASE_OTHERS 2
+#define RL_RELEASE_UNPUBLISHED 3
 
-/* RENEW: KEYS[1] = lock key, ARGV[1] = client id, ARGV[2] = TTL in ms.
+/* RENEW: KEYS[1] = lock key, ARGV[1] = the hold's value, ARGV[2] = TTL in ms.
  * Ours: PEXPIRE, returns 1. Gone or foreign: returns 0 and never extends another
  * owner's key. */
 static const char renew_script[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
@@ -91,6 +106,7 @@ typedef struct
   RlNotifier *notifier;
   char *channel_prefix; /* registry_key "-channel:" */
   RlScript acquire, release, renew;
+  gint publish_refused; /* atomic: the missing channel permission was reported */
 } RlRedisStore;
 
 static void
@@ -111,10 +127,11 @@ is_noscript (redisReply *reply)
 /* Sends @argv on a pooled connection and returns the reply (NULL with @error on
  * failure or an error reply). Retries once on a fresh connection when a pooled one
  * turns out stale. With @script, argv[0..1] are EVALSHA and its SHA-1, and a NOSCRIPT
- * answer is followed by EVAL of the script text on the same connection. */
+ * answer is followed by EVAL of the script text on the same connection. @timeout_ms
+ * bounds each exchange (0: the command timeout). */
 static redisReply *
-call (RlRedisStore *self, int argc, const char **argv, const RlScript *script, gboolean *retried,
-      GError **error)
+call (RlRedisStore *self, int argc, const char **argv, const RlScript *script, gint64 timeout_ms,
+      gboolean *retried, GError **error)
 {
   RedisLockRegistryStats *stats = self->parent.ctx->stats;
 
@@ -123,7 +140,7 @@ call (RlRedisStore *self, int argc, const char **argv, const RlScript *script, g
   for (int attempt = 0;; attempt++)
     {
       gboolean reused;
-      RlConn *conn = rl_pool_get (self->pool, 0, &reused, error);
+      RlConn *conn = rl_pool_get (self->pool, timeout_ms, &reused, error);
       redisReply *reply;
 
       if (conn == NULL)
@@ -174,9 +191,9 @@ call (RlRedisStore *self, int argc, const char **argv, const RlScript *script, g
 /* Runs @script with the EVALSHA command line @argv; its reply must be an integer. */
 static redisReply *
 run_script_argv (RlRedisStore *self, RlScript *script, int argc, const char **argv,
-                 gboolean *retried, GError **error)
+                 gint64 timeout_ms, gboolean *retried, GError **error)
 {
-  redisReply *reply = call (self, argc, argv, script, retried, error);
+  redisReply *reply = call (self, argc, argv, script, timeout_ms, retried, error);
 
   if (reply != NULL && reply->type != REDIS_REPLY_INTEGER)
     {
@@ -191,20 +208,21 @@ run_script_argv (RlRedisStore *self, RlScript *script, int argc, const char **ar
 /* Runs @script on @key with two arguments; its reply must be an integer. */
 static redisReply *
 run_script (RlRedisStore *self, RlScript *script, const char *key, const char *arg1,
-            const char *arg2, gboolean *retried, GError **error)
+            const char *arg2, gint64 timeout_ms, GError **error)
 {
   const char *argv[6] = { "EVALSHA", script->sha, "1", key, arg1, arg2 };
 
-  return run_script_argv (self, script, 6, argv, retried, error);
+  return run_script_argv (self, script, 6, argv, timeout_ms, NULL, error);
 }
 
 static RlLeaseResult
-redis_acquire (RlStore *store, const char *key, gint64 ttl_ms, gint64 *pttl_ms, GError **error)
+redis_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
+               gint64 timeout_ms, gint64 *pttl_ms, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *)store;
   char ttl[24];
   redisReply *reply;
-  long long value;
+  long long result;
 
   rl_format_uint (ttl, ttl_ms);
 
@@ -212,10 +230,10 @@ redis_acquire (RlStore *store, const char *key, gint64 ttl_ms, gint64 *pttl_ms, 
    * has for it (no script runs). Only when the key exists does the acquire script
    * decide between "ours already" and "held by another, for PTTL ms". */
   {
-    const char *argv[6] = { "SET", key, store->client_id, "NX", "PX", ttl };
+    const char *argv[6] = { "SET", key, value, "NX", "PX", ttl };
     gboolean taken;
 
-    reply = call (self, 6, argv, NULL, NULL, error);
+    reply = call (self, 6, argv, NULL, timeout_ms, NULL, error);
     if (reply == NULL)
       return RL_LEASE_ERROR;
     taken = reply->type == REDIS_REPLY_STATUS;
@@ -224,19 +242,19 @@ redis_acquire (RlStore *store, const char *key, gint64 ttl_ms, gint64 *pttl_ms, 
       return RL_LEASE_OK;
   }
 
-  reply = run_script (self, &self->acquire, key, store->client_id, ttl, NULL, error);
+  reply = run_script (self, &self->acquire, key, value, ttl, timeout_ms, error);
   if (reply == NULL)
     return RL_LEASE_ERROR;
-  value = reply->integer;
+  result = reply->integer;
   freeReplyObject (reply);
-  if (value == RL_ACQUIRED)
+  if (result == RL_ACQUIRED)
     return RL_LEASE_OK;
-  *pttl_ms = value;
+  *pttl_ms = result;
   return RL_LEASE_HELD;
 }
 
 static RlLeaseResult
-redis_renew (RlStore *store, const char *key, gint64 ttl_ms, GError **error)
+redis_renew (RlStore *store, const char *key, const char *value, gint64 ttl_ms, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *)store;
   char ttl[24];
@@ -244,7 +262,7 @@ redis_renew (RlStore *store, const char *key, gint64 ttl_ms, GError **error)
   gboolean kept;
 
   rl_format_uint (ttl, ttl_ms);
-  reply = run_script (self, &self->renew, key, store->client_id, ttl, NULL, error);
+  reply = run_script (self, &self->renew, key, value, ttl, 0, error);
   if (reply == NULL)
     return RL_LEASE_ERROR;
   kept = reply->integer == 1;
@@ -253,8 +271,8 @@ redis_renew (RlStore *store, const char *key, gint64 ttl_ms, GError **error)
 }
 
 static RlLeaseResult
-redis_release (RlStore *store, const char *key, gint64 keep_ttl_ms, gboolean *others,
-               GError **error)
+redis_release (RlStore *store, const char *key, const char *value, gint64 keep_ttl_ms,
+               gboolean *others, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *)store;
   gsize prefix_len = strlen (self->channel_prefix), key_len = strlen (key);
@@ -264,10 +282,10 @@ redis_release (RlStore *store, const char *key, gint64 keep_ttl_ms, gboolean *ot
       = prefix_len + key_len < sizeof stack ? NULL : g_malloc (prefix_len + key_len + 1);
   char *channel = heap != NULL ? heap : stack;
   char keep[24];
-  const char *argv[8] = { "EVALSHA", self->release.sha, "1", key, store->client_id, channel,
+  const char *argv[8] = { "EVALSHA", self->release.sha, "1", key, value, channel,
                           rl_notifier_is_subscribed (self->notifier) ? "1" : "0", keep };
   redisReply *reply;
-  long long value;
+  long long result;
   gboolean retried;
 
   *others = FALSE;
@@ -276,15 +294,21 @@ redis_release (RlStore *store, const char *key, gint64 keep_ttl_ms, gboolean *ot
   if (keep_ttl_ms > 0)
     rl_format_uint (keep, keep_ttl_ms);
 
-  reply = run_script_argv (self, &self->release, keep_ttl_ms > 0 ? 8 : 7, argv, &retried, error);
+  reply = run_script_argv (self, &self->release, keep_ttl_ms > 0 ? 8 : 7, argv, 0, &retried,
+                           error);
   if (reply == NULL)
     return RL_LEASE_ERROR;
-  value = reply->integer;
+  result = reply->integer;
   freeReplyObject (reply);
-  *others = value == RL_RELEASE_OTHERS;
-  if (value == RL_RELEASE_KEPT)
+  *others = result == RL_RELEASE_OTHERS;
+  if (result == RL_RELEASE_UNPUBLISHED && g_atomic_int_compare_and_exchange (&self->publish_refused, 0, 1))
+    g_warning ("Redis refused the unlock notification on channel “%s”: the Redis user lacks "
+               "permission on the channels “%s*” (ACL `&%s*`). Locks are still released, but "
+               "waiters elsewhere learn of it only by polling or when the holder's TTL ends",
+               channel, self->channel_prefix, self->channel_prefix);
+  if (result == RL_RELEASE_KEPT)
     return RL_LEASE_KEPT;
-  if (value == RL_RELEASE_LOST && retried)
+  if (result == RL_RELEASE_LOST && retried)
     {
       /* The first attempt broke after it was sent: it may have deleted the key itself,
        * so "gone" now does not mean another owner or expiry took it. Unknown is the
@@ -295,15 +319,16 @@ redis_release (RlStore *store, const char *key, gint64 keep_ttl_ms, gboolean *ot
                    key);
       return RL_LEASE_ERROR;
     }
-  return value == RL_RELEASE_LOST ? RL_LEASE_LOST : RL_LEASE_OK;
+  return result == RL_RELEASE_LOST ? RL_LEASE_LOST : RL_LEASE_OK;
 }
 
 /* Appends one renew per lease to the output buffer, then reads the N replies: one
  * write and one round trip for the whole batch. Leases the server answered NOSCRIPT
  * for are sent again by EVAL in a second batch. */
 static gboolean
-redis_renew_batch (RlStore *store, guint n, const char *const *keys, const gint64 *ttls,
-                   RlLeaseResult *results, gint64 timeout_ms, guint *round_trips, GError **error)
+redis_renew_batch (RlStore *store, guint n, const char *const *keys, const char *const *values,
+                   const gint64 *ttls, RlLeaseResult *results, gint64 timeout_ms,
+                   guint *round_trips, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *)store;
   RedisLockRegistryStats *stats = store->ctx->stats;
@@ -334,7 +359,7 @@ redis_renew_batch (RlStore *store, guint n, const char *const *keys, const gint6
           argv[1] = by_eval ? self->renew.text : self->renew.sha;
           argv[2] = "1";
           argv[3] = keys[i];
-          argv[4] = store->client_id;
+          argv[4] = values[i];
           argv[5] = ttl;
           rl_conn_append (conn, 6, argv);
           sent++;
@@ -393,8 +418,13 @@ redis_free (RlStore *store)
 }
 
 static const RlStoreVTable redis_store_vtable = {
-  redis_acquire, redis_renew, redis_release, redis_renew_batch,
-  redis_watch,   redis_close, redis_free,
+  .acquire = redis_acquire,
+  .renew = redis_renew,
+  .release = redis_release,
+  .renew_batch = redis_renew_batch,
+  .watch = redis_watch,
+  .close = redis_close,
+  .free = redis_free,
 };
 
 /* The subscription pattern `prefix*`, with the glob characters of @prefix escaped so

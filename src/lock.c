@@ -70,13 +70,16 @@ rl_lock_release_memory (RedisLock *lock)
   g_free (lock);
 }
 
-/* registry->mutex held. */
+/* Whether the cache may drop @lock: nobody references, holds or waits on it, and no
+ * library thread has it in hand (the watchdog's batch, the queue of losses whose
+ * callback is due: a callback may take a reference, which must find the lock still
+ * cached). registry->mutex held. */
 gboolean
 rl_lock_is_idle (RedisLock *lock)
 {
   gboolean idle;
 
-  if (lock->user_refs > 0)
+  if (lock->user_refs > 0 || g_atomic_int_get (&lock->ref_count) > 1)
     return FALSE;
   rl_mutex_lock (&lock->m);
   idle = lock->owner == NULL && lock->waiters == 0;
@@ -236,34 +239,48 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
     }
   rl_mutex_unlock (&lock->m);
   if (orphan)
-    release_outermost (lock, NULL);
+    {
+      g_autoptr (GError) orphan_error = NULL;
+      if (!release_outermost (lock, &orphan_error))
+        g_message ("Releasing the lease of lock “%s”, handed over to waiters that all gave up: %s",
+                   rl_lock_name (lock), orphan_error->message);
+    }
   return owned;
 }
 
 /* The lease handed over by the previous local owner is ours unless it was found lost
  * meanwhile, or has gone unconfirmed for so long that it may have expired (the process
- * was frozen, say); then it is forgotten and the caller acquires afresh. */
+ * was frozen, say); then it is forgotten quietly, as nobody held it (the previous
+ * holder's unlock succeeded, and the caller has not got it yet): no loss is reported,
+ * and the caller acquires afresh with a lease cancellable of its own. */
 static gboolean
 accept_kept_lease (RedisLock *lock)
 {
   RedisLockRegistry *registry = lock->registry;
+  GCancellable *stale = NULL;
   gboolean lost;
 
-  if (!rl_registry_check_lease_time (registry, lock))
+  if (!rl_registry_lease_is_stale (registry, lock))
     return TRUE;
   rl_registry_lease_drop (registry, lock, &lost);
+  rl_mutex_lock (&registry->lease_mutex);
+  if (lock->lease_cancellable != NULL && g_cancellable_is_cancelled (lock->lease_cancellable))
+    stale = g_steal_pointer (&lock->lease_cancellable);
+  rl_mutex_unlock (&registry->lease_mutex);
+  g_clear_object (&stale);
+  g_debug ("Lease of lock “%s” handed over stale; acquiring it afresh", lock->key_data);
   return FALSE;
 }
 
-/* The registry was closed while @lock's lease was being taken or kept, after close()
- * released the leases it knew of: release this one too, and fail with CLOSED. */
+/* The registry was closed while @lock's lease (@value) was being taken or kept, after
+ * close() released the leases it knew of: release this one too, and fail with CLOSED. */
 static void
-release_after_close (RedisLock *lock, GError **error)
+release_after_close (RedisLock *lock, const char *value, GError **error)
 {
   RlStore *store = lock->registry->store;
   gboolean others;
 
-  if (store->vt->release (store, lock->key_data, 0, &others, NULL) == RL_LEASE_OK)
+  if (store->vt->release (store, lock->key_data, value, 0, &others, NULL) == RL_LEASE_OK)
     RL_STAT_ADD (lock->registry->stats.releases, 1);
   g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED,
                        "The lock registry was closed during this call; the lease it had just taken "
@@ -282,10 +299,12 @@ sleep_for_notification (RedisLock *lock, guint32 seq, gint64 wake_at, GCancellab
   rl_mutex_unlock (&lock->m);
 }
 
-/* The store phase, with the local mutex owned. Returns TRUE when the lease is ours. */
+/* The store phase, with the local mutex owned. Returns TRUE when the lease is ours.
+ * With @bounded, each store call is cut short at @deadline too (a try with a wait of
+ * 0 makes its one attempt within the command timeout). */
 static gboolean
-acquire_lease (RedisLock *lock, gint64 deadline, gint64 ttl_ms, GCancellable *cancellable,
-               GError **error)
+acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms,
+               GCancellable *cancellable, GError **error)
 {
   RedisLockRegistry *registry = lock->registry;
   RlStore *store = registry->store;
@@ -314,20 +333,28 @@ acquire_lease (RedisLock *lock, gint64 deadline, gint64 ttl_ms, GCancellable *ca
   for (;;)
     {
       gboolean watching = pubsub && need_watch && store->vt->watch (store, 0);
-      gint64 pttl = -1, now, sent, wake_at;
+      gint64 pttl = -1, now, sent, wake_at, bound_ms = 0;
+      guint64 serial = rl_registry_next_serial (registry);
+      char value[RL_LEASE_VALUE_MAX];
+      g_autoptr (GError) local_error = NULL;
 
       rl_mutex_lock (&lock->m);
       seq = lock->notify_seq;
       rl_mutex_unlock (&lock->m);
 
+      rl_registry_lease_value (registry, serial, value);
       sent = g_get_monotonic_time ();
-      switch (store->vt->acquire (store, lock->key_data, ttl_ms, &pttl, error))
+      if (bounded && deadline != RL_FOREVER
+          && (deadline - sent) / 1000 < RL_STAT_GET (registry->store_ctx.command_timeout_ms))
+        bound_ms = MAX ((deadline - sent) / 1000, 1);
+      switch (store->vt->acquire (store, lock->key_data, value, ttl_ms, bound_ms, &pttl,
+                                  &local_error))
         {
         case RL_LEASE_OK:
           RL_STAT_ADD (registry->stats.acquisitions, 1);
-          if (rl_registry_lease_taken (registry, lock, ttl_ms, sent))
+          if (rl_registry_lease_taken (registry, lock, serial, ttl_ms, sent))
             return TRUE;
-          release_after_close (lock, error);
+          release_after_close (lock, value, error);
           return FALSE;
         case RL_LEASE_HELD:
           RL_STAT_ADD (registry->stats.contended_attempts, 1);
@@ -335,6 +362,19 @@ acquire_lease (RedisLock *lock, gint64 deadline, gint64 ttl_ms, GCancellable *ca
         case RL_LEASE_LOST:
         case RL_LEASE_ERROR:
         default:
+          /* The request may have reached the store and taken the key after all: have it
+           * released in the background, so that nobody waits for its TTL. */
+          rl_registry_add_doubtful (registry, lock->key_data, value, ttl_ms);
+          if (bound_ms > 0 && g_get_monotonic_time () >= deadline
+              && g_error_matches (local_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION))
+            {
+              /* Cut short by the caller's deadline, not by the command timeout: not
+               * acquired in time. */
+              g_debug ("acquiring %s: the wait ended during the request: %s", lock->key_data,
+                       local_error->message);
+              return FALSE;
+            }
+          g_propagate_error (error, g_steal_pointer (&local_error));
           return FALSE;
         }
 
@@ -355,10 +395,11 @@ acquire_lease (RedisLock *lock, gint64 deadline, gint64 ttl_ms, GCancellable *ca
         {
           wake_at = deadline;
           if (pttl >= 0)
-            wake_at = MIN (wake_at, now + (pttl + 1) * 1000);
+            wake_at = MIN (wake_at, rl_deadline_after (now, pttl + 1));
         }
       else
-        wake_at = MIN (deadline, now + RL_STAT_GET (registry->idle_between_tries_ms) * 1000);
+        wake_at = MIN (deadline,
+                       rl_deadline_after (now, RL_STAT_GET (registry->idle_between_tries_ms)));
       sleep_for_notification (lock, seq, wake_at, cancellable);
       if (set_wait_error (lock, cancellable, error))
         return FALSE;
@@ -380,7 +421,7 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
     return FALSE;
   if (g_cancellable_set_error_if_cancelled (cancellable, error))
     return FALSE;
-  deadline = wait_ms < 0 ? RL_FOREVER : g_get_monotonic_time () + wait_ms * 1000;
+  deadline = rl_deadline_after (g_get_monotonic_time (), wait_ms);
 
   rl_mutex_lock (&lock->m);
   if (lock->owner == self)
@@ -404,8 +445,12 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
 
   if (ttl_ms == 0)
     ttl_ms = RL_STAT_GET (registry->expire_after_ms);
-  ok = (kept && accept_kept_lease (lock))
-       || acquire_lease (lock, deadline, ttl_ms, cancellable, error);
+  if (!rl_registry_check (registry, error))
+    /* Closed while waiting for the local mutex: a lease handed over went with close. */
+    ok = FALSE;
+  else
+    ok = (kept && accept_kept_lease (lock))
+         || acquire_lease (lock, deadline, wait_ms != 0, ttl_ms, cancellable, error);
   g_cancellable_disconnect (cancellable, handler);
   if (!ok)
     release_local (lock);
@@ -445,12 +490,12 @@ redis_lock_try_lock_full (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCance
   g_return_val_if_fail (lock != NULL, FALSE);
   g_return_val_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable), FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-  if (ttl_ms < 0)
+  if (ttl_ms < 0 || ttl_ms > RL_TTL_MAX_MS)
     {
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                   "Invalid lease TTL %" G_GINT64_FORMAT " ms: it must be > 0, or 0 for the "
-                   "registry's TTL",
-                   ttl_ms);
+                   "Invalid lease TTL %" G_GINT64_FORMAT " ms: it must be 1 to %" G_GINT64_FORMAT
+                   " ms, or 0 for the registry's TTL",
+                   ttl_ms, RL_TTL_MAX_MS);
       return FALSE;
     }
   return acquire (lock, wait_ms, ttl_ms, cancellable, error);
@@ -513,11 +558,12 @@ hand_over (RedisLock *lock, gboolean new_streak)
  * @ttl_ms): it is held again, and goes to the next local waiter as a hand-off. If the
  * waiters all left meanwhile, it is released after all. */
 static gboolean
-keep_for_next_streak (RedisLock *lock, gint64 ttl_ms, gint64 sent_us, GError **error)
+keep_for_next_streak (RedisLock *lock, guint64 serial, const char *value, gint64 ttl_ms,
+                      gint64 sent_us, GError **error)
 {
-  if (!rl_registry_lease_taken (lock->registry, lock, ttl_ms, sent_us))
+  if (!rl_registry_lease_taken (lock->registry, lock, serial, ttl_ms, sent_us))
     {
-      release_after_close (lock, error);
+      release_after_close (lock, value, error);
       end_hold (lock, 0, FALSE);
       return FALSE;
     }
@@ -535,11 +581,15 @@ release_outermost (RedisLock *lock, GError **error)
   gboolean lost, others = FALSE;
   gint64 start, lose_at, ttl_ms, keep_ttl_ms = 0;
   guint max = g_atomic_int_get (&registry->max_local_handoffs);
+  char value[RL_LEASE_VALUE_MAX];
+  guint64 serial;
 
   rl_mutex_lock (&registry->lease_mutex);
   lose_at = rl_lease_lose_at (lock);
   ttl_ms = lock->lease_ttl_ms;
+  serial = lock->lease_serial;
   rl_mutex_unlock (&registry->lease_mutex);
+  rl_registry_lease_value (registry, serial, value);
   if (!rl_registry_lease_drop (registry, lock, &lost))
     {
       /* close() released the lease between our check and now. */
@@ -559,10 +609,10 @@ release_outermost (RedisLock *lock, GError **error)
   rl_mutex_unlock (&lock->m);
 
   start = g_get_monotonic_time ();
-  result = registry->store->vt->release (registry->store, lock->key_data, keep_ttl_ms, &others,
-                                         &local_error);
+  result = registry->store->vt->release (registry->store, lock->key_data, value, keep_ttl_ms,
+                                         &others, &local_error);
   if (result == RL_LEASE_KEPT)
-    return keep_for_next_streak (lock, ttl_ms, start, error);
+    return keep_for_next_streak (lock, serial, value, ttl_ms, start, error);
   RL_STAT_ADD (registry->stats.releases, 1);
   end_hold (lock, g_get_monotonic_time () - start, others);
 
@@ -602,6 +652,7 @@ try_handoff (RedisLock *lock)
   guint max = g_atomic_int_get (&registry->max_local_handoffs);
   gboolean ok;
   gint64 ttl_ms;
+  guint64 serial;
 
   rl_mutex_lock (&lock->m);
   ok = max > 0 && lock->waiters > 0 && lock->handoffs < max;
@@ -611,6 +662,7 @@ try_handoff (RedisLock *lock)
   rl_mutex_lock (&registry->lease_mutex);
   ok = lock->held && !lock->lost;
   ttl_ms = lock->lease_ttl_ms;
+  serial = lock->lease_serial;
   rl_mutex_unlock (&registry->lease_mutex);
   if (!ok)
     return FALSE;
@@ -625,12 +677,23 @@ try_handoff (RedisLock *lock)
   else
     {
       /* Nobody renews this lease: give the next holder a full TTL. */
-      gint64 sent = g_get_monotonic_time ();
-      if (registry->store->vt->renew (registry->store, lock->key_data, ttl_ms, NULL) != RL_LEASE_OK)
+      char value[RL_LEASE_VALUE_MAX];
+      gint64 sent;
+      RlLeaseResult result;
+
+      rl_registry_lease_value (registry, serial, value);
+      rl_mutex_lock (&registry->renew_mutex);
+      sent = g_get_monotonic_time ();
+      result = registry->store->vt->renew (registry->store, lock->key_data, value, ttl_ms, NULL);
+      if (result == RL_LEASE_OK)
+        {
+          rl_mutex_lock (&registry->lease_mutex);
+          lock->lease_confirmed = sent;
+          rl_mutex_unlock (&registry->lease_mutex);
+        }
+      rl_mutex_unlock (&registry->renew_mutex);
+      if (result != RL_LEASE_OK)
         return FALSE;
-      rl_mutex_lock (&registry->lease_mutex);
-      lock->lease_confirmed = sent;
-      rl_mutex_unlock (&registry->lease_mutex);
     }
   return hand_over (lock, FALSE);
 }
@@ -701,6 +764,8 @@ redis_lock_is_held_by_current_thread (RedisLock *lock)
   gboolean held;
 
   g_return_val_if_fail (lock != NULL, FALSE);
+  if (rl_registry_is_forked (lock->registry))
+    return FALSE;
   rl_mutex_lock (&lock->m);
   held = lock->owner == g_thread_self ();
   rl_mutex_unlock (&lock->m);
@@ -713,6 +778,8 @@ redis_lock_get_hold_count (RedisLock *lock)
   guint count;
 
   g_return_val_if_fail (lock != NULL, 0);
+  if (rl_registry_is_forked (lock->registry))
+    return 0;
   rl_mutex_lock (&lock->m);
   count = lock->owner == g_thread_self () ? lock->count : 0;
   rl_mutex_unlock (&lock->m);
@@ -725,6 +792,8 @@ redis_lock_is_acquired_in_this_process (RedisLock *lock)
   gboolean acquired;
 
   g_return_val_if_fail (lock != NULL, FALSE);
+  if (rl_registry_is_forked (lock->registry))
+    return FALSE;
   rl_mutex_lock (&lock->m);
   acquired = lock->owner != NULL;
   rl_mutex_unlock (&lock->m);
@@ -769,6 +838,24 @@ redis_lock_get_lease_cancellable (RedisLock *lock)
   if (lost)
     g_cancellable_cancel (cancellable);
   return cancellable;
+}
+
+char *
+redis_lock_dup_lease_value (RedisLock *lock)
+{
+  RedisLockRegistry *registry;
+  char value[RL_LEASE_VALUE_MAX];
+  guint64 serial;
+
+  g_return_val_if_fail (lock != NULL, NULL);
+  if (!redis_lock_is_held_by_current_thread (lock))
+    return NULL;
+  registry = lock->registry;
+  rl_mutex_lock (&registry->lease_mutex);
+  serial = lock->lease_serial;
+  rl_mutex_unlock (&registry->lease_mutex);
+  rl_registry_lease_value (registry, serial, value);
+  return g_strdup (value);
 }
 
 RedisLockLocker *

@@ -4,7 +4,8 @@
  * Every registry opened on `memory://NAME` gets a store of its own (its client id, its
  * registry key, its release callback), and all stores on one NAME share one table of
  * leases, so two registries on one NAME behave like two processes on one Redis server:
- * the same key (`registry_key:name`), the same value (the client id), a TTL on a
+ * the same key (`registry_key:name`), the same value (the client id and a number unique
+ * to the acquisition), a TTL on a
  * monotonic clock after which the key is absent, renewal and release only by the
  * owner, and a wake-up of the other registries' waiters on every release. An expired
  * lease is removed when it is next looked at (and by an occasional sweep), never by a
@@ -180,13 +181,13 @@ lease_insert (MemorySpace *space, const char *key, const char *owner, gint64 exp
   g_hash_table_replace (space->leases, g_strdup (key), lease);
 }
 
-/* The live lease @key if @store owns it. */
+/* The live lease @key if it holds @value. */
 static MemoryLease *
-lease_lookup_ours (RlMemoryStore *self, const char *key, gint64 now)
+lease_lookup_ours (RlMemoryStore *self, const char *key, const char *value, gint64 now)
 {
   MemoryLease *lease = lease_lookup (self->space, key, now);
 
-  if (lease != NULL && strcmp (lease->owner, self->parent.client_id) == 0)
+  if (lease != NULL && strcmp (lease->owner, value) == 0)
     return lease;
   return NULL;
 }
@@ -248,7 +249,8 @@ listeners_deliver (GPtrArray *targets, const char *key)
 /* The vtable ------------------------------------------------------------------- */
 
 static RlLeaseResult
-memory_acquire (RlStore *store, const char *key, gint64 ttl_ms, gint64 *pttl_ms, GError **error)
+memory_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
+                gint64 timeout_ms, gint64 *pttl_ms, GError **error)
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
   gint64 now = g_get_monotonic_time ();
@@ -259,8 +261,8 @@ memory_acquire (RlStore *store, const char *key, gint64 ttl_ms, gint64 *pttl_ms,
   rl_mutex_lock (&memory_mutex);
   lease = lease_lookup (self->space, key, now);
   if (lease == NULL)
-    lease_insert (self->space, key, store->client_id, expiry_after (now, ttl_ms), now);
-  else if (strcmp (lease->owner, store->client_id) == 0)
+    lease_insert (self->space, key, value, expiry_after (now, ttl_ms), now);
+  else if (strcmp (lease->owner, value) == 0)
     lease->expires_us = expiry_after (now, ttl_ms);
   else
     {
@@ -272,7 +274,7 @@ memory_acquire (RlStore *store, const char *key, gint64 ttl_ms, gint64 *pttl_ms,
 }
 
 static RlLeaseResult
-memory_renew (RlStore *store, const char *key, gint64 ttl_ms, GError **error)
+memory_renew (RlStore *store, const char *key, const char *value, gint64 ttl_ms, GError **error)
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
   gint64 now = g_get_monotonic_time ();
@@ -280,7 +282,7 @@ memory_renew (RlStore *store, const char *key, gint64 ttl_ms, GError **error)
 
   count_request (store, 1);
   rl_mutex_lock (&memory_mutex);
-  lease = lease_lookup_ours (self, key, now);
+  lease = lease_lookup_ours (self, key, value, now);
   if (lease != NULL)
     lease->expires_us = expiry_after (now, ttl_ms);
   rl_mutex_unlock (&memory_mutex);
@@ -292,8 +294,8 @@ memory_renew (RlStore *store, const char *key, gint64 ttl_ms, GError **error)
  * received the notification" only once a waiter of its registry has asked for
  * notifications. */
 static RlLeaseResult
-memory_release (RlStore *store, const char *key, gint64 keep_ttl_ms, gboolean *others,
-                GError **error)
+memory_release (RlStore *store, const char *key, const char *value, gint64 keep_ttl_ms,
+                gboolean *others, GError **error)
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
   gint64 now = g_get_monotonic_time ();
@@ -304,7 +306,7 @@ memory_release (RlStore *store, const char *key, gint64 keep_ttl_ms, gboolean *o
   *others = FALSE;
   count_request (store, 1);
   rl_mutex_lock (&memory_mutex);
-  lease = lease_lookup_ours (self, key, now);
+  lease = lease_lookup_ours (self, key, value, now);
   if (lease != NULL)
     {
       targets = listeners_take (self->space, key);
@@ -328,8 +330,9 @@ memory_release (RlStore *store, const char *key, gint64 keep_ttl_ms, gboolean *o
 }
 
 static gboolean
-memory_renew_batch (RlStore *store, guint n, const char *const *keys, const gint64 *ttls,
-                    RlLeaseResult *results, gint64 timeout_ms, guint *round_trips, GError **error)
+memory_renew_batch (RlStore *store, guint n, const char *const *keys, const char *const *values,
+                    const gint64 *ttls, RlLeaseResult *results, gint64 timeout_ms,
+                    guint *round_trips, GError **error)
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
   gint64 now = g_get_monotonic_time ();
@@ -342,7 +345,7 @@ memory_renew_batch (RlStore *store, guint n, const char *const *keys, const gint
   rl_mutex_lock (&memory_mutex);
   for (guint i = 0; i < n; i++)
     {
-      MemoryLease *lease = lease_lookup_ours (self, keys[i], now);
+      MemoryLease *lease = lease_lookup_ours (self, keys[i], values[i], now);
       if (lease != NULL)
         lease->expires_us = expiry_after (now, ttls[i]);
       results[i] = lease != NULL ? RL_LEASE_OK : RL_LEASE_LOST;
@@ -410,8 +413,13 @@ memory_free (RlStore *store)
 }
 
 static const RlStoreVTable memory_store_vtable = {
-  memory_acquire, memory_renew, memory_release, memory_renew_batch,
-  memory_watch,   memory_close, memory_free,
+  .acquire = memory_acquire,
+  .renew = memory_renew,
+  .release = memory_release,
+  .renew_batch = memory_renew_batch,
+  .watch = memory_watch,
+  .close = memory_close,
+  .free = memory_free,
 };
 
 /* Opening ---------------------------------------------------------------------- */

@@ -30,11 +30,13 @@ rl_registry_is_closed (RedisLockRegistry *registry)
   return g_atomic_int_get (&registry->closed) != 0;
 }
 
-static gboolean
-is_forked (RedisLockRegistry *registry)
+gboolean
+rl_registry_is_forked (RedisLockRegistry *registry)
 {
   return registry->fork_generation != __atomic_load_n (&rl_fork_generation, __ATOMIC_RELAXED);
 }
+
+#define is_forked rl_registry_is_forked
 
 gboolean
 rl_registry_check (RedisLockRegistry *registry, GError **error)
@@ -56,7 +58,10 @@ rl_registry_check (RedisLockRegistry *registry, GError **error)
 }
 
 /* hostname:pid:32 hex digits of randomness (128 bits), so an operator reading a key
- * sees which process holds it, and two registries never share an id. */
+ * sees which process holds it, and two registries never share an id. The host name is
+ * cut at 64 bytes, so a hold's value always fits in RL_LEASE_VALUE_MAX. */
+#define RL_CLIENT_ID_HOST_MAX 64
+
 static char *
 make_client_id (void)
 {
@@ -66,19 +71,55 @@ make_client_id (void)
   if (getentropy (bytes, sizeof bytes) != 0)
     for (gsize i = 0; i < sizeof bytes; i++)
       bytes[i] = (guint8) g_random_int ();
-  g_string_append_printf (id, "%s:%ld:", g_get_host_name (), (long) getpid ());
+  g_string_append_printf (id, "%.*s:%ld:", RL_CLIENT_ID_HOST_MAX, g_get_host_name (),
+                          (long) getpid ());
   for (gsize i = 0; i < sizeof bytes; i++)
     g_string_append_printf (id, "%02x", bytes[i]);
   return g_string_free (id, FALSE);
 }
 
-/* The store says @key may have been released (NULL: any key): wake its waiter. */
+guint64
+rl_registry_next_serial (RedisLockRegistry *registry)
+{
+  return __atomic_add_fetch (&registry->next_serial, 1, __ATOMIC_RELAXED);
+}
+
+void
+rl_registry_lease_value (RedisLockRegistry *registry, guint64 serial,
+                         char value[RL_LEASE_VALUE_MAX])
+{
+  gsize len = strlen (registry->client_id);
+  char digits[24];
+  int n = 0;
+
+  G_STATIC_ASSERT (RL_CLIENT_ID_HOST_MAX + 1 + 20 + 1 + 32 + 1 + 20 + 1 <= RL_LEASE_VALUE_MAX);
+  memcpy (value, registry->client_id, len);
+  value[len++] = ':';
+  do
+    digits[n++] = (char) ('0' + serial % 10);
+  while ((serial /= 10) != 0);
+  while (n > 0)
+    value[len++] = digits[--n];
+  value[len] = '\0';
+}
+
+/* The store says @key may have been released (NULL: any key): wake its waiter. Any
+ * key means the store's notification connection went down or came back (a server
+ * restart or failover may have taken leases with it): the watchdog checks every held
+ * lease at once instead of at its next tick. */
 static void
 on_released (const char *key, gpointer user_data)
 {
   RedisLockRegistry *registry = user_data;
   gsize prefix_len = registry->key_prefix_len - 1;
 
+  if (key == NULL)
+    {
+      rl_mutex_lock (&registry->lease_mutex);
+      if (registry->watchdog != NULL && g_hash_table_size (registry->held) > 0)
+        rl_watchdog_tick_now (registry->watchdog);
+      rl_mutex_unlock (&registry->lease_mutex);
+    }
   rl_mutex_lock (&registry->mutex);
   if (key == NULL)
     {
@@ -131,10 +172,12 @@ redis_lock_registry_new (const char *url, const char *registry_key, GError **err
   registry->store_ctx.stats = &registry->stats;
   rl_mutex_init (&registry->mutex);
   rl_mutex_init (&registry->lease_mutex);
+  rl_mutex_init (&registry->renew_mutex);
   rl_mutex_init (&registry->callback_mutex);
   registry->locks = g_hash_table_new (g_str_hash, g_str_equal);
   registry->held = g_hash_table_new (NULL, NULL);
   registry->lost_pending = g_ptr_array_new ();
+  registry->doubtful = g_array_new (FALSE, FALSE, sizeof (RlDoubtful));
 
   registry->store = rl_store_open (url, registry_key, registry->client_id, &registry->store_ctx,
                                    on_released, registry, error);
@@ -193,6 +236,24 @@ drop_cached (RedisLockRegistry *registry, RedisLock *lock)
 }
 
 static void
+lost_callback_unref (RlLostCallback *callback)
+{
+  if (callback == NULL || !g_atomic_int_dec_and_test (&callback->ref_count))
+    return;
+  if (callback->destroy != NULL)
+    callback->destroy (callback->data);
+  g_free (callback);
+}
+
+static void
+doubtful_clear (gpointer data)
+{
+  RlDoubtful *d = data;
+  g_free (d->key);
+  g_free (d->value);
+}
+
+static void
 registry_free (RedisLockRegistry *registry)
 {
   /* Every user reference of a lock holds a registry reference, so only idle locks
@@ -201,13 +262,16 @@ registry_free (RedisLockRegistry *registry)
     drop_cached (registry, registry->lru_head);
   if (registry->store != NULL)
     rl_store_free (registry->store);
-  if (registry->lost_destroy != NULL)
-    registry->lost_destroy (registry->lost_data);
+  lost_callback_unref (registry->lost_callback);
   g_hash_table_unref (registry->locks);
   g_hash_table_unref (registry->held);
   g_ptr_array_unref (registry->lost_pending);
+  for (guint i = 0; i < registry->doubtful->len; i++)
+    doubtful_clear (&g_array_index (registry->doubtful, RlDoubtful, i));
+  g_array_unref (registry->doubtful);
   rl_mutex_clear (&registry->mutex);
   rl_mutex_clear (&registry->lease_mutex);
+  rl_mutex_clear (&registry->renew_mutex);
   rl_mutex_clear (&registry->callback_mutex);
   g_free (registry->registry_key);
   g_free (registry->client_id);
@@ -261,8 +325,10 @@ redis_lock_registry_close (RedisLockRegistry *registry)
     rl_lock_wake_all (lock);
   rl_mutex_unlock (&registry->mutex);
 
-  /* Release every lease still held, best effort. The holders' later unlock finds its
-   * lease no longer in the table and reports CLOSED. */
+  /* Release every lease still held, best effort, and tell the holders as for a lost
+   * lease (no callback: the registry is closing): is_lease_lost() is TRUE and the
+   * lease cancellable cancelled from now on. Their later unlock finds the lease no
+   * longer in the table and reports CLOSED. */
   held = g_ptr_array_new_with_free_func ((GDestroyNotify) rl_lock_release_memory);
   rl_mutex_lock (&registry->lease_mutex);
   g_hash_table_iter_init (&iter, registry->held);
@@ -270,6 +336,7 @@ redis_lock_registry_close (RedisLockRegistry *registry)
     {
       RedisLock *l = lock;
       l->held = FALSE;
+      l->lost = TRUE;
       g_atomic_int_inc (&l->ref_count);
       g_ptr_array_add (held, l);
     }
@@ -279,12 +346,26 @@ redis_lock_registry_close (RedisLockRegistry *registry)
     {
       RedisLock *l = g_ptr_array_index (held, i);
       g_autoptr (GError) error = NULL;
+      GCancellable *cancellable;
+      char value[RL_LEASE_VALUE_MAX];
       gboolean others;
-      if (registry->store->vt->release (registry->store, l->key_data, 0, &others, &error)
+
+      rl_mutex_lock (&registry->lease_mutex);
+      rl_registry_lease_value (registry, l->lease_serial, value);
+      cancellable = l->lease_cancellable ? g_object_ref (l->lease_cancellable) : NULL;
+      rl_mutex_unlock (&registry->lease_mutex);
+      if (cancellable != NULL)
+        {
+          g_cancellable_cancel (cancellable);
+          g_object_unref (cancellable);
+        }
+      if (registry->store->vt->release (registry->store, l->key_data, value, 0, &others, &error)
           == RL_LEASE_ERROR)
         g_debug ("close: releasing %s: %s", l->key_data, error->message);
     }
   g_ptr_array_unref (held);
+  /* Acquisitions whose outcome was unknown: one last try. */
+  rl_registry_release_doubtful (registry);
 }
 
 /* Settings --------------------------------------------------------------------- */
@@ -293,7 +374,7 @@ void
 redis_lock_registry_set_expire_after_ms (RedisLockRegistry *registry, gint64 ms)
 {
   g_return_if_fail (registry != NULL);
-  g_return_if_fail (ms > 0);
+  g_return_if_fail (ms > 0 && ms <= RL_TTL_MAX_MS);
   RL_STAT_SET (registry->expire_after_ms, ms);
 }
 
@@ -332,6 +413,8 @@ redis_lock_registry_set_watchdog (RedisLockRegistry *registry, gboolean enabled)
 {
   g_return_if_fail (registry != NULL);
   g_atomic_int_set (&registry->watchdog_enabled, enabled ? 1 : 0);
+  if (is_forked (registry))
+    return;
   rl_mutex_lock (&registry->lease_mutex);
   if (registry->watchdog != NULL)
     rl_watchdog_kick (registry->watchdog);
@@ -359,6 +442,8 @@ redis_lock_registry_set_cache_capacity (RedisLockRegistry *registry, guint capac
 {
   g_return_if_fail (registry != NULL);
   g_return_if_fail (capacity > 0);
+  if (is_forked (registry))
+    return;
   rl_mutex_lock (&registry->mutex);
   registry->capacity = capacity;
   trim_cache (registry, capacity);
@@ -387,19 +472,25 @@ redis_lock_registry_set_lease_lost_callback (RedisLockRegistry *registry,
                                              gpointer user_data,
                                              GDestroyNotify destroy)
 {
-  GDestroyNotify old_destroy;
-  gpointer old_data;
+  RlLostCallback *callback = NULL, *old;
 
   g_return_if_fail (registry != NULL);
+  if (is_forked (registry))
+    return;
+  if (func != NULL || destroy != NULL)
+    {
+      callback = g_new (RlLostCallback, 1);
+      callback->ref_count = 1;
+      callback->func = func;
+      callback->data = user_data;
+      callback->destroy = destroy;
+    }
   rl_mutex_lock (&registry->callback_mutex);
-  old_destroy = registry->lost_destroy;
-  old_data = registry->lost_data;
-  registry->lost_func = func;
-  registry->lost_data = user_data;
-  registry->lost_destroy = destroy;
+  old = registry->lost_callback;
+  registry->lost_callback = callback;
   rl_mutex_unlock (&registry->callback_mutex);
-  if (old_destroy != NULL)
-    old_destroy (old_data);
+  /* A call in flight keeps the old one until it returns; its destroy runs then. */
+  lost_callback_unref (old);
 }
 
 const char *
@@ -540,7 +631,20 @@ redis_lock_ref (RedisLock *lock)
 
   g_return_val_if_fail (lock != NULL, NULL);
   registry = lock->registry;
+  if (is_forked (registry))
+    return lock;
   rl_mutex_lock (&registry->mutex);
+  if (!lock->cached)
+    {
+      /* Only a holder of a reference (or the lease-lost callback, whose lock cannot be
+       * dropped while the call runs) may take another: a lock the cache dropped was
+       * unreferenced and idle, and may be freed at any moment. */
+      rl_mutex_unlock (&registry->mutex);
+      g_critical ("redis_lock_ref: lock “%s” is no longer referenced by anyone; obtain it again "
+                  "with redis_lock_registry_obtain()",
+                  rl_lock_name (lock));
+      return lock;
+    }
   if (lock->user_refs++ == 0)
     redis_lock_registry_ref (registry);
   rl_mutex_unlock (&registry->mutex);
@@ -591,6 +695,17 @@ rl_lease_lose_at (RedisLock *lock)
 }
 
 gboolean
+rl_registry_lease_is_stale (RedisLockRegistry *registry, RedisLock *lock)
+{
+  gboolean stale;
+
+  rl_mutex_lock (&registry->lease_mutex);
+  stale = !lock->held || lock->lost || g_get_monotonic_time () >= rl_lease_lose_at (lock);
+  rl_mutex_unlock (&registry->lease_mutex);
+  return stale;
+}
+
+gboolean
 rl_registry_check_lease_time (RedisLockRegistry *registry, RedisLock *lock)
 {
   gboolean lost, newly = FALSE;
@@ -611,8 +726,8 @@ rl_registry_check_lease_time (RedisLockRegistry *registry, RedisLock *lock)
  * caller's to release. (The closed flag is set before close() looks at the table,
  * under this same mutex, so a lease is either in its sweep or refused here.) */
 gboolean
-rl_registry_lease_taken (RedisLockRegistry *registry, RedisLock *lock, gint64 ttl_ms,
-                         gint64 sent_us)
+rl_registry_lease_taken (RedisLockRegistry *registry, RedisLock *lock, guint64 serial,
+                         gint64 ttl_ms, gint64 sent_us)
 {
   rl_mutex_lock (&registry->lease_mutex);
   if (rl_registry_is_closed (registry))
@@ -622,7 +737,7 @@ rl_registry_lease_taken (RedisLockRegistry *registry, RedisLock *lock, gint64 tt
     }
   lock->held = TRUE;
   lock->lost = FALSE;
-  lock->lease_gen++;
+  lock->lease_serial = serial;
   lock->lease_ttl_ms = ttl_ms;
   lock->lease_confirmed = sent_us;
   g_hash_table_add (registry->held, lock);
@@ -675,13 +790,23 @@ cancel_lease (RedisLockRegistry *registry, RedisLock *lock)
            lock->key_data);
 }
 
+/* Calls the lease-lost callback with no mutex held, so that it may call any function
+ * of the library, set_lease_lost_callback() included. */
 static void
 call_callback (RedisLockRegistry *registry, RedisLock *lock)
 {
+  RlLostCallback *callback;
+
   rl_mutex_lock (&registry->callback_mutex);
-  if (registry->lost_func != NULL)
-    registry->lost_func (lock, registry->lost_data);
+  callback = registry->lost_callback;
+  if (callback != NULL)
+    g_atomic_int_inc (&callback->ref_count);
   rl_mutex_unlock (&registry->callback_mutex);
+  if (callback == NULL)
+    return;
+  if (callback->func != NULL)
+    callback->func (lock, callback->data);
+  lost_callback_unref (callback);
 }
 
 void
@@ -746,22 +871,26 @@ redis_lock_registry_renew (RedisLockRegistry *registry, const char *name, gint64
                            GError **error)
 {
   g_autoptr (GError) local_error = NULL;
+  char value[RL_LEASE_VALUE_MAX];
   RedisLock *lock;
   gboolean held, lost;
+  guint64 serial;
   gint64 sent;
   RlLeaseResult result;
 
   g_return_val_if_fail (registry != NULL, FALSE);
   if (name == NULL || *name == '\0' || strlen (name) > REDIS_LOCK_NAME_MAX)
     {
-      g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                           "A lock name must be 1 to 1024 bytes long");
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
+                   "A lock name must be 1 to %d bytes long", REDIS_LOCK_NAME_MAX);
       return FALSE;
     }
-  if (ttl_ms < 0)
+  if (ttl_ms < 0 || ttl_ms > RL_TTL_MAX_MS)
     {
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                   "Invalid TTL %" G_GINT64_FORMAT " ms", ttl_ms);
+                   "Invalid TTL %" G_GINT64_FORMAT " ms: it must be 1 to %" G_GINT64_FORMAT
+                   " ms, or 0 for the registry's TTL",
+                   ttl_ms, RL_TTL_MAX_MS);
       return FALSE;
     }
   if (!rl_registry_check (registry, error))
@@ -777,39 +906,46 @@ redis_lock_registry_renew (RedisLockRegistry *registry, const char *name, gint64
   if (lock == NULL)
     goto not_owner;
 
+  /* One renewal of this registry at a time (see internal.h): a watchdog batch in
+   * flight with the old TTL cannot land after this one and shorten the key. */
+  rl_mutex_lock (&registry->renew_mutex);
   rl_mutex_lock (&registry->lease_mutex);
   held = lock->held;
   lost = lock->lost;
+  serial = lock->lease_serial;
   rl_mutex_unlock (&registry->lease_mutex);
-  if (!held)
+  if (!held || lost)
     {
+      rl_mutex_unlock (&registry->renew_mutex);
       rl_lock_release_memory (lock);
-      goto not_owner;
-    }
-  if (lost)
-    {
-      rl_lock_release_memory (lock);
+      if (!held)
+        goto not_owner;
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST,
                    "The lease of lock “%s” was lost", name);
       return FALSE;
     }
 
+  rl_registry_lease_value (registry, serial, value);
   sent = g_get_monotonic_time ();
-  result = registry->store->vt->renew (registry->store, lock->key_data, ttl_ms, &local_error);
+  result = registry->store->vt->renew (registry->store, lock->key_data, value, ttl_ms,
+                                       &local_error);
   if (result == RL_LEASE_OK)
     RL_STAT_ADD (registry->stats.renewals, 1);
+  /* The answer is about the hold whose value was sent: it means nothing for a later
+   * hold of the same lock (unlocked and locked again meanwhile). */
   rl_mutex_lock (&registry->lease_mutex);
   lost = FALSE;
-  if (lock->held && result == RL_LEASE_OK)
+  if (lock->held && lock->lease_serial == serial && result == RL_LEASE_OK)
     {
       lock->lease_ttl_ms = ttl_ms;
       lock->lease_confirmed = sent;
       if (registry->watchdog != NULL)
         rl_watchdog_kick (registry->watchdog);
     }
-  else if (lock->held && result == RL_LEASE_LOST && !lock->lost)
+  else if (lock->held && lock->lease_serial == serial && result == RL_LEASE_LOST && !lock->lost)
     lost = lock->lost = TRUE;
   rl_mutex_unlock (&registry->lease_mutex);
+  rl_mutex_unlock (&registry->renew_mutex);
   if (lost)
     rl_registry_lost_found (registry, lock);
   rl_lock_release_memory (lock);
@@ -832,4 +968,69 @@ not_owner:
   g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_OWNER,
                "No thread of this registry holds lock “%s”", name);
   return FALSE;
+}
+
+/* Doubtful acquisitions --------------------------------------------------------- */
+
+void
+rl_registry_add_doubtful (RedisLockRegistry *registry, const char *key, const char *value,
+                          gint64 ttl_ms)
+{
+  RlDoubtful d = { g_strdup (key), g_strdup (value),
+                   rl_deadline_after (g_get_monotonic_time (), ttl_ms) };
+
+  rl_mutex_lock (&registry->lease_mutex);
+  if (!rl_registry_is_closed (registry))
+    {
+      g_array_append_val (registry->doubtful, d);
+      d.key = d.value = NULL;
+      if (registry->watchdog == NULL)
+        registry->watchdog = rl_watchdog_new (registry);
+      else
+        rl_watchdog_kick (registry->watchdog);
+    }
+  rl_mutex_unlock (&registry->lease_mutex);
+  /* Closed: close() has made its last try already; the key expires with its TTL. */
+  doubtful_clear (&d);
+}
+
+guint
+rl_registry_release_doubtful (RedisLockRegistry *registry)
+{
+  g_autoptr (GArray) pending = NULL;
+  guint left;
+
+  rl_mutex_lock (&registry->lease_mutex);
+  if (registry->doubtful->len == 0)
+    {
+      rl_mutex_unlock (&registry->lease_mutex);
+      return 0;
+    }
+  pending = g_steal_pointer (&registry->doubtful);
+  registry->doubtful = g_array_new (FALSE, FALSE, sizeof (RlDoubtful));
+  rl_mutex_unlock (&registry->lease_mutex);
+
+  for (guint i = 0; i < pending->len; i++)
+    {
+      RlDoubtful *d = &g_array_index (pending, RlDoubtful, i);
+      g_autoptr (GError) error = NULL;
+      gboolean others;
+
+      if (g_get_monotonic_time () < d->until_us
+          && registry->store->vt->release (registry->store, d->key, d->value, 0, &others, &error)
+                 == RL_LEASE_ERROR)
+        {
+          g_debug ("releasing %s after an acquisition with an unknown outcome: %s", d->key,
+                   error->message);
+          rl_mutex_lock (&registry->lease_mutex);
+          g_array_append_val (registry->doubtful, *d);
+          rl_mutex_unlock (&registry->lease_mutex);
+          continue;
+        }
+      doubtful_clear (d);
+    }
+  rl_mutex_lock (&registry->lease_mutex);
+  left = registry->doubtful->len;
+  rl_mutex_unlock (&registry->lease_mutex);
+  return left;
 }

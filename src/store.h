@@ -39,26 +39,32 @@ typedef struct
 
 typedef struct
 {
-  /* Takes the lease @key for @ttl_ms if it is free or already ours. When another owner
-   * holds it: RL_LEASE_HELD with its remaining TTL in *pttl_ms (-1: no expiry). */
-  RlLeaseResult (*acquire) (RlStore *store, const char *key, gint64 ttl_ms, gint64 *pttl_ms,
-                            GError **error);
-  /* Extends our lease to @ttl_ms; RL_LEASE_LOST when it is gone or foreign. */
-  RlLeaseResult (*renew) (RlStore *store, const char *key, gint64 ttl_ms, GError **error);
-  /* Deletes our lease and notifies waiters; never touches a foreign one (RL_LEASE_LOST).
-   * *others tells whether a client other than this store's registry received the
-   * notification (a waiter of another process or registry may be among them). With
-   * @keep_ttl_ms > 0 the lease is deleted only when one did; otherwise it stays ours
-   * with its TTL reset to @keep_ttl_ms, and the result is RL_LEASE_KEPT. Either way,
-   * as one atomic step in the store. */
-  RlLeaseResult (*release) (RlStore *store, const char *key, gint64 keep_ttl_ms, gboolean *others,
-                            GError **error);
-  /* Renews @n leases in one batch, bounded by @timeout_ms as a whole. Fills @results
-   * (OK or LOST each) and returns TRUE, or returns FALSE with @error when the batch
-   * failed as a whole; *round_trips counts the exchanges it took. */
-  gboolean (*renew_batch) (RlStore *store, guint n, const char *const *keys, const gint64 *ttls,
-                           RlLeaseResult *results, gint64 timeout_ms, guint *round_trips,
-                           GError **error);
+  /* Takes the lease @key for @ttl_ms with @value (unique to this acquisition) if it is
+   * free or already holds @value. When another owner holds it: RL_LEASE_HELD with its
+   * remaining TTL in *pttl_ms (-1: no expiry). @timeout_ms bounds the call (0: the
+   * command timeout); when it runs out the outcome is unknown and the result is
+   * RL_LEASE_ERROR. */
+  RlLeaseResult (*acquire) (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
+                            gint64 timeout_ms, gint64 *pttl_ms, GError **error);
+  /* Extends the lease @key holding @value to @ttl_ms; RL_LEASE_LOST when it is gone or
+   * holds another value. */
+  RlLeaseResult (*renew) (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
+                          GError **error);
+  /* Deletes the lease @key if it holds @value and notifies waiters; never touches a
+   * key holding another value (RL_LEASE_LOST). *others tells whether a client other
+   * than this store's registry received the notification (a waiter of another process
+   * or registry may be among them). With @keep_ttl_ms > 0 the lease is deleted only
+   * when one did; otherwise it stays ours with its TTL reset to @keep_ttl_ms, and the
+   * result is RL_LEASE_KEPT. Either way, as one atomic step in the store. */
+  RlLeaseResult (*release) (RlStore *store, const char *key, const char *value,
+                            gint64 keep_ttl_ms, gboolean *others, GError **error);
+  /* Renews @n leases (@keys[i] holding @values[i]) in one batch, bounded by
+   * @timeout_ms as a whole. Fills @results (OK or LOST each) and returns TRUE, or
+   * returns FALSE with @error when the batch failed as a whole; *round_trips counts
+   * the exchanges it took. */
+  gboolean (*renew_batch) (RlStore *store, guint n, const char *const *keys,
+                           const char *const *values, const gint64 *ttls, RlLeaseResult *results,
+                           gint64 timeout_ms, guint *round_trips, GError **error);
   /* Release notifications. Starts them on first call. Returns TRUE when they are
    * confirmed running, so a failed attempt made from now on cannot miss the release
    * that follows it. Waits at most @timeout_ms (0: just tells), returning FALSE early
@@ -68,6 +74,11 @@ typedef struct
   void (*close) (RlStore *store);
   void (*free) (RlStore *store);
 } RlStoreVTable;
+
+/* The value a held key stores: the registry's client id, ":", and a number unique to
+ * the acquisition in the registry, so that a request that reaches the store late can
+ * never match a later hold of the same registry. */
+#define RL_LEASE_VALUE_MAX 192
 
 struct _RlStore
 {

@@ -14,6 +14,14 @@
  * cut to the earliest such deadline, so a frozen server cannot delay the verdict.
  * Losses are reported outside every lease lock: the lease cancellable is cancelled,
  * then the registry's callback is called, once per lost lease.
+ *
+ * A batch that fails as a whole (Redis unreachable) is tried again after a backoff,
+ * 100 ms doubling to 1 s, never later than the earliest moment a lease would count as
+ * lost: retrying at once would spin a core and flood the server with connections as
+ * it comes back. The same thread also releases acquisitions whose outcome was unknown
+ * (rl_registry_add_doubtful()), and ticks at once when the store says its connection
+ * broke (rl_watchdog_tick_now()), so leases a restarted server forgot are reported
+ * without waiting for the next tick.
  */
 #include "config.h"
 
@@ -27,15 +35,27 @@ struct _RlWatchdog
   RlCond cond;
   gboolean stop;   /* watchdog->mutex */
   gboolean kicked; /* watchdog->mutex */
+  gboolean now;    /* watchdog->mutex: tick at once */
   gint64 planned;  /* registry->lease_mutex: when the thread means to wake next */
 };
 
 typedef struct
 {
   RedisLock *lock;
-  guint32 gen;
+  guint64 serial;
   gint64 ttl_ms;
+  char *value;
 } Entry;
+
+#define RL_BACKOFF_MIN_US (100 * 1000)
+#define RL_BACKOFF_MAX_US (1000 * 1000)
+
+typedef enum
+{
+  TICK_DONE,   /* renewed, or nothing to renew */
+  TICK_AGAIN,  /* renew again at once (see tick()) */
+  TICK_FAILED, /* the batch failed as a whole: back off */
+} TickResult;
 
 /* When the next tick is due: a third of the way into the lease that is soonest due,
  * less a jitter. registry->lease_mutex held. With nothing held, a third of the
@@ -43,13 +63,14 @@ typedef struct
  * taking it needs no wake-up (rl_watchdog_schedule), and a lock taken and released
  * in a loop never makes this thread run. RL_FOREVER with renewal off. */
 static gint64
-next_tick (RedisLockRegistry *registry)
+next_tick (RedisLockRegistry *registry, gint64 *lose_at)
 {
   GHashTableIter iter;
   gpointer key;
   gint64 next = RL_FOREVER;
   gint64 min_ttl = G_MAXINT64;
 
+  *lose_at = RL_FOREVER;
   if (!g_atomic_int_get (&registry->watchdog_enabled))
     return RL_FOREVER;
   g_hash_table_iter_init (&iter, registry->held);
@@ -59,7 +80,8 @@ next_tick (RedisLockRegistry *registry)
       if (lock->lost)
         continue;
       next = MIN (next, lock->lease_confirmed + lock->lease_ttl_ms * 1000 / 3);
-      next = MIN (next, rl_lease_lose_at (lock));
+      *lose_at = MIN (*lose_at, rl_lease_lose_at (lock));
+      next = MIN (next, *lose_at);
       min_ttl = MIN (min_ttl, lock->lease_ttl_ms);
     }
   if (next == RL_FOREVER)
@@ -77,16 +99,24 @@ report_lost (RedisLockRegistry *registry, GPtrArray *lost)
     rl_lock_release_memory (g_ptr_array_index (lost, i));
 }
 
-/* Renews every held lease in one batch and marks the lost ones. Returns TRUE when
+static void
+entry_clear (gpointer data)
+{
+  g_free (((Entry *) data)->value);
+}
+
+/* Renews every held lease in one batch and marks the lost ones. TICK_AGAIN when
  * another tick is due at once: a lock was released and taken again while the batch
- * was in flight, so the renewal may have applied the old hold's TTL to the new one. */
-static gboolean
+ * was in flight (a new acquisition, or a kept streak with another TTL). Renewals of
+ * the registry are one at a time (registry->renew_mutex, see internal.h). */
+static TickResult
 tick (RlWatchdog *self)
 {
   RedisLockRegistry *registry = self->registry;
   RlStore *store = registry->store;
   g_autoptr (GArray) entries = g_array_new (FALSE, FALSE, sizeof (Entry));
   g_autoptr (GPtrArray) keys = g_ptr_array_new ();
+  g_autoptr (GPtrArray) values = g_ptr_array_new ();
   g_autoptr (GArray) ttls = g_array_new (FALSE, FALSE, sizeof (gint64));
   g_autoptr (GPtrArray) lost = g_ptr_array_new ();
   g_autoptr (GError) error = NULL;
@@ -98,14 +128,16 @@ tick (RlWatchdog *self)
   gint64 sent;
   guint round_trips = 0;
   gboolean ok;
-  gboolean again = FALSE;
+  TickResult result = TICK_DONE;
 
+  g_array_set_clear_func (entries, entry_clear);
+  rl_mutex_lock (&registry->renew_mutex);
   rl_mutex_lock (&registry->lease_mutex);
   g_hash_table_iter_init (&iter, registry->held);
   while (g_hash_table_iter_next (&iter, &key, NULL))
     {
       RedisLock *lock = key;
-      Entry e = { lock, lock->lease_gen, lock->lease_ttl_ms };
+      Entry e = { lock, lock->lease_serial, lock->lease_ttl_ms, NULL };
       if (lock->lost)
         continue;
       if (now >= rl_lease_lose_at (lock))
@@ -117,8 +149,11 @@ tick (RlWatchdog *self)
         }
       timeout_ms = MIN (timeout_ms, MAX ((rl_lease_lose_at (lock) - now) / 1000, 1));
       g_atomic_int_inc (&lock->ref_count);
+      e.value = g_malloc (RL_LEASE_VALUE_MAX);
+      rl_registry_lease_value (registry, e.serial, e.value);
       g_array_append_val (entries, e);
       g_ptr_array_add (keys, lock->key_data);
+      g_ptr_array_add (values, e.value);
       g_array_append_val (ttls, e.ttl_ms);
     }
   rl_mutex_unlock (&registry->lease_mutex);
@@ -126,24 +161,25 @@ tick (RlWatchdog *self)
   if (entries->len == 0)
     {
       /* An idle wake-up: nothing to renew, only the losses found above to report. */
+      rl_mutex_unlock (&registry->renew_mutex);
       report_lost (registry, lost);
-      return FALSE;
+      return TICK_DONE;
     }
 
   results = g_new0 (RlLeaseResult, MAX (entries->len, 1));
   sent = g_get_monotonic_time ();
   ok = store->vt->renew_batch (store, entries->len, (const char *const *) keys->pdata,
-                               (const gint64 *) ttls->data, results, timeout_ms, &round_trips,
-                               &error);
+                               (const char *const *) values->pdata, (const gint64 *) ttls->data,
+                               results, timeout_ms, &round_trips, &error);
   if (!ok)
-    g_debug ("watchdog: renewing %u leases: %s", entries->len, error->message);
-  if (entries->len > 0)
     {
-      RL_STAT_ADD (registry->stats.watchdog_ticks, 1);
-      RL_STAT_SET (registry->stats.last_tick_leases, entries->len);
-      RL_STAT_SET (registry->stats.last_tick_round_trips, round_trips);
-      RL_STAT_SET (registry->stats.last_tick_us, g_get_monotonic_time () - sent);
+      g_debug ("watchdog: renewing %u leases: %s", entries->len, error->message);
+      result = TICK_FAILED;
     }
+  RL_STAT_ADD (registry->stats.watchdog_ticks, 1);
+  RL_STAT_SET (registry->stats.last_tick_leases, entries->len);
+  RL_STAT_SET (registry->stats.last_tick_round_trips, round_trips);
+  RL_STAT_SET (registry->stats.last_tick_us, g_get_monotonic_time () - sent);
 
   now = g_get_monotonic_time ();
   rl_mutex_lock (&registry->lease_mutex);
@@ -153,10 +189,10 @@ tick (RlWatchdog *self)
       RedisLock *lock = e->lock;
       gboolean mark = FALSE;
 
-      if (lock->held && lock->lease_gen != e->gen && ok && results[i] == RL_LEASE_OK
+      if (lock->held && lock->lease_serial != e->serial && ok && results[i] == RL_LEASE_OK
           && lock->lease_ttl_ms != e->ttl_ms)
-        again = TRUE;
-      if (lock->held && lock->lease_gen == e->gen && !lock->lost)
+        result = TICK_AGAIN;
+      if (lock->held && lock->lease_serial == e->serial && !lock->lost)
         {
           if (ok && results[i] == RL_LEASE_OK)
             {
@@ -177,9 +213,10 @@ tick (RlWatchdog *self)
         rl_lock_release_memory (lock);
     }
   rl_mutex_unlock (&registry->lease_mutex);
+  rl_mutex_unlock (&registry->renew_mutex);
 
   report_lost (registry, lost);
-  return again;
+  return result;
 }
 
 static void *
@@ -187,36 +224,52 @@ watchdog_thread (void *data)
 {
   RlWatchdog *self = data;
   RedisLockRegistry *registry = self->registry;
-
-  gboolean again = FALSE;
+  TickResult last = TICK_DONE;
+  gint64 backoff = 0;
 
   rl_thread_set_name ("redislock-wd");
   for (;;)
     {
-      gint64 wake;
+      gint64 wake, lose_at, now;
+      gboolean doubtful;
 
       rl_registry_report_pending (registry);
+      doubtful = rl_registry_release_doubtful (registry) > 0;
+      now = g_get_monotonic_time ();
+      if (last == TICK_FAILED || doubtful)
+        backoff = backoff == 0 ? RL_BACKOFF_MIN_US : MIN (backoff * 2, RL_BACKOFF_MAX_US);
+      else
+        backoff = 0;
       rl_mutex_lock (&registry->lease_mutex);
-      wake = self->planned = again ? g_get_monotonic_time () : next_tick (registry);
+      wake = next_tick (registry, &lose_at);
+      if (last == TICK_AGAIN)
+        wake = now;
+      else if (last == TICK_FAILED)
+        /* Not before the backoff, and not after a lease would count as lost. */
+        wake = MAX (wake, MIN (now + backoff, lose_at));
+      if (doubtful)
+        wake = MIN (wake, now + backoff);
+      self->planned = wake;
       rl_mutex_unlock (&registry->lease_mutex);
 
       rl_mutex_lock (&self->mutex);
-      while (!self->stop && !self->kicked && g_get_monotonic_time () < wake)
+      while (!self->stop && !self->kicked && !self->now && g_get_monotonic_time () < wake)
         rl_cond_wait_until (&self->cond, &self->mutex, wake);
       if (self->stop)
         {
           rl_mutex_unlock (&self->mutex);
           break;
         }
-      if (self->kicked)
+      if (self->kicked && !self->now)
         {
           /* Plans changed (a new or renewed lease): compute the wake-up again. */
           self->kicked = FALSE;
           rl_mutex_unlock (&self->mutex);
           continue;
         }
+      self->kicked = self->now = FALSE;
       rl_mutex_unlock (&self->mutex);
-      again = tick (self);
+      last = tick (self);
     }
   return NULL;
 }
@@ -241,6 +294,15 @@ rl_watchdog_kick (RlWatchdog *self)
 {
   rl_mutex_lock (&self->mutex);
   self->kicked = TRUE;
+  rl_cond_signal (&self->cond);
+  rl_mutex_unlock (&self->mutex);
+}
+
+void
+rl_watchdog_tick_now (RlWatchdog *self)
+{
+  rl_mutex_lock (&self->mutex);
+  self->now = TRUE;
   rl_cond_signal (&self->cond);
   rl_mutex_unlock (&self->mutex);
 }

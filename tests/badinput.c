@@ -278,7 +278,7 @@ run_name (Env *env, const BadCase *c)
   {
     g_autofree char *key = test_lock_key (name);
     g_autofree char *value = test_redis_get (env->redis, key);
-    g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (env->registry));
+    test_assert_value_of (value, env->registry);
   }
   unlock_ok (lock);
   g_assert_false (key_exists (env, name));

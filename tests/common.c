@@ -718,6 +718,24 @@ test_store_set_owner (TestFixture *fixture, const char *key, const char *owner, 
   g_assert_cmpstr (ok, ==, "OK");
 }
 
+gboolean
+test_value_is_of (const char *value, RedisLockRegistry *registry)
+{
+  const char *id = redis_lock_registry_get_client_id (registry);
+  gsize len = strlen (id);
+  const char *serial;
+
+  if (value == NULL || strncmp (value, id, len) != 0 || value[len] != ':')
+    return FALSE;
+  serial = value + len + 1;
+  if (*serial == '\0')
+    return FALSE;
+  for (const char *p = serial; *p != '\0'; p++)
+    if (!g_ascii_isdigit (*p))
+      return FALSE;
+  return TRUE;
+}
+
 void
 test_assert_held_by (TestFixture *fixture, const char *name, RedisLockRegistry *owner,
                      gint64 max_pttl_ms)
@@ -726,7 +744,7 @@ test_assert_held_by (TestFixture *fixture, const char *name, RedisLockRegistry *
   g_autofree char *value = test_store_get_owner (fixture, key);
   gint64 pttl = test_store_get_pttl (fixture, key);
 
-  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (owner));
+  test_assert_value_of (value, owner);
   g_assert_cmpint (pttl, >, 0);
   g_assert_cmpint (pttl, <=, max_pttl_ms);
 }

@@ -55,6 +55,20 @@ long long test_redis_pttl (redisContext *c, const char *key);
 /* The key a lock named @name has under TEST_REGISTRY_KEY. Free with g_free(). */
 char *test_lock_key (const char *name);
 
+/* Whether @value is what a key held by @registry stores: its client id, ":" and the
+ * number of the acquisition. */
+gboolean test_value_is_of (const char *value, RedisLockRegistry *registry);
+
+/* Asserts test_value_is_of(), showing both when it fails. */
+#define test_assert_value_of(value, registry)                                                      \
+  G_STMT_START                                                                                     \
+  {                                                                                                \
+    if (!test_value_is_of ((value), (registry)))                                                   \
+      g_error ("%s:%d: value “%s” is not held by registry “%s”", __FILE__, __LINE__,               \
+               (value) ? (value) : "(null)", redis_lock_registry_get_client_id (registry));        \
+  }                                                                                                \
+  G_STMT_END
+
 /* CONFIG RESETSTAT: zeroes the counters read by test_redis_command_calls(). */
 void test_redis_reset_stats (redisContext *c);
 

@@ -139,7 +139,7 @@ test_password (TestFixture *f, gconstpointer data)
   lock = test_obtain (f->registry, "authenticated");
   test_lock_ok (lock);
   value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":authenticated");
-  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
+  test_assert_value_of (value, f->registry);
   test_unlock_ok (lock);
 
   socket_path = redis_lock_test_server_get_socket_path (f->server);
@@ -217,7 +217,7 @@ test_server_stopped (TestFixture *f, gconstpointer data)
 
   test_lock_ok (lock);
   value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":outage");
-  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
+  test_assert_value_of (value, f->registry);
   test_unlock_ok (lock);
   g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":outage"), ==, 0);
 }
@@ -292,7 +292,7 @@ test_server_paused (TestFixture *f, gconstpointer data)
 
   test_lock_ok (lock);
   value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":frozen");
-  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
+  test_assert_value_of (value, f->registry);
   test_unlock_ok (lock);
 }
 

@@ -230,7 +230,7 @@ child_new_registry (gpointer data)
     value = g_strndup (reply->str, reply->len);
     freeReplyObject (reply);
   }
-  if (g_strcmp0 (value, redis_lock_registry_get_client_id (r)) != 0)
+  if (!test_value_is_of (value, r))
     return 8;
   g_free (value);
 

@@ -34,7 +34,7 @@ test_key_value_and_pttl (TestFixture *f, gconstpointer data)
 
   test_lock_ok (lock);
   value = test_store_get_owner (f, TEST_REGISTRY_KEY ":keyed");
-  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
+  test_assert_value_of (value, f->registry);
   pttl = test_store_get_pttl (f, TEST_REGISTRY_KEY ":keyed");
   g_assert_cmpint (pttl, >, 0);
   g_assert_cmpint (pttl, <=, 10000);
@@ -191,7 +191,7 @@ test_other_thread (TestFixture *f, gconstpointer data)
   g_assert_true (redis_lock_is_held_by_current_thread (lock));
   g_assert_cmpuint (redis_lock_get_hold_count (lock), ==, 1);
   value = test_store_get_owner (f, TEST_REGISTRY_KEY ":owned");
-  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
+  test_assert_value_of (value, f->registry);
   test_unlock_ok (lock);
 }
 
@@ -248,7 +248,7 @@ test_name_round_trip (TestFixture *f, gconstpointer data)
 
       test_lock_ok (lock);
       value = test_store_get_owner (f, key);
-      g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
+      test_assert_value_of (value, f->registry);
       /* Exactly one key: nothing else was written. (The memory store cannot list its
        * keys.) */
       if (f->store == TEST_STORE_REDIS)
@@ -414,7 +414,7 @@ test_locker (TestFixture *f, gconstpointer data)
     g_assert_nonnull (locker);
     g_assert_true (redis_lock_is_held_by_current_thread (lock));
     value = test_store_get_owner (f, TEST_REGISTRY_KEY ":scoped");
-    g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
+    test_assert_value_of (value, f->registry);
   }
   g_assert_false (redis_lock_is_held_by_current_thread (lock));
   g_assert_false (test_store_exists (f, TEST_REGISTRY_KEY ":scoped"));

@@ -119,7 +119,7 @@ test_key_and_value (MemFixture *f, gconstpointer data)
 
   test_lock_ok (lock);
   owner = owner_of (f, "orders");
-  g_assert_cmpstr (owner, ==, redis_lock_registry_get_client_id (f->registry));
+  test_assert_value_of (owner, f->registry);
   pttl = pttl_of (f, "orders");
   g_assert_cmpint (pttl, >, 25000);
   g_assert_cmpint (pttl, <=, 30000);
@@ -196,14 +196,14 @@ test_two_registries_exclude (MemFixture *f, gconstpointer data)
   try_lock_busy (theirs);
   g_assert_cmpuint (test_stats (other).contended_attempts, ==, 1);
   owner = owner_of (f, "shared");
-  g_assert_cmpstr (owner, ==, redis_lock_registry_get_client_id (f->registry));
+  test_assert_value_of (owner, f->registry);
   g_assert_false (redis_lock_is_acquired_in_this_process (theirs));
 
   test_unlock_ok (mine);
   g_assert_true (redis_lock_try_lock (theirs, NULL));
   g_clear_pointer (&owner, g_free);
   owner = owner_of (f, "shared");
-  g_assert_cmpstr (owner, ==, redis_lock_registry_get_client_id (other));
+  test_assert_value_of (owner, other);
   try_lock_busy (mine);
   test_unlock_ok (theirs);
 }
@@ -271,13 +271,13 @@ test_names_independent (MemFixture *f, gconstpointer data)
   test_lock_ok (theirs);
   test_lock_ok (other_keys);
   owner = redis_lock_memory_store_get_owner (elsewhere_name, REGISTRY_KEY ":same");
-  g_assert_cmpstr (owner, ==, redis_lock_registry_get_client_id (elsewhere));
+  test_assert_value_of (owner, elsewhere);
   g_clear_pointer (&owner, g_free);
   owner = owner_of (f, "same");
-  g_assert_cmpstr (owner, ==, redis_lock_registry_get_client_id (f->registry));
+  test_assert_value_of (owner, f->registry);
   g_clear_pointer (&owner, g_free);
   owner = redis_lock_memory_store_get_owner (f->name, REGISTRY_KEY "-other:same");
-  g_assert_cmpstr (owner, ==, redis_lock_registry_get_client_id (other_key));
+  test_assert_value_of (owner, other_key);
 
   test_unlock_ok (mine);
   test_unlock_ok (theirs);
@@ -338,7 +338,7 @@ test_expiry_takeover (MemFixture *f, gconstpointer data)
   g_assert_true (redis_lock_try_lock (theirs, NULL));
   test_unlock_lease_lost (mine);
   owner = owner_of (f, "expiring");
-  g_assert_cmpstr (owner, ==, redis_lock_registry_get_client_id (other));
+  test_assert_value_of (owner, other);
   try_lock_busy (mine);
   test_unlock_ok (theirs);
 }
@@ -361,7 +361,7 @@ test_watchdog_renews (MemFixture *f, gconstpointer data)
   g_usleep (1000 * 1000);
 
   owner = owner_of (f, "renewed-a");
-  g_assert_cmpstr (owner, ==, redis_lock_registry_get_client_id (f->registry));
+  test_assert_value_of (owner, f->registry);
   g_assert_cmpint (pttl_of (f, "renewed-a"), >, 0);
   g_assert_cmpint (pttl_of (f, "renewed-c"), >, 0);
   stats = test_stats (f->registry);
@@ -547,7 +547,7 @@ test_waiter_bounded_by_pttl (MemFixture *f, gconstpointer data)
   g_assert_cmpint (elapsed, >=, 250);
   g_assert_cmpint (elapsed, <, PROMPT_MS);
   owner = owner_of (f, "foreign");
-  g_assert_cmpstr (owner, ==, redis_lock_registry_get_client_id (f->registry));
+  test_assert_value_of (owner, f->registry);
   test_unlock_ok (lock);
   test_unlock_lease_lost (held);
 }
@@ -696,7 +696,7 @@ child_main (gpointer data)
   if (lock == NULL || !redis_lock_try_lock (lock, NULL))
     return 3;
   owner = redis_lock_memory_store_get_owner (f->name, key);
-  if (g_strcmp0 (owner, redis_lock_registry_get_client_id (registry)) != 0)
+  if (!test_value_is_of (owner, registry))
     code = 4;
   else if (!redis_lock_unlock (lock, NULL))
     code = 5;
@@ -718,7 +718,7 @@ test_fork_child_starts_empty (MemFixture *f, gconstpointer data)
   test_run_child (child_main, f);
 
   owner = owner_of (f, "forked");
-  g_assert_cmpstr (owner, ==, redis_lock_registry_get_client_id (f->registry));
+  test_assert_value_of (owner, f->registry);
   test_unlock_ok (lock);
 }
 

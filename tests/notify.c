@@ -373,7 +373,7 @@ test_wakeup_one_of_two (TestFixture *fx, gconstpointer data)
   g_assert_true (winner->acquired);
   g_assert_cmpint (winner->returned_at_ms - t0, <, 1000);
   value = test_store_get_owner (fx, REGISTRY_KEY ":early");
-  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (winner == wb ? b : c));
+  test_assert_value_of (value, winner == wb ? b : c);
 
   /* Time is the subject here: the loser must keep waiting while the winner holds. */
   g_assert_false (waiter_wait_returned (loser, 1000));
@@ -503,7 +503,7 @@ test_java_peer (TestFixture *fx, gconstpointer data)
   waiter_assert_acquired (w, 15000);
   g_assert_cmpint (w->returned_at_ms - t0, <, 1000);
   value = test_redis_get (fx->redis, REGISTRY_KEY ":shared");
-  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (b));
+  test_assert_value_of (value, b);
   waiter_finish (w);
 }
 

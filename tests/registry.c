@@ -180,7 +180,7 @@ test_close_releases_keys (TestFixture *f, gconstpointer data)
   g_assert_true (redis_lock_lock (nested, NULL));
   g_assert_true (redis_lock_lock (nested, NULL));
   value = test_store_get_owner (f, TEST_REGISTRY_KEY ":held");
-  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
+  test_assert_value_of (value, f->registry);
   g_clear_pointer (&value, g_free);
 
   redis_lock_registry_close (f->registry);
@@ -268,7 +268,7 @@ test_last_unref_releases (TestFixture *f, gconstpointer data)
   lock = test_obtain (other, "dropped");
   g_assert_true (redis_lock_lock (lock, NULL));
   value = test_store_get_owner (f, TEST_REGISTRY_KEY ":dropped");
-  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (other));
+  test_assert_value_of (value, other);
   g_clear_pointer (&value, g_free);
 
   redis_lock_unref (lock);

@@ -794,7 +794,7 @@ typedef struct
 {
   RedisLock *lock;
   const char *socket_path;
-  const char *client_id;
+  RedisLockRegistry *registry;
   gint tid; /* atomic */
 } Probe;
 
@@ -815,7 +815,7 @@ probe_waiter (gpointer data)
                               ? redisCommand (c, "GET %s", redis_lock_get_key (probe->lock))
                               : NULL;
       gboolean own = reply != NULL && reply->type == REDIS_REPLY_STRING
-                     && g_str_equal (reply->str, probe->client_id);
+                     && test_value_is_of (reply->str, probe->registry);
 
       printf ("waiter acquired, key owner %s\n", own ? "self" : "OTHER");
       if (reply != NULL)
@@ -851,7 +851,7 @@ probe_main (WorkerOptions *opt)
     }
   probe.lock = redis_lock_registry_obtain (registry, "probe", &error);
   probe.socket_path = opt->socket_path;
-  probe.client_id = redis_lock_registry_get_client_id (registry);
+  probe.registry = registry;
   if (!redis_lock_try_lock_full (probe.lock, 0, opt->stop_ttl_ms, NULL, &error))
     {
       printf ("failure probe lock: %s\n", error != NULL ? error->message : "busy");

@@ -181,7 +181,7 @@ test_lock_proceeds_after_unlock (TestFixture *f, gconstpointer mode)
   g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&t.tid), 10000));
   g_assert_cmpint (g_atomic_int_get (&t.done), ==, 0);
   value = test_store_get_owner (f, TEST_REGISTRY_KEY ":handover");
-  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
+  test_assert_value_of (value, f->registry);
 
   unlocked_at = test_now_ms ();
   g_assert_true (redis_lock_unlock (held, NULL));
@@ -192,7 +192,7 @@ test_lock_proceeds_after_unlock (TestFixture *f, gconstpointer mode)
   g_test_message ("the waiter proceeded %" G_GINT64_FORMAT " ms after the unlock",
                   t.returned_ms - unlocked_at);
   g_assert_cmpint (t.returned_ms - unlocked_at, <, 1000);
-  g_assert_cmpstr (t.value_while_held, ==, redis_lock_registry_get_client_id (waiter));
+  test_assert_value_of (t.value_while_held, waiter);
   g_assert_false (test_store_exists (f, TEST_REGISTRY_KEY ":handover"));
   test_taker_clear (&t);
 }
@@ -304,7 +304,7 @@ test_cancel_other_registry (TestFixture *f, gconstpointer mode)
   check_cancelled_promptly (&t, thread);
   g_assert_false (redis_lock_is_held_by_current_thread (wanted));
   value = test_store_get_owner (f, TEST_REGISTRY_KEY ":cancel");
-  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (f->registry));
+  test_assert_value_of (value, f->registry);
   g_assert_true (redis_lock_unlock (held, NULL));
   test_taker_clear (&t);
 }

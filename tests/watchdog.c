@@ -200,7 +200,7 @@ test_lease_lost_key_deleted (TestFixture *fx, gconstpointer data)
   g_assert_false (redis_lock_is_lease_lost (lock));
   g_assert_null (redis_lock_get_lease_cancellable (lock));
   value = test_store_get_owner (fx, key);
-  g_assert_cmpstr (value, ==, redis_lock_registry_get_client_id (other));
+  test_assert_value_of (value, other);
 
   /* A new hold has a fresh lease and a fresh cancellable. */
   test_unlock_ok (other_lock);

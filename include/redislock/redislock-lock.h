@@ -185,6 +185,20 @@ REDIS_LOCK_EXPORT gboolean redis_lock_is_lease_lost (RedisLock *lock);
 REDIS_LOCK_EXPORT GCancellable *redis_lock_get_lease_cancellable (RedisLock *lock);
 
 /**
+ * redis_lock_dup_lease_value:
+ * @lock: a lock
+ *
+ * The value the key of @lock holds in Redis for the calling thread's current hold:
+ * the registry's client id (redis_lock_registry_get_client_id()), `:`, and a number
+ * unique to the acquisition. A local hand-off and a kept streak keep the value, as
+ * the lease does not change hands in Redis. Local only: never asks Redis.
+ *
+ * Returns: (transfer full) (nullable): the value, free with g_free(); %NULL when the
+ *   calling thread does not hold @lock.
+ */
+REDIS_LOCK_EXPORT char *redis_lock_dup_lease_value (RedisLock *lock);
+
+/**
  * RedisLockLocker:
  *
  * Holds a lock for a scope: redis_lock_locker_new() locks, redis_lock_locker_free()
