@@ -14,6 +14,12 @@
  * The thread polls the socket together with a wake-up pipe, so close() stops it at
  * once, and PINGs an otherwise silent connection so a dead server is noticed.
  * Reconnection backs off from 50 ms to 5 s.
+ *
+ * A server that refuses the subscription (a Redis user without permission on the
+ * channels, Redis 7's default for new ACL users) gets one warning naming the missing
+ * permission; while it refuses, waiters fall back to SPIN timing at once instead of
+ * waiting for a confirmation that cannot come, and the thread asks again at the
+ * longest backoff in case the permission is granted.
  */
 #include "config.h"
 
@@ -43,6 +49,8 @@ struct _RlNotifier
   gboolean joined;
   gboolean stop;
   gboolean subscribed;
+  gboolean refused; /* the server answered the PSUBSCRIBE with an error */
+  gboolean warned;  /* the refusal was reported */
   guint64 failures; /* connection attempts that failed, and subscriptions that broke */
   pthread_t thread;
   int wake[2]; /* wake[1] is written to stop the thread */
@@ -92,14 +100,37 @@ backoff_sleep (RlNotifier *self, gint64 ms)
     }
 }
 
+/* The server refused the subscription: says so once, and has waiters poll. */
 static void
+refused (RlNotifier *self, const char *why)
+{
+  gboolean warn;
+
+  rl_mutex_lock (&self->mutex);
+  self->refused = TRUE;
+  warn = !self->warned;
+  self->warned = TRUE;
+  rl_mutex_unlock (&self->mutex);
+  if (warn)
+    g_warning ("Redis refused the subscription to unlock notifications (%s): the Redis user "
+               "lacks permission on the channels “%s” (ACL `&%s`). Waiters fall back to polling",
+               why, self->pattern, self->pattern);
+}
+
+/* Returns FALSE when the subscription was refused. */
+static gboolean
 handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
 {
   const char *kind;
 
+  if (reply->type == REDIS_REPLY_ERROR)
+    {
+      refused (self, reply->str);
+      return FALSE;
+    }
   if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2
       || reply->element[0]->type != REDIS_REPLY_STRING)
-    return;
+    return TRUE;
   kind = reply->element[0]->str;
   if (g_ascii_strcasecmp (kind, "pmessage") == 0 && reply->elements == 4
       && reply->element[3]->type == REDIS_REPLY_STRING)
@@ -108,9 +139,15 @@ handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
       self->store->released (reply->element[3]->str, self->store->released_data);
     }
   else if (g_ascii_strcasecmp (kind, "psubscribe") == 0)
-    set_state (self, TRUE, FALSE);
+    {
+      rl_mutex_lock (&self->mutex);
+      self->refused = FALSE;
+      rl_mutex_unlock (&self->mutex);
+      set_state (self, TRUE, FALSE);
+    }
   else if (g_ascii_strcasecmp (kind, "pong") == 0)
     *ping_out = FALSE;
+  return TRUE;
 }
 
 /* Runs one subscription until it breaks or stop is asked. */
@@ -141,7 +178,11 @@ subscribe_once (RlNotifier *self, RlConn *conn)
             return;
           if (reply == NULL)
             break;
-          handle_reply (self, reply, &ping_out);
+          if (!handle_reply (self, reply, &ping_out))
+            {
+              freeReplyObject (reply);
+              return;
+            }
           freeReplyObject (reply);
         }
       idle_ms = RL_NOTIFY_PING_MS - (g_get_monotonic_time () - last_traffic) / 1000;
@@ -196,6 +237,10 @@ notifier_thread (gpointer data)
       if (should_stop (self))
         break;
       set_state (self, FALSE, TRUE);
+      rl_mutex_lock (&self->mutex);
+      if (self->refused)
+        backoff = RL_NOTIFY_BACKOFF_MAX_MS;
+      rl_mutex_unlock (&self->mutex);
       if (!backoff_sleep (self, backoff))
         break;
       backoff = MIN (backoff * 2, RL_NOTIFY_BACKOFF_MAX_MS);
@@ -246,8 +291,8 @@ rl_notifier_watch (RlNotifier *self, gint64 timeout_ms)
     }
   failures = self->failures;
   end = g_get_monotonic_time () + timeout_ms * 1000;
-  while (!self->subscribed && self->started && !self->stop && self->failures == failures
-         && timeout_ms > 0)
+  while (!self->subscribed && self->started && !self->stop && !self->refused
+         && self->failures == failures && timeout_ms > 0)
     if (!rl_cond_wait_until (&self->cond, &self->mutex, end))
       break;
   subscribed = self->subscribed;

@@ -245,8 +245,9 @@ watchdog_thread (void *data)
       if (last == TICK_AGAIN)
         wake = now;
       else if (last == TICK_FAILED)
-        /* Not before the backoff, and not after a lease would count as lost. */
-        wake = MAX (wake, MIN (now + backoff, lose_at));
+        /* The leases are unconfirmed: again after the backoff, and not after a lease
+         * would count as lost. */
+        wake = MIN (now + backoff, lose_at);
       if (doubtful)
         wake = MIN (wake, now + backoff);
       self->planned = wake;

@@ -1,0 +1,566 @@
+/* lease.c: tests of a lease's identity and of what its holder is told at the edges.
+ *
+ * Each acquisition in Redis stores a value of its own (the registry's client id, ":",
+ * a number), so that a request reaching the store late can never act on a later hold;
+ * the tests here check that, and the rest of what must hold when things go wrong
+ * around a hold: close() while leases are held, a lease-lost callback that takes a
+ * reference or replaces itself, a server that is down, paused or restarted, a Redis
+ * user without permission on the notification channel, and durations so large that
+ * microsecond arithmetic would overflow. They run on both stores where the behaviour
+ * is the store's (`/redis/...`, `/memory/...`) and on Redis only where a server fault
+ * is the subject. Late replies themselves are made by the fault-injection proxy
+ * (tests/proxy.h) in `/redis/lease/late-*`.
+ */
+#include <string.h>
+
+#include "common.h"
+
+/* ---- values ---- */
+
+static void
+test_value_per_acquisition (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLock) lock = NULL;
+  g_autofree char *first = NULL, *again = NULL, *second = NULL, *stored = NULL;
+  g_autofree char *key = test_lock_key ("unique");
+
+  g_test_summary ("Each acquisition stores a value of its own: the client id, ':' and a "
+                  "number; re-entry keeps it, a new acquisition gets another");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  lock = test_obtain (fx->registry, "unique");
+  g_assert_null (redis_lock_dup_lease_value (lock));
+  test_lock_ok (lock);
+  first = redis_lock_dup_lease_value (lock);
+  test_assert_value_of (first, fx->registry);
+  stored = test_store_get_owner (fx, key);
+  g_assert_cmpstr (stored, ==, first);
+  test_lock_ok (lock);
+  again = redis_lock_dup_lease_value (lock);
+  g_assert_cmpstr (again, ==, first);
+  test_unlock_ok (lock);
+  test_unlock_ok (lock);
+
+  test_lock_ok (lock);
+  second = redis_lock_dup_lease_value (lock);
+  test_assert_value_of (second, fx->registry);
+  g_assert_cmpstr (second, !=, first);
+  test_unlock_ok (lock);
+}
+
+/* ---- the lease-lost callback ---- */
+
+typedef struct
+{
+  TestSync sync;
+  gboolean in_callback;
+  gboolean gate;
+  gboolean done;
+  RedisLock *ref; /* taken in the callback */
+} RefInCallback;
+
+static void
+ref_in_callback (RedisLock *lock, gpointer data)
+{
+  RefInCallback *t = data;
+
+  test_sync_lock (&t->sync);
+  t->in_callback = TRUE;
+  test_sync_broadcast (&t->sync);
+  while (!t->gate)
+    test_sync_wait (&t->sync);
+  test_sync_unlock (&t->sync);
+  t->ref = redis_lock_ref (lock);
+  test_sync_lock (&t->sync);
+  t->done = TRUE;
+  test_sync_broadcast (&t->sync);
+  test_sync_unlock (&t->sync);
+}
+
+static gboolean
+sync_wait_flag (TestSync *sync, gboolean *flag, gint64 timeout_ms)
+{
+  gint64 end = g_get_monotonic_time () + timeout_ms * 1000;
+  gboolean set;
+
+  test_sync_lock (sync);
+  while (!*flag && test_sync_wait_until (sync, end))
+    ;
+  set = *flag;
+  test_sync_unlock (sync);
+  return set;
+}
+
+static void
+test_callback_ref_keeps_lock_cached (TestFixture *fx, gconstpointer data)
+{
+  RedisLockRegistry *r;
+  RedisLock *lock, *again;
+  RefInCallback t = { 0 };
+  g_autoptr (GError) error = NULL;
+
+  g_test_summary ("A lock whose lease-lost callback is due or running stays in the cache: "
+                  "after its holder unlocked and dropped its reference, expiring unused "
+                  "locks does not drop it, and a reference the callback takes is to the one "
+                  "object obtain() returns for the name");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  test_sync_init (&t.sync);
+  r = fx->registry;
+  redis_lock_registry_set_lease_lost_callback (r, ref_in_callback, &t, NULL);
+  lock = test_obtain (r, "uaf");
+  test_lock_ok (lock);
+  g_assert_true (test_store_delete (fx, redis_lock_get_key (lock)));
+  g_assert_false (redis_lock_registry_renew (r, "uaf", 0, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+  g_assert_true (sync_wait_flag (&t.sync, &t.in_callback, 5000));
+
+  test_unlock_lease_lost (lock);
+  redis_lock_unref (lock);
+  g_assert_cmpuint (redis_lock_registry_expire_unused_older_than (r, -1), ==, 0);
+  g_assert_cmpuint (redis_lock_registry_get_cache_size (r), ==, 1);
+
+  test_sync_lock (&t.sync);
+  t.gate = TRUE;
+  test_sync_broadcast (&t.sync);
+  test_sync_unlock (&t.sync);
+  g_assert_true (sync_wait_flag (&t.sync, &t.done, 5000));
+
+  again = test_obtain (r, "uaf");
+  g_assert_true (again == t.ref);
+  g_assert_true (again == lock);
+  redis_lock_unref (again);
+  redis_lock_unref (t.ref);
+  redis_lock_registry_set_lease_lost_callback (r, NULL, NULL, NULL);
+  test_sync_clear (&t.sync);
+}
+
+typedef struct
+{
+  RedisLockRegistry *registry;
+  TestLeaseLost *next;
+  gint calls;             /* atomic */
+  gint destroyed;         /* atomic */
+  gint destroyed_in_call; /* atomic: destroy ran before the call returned */
+  gint in_call;           /* atomic */
+} Replacer;
+
+static void
+replacing_callback (RedisLock *lock, gpointer data)
+{
+  Replacer *p = data;
+
+  g_atomic_int_set (&p->in_call, 1);
+  redis_lock_registry_set_lease_lost_callback (p->registry, test_lease_lost_cb, p->next, NULL);
+  if (g_atomic_int_get (&p->destroyed))
+    g_atomic_int_set (&p->destroyed_in_call, 1);
+  g_atomic_int_set (&p->in_call, 0);
+  g_atomic_int_inc (&p->calls);
+}
+
+static void
+replacer_destroy (gpointer data)
+{
+  Replacer *p = data;
+
+  if (g_atomic_int_get (&p->in_call))
+    g_atomic_int_set (&p->destroyed_in_call, 1);
+  g_atomic_int_inc (&p->destroyed);
+}
+
+/* Takes @name, has its key deleted behind its back and finds the loss by renew. */
+static void
+lose_lease (TestFixture *fx, RedisLock *lock)
+{
+  g_autoptr (GError) error = NULL;
+
+  test_lock_ok (lock);
+  g_assert_true (test_store_delete (fx, redis_lock_get_key (lock)));
+  g_assert_false (redis_lock_registry_renew (fx->registry, redis_lock_get_name (lock), 0, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+}
+
+static void
+test_callback_replaces_itself (TestFixture *fx, gconstpointer data)
+{
+  TestLeaseLost next;
+  Replacer p = { 0 };
+  g_autoptr (RedisLock) a = NULL;
+  g_autoptr (RedisLock) b = NULL;
+
+  g_test_summary ("A lease-lost callback may replace the callback from inside itself: no "
+                  "deadlock, its destroy notify runs after the call returns, the next loss "
+                  "goes to the new callback, and close() does not hang");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  test_lease_lost_init (&next);
+  p.registry = fx->registry;
+  p.next = &next;
+  redis_lock_registry_set_lease_lost_callback (fx->registry, replacing_callback, &p,
+                                               replacer_destroy);
+  a = test_obtain (fx->registry, "first");
+  b = test_obtain (fx->registry, "second");
+
+  lose_lease (fx, a);
+  TEST_WAIT_UNTIL (g_atomic_int_get (&p.calls) == 1, 5000);
+  TEST_WAIT_UNTIL (g_atomic_int_get (&p.destroyed) == 1, 5000);
+  g_assert_cmpint (g_atomic_int_get (&p.destroyed_in_call), ==, 0);
+  test_unlock_lease_lost (a);
+
+  lose_lease (fx, b);
+  g_assert_cmpuint (test_lease_lost_wait (&next, 5000), ==, 1);
+  g_assert_cmpint (g_atomic_int_get (&p.calls), ==, 1);
+  test_unlock_lease_lost (b);
+
+  redis_lock_registry_close (fx->registry);
+  redis_lock_registry_set_lease_lost_callback (fx->registry, NULL, NULL, NULL);
+  test_lease_lost_clear (&next);
+}
+
+/* ---- close ---- */
+
+static void
+test_close_tells_holders (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GCancellable) cancellable = NULL;
+  g_autoptr (GError) error = NULL;
+  TestLeaseLost ll;
+
+  g_test_summary ("close() with a lease held releases it and tells the holder as for a lost "
+                  "lease: is_lease_lost() is TRUE and the lease cancellable cancelled, with no "
+                  "callback; the holder's unlock then fails with CLOSED");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  test_lease_lost_init (&ll);
+  redis_lock_registry_set_lease_lost_callback (fx->registry, test_lease_lost_cb, &ll, NULL);
+  lock = test_obtain (fx->registry, "closing");
+  test_lock_ok (lock);
+  cancellable = g_object_ref (redis_lock_get_lease_cancellable (lock));
+  g_assert_false (g_cancellable_is_cancelled (cancellable));
+
+  redis_lock_registry_close (fx->registry);
+  g_assert_true (g_cancellable_is_cancelled (cancellable));
+  g_assert_true (redis_lock_is_lease_lost (lock));
+  test_assert_free (fx, "closing");
+  g_assert_false (redis_lock_unlock (lock, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
+  g_assert_false (redis_lock_is_held_by_current_thread (lock));
+  g_assert_cmpuint (test_lease_lost_calls (&ll), ==, 0);
+  redis_lock_registry_set_lease_lost_callback (fx->registry, NULL, NULL, NULL);
+  test_lease_lost_clear (&ll);
+}
+
+/* ---- outages ---- */
+
+static void
+test_outage_backoff (TestFixture *fx, gconstpointer data)
+{
+  RedisLockRegistry *r;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  TestLeaseLost ll;
+  guint64 ticks;
+
+  g_test_summary ("While the server is down, the watchdog retries a failed batch with a "
+                  "backoff (100 ms doubling to 1 s) instead of at once: a handful of attempts "
+                  "until the lease counts as lost, not thousands");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  test_lease_lost_init (&ll);
+  r = test_registry_new (fx);
+  redis_lock_registry_set_expire_after_ms (r, 3000);
+  redis_lock_registry_set_lease_lost_callback (r, test_lease_lost_cb, &ll, NULL);
+  lock = test_obtain (r, "outage");
+  test_lock_ok (lock);
+  redis_lock_test_server_stop (fx->server);
+  ticks = test_stats (r).watchdog_ticks;
+  /* The loss is due 2.85 s after the last renewal; the first renewal is due at 1 s. */
+  g_assert_cmpuint (test_lease_lost_wait (&ll, 6000), ==, 1);
+  ticks = test_stats (r).watchdog_ticks - ticks;
+  g_test_message ("%" G_GUINT64_FORMAT " renewal batches during the outage", ticks);
+  g_assert_cmpuint (ticks, >=, 1);
+  g_assert_cmpuint (ticks, <=, 15);
+
+  g_assert_true (redis_lock_test_server_start (fx->server, &error));
+  g_assert_no_error (error);
+  test_unlock_lease_lost (lock);
+  redis_lock_registry_set_lease_lost_callback (r, NULL, NULL, NULL);
+  g_clear_pointer (&lock, redis_lock_unref);
+  redis_lock_registry_unref (r);
+  test_lease_lost_clear (&ll);
+}
+
+static void
+test_restart_audits_leases (TestFixture *fx, gconstpointer data)
+{
+  RedisLockRegistry *r;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (RedisLock) busy = NULL;
+  g_autoptr (RedisLock) mine = NULL;
+  g_autoptr (GError) error = NULL;
+  TestLeaseLost ll;
+  gint64 t0;
+
+  g_test_summary ("When the server restarts empty, the registry's notification connection "
+                  "breaks and comes back, and the watchdog checks every held lease at once: a "
+                  "30 s lease is reported lost within seconds, not at the next tick (10 s)");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  test_lease_lost_init (&ll);
+  r = test_registry_new (fx);
+  redis_lock_registry_set_expire_after_ms (r, 30000);
+  redis_lock_registry_set_lease_lost_callback (r, test_lease_lost_cb, &ll, NULL);
+  lock = test_obtain (r, "restarted");
+  test_lock_ok (lock);
+  /* One wait, so that the registry subscribes to notifications. */
+  busy = test_obtain (fx->registry, "busy");
+  test_lock_ok (busy);
+  mine = test_obtain (r, "busy");
+  g_assert_false (redis_lock_try_lock_for (mine, 50, NULL, &error));
+  g_assert_no_error (error);
+  test_unlock_ok (busy);
+
+  redis_lock_test_server_stop (fx->server);
+  t0 = test_now_ms ();
+  g_assert_true (redis_lock_test_server_start (fx->server, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (test_lease_lost_wait (&ll, 7000), ==, 1);
+  g_test_message ("loss reported %" G_GINT64_FORMAT " ms after the restart", ll.at_ms - t0);
+  test_unlock_lease_lost (lock);
+  redis_lock_registry_set_lease_lost_callback (r, NULL, NULL, NULL);
+  g_clear_pointer (&lock, redis_lock_unref);
+  g_clear_pointer (&mine, redis_lock_unref);
+  redis_lock_registry_unref (r);
+  test_lease_lost_clear (&ll);
+}
+
+static void
+test_paused_server_deadline (TestFixture *fx, gconstpointer data)
+{
+  RedisLockRegistry *r;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  gint64 t0, elapsed;
+  gboolean ok;
+
+  g_test_summary ("try_lock_for (100 ms) against a paused server returns within its wait, "
+                  "not after the 3 s command timeout, as not acquired in time; if its SET "
+                  "reaches the server after all, the key is released in the background");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  r = test_registry_new (fx);
+  lock = test_obtain (r, "slow");
+  test_lock_ok (lock);
+  test_unlock_ok (lock);
+
+  redis_lock_test_server_pause (fx->server);
+  t0 = test_now_ms ();
+  ok = redis_lock_try_lock_for (lock, 100, NULL, &error);
+  elapsed = test_now_ms () - t0;
+  redis_lock_test_server_resume (fx->server);
+  g_test_message ("try_lock_for (100) took %" G_GINT64_FORMAT " ms", elapsed);
+  g_assert_false (ok);
+  g_assert_no_error (error);
+  g_assert_cmpint (elapsed, <, 1000);
+  TEST_WAIT_UNTIL (!test_store_exists (fx, redis_lock_get_key (lock)), 5000);
+
+  /* The lock works again at once. */
+  g_assert_true (redis_lock_try_lock_for (lock, 1000, NULL, &error));
+  g_assert_no_error (error);
+  test_unlock_ok (lock);
+  g_clear_pointer (&lock, redis_lock_unref);
+  redis_lock_registry_unref (r);
+}
+
+/* ---- channel permission ---- */
+
+static gint acl_warnings; /* atomic */
+
+static gboolean
+is_acl_warning (const char *domain, const char *message)
+{
+  return g_strcmp0 (domain, "redislock") == 0 && strstr (message, "permission") != NULL
+         && strstr (message, "rltest-channel:") != NULL;
+}
+
+/* The fatal handler: an expected warning does not abort. */
+static gboolean
+acl_warning_not_fatal (const char *domain, GLogLevelFlags level, const char *message,
+                       gpointer data)
+{
+  return !is_acl_warning (domain, message);
+}
+
+/* The log handler: an expected warning is counted, not printed (as a TAP "Bail out!"). */
+static void
+log_acl_warning (const char *domain, GLogLevelFlags level, const char *message, gpointer data)
+{
+  if (is_acl_warning (domain, message))
+    g_atomic_int_inc (&acl_warnings);
+  else
+    g_log_default_handler (domain, level, message, data);
+}
+
+static void
+test_acl_without_channel_permission (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) a = NULL;
+  g_autoptr (RedisLockRegistry) b = NULL;
+  g_autoptr (RedisLock) la = NULL;
+  g_autoptr (RedisLock) lb = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *url = NULL;
+  TestTaker taker = { 0 };
+  GThread *thread;
+  redisReply *reply;
+  guint handler;
+
+  g_test_summary ("A Redis user without permission on the notification channel (an ACL "
+                  "without &rltest-channel:*) can still lock and unlock: unlock deletes the "
+                  "key, one warning names the permission, and a waiter of another registry "
+                  "gets the lock by polling within a second, not after seconds");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  reply = test_redis_command (fx->redis, "ACL SETUSER locker on >pw ~* +@all resetchannels");
+  g_assert_cmpint (reply->type, ==, REDIS_REPLY_STATUS);
+  freeReplyObject (reply);
+  url = g_strdup_printf ("unix://%s?username=locker&password=pw",
+                         redis_lock_test_server_get_socket_path (fx->server));
+  g_atomic_int_set (&acl_warnings, 0);
+  handler = g_log_set_handler ("redislock", G_LOG_LEVEL_WARNING | G_LOG_FLAG_FATAL,
+                               log_acl_warning, NULL);
+  g_test_log_set_fatal_handler (acl_warning_not_fatal, NULL);
+
+  a = redis_lock_registry_new (url, TEST_REGISTRY_KEY, &error);
+  g_assert_no_error (error);
+  b = redis_lock_registry_new (url, TEST_REGISTRY_KEY, &error);
+  g_assert_no_error (error);
+  la = test_obtain (a, "acl");
+  lb = test_obtain (b, "acl");
+
+  test_lock_ok (la);
+  test_unlock_ok (la);
+  test_assert_free (fx, "acl");
+
+  test_lock_ok (la);
+  thread = test_taker_start (&taker, lb, 10000);
+  g_assert_true (test_wait_contended (b, 1, 5000));
+  test_unlock_ok (la);
+  test_taker_join (&taker, thread, 5000);
+  g_assert_true (taker.result);
+  g_assert_no_error (taker.error);
+  g_test_message ("the waiter got the lock %" G_GINT64_FORMAT " ms after it started waiting",
+                  taker.returned_ms - taker.called_ms);
+  g_assert_cmpint (taker.returned_ms - taker.called_ms, <, 1500);
+  test_taker_clear (&taker);
+  test_assert_free (fx, "acl");
+  /* One about PUBLISH (a's registry), one about PSUBSCRIBE (b's). */
+  g_assert_cmpint (g_atomic_int_get (&acl_warnings), >=, 1);
+  g_assert_cmpint (g_atomic_int_get (&acl_warnings), <=, 3);
+  g_clear_pointer (&la, redis_lock_unref);
+  g_clear_pointer (&lb, redis_lock_unref);
+  g_clear_pointer (&a, redis_lock_registry_unref);
+  g_clear_pointer (&b, redis_lock_registry_unref);
+  g_test_log_set_fatal_handler (NULL, NULL);
+  g_log_remove_handler ("redislock", handler);
+}
+
+/* ---- overflow ---- */
+
+static void
+test_forever_wait (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) other = NULL;
+  g_autoptr (RedisLock) held = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  TestTaker taker = { 0 };
+  GThread *thread;
+
+  g_test_summary ("try_lock_for (G_MAXINT64), a common 'forever', waits for the holder "
+                  "instead of overflowing into a deadline in the past");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  other = test_registry_new (fx);
+  held = test_obtain (other, "forever");
+  test_lock_ok (held);
+  lock = test_obtain (fx->registry, "forever");
+  thread = test_taker_start (&taker, lock, G_MAXINT64);
+  g_assert_true (test_wait_contended (fx->registry, 1, 5000));
+  TEST_WAIT_UNTIL (g_atomic_int_get (&taker.tid) != 0, 5000);
+  g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&taker.tid), 5000));
+  g_assert_false (g_atomic_int_get (&taker.done));
+  test_unlock_ok (held);
+  test_taker_join (&taker, thread, 5000);
+  g_assert_true (taker.result);
+  g_assert_no_error (taker.error);
+  test_taker_clear (&taker);
+}
+
+static void
+test_huge_ttl_refused (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+
+  g_test_summary ("A lease TTL of 1e16 ms is refused with INVALID instead of being taken and "
+                  "reported lost at once; 100 years is accepted");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  lock = test_obtain (fx->registry, "huge");
+  g_assert_false (redis_lock_try_lock_full (lock, 0, (gint64) 1e16, NULL, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_false (redis_lock_registry_renew (fx->registry, "huge", (gint64) 1e16, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_true (redis_lock_try_lock_full (lock, 0, (gint64) 100 * 365 * 24 * 3600 * 1000, NULL,
+                                           &error));
+  g_assert_no_error (error);
+  g_assert_false (redis_lock_is_lease_lost (lock));
+  test_unlock_ok (lock);
+}
+
+static void
+test_huge_foreign_pttl (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *key = test_lock_key ("eternal");
+  guint64 attempts;
+  redisReply *reply;
+
+  g_test_summary ("A foreign key with a PTTL near the largest Redis accepts does not make a "
+                  "waiter spin: it sleeps until its deadline (a few attempts in 300 ms)");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  reply = test_redis_command (fx->redis, "SET %s foreign PX 9000000000000000000", key);
+  g_assert_cmpint (reply->type, ==, REDIS_REPLY_STATUS);
+  freeReplyObject (reply);
+  lock = test_obtain (fx->registry, "eternal");
+  g_assert_false (redis_lock_try_lock_for (lock, 300, NULL, &error));
+  g_assert_no_error (error);
+  attempts = test_stats (fx->registry).contended_attempts;
+  g_test_message ("%" G_GUINT64_FORMAT " attempts", attempts);
+  g_assert_cmpuint (attempts, <=, 5);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+
+  test_add_stores ("/lease/value/per-acquisition", NULL, test_value_per_acquisition);
+  test_add_stores ("/lease/callback/ref-keeps-lock-cached", NULL,
+                   test_callback_ref_keeps_lock_cached);
+  test_add_stores ("/lease/callback/replaces-itself", NULL, test_callback_replaces_itself);
+  test_add_stores ("/lease/close/tells-holders", NULL, test_close_tells_holders);
+  test_add_redis ("/lease/outage/watchdog-backs-off", NULL, test_outage_backoff);
+  test_add_redis ("/lease/outage/restart-audits-leases", NULL, test_restart_audits_leases);
+  test_add_redis ("/lease/deadline/paused-server", NULL, test_paused_server_deadline);
+  test_add_redis ("/lease/acl/no-channel-permission", NULL, test_acl_without_channel_permission);
+  test_add_stores ("/lease/overflow/forever-wait", NULL, test_forever_wait);
+  test_add_stores ("/lease/overflow/huge-ttl-refused", NULL, test_huge_ttl_refused);
+  test_add_redis ("/lease/overflow/huge-foreign-pttl", NULL, test_huge_foreign_pttl);
+  return g_test_run ();
+}
