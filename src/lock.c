@@ -615,6 +615,11 @@ release_outermost (RedisLock *lock, GError **error)
     return keep_for_next_streak (lock, serial, value, ttl_ms, start, error);
   RL_STAT_ADD (registry->stats.releases, 1);
   end_hold (lock, g_get_monotonic_time () - start, others);
+  if (result == RL_LEASE_ERROR)
+    /* The release may not have reached Redis: the key would stay until its TTL, and
+     * this registry's next acquisition, with another value, would wait for it. It is
+     * released in the background (on this hold's value only, so never a later hold). */
+    rl_registry_add_doubtful (registry, lock->key_data, value, ttl_ms);
 
   /* The release failed, but the lease had gone unconfirmed past its TTL already: it
    * is lost whatever the release would have said. */

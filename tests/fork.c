@@ -332,6 +332,73 @@ test_child_close (TestFixture *fx, gconstpointer data)
   test_assert_free (fx, "held");
 }
 
+/* ---- 4: a lock held by the forking thread is not held in the child ---- */
+
+static void
+never_called (RedisLock *lock, gpointer data)
+{
+}
+
+typedef struct
+{
+  RedisLockRegistry *registry;
+  RedisLock *lock;
+} ChildHold;
+
+static int
+child_inherits_no_hold (gpointer data)
+{
+  ChildHold *ch = data;
+  RedisLock *lock = ch->lock;
+  RedisLockRegistry *r = ch->registry;
+
+  /* The child's thread has the parent's GThread, but not its holds. */
+  if (redis_lock_is_held_by_current_thread (lock))
+    return 1;
+  if (redis_lock_get_hold_count (lock) != 0)
+    return 2;
+  if (redis_lock_is_acquired_in_this_process (lock))
+    return 3;
+  if (redis_lock_get_lease_cancellable (lock) != NULL)
+    return 4;
+  if (redis_lock_is_lease_lost (lock))
+    return 5;
+  if (redis_lock_dup_lease_value (lock) != NULL)
+    return 6;
+  /* References, settings and the callback change nothing in the parent's registry and
+   * take none of its mutexes (another thread may have held them at fork time). */
+  if (redis_lock_ref (lock) != lock)
+    return 7;
+  redis_lock_registry_set_lease_lost_callback (r, never_called, NULL, NULL);
+  redis_lock_registry_set_cache_capacity (r, 1);
+  redis_lock_registry_set_watchdog (r, FALSE);
+  if (redis_lock_registry_get_cache_size (r) != 0)
+    return 8;
+  return 0;
+}
+
+static void
+test_child_no_hold (TestFixture *fx, gconstpointer data)
+{
+  RedisLockRegistry *r = fx->registry;
+  g_autoptr (RedisLock) held = NULL;
+
+  g_test_summary ("In a child forked by a thread that holds a lock, the lock's getters say "
+                  "the child holds nothing (the child's thread has the parent's GThread), and "
+                  "references, setters and the callback do nothing");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  held = test_obtain (r, "parent-hold");
+  test_lock_ok (held);
+  {
+    ChildHold ch = { r, held };
+    test_run_child (child_inherits_no_hold, &ch);
+  }
+  g_assert_true (redis_lock_is_held_by_current_thread (held));
+  test_unlock_ok (held);
+  test_assert_free (fx, "parent-hold");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -343,6 +410,7 @@ main (int argc, char **argv)
   ADD ("/fork/child/pre-fork-registry-fails", test_pre_fork_registry);
   ADD ("/fork/child/new-registry-works", test_child_new_registry);
   ADD ("/fork/child/close-keeps-parent-leases", test_child_close);
+  ADD ("/fork/child/no-hold-no-mutex", test_child_no_hold);
 
 #undef ADD
   return g_test_run ();

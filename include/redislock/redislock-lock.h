@@ -23,6 +23,11 @@ G_BEGIN_DECLS
  * redis_lock_ref:
  * @lock: a lock
  *
+ * Takes another reference. Only a holder of a reference may take another (or the
+ * lease-lost callback, see #RedisLockLeaseLostFunc): a lock nobody references may be
+ * dropped from the cache and freed at any moment, and taking a reference to such a
+ * lock is a critical error.
+ *
  * Returns: (transfer full): @lock, with one more reference.
  */
 REDIS_LOCK_EXPORT RedisLock *redis_lock_ref (RedisLock *lock);
@@ -83,10 +88,16 @@ REDIS_LOCK_EXPORT gboolean redis_lock_try_lock (RedisLock *lock, GError **error)
 /**
  * redis_lock_try_lock_for:
  * @lock: a lock
- * @wait_ms: total wait in milliseconds, local and Redis together; < 0 waits forever,
- *   0 makes one attempt
+ * @wait_ms: total wait in milliseconds, local and Redis together; < 0 (or a value too
+ *   large to add to the clock, such as %G_MAXINT64) waits forever, 0 makes one attempt
  * @cancellable: (nullable): cancels the wait with %G_IO_ERROR_CANCELLED
  * @error: return location for a #GError
+ *
+ * With @wait_ms > 0 every request to Redis is bounded by the time left as well as by
+ * the command timeout, so a slow or frozen server cannot stretch the wait; a request
+ * cut short by the end of the wait counts as not acquired in time (%FALSE without an
+ * error), and if it took the key after all, the registry releases it in the
+ * background. With @wait_ms = 0 the one attempt is bounded by the command timeout.
  *
  * Returns: %TRUE = now held; %FALSE with @error unset = not acquired within @wait_ms;
  *   %FALSE with @error set = failure (Redis, cancelled, closed, forked).
@@ -100,8 +111,9 @@ REDIS_LOCK_EXPORT gboolean redis_lock_try_lock_for (RedisLock *lock,
  * redis_lock_try_lock_full:
  * @lock: a lock
  * @wait_ms: as for redis_lock_try_lock_for()
- * @ttl_ms: TTL of this acquisition's lease; 0: the registry TTL; < 0 is
- *   %REDIS_LOCK_ERROR_INVALID. The watchdog renews with this TTL. Ignored on re-entry.
+ * @ttl_ms: TTL of this acquisition's lease; 0: the registry TTL; < 0 or more than
+ *   100 years is %REDIS_LOCK_ERROR_INVALID. The watchdog renews with this TTL. Ignored
+ *   on re-entry and when the lease is handed over by another thread of the registry.
  * @cancellable: (nullable): cancels the wait
  * @error: return location for a #GError
  *
@@ -119,13 +131,18 @@ REDIS_LOCK_EXPORT gboolean redis_lock_try_lock_full (RedisLock *lock,
  * @error: return location for a #GError
  *
  * Releases one hold of the calling thread. An inner unlock only lowers the hold count.
- * The outermost unlock deletes the key only if it still holds this registry's client
- * id, and publishes the unlock notification. In every case where the caller held the
- * lock, its local hold is released, so the lock stays usable.
+ * The outermost unlock deletes the key only if it still holds this acquisition's value
+ * (see redis_lock_dup_lease_value()), and publishes the unlock notification (when the
+ * Redis user may not publish on the channel, the key is deleted all the same and one
+ * warning is logged). In every case where the caller held the lock, its local hold is
+ * released, so the lock stays usable.
  *
  * With other threads of this registry waiting, the outermost unlock may hand the lease
  * to the next of them instead of releasing it (see
- * redis_lock_registry_set_max_local_handoffs()).
+ * redis_lock_registry_set_max_local_handoffs()). Such an unlock does not ask Redis: it
+ * returns %TRUE when the lease was confirmed recently enough, and a loss since that
+ * confirmation is reported to the next local holder (its lease is lost, or, when found
+ * before it got the lock, it acquires afresh).
  *
  * Returns: %TRUE on success; %FALSE with %REDIS_LOCK_ERROR_NOT_OWNER (the calling thread
  *   does not hold the lock; nothing changes), %REDIS_LOCK_ERROR_LEASE_LOST (the lease had

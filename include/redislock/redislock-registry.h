@@ -56,11 +56,15 @@ typedef enum
  * Called once per lost lease from a library thread (the registry's watchdog thread,
  * started for this even when renewal is off), never from a thread that may hold the
  * lock; a loss found just before redis_lock_registry_close() is reported from close.
- * It runs while the watchdog waits, so it must not block for long; it may call
- * redis_lock_get_name(), redis_lock_ref() and redis_lock_is_acquired_in_this_process(),
- * signal the holder (a GCond, a pipe, a GMainContext source), or log. It must not call
- * redis_lock_unlock() (only the holding thread can) nor close or unref the registry's
- * last reference.
+ * It is called with no mutex of the library held, but while the watchdog waits, so it
+ * must not block for long. It may call redis_lock_get_name(), redis_lock_ref() (the
+ * lock stays cached while the call runs, so the reference is to the one object
+ * redis_lock_registry_obtain() returns for the name; release it with
+ * redis_lock_unref()), redis_lock_is_acquired_in_this_process() and
+ * redis_lock_registry_set_lease_lost_callback() (the replaced callback's destroy
+ * notify runs once this call returns), signal the holder (a GCond, a pipe, a
+ * GMainContext source), or log. It must not call redis_lock_unlock() (only the holding
+ * thread can) nor close or unref the registry's last reference.
  */
 typedef void (*RedisLockLeaseLostFunc) (RedisLock *lock, gpointer user_data);
 
@@ -124,9 +128,12 @@ REDIS_LOCK_EXPORT void redis_lock_registry_unref (RedisLockRegistry *registry);
  *
  * Stops the registry's background threads, wakes every waiter with
  * %REDIS_LOCK_ERROR_CLOSED and releases, best effort, every lease still held (their keys
- * are gone from Redis afterwards when the server is reachable). Later calls on the
- * registry or its locks fail with %REDIS_LOCK_ERROR_CLOSED, including redis_lock_unlock()
- * by a thread that still held a lock (its local hold is dropped). Idempotent.
+ * are gone from Redis afterwards when the server is reachable). Holders are told as for
+ * a lost lease: redis_lock_is_lease_lost() is %TRUE for them and their
+ * redis_lock_get_lease_cancellable() is cancelled (the lease-lost callback is not
+ * called: the registry is closing). Later calls on the registry or its locks fail with
+ * %REDIS_LOCK_ERROR_CLOSED, including redis_lock_unlock() by a thread that still held a
+ * lock (its local hold is dropped). Idempotent.
  */
 REDIS_LOCK_EXPORT void redis_lock_registry_close (RedisLockRegistry *registry);
 
@@ -244,7 +251,9 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_command_timeout_ms (RedisLockRegi
  * Installs the function told when a held lease is found lost: the key vanished or
  * belongs to another owner at renewal, or no renewal could be confirmed for longer
  * than the TTL minus a drift margin (Redis unreachable). The holder's
- * redis_lock_get_lease_cancellable() is cancelled before @func is called.
+ * redis_lock_get_lease_cancellable() is cancelled before @func is called. A call in
+ * flight when the callback is replaced finishes with the old function, and the old
+ * @destroy runs after it returns.
  */
 REDIS_LOCK_EXPORT void redis_lock_registry_set_lease_lost_callback (RedisLockRegistry *registry,
                                                                     RedisLockLeaseLostFunc func,
@@ -255,8 +264,11 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_lease_lost_callback (RedisLockReg
  * redis_lock_registry_get_client_id:
  * @registry: a registry
  *
- * The value stored in the keys this registry holds: `hostname:pid:` followed by 32
- * random hex digits, unique per registry instance.
+ * The prefix of the value stored in the keys this registry holds: `hostname:pid:`
+ * followed by 32 random hex digits, unique per registry instance (the host name is cut
+ * at 64 bytes). A held key stores the client id, `:`, and a number unique to the
+ * acquisition (see redis_lock_dup_lease_value()), so that a release or renewal that
+ * reaches Redis late can never act on a later hold of the same registry.
  *
  * Returns: (transfer none): the client id, valid while @registry is referenced.
  */
