@@ -1,15 +1,19 @@
-/* internal.h: the structures shared by registry.c, lock.c and watchdog.c.
+/* internal.h: the registry and lock structures, shared by registry.c, lock.c and
+ * leases.c.
  *
- * Locking order, which every file follows: registry->mutex (the cache) before
- * lock->m (one lock's local mutex state) before registry->lease_mutex (the held-lease
- * table and every lock's lease fields); registry->callback_mutex is taken alone, and
- * the user's callback is called with no mutex held. Nothing that holds lock->m or
- * lease_mutex calls the store, so no Redis round trip ever happens under a mutex a
- * lock or unlock may need. The one mutex held across a store call is
- * registry->renew_mutex, taken before any other: it makes renewals of one registry
- * (the watchdog's batch, redis_lock_registry_renew(), the renewal before a hand-off
- * with the watchdog off) one at a time, so the TTL the registry records for a lease
- * is always the TTL of the last renewal Redis applied.
+ * Each field has one writer, named beside it: the cache (registry.c, under
+ * registry->mutex), the local mutex (lock.c, under lock->m), the lease fields
+ * (leases.c, under its own mutex, see leases.h). Locking order, which every file
+ * follows: registry->mutex before lock->m before the lease table's mutex; the lease
+ * table's renew mutex comes before all of them and is the one mutex held across a
+ * store call (renewals go one at a time, see leases.c). The user's callback is called
+ * with no mutex held. Nothing that holds lock->m or the lease table's mutex calls the
+ * store, so no Redis round trip ever happens under a mutex a lock or unlock may need.
+ *
+ * The calls between the files go one way: registry.c -> lock.c -> leases.c ->
+ * {watchdog.c, the store}. What a lower file needs of the registry (is it closed or
+ * forked, its settings, its store) it reads from these structures through the inline
+ * functions below, never by calling up.
  */
 #ifndef RL_INTERNAL_H
 #define RL_INTERNAL_H
@@ -18,32 +22,10 @@
 #include <pthread.h>
 
 #include "redislock/redislock.h"
+#include "leases.h"
+#include "settings.h"
 #include "store.h"
 #include "sync.h"
-
-typedef struct _RlWatchdog RlWatchdog;
-
-/* The lease-lost callback, reference counted so it can be called with no mutex held
- * and replaced meanwhile (even from inside itself): destroy (data) runs when the last
- * call in flight returns. */
-typedef struct
-{
-  gint ref_count; /* atomic */
-  RedisLockLeaseLostFunc func;
-  gpointer data;
-  GDestroyNotify destroy;
-} RlLostCallback;
-
-/* An acquisition whose outcome is unknown (its reply timed out): its value may be in
- * the store, where nobody would release it. The watchdog releases it (compare-and-
- * delete on that value, which can never touch another hold) until it is gone or
- * @until_us, when its TTL has run out anyway. */
-typedef struct
-{
-  char *key;
-  char *value;
-  gint64 until_us;
-} RlDoubtful;
 
 struct _RedisLockRegistry
 {
@@ -53,17 +35,11 @@ struct _RedisLockRegistry
   char *registry_key;
   gsize key_prefix_len; /* strlen (registry_key) + 1: where a name starts in its lock key */
   char *client_id;
-  guint64 next_serial; /* atomic: the number that makes each acquisition's value unique */
   RlStore *store;
   RlStoreContext store_ctx;
   RedisLockRegistryStats stats; /* atomic counters */
-
-  /* Settings, read and written atomically. */
-  gint64 expire_after_ms;
-  gint64 idle_between_tries_ms;
-  gint wait_mode;
-  gint watchdog_enabled;
-  guint max_local_handoffs;
+  RlSettings settings;          /* written by registry.c's setters, atomically */
+  RlLeases *leases;
 
   /* The lock cache. */
   RlMutex mutex;
@@ -71,19 +47,6 @@ struct _RedisLockRegistry
   RedisLock *lru_head; /* least recently obtained first */
   RedisLock *lru_tail;
   guint capacity;
-
-  /* Held leases: RedisLock -> same, and the lease fields of every lock. */
-  RlMutex lease_mutex;
-  GHashTable *held;
-  RlWatchdog *watchdog;
-  GPtrArray *lost_pending; /* locks found lost outside the watchdog, for its callback */
-  GArray *doubtful;        /* RlDoubtful, for the watchdog to release */
-
-  RlMutex renew_mutex; /* held across every renewal request (see above) */
-
-  /* Lease-lost callback. */
-  RlMutex callback_mutex;
-  RlLostCallback *lost_callback; /* NULL: none */
 };
 
 /* Condition variables of a lock, made when a thread first has to wait for it: most
@@ -124,14 +87,7 @@ struct _RedisLock
 
   guint8 cached; /* registry->mutex */
 
-  /* The lease of the current hold: registry->lease_mutex guards these. */
-  guint8 held;                     /* in registry->held */
-  guint8 lost;                     /* found lost; stays so until the outermost unlock */
-  guint64 lease_serial;            /* the acquisition's number, the tail of its value:
-                                      tells holds apart */
-  gint64 lease_ttl_ms;             /* TTL the lease is renewed with */
-  gint64 lease_confirmed;          /* monotonic µs when the last confirmed request was sent */
-  GCancellable *lease_cancellable; /* made on demand, cancelled when lost */
+  RlLeaseState lease; /* leases.c only */
 
   char key_data[]; /* one allocation for the struct and its key */
 };
@@ -157,61 +113,50 @@ rl_deadline_after (gint64 now_us, gint64 ms)
   return now_us + ms * 1000;
 }
 
-/* registry.c */
-gboolean rl_registry_check (RedisLockRegistry *registry, GError **error);
-gboolean rl_registry_is_closed (RedisLockRegistry *registry);
-gboolean rl_registry_is_forked (RedisLockRegistry *registry);
-/* A new acquisition number for this registry. */
-guint64 rl_registry_next_serial (RedisLockRegistry *registry);
-/* Writes the value a hold with @serial stores: client id ":" serial. */
-void rl_registry_lease_value (RedisLockRegistry *registry, guint64 serial,
-                              char value[RL_LEASE_VALUE_MAX]);
-/* The outcome of acquiring @key with @value is unknown: have the watchdog release it. */
-void rl_registry_add_doubtful (RedisLockRegistry *registry, const char *key, const char *value,
-                               gint64 ttl_ms);
-/* Releases the doubtful acquisitions; returns how many remain. Watchdog thread only. */
-guint rl_registry_release_doubtful (RedisLockRegistry *registry);
-gboolean rl_registry_lease_taken (RedisLockRegistry *registry, RedisLock *lock, guint64 serial,
-                                  gint64 ttl_ms, gint64 sent_us);
-gboolean rl_registry_lease_drop (RedisLockRegistry *registry, RedisLock *lock, gboolean *lost);
-/* The watchdog found @locks lost (their lost flag just set): cancel their lease
- * cancellables and call the callback. Watchdog thread only. */
-void rl_registry_report_lost (RedisLockRegistry *registry, GPtrArray *locks);
-/* Another thread found @lock lost (flag just set): cancels its lease cancellable now
- * and has the watchdog thread call the callback. */
-void rl_registry_lost_found (RedisLockRegistry *registry, RedisLock *lock);
-/* Calls the callback for the losses queued by rl_registry_lost_found(). */
-void rl_registry_report_pending (RedisLockRegistry *registry);
-gint64 rl_drift_margin_us (gint64 ttl_ms);
-/* When an unconfirmed lease of @lock counts as lost: its last confirmed request plus
- * the TTL, less the margin. registry->lease_mutex held. */
-gint64 rl_lease_lose_at (RedisLock *lock);
-/* Marks the held lease of @lock lost if its time ran out unconfirmed, and tells the
- * holder. Returns whether it is lost. Takes registry->lease_mutex. */
-gboolean rl_registry_check_lease_time (RedisLockRegistry *registry, RedisLock *lock);
-/* Whether the held lease of @lock is lost or its time ran out unconfirmed, without
- * marking or reporting anything (a lease handed over that nobody holds yet). */
-gboolean rl_registry_lease_is_stale (RedisLockRegistry *registry, RedisLock *lock);
+/* error.c: the fork guard. */
+extern guint rl_fork_generation;
+void rl_fork_guard_init (void);
+
+/* The registry's state as the files below it read it. */
+static inline gboolean
+rl_registry_is_closed (RedisLockRegistry *registry)
+{
+  return g_atomic_int_get (&registry->closed) != 0;
+}
+
+static inline gboolean
+rl_registry_is_forked (RedisLockRegistry *registry)
+{
+  return registry->fork_generation != __atomic_load_n (&rl_fork_generation, __ATOMIC_RELAXED);
+}
+
+/* FALSE with FORKED or CLOSED when the registry may not be used. */
+static inline gboolean
+rl_registry_check (RedisLockRegistry *registry, GError **error)
+{
+  if (G_UNLIKELY (rl_registry_is_forked (registry)))
+    {
+      g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_FORKED,
+                           "This lock registry was created before fork() and cannot be used in "
+                           "the child process; create a new registry there");
+      return FALSE;
+    }
+  if (G_UNLIKELY (rl_registry_is_closed (registry)))
+    {
+      g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED,
+                           "The lock registry is closed");
+      return FALSE;
+    }
+  return TRUE;
+}
 
 /* lock.c */
 RedisLock *rl_lock_new (RedisLockRegistry *registry, const char *name);
-void rl_lock_release_memory (RedisLock *lock);
+/* Drops a reference to the lock's memory (the cache's, or one taken with
+ * g_atomic_int_inc (&lock->ref_count)); the last frees it. */
+void rl_lock_unref_memory (RedisLock *lock);
 gboolean rl_lock_is_idle (RedisLock *lock);
 void rl_lock_notify (RedisLock *lock);
 void rl_lock_wake_all (RedisLock *lock);
-
-/* watchdog.c */
-RlWatchdog *rl_watchdog_new (RedisLockRegistry *registry);
-void rl_watchdog_kick (RlWatchdog *watchdog);
-/* Renews every lease at once (the store may have lost them: its connection broke). */
-void rl_watchdog_tick_now (RlWatchdog *watchdog);
-/* A lease is due for renewal at @due_us: wakes the watchdog only if it planned to
- * sleep past that. registry->lease_mutex held. */
-void rl_watchdog_schedule (RlWatchdog *watchdog, gint64 due_us);
-void rl_watchdog_free (RlWatchdog *watchdog); /* stops and joins */
-
-/* error.c */
-extern guint rl_fork_generation;
-void rl_fork_guard_init (void);
 
 #endif /* RL_INTERNAL_H */

@@ -26,7 +26,8 @@
 #include <string.h>
 
 #include "connection.h"
-#include "internal.h"
+#include "store.h"
+#include "sync.h"
 #include "notify.h"
 
 /* ACQUIRE: KEYS[1] = lock key, ARGV[1] = this acquisition's value, ARGV[2] = TTL in ms.

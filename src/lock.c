@@ -33,11 +33,6 @@
 #define RL_LOCAL_BARGE_MAX 4
 G_STATIC_ASSERT (RL_LOCAL_BARGE_MAX < 8); /* lock->barged is 3 bits */
 
-struct _RedisLockLocker
-{
-  RedisLock *lock;
-};
-
 RedisLock *
 rl_lock_new (RedisLockRegistry *registry, const char *name)
 {
@@ -55,11 +50,11 @@ rl_lock_new (RedisLockRegistry *registry, const char *name)
 }
 
 void
-rl_lock_release_memory (RedisLock *lock)
+rl_lock_unref_memory (RedisLock *lock)
 {
   if (!g_atomic_int_dec_and_test (&lock->ref_count))
     return;
-  g_clear_object (&lock->lease_cancellable);
+  g_clear_object (&lock->lease.cancellable);
   if (lock->wait != NULL)
     {
       rl_cond_clear (&lock->wait->local);
@@ -79,7 +74,8 @@ rl_lock_is_idle (RedisLock *lock)
 {
   gboolean idle;
 
-  if (lock->user_refs > 0 || g_atomic_int_get (&lock->ref_count) > 1)
+  if (lock->user_refs > 0 || g_atomic_int_get (&lock->ref_count) > 1
+      || rl_leases_is_pinned (lock->registry->leases, lock))
     return FALSE;
   rl_mutex_lock (&lock->m);
   idle = lock->owner == NULL && lock->waiters == 0;
@@ -256,18 +252,13 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
 static gboolean
 accept_kept_lease (RedisLock *lock)
 {
-  RedisLockRegistry *registry = lock->registry;
-  GCancellable *stale = NULL;
+  RlLeases *leases = lock->registry->leases;
   gboolean lost;
 
-  if (!rl_registry_lease_is_stale (registry, lock))
+  if (!rl_leases_view (leases, lock).stale)
     return TRUE;
-  rl_registry_lease_drop (registry, lock, &lost);
-  rl_mutex_lock (&registry->lease_mutex);
-  if (lock->lease_cancellable != NULL && g_cancellable_is_cancelled (lock->lease_cancellable))
-    stale = g_steal_pointer (&lock->lease_cancellable);
-  rl_mutex_unlock (&registry->lease_mutex);
-  g_clear_object (&stale);
+  rl_leases_drop (leases, lock, &lost);
+  rl_leases_forget_cancelled (leases, lock);
   g_debug ("Lease of lock “%s” handed over stale; acquiring it afresh", lock->key_data);
   return FALSE;
 }
@@ -308,7 +299,8 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
 {
   RedisLockRegistry *registry = lock->registry;
   RlStore *store = registry->store;
-  gboolean pubsub = g_atomic_int_get (&registry->wait_mode) == REDIS_LOCK_WAIT_PUBSUB;
+  RlLeases *leases = registry->leases;
+  gboolean pubsub = g_atomic_int_get (&registry->settings.wait_mode) == REDIS_LOCK_WAIT_PUBSUB;
   gboolean need_watch = FALSE;
   gint64 yield_until = 0;
   guint32 seq;
@@ -334,7 +326,7 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
     {
       gboolean watching = pubsub && need_watch && store->vt->watch (store, 0);
       gint64 pttl = -1, now, sent, wake_at, bound_ms = 0;
-      guint64 serial = rl_registry_next_serial (registry);
+      guint64 serial = rl_leases_next_serial (leases);
       char value[RL_LEASE_VALUE_MAX];
       g_autoptr (GError) local_error = NULL;
 
@@ -342,7 +334,7 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
       seq = lock->notify_seq;
       rl_mutex_unlock (&lock->m);
 
-      rl_registry_lease_value (registry, serial, value);
+      rl_leases_value (leases, serial, value);
       sent = g_get_monotonic_time ();
       if (bounded && deadline != RL_FOREVER
           && (deadline - sent) / 1000 < RL_STAT_GET (registry->store_ctx.command_timeout_ms))
@@ -352,7 +344,7 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
         {
         case RL_LEASE_OK:
           RL_STAT_ADD (registry->stats.acquisitions, 1);
-          if (rl_registry_lease_taken (registry, lock, serial, ttl_ms, sent))
+          if (rl_leases_take (leases, lock, serial, ttl_ms, sent))
             return TRUE;
           release_after_close (lock, value, error);
           return FALSE;
@@ -364,7 +356,7 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
         default:
           /* The request may have reached the store and taken the key after all: have it
            * released in the background, so that nobody waits for its TTL. */
-          rl_registry_add_doubtful (registry, lock->key_data, value, ttl_ms);
+          rl_leases_add_doubtful (leases, lock->key_data, value, ttl_ms);
           if (bound_ms > 0 && g_get_monotonic_time () >= deadline
               && g_error_matches (local_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION))
             {
@@ -399,7 +391,7 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
         }
       else
         wake_at = MIN (deadline,
-                       rl_deadline_after (now, RL_STAT_GET (registry->idle_between_tries_ms)));
+                       rl_deadline_after (now, RL_STAT_GET (registry->settings.idle_between_tries_ms)));
       sleep_for_notification (lock, seq, wake_at, cancellable);
       if (set_wait_error (lock, cancellable, error))
         return FALSE;
@@ -444,7 +436,7 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
     }
 
   if (ttl_ms == 0)
-    ttl_ms = RL_STAT_GET (registry->expire_after_ms);
+    ttl_ms = RL_STAT_GET (registry->settings.expire_after_ms);
   if (!rl_registry_check (registry, error))
     /* Closed while waiting for the local mutex: a lease handed over went with close. */
     ok = FALSE;
@@ -509,14 +501,9 @@ static void
 end_hold (RedisLock *lock, gint64 release_us, gboolean others)
 {
   RedisLockRegistry *registry = lock->registry;
-  guint max = g_atomic_int_get (&registry->max_local_handoffs);
-  GCancellable *stale = NULL;
+  guint max = g_atomic_int_get (&registry->settings.max_local_handoffs);
 
-  rl_mutex_lock (&registry->lease_mutex);
-  if (lock->lease_cancellable != NULL && g_cancellable_is_cancelled (lock->lease_cancellable))
-    stale = g_steal_pointer (&lock->lease_cancellable);
-  rl_mutex_unlock (&registry->lease_mutex);
-  g_clear_object (&stale);
+  rl_leases_forget_cancelled (registry->leases, lock);
   rl_mutex_lock (&lock->m);
   if (max > 0 && lock->handoffs >= max && others)
     lock_wait (lock)->yield_until = g_get_monotonic_time () + CLAMP (2 * release_us, 50, 5000);
@@ -561,7 +548,7 @@ static gboolean
 keep_for_next_streak (RedisLock *lock, guint64 serial, const char *value, gint64 ttl_ms,
                       gint64 sent_us, GError **error)
 {
-  if (!rl_registry_lease_taken (lock->registry, lock, serial, ttl_ms, sent_us))
+  if (!rl_leases_take (lock->registry->leases, lock, serial, ttl_ms, sent_us))
     {
       release_after_close (lock, value, error);
       end_hold (lock, 0, FALSE);
@@ -580,17 +567,15 @@ release_outermost (RedisLock *lock, GError **error)
   RlLeaseResult result;
   gboolean lost, others = FALSE;
   gint64 start, lose_at, ttl_ms, keep_ttl_ms = 0;
-  guint max = g_atomic_int_get (&registry->max_local_handoffs);
+  guint max = g_atomic_int_get (&registry->settings.max_local_handoffs);
   char value[RL_LEASE_VALUE_MAX];
-  guint64 serial;
+  RlLeaseView view = rl_leases_view (registry->leases, lock);
+  guint64 serial = view.serial;
 
-  rl_mutex_lock (&registry->lease_mutex);
-  lose_at = rl_lease_lose_at (lock);
-  ttl_ms = lock->lease_ttl_ms;
-  serial = lock->lease_serial;
-  rl_mutex_unlock (&registry->lease_mutex);
-  rl_registry_lease_value (registry, serial, value);
-  if (!rl_registry_lease_drop (registry, lock, &lost))
+  lose_at = view.lose_at;
+  ttl_ms = view.ttl_ms;
+  rl_leases_value (registry->leases, serial, value);
+  if (!rl_leases_drop (registry->leases, lock, &lost))
     {
       /* close() released the lease between our check and now. */
       end_hold (lock, 0, FALSE);
@@ -619,7 +604,7 @@ release_outermost (RedisLock *lock, GError **error)
     /* The release may not have reached Redis: the key would stay until its TTL, and
      * this registry's next acquisition, with another value, would wait for it. It is
      * released in the background (on this hold's value only, so never a later hold). */
-    rl_registry_add_doubtful (registry, lock->key_data, value, ttl_ms);
+    rl_leases_add_doubtful (registry->leases, lock->key_data, value, ttl_ms);
 
   /* The release failed, but the lease had gone unconfirmed past its TTL already: it
    * is lost whatever the release would have said. */
@@ -654,52 +639,29 @@ static gboolean
 try_handoff (RedisLock *lock)
 {
   RedisLockRegistry *registry = lock->registry;
-  guint max = g_atomic_int_get (&registry->max_local_handoffs);
+  guint max = g_atomic_int_get (&registry->settings.max_local_handoffs);
+  RlLeaseView view;
   gboolean ok;
-  gint64 ttl_ms;
-  guint64 serial;
 
   rl_mutex_lock (&lock->m);
   ok = max > 0 && lock->waiters > 0 && lock->handoffs < max;
   rl_mutex_unlock (&lock->m);
   if (!ok)
     return FALSE;
-  rl_mutex_lock (&registry->lease_mutex);
-  ok = lock->held && !lock->lost;
-  ttl_ms = lock->lease_ttl_ms;
-  serial = lock->lease_serial;
-  rl_mutex_unlock (&registry->lease_mutex);
-  if (!ok)
+  view = rl_leases_view (registry->leases, lock);
+  if (!view.held || view.lost)
     return FALSE;
-  if (g_atomic_int_get (&registry->watchdog_enabled))
+  if (g_atomic_int_get (&registry->settings.watchdog_enabled))
     {
       /* Only a lease the watchdog confirmed recently enough is handed on; one that may
        * have expired (this process was frozen) is released instead, which reports it
        * lost. */
-      if (rl_registry_check_lease_time (registry, lock))
+      if (rl_leases_check_time (registry->leases, lock))
         return FALSE;
     }
-  else
-    {
-      /* Nobody renews this lease: give the next holder a full TTL. */
-      char value[RL_LEASE_VALUE_MAX];
-      gint64 sent;
-      RlLeaseResult result;
-
-      rl_registry_lease_value (registry, serial, value);
-      rl_mutex_lock (&registry->renew_mutex);
-      sent = g_get_monotonic_time ();
-      result = registry->store->vt->renew (registry->store, lock->key_data, value, ttl_ms, NULL);
-      if (result == RL_LEASE_OK)
-        {
-          rl_mutex_lock (&registry->lease_mutex);
-          lock->lease_confirmed = sent;
-          rl_mutex_unlock (&registry->lease_mutex);
-        }
-      rl_mutex_unlock (&registry->renew_mutex);
-      if (result != RL_LEASE_OK)
-        return FALSE;
-    }
+  else if (!rl_leases_refresh (registry->leases, lock))
+    /* Nobody renews this lease: the next holder gets a full TTL, or none. */
+    return FALSE;
   return hand_over (lock, FALSE);
 }
 
@@ -808,83 +770,31 @@ redis_lock_is_acquired_in_this_process (RedisLock *lock)
 gboolean
 redis_lock_is_lease_lost (RedisLock *lock)
 {
-  RedisLockRegistry *registry;
-  gboolean lost;
-
   g_return_val_if_fail (lock != NULL, FALSE);
   if (!redis_lock_is_held_by_current_thread (lock))
     return FALSE;
-  registry = lock->registry;
-  rl_mutex_lock (&registry->lease_mutex);
-  lost = lock->lost;
-  rl_mutex_unlock (&registry->lease_mutex);
-  return lost;
+  return rl_leases_is_lost (lock->registry->leases, lock);
 }
 
 GCancellable *
 redis_lock_get_lease_cancellable (RedisLock *lock)
 {
-  RedisLockRegistry *registry;
-  GCancellable *cancellable;
-  gboolean lost;
-
   g_return_val_if_fail (lock != NULL, NULL);
   if (!redis_lock_is_held_by_current_thread (lock))
     return NULL;
-  registry = lock->registry;
-  rl_mutex_lock (&registry->lease_mutex);
-  if (lock->lease_cancellable == NULL)
-    lock->lease_cancellable = g_cancellable_new ();
-  cancellable = lock->lease_cancellable;
-  lost = lock->lost;
-  rl_mutex_unlock (&registry->lease_mutex);
-  /* Only the holding thread replaces the cancellable (at its outermost unlock), so
-   * the pointer stays valid here. */
-  if (lost)
-    g_cancellable_cancel (cancellable);
-  return cancellable;
+  return rl_leases_get_cancellable (lock->registry->leases, lock);
 }
 
 char *
 redis_lock_dup_lease_value (RedisLock *lock)
 {
-  RedisLockRegistry *registry;
+  RlLeases *leases;
   char value[RL_LEASE_VALUE_MAX];
-  guint64 serial;
 
   g_return_val_if_fail (lock != NULL, NULL);
   if (!redis_lock_is_held_by_current_thread (lock))
     return NULL;
-  registry = lock->registry;
-  rl_mutex_lock (&registry->lease_mutex);
-  serial = lock->lease_serial;
-  rl_mutex_unlock (&registry->lease_mutex);
-  rl_registry_lease_value (registry, serial, value);
+  leases = lock->registry->leases;
+  rl_leases_value (leases, rl_leases_view (leases, lock).serial, value);
   return g_strdup (value);
-}
-
-RedisLockLocker *
-redis_lock_locker_new (RedisLock *lock, GError **error)
-{
-  RedisLockLocker *locker;
-
-  g_return_val_if_fail (lock != NULL, NULL);
-  if (!redis_lock_lock (lock, error))
-    return NULL;
-  locker = g_new (RedisLockLocker, 1);
-  locker->lock = redis_lock_ref (lock);
-  return locker;
-}
-
-void
-redis_lock_locker_free (RedisLockLocker *locker)
-{
-  g_autoptr (GError) error = NULL;
-
-  if (locker == NULL)
-    return;
-  if (!redis_lock_unlock (locker->lock, &error))
-    g_warning ("Unlocking “%s”: %s", rl_lock_name (locker->lock), error->message);
-  redis_lock_unref (locker->lock);
-  g_free (locker);
 }

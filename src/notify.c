@@ -30,7 +30,8 @@
 #include <unistd.h>
 #include <glib-unix.h>
 
-#include "internal.h"
+#include "store.h"
+#include "sync.h"
 #include "notify.h"
 
 #define RL_NOTIFY_BACKOFF_MIN_MS 50

@@ -12,6 +12,7 @@
 
 #include <glib.h>
 #include "redislock/redislock.h"
+#include "settings.h"
 
 typedef enum
 {

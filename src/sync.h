@@ -115,9 +115,4 @@ rl_cond_wait_until (RlCond *cond, RlMutex *mutex, gint64 end_us)
   return rc != ETIMEDOUT;
 }
 
-/* Atomic 64-bit statistics counters. */
-#define RL_STAT_ADD(field, n) __atomic_fetch_add (&(field), (n), __ATOMIC_RELAXED)
-#define RL_STAT_SET(field, v) __atomic_store_n (&(field), (v), __ATOMIC_RELAXED)
-#define RL_STAT_GET(field) __atomic_load_n (&(field), __ATOMIC_RELAXED)
-
 #endif /* RL_SYNC_H */

@@ -1,0 +1,95 @@
+/* leases.h: the lease table of a registry (see leases.c), the only writer of lease state.
+ *
+ * lock.c asks it to record a lease it took in the store, to forget one it released,
+ * and what it knows of the current hold (lost, stale, its value, its cancellable);
+ * registry.c creates, closes and frees it, and forwards the callback, renew and
+ * settings calls. Everything about a lease after it was taken (renewal, loss,
+ * reporting, the background release of acquisitions with an unknown outcome) happens
+ * inside it.
+ */
+#ifndef RL_LEASES_H
+#define RL_LEASES_H
+
+#include <gio/gio.h>
+
+#include "redislock/redislock.h"
+#include "settings.h"
+#include "store.h"
+
+typedef struct _RlLeases RlLeases;
+
+/* The lease fields of one lock, stored inline in the lock (an idle cached lock costs
+ * its struct). Only leases.c reads or writes them, under the table's mutex. */
+typedef struct
+{
+  guint8 held;               /* in the held table */
+  guint8 lost;               /* found lost; stays so until the outermost unlock */
+  guint16 pins;              /* library threads that have the lock in hand */
+  guint64 serial;            /* the acquisition's number, the tail of its value */
+  gint64 ttl_ms;             /* TTL the lease is renewed with */
+  gint64 confirmed;          /* monotonic µs when the last confirmed request was sent */
+  GCancellable *cancellable; /* made on demand, cancelled when lost */
+} RlLeaseState;
+
+/* What a hold's outermost unlock needs to know of its lease, read at once. */
+typedef struct
+{
+  gboolean held;  /* in the table (FALSE: close() released it) */
+  gboolean lost;  /* found lost */
+  gboolean stale; /* lost, or unconfirmed past its TTL less the margin */
+  guint64 serial;
+  gint64 ttl_ms;
+  gint64 lose_at; /* monotonic µs when an unconfirmed lease counts as lost */
+} RlLeaseView;
+
+RlLeases *rl_leases_new (RlStore *store, const char *client_id, const RlSettings *settings,
+                         RedisLockRegistryStats *stats);
+/* Stops the watchdog (losses found before still get their callback, from this thread),
+ * releases every held lease, best effort, telling its holder as for a lost lease (no
+ * callback), and makes a last try at the doubtful releases. Later rl_leases_take()
+ * calls are refused. */
+void rl_leases_close (RlLeases *leases);
+void rl_leases_free (RlLeases *leases);
+
+/* A new acquisition number, and the value a hold with @serial stores. */
+guint64 rl_leases_next_serial (RlLeases *leases);
+void rl_leases_value (RlLeases *leases, guint64 serial, char value[RL_LEASE_VALUE_MAX]);
+
+/* Records the lease of @lock, just taken (or kept) in the store by a request sent at
+ * @sent_us. Returns FALSE, recording nothing, once the table is closed: the lease is
+ * the caller's to release. */
+gboolean rl_leases_take (RlLeases *leases, RedisLock *lock, guint64 serial, gint64 ttl_ms,
+                         gint64 sent_us);
+/* Forgets the lease of @lock at its outermost unlock. Returns FALSE when it was no
+ * longer in the table (close released it). *lost tells whether it had been found lost. */
+gboolean rl_leases_drop (RlLeases *leases, RedisLock *lock, gboolean *lost);
+/* The outcome of acquiring or releasing @key with @value is unknown: released in the
+ * background until it is gone or its @ttl_ms has run out. */
+void rl_leases_add_doubtful (RlLeases *leases, const char *key, const char *value, gint64 ttl_ms);
+
+RlLeaseView rl_leases_view (RlLeases *leases, RedisLock *lock);
+/* Marks the held lease of @lock lost if its time ran out unconfirmed, and reports it.
+ * Returns whether it is lost. */
+gboolean rl_leases_check_time (RlLeases *leases, RedisLock *lock);
+/* Renews the held lease of @lock with its own TTL (before a hand-off with the watchdog
+ * off): TRUE when confirmed. */
+gboolean rl_leases_refresh (RlLeases *leases, RedisLock *lock);
+/* Drops a cancelled lease cancellable: it belonged to a hold that has ended. */
+void rl_leases_forget_cancelled (RlLeases *leases, RedisLock *lock);
+gboolean rl_leases_is_lost (RlLeases *leases, RedisLock *lock);
+/* The lease cancellable of the current hold, made on demand; cancelled when lost. */
+GCancellable *rl_leases_get_cancellable (RlLeases *leases, RedisLock *lock);
+/* Whether a library thread has the lock in hand: the cache must not drop it. */
+gboolean rl_leases_is_pinned (RlLeases *leases, RedisLock *lock);
+/* redis_lock_registry_renew() of a lock of this registry. */
+gboolean rl_leases_renew (RlLeases *leases, RedisLock *lock, const char *name, gint64 ttl_ms,
+                          GError **error);
+
+/* The store's connection broke or came back: every held lease is checked at once. */
+void rl_leases_audit (RlLeases *leases);
+/* The watchdog setting changed. */
+void rl_leases_settings_changed (RlLeases *leases);
+void rl_leases_set_callback (RlLeases *leases, RedisLockLeaseLostFunc func, gpointer user_data,
+                             GDestroyNotify destroy);
+
+#endif /* RL_LEASES_H */
