@@ -7,7 +7,8 @@
  * configured timeouts instead of blocking, and the same registry must work again once
  * the server is back, without being recreated. Through a fault-injecting proxy
  * (proxy.h), narrower faults hit a registry whose server stays up: a request held
- * back, a reply dropped or delayed, every connection cut.
+ * back, a reply dropped or delayed, every connection cut. No error message shows any
+ * piece of a password, whatever the shape of the URL.
  */
 #include "config.h"
 
@@ -297,6 +298,157 @@ test_server_paused (TestFixture *f, gconstpointer data)
   value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":frozen");
   test_assert_value_of (value, f->registry);
   test_unlock_ok (lock);
+}
+
+/* URLs that carry the secret "S3cr3t" in every way a password can be misplaced or
+ * mis-encoded, each (in upper and lower case) anywhere it could leak: each must fail,
+ * INVALID before connecting or CONNECTION on port 1 of 127.0.0.1 or a missing socket,
+ * with a message in which no piece of the password appears. A password with a raw
+ * separator is written as "S3cr3t" on each side of it, so any piece of it that leaks
+ * is found. */
+static const char *const secret_urls[] = {
+  /* A raw "/", "?", "#" or "@" in the password moves the URL's split points. */
+  "redis://:S3cr3t/S3cr3t@127.0.0.1:1",
+  "redis://:S3cr3t?S3cr3t@127.0.0.1:1",
+  "redis://:S3cr3t#S3cr3t@127.0.0.1:1",
+  "redis://:S3cr3t@S3cr3t@127.0.0.1:1",
+  "redis://user:S3cr3t/S3cr3t@127.0.0.1:1/0",
+  "redis://:12/S3cr3t@127.0.0.1:1",
+  "redis://:S3cr3t S3cr3t@127.0.0.1:1",
+  /* No host after the password, no "//", no scheme. */
+  "redis://:S3cr3t",
+  "redis://user:S3cr3t",
+  "redis:S3cr3t@127.0.0.1:1",
+  "redis:user:S3cr3t@127.0.0.1:1",
+  ":S3cr3t@127.0.0.1:1",
+  "//:S3cr3t@127.0.0.1:1",
+  "user:S3cr3t@127.0.0.1:1",
+  "S3cr3t",
+  "S3cr3t:S3cr3t",
+  "http://:S3cr3t@127.0.0.1:1",
+  /* The password as the only user info, as some clients take it. */
+  "redis://S3cr3t@127.0.0.1:1/x",
+  "unix://S3cr3t@/tmp/redislock-absent.sock",
+  /* Parameter names in another case, or %-encoded. */
+  "unix:///tmp/redislock-absent.sock?Password=S3cr3t",
+  "unix:///tmp/redislock-absent.sock?PASSWORD=S3cr3t&db=0",
+  "unix:///tmp/redislock-absent.sock?pass%77ord=S3cr3t&db=x",
+  "unix:///tmp/redislock-absent.sock?%70assword=S3cr3t&bogus=1",
+  /* A raw "&", "=", "#" or "%" in a password given as a parameter. */
+  "unix:///tmp/redislock-absent.sock?password=S3cr3t&S3cr3t",
+  "unix:///tmp/redislock-absent.sock?password=S3cr3t&S3cr3t=S3cr3t",
+  "unix:///tmp/redislock-absent.sock?password=S3cr3t=S3cr3t&db=x",
+  "unix:///tmp/redislock-absent.sock?password=S3cr3t#S3cr3t",
+  "unix:///tmp/redislock-absent.sock?password=S3cr3t%zz",
+  "unix:///tmp/redislock-absent.sock?db=x&password=S3cr3t",
+  "unix:///tmp/redislock-absent.sock?password=S3cr3t&password=S3cr3t",
+  /* The password where the query should have started. */
+  "unix:///tmp/redislock-absent.sock&password=S3cr3t",
+  "unix:///tmp/redislock-absent.sock;password=S3cr3t",
+  "unix:///tmp/redislock-absent.sock/password=S3cr3t",
+  /* Bad %-encoding, control characters, white space. */
+  "redis://:S3cr3t%zz@127.0.0.1:1",
+  "redis://:S3cr3t%00@127.0.0.1:1",
+  "redis://:S3cr3t\001@127.0.0.1:1",
+  "redis://:S3cr3t@local host:1",
+  /* Mistakes after a well-placed password. */
+  "redis://:S3cr3t@127.0.0.1:99999",
+  "redis://:S3cr3t@127.0.0.1:0",
+  "redis://:S3cr3t@127.0.0.1:1/db",
+  "redis://:S3cr3t@127.0.0.1:1/0?password=S3cr3t",
+  "redis://:S3cr3t@127.0.0.1:1#S3cr3t",
+  "REDIS://:S3cr3t@127.0.0.1:1/x",
+  "rediss://:S3cr3t@127.0.0.1:1",
+  /* Well formed: they fail to connect. */
+  "redis://:S3cr3t@127.0.0.1:1",
+  "redis://default:S3cr3t%2FS3cr3t%3FS3cr3t%23S3cr3t%40S3cr3t@127.0.0.1:1/1",
+  "unix:///tmp/redislock-absent.sock?password=S3cr3t%26S3cr3t",
+};
+
+static void
+test_password_redacted_table (void)
+{
+  g_test_summary ("Whatever the shape of a URL with a password, the error message of a "
+                  "registry that cannot be made contains no piece of the password.");
+
+  for (gsize i = 0; i < G_N_ELEMENTS (secret_urls); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autofree char *lower = NULL;
+      RedisLockRegistry *registry
+          = redis_lock_registry_new (secret_urls[i], TEST_REGISTRY_KEY, &error);
+
+      g_test_message ("%s", error != NULL ? error->message : "(no error)");
+      g_assert_null (registry);
+      g_assert_nonnull (error);
+      g_assert_true (g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID)
+                     || g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION));
+      lower = g_ascii_strdown (error->message, -1);
+      if (strstr (lower, "s3cr3t") != NULL)
+        g_error ("URL %" G_GSIZE_FORMAT " leaks its password: %s", i, error->message);
+    }
+}
+
+/* A password with every character that has a meaning in a URL. */
+#define SPECIAL_PASSWORD "S3/cr?3#t@x:y&z=w%v+u;"
+static const char *const special_password_config[] = { "requirepass " SPECIAL_PASSWORD, NULL };
+
+/* Locks and unlocks through a new registry on @url, checking the key in Redis. */
+static void
+assert_url_locks (TestFixture *f, const char *url)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autofree char *value = NULL;
+  RedisLockRegistry *registry = redis_lock_registry_new (url, TEST_REGISTRY_KEY, &error);
+
+  g_assert_no_error (error);
+  lock = test_obtain (registry, "special");
+  test_lock_ok (lock);
+  value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":special");
+  test_assert_value_of (value, registry);
+  test_unlock_ok (lock);
+  g_clear_pointer (&lock, redis_lock_unref);
+  redis_lock_registry_unref (registry);
+}
+
+static void
+test_password_special_characters (TestFixture *f, gconstpointer data)
+{
+  g_autofree char *escaped = g_uri_escape_string (SPECIAL_PASSWORD, NULL, FALSE);
+  g_autofree char *wrong_escaped = g_uri_escape_string (SPECIAL_PASSWORD "x", NULL, FALSE);
+  g_autoptr (TestProxy) proxy = NULL;
+  g_autofree char *tcp = NULL;
+  g_autofree char *tcp_user = NULL;
+  g_autofree char *unix_encoded_name = NULL;
+  g_autofree char *wrong = NULL;
+  g_autoptr (GError) error = NULL;
+  const char *socket_path;
+
+  g_test_summary ("A password with “/ ? # @ : & = % + ;” works %-encoded in every place a URL "
+                  "takes one: user info of redis://, with and without a user name, and the "
+                  "password parameter of unix://, also under a %-encoded name.");
+  TEST_SKIP_IF_NO_SERVER (f);
+
+  /* The fixture's registry: unix://…?password=, from the test server's URL. */
+  assert_url_locks (f, f->url);
+
+  socket_path = redis_lock_test_server_get_socket_path (f->server);
+  proxy = test_proxy_new_unix (socket_path);
+  tcp = g_strdup_printf ("redis://:%s@127.0.0.1:%u", escaped, test_proxy_get_port (proxy));
+  assert_url_locks (f, tcp);
+  tcp_user
+      = g_strdup_printf ("redis://default:%s@127.0.0.1:%u/0", escaped, test_proxy_get_port (proxy));
+  assert_url_locks (f, tcp_user);
+  unix_encoded_name = g_strdup_printf ("unix://%s?db=0&pass%%77ord=%s", socket_path, escaped);
+  assert_url_locks (f, unix_encoded_name);
+
+  /* A wrong one is refused by the server, and not shown either. */
+  wrong = g_strdup_printf ("redis://:%s@127.0.0.1:%u", wrong_escaped, test_proxy_get_port (proxy));
+  g_assert_null (redis_lock_registry_new (wrong, TEST_REGISTRY_KEY, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS);
+  g_test_message ("wrong password: %s", error->message);
+  g_assert_null (strstr (error->message, "S3"));
 }
 
 /* --- The fault-injecting proxy --------------------------------------------------------- */
@@ -590,6 +742,10 @@ main (int argc, char **argv)
   g_test_add ("/connection/outage/unlock-after-ttl-is-lease-lost", TestFixture, NULL,
               test_fixture_setup, test_unlock_after_ttl_during_outage, test_fixture_teardown);
 
+  g_test_add_func ("/connection/url/password-redacted-table", test_password_redacted_table);
+  g_test_add ("/connection/auth/password-special-characters", TestFixture,
+              special_password_config, test_fixture_setup, test_password_special_characters,
+              test_fixture_teardown);
   g_test_add ("/connection/proxy/forwarding", TestFixture, NULL, test_fixture_setup,
               test_proxy_forwarding, test_fixture_teardown);
   g_test_add ("/connection/proxy/hold-and-release", TestFixture, NULL, test_fixture_setup,
