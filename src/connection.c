@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -578,6 +579,15 @@ rl_pool_connect (RlPool *pool, GError **error)
     c = redisConnectUnixWithTimeout (cfg->path, tv);
   else
     c = redisConnectWithTimeout (cfg->host, cfg->port, tv);
+  /* hiredis 0.14 makes its sockets without SOCK_CLOEXEC: without this, every program
+   * the application fork-execs would inherit its Redis connections (and could write
+   * to them, or keep the server's side open). */
+  if (c != NULL && c->fd >= 0)
+    {
+      int flags = fcntl (c->fd, F_GETFD);
+      if (flags >= 0)
+        fcntl (c->fd, F_SETFD, flags | FD_CLOEXEC);
+    }
   if (c == NULL || c->err)
     {
       /* The socket path or host as the URL gave it, unless it has characters a

@@ -8,15 +8,18 @@
  * the server is back, without being recreated. Through a fault-injecting proxy
  * (proxy.h), narrower faults hit a registry whose server stays up: a request held
  * back, a reply dropped or delayed, every connection cut. No error message shows any
- * piece of a password, whatever the shape of the URL.
+ * piece of a password, whatever the shape of the URL, and the sockets a registry opens
+ * are close-on-exec.
  */
 #include "config.h"
 
 #include "common.h"
 #include "proxy.h"
 
+#include <fcntl.h>
 #include <glib/gstdio.h>
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -725,6 +728,93 @@ test_proxy_killed_connections (TestFixture *f, gconstpointer data)
   redis_lock_registry_unref (registry);
 }
 
+/* --- Sockets and exec ------------------------------------------------------------------ */
+
+/* The targets ("socket:[inode]") of this process's descriptors that are sockets, each
+ * mapped to its descriptor number. */
+static GHashTable *
+open_sockets (void)
+{
+  GHashTable *sockets = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  GDir *dir = g_dir_open ("/proc/self/fd", 0, NULL);
+  const char *entry;
+
+  g_assert_nonnull (dir);
+  while ((entry = g_dir_read_name (dir)) != NULL)
+    {
+      g_autofree char *path = g_build_filename ("/proc/self/fd", entry, NULL);
+      g_autofree char *target = g_file_read_link (path, NULL);
+
+      if (target != NULL && g_str_has_prefix (target, "socket:"))
+        g_hash_table_insert (sockets, g_steal_pointer (&target),
+                             GINT_TO_POINTER (atoi (entry)));
+    }
+  g_dir_close (dir);
+  return sockets;
+}
+
+static void
+test_sockets_close_on_exec (TestFixture *f, gconstpointer data)
+{
+  g_autoptr (GHashTable) before = NULL;
+  g_autoptr (GHashTable) after = NULL;
+  g_autoptr (RedisLock) holder_lock = NULL;
+  g_autoptr (RedisLock) waiter_lock = NULL;
+  RedisLockRegistry *holder, *waiter;
+  TestTaker taker = { 0 };
+  GHashTableIter iter;
+  gpointer target, fd;
+  guint new_sockets = 0;
+  GThread *thread;
+
+  g_test_summary ("Every socket a registry opens (its pool's connections and the "
+                  "subscription of a waiter) is close-on-exec, so programs the application "
+                  "fork-execs do not inherit connections to Redis.");
+  TEST_SKIP_IF_NO_SERVER (f);
+  if (!g_file_test ("/proc/self/fd", G_FILE_TEST_IS_DIR))
+    {
+      g_test_skip ("no /proc/self/fd");
+      return;
+    }
+
+  before = open_sockets ();
+  holder = test_registry_new (f);
+  waiter = test_registry_new (f);
+  holder_lock = test_obtain (holder, "cloexec");
+  waiter_lock = test_obtain (waiter, "cloexec");
+  test_lock_ok (holder_lock);
+  /* A waiter of the other registry subscribes to the unlock notifications. */
+  thread = test_taker_start (&taker, waiter_lock, 10000);
+  g_assert_true (test_wait_contended (waiter, 1, 5000));
+  TEST_WAIT_UNTIL (test_redis_integer (f->redis, "PUBSUB NUMPAT") >= 1, 5000);
+
+  after = open_sockets ();
+  g_hash_table_iter_init (&iter, after);
+  while (g_hash_table_iter_next (&iter, &target, &fd))
+    {
+      int flags;
+
+      if (g_hash_table_contains (before, target))
+        continue;
+      flags = fcntl (GPOINTER_TO_INT (fd), F_GETFD);
+      g_test_message ("fd %d (%s): flags %d", GPOINTER_TO_INT (fd), (const char *)target, flags);
+      g_assert_cmpint (flags, >=, 0);
+      g_assert_true (flags & FD_CLOEXEC);
+      new_sockets++;
+    }
+  /* Two pools and a subscription, at least. */
+  g_assert_cmpuint (new_sockets, >=, 3);
+
+  test_unlock_ok (holder_lock);
+  test_taker_join (&taker, thread, 10000);
+  g_assert_true (taker.result);
+  test_taker_clear (&taker);
+  g_clear_pointer (&holder_lock, redis_lock_unref);
+  g_clear_pointer (&waiter_lock, redis_lock_unref);
+  redis_lock_registry_unref (waiter);
+  redis_lock_registry_unref (holder);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -756,6 +846,8 @@ main (int argc, char **argv)
               test_proxy_delayed_replies, test_fixture_teardown);
   g_test_add ("/connection/proxy/killed-connections", TestFixture, NULL, test_fixture_setup,
               test_proxy_killed_connections, test_fixture_teardown);
+  g_test_add ("/connection/sockets/close-on-exec", TestFixture, NULL, test_fixture_setup,
+              test_sockets_close_on_exec, test_fixture_teardown);
 
   return g_test_run ();
 }
