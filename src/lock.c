@@ -23,6 +23,21 @@
  * The outermost unlock releases the store lease before the local mutex, so that the
  * next local owner can never find our key still present; and it releases the local
  * mutex in every case, so a lost lease or a Redis failure never wedges other threads.
+ * What it does is one plan (plan_unlock()), made from one snapshot of the lock, the
+ * lease and the settings, and carried out by one switch (unlock_outermost()):
+ *
+ *   threads of ours waiting | hand-offs in a row | lease     | plan
+ *   ------------------------+--------------------+-----------+------------------------
+ *   none, or hand-offs off  | -                  | -         | release
+ *   yes                     | < max              | held, ok  | hand over (watchdog on)
+ *                           |                    |           | refresh, hand over (off)
+ *   yes                     | = max, not kept    | held, ok  | release or keep
+ *   yes                     | = max, kept once   | -         | release
+ *   -                       | -                  | lost/gone | release (reports the loss)
+ *
+ * A hand-over that fails (the lease turned out stale, the waiters left, the refresh
+ * failed) is followed by a release; a kept lease starts a new streak with the next
+ * waiter, or is released if none is left. Each step is logged at debug level.
  */
 #include "config.h"
 
@@ -185,7 +200,7 @@ take_ownership_locked (RedisLock *lock, gpointer self, gboolean waited)
   return kept;
 }
 
-static gboolean release_outermost (RedisLock *lock, GError **error);
+static gboolean unlock_outermost (RedisLock *lock, GError **error);
 
 /* Waits for the local mutex until @deadline. Returns TRUE when the calling thread
  * owns it (*kept: with the lease handed over); FALSE with @error on close or cancel,
@@ -237,7 +252,7 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
   if (orphan)
     {
       g_autoptr (GError) orphan_error = NULL;
-      if (!release_outermost (lock, &orphan_error))
+      if (!unlock_outermost (lock, &orphan_error))
         g_message ("Releasing the lease of lock “%s”, handed over to waiters that all gave up: %s",
                    rl_lock_name (lock), orphan_error->message);
     }
@@ -496,12 +511,12 @@ redis_lock_try_lock_full (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCance
 /* Ends the hold after the lease is settled: local mutex free, a cancelled lease
  * cancellable dropped (an uncancelled one is kept for the next hold). @others: a
  * client outside this registry was told of the release; when it ends a hand-off
- * streak, the next local acquisition waits a little so that client can take it. */
+ * streak (at most @max hand-offs), the next local acquisition waits a little so that
+ * client can take it. */
 static void
-end_hold (RedisLock *lock, gint64 release_us, gboolean others)
+end_hold (RedisLock *lock, guint max, gint64 release_us, gboolean others)
 {
   RedisLockRegistry *registry = lock->registry;
-  guint max = g_atomic_int_get (&registry->settings.max_local_handoffs);
 
   rl_leases_forget_cancelled (registry->leases, lock);
   rl_mutex_lock (&lock->m);
@@ -541,74 +556,109 @@ hand_over (RedisLock *lock, gboolean new_streak)
   return handed;
 }
 
-/* The store kept the lease at the end of a hand-off streak (sent at @sent_us, with
- * @ttl_ms): it is held again, and goes to the next local waiter as a hand-off. If the
- * waiters all left meanwhile, it is released after all. */
-static gboolean
-keep_for_next_streak (RedisLock *lock, guint64 serial, const char *value, gint64 ttl_ms,
-                      gint64 sent_us, GError **error)
+/* The outermost unlock as a plan ------------------------------------------------ */
+
+/* What the outermost unlock does, decided by plan_unlock() from one snapshot. */
+typedef enum
 {
-  if (!rl_leases_take (lock->registry->leases, lock, serial, ttl_ms, sent_us))
-    {
-      release_after_close (lock, value, error);
-      end_hold (lock, 0, FALSE);
-      return FALSE;
-    }
-  return hand_over (lock, TRUE) || release_outermost (lock, error);
+  UNLOCK_HAND_OVER,         /* give the lease to a waiting thread of this registry */
+  UNLOCK_REFRESH_HAND_OVER, /* the same, after renewing it (nobody else renews it) */
+  UNLOCK_RELEASE_OR_KEEP,   /* streak at its bound: release, or keep it for one more
+                               streak when no other client listens */
+  UNLOCK_RELEASE,           /* release it */
+} UnlockPlan;
+
+static const char *const unlock_plan_names[] = {
+  [UNLOCK_HAND_OVER] = "hand over",
+  [UNLOCK_REFRESH_HAND_OVER] = "refresh, then hand over",
+  [UNLOCK_RELEASE_OR_KEEP] = "release or keep",
+  [UNLOCK_RELEASE] = "release",
+};
+
+/* The state the plan is made from: the settings, read once per unlock, and the lock's
+ * state, read under lock->m and from the lease table at one moment. */
+typedef struct
+{
+  guint max;         /* max_local_handoffs */
+  gboolean watchdog; /* leases are renewed in the background */
+  guint waiters;
+  guint32 handoffs;
+  gboolean streak_kept;
+  gboolean lease_ok;       /* in the table and not found lost */
+  gboolean handover_tried; /* a hand-over of this unlock failed: release instead */
+} UnlockState;
+
+static UnlockPlan
+plan_unlock (const UnlockState *s)
+{
+  if (s->max == 0 || s->waiters == 0 || !s->lease_ok || s->handover_tried)
+    return UNLOCK_RELEASE;
+  if (s->handoffs < s->max)
+    return s->watchdog ? UNLOCK_HAND_OVER : UNLOCK_REFRESH_HAND_OVER;
+  if (!s->streak_kept)
+    return UNLOCK_RELEASE_OR_KEEP;
+  return UNLOCK_RELEASE;
 }
 
-/* The outermost unlock proper: releases the lease in the store, then the local
- * mutex. The caller owns the lock with a hold count of 1. */
-static gboolean
-release_outermost (RedisLock *lock, GError **error)
+static void
+snapshot (RedisLock *lock, UnlockState *s)
+{
+  RlLeaseView view = rl_leases_view (lock->registry->leases, lock);
+
+  rl_mutex_lock (&lock->m);
+  s->waiters = lock->waiters;
+  s->handoffs = lock->handoffs;
+  s->streak_kept = lock->streak_kept;
+  rl_mutex_unlock (&lock->m);
+  s->lease_ok = view.held && !view.lost;
+}
+
+/* Releases the lease in the store (@keep: unless no other client listens, then keeps
+ * it with its TTL reset, and the result is RL_LEASE_KEPT with the lease held again);
+ * otherwise ends the hold and reports: TRUE, or FALSE with @error. */
+static RlLeaseResult
+release_lease (RedisLock *lock, guint max, gboolean keep, GError **error)
 {
   RedisLockRegistry *registry = lock->registry;
   g_autoptr (GError) local_error = NULL;
+  RlLeaseView view = rl_leases_view (registry->leases, lock);
+  char value[RL_LEASE_VALUE_MAX];
   RlLeaseResult result;
   gboolean lost, others = FALSE;
-  gint64 start, lose_at, ttl_ms, keep_ttl_ms = 0;
-  guint max = g_atomic_int_get (&registry->settings.max_local_handoffs);
-  char value[RL_LEASE_VALUE_MAX];
-  RlLeaseView view = rl_leases_view (registry->leases, lock);
-  guint64 serial = view.serial;
+  gint64 start;
 
-  lose_at = view.lose_at;
-  ttl_ms = view.ttl_ms;
-  rl_leases_value (registry->leases, serial, value);
+  rl_leases_value (registry->leases, view.serial, value);
   if (!rl_leases_drop (registry->leases, lock, &lost))
     {
       /* close() released the lease between our check and now. */
-      end_hold (lock, 0, FALSE);
+      end_hold (lock, max, 0, FALSE);
       g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED,
                            "The lock registry is closed");
-      return FALSE;
+      return RL_LEASE_ERROR;
     }
-  /* A hand-off streak reached the bound with threads of ours still waiting: the lease
-   * goes back to the store, unless no other client listens for its release (nobody
-   * else can be told it is free, and a waiter polling in SPIN mode is helped by the
-   * next streak's release as well): then it is kept, with its TTL reset, for one more
-   * streak. */
-  rl_mutex_lock (&lock->m);
-  if (!lost && max > 0 && lock->handoffs >= max && lock->waiters > 0 && !lock->streak_kept)
-    keep_ttl_ms = ttl_ms;
-  rl_mutex_unlock (&lock->m);
-
   start = g_get_monotonic_time ();
-  result = registry->store->vt->release (registry->store, lock->key_data, value, keep_ttl_ms,
-                                         &others, &local_error);
+  result = registry->store->vt->release (registry->store, lock->key_data, value,
+                                         keep && !lost ? view.ttl_ms : 0, &others, &local_error);
   if (result == RL_LEASE_KEPT)
-    return keep_for_next_streak (lock, serial, value, ttl_ms, start, error);
+    {
+      if (rl_leases_take (registry->leases, lock, view.serial, view.ttl_ms, start))
+        return RL_LEASE_KEPT;
+      /* Closed meanwhile: close() did not see this lease. */
+      release_after_close (lock, value, error);
+      end_hold (lock, max, 0, FALSE);
+      return RL_LEASE_ERROR;
+    }
   RL_STAT_ADD (registry->stats.releases, 1);
-  end_hold (lock, g_get_monotonic_time () - start, others);
+  end_hold (lock, max, g_get_monotonic_time () - start, others);
   if (result == RL_LEASE_ERROR)
     /* The release may not have reached Redis: the key would stay until its TTL, and
      * this registry's next acquisition, with another value, would wait for it. It is
      * released in the background (on this hold's value only, so never a later hold). */
-    rl_leases_add_doubtful (registry->leases, lock->key_data, value, ttl_ms);
+    rl_leases_add_doubtful (registry->leases, lock->key_data, value, view.ttl_ms);
 
   /* The release failed, but the lease had gone unconfirmed past its TTL already: it
    * is lost whatever the release would have said. */
-  if (result == RL_LEASE_ERROR && !lost && g_get_monotonic_time () >= lose_at)
+  if (result == RL_LEASE_ERROR && !lost && g_get_monotonic_time () >= view.lose_at)
     {
       g_debug ("release of %s failed after its lease ran out: %s", lock->key_data,
                local_error->message);
@@ -622,47 +672,69 @@ release_outermost (RedisLock *lock, GError **error)
                    "The lease of lock “%s” was lost before unlock: it expired or another owner "
                    "took it; the data it protected may have been changed concurrently",
                    rl_lock_name (lock));
-      return FALSE;
+      return RL_LEASE_LOST;
     }
   if (result == RL_LEASE_ERROR)
     {
       g_propagate_error (error, g_steal_pointer (&local_error));
-      return FALSE;
+      return RL_LEASE_ERROR;
     }
-  return TRUE;
+  return RL_LEASE_OK;
 }
 
-/* Lease retention: with other threads of this registry waiting, hand them the local
- * mutex and keep the lease, up to max_local_handoffs times in a row. Returns TRUE
- * when the lock was handed over. */
+/* The outermost unlock: the caller owns the lock with a hold count of 1. Plans, carries
+ * the plan out, and plans again when a step changed the state (a hand-over found no
+ * waiter or a stale lease, a streak was kept): each pass either ends the hold or makes
+ * the next plan a release, so it ends within three passes. */
 static gboolean
-try_handoff (RedisLock *lock)
+unlock_outermost (RedisLock *lock, GError **error)
 {
   RedisLockRegistry *registry = lock->registry;
-  guint max = g_atomic_int_get (&registry->settings.max_local_handoffs);
-  RlLeaseView view;
-  gboolean ok;
+  UnlockState s = { 0 };
 
-  rl_mutex_lock (&lock->m);
-  ok = max > 0 && lock->waiters > 0 && lock->handoffs < max;
-  rl_mutex_unlock (&lock->m);
-  if (!ok)
-    return FALSE;
-  view = rl_leases_view (registry->leases, lock);
-  if (!view.held || view.lost)
-    return FALSE;
-  if (g_atomic_int_get (&registry->settings.watchdog_enabled))
+  s.max = g_atomic_int_get (&registry->settings.max_local_handoffs);
+  s.watchdog = g_atomic_int_get (&registry->settings.watchdog_enabled) != 0;
+  for (;;)
     {
-      /* Only a lease the watchdog confirmed recently enough is handed on; one that may
-       * have expired (this process was frozen) is released instead, which reports it
-       * lost. */
-      if (rl_leases_check_time (registry->leases, lock))
-        return FALSE;
+      UnlockPlan plan;
+
+      snapshot (lock, &s);
+      plan = plan_unlock (&s);
+      g_debug ("unlock %s: %s (%u waiting, %u hand-offs in a row)", lock->key_data,
+               unlock_plan_names[plan], s.waiters, s.handoffs);
+      switch (plan)
+        {
+        case UNLOCK_HAND_OVER:
+          /* Only a lease confirmed recently enough is handed on; one that may have
+           * expired (this process was frozen) is released instead, which reports it
+           * lost. */
+          if (!rl_leases_check_time (registry->leases, lock) && hand_over (lock, FALSE))
+            return TRUE;
+          s.handover_tried = TRUE;
+          break;
+        case UNLOCK_REFRESH_HAND_OVER:
+          if (rl_leases_refresh (registry->leases, lock) && hand_over (lock, FALSE))
+            return TRUE;
+          s.handover_tried = TRUE;
+          break;
+        case UNLOCK_RELEASE_OR_KEEP:
+        case UNLOCK_RELEASE:
+          switch (release_lease (lock, s.max, plan == UNLOCK_RELEASE_OR_KEEP, error))
+            {
+            case RL_LEASE_KEPT:
+              /* Nobody else listened: the lease starts a new streak with the next
+               * waiter, or, if all left meanwhile, is released on the next pass. */
+              if (hand_over (lock, TRUE))
+                return TRUE;
+              break;
+            case RL_LEASE_OK:
+              return TRUE;
+            default:
+              return FALSE;
+            }
+          break;
+        }
     }
-  else if (!rl_leases_refresh (registry->leases, lock))
-    /* Nobody renews this lease: the next holder gets a full TTL, or none. */
-    return FALSE;
-  return hand_over (lock, FALSE);
 }
 
 gboolean
@@ -705,10 +777,7 @@ redis_lock_unlock (RedisLock *lock, GError **error)
                    "The calling thread does not hold lock “%s”", rl_lock_name (lock));
       return FALSE;
     }
-
-  if (try_handoff (lock))
-    return TRUE;
-  return release_outermost (lock, error);
+  return unlock_outermost (lock, error);
 }
 
 const char *
