@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "proxy.h"
 
 /* ---- values ---- */
 
@@ -373,6 +374,80 @@ test_paused_server_deadline (TestFixture *fx, gconstpointer data)
   redis_lock_registry_unref (r);
 }
 
+/* ---- renewals one at a time ---- */
+
+typedef struct
+{
+  RedisLockRegistry *registry;
+  const char *name;
+  gint tid;  /* atomic */
+  gint done; /* atomic */
+  gboolean ok;
+  GError *error;
+} Renewer;
+
+static gpointer
+renewer_main (gpointer data)
+{
+  Renewer *rn = data;
+
+  g_atomic_int_set (&rn->tid, test_thread_id ());
+  rn->ok = redis_lock_registry_renew (rn->registry, rn->name, 60000, &rn->error);
+  g_atomic_int_set (&rn->done, 1);
+  return NULL;
+}
+
+static void
+test_renew_after_batch_in_flight (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (TestProxy) proxy = NULL;
+  g_autoptr (RedisLockRegistry) r = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *key = test_lock_key ("inflight");
+  Renewer rn = { 0 };
+  guint64 renewals;
+  GThread *thread;
+
+  g_test_summary ("A watchdog batch still in flight with the old TTL cannot land after a "
+                  "user's renew (60 s) and shorten the key behind the registry's back: "
+                  "renewals of a registry go one at a time, so the key ends with the TTL the "
+                  "registry records");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  proxy = test_proxy_new_unix (redis_lock_test_server_get_socket_path (fx->server));
+  r = redis_lock_registry_new (test_proxy_get_url (proxy), TEST_REGISTRY_KEY, &error);
+  g_assert_no_error (error);
+  redis_lock_registry_set_expire_after_ms (r, 3000);
+  lock = test_obtain (r, "inflight");
+  test_lock_ok (lock);
+  renewals = test_stats (r).renewals;
+
+  /* The watchdog's batch (TTL 3000, due after 1 s) is held on its way to the server. */
+  test_proxy_hold_requests (proxy, "$4\r\n3000\r\n");
+  g_assert_true (test_proxy_wait_held (proxy, 5000));
+
+  rn.registry = r;
+  rn.name = "inflight";
+  thread = g_thread_new ("renewer", renewer_main, &rn);
+  TEST_WAIT_UNTIL (g_atomic_int_get (&rn.tid) != 0, 5000);
+  /* Either the renew waits for the batch, or (without one renewal at a time) it is
+   * done already. */
+  TEST_WAIT_UNTIL (g_atomic_int_get (&rn.done)
+                       || test_wait_thread_blocked (g_atomic_int_get (&rn.tid), 10),
+                   5000);
+  test_proxy_release_held (proxy);
+  g_thread_join (thread);
+  g_assert_no_error (rn.error);
+  g_assert_true (rn.ok);
+  /* The batch has landed too (its renewal is counted). */
+  TEST_WAIT_UNTIL (test_stats (r).renewals >= renewals + 2, 5000);
+  g_test_message ("PTTL after both renewals: %" G_GINT64_FORMAT " ms",
+                  test_store_get_pttl (fx, key));
+  g_assert_cmpint (test_store_get_pttl (fx, key), >, 30000);
+  test_unlock_ok (lock);
+}
+
 /* ---- channel permission ---- */
 
 static gint acl_warnings; /* atomic */
@@ -559,6 +634,7 @@ main (int argc, char **argv)
   test_add_redis ("/lease/outage/restart-audits-leases", NULL, test_restart_audits_leases);
   test_add_redis ("/lease/deadline/paused-server", NULL, test_paused_server_deadline);
   test_add_redis ("/lease/acl/no-channel-permission", NULL, test_acl_without_channel_permission);
+  test_add_redis ("/lease/renew/after-batch-in-flight", NULL, test_renew_after_batch_in_flight);
   test_add_stores ("/lease/overflow/forever-wait", NULL, test_forever_wait);
   test_add_stores ("/lease/overflow/huge-ttl-refused", NULL, test_huge_ttl_refused);
   test_add_redis ("/lease/overflow/huge-foreign-pttl", NULL, test_huge_foreign_pttl);
