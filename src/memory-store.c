@@ -453,10 +453,10 @@ rl_memory_store_open (const char *url, const char *registry_key, const char *cli
     }
   if (!name_is_valid (name))
     {
-      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                   "Invalid memory store URL “%s”: the store name may contain only ASCII "
-                   "letters, digits, “.”, “_” and “-”",
-                   url);
+      /* The URL is not shown: whatever follows the name may be a password. */
+      g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
+                           "Invalid memory store URL: the store name may contain only ASCII "
+                           "letters, digits, “.”, “_” and “-”");
       return NULL;
     }
 

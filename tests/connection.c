@@ -312,6 +312,8 @@ test_server_paused (TestFixture *f, gconstpointer data)
 static const char *const secret_urls[] = {
   /* A raw "/", "?", "#" or "@" in the password moves the URL's split points. */
   "redis://:S3cr3t/S3cr3t@127.0.0.1:1",
+  "memory://store?password=S3cr3t",
+  "memory://store/S3cr3t",
   "redis://:S3cr3t?S3cr3t@127.0.0.1:1",
   "redis://:S3cr3t#S3cr3t@127.0.0.1:1",
   "redis://:S3cr3t@S3cr3t@127.0.0.1:1",

@@ -374,6 +374,64 @@ test_paused_server_deadline (TestFixture *fx, gconstpointer data)
   redis_lock_registry_unref (r);
 }
 
+/* ---- late requests ---- */
+
+static void
+test_late_release (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (TestProxy) proxy = NULL;
+  g_autoptr (RedisLockRegistry) r = NULL;
+  g_autoptr (RedisLockRegistry) other = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (RedisLock) theirs = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *first = NULL, *second = NULL, *stored = NULL;
+  g_autofree char *key = test_lock_key ("late");
+  long long calls;
+
+  g_test_summary ("A release that reaches Redis after its unlock gave up (command timeout) "
+                  "cannot delete the registry's next hold of the lock: each hold has its own "
+                  "value, so the late compare-and-delete finds another value and leaves it");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  proxy = test_proxy_new_unix (redis_lock_test_server_get_socket_path (fx->server));
+  r = redis_lock_registry_new (test_proxy_get_url (proxy), TEST_REGISTRY_KEY, &error);
+  g_assert_no_error (error);
+  redis_lock_registry_set_command_timeout_ms (r, 300);
+  lock = test_obtain (r, "late");
+  test_lock_ok (lock);
+  first = redis_lock_dup_lease_value (lock);
+
+  /* The release (the only request naming the notification channel) is held on its way
+   * to the server; the unlock gives up after its command timeout. */
+  test_proxy_hold_requests (proxy, TEST_REGISTRY_KEY "-channel:");
+  g_assert_false (redis_lock_unlock (lock, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION);
+  g_clear_error (&error);
+  g_assert_true (test_proxy_wait_held (proxy, 1000));
+  g_assert_false (redis_lock_is_held_by_current_thread (lock));
+
+  /* The same registry takes the lock again. */
+  g_assert_true (redis_lock_try_lock_for (lock, 10000, NULL, &error));
+  g_assert_no_error (error);
+  second = redis_lock_dup_lease_value (lock);
+  g_assert_cmpstr (second, !=, first);
+
+  /* Now the first release reaches the server. */
+  calls = test_redis_command_calls (fx->redis, "evalsha");
+  test_proxy_release_held (proxy);
+  TEST_WAIT_UNTIL (test_redis_command_calls (fx->redis, "evalsha") > calls, 5000);
+
+  stored = test_store_get_owner (fx, key);
+  g_assert_cmpstr (stored, ==, second);
+  other = test_registry_new (fx);
+  theirs = test_obtain (other, "late");
+  g_assert_false (redis_lock_try_lock (theirs, &error));
+  g_assert_no_error (error);
+  test_unlock_ok (lock);
+  test_assert_free (fx, "late");
+}
+
 /* ---- renewals one at a time ---- */
 
 typedef struct
@@ -635,6 +693,7 @@ main (int argc, char **argv)
   test_add_redis ("/lease/deadline/paused-server", NULL, test_paused_server_deadline);
   test_add_redis ("/lease/acl/no-channel-permission", NULL, test_acl_without_channel_permission);
   test_add_redis ("/lease/renew/after-batch-in-flight", NULL, test_renew_after_batch_in_flight);
+  test_add_redis ("/lease/late-release/cannot-delete-next-hold", NULL, test_late_release);
   test_add_stores ("/lease/overflow/forever-wait", NULL, test_forever_wait);
   test_add_stores ("/lease/overflow/huge-ttl-refused", NULL, test_huge_ttl_refused);
   test_add_redis ("/lease/overflow/huge-foreign-pttl", NULL, test_huge_foreign_pttl);

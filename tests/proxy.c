@@ -47,6 +47,7 @@ typedef struct
   GByteArray *held; /* client bytes held back, in order; NULL when not holding */
   GQueue delayed;   /* DelayedChunk*, oldest first */
   gboolean server_eof;
+  gboolean client_gone; /* the client closed with bytes held: they still go to the server */
   gboolean dead;
 } ProxyConn;
 
@@ -332,7 +333,7 @@ proxy_main (gpointer data)
         {
           ProxyConn *conn = g_ptr_array_index (proxy->conns, i);
 
-          pfd[2 + 2 * i] = (struct pollfd){ conn->client, POLLIN, 0 };
+          pfd[2 + 2 * i] = (struct pollfd){ conn->client_gone ? -1 : conn->client, POLLIN, 0 };
           if (conn->to_client->len > 0)
             pfd[2 + 2 * i].events |= POLLOUT;
           /* A server that hung up is not polled again (it would report POLLHUP
@@ -365,8 +366,13 @@ proxy_main (gpointer data)
             {
               while ((n = read_chunk (conn->client, chunk, &broken)) > 0)
                 from_client (proxy, conn, chunk, (gsize)n);
-              if (broken)
-                conn->dead = TRUE; /* the client is gone: nobody to answer */
+              /* The client is gone: nobody to answer. What it sent and the proxy holds
+               * would have been in the server's socket buffer already: it still goes
+               * to the server at release. */
+              if (broken && conn->held != NULL)
+                conn->client_gone = TRUE;
+              else if (broken)
+                conn->dead = TRUE;
             }
           broken = FALSE;
           if (!conn->dead && (pfd[3 + 2 * i].revents & (POLLIN | POLLHUP | POLLERR)))
@@ -412,7 +418,14 @@ proxy_main (gpointer data)
           move_due (conn, g_get_monotonic_time ());
           if (conn->server_eof)
             g_byte_array_set_size (conn->to_server, 0);
-          if (!flush (conn->server, conn->to_server) || !flush (conn->client, conn->to_client))
+          if (conn->client_gone)
+            {
+              g_byte_array_set_size (conn->to_client, 0);
+              if (!flush (conn->server, conn->to_server)
+                  || (conn->held == NULL && conn->to_server->len == 0))
+                conn->dead = TRUE;
+            }
+          else if (!flush (conn->server, conn->to_server) || !flush (conn->client, conn->to_client))
             conn->dead = TRUE;
           else if (conn->server_eof && conn->to_client->len == 0
                    && g_queue_is_empty (&conn->delayed))

@@ -55,7 +55,9 @@ guint16 test_proxy_get_port (TestProxy *proxy);
  * replies on this one, keep flowing. Only one chunk is caught per call: a second call
  * re-arms the proxy with a new @match (and forgets an armed one that caught nothing).
  * @match must not be empty. A client that gives up (its command timeout) and closes
- * the connection takes the held bytes with it: they are thrown away, never sent. */
+ * the connection does not take the held bytes with it: as a real server would still
+ * read them from its socket buffer, they reach the server at test_proxy_release_held(),
+ * and then the proxy closes that server connection. */
 void test_proxy_hold_requests (TestProxy *proxy, const char *match);
 
 /* Waits until a chunk has been held since the last test_proxy_hold_requests(): TRUE
