@@ -506,6 +506,51 @@ test_renew_after_batch_in_flight (TestFixture *fx, gconstpointer data)
   test_unlock_ok (lock);
 }
 
+static void
+test_renew_reply_on_next_hold (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (TestProxy) proxy = NULL;
+  g_autoptr (RedisLockRegistry) r = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *key = test_lock_key ("gen");
+  Renewer rn = { 0 };
+  GThread *thread;
+
+  g_test_summary ("The answer to a renew (60 s) that arrives after its hold ended and a new "
+                  "hold with a 1 s TTL began counts for nothing: the registry keeps renewing "
+                  "the new hold at its own TTL, so its key does not expire under the holder");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  proxy = test_proxy_new_unix (redis_lock_test_server_get_socket_path (fx->server));
+  r = redis_lock_registry_new (test_proxy_get_url (proxy), TEST_REGISTRY_KEY, &error);
+  g_assert_no_error (error);
+  lock = test_obtain (r, "gen");
+  test_lock_ok (lock);
+
+  /* The renew takes effect in Redis; its answer is held back. */
+  test_proxy_hold_replies (proxy, "$5\r\n60000\r\n");
+  rn.registry = r;
+  rn.name = "gen";
+  thread = g_thread_new ("renewer", renewer_main, &rn);
+  g_assert_true (test_proxy_wait_held (proxy, 5000));
+
+  /* The hold ends and a new one with a 1 s TTL begins. */
+  test_unlock_ok (lock);
+  g_assert_true (redis_lock_try_lock_full (lock, 0, 1000, NULL, &error));
+  g_assert_no_error (error);
+
+  test_proxy_release_held (proxy);
+  g_thread_join (thread);
+  g_clear_error (&rn.error);
+
+  /* Time is the subject: the new lease must be renewed at its own TTL. */
+  g_usleep (2500 * 1000);
+  g_assert_cmpint (test_store_get_pttl (fx, key), >, 0);
+  g_assert_false (redis_lock_is_lease_lost (lock));
+  test_unlock_ok (lock);
+}
+
 /* ---- channel permission ---- */
 
 static gint acl_warnings; /* atomic */
@@ -694,6 +739,7 @@ main (int argc, char **argv)
   test_add_redis ("/lease/acl/no-channel-permission", NULL, test_acl_without_channel_permission);
   test_add_redis ("/lease/renew/after-batch-in-flight", NULL, test_renew_after_batch_in_flight);
   test_add_redis ("/lease/late-release/cannot-delete-next-hold", NULL, test_late_release);
+  test_add_redis ("/lease/renew/reply-on-next-hold", NULL, test_renew_reply_on_next_hold);
   test_add_stores ("/lease/overflow/forever-wait", NULL, test_forever_wait);
   test_add_stores ("/lease/overflow/huge-ttl-refused", NULL, test_huge_ttl_refused);
   test_add_redis ("/lease/overflow/huge-foreign-pttl", NULL, test_huge_foreign_pttl);

@@ -45,6 +45,7 @@ typedef struct
   GByteArray *to_server;
   GByteArray *to_client;
   GByteArray *held; /* client bytes held back, in order; NULL when not holding */
+  GByteArray *held_replies; /* server bytes held back; NULL when not holding */
   GQueue delayed;   /* DelayedChunk*, oldest first */
   gboolean server_eof;
   gboolean client_gone; /* the client closed with bytes held: they still go to the server */
@@ -66,6 +67,7 @@ struct _TestProxy
   TestSync sync;
   GPtrArray *conns; /* ProxyConn*; changed only by the proxy thread, mutex held */
   char *hold_match; /* armed hold, NULL when none */
+  char *hold_reply_match; /* armed hold of replies, NULL when none */
   gboolean held;    /* a chunk was held since the last hold_requests() */
   guint drop;       /* replies still to drop */
   gint64 delay_us;
@@ -94,6 +96,8 @@ conn_free (ProxyConn *conn)
   g_byte_array_unref (conn->to_client);
   if (conn->held != NULL)
     g_byte_array_unref (conn->held);
+  if (conn->held_replies != NULL)
+    g_byte_array_unref (conn->held_replies);
   while (!g_queue_is_empty (&conn->delayed))
     {
       DelayedChunk *chunk = g_queue_pop_head (&conn->delayed);
@@ -220,6 +224,15 @@ read_chunk (int fd, guint8 *chunk, gboolean *broken)
 static void
 from_client (TestProxy *proxy, ProxyConn *conn, const guint8 *chunk, gsize len)
 {
+  if (conn->held_replies == NULL && proxy->hold_reply_match != NULL
+      && memmem (chunk, len, proxy->hold_reply_match, strlen (proxy->hold_reply_match)) != NULL)
+    {
+      /* The request goes on; what the server answers on this connection waits. */
+      conn->held_replies = g_byte_array_new ();
+      g_clear_pointer (&proxy->hold_reply_match, g_free);
+      proxy->held = TRUE;
+      test_sync_broadcast (&proxy->sync);
+    }
   if (conn->held == NULL && proxy->hold_match != NULL
       && memmem (chunk, len, proxy->hold_match, strlen (proxy->hold_match)) != NULL)
     {
@@ -235,6 +248,11 @@ from_client (TestProxy *proxy, ProxyConn *conn, const guint8 *chunk, gsize len)
 static void
 from_server (TestProxy *proxy, ProxyConn *conn, const guint8 *chunk, gsize len)
 {
+  if (conn->held_replies != NULL)
+    {
+      g_byte_array_append (conn->held_replies, chunk, (guint)len);
+      return;
+    }
   if (proxy->drop > 0)
     {
       proxy->drop--;
@@ -397,6 +415,12 @@ proxy_main (gpointer data)
                   g_byte_array_append (conn->to_server, conn->held->data, conn->held->len);
                   g_clear_pointer (&conn->held, g_byte_array_unref);
                 }
+              if (conn->held_replies != NULL)
+                {
+                  g_byte_array_append (conn->to_client, conn->held_replies->data,
+                                       conn->held_replies->len);
+                  g_clear_pointer (&conn->held_replies, g_byte_array_unref);
+                }
             }
           proxy->release = FALSE;
         }
@@ -525,6 +549,18 @@ test_proxy_get_port (TestProxy *proxy)
 }
 
 void
+test_proxy_hold_replies (TestProxy *proxy, const char *match)
+{
+  g_assert_nonnull (match);
+  g_assert_cmpstr (match, !=, "");
+  test_sync_lock (&proxy->sync);
+  g_free (proxy->hold_reply_match);
+  proxy->hold_reply_match = g_strdup (match);
+  proxy->held = FALSE;
+  test_sync_unlock (&proxy->sync);
+}
+
+void
 test_proxy_hold_requests (TestProxy *proxy, const char *match)
 {
   g_assert_nonnull (match);
@@ -572,6 +608,7 @@ test_proxy_release_held (TestProxy *proxy)
 {
   test_sync_lock (&proxy->sync);
   g_clear_pointer (&proxy->hold_match, g_free);
+  g_clear_pointer (&proxy->hold_reply_match, g_free);
   proxy->held = FALSE;
   proxy->release = TRUE;
   request_and_wait (proxy);
@@ -656,6 +693,7 @@ test_proxy_free (TestProxy *proxy)
   close (proxy->wake[0]);
   close (proxy->wake[1]);
   g_free (proxy->hold_match);
+  g_free (proxy->hold_reply_match);
   g_free (proxy->socket_path);
   g_free (proxy->url);
   g_free (proxy);

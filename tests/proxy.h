@@ -60,6 +60,12 @@ guint16 test_proxy_get_port (TestProxy *proxy);
  * and then the proxy closes that server connection. */
 void test_proxy_hold_requests (TestProxy *proxy, const char *match);
 
+/* From now on, the first client->server chunk that contains the bytes of @match is
+ * forwarded, but everything the server answers on that connection is kept back until
+ * test_proxy_release_held(): the request takes effect, its reply comes late. Other
+ * connections keep flowing. One connection per call, as test_proxy_hold_requests(). */
+void test_proxy_hold_replies (TestProxy *proxy, const char *match);
+
 /* Waits until a chunk has been held since the last test_proxy_hold_requests(): TRUE
  * when one has (at once when it already had), FALSE after @timeout_ms. */
 gboolean test_proxy_wait_held (TestProxy *proxy, gint64 timeout_ms);
