@@ -7,8 +7,9 @@
  * connect and command timeout, so a dead or frozen server turns into a
  * REDIS_LOCK_ERROR_CONNECTION within the timeout instead of a hang.
  *
- * This is also the one place that knows which hiredis it was built against: the
- * HAVE_DECL_* checks from configure stay in this file.
+ * redis-store.c and notify.c use hiredis's contexts and replies too, but this is the
+ * one place that knows which hiredis it was built against: the HAVE_DECL_* checks
+ * from configure stay in this file.
  */
 #include "config.h"
 
@@ -19,7 +20,7 @@
 #include <sys/un.h>
 
 #include "connection.h"
-#include "internal.h"
+#include "sync.h"
 
 struct _RlPool
 {
@@ -568,8 +569,8 @@ RlConn *
 rl_pool_connect (RlPool *pool, GError **error)
 {
   RlConnConfig *cfg = &pool->config;
-  gint64 connect_ms = RL_STAT_GET (pool->ctx->connect_timeout_ms);
-  gint64 command_ms = RL_STAT_GET (pool->ctx->command_timeout_ms);
+  gint64 connect_ms = RL_ATOMIC_GET (pool->ctx->connect_timeout_ms);
+  gint64 command_ms = RL_ATOMIC_GET (pool->ctx->command_timeout_ms);
   struct timeval tv = ms_to_timeval (connect_ms);
   g_autoptr (GError) local_error = NULL;
   redisContext *c;
@@ -685,7 +686,7 @@ rl_pool_get (RlPool *pool, gint64 timeout_ms, gboolean *reused, GError **error)
   if (conn == NULL)
     return NULL;
   rl_conn_set_timeout (conn,
-                       timeout_ms > 0 ? timeout_ms : RL_STAT_GET (pool->ctx->command_timeout_ms));
+                       timeout_ms > 0 ? timeout_ms : RL_ATOMIC_GET (pool->ctx->command_timeout_ms));
   return conn;
 }
 

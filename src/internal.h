@@ -2,9 +2,9 @@
  * leases.c.
  *
  * Each field has one writer, named beside it: the cache (registry.c, under
- * registry->mutex), the local mutex (lock.c, under lock->m), the lease fields
+ * registry->cache_mutex), the local mutex (lock.c, under lock->m), the lease fields
  * (leases.c, under its own mutex, see leases.h). Locking order, which every file
- * follows: registry->mutex before lock->m before the lease table's mutex; the lease
+ * follows: registry->cache_mutex before lock->m before the lease table's mutex; the lease
  * table's renew mutex comes before all of them and is the one mutex held across a
  * store call (renewals go one at a time, see leases.c). The user's callback is called
  * with no mutex held. Nothing that holds lock->m or the lease table's mutex calls the
@@ -42,7 +42,7 @@ struct _RedisLockRegistry
   RlLeases *leases;
 
   /* The lock cache. */
-  RlMutex mutex;
+  RlMutex cache_mutex; /* guards the cache below */
   GHashTable *locks;   /* name -> RedisLock (the cache's reference) */
   RedisLock *lru_head; /* least recently obtained first */
   RedisLock *lru_tail;
@@ -63,9 +63,9 @@ typedef struct
 struct _RedisLock
 {
   gint ref_count;      /* atomic; memory only: the cache holds one while the lock is cached */
-  guint user_refs;     /* registry->mutex; references handed out by obtain/ref */
-  RedisLock *lru_prev; /* registry->mutex */
-  RedisLock *lru_next; /* registry->mutex */
+  guint user_refs;     /* registry->cache_mutex; references handed out by obtain/ref */
+  RedisLock *lru_prev; /* registry->cache_mutex */
+  RedisLock *lru_next; /* registry->cache_mutex */
   gint64 last_used;    /* atomic, monotonic µs */
   RedisLockRegistry *registry;
 
@@ -78,14 +78,14 @@ struct _RedisLock
   guint32 notify_seq; /* bumped when the store says the lease may have been released */
   guint32 handoffs;   /* local hand-offs in a row since the lease was taken */
   /* One byte of flags, all under lock->m (a bit-field shares its byte). */
-  guint8 lease_kept : 1;  /* the lease stays for the next local owner (a local hand-off) */
-  guint8 streak_kept : 1; /* a streak already ended with the lease kept (nobody else listened) */
+  guint8 handed_over : 1;  /* the lease stays for the next local owner (a local hand-off) */
+  guint8 streak_extended : 1; /* a streak already ended with the lease kept (nobody else listened) */
   guint8 waking : 1;      /* a waiter was signalled and has not run yet */
   guint8 reserved : 1;    /* the mutex is free for a waiting thread only (see lock.c) */
   guint8 barged : 3;      /* holds in a row taken by threads that did not wait, others
                              waiting; saturates at RL_LOCAL_BARGE_MAX */
 
-  guint8 cached; /* registry->mutex */
+  guint8 cached; /* registry->cache_mutex */
 
   RlLeaseState lease; /* leases.c only */
 
@@ -113,7 +113,7 @@ rl_deadline_after (gint64 now_us, gint64 ms)
   return now_us + ms * 1000;
 }
 
-/* error.c: the fork guard. */
+/* process.c: the fork guard. */
 extern guint rl_fork_generation;
 void rl_fork_guard_init (void);
 

@@ -210,7 +210,7 @@ cancel_lease (RlLeases *self, RedisLock *lock)
 {
   GCancellable *cancellable;
 
-  RL_STAT_ADD (self->stats->leases_lost, 1);
+  RL_ATOMIC_ADD (self->stats->leases_lost, 1);
   rl_mutex_lock (&self->mutex);
   cancellable = lock->lease.cancellable ? g_object_ref (lock->lease.cancellable) : NULL;
   rl_mutex_unlock (&self->mutex);
@@ -524,7 +524,7 @@ rl_leases_renew (RlLeases *self, RedisLock *lock, const char *name, gint64 ttl_m
   sent = g_get_monotonic_time ();
   result = self->store->vt->renew (self->store, lock->key_data, value, ttl_ms, &local_error);
   if (result == RL_LEASE_OK)
-    RL_STAT_ADD (self->stats->renewals, 1);
+    RL_ATOMIC_ADD (self->stats->renewals, 1);
   /* The answer is about the hold whose value was sent: it means nothing for a later
    * hold of the same lock (unlocked and locked again meanwhile). */
   rl_mutex_lock (&self->mutex);
@@ -684,7 +684,7 @@ watchdog_plan (gpointer data, gint64 *deadline_us)
       min_ttl = MIN (min_ttl, lease->ttl_ms);
     }
   if (next == RL_FOREVER)
-    next = g_get_monotonic_time () + RL_STAT_GET (self->settings->expire_after_ms) * 1000 / 3;
+    next = g_get_monotonic_time () + RL_ATOMIC_GET (self->settings->expire_after_ms) * 1000 / 3;
   else
     next -= g_random_int_range (0, (gint32) MIN (min_ttl * 1000 / 20, G_MAXINT32 - 1) + 1);
   self->planned = next;
@@ -725,7 +725,7 @@ watchdog_tick (gpointer data)
   g_array_set_clear_func (entries, entry_clear);
   rl_mutex_lock (&self->renew_mutex);
   rl_mutex_lock (&self->mutex);
-  timeout_ms = RL_STAT_GET (store->ctx->command_timeout_ms);
+  timeout_ms = RL_ATOMIC_GET (store->ctx->command_timeout_ms);
   g_hash_table_iter_init (&iter, self->held);
   while (g_hash_table_iter_next (&iter, &key, NULL))
     {
@@ -768,10 +768,10 @@ watchdog_tick (gpointer data)
       g_debug ("watchdog: renewing %u leases: %s", entries->len, error->message);
       result = RL_TICK_FAILED;
     }
-  RL_STAT_ADD (self->stats->watchdog_ticks, 1);
-  RL_STAT_SET (self->stats->last_tick_leases, entries->len);
-  RL_STAT_SET (self->stats->last_tick_round_trips, round_trips);
-  RL_STAT_SET (self->stats->last_tick_us, g_get_monotonic_time () - sent);
+  RL_ATOMIC_ADD (self->stats->watchdog_ticks, 1);
+  RL_ATOMIC_SET (self->stats->last_tick_leases, entries->len);
+  RL_ATOMIC_SET (self->stats->last_tick_round_trips, round_trips);
+  RL_ATOMIC_SET (self->stats->last_tick_us, g_get_monotonic_time () - sent);
 
   now = g_get_monotonic_time ();
   rl_mutex_lock (&self->mutex);
@@ -789,7 +789,7 @@ watchdog_tick (gpointer data)
           if (ok && results[i] == RL_LEASE_OK)
             {
               lease->confirmed = MAX (lease->confirmed, sent);
-              RL_STAT_ADD (self->stats->renewals, 1);
+              RL_ATOMIC_ADD (self->stats->renewals, 1);
             }
           else if (ok && results[i] == RL_LEASE_LOST)
             mark = TRUE;

@@ -83,7 +83,7 @@ rl_lock_unref_memory (RedisLock *lock)
 /* Whether the cache may drop @lock: nobody references, holds or waits on it, and no
  * library thread has it in hand (the watchdog's batch, the queue of losses whose
  * callback is due: a callback may take a reference, which must find the lock still
- * cached). registry->mutex held. */
+ * cached). registry->cache_mutex held. */
 gboolean
 rl_lock_is_idle (RedisLock *lock)
 {
@@ -190,13 +190,13 @@ set_wait_error (RedisLock *lock, GCancellable *cancellable, GError **error)
 static gboolean
 take_ownership_locked (RedisLock *lock, gpointer self, gboolean waited)
 {
-  gboolean kept = lock->lease_kept;
+  gboolean kept = lock->handed_over;
 
   if (waited)
     lock->barged = lock->reserved = 0;
   lock->owner = self;
   lock->count = 1;
-  lock->lease_kept = FALSE;
+  lock->handed_over = FALSE;
   return kept;
 }
 
@@ -236,7 +236,7 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
     lock->barged = lock->reserved = 0;
   if (!owned && lock->owner == NULL)
     {
-      if (lock->lease_kept && lock->waiters == 0)
+      if (lock->handed_over && lock->waiters == 0)
         {
           /* A lease was handed to the waiters and the last of them is leaving: it
            * must not stay in Redis with nobody to release it. */
@@ -287,7 +287,7 @@ release_after_close (RedisLock *lock, const char *value, GError **error)
   gboolean others;
 
   if (store->vt->release (store, lock->key_data, value, 0, &others, NULL) == RL_LEASE_OK)
-    RL_STAT_ADD (lock->registry->stats.releases, 1);
+    RL_ATOMIC_ADD (lock->registry->stats.releases, 1);
   g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED,
                        "The lock registry was closed during this call; the lease it had just taken "
                        "was released");
@@ -352,19 +352,19 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
       rl_leases_value (leases, serial, value);
       sent = g_get_monotonic_time ();
       if (bounded && deadline != RL_FOREVER
-          && (deadline - sent) / 1000 < RL_STAT_GET (registry->store_ctx.command_timeout_ms))
+          && (deadline - sent) / 1000 < RL_ATOMIC_GET (registry->store_ctx.command_timeout_ms))
         bound_ms = MAX ((deadline - sent) / 1000, 1);
       switch (store->vt->acquire (store, lock->key_data, value, ttl_ms, bound_ms, &pttl,
                                   &local_error))
         {
         case RL_LEASE_OK:
-          RL_STAT_ADD (registry->stats.acquisitions, 1);
+          RL_ATOMIC_ADD (registry->stats.acquisitions, 1);
           if (rl_leases_take (leases, lock, serial, ttl_ms, sent))
             return TRUE;
           release_after_close (lock, value, error);
           return FALSE;
         case RL_LEASE_HELD:
-          RL_STAT_ADD (registry->stats.contended_attempts, 1);
+          RL_ATOMIC_ADD (registry->stats.contended_attempts, 1);
           break;
         case RL_LEASE_LOST:
         case RL_LEASE_ERROR:
@@ -393,7 +393,7 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
           /* The attempt only counts once notifications are confirmed: retry at once
            * if they come up, or fall back to SPIN timing while they are down. */
           gint64 limit = MIN ((deadline - now) / 1000 + 1,
-                              RL_STAT_GET (registry->store_ctx.connect_timeout_ms));
+                              RL_ATOMIC_GET (registry->store_ctx.connect_timeout_ms));
           need_watch = TRUE;
           if (store->vt->watch (store, limit))
             continue;
@@ -406,7 +406,7 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
         }
       else
         wake_at = MIN (deadline,
-                       rl_deadline_after (now, RL_STAT_GET (registry->settings.idle_between_tries_ms)));
+                       rl_deadline_after (now, RL_ATOMIC_GET (registry->settings.idle_between_tries_ms)));
       sleep_for_notification (lock, seq, wake_at, cancellable);
       if (set_wait_error (lock, cancellable, error))
         return FALSE;
@@ -451,7 +451,7 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
     }
 
   if (ttl_ms == 0)
-    ttl_ms = RL_STAT_GET (registry->settings.expire_after_ms);
+    ttl_ms = RL_ATOMIC_GET (registry->settings.expire_after_ms);
   if (!rl_registry_check (registry, error))
     /* Closed while waiting for the local mutex: a lease handed over went with close. */
     ok = FALSE;
@@ -461,7 +461,7 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
   g_cancellable_disconnect (cancellable, handler);
   if (!ok)
     release_local (lock);
-  RL_STAT_SET (lock->last_used, g_get_monotonic_time ());
+  RL_ATOMIC_SET (lock->last_used, g_get_monotonic_time ());
   return ok;
 }
 
@@ -523,10 +523,10 @@ end_hold (RedisLock *lock, guint max, gint64 release_us, gboolean others)
   if (max > 0 && lock->handoffs >= max && others)
     lock_wait (lock)->yield_until = g_get_monotonic_time () + CLAMP (2 * release_us, 50, 5000);
   lock->handoffs = 0;
-  lock->streak_kept = FALSE;
+  lock->streak_extended = FALSE;
   release_local_locked (lock);
   rl_mutex_unlock (&lock->m);
-  RL_STAT_SET (lock->last_used, g_get_monotonic_time ());
+  RL_ATOMIC_SET (lock->last_used, g_get_monotonic_time ());
 }
 
 /* Hands the local mutex, with the lease, to a waiting thread of this registry, if one
@@ -539,19 +539,19 @@ hand_over (RedisLock *lock, gboolean new_streak)
 
   rl_mutex_lock (&lock->m);
   if (new_streak)
-    lock->streak_kept = TRUE;
+    lock->streak_extended = TRUE;
   handed = lock->waiters > 0;
   if (handed)
     {
-      lock->lease_kept = TRUE;
+      lock->handed_over = TRUE;
       lock->handoffs = new_streak ? 0 : lock->handoffs + 1;
       release_local_locked (lock);
     }
   rl_mutex_unlock (&lock->m);
   if (handed)
     {
-      RL_STAT_ADD (lock->registry->stats.local_handoffs, 1);
-      RL_STAT_SET (lock->last_used, g_get_monotonic_time ());
+      RL_ATOMIC_ADD (lock->registry->stats.local_handoffs, 1);
+      RL_ATOMIC_SET (lock->last_used, g_get_monotonic_time ());
     }
   return handed;
 }
@@ -583,7 +583,7 @@ typedef struct
   gboolean watchdog; /* leases are renewed in the background */
   guint waiters;
   guint32 handoffs;
-  gboolean streak_kept;
+  gboolean streak_extended;
   gboolean lease_ok;       /* in the table and not found lost */
   gboolean handover_tried; /* a hand-over of this unlock failed: release instead */
 } UnlockState;
@@ -595,7 +595,7 @@ plan_unlock (const UnlockState *s)
     return UNLOCK_RELEASE;
   if (s->handoffs < s->max)
     return s->watchdog ? UNLOCK_HAND_OVER : UNLOCK_REFRESH_HAND_OVER;
-  if (!s->streak_kept)
+  if (!s->streak_extended)
     return UNLOCK_RELEASE_OR_KEEP;
   return UNLOCK_RELEASE;
 }
@@ -608,7 +608,7 @@ snapshot (RedisLock *lock, UnlockState *s)
   rl_mutex_lock (&lock->m);
   s->waiters = lock->waiters;
   s->handoffs = lock->handoffs;
-  s->streak_kept = lock->streak_kept;
+  s->streak_extended = lock->streak_extended;
   rl_mutex_unlock (&lock->m);
   s->lease_ok = view.held && !view.lost;
 }
@@ -648,7 +648,7 @@ release_lease (RedisLock *lock, guint max, gboolean keep, GError **error)
       end_hold (lock, max, 0, FALSE);
       return RL_LEASE_ERROR;
     }
-  RL_STAT_ADD (registry->stats.releases, 1);
+  RL_ATOMIC_ADD (registry->stats.releases, 1);
   end_hold (lock, max, g_get_monotonic_time () - start, others);
   if (result == RL_LEASE_ERROR)
     /* The release may not have reached Redis: the key would stay until its TTL, and
@@ -665,7 +665,7 @@ release_lease (RedisLock *lock, guint max, gboolean keep, GError **error)
       result = RL_LEASE_LOST;
     }
   if (result == RL_LEASE_LOST && !lost)
-    RL_STAT_ADD (registry->stats.leases_lost, 1);
+    RL_ATOMIC_ADD (registry->stats.leases_lost, 1);
   if (lost || result == RL_LEASE_LOST)
     {
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST,

@@ -15,7 +15,7 @@
  * operation is a hash lookup or two, so one mutex costs nothing a test could see, and
  * it makes the NAME lookup, the debugging hooks and the operations on leases atomic
  * together. It is a leaf lock: nothing is called while it is held. Release callbacks
- * run after it is dropped, because the registry's callback takes registry->mutex and
+ * run after it is dropped, because the registry's callback takes registry->cache_mutex and
  * then lock->m (see internal.h); a store counts the callbacks running into it, and
  * close/free wait for them, so a registry is never called back after its store closed.
  * A child made by fork() starts with no memory stores: it is another process.
@@ -195,8 +195,8 @@ lease_lookup_ours (RlMemoryStore *self, const char *key, const char *value, gint
 static void
 count_request (RlStore *store, guint commands)
 {
-  RL_STAT_ADD (store->ctx->stats->round_trips, 1);
-  RL_STAT_ADD (store->ctx->stats->commands, commands);
+  RL_ATOMIC_ADD (store->ctx->stats->round_trips, 1);
+  RL_ATOMIC_ADD (store->ctx->stats->commands, commands);
 }
 
 /* Release notifications -------------------------------------------------------- */
@@ -230,7 +230,7 @@ listeners_deliver (GPtrArray *targets, const char *key)
   for (guint i = 0; i < targets->len; i++)
     {
       RlStore *store = g_ptr_array_index (targets, i);
-      RL_STAT_ADD (store->ctx->stats->notifications, 1);
+      RL_ATOMIC_ADD (store->ctx->stats->notifications, 1);
       store->released (key, store->released_data);
     }
   rl_mutex_lock (&memory_mutex);

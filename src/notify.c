@@ -136,7 +136,7 @@ handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
   if (g_ascii_strcasecmp (kind, "pmessage") == 0 && reply->elements == 4
       && reply->element[3]->type == REDIS_REPLY_STRING)
     {
-      RL_STAT_ADD (self->store->ctx->stats->notifications, 1);
+      RL_ATOMIC_ADD (self->store->ctx->stats->notifications, 1);
       self->store->released (reply->element[3]->str, self->store->released_data);
     }
   else if (g_ascii_strcasecmp (kind, "psubscribe") == 0)

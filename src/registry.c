@@ -60,7 +60,7 @@ on_released (const char *key, gpointer user_data)
 
   if (key == NULL && registry->leases != NULL)
     rl_leases_audit (registry->leases);
-  rl_mutex_lock (&registry->mutex);
+  rl_mutex_lock (&registry->cache_mutex);
   if (key == NULL)
     {
       GHashTableIter iter;
@@ -75,7 +75,7 @@ on_released (const char *key, gpointer user_data)
       if (lock != NULL)
         rl_lock_notify (lock);
     }
-  rl_mutex_unlock (&registry->mutex);
+  rl_mutex_unlock (&registry->cache_mutex);
 }
 
 RedisLockRegistry *
@@ -110,7 +110,7 @@ redis_lock_registry_new (const char *url, const char *registry_key, GError **err
   registry->store_ctx.connect_timeout_ms = RL_DEFAULT_CONNECT_TIMEOUT_MS;
   registry->store_ctx.command_timeout_ms = RL_DEFAULT_COMMAND_TIMEOUT_MS;
   registry->store_ctx.stats = &registry->stats;
-  rl_mutex_init (&registry->mutex);
+  rl_mutex_init (&registry->cache_mutex);
   registry->locks = g_hash_table_new (g_str_hash, g_str_equal);
 
   registry->store = rl_store_open (url, registry_key, registry->client_id, &registry->store_ctx,
@@ -134,7 +134,7 @@ redis_lock_registry_ref (RedisLockRegistry *registry)
   return registry;
 }
 
-/* The LRU list of cached locks, least recently obtained first. registry->mutex held. */
+/* The LRU list of cached locks, least recently obtained first. registry->cache_mutex held. */
 static void
 lru_unlink (RedisLockRegistry *registry, RedisLock *lock)
 {
@@ -161,7 +161,7 @@ lru_push_tail (RedisLockRegistry *registry, RedisLock *lock)
   registry->lru_tail = lock;
 }
 
-/* Drops cached lock @lock (idle, registry->mutex held). */
+/* Drops cached lock @lock (idle, registry->cache_mutex held). */
 static void
 drop_cached (RedisLockRegistry *registry, RedisLock *lock)
 {
@@ -182,7 +182,7 @@ registry_free (RedisLockRegistry *registry)
   if (registry->store != NULL)
     rl_store_free (registry->store);
   g_hash_table_unref (registry->locks);
-  rl_mutex_clear (&registry->mutex);
+  rl_mutex_clear (&registry->cache_mutex);
   g_free (registry->registry_key);
   g_free (registry->client_id);
   g_free (registry);
@@ -221,11 +221,11 @@ redis_lock_registry_close (RedisLockRegistry *registry)
     rl_leases_close (registry->leases);
   if (registry->store != NULL)
     registry->store->vt->close (registry->store);
-  rl_mutex_lock (&registry->mutex);
+  rl_mutex_lock (&registry->cache_mutex);
   g_hash_table_iter_init (&iter, registry->locks);
   while (g_hash_table_iter_next (&iter, NULL, &lock))
     rl_lock_wake_all (lock);
-  rl_mutex_unlock (&registry->mutex);
+  rl_mutex_unlock (&registry->cache_mutex);
 }
 
 /* Settings --------------------------------------------------------------------- */
@@ -235,14 +235,14 @@ redis_lock_registry_set_expire_after_ms (RedisLockRegistry *registry, gint64 ms)
 {
   g_return_if_fail (registry != NULL);
   g_return_if_fail (ms > 0 && ms <= RL_TTL_MAX_MS);
-  RL_STAT_SET (registry->settings.expire_after_ms, ms);
+  RL_ATOMIC_SET (registry->settings.expire_after_ms, ms);
 }
 
 gint64
 redis_lock_registry_get_expire_after_ms (RedisLockRegistry *registry)
 {
   g_return_val_if_fail (registry != NULL, 0);
-  return RL_STAT_GET (registry->settings.expire_after_ms);
+  return RL_ATOMIC_GET (registry->settings.expire_after_ms);
 }
 
 void
@@ -258,7 +258,7 @@ redis_lock_registry_set_idle_between_tries_ms (RedisLockRegistry *registry, gint
 {
   g_return_if_fail (registry != NULL);
   g_return_if_fail (ms >= 0);
-  RL_STAT_SET (registry->settings.idle_between_tries_ms, ms);
+  RL_ATOMIC_SET (registry->settings.idle_between_tries_ms, ms);
 }
 
 void
@@ -279,7 +279,7 @@ redis_lock_registry_set_watchdog (RedisLockRegistry *registry, gboolean enabled)
 }
 
 /* Drops least recently obtained idle locks until @target entries remain or none can
- * be dropped. registry->mutex held. */
+ * be dropped. registry->cache_mutex held. */
 static void
 trim_cache (RedisLockRegistry *registry, guint target)
 {
@@ -301,10 +301,10 @@ redis_lock_registry_set_cache_capacity (RedisLockRegistry *registry, guint capac
   g_return_if_fail (capacity > 0);
   if (is_forked (registry))
     return;
-  rl_mutex_lock (&registry->mutex);
+  rl_mutex_lock (&registry->cache_mutex);
   registry->capacity = capacity;
   trim_cache (registry, capacity);
-  rl_mutex_unlock (&registry->mutex);
+  rl_mutex_unlock (&registry->cache_mutex);
 }
 
 void
@@ -312,7 +312,7 @@ redis_lock_registry_set_connect_timeout_ms (RedisLockRegistry *registry, gint64 
 {
   g_return_if_fail (registry != NULL);
   g_return_if_fail (ms > 0);
-  RL_STAT_SET (registry->store_ctx.connect_timeout_ms, ms);
+  RL_ATOMIC_SET (registry->store_ctx.connect_timeout_ms, ms);
 }
 
 void
@@ -320,7 +320,7 @@ redis_lock_registry_set_command_timeout_ms (RedisLockRegistry *registry, gint64 
 {
   g_return_if_fail (registry != NULL);
   g_return_if_fail (ms > 0);
-  RL_STAT_SET (registry->store_ctx.command_timeout_ms, ms);
+  RL_ATOMIC_SET (registry->store_ctx.command_timeout_ms, ms);
 }
 
 void
@@ -357,9 +357,9 @@ redis_lock_registry_get_cache_size (RedisLockRegistry *registry)
   g_return_val_if_fail (registry != NULL, 0);
   if (is_forked (registry))
     return 0;
-  rl_mutex_lock (&registry->mutex);
+  rl_mutex_lock (&registry->cache_mutex);
   size = g_hash_table_size (registry->locks);
-  rl_mutex_unlock (&registry->mutex);
+  rl_mutex_unlock (&registry->cache_mutex);
   return size;
 }
 
@@ -371,19 +371,19 @@ redis_lock_registry_get_stats (RedisLockRegistry *registry, RedisLockRegistrySta
   g_return_if_fail (registry != NULL);
   g_return_if_fail (stats != NULL);
   s = &registry->stats;
-  stats->round_trips = RL_STAT_GET (s->round_trips);
-  stats->commands = RL_STAT_GET (s->commands);
-  stats->acquisitions = RL_STAT_GET (s->acquisitions);
-  stats->contended_attempts = RL_STAT_GET (s->contended_attempts);
-  stats->releases = RL_STAT_GET (s->releases);
-  stats->renewals = RL_STAT_GET (s->renewals);
-  stats->leases_lost = RL_STAT_GET (s->leases_lost);
-  stats->notifications = RL_STAT_GET (s->notifications);
-  stats->local_handoffs = RL_STAT_GET (s->local_handoffs);
-  stats->watchdog_ticks = RL_STAT_GET (s->watchdog_ticks);
-  stats->last_tick_leases = RL_STAT_GET (s->last_tick_leases);
-  stats->last_tick_round_trips = RL_STAT_GET (s->last_tick_round_trips);
-  stats->last_tick_us = RL_STAT_GET (s->last_tick_us);
+  stats->round_trips = RL_ATOMIC_GET (s->round_trips);
+  stats->commands = RL_ATOMIC_GET (s->commands);
+  stats->acquisitions = RL_ATOMIC_GET (s->acquisitions);
+  stats->contended_attempts = RL_ATOMIC_GET (s->contended_attempts);
+  stats->releases = RL_ATOMIC_GET (s->releases);
+  stats->renewals = RL_ATOMIC_GET (s->renewals);
+  stats->leases_lost = RL_ATOMIC_GET (s->leases_lost);
+  stats->notifications = RL_ATOMIC_GET (s->notifications);
+  stats->local_handoffs = RL_ATOMIC_GET (s->local_handoffs);
+  stats->watchdog_ticks = RL_ATOMIC_GET (s->watchdog_ticks);
+  stats->last_tick_leases = RL_ATOMIC_GET (s->last_tick_leases);
+  stats->last_tick_round_trips = RL_ATOMIC_GET (s->last_tick_round_trips);
+  stats->last_tick_us = RL_ATOMIC_GET (s->last_tick_us);
 }
 
 guint
@@ -396,20 +396,20 @@ redis_lock_registry_expire_unused_older_than (RedisLockRegistry *registry, gint6
   g_return_val_if_fail (registry != NULL, 0);
   if (is_forked (registry))
     return 0;
-  rl_mutex_lock (&registry->mutex);
+  rl_mutex_lock (&registry->cache_mutex);
   next = registry->lru_head;
   while (next != NULL)
     {
       RedisLock *lock = next;
       next = lock->lru_next;
-      if ((age_ms < 0 || now - RL_STAT_GET (lock->last_used) >= age_ms * 1000)
+      if ((age_ms < 0 || now - RL_ATOMIC_GET (lock->last_used) >= age_ms * 1000)
           && rl_lock_is_idle (lock))
         {
           drop_cached (registry, lock);
           dropped++;
         }
     }
-  rl_mutex_unlock (&registry->mutex);
+  rl_mutex_unlock (&registry->cache_mutex);
   return dropped;
 }
 
@@ -434,7 +434,7 @@ redis_lock_registry_obtain (RedisLockRegistry *registry, const char *name, GErro
   if (!rl_registry_check (registry, error))
     return NULL;
 
-  rl_mutex_lock (&registry->mutex);
+  rl_mutex_lock (&registry->cache_mutex);
   lock = g_hash_table_lookup (registry->locks, name);
   if (lock == NULL)
     {
@@ -443,7 +443,7 @@ redis_lock_registry_obtain (RedisLockRegistry *registry, const char *name, GErro
       if (g_hash_table_size (registry->locks) >= registry->capacity)
         {
           guint capacity = registry->capacity;
-          rl_mutex_unlock (&registry->mutex);
+          rl_mutex_unlock (&registry->cache_mutex);
           g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CACHE_FULL,
                        "All %u cached locks of registry “%s” are in use; cannot obtain “%s”",
                        capacity, registry->registry_key, name);
@@ -461,8 +461,8 @@ redis_lock_registry_obtain (RedisLockRegistry *registry, const char *name, GErro
     }
   if (lock->user_refs++ == 0)
     redis_lock_registry_ref (registry);
-  RL_STAT_SET (lock->last_used, g_get_monotonic_time ());
-  rl_mutex_unlock (&registry->mutex);
+  RL_ATOMIC_SET (lock->last_used, g_get_monotonic_time ());
+  rl_mutex_unlock (&registry->cache_mutex);
   return lock;
 }
 
@@ -475,13 +475,13 @@ redis_lock_ref (RedisLock *lock)
   registry = lock->registry;
   if (is_forked (registry))
     return lock;
-  rl_mutex_lock (&registry->mutex);
+  rl_mutex_lock (&registry->cache_mutex);
   if (!lock->cached)
     {
       /* Only a holder of a reference (or the lease-lost callback, whose lock cannot be
        * dropped while the call runs) may take another: a lock the cache dropped was
        * unreferenced and idle, and may be freed at any moment. */
-      rl_mutex_unlock (&registry->mutex);
+      rl_mutex_unlock (&registry->cache_mutex);
       g_critical ("redis_lock_ref: lock “%s” is no longer referenced by anyone; obtain it again "
                   "with redis_lock_registry_obtain()",
                   rl_lock_name (lock));
@@ -489,7 +489,7 @@ redis_lock_ref (RedisLock *lock)
     }
   if (lock->user_refs++ == 0)
     redis_lock_registry_ref (registry);
-  rl_mutex_unlock (&registry->mutex);
+  rl_mutex_unlock (&registry->cache_mutex);
   return lock;
 }
 
@@ -504,15 +504,15 @@ redis_lock_unref (RedisLock *lock)
   registry = lock->registry;
   if (is_forked (registry))
     return;
-  rl_mutex_lock (&registry->mutex);
+  rl_mutex_lock (&registry->cache_mutex);
   if (lock->user_refs == 0)
     {
-      rl_mutex_unlock (&registry->mutex);
+      rl_mutex_unlock (&registry->cache_mutex);
       g_critical ("redis_lock_unref: lock “%s” has no reference left", rl_lock_name (lock));
       return;
     }
   last = --lock->user_refs == 0;
-  rl_mutex_unlock (&registry->mutex);
+  rl_mutex_unlock (&registry->cache_mutex);
   if (last)
     redis_lock_registry_unref (registry);
 }
@@ -544,13 +544,13 @@ redis_lock_registry_renew (RedisLockRegistry *registry, const char *name, gint64
   if (!rl_registry_check (registry, error))
     return FALSE;
   if (ttl_ms == 0)
-    ttl_ms = RL_STAT_GET (registry->settings.expire_after_ms);
+    ttl_ms = RL_ATOMIC_GET (registry->settings.expire_after_ms);
 
-  rl_mutex_lock (&registry->mutex);
+  rl_mutex_lock (&registry->cache_mutex);
   lock = g_hash_table_lookup (registry->locks, name);
   if (lock != NULL)
     g_atomic_int_inc (&lock->ref_count);
-  rl_mutex_unlock (&registry->mutex);
+  rl_mutex_unlock (&registry->cache_mutex);
   if (lock == NULL)
     {
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_OWNER,

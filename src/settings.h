@@ -19,8 +19,8 @@ typedef struct
 } RlSettings;
 
 /* Atomic access to 64-bit settings and statistics counters. */
-#define RL_STAT_ADD(field, n) __atomic_fetch_add (&(field), (n), __ATOMIC_RELAXED)
-#define RL_STAT_SET(field, v) __atomic_store_n (&(field), (v), __ATOMIC_RELAXED)
-#define RL_STAT_GET(field) __atomic_load_n (&(field), __ATOMIC_RELAXED)
+#define RL_ATOMIC_ADD(field, n) __atomic_fetch_add (&(field), (n), __ATOMIC_RELAXED)
+#define RL_ATOMIC_SET(field, v) __atomic_store_n (&(field), (v), __ATOMIC_RELAXED)
+#define RL_ATOMIC_GET(field) __atomic_load_n (&(field), __ATOMIC_RELAXED)
 
 #endif /* RL_SETTINGS_H */

@@ -3,7 +3,7 @@
  * lock.c, registry.c and watchdog.c speak only in the terms of this file: a lease is
  * acquired, held by another owner (for so many milliseconds), kept, released or lost,
  * and a store tells the registry when a lease may have been released so waiters can
- * retry. The Redis store (lease.c for the protocol, notify.c for the wake-ups) is one
+ * retry. The Redis store (redis-store.c for the protocol, notify.c for the wake-ups) is one
  * implementation; another store slots in behind the same table without the layers
  * above learning which one they talk to.
  */

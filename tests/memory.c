@@ -650,7 +650,8 @@ test_invalid_urls (void)
   static const char *const good[] = { "memory://A.b_c-9", "memory://0", "memory://-" };
 
   g_test_summary ("memory:// needs a name of ASCII letters, digits, '.', '_' and '-'; anything "
-                  "else is REDIS_LOCK_ERROR_INVALID with a message naming the URL.");
+                  "else is REDIS_LOCK_ERROR_INVALID with a message saying so, which does not "
+                  "repeat the URL (what follows the name may be a password).");
   for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
     {
       GError *error = NULL;
@@ -658,7 +659,9 @@ test_invalid_urls (void)
 
       g_assert_null (registry);
       g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
-      g_assert_nonnull (strstr (error->message, bad[i]));
+      g_assert_nonnull (strstr (error->message, "memory store URL"));
+      if (strlen (bad[i]) > strlen ("memory://"))
+        g_assert_null (strstr (error->message, bad[i]));
       g_test_message ("%s: %s", bad[i], error->message);
       g_clear_error (&error);
     }

@@ -5,7 +5,9 @@
  * in parallel without touching anyone's Redis. It can be stopped, started again on the
  * same socket (an outage), paused with SIGSTOP (a hung server) and is removed with
  * everything it wrote on free. It plays the role GTestDBus plays for D-Bus. Not part
- * of the umbrella header: include it from test programs only.
+ * of the umbrella header: include it from tests, benchmarks and demonstrations (the
+ * `redislock demo` command starts one when no server is given), never from code that
+ * serves production traffic.
  *
  * It also declares the debugging hooks of the in-process `memory://NAME` store (see
  * redis_lock_registry_new()), with which a test plays the part of Redis: expire a

@@ -1,4 +1,4 @@
-/* lease.c: the Redis lease protocol, the Redis implementation of the store seam.
+/* redis-store.c: the Redis lease protocol, the Redis implementation of the store seam.
  *
  * A lease is the key `registry_key:name` holding the registry's client id, ":" and a
  * number unique to the acquisition, with a millisecond expiry: the layout Spring
@@ -151,16 +151,16 @@ call (RlRedisStore *self, int argc, const char **argv, const RlScript *script, g
           argv[0] = "EVALSHA";
           argv[1] = script->sha;
         }
-      RL_STAT_ADD (stats->round_trips, 1);
-      RL_STAT_ADD (stats->commands, 1);
+      RL_ATOMIC_ADD (stats->round_trips, 1);
+      RL_ATOMIC_ADD (stats->commands, 1);
       reply = rl_conn_roundtrip (conn, argc, argv);
       if (reply != NULL && script != NULL && is_noscript (reply))
         {
           freeReplyObject (reply);
           argv[0] = "EVAL";
           argv[1] = script->text;
-          RL_STAT_ADD (stats->round_trips, 1);
-          RL_STAT_ADD (stats->commands, 1);
+          RL_ATOMIC_ADD (stats->round_trips, 1);
+          RL_ATOMIC_ADD (stats->commands, 1);
           reply = rl_conn_roundtrip (conn, argc, argv);
         }
       if (reply == NULL)
@@ -365,8 +365,8 @@ redis_renew_batch (RlStore *store, guint n, const char *const *keys, const char 
           rl_conn_append (conn, 6, argv);
           sent++;
         }
-      RL_STAT_ADD (stats->round_trips, 1);
-      RL_STAT_ADD (stats->commands, sent);
+      RL_ATOMIC_ADD (stats->round_trips, 1);
+      RL_ATOMIC_ADD (stats->commands, sent);
       (*round_trips)++;
       pending = 0;
       for (guint i = 0; i < n; i++)
@@ -491,8 +491,8 @@ redis_store_open (RlRedisStore *self, GError **error)
       return NULL;
     }
   freeReplyObject (reply);
-  RL_STAT_ADD (self->parent.ctx->stats->round_trips, 1);
-  RL_STAT_ADD (self->parent.ctx->stats->commands, 4);
+  RL_ATOMIC_ADD (self->parent.ctx->stats->round_trips, 1);
+  RL_ATOMIC_ADD (self->parent.ctx->stats->commands, 4);
   return &self->parent;
 }
 

@@ -1,0 +1,46 @@
+/* process.c: what the library decides for the whole process: the fork guard and
+ * SIGPIPE.
+ *
+ * A child made by fork() inherits every registry's memory, including its client id,
+ * but not its threads; letting it use them would make two processes act as one
+ * owner. A pthread_atfork child handler bumps a process-wide generation counter, and
+ * every registry remembers the generation it was made in, so the check on each call
+ * is one integer comparison and the child handler needs no lock.
+ *
+ * hiredis writes with write(2), which raises SIGPIPE when Redis has gone away, and
+ * has no per-call way to avoid it: as GLib's GSocket does, the signal is ignored
+ * process-wide unless the application installed a handler.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include "internal.h"
+
+guint rl_fork_generation;
+
+static void
+rl_fork_child (void)
+{
+  __atomic_fetch_add (&rl_fork_generation, 1, __ATOMIC_SEQ_CST);
+}
+
+void
+rl_fork_guard_init (void)
+{
+  static gsize once = 0;
+
+  if (g_once_init_enter (&once))
+    {
+      struct sigaction sa;
+
+      pthread_atfork (NULL, NULL, rl_fork_child);
+      /* hiredis writes with write(2), which raises SIGPIPE when Redis has gone away;
+       * there is no per-call way to avoid it there, so, as GLib's GSocket does, the
+       * signal is ignored process-wide unless the application installed a handler. */
+      if (sigaction (SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL)
+        signal (SIGPIPE, SIG_IGN);
+      g_once_init_leave (&once, 1);
+    }
+}
