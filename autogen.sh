@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Regenerates the autotools files (configure, Makefile.in, the libtool and TAP driver
 # scripts under build-aux/) from configure.ac and the Makefile.am files.  Run it once
 # after a fresh clone; then ./configure && make.  Arguments are passed to configure

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* contend.c: several threads in two registries contending on one lock.
  *
  * The smallest program that shows what redislock is for. Two registries stand for two

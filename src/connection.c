@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* connection.c: URLs, the connection pool, timeouts and error translation for Redis.
  *
  * hiredis contexts are not thread-safe, so the pool hands each caller a context of its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* connection.h: the Redis connection layer (see connection.c). */
 #ifndef RL_CONNECTION_H
 #define RL_CONNECTION_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* error.c: the library's error domain, REDIS_LOCK_ERROR.
  *
  * One quark for every error the library reports, as GLib libraries do; the codes are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* internal.h: the registry and lock structures, shared by registry.c, lock.c and
  * leases.c.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* leases.c: the lease table of a registry: every lease it holds, and everything that
  * happens to a lease after it was taken.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* leases.h: the lease table of a registry (see leases.c), the only writer of lease state.
  *
  * lock.c asks it to record a lease it took in the store, to forget one it released,

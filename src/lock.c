@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* lock.c: one named lock: a local recursive mutex in front of a Redis lease.
  *
  * The local mutex (owner thread, hold count, waiters; a mutex and two condition

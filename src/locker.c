@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* locker.c: the scoped holder, RedisLockLocker: a lock held from its creation to its
  * free, for g_autoptr() cleanup.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* memory-store.c: the in-process store behind `memory://NAME`, for unit tests of code
  * that takes locks, on machines without Redis.
  *

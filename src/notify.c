@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* notify.c: unlock notifications for the Redis store, without missed wake-ups.
  *
  * One thread and one connection per registry hold a pattern subscription on

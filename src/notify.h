@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* notify.h: the Redis store's unlock-notification subscriber (see notify.c). */
 #ifndef RL_NOTIFY_H
 #define RL_NOTIFY_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* process.c: what the library decides for the whole process: the fork guard and
  * SIGPIPE.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* redis-store.c: the Redis lease protocol, the Redis implementation of the store seam.
  *
  * A lease is the key `registry_key:name` holding the registry's client id, ":" and a

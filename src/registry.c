@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* registry.c: the registry: settings, client id, fork guard and the lock cache.
  *
  * The cache maps names to lock objects and guarantees what Spring's registry broke
@@ -371,6 +372,7 @@ redis_lock_registry_get_stats (RedisLockRegistry *registry, RedisLockRegistrySta
   g_return_if_fail (registry != NULL);
   g_return_if_fail (stats != NULL);
   s = &registry->stats;
+  memset (stats, 0, sizeof *stats);
   stats->round_trips = RL_ATOMIC_GET (s->round_trips);
   stats->commands = RL_ATOMIC_GET (s->commands);
   stats->acquisitions = RL_ATOMIC_GET (s->acquisitions);
@@ -415,22 +417,32 @@ redis_lock_registry_expire_unused_older_than (RedisLockRegistry *registry, gint6
 
 /* Obtain ----------------------------------------------------------------------- */
 
-RedisLock *
-redis_lock_registry_obtain (RedisLockRegistry *registry, const char *name, GError **error)
+/* A lock name is 1 to REDIS_LOCK_NAME_MAX bytes, any bytes but NUL. */
+static gboolean
+check_name (const char *name, GError **error)
 {
-  RedisLock *lock;
   gsize len;
-
-  g_return_val_if_fail (registry != NULL, NULL);
-  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
   if (name == NULL || (len = strlen (name)) == 0 || len > REDIS_LOCK_NAME_MAX)
     {
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
                    "A lock name must be 1 to %d bytes long (got %s)", REDIS_LOCK_NAME_MAX,
                    name == NULL ? "NULL" : *name == '\0' ? "an empty name" : "a longer one");
-      return NULL;
+      return FALSE;
     }
+  return TRUE;
+}
+
+RedisLock *
+redis_lock_registry_obtain (RedisLockRegistry *registry, const char *name, GError **error)
+{
+  RedisLock *lock;
+
+  g_return_val_if_fail (registry != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  if (!check_name (name, error))
+    return NULL;
   if (!rl_registry_check (registry, error))
     return NULL;
 
@@ -527,12 +539,8 @@ redis_lock_registry_renew (RedisLockRegistry *registry, const char *name, gint64
   gboolean ok;
 
   g_return_val_if_fail (registry != NULL, FALSE);
-  if (name == NULL || *name == '\0' || strlen (name) > REDIS_LOCK_NAME_MAX)
-    {
-      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                   "A lock name must be 1 to %d bytes long", REDIS_LOCK_NAME_MAX);
-      return FALSE;
-    }
+  if (!check_name (name, error))
+    return FALSE;
   if (ttl_ms < 0 || ttl_ms > RL_TTL_MAX_MS)
     {
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,

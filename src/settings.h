@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* settings.h: the registry's settings, as the layers below it read them.
  *
  * The registry owns them and its setters write them; lock.c and leases.c only read

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* store.h: the seam between the lock logic and where leases live.
  *
  * lock.c, registry.c and watchdog.c speak only in the terms of this file: a lease is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* sync.h: the mutex and condition variable every part of the library uses.
  *
  * GLib 2.74's GMutex and GCond are futex-based on Linux and invisible to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* testserver.c: a private, throwaway redis-server for test programs.
  *
  * Tests of a Redis lock library are only worth something against a real Redis, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* watchdog.c: the thread that keeps a registry's leases alive, as a periodic task.
  *
  * The thread knows nothing of leases: leases.c gives it three functions, one that does

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* watchdog.h: a thread that runs a periodic task with a backoff (see watchdog.c). */
 #ifndef RL_WATCHDOG_H
 #define RL_WATCHDOG_H

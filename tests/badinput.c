@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* badinput.c: what every public entry point does with bad input and misuse.
  *
  * A lock library is called from code paths nobody tests: error handlers, shutdown,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* cache.c: the registry's name -> lock cache.
  *
  * The cache must stay bounded (capacity, least recently used idle locks dropped first,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* common.c: helpers shared by the test programs; see common.h for what each is for.
  * Everything here asserts instead of returning errors: a helper that fails means the
  * test environment is broken, and the test should stop right there with a message.

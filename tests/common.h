@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* common.h: helpers shared by the test programs.
  *
  * The tests check the library against a real redis-server (see redislock-test.h) and,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* connection.c: reaching Redis, and what happens when it cannot be reached.
  *
  * A registry refuses malformed URLs before any network traffic (INVALID, with a message

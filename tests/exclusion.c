@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* exclusion.c: mutual exclusion under real contention, the property everything else
  * serves.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* expiry.c: a lease that runs out while its holder still thinks it holds the lock.
  *
  * With the watchdog off, nothing renews a lease, so a holder that keeps a lock past its

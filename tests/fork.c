@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* fork.c: tests of what a child process may do with its parent's registries.
  *
  * A registry's client id is what makes a key "ours" in Redis. A child made by fork()

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* handoff.c: lease retention for threads of one registry.
  *
  * When the outermost holder unlocks while other threads of the same registry wait,

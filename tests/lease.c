@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* lease.c: tests of a lease's identity and of what its holder is told at the edges.
  *
  * Each acquisition in Redis stores a value of its own (the registry's client id, ":",

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* lock.c: one lock, seen from Redis and from the threads of one registry.
  *
  * The lock's whole contract with other processes is the key `registry_key:name`: it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* memory.c: tests of the in-process `memory://NAME` store.
  *
  * The memory store exists so that applications can test their locking code without a

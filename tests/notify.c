@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* notify.c: tests of how a blocked acquisition waits for a lock held elsewhere.
  *
  * Every outermost unlock publishes `registry_key-channel:key` (message: the key) in the

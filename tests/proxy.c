@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* proxy.c: the fault-injecting TCP proxy of proxy.h.
  *
  * One thread runs a poll() loop over the listening socket, a wake-up pipe and both

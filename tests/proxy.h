@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* proxy.h: a fault-injecting TCP proxy between a registry and a test's redis-server.
  *
  * Killing or freezing the whole server (redis_lock_test_server_stop(), _pause()) breaks

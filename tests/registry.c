@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* registry.c: what a registry promises about identity, naming and its own lifetime.
  *
  * The lock cache is only sound if one name maps to one object for as long as anyone

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* wait.c: waiting for a lock someone else holds.
  *
  * A waiter may be another registry (another process, waiting in Redis) or another

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* watchdog.c: tests of lease renewal and lease-loss reporting.
  *
  * A lease is a key with a TTL; the holder keeps it only as long as someone renews it.

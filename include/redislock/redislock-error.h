@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* redislock-error.h: the error domain and codes of redislock.
  *
  * Every call that can fail takes a GError ** last, and every failure is one GError in

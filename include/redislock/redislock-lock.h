@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* redislock-lock.h: a named lock that excludes the threads of this process and every
  * other process sharing the Redis server.
  *

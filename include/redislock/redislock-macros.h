@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* redislock-macros.h: the export macro.
  *
  * The library is compiled with -fvisibility=hidden, so only functions marked

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* redislock-registry.h: the registry, a cache of named locks sharing one Redis
  * namespace.
  *
@@ -342,6 +343,8 @@ REDIS_LOCK_EXPORT gboolean redis_lock_registry_renew (RedisLockRegistry *registr
  * @local_handoffs: outermost unlocks that handed the lease to a waiting thread of
  *   this registry instead of releasing it (see
  *   redis_lock_registry_set_max_local_handoffs())
+ * @reserved: room for counters added later without changing the size of the struct;
+ *   zero
  *
  * Counters of what a registry sent and saw since it was created, for tests,
  * benchmarks and monitoring. Each counter is read atomically; the set is not a
@@ -362,6 +365,8 @@ typedef struct
   guint64 last_tick_round_trips;
   gint64 last_tick_us;
   guint64 local_handoffs;
+  /*< private >*/
+  guint64 reserved[16];
 } RedisLockRegistryStats;
 
 /**

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* redislock-test.h: a throwaway redis-server for tests of code that uses redislock.
  *
  * Starts a private redis-server (found on PATH, /usr/sbin or /usr/bin) listening only on

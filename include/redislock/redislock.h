@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* redislock.h: the one header applications include.
  *
  * redislock gives multithreaded GLib programs named locks that also exclude every other
