@@ -441,47 +441,42 @@ count_error (Tally *tally, const char *op, const GError *error)
   tally_add (tally, key, 1);
 }
 
-/* One loop: obtain, lock, critical section, unlock. */
-static void
-iteration (WorkerThread *t)
+/* The name this loop locks, and whether this thread is to freeze in it (@freeze) or to
+ * wait behind the thread that does (@sibling): while a freeze is asked for, thread 0 of
+ * registry 0 freezes in name-0 and the other threads of that registry wait for name-0
+ * behind it, as they would for any holder. */
+static char *
+pick_name (WorkerThread *t, gboolean *freeze, gboolean *sibling)
 {
   Worker *w = t->w;
-  WorkerOptions *opt = w->opt;
-  Tally *tally = &t->tally;
-  RedisLockRegistry *registry = w->registries[t->reg];
-  g_autoptr (GError) error = NULL;
-  g_autofree char *name = g_strdup_printf ("name-%d", g_rand_int_range (t->rand, 0, opt->names));
-  g_autofree char *id = NULL;
-  gboolean freeze = FALSE, sibling = FALSE;
-  gboolean acquired, reentered = FALSE, bounded = TRUE;
-  AcquireMode mode;
-  SectionResult result;
-  RedisLock *lock;
-  gint64 start, ms;
+  char *name = g_strdup_printf ("name-%d", g_rand_int_range (t->rand, 0, w->opt->names));
 
-  /* While a freeze is asked for, thread 0 of registry 0 freezes in name-0 and the other
-   * threads of that registry wait for name-0 behind it, as they would for any holder. */
+  *freeze = *sibling = FALSE;
   if (t->reg == 0 && t->index == 0)
-    freeze = g_atomic_int_compare_and_exchange (&w->self_stop, 1, 0);
+    *freeze = g_atomic_int_compare_and_exchange (&w->self_stop, 1, 0);
   else if (t->reg == 0)
-    sibling = g_atomic_int_get (&w->freezing);
-  if (freeze || sibling)
+    *sibling = g_atomic_int_get (&w->freezing);
+  if (*freeze || *sibling)
     {
       g_free (name);
       name = g_strdup ("name-0");
     }
-  id = g_strdup_printf ("p%d.r%u.t%u.%" G_GUINT64_FORMAT, opt->index, t->reg, t->index, ++t->seq);
+  return name;
+}
 
-  lock = redis_lock_registry_obtain (registry, name, &error);
-  if (lock == NULL)
-    {
-      count_error (tally, "obtain", error);
-      if (freeze)
-        g_atomic_int_set (&w->self_stop, 1);
-      return;
-    }
+/* Takes @lock in a random mode (the section to freeze in with the short TTL, a sibling
+ * waiting through the freeze), timing the call: the controller checks the bounded ones
+ * against their bound, those that failed with CONNECTION too. */
+static gboolean
+acquire (WorkerThread *t, RedisLock *lock, gboolean freeze, gboolean sibling)
+{
+  WorkerOptions *opt = t->w->opt;
+  Tally *tally = &t->tally;
+  g_autoptr (GError) error = NULL;
+  AcquireMode mode = freeze ? MODE_TRY_FULL : sibling ? MODE_TRY_FOR : pick_mode (t);
+  gboolean acquired, bounded = TRUE;
+  gint64 start, ms;
 
-  mode = freeze ? MODE_TRY_FULL : sibling ? MODE_TRY_FOR : pick_mode (t);
   if (sibling)
     {
       bounded = FALSE; /* waits through the freeze */
@@ -521,52 +516,57 @@ iteration (WorkerThread *t)
     }
   else if (!acquired)
     tally_add (tally, mode == MODE_TRY ? "busy" : "timeouts", 1);
-  if (!acquired)
-    {
-      if (freeze)
-        g_atomic_int_set (&w->self_stop, 1);
-      redis_lock_unref (lock);
-      return;
-    }
-  tally_add (tally, "acquired", 1);
+  return acquired;
+}
 
-  /* Freeze only in a lease that really has the short TTL: a lease handed over by
-   * another thread of this registry keeps the TTL it was taken with. */
-  if (freeze)
-    {
-      redisReply *reply = redisCommand (t->raw, "PTTL %s", redis_lock_get_key (lock));
-      freeze = reply != NULL && reply->type == REDIS_REPLY_INTEGER && reply->integer >= 0
-               && reply->integer <= opt->stop_ttl_ms;
-      if (reply == NULL)
-        raw_drop (t);
-      else
-        freeReplyObject (reply);
-      if (!freeze)
-        g_atomic_int_set (&w->self_stop, 1);
-      if (t->raw == NULL)
-        {
-          redis_lock_unlock (lock, NULL);
-          redis_lock_unref (lock);
-          return;
-        }
-      if (freeze)
-        wait_for_siblings (w);
-    }
+/* Whether to freeze in the section just locked: only in a lease that really has the
+ * short TTL, since a lease handed over by another thread of this registry keeps the
+ * TTL it was taken with. If not, the freeze is asked for again (next loop); if so, the
+ * siblings are let block on the lock first. May drop the raw connection. */
+static gboolean
+confirm_freeze (WorkerThread *t, RedisLock *lock)
+{
+  Worker *w = t->w;
+  redisReply *reply = redisCommand (t->raw, "PTTL %s", redis_lock_get_key (lock));
+  gboolean freeze = reply != NULL && reply->type == REDIS_REPLY_INTEGER && reply->integer >= 0
+                    && reply->integer <= w->opt->stop_ttl_ms;
 
-  /* Re-entry now and then: never fails, never waits, raises the hold count. */
-  if (!freeze && g_rand_int_range (t->rand, 0, 100) < 20)
-    {
-      reentered = redis_lock_try_lock (lock, &error);
-      if (!reentered || error != NULL || redis_lock_get_hold_count (lock) != 2)
-        tally_record (tally, "failure re-entry: %s",
-                      error != NULL ? error->message : "not held twice");
-      g_clear_error (&error);
-      tally_add (tally, "reentries", 1);
-    }
+  if (reply == NULL)
+    raw_drop (t);
+  else
+    freeReplyObject (reply);
+  if (!freeze)
+    g_atomic_int_set (&w->self_stop, 1);
+  else
+    wait_for_siblings (w);
+  return freeze;
+}
 
-  result = critical_section (t, name, id, freeze);
-  if (freeze)
-    g_atomic_int_set (&w->freezing, 0);
+/* Re-entry now and then: never fails, never waits, raises the hold count. */
+static gboolean
+maybe_reenter (WorkerThread *t, RedisLock *lock)
+{
+  g_autoptr (GError) error = NULL;
+  gboolean reentered;
+
+  if (g_rand_int_range (t->rand, 0, 100) >= 20)
+    return FALSE;
+  reentered = redis_lock_try_lock (lock, &error);
+  if (!reentered || error != NULL || redis_lock_get_hold_count (lock) != 2)
+    tally_record (&t->tally, "failure re-entry: %s",
+                  error != NULL ? error->message : "not held twice");
+  tally_add (&t->tally, "reentries", 1);
+  return reentered;
+}
+
+/* Unlocks (twice after a re-entry), timing the outermost unlock. A lost lease is
+ * recorded with the section id @id, and a frozen section's unlock result as "stop". */
+static void
+release (WorkerThread *t, RedisLock *lock, const char *id, gboolean reentered, gboolean freeze)
+{
+  Tally *tally = &t->tally;
+  g_autoptr (GError) error = NULL;
+  gint64 start, ms;
 
   if (reentered && (!redis_lock_unlock (lock, &error) || error != NULL))
     {
@@ -590,6 +590,57 @@ iteration (WorkerThread *t)
     tally_record (tally, "stop %s %s", id, error != NULL ? error_code_name (error) : "OK");
   if (redis_lock_is_held_by_current_thread (lock))
     tally_record (tally, "failure the outermost unlock left the lock held");
+}
+
+/* One loop: obtain, lock, critical section, unlock. */
+static void
+iteration (WorkerThread *t)
+{
+  Worker *w = t->w;
+  WorkerOptions *opt = w->opt;
+  Tally *tally = &t->tally;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *name = NULL;
+  g_autofree char *id = NULL;
+  gboolean freeze, sibling, reentered;
+  SectionResult result;
+  RedisLock *lock;
+
+  name = pick_name (t, &freeze, &sibling);
+  id = g_strdup_printf ("p%d.r%u.t%u.%" G_GUINT64_FORMAT, opt->index, t->reg, t->index, ++t->seq);
+
+  lock = redis_lock_registry_obtain (w->registries[t->reg], name, &error);
+  if (lock == NULL)
+    {
+      count_error (tally, "obtain", error);
+      if (freeze)
+        g_atomic_int_set (&w->self_stop, 1);
+      return;
+    }
+  if (!acquire (t, lock, freeze, sibling))
+    {
+      if (freeze)
+        g_atomic_int_set (&w->self_stop, 1);
+      redis_lock_unref (lock);
+      return;
+    }
+  tally_add (tally, "acquired", 1);
+  if (freeze)
+    {
+      freeze = confirm_freeze (t, lock);
+      if (t->raw == NULL)
+        {
+          redis_lock_unlock (lock, NULL);
+          redis_lock_unref (lock);
+          return;
+        }
+    }
+  reentered = !freeze && maybe_reenter (t, lock);
+
+  result = critical_section (t, name, id, freeze);
+  if (freeze)
+    g_atomic_int_set (&w->freezing, 0);
+  release (t, lock, id, reentered, freeze);
   redis_lock_unref (lock);
 
   if (result == SECTION_DONE)
@@ -668,6 +719,47 @@ print_tally (Tally *tally)
   fflush (stdout);
 }
 
+/* Opens the worker's registries, set up as the scenario says. The server may be
+ * restarting or frozen right now: a connection failure is retried until the deadline;
+ * any other failure ends the worker process with a report that says so. */
+static void
+open_registries (Worker *w)
+{
+  WorkerOptions *opt = w->opt;
+
+  for (gint r = 0; r < opt->registries; r++)
+    {
+      g_autoptr (GError) error = NULL;
+
+      while ((w->registries[r] = redis_lock_registry_new (opt->url, STRESS_REGISTRY_KEY, &error))
+                 == NULL
+             && g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION)
+             && g_get_monotonic_time () < w->deadline_us)
+        {
+          g_clear_error (&error);
+          g_usleep (20 * 1000);
+        }
+      if (w->registries[r] == NULL)
+        {
+          printf ("failure worker %d: registry: %s\nend\n", opt->index, error->message);
+          fflush (stdout);
+          _exit (2);
+        }
+      redis_lock_registry_set_expire_after_ms (w->registries[r], opt->ttl_ms);
+      if (opt->timeout_ms > 0)
+        {
+          redis_lock_registry_set_connect_timeout_ms (w->registries[r], opt->timeout_ms);
+          redis_lock_registry_set_command_timeout_ms (w->registries[r], opt->timeout_ms);
+        }
+      /* Odd registries wait by polling, even ones by notification. */
+      if (r % 2 == 1)
+        {
+          redis_lock_registry_set_wait_mode (w->registries[r], REDIS_LOCK_WAIT_SPIN);
+          redis_lock_registry_set_idle_between_tries_ms (w->registries[r], 5);
+        }
+    }
+}
+
 static int
 worker_main (WorkerOptions *opt)
 {
@@ -706,38 +798,7 @@ worker_main (WorkerOptions *opt)
   w.registries = g_new0 (RedisLockRegistry *, opt->registries);
   w.threads = threads;
   w.n_threads = n_threads;
-  for (gint r = 0; r < opt->registries; r++)
-    {
-      g_autoptr (GError) error = NULL;
-
-      /* The server may be restarting or frozen right now: try again until the deadline. */
-      while ((w.registries[r] = redis_lock_registry_new (opt->url, STRESS_REGISTRY_KEY, &error))
-                 == NULL
-             && g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION)
-             && g_get_monotonic_time () < w.deadline_us)
-        {
-          g_clear_error (&error);
-          g_usleep (20 * 1000);
-        }
-      if (w.registries[r] == NULL)
-        {
-          printf ("failure worker %d: registry: %s\nend\n", opt->index, error->message);
-          fflush (stdout);
-          _exit (2);
-        }
-      redis_lock_registry_set_expire_after_ms (w.registries[r], opt->ttl_ms);
-      if (opt->timeout_ms > 0)
-        {
-          redis_lock_registry_set_connect_timeout_ms (w.registries[r], opt->timeout_ms);
-          redis_lock_registry_set_command_timeout_ms (w.registries[r], opt->timeout_ms);
-        }
-      /* Odd registries wait by polling, even ones by notification. */
-      if (r % 2 == 1)
-        {
-          redis_lock_registry_set_wait_mode (w.registries[r], REDIS_LOCK_WAIT_SPIN);
-          redis_lock_registry_set_idle_between_tries_ms (w.registries[r], 5);
-        }
-    }
+  open_registries (&w);
 
   /* Every thread's state is set up before any thread starts: they read each other's. */
   for (guint i = 0; i < n_threads; i++)
@@ -1518,21 +1579,11 @@ code_allowed (const Scenario *s, const char *op, const char *code)
   return FALSE;
 }
 
+/* The row's figures: what the workers reported and which faults were done. */
 static void
-check_scenario (Controller *c, Collected *col, Row *row)
+fill_row (Controller *c, Collected *col, Row *row)
 {
-  const Scenario *s = c->s;
   Tally *tally = &col->tally;
-  gint64 timeout_ms = s->timeout_ms > 0 ? s->timeout_ms : LIBRARY_DEFAULT_TIMEOUT_MS;
-  gint64 slack_ms = 1000;
-  const char *slack_env = g_getenv ("REDISLOCK_STRESS_SLACK_MS");
-  g_autofree char *run_id = NULL;
-  GHashTableIter iter;
-  gpointer key, value;
-  guint64 real_overlaps = 0, lease_lost_outside = 0;
-
-  if (slack_env != NULL)
-    slack_ms = g_ascii_strtoll (slack_env, NULL, 10);
 
   row->sections = tally_get (tally, "sections");
   row->interrupted = tally_get (tally, "interrupted");
@@ -1544,6 +1595,17 @@ check_scenario (Controller *c, Collected *col, Row *row)
   row->pauses = c->pauses_done;
   row->restarts = c->restarts_done;
   row->outages = c->outages_done;
+}
+
+/* The workers' own check failures, lost records, too few sections, and errors by code:
+ * the row counts them, and a code the scenario's faults do not explain is a problem. */
+static void
+check_reports (Controller *c, Collected *col, Row *row)
+{
+  const Scenario *s = c->s;
+  Tally *tally = &col->tally;
+  GHashTableIter iter;
+  gpointer key, value;
 
   for (guint i = 0; i < col->failures->len; i++)
     problem (c, "worker check: %s", (const char *)g_ptr_array_index (col->failures, i));
@@ -1553,7 +1615,6 @@ check_scenario (Controller *c, Collected *col, Row *row)
     problem (c, "only %" G_GUINT64_FORMAT " sections, expected at least %" G_GUINT64_FORMAT,
              row->sections, s->min_sections);
 
-  /* Errors by code. */
   g_hash_table_iter_init (&iter, tally->counts);
   while (g_hash_table_iter_next (&iter, &key, &value))
     {
@@ -1574,10 +1635,19 @@ check_scenario (Controller *c, Collected *col, Row *row)
         problem (c, "%" G_GUINT64_FORMAT " × %s failed with %s, not expected in this scenario",
                  *(guint64 *)value, f[1], f[2]);
     }
+}
 
-  /* A frozen section's lease expired by construction (checked short, frozen for longer,
-   * taken over meanwhile): its unlock must say so. With connections being killed or
-   * the server frozen, the release itself may fail first and report CONNECTION. */
+/* A frozen section's lease expired by construction (checked short, frozen for longer,
+ * taken over meanwhile): its unlock must say so. With connections being killed or
+ * the server frozen, the release itself may fail first and report CONNECTION. Every
+ * frozen section counts as one that lost its lease from here on. */
+static void
+check_stops (Controller *c, Collected *col)
+{
+  const Scenario *s = c->s;
+  GHashTableIter iter;
+  gpointer key, value;
+
   g_hash_table_iter_init (&iter, col->stops);
   while (g_hash_table_iter_next (&iter, &key, &value))
     {
@@ -1588,9 +1658,15 @@ check_scenario (Controller *c, Collected *col, Row *row)
                  (const char *)value);
       g_hash_table_add (col->lease_lost, g_strdup (key));
     }
+}
 
-  /* Overlaps and lost updates: those involving a section whose lease was lost are
-   * expired-lease ones, allowed only for a worker frozen by the pause fault. */
+/* Overlaps and lost updates: those involving a section whose lease was lost are
+ * expired-lease ones, allowed only for a worker frozen by the pause fault. */
+static void
+check_overlaps (Controller *c, Collected *col, Row *row)
+{
+  guint64 real_overlaps = 0;
+
   for (guint i = 0; i < col->overlaps->len; i++)
     {
       const char *r = g_ptr_array_index (col->overlaps, i);
@@ -1625,8 +1701,18 @@ check_scenario (Controller *c, Collected *col, Row *row)
           problem (c, "lost update: section %s replaced a value it had not read (%s)", f[0], r);
         }
     }
+}
 
-  /* Lease losses: without other faults, only the frozen worker may lose leases. */
+/* Lease losses: without other faults, only the frozen worker may lose leases; every
+ * pause froze one section, whose lease another worker then took (an overlap). */
+static void
+check_lease_losses (Controller *c, Collected *col, Row *row)
+{
+  const Scenario *s = c->s;
+  GHashTableIter iter;
+  gpointer key;
+  guint64 lease_lost_outside = 0;
+
   g_hash_table_iter_init (&iter, col->lease_lost);
   while (g_hash_table_iter_next (&iter, &key, NULL))
     if (!in_frozen_worker (key, col->victims))
@@ -1644,7 +1730,22 @@ check_scenario (Controller *c, Collected *col, Row *row)
       if (row->expired_overlaps == 0)
         problem (c, "no expired-lease overlap was seen around the frozen worker");
     }
+}
 
+/* Faults had an effect and calls stayed within their bounds: an acquisition within its
+ * wait plus a connect and a command timeout, an unlock within the two timeouts, each
+ * with REDISLOCK_STRESS_SLACK_MS of slack (1 s unless set). */
+static void
+check_bounds (Controller *c, Collected *col, Row *row)
+{
+  const Scenario *s = c->s;
+  Tally *tally = &col->tally;
+  gint64 timeout_ms = s->timeout_ms > 0 ? s->timeout_ms : LIBRARY_DEFAULT_TIMEOUT_MS;
+  gint64 slack_ms = 1000;
+  const char *slack_env = g_getenv ("REDISLOCK_STRESS_SLACK_MS");
+
+  if (slack_env != NULL)
+    slack_ms = g_ascii_strtoll (slack_env, NULL, 10);
   g_test_message (
       "%s: longest acquisition %" G_GINT64_FORMAT " ms (failed with CONNECTION: %" G_GINT64_FORMAT
       " ms), longest unlock %" G_GINT64_FORMAT " ms (failed with CONNECTION: %" G_GINT64_FORMAT
@@ -1652,7 +1753,6 @@ check_scenario (Controller *c, Collected *col, Row *row)
       s->name, tally->max_acquire_ms, tally->max_failed_acquire_ms, tally->max_unlock_ms,
       tally->max_failed_unlock_ms, timeout_ms);
 
-  /* Faults had an effect and calls stayed within their bounds. */
   if (s->kill_ms > 0 && row->kills == 0)
     problem (c, "CLIENT KILL never killed a library connection");
   if (s->restarts != c->restarts_done)
@@ -1680,63 +1780,94 @@ check_scenario (Controller *c, Collected *col, Row *row)
         problem (c, "%" G_GUINT64_FORMAT " sections interrupted without any fault",
                  row->interrupted);
     }
+}
 
-  /* The counters of the server's last run against the writes confirmed on it. */
-  {
-    redisReply *reply = controller_command (c, "INFO server");
-    if (reply != NULL && reply->type == REDIS_REPLY_STRING)
-      {
-        const char *p = strstr (reply->str, "run_id:");
-        if (p != NULL)
-          run_id = g_strndup (p + 7, strcspn (p + 7, "\r\n"));
-      }
-    if (reply != NULL)
-      freeReplyObject (reply);
-  }
-  if (run_id == NULL)
-    problem (c, "cannot read the server's run_id");
-  for (guint i = 0; run_id != NULL && i < s->names; i++)
+/* The run_id of the server's current run, read on the controller's connection. */
+static char *
+server_run_id (Controller *c)
+{
+  redisReply *reply = controller_command (c, "INFO server");
+  char *run_id = NULL;
+
+  if (reply != NULL && reply->type == REDIS_REPLY_STRING)
     {
-      g_autofree char *writes_key = g_strdup_printf ("writes %s name-%u", run_id, i);
-      g_autofree char *uncertain_key = g_strdup_printf ("uncertain %s", run_id);
-      guint64 expected = tally_get (tally, writes_key);
-      guint64 uncertain = tally_get (tally, uncertain_key);
-      gint64 explained = 0;
-      guint64 actual;
-      const char *writer;
-      redisReply *reply = controller_command (c, "GET " DATA_PREFIX ":counter:name-%u", i);
+      const char *p = strstr (reply->str, "run_id:");
+      if (p != NULL)
+        run_id = g_strndup (p + 7, strcspn (p + 7, "\r\n"));
+    }
+  if (reply != NULL)
+    freeReplyObject (reply);
+  return run_id;
+}
 
-      actual = parse_counter (reply, &writer);
+/* The counter of name-@i in the server's run @run_id against the writes confirmed on
+ * it: they differ by exactly the lost updates recorded, unless a write's outcome is
+ * unknown. Without a fault that loses keys or leases, no lock key is left either. */
+static void
+check_counter (Controller *c, Collected *col, const char *run_id, guint i)
+{
+  const Scenario *s = c->s;
+  Tally *tally = &col->tally;
+  g_autofree char *writes_key = g_strdup_printf ("writes %s name-%u", run_id, i);
+  g_autofree char *uncertain_key = g_strdup_printf ("uncertain %s", run_id);
+  guint64 expected = tally_get (tally, writes_key);
+  guint64 uncertain = tally_get (tally, uncertain_key);
+  gint64 explained = 0;
+  guint64 actual;
+  const char *writer;
+  redisReply *reply = controller_command (c, "GET " DATA_PREFIX ":counter:name-%u", i);
+
+  actual = parse_counter (reply, &writer);
+  if (reply != NULL)
+    freeReplyObject (reply);
+  for (guint k = 0; k < col->clobbers->len; k++)
+    {
+      g_auto (GStrv) f = g_strsplit (g_ptr_array_index (col->clobbers, k), " ", -1);
+      g_autofree char *name = g_strdup_printf ("name-%u", i);
+      if (g_str_equal (f[3], run_id) && g_str_equal (f[4], name))
+        explained += g_ascii_strtoll (f[2], NULL, 10);
+    }
+  g_test_message ("%s name-%u: %" G_GUINT64_FORMAT
+                  " confirmed increments, counter %" G_GUINT64_FORMAT ", %" G_GINT64_FORMAT
+                  " explained by recorded lost updates",
+                  s->name, i, expected, actual, explained);
+  if ((gint64)expected - (gint64)actual != explained && uncertain == 0)
+    problem (c,
+             "name-%u: %" G_GUINT64_FORMAT " increments confirmed, counter is %" G_GUINT64_FORMAT
+             ", lost updates recorded explain %" G_GINT64_FORMAT,
+             i, expected, actual, explained);
+  if (s->kill_ms == 0 && s->restarts == 0 && s->outages == 0)
+    {
+      g_autofree char *lock_key = g_strdup_printf (STRESS_REGISTRY_KEY ":name-%u", i);
+      reply = controller_command (c, "EXISTS %s", lock_key);
+      if (reply == NULL || reply->type != REDIS_REPLY_INTEGER || reply->integer != 0)
+        problem (c, "lock key %s still exists after every worker closed its registries", lock_key);
       if (reply != NULL)
         freeReplyObject (reply);
-      for (guint k = 0; k < col->clobbers->len; k++)
-        {
-          g_auto (GStrv) f = g_strsplit (g_ptr_array_index (col->clobbers, k), " ", -1);
-          g_autofree char *name = g_strdup_printf ("name-%u", i);
-          if (g_str_equal (f[3], run_id) && g_str_equal (f[4], name))
-            explained += g_ascii_strtoll (f[2], NULL, 10);
-        }
-      g_test_message ("%s name-%u: %" G_GUINT64_FORMAT
-                      " confirmed increments, counter %" G_GUINT64_FORMAT ", %" G_GINT64_FORMAT
-                      " explained by recorded lost updates",
-                      s->name, i, expected, actual, explained);
-      if ((gint64)expected - (gint64)actual != explained && uncertain == 0)
-        problem (c,
-                 "name-%u: %" G_GUINT64_FORMAT
-                 " increments confirmed, counter is %" G_GUINT64_FORMAT
-                 ", lost updates recorded explain %" G_GINT64_FORMAT,
-                 i, expected, actual, explained);
-      if (s->kill_ms == 0 && s->restarts == 0 && s->outages == 0)
-        {
-          g_autofree char *lock_key = g_strdup_printf (STRESS_REGISTRY_KEY ":name-%u", i);
-          reply = controller_command (c, "EXISTS %s", lock_key);
-          if (reply == NULL || reply->type != REDIS_REPLY_INTEGER || reply->integer != 0)
-            problem (c, "lock key %s still exists after every worker closed its registries",
-                     lock_key);
-          if (reply != NULL)
-            freeReplyObject (reply);
-        }
     }
+}
+
+/* The verdicts on one scenario, in the order its problems are listed; fills @row. The
+ * row's figures come first: checking the frozen sections adds them to the lease
+ * losses, and the overlap counts feed the lease-loss check. */
+static void
+check_scenario (Controller *c, Collected *col, Row *row)
+{
+  g_autofree char *run_id = NULL;
+
+  fill_row (c, col, row);
+  check_reports (c, col, row);
+  check_stops (c, col);
+  check_overlaps (c, col, row);
+  check_lease_losses (c, col, row);
+  check_bounds (c, col, row);
+
+  /* The counters of the server's last run against the writes confirmed on it. */
+  run_id = server_run_id (c);
+  if (run_id == NULL)
+    problem (c, "cannot read the server's run_id");
+  for (guint i = 0; run_id != NULL && i < c->s->names; i++)
+    check_counter (c, col, run_id, i);
 }
 
 static void
@@ -1799,18 +1930,180 @@ scale_factor (void)
   return scale > 0 && scale <= 1 ? scale : 1.0;
 }
 
+/* The progress file the workers count their sections in, in a temporary directory and
+ * mapped shared, then the workers themselves. */
+static void
+start_workers (Controller *c)
+{
+  const Scenario *s = c->s;
+  g_autoptr (GError) error = NULL;
+  int fd;
+
+  c->dir = g_dir_make_tmp ("redislock-stress-XXXXXX", &error);
+  g_assert_no_error (error);
+  c->progress_path = g_build_filename (c->dir, "progress", NULL);
+  fd = open (c->progress_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  g_assert_cmpint (fd, >=, 0);
+  g_assert_cmpint (ftruncate (fd, 4096), ==, 0);
+  c->progress = mmap (NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  g_assert_true (c->progress != MAP_FAILED);
+  close (fd);
+  g_assert_cmpuint (s->procs, <=, 4096 / sizeof (guint64));
+
+  c->children = g_new0 (Child, s->procs);
+  c->start_us = g_get_monotonic_time ();
+  for (guint i = 0; i < s->procs; i++)
+    {
+      g_assert_true (spawn_worker (c, i, &error));
+      g_assert_no_error (error);
+    }
+}
+
+/* The scenario's faults, one kind after the other, each followed by some progress;
+ * CLIENT KILL runs in a thread of its own from the first fault for at least kill_ms.
+ * Frozen workers are added to @victims ("p<index>"); the row gets the kill count. */
+static void
+inject_faults (Controller *c, GHashTable *victims, Row *row)
+{
+  const Scenario *s = c->s;
+  Killer killer = { 0 };
+  gint64 kill_until = g_get_monotonic_time () + s->kill_ms * 1000;
+
+  if (s->kill_ms > 0)
+    {
+      killer.server = c->server;
+      killer.thread = g_thread_new ("stress-killer", killer_main, &killer);
+    }
+  for (guint i = 0; i < s->pauses; i++)
+    {
+      guint victim = i % s->procs;
+      g_hash_table_add (victims, g_strdup_printf ("p%u", victim));
+      pause_worker (c, victim);
+      if (!wait_progress (c, progress_total (c) + POST_FAULT_SECTIONS, 30000))
+        problem (c, "no progress within 30 s after worker %u resumed", victim);
+    }
+  for (guint i = 0; i < s->restarts; i++)
+    {
+      restart_server (c);
+      if (!wait_progress (c, progress_total (c) + POST_FAULT_SECTIONS, 30000))
+        problem (c, "no progress within 30 s after restart %u", i + 1);
+    }
+  for (guint i = 0; i < s->outages; i++)
+    {
+      outage (c);
+      if (!wait_progress (c, progress_total (c) + POST_FAULT_SECTIONS, 30000))
+        problem (c, "no progress within 30 s after outage %u", i + 1);
+    }
+  if (s->kill_ms > 0)
+    {
+      gint64 left = kill_until - g_get_monotonic_time ();
+      if (left > 0)
+        g_usleep (left); /* fault timing: keep killing for kill_ms */
+      g_atomic_int_set (&killer.stop, 1);
+      g_thread_join (killer.thread);
+      row->kills = killer.kills;
+      g_test_message ("%s: %" G_GUINT64_FORMAT " connections killed (%" G_GUINT64_FORMAT
+                      " subscriptions) in %" G_GUINT64_FORMAT " rounds",
+                      s->name, killer.kills, killer.pubsub_kills, killer.rounds);
+      if (!wait_progress (c, progress_total (c) + POST_FAULT_SECTIONS, 30000))
+        problem (c, "no progress within 30 s after the kills stopped");
+    }
+}
+
+/* Once every worker has got going: the faults, then work until at least @min_sections
+ * sections are done and POST_FAULT_SECTIONS more after the last fault, within the
+ * scenario's time cap. */
+static void
+run_workload (Controller *c, GHashTable *victims, Row *row, guint64 min_sections)
+{
+  const Scenario *s = c->s;
+  guint64 after;
+
+  if (!wait_started (c, 10, 60000))
+    {
+      problem (c, "the workers did not all get going: %" G_GUINT64_FORMAT " sections in 60 s",
+               progress_total (c));
+      return;
+    }
+  inject_faults (c, victims, row);
+  after = MAX (
+      min_sections,
+      progress_total (c)
+          + (s->kill_ms + s->pauses + s->restarts + s->outages > 0 ? POST_FAULT_SECTIONS : 0));
+  if (!wait_progress (c, after,
+                      MAX (1000, s->cap_ms - (g_get_monotonic_time () - c->start_us) / 1000)))
+    problem (c, "%" G_GUINT64_FORMAT " sections by the time cap, wanted %" G_GUINT64_FORMAT,
+             progress_total (c), after);
+}
+
+static void
+collected_init (Collected *col)
+{
+  col->victims = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  col->lease_lost = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  col->stops = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  col->overlaps = g_ptr_array_new_with_free_func (g_free);
+  col->clobbers = g_ptr_array_new_with_free_func (g_free);
+  col->failures = g_ptr_array_new_with_free_func (g_free);
+  tally_init (&col->tally);
+}
+
+static void
+collected_clear (Collected *col)
+{
+  tally_clear (&col->tally);
+  g_hash_table_unref (col->lease_lost);
+  g_hash_table_unref (col->stops);
+  g_hash_table_unref (col->victims);
+  g_ptr_array_unref (col->overlaps);
+  g_ptr_array_unref (col->clobbers);
+  g_ptr_array_unref (col->failures);
+}
+
+/* The scenario's row, printed and kept for the summary table; its problems as test
+ * messages, the first one in the failure. */
+static void
+report_scenario (Controller *c, Row *row)
+{
+  const char *name = c->s->name;
+
+  row->passed = c->problems->len == 0;
+  print_row (row, TRUE);
+  g_ptr_array_add (summary_rows, row);
+  for (guint i = 0; i < c->problems->len; i++)
+    g_test_message ("%s: %s", name, (const char *)g_ptr_array_index (c->problems, i));
+  if (c->problems->len > 0)
+    g_test_fail_printf ("%s: %u problems, the first: %s", name, c->problems->len,
+                        (const char *)g_ptr_array_index (c->problems, 0));
+}
+
+static void
+controller_clear (Controller *c)
+{
+  g_clear_pointer (&c->redis, redisFree);
+  munmap (c->progress, 4096);
+  g_unlink (c->progress_path);
+  g_rmdir (c->dir);
+  g_free (c->progress_path);
+  g_free (c->dir);
+  g_free (c->children);
+  g_ptr_array_unref (c->problems);
+  redis_lock_test_server_free (c->server);
+}
+
+/* One scenario: its own server and workers, the faults, the workers' reports, the
+ * verdicts (against the minimum number of sections scaled by REDISLOCK_STRESS_SCALE),
+ * and its row; all within the scenario's time cap plus 3 minutes, or the alarm ends
+ * the program. */
 static void
 run_scenario (gconstpointer data)
 {
   const Scenario *s = data;
   Controller c = { 0 };
   Collected col = { 0 };
-  Killer killer = { 0 };
   Row *row = g_new0 (Row, 1);
-  g_autoptr (GError) error = NULL;
   guint64 min_sections = (guint64)(s->min_sections * scale_factor ());
-  guint64 after;
-  int fd;
+  Scenario scaled = *s;
 
   g_test_summary (s->summary);
   c.s = s;
@@ -1824,126 +2117,22 @@ run_scenario (gconstpointer data)
     }
   alarm ((unsigned)(s->cap_ms / 1000 + 180));
 
-  c.dir = g_dir_make_tmp ("redislock-stress-XXXXXX", &error);
-  g_assert_no_error (error);
-  c.progress_path = g_build_filename (c.dir, "progress", NULL);
-  fd = open (c.progress_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  g_assert_cmpint (fd, >=, 0);
-  g_assert_cmpint (ftruncate (fd, 4096), ==, 0);
-  c.progress = mmap (NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  g_assert_true (c.progress != MAP_FAILED);
-  close (fd);
-  g_assert_cmpuint (s->procs, <=, 4096 / sizeof (guint64));
-
-  c.children = g_new0 (Child, s->procs);
-  c.start_us = g_get_monotonic_time ();
-  for (guint i = 0; i < s->procs; i++)
-    {
-      g_assert_true (spawn_worker (&c, i, &error));
-      g_assert_no_error (error);
-    }
-
-  col.victims = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  if (!wait_started (&c, 10, 60000))
-    problem (&c, "the workers did not all get going: %" G_GUINT64_FORMAT " sections in 60 s",
-             progress_total (&c));
-  else
-    {
-      gint64 kill_until = g_get_monotonic_time () + s->kill_ms * 1000;
-
-      if (s->kill_ms > 0)
-        {
-          killer.server = c.server;
-          killer.thread = g_thread_new ("stress-killer", killer_main, &killer);
-        }
-      for (guint i = 0; i < s->pauses; i++)
-        {
-          guint victim = i % s->procs;
-          g_hash_table_add (col.victims, g_strdup_printf ("p%u", victim));
-          pause_worker (&c, victim);
-          if (!wait_progress (&c, progress_total (&c) + POST_FAULT_SECTIONS, 30000))
-            problem (&c, "no progress within 30 s after worker %u resumed", victim);
-        }
-      for (guint i = 0; i < s->restarts; i++)
-        {
-          restart_server (&c);
-          if (!wait_progress (&c, progress_total (&c) + POST_FAULT_SECTIONS, 30000))
-            problem (&c, "no progress within 30 s after restart %u", i + 1);
-        }
-      for (guint i = 0; i < s->outages; i++)
-        {
-          outage (&c);
-          if (!wait_progress (&c, progress_total (&c) + POST_FAULT_SECTIONS, 30000))
-            problem (&c, "no progress within 30 s after outage %u", i + 1);
-        }
-      if (s->kill_ms > 0)
-        {
-          gint64 left = kill_until - g_get_monotonic_time ();
-          if (left > 0)
-            g_usleep (left); /* fault timing: keep killing for kill_ms */
-          g_atomic_int_set (&killer.stop, 1);
-          g_thread_join (killer.thread);
-          row->kills = killer.kills;
-          g_test_message ("%s: %" G_GUINT64_FORMAT " connections killed (%" G_GUINT64_FORMAT
-                          " subscriptions) in %" G_GUINT64_FORMAT " rounds",
-                          s->name, killer.kills, killer.pubsub_kills, killer.rounds);
-          if (!wait_progress (&c, progress_total (&c) + POST_FAULT_SECTIONS, 30000))
-            problem (&c, "no progress within 30 s after the kills stopped");
-        }
-      after = MAX (
-          min_sections,
-          progress_total (&c)
-              + (s->kill_ms + s->pauses + s->restarts + s->outages > 0 ? POST_FAULT_SECTIONS : 0));
-      if (!wait_progress (&c, after,
-                          MAX (1000, s->cap_ms - (g_get_monotonic_time () - c.start_us) / 1000)))
-        problem (&c, "%" G_GUINT64_FORMAT " sections by the time cap, wanted %" G_GUINT64_FORMAT,
-                 progress_total (&c), after);
-    }
-
-  col.lease_lost = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  col.stops = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  col.overlaps = g_ptr_array_new_with_free_func (g_free);
-  col.clobbers = g_ptr_array_new_with_free_func (g_free);
-  col.failures = g_ptr_array_new_with_free_func (g_free);
-  tally_init (&col.tally);
+  start_workers (&c);
+  collected_init (&col);
+  run_workload (&c, col.victims, row, min_sections);
   collect_children (&c, &col);
   row->duration_ms = (g_get_monotonic_time () - c.start_us) / 1000;
   row->name = g_strdup (s->name);
   row->errors = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  {
-    Scenario scaled = *s;
-    scaled.min_sections = min_sections;
-    c.s = &scaled;
-    check_scenario (&c, &col, row);
-    c.s = s;
-  }
+  scaled.min_sections = min_sections;
+  c.s = &scaled;
+  check_scenario (&c, &col, row);
+  c.s = s;
   alarm (0);
 
-  row->passed = c.problems->len == 0;
-  print_row (row, TRUE);
-  g_ptr_array_add (summary_rows, row);
-  for (guint i = 0; i < c.problems->len; i++)
-    g_test_message ("%s: %s", s->name, (const char *)g_ptr_array_index (c.problems, i));
-  if (c.problems->len > 0)
-    g_test_fail_printf ("%s: %u problems, the first: %s", s->name, c.problems->len,
-                        (const char *)g_ptr_array_index (c.problems, 0));
-
-  tally_clear (&col.tally);
-  g_hash_table_unref (col.lease_lost);
-  g_hash_table_unref (col.stops);
-  g_hash_table_unref (col.victims);
-  g_ptr_array_unref (col.overlaps);
-  g_ptr_array_unref (col.clobbers);
-  g_ptr_array_unref (col.failures);
-  g_clear_pointer (&c.redis, redisFree);
-  munmap (c.progress, 4096);
-  g_unlink (c.progress_path);
-  g_rmdir (c.dir);
-  g_free (c.progress_path);
-  g_free (c.dir);
-  g_free (c.children);
-  g_ptr_array_unref (c.problems);
-  redis_lock_test_server_free (c.server);
+  report_scenario (&c, row);
+  collected_clear (&col);
+  controller_clear (&c);
 }
 
 /* A holder frozen past its TTL while another thread of its registry waits for the
@@ -2394,6 +2583,42 @@ print_summary (const char *profile)
   g_hash_table_unref (total.errors);
 }
 
+/* The hidden modes this program is run again in: a worker process of a scenario
+ * (--worker) or the frozen-holder probe (--probe), with the options the controller
+ * passed. */
+static int
+hidden_mode_main (WorkerOptions *opt, gboolean probe)
+{
+  int rc;
+
+  if (probe)
+    {
+      if (opt->url == NULL || opt->socket_path == NULL || opt->stop_ttl_ms <= 0)
+        {
+          g_printerr ("stress: incomplete probe options\n");
+          return 2;
+        }
+      rc = probe_main (opt);
+      g_free (opt->url);
+      g_free (opt->socket_path);
+      return rc;
+    }
+  if (opt->url == NULL || opt->socket_path == NULL || opt->progress_path == NULL
+      || opt->registries <= 0 || opt->threads <= 0 || opt->names <= 0 || opt->ttl_ms <= 0
+      || opt->max_ms <= 0)
+    {
+      g_printerr ("stress: incomplete worker options\n");
+      return 2;
+    }
+  if (opt->stop_ttl_ms <= 0)
+    opt->stop_ttl_ms = opt->ttl_ms;
+  rc = worker_main (opt);
+  g_free (opt->url);
+  g_free (opt->socket_path);
+  g_free (opt->progress_path);
+  return rc;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -2439,35 +2664,8 @@ main (int argc, char **argv)
     }
   g_option_context_free (context);
 
-  if (probe)
-    {
-      if (opt.url == NULL || opt.socket_path == NULL || opt.stop_ttl_ms <= 0)
-        {
-          g_printerr ("stress: incomplete probe options\n");
-          return 2;
-        }
-      rc = probe_main (&opt);
-      g_free (opt.url);
-      g_free (opt.socket_path);
-      return rc;
-    }
-  if (worker)
-    {
-      if (opt.url == NULL || opt.socket_path == NULL || opt.progress_path == NULL
-          || opt.registries <= 0 || opt.threads <= 0 || opt.names <= 0 || opt.ttl_ms <= 0
-          || opt.max_ms <= 0)
-        {
-          g_printerr ("stress: incomplete worker options\n");
-          return 2;
-        }
-      if (opt.stop_ttl_ms <= 0)
-        opt.stop_ttl_ms = opt.ttl_ms;
-      rc = worker_main (&opt);
-      g_free (opt.url);
-      g_free (opt.socket_path);
-      g_free (opt.progress_path);
-      return rc;
-    }
+  if (probe || worker)
+    return hidden_mode_main (&opt, probe);
 
   /* The controller writes to workers' pipes; a worker that died must not kill it. */
   signal (SIGPIPE, SIG_IGN);
