@@ -355,6 +355,52 @@ memory_renew_batch (RlStore *store, guint n, const char *const *keys, const char
   return TRUE;
 }
 
+static gboolean
+memory_inspect (RlStore *store, const char *key, char **value, gint64 *pttl_ms, GError **error)
+{
+  RlMemoryStore *self = (RlMemoryStore *) store;
+  gint64 now = g_get_monotonic_time ();
+  MemoryLease *lease;
+
+  count_request (store, 2);
+  rl_mutex_lock (&memory_mutex);
+  lease = lease_lookup (self->space, key, now);
+  if (lease != NULL)
+    {
+      *value = g_strdup (lease->owner);
+      *pttl_ms = lease_pttl (lease, now);
+    }
+  rl_mutex_unlock (&memory_mutex);
+  return lease != NULL;
+}
+
+static gboolean
+memory_list (RlStore *store, GArray *entries, GError **error)
+{
+  RlMemoryStore *self = (RlMemoryStore *) store;
+  gint64 now = g_get_monotonic_time ();
+  GHashTableIter iter;
+  gpointer key, value;
+
+  count_request (store, 1);
+  rl_mutex_lock (&memory_mutex);
+  g_hash_table_iter_init (&iter, self->space->leases);
+  while (g_hash_table_iter_next (&iter, &key, &value))
+    {
+      MemoryLease *lease = value;
+      RlStoreEntry e;
+
+      if (!g_str_has_prefix (key, self->key_prefix) || now >= lease->expires_us)
+        continue;
+      e.key = g_strdup (key);
+      e.value = g_strdup (lease->owner);
+      e.pttl_ms = lease_pttl (lease, now);
+      g_array_append_val (entries, e);
+    }
+  rl_mutex_unlock (&memory_mutex);
+  return TRUE;
+}
+
 /* Notifications are synchronous calls made by the releasing thread: they run from
  * the moment the store is open until it is closed, and none can be missed. */
 static gboolean
@@ -418,6 +464,8 @@ static const RlStoreVTable memory_store_vtable = {
   .renew = memory_renew,
   .release = memory_release,
   .renew_batch = memory_renew_batch,
+  .inspect = memory_inspect,
+  .list = memory_list,
   .watch = memory_watch,
   .close = memory_close,
   .free = memory_free,

@@ -419,11 +419,131 @@ redis_free (RlStore *store)
   g_free (self);
 }
 
+/* GET and PTTL of @key, pipelined on @conn: TRUE with both when it exists. */
+static gboolean
+read_lease (RlConn *conn, const char *key, char **value, gint64 *pttl_ms, gboolean *exists,
+            GError **error)
+{
+  const char *get[] = { "GET", key };
+  const char *pttl[] = { "PTTL", key };
+  redisReply *replies[2] = { NULL, NULL };
+  gboolean ok = TRUE;
+
+  rl_conn_append (conn, 2, get);
+  rl_conn_append (conn, 2, pttl);
+  for (int i = 0; i < 2; i++)
+    if (redisGetReply (conn->c, (void **) &replies[i]) != REDIS_OK)
+      {
+        rl_set_error_from_context (error, conn->c, "Reading a lock");
+        ok = FALSE;
+        break;
+      }
+  if (ok && (replies[0]->type == REDIS_REPLY_ERROR || replies[1]->type != REDIS_REPLY_INTEGER))
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS, "Reading lock “%s”: %s", key,
+                   replies[0]->type == REDIS_REPLY_ERROR ? replies[0]->str : "unexpected reply");
+      ok = FALSE;
+    }
+  /* A key that vanished between GET and PTTL (-2) was released. */
+  *exists = ok && replies[0]->type == REDIS_REPLY_STRING && replies[1]->integer != -2;
+  if (*exists)
+    {
+      *value = g_strndup (replies[0]->str, replies[0]->len);
+      *pttl_ms = replies[1]->integer;
+    }
+  for (int i = 0; i < 2; i++)
+    if (replies[i] != NULL)
+      freeReplyObject (replies[i]);
+  return ok;
+}
+
+static gboolean
+redis_inspect (RlStore *store, const char *key, char **value, gint64 *pttl_ms, GError **error)
+{
+  RlRedisStore *self = (RlRedisStore *) store;
+  gboolean reused, exists = FALSE;
+  RlConn *conn = rl_pool_get (self->pool, 0, &reused, error);
+
+  if (conn == NULL)
+    return FALSE;
+  RL_ATOMIC_ADD (store->ctx->stats->round_trips, 1);
+  RL_ATOMIC_ADD (store->ctx->stats->commands, 2);
+  read_lease (conn, key, value, pttl_ms, &exists, error);
+  rl_pool_put (self->pool, conn);
+  return exists;
+}
+
+static char *glob_escape (const char *prefix);
+
+/* SCAN for `registry_key:*`, then GET + PTTL of each batch of keys found. */
+static gboolean
+redis_list (RlStore *store, GArray *entries, GError **error)
+{
+  RlRedisStore *self = (RlRedisStore *) store;
+  g_autofree char *prefix = g_strconcat (store->registry_key, ":", NULL);
+  g_autofree char *pattern = glob_escape (prefix);
+  g_autofree char *cursor = g_strdup ("0");
+  gboolean reused, ok = TRUE;
+  RlConn *conn = rl_pool_get (self->pool, 0, &reused, error);
+
+  if (conn == NULL)
+    return FALSE;
+  do
+    {
+      const char *scan[] = { "SCAN", cursor, "MATCH", pattern, "COUNT", "1000" };
+      redisReply *reply = rl_conn_roundtrip (conn, 6, scan);
+
+      RL_ATOMIC_ADD (store->ctx->stats->round_trips, 1);
+      if (reply == NULL)
+        {
+          rl_set_error_from_context (error, conn->c, "Listing locks");
+          ok = FALSE;
+          break;
+        }
+      if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2
+          || reply->element[0]->type != REDIS_REPLY_STRING
+          || reply->element[1]->type != REDIS_REPLY_ARRAY)
+        {
+          g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                       "Listing locks: unexpected reply to SCAN%s%s",
+                       reply->type == REDIS_REPLY_ERROR ? ": " : "",
+                       reply->type == REDIS_REPLY_ERROR ? reply->str : "");
+          freeReplyObject (reply);
+          ok = FALSE;
+          break;
+        }
+      g_free (cursor);
+      cursor = g_strdup (reply->element[0]->str);
+      for (size_t i = 0; ok && i < reply->element[1]->elements; i++)
+        {
+          redisReply *k = reply->element[1]->element[i];
+          RlStoreEntry e = { NULL, NULL, 0 };
+          gboolean exists;
+
+          /* A key with a NUL byte is no lock of ours. */
+          if (k->type != REDIS_REPLY_STRING || strlen (k->str) != k->len)
+            continue;
+          ok = read_lease (conn, k->str, &e.value, &e.pttl_ms, &exists, error);
+          if (ok && exists)
+            {
+              e.key = g_strdup (k->str);
+              g_array_append_val (entries, e);
+            }
+        }
+      freeReplyObject (reply);
+    }
+  while (ok && strcmp (cursor, "0") != 0);
+  rl_pool_put (self->pool, conn);
+  return ok;
+}
+
 static const RlStoreVTable redis_store_vtable = {
   .acquire = redis_acquire,
   .renew = redis_renew,
   .release = redis_release,
   .renew_batch = redis_renew_batch,
+  .inspect = redis_inspect,
+  .list = redis_list,
   .watch = redis_watch,
   .close = redis_close,
   .free = redis_free,

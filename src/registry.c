@@ -569,3 +569,66 @@ redis_lock_registry_renew (RedisLockRegistry *registry, const char *name, gint64
   rl_lock_unref_memory (lock);
   return ok;
 }
+
+/* Inspection ------------------------------------------------------------------- */
+
+void
+redis_lock_lease_info_free (RedisLockLeaseInfo *info)
+{
+  if (info == NULL)
+    return;
+  g_free (info->name);
+  g_free (info->owner);
+  g_free (info);
+}
+
+RedisLockLeaseInfo *
+redis_lock_registry_get_lease_info (RedisLockRegistry *registry, const char *name, GError **error)
+{
+  g_autofree char *key = NULL;
+  RedisLockLeaseInfo *info;
+  char *owner = NULL;
+  gint64 pttl_ms = 0;
+
+  g_return_val_if_fail (registry != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+  if (!check_name (name, error) || !rl_registry_check (registry, error))
+    return NULL;
+  key = g_strconcat (registry->registry_key, ":", name, NULL);
+  if (!registry->store->vt->inspect (registry->store, key, &owner, &pttl_ms, error))
+    return NULL;
+  info = g_new (RedisLockLeaseInfo, 1);
+  info->name = g_strdup (name);
+  info->owner = owner;
+  info->pttl_ms = pttl_ms;
+  return info;
+}
+
+GPtrArray *
+redis_lock_registry_list_leases (RedisLockRegistry *registry, GError **error)
+{
+  g_autoptr (GArray) entries = g_array_new (FALSE, FALSE, sizeof (RlStoreEntry));
+  GPtrArray *leases;
+  gboolean ok;
+
+  g_return_val_if_fail (registry != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+  if (!rl_registry_check (registry, error))
+    return NULL;
+  ok = registry->store->vt->list (registry->store, entries, error);
+  leases = g_ptr_array_new_with_free_func ((GDestroyNotify) redis_lock_lease_info_free);
+  for (guint i = 0; i < entries->len; i++)
+    {
+      RlStoreEntry *e = &g_array_index (entries, RlStoreEntry, i);
+      RedisLockLeaseInfo *info = g_new (RedisLockLeaseInfo, 1);
+
+      info->name = g_strdup (e->key + registry->key_prefix_len);
+      info->owner = e->value;
+      info->pttl_ms = e->pttl_ms;
+      g_free (e->key);
+      g_ptr_array_add (leases, info);
+    }
+  if (!ok)
+    g_clear_pointer (&leases, g_ptr_array_unref);
+  return leases;
+}

@@ -26,6 +26,14 @@ typedef enum
 
 typedef struct _RlStore RlStore;
 
+/* One lease seen by RlStoreVTable.list; the strings are g_free()d by the caller. */
+typedef struct
+{
+  char *key;
+  char *value;
+  gint64 pttl_ms;
+} RlStoreEntry;
+
 /* Called from a store thread when the lease @key (the full key) may have been
  * released; @key NULL means "any lease may have been": notifications were missed, or
  * the notification channel went up or down. */
@@ -67,6 +75,13 @@ typedef struct
   gboolean (*renew_batch) (RlStore *store, guint n, const char *const *keys,
                            const char *const *values, const gint64 *ttls, RlLeaseResult *results,
                            gint64 timeout_ms, guint *round_trips, GError **error);
+  /* What the store holds for @key: TRUE with its value (g_free()) and remaining TTL
+   * (-1: no expiry) when it exists; FALSE without @error when it does not. */
+  gboolean (*inspect) (RlStore *store, const char *key, char **value, gint64 *pttl_ms,
+                       GError **error);
+  /* Every lease of this store's registry key (keys `registry_key:*`): appends one
+   * RlStoreEntry per key to @entries. */
+  gboolean (*list) (RlStore *store, GArray *entries, GError **error);
   /* Release notifications. Starts them on first call. Returns TRUE when they are
    * confirmed running, so a failed attempt made from now on cannot miss the release
    * that follows it. Waits at most @timeout_ms (0: just tells), returning FALSE early

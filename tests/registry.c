@@ -383,6 +383,91 @@ test_invalid_settings (TestFixture *f, gconstpointer data)
   g_assert_cmpuint (redis_lock_registry_get_cache_size (f->registry), ==, 11);
 }
 
+/* ---- inspection ---- */
+
+static RedisLockLeaseInfo *
+find_lease (GPtrArray *leases, const char *name)
+{
+  for (guint i = 0; i < leases->len; i++)
+    {
+      RedisLockLeaseInfo *info = g_ptr_array_index (leases, i);
+      if (g_str_equal (info->name, name))
+        return info;
+    }
+  return NULL;
+}
+
+static void
+test_inspect_leases (TestFixture *f, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) other = NULL;
+  g_autoptr (RedisLockRegistry) elsewhere = NULL;
+  g_autoptr (RedisLock) mine = NULL;
+  g_autoptr (RedisLock) theirs = NULL;
+  g_autoptr (RedisLock) unrelated = NULL;
+  g_autoptr (RedisLockLeaseInfo) info = NULL;
+  g_autoptr (GPtrArray) leases = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *value = NULL;
+
+  g_test_summary ("get_lease_info() reads one lease from the store, whoever holds it (owner "
+                  "value and PTTL), NULL without an error for a free lock; list_leases() "
+                  "returns every lease of the registry key and no other");
+  TEST_SKIP_IF_NO_STORE (f);
+
+  other = test_registry_new (f);
+  elsewhere = test_registry_new (f);
+  mine = test_obtain (f->registry, "mine");
+  theirs = test_obtain (other, "theirs:with:colons");
+  test_lock_ok (mine);
+  test_lock_ok (theirs);
+  value = redis_lock_dup_lease_value (mine);
+
+  info = redis_lock_registry_get_lease_info (f->registry, "mine", &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (info);
+  g_assert_cmpstr (info->name, ==, "mine");
+  g_assert_cmpstr (info->owner, ==, value);
+  g_assert_cmpint (info->pttl_ms, >, 0);
+  g_assert_cmpint (info->pttl_ms, <=, 60000);
+  g_clear_pointer (&info, redis_lock_lease_info_free);
+
+  /* A lease of another registry, read through this one. */
+  info = redis_lock_registry_get_lease_info (f->registry, "theirs:with:colons", &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (info);
+  test_assert_value_of (info->owner, other);
+  g_clear_pointer (&info, redis_lock_lease_info_free);
+
+  g_assert_null (redis_lock_registry_get_lease_info (f->registry, "free", &error));
+  g_assert_no_error (error);
+  g_assert_null (redis_lock_registry_get_lease_info (f->registry, "", &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
+  g_clear_error (&error);
+
+  leases = redis_lock_registry_list_leases (f->registry, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (leases->len, ==, 2);
+  {
+    RedisLockLeaseInfo *a = find_lease (leases, "mine");
+    RedisLockLeaseInfo *b = find_lease (leases, "theirs:with:colons");
+
+    g_assert_true (a != NULL && b != NULL);
+    if (a == NULL || b == NULL)
+      return;
+    g_assert_cmpstr (a->owner, ==, value);
+    test_assert_value_of (b->owner, other);
+    g_assert_cmpint (b->pttl_ms, >, 0);
+  }
+  g_clear_pointer (&leases, g_ptr_array_unref);
+
+  test_unlock_ok (mine);
+  test_unlock_ok (theirs);
+  leases = redis_lock_registry_list_leases (f->registry, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (leases->len, ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -400,6 +485,7 @@ main (int argc, char **argv)
   test_add_stores ("/registry/invalid/names", NULL, test_invalid_names);
   test_add_stores ("/registry/invalid/registry-key", NULL, test_invalid_registry_key);
   test_add_stores ("/registry/invalid/settings", NULL, test_invalid_settings);
+  test_add_stores ("/registry/inspect/lease-info-and-list", NULL, test_inspect_leases);
 
   return g_test_run ();
 }

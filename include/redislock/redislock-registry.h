@@ -370,6 +370,69 @@ typedef struct
 } RedisLockRegistryStats;
 
 /**
+ * RedisLockLeaseInfo:
+ * @name: the lock name (the key less `registry_key:`)
+ * @owner: the value the key holds: a redislock holder's is its registry's client id,
+ *   `:` and the number of the acquisition; a Spring holder's is its client id
+ * @pttl_ms: the lease's remaining TTL in milliseconds; -1 when the key has no expiry
+ *
+ * A lease as the store holds it, whoever its holder, seen by
+ * redis_lock_registry_get_lease_info() and redis_lock_registry_list_leases().
+ */
+typedef struct
+{
+  char *name;
+  char *owner;
+  gint64 pttl_ms;
+} RedisLockLeaseInfo;
+
+/**
+ * redis_lock_lease_info_free:
+ * @info: (nullable): a lease info
+ *
+ * Frees @info and its strings.
+ */
+REDIS_LOCK_EXPORT void redis_lock_lease_info_free (RedisLockLeaseInfo *info);
+
+/**
+ * redis_lock_registry_get_lease_info:
+ * @registry: a registry
+ * @name: a lock name
+ * @error: return location for a #GError
+ *
+ * Reads the lease of @name from the store (one round trip on Redis), whoever holds
+ * it: another process, another registry, or this one. For operators and tools; a
+ * program that wants the lock takes it instead, as the answer can be out of date as
+ * soon as it is returned.
+ *
+ * Returns: (transfer full) (nullable): the lease, free with
+ *   redis_lock_lease_info_free(); %NULL without an error when the lock is free;
+ *   %NULL with @error on failure (%REDIS_LOCK_ERROR_INVALID for a bad name).
+ */
+REDIS_LOCK_EXPORT RedisLockLeaseInfo *redis_lock_registry_get_lease_info (RedisLockRegistry *registry,
+                                                                         const char *name,
+                                                                         GError **error);
+
+/**
+ * redis_lock_registry_list_leases:
+ * @registry: a registry
+ * @error: return location for a #GError
+ *
+ * Every lease held under the registry key, by any holder (on Redis: `SCAN` for
+ * `registry_key:*`, then `GET` and `PTTL` of each key, so it does not block the server
+ * however many keys it has). Leases taken or released while it runs may or may not be
+ * listed. Keys of a registry key that extends this one (`orders:eu` for `orders`) are
+ * listed too, with the rest of their key as the name: the key layout cannot tell them
+ * apart.
+ *
+ * Returns: (transfer full) (element-type RedisLockLeaseInfo) (nullable): the leases in
+ *   no particular order, an array that frees its elements; %NULL with @error on
+ *   failure.
+ */
+REDIS_LOCK_EXPORT GPtrArray *redis_lock_registry_list_leases (RedisLockRegistry *registry,
+                                                             GError **error);
+
+/**
  * redis_lock_registry_get_stats:
  * @registry: a registry
  * @stats: (out caller-allocates): filled with the registry's counters
@@ -397,6 +460,7 @@ REDIS_LOCK_EXPORT RedisLock *redis_lock_registry_obtain (RedisLockRegistry *regi
                                                          GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockRegistry, redis_lock_registry_unref)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockLeaseInfo, redis_lock_lease_info_free)
 
 G_END_DECLS
 
