@@ -1,5 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* memory.c: tests of the in-process `memory://NAME` store.
+/* memory.c: tests of what only the in-process `memory://NAME` store has.
+ *
+ * The behaviour both stores promise (keys and values, exclusion, expiry, renewal,
+ * waiting, close) is checked on both by the concept programs (their `/memory/...`
+ * paths, registered by test_add_stores()); this program keeps what is the memory
+ * store's own, under `/memory-store/...`: stores of different NAMEs share nothing, a
+ * store lives while a registry has it open, its debugging hooks, fork, and its URLs.
  *
  * The memory store exists so that applications can test their locking code without a
  * Redis server, so it must behave as Redis would: registries opened on one NAME are
@@ -101,157 +107,7 @@ try_lock_busy (RedisLock *lock)
   g_assert_no_error (error);
 }
 
-/* ---- keys and values ---- */
-
-static void
-test_key_and_value (MemFixture *f, gconstpointer data)
-{
-  g_autoptr (RedisLock) lock = NULL;
-  g_autofree char *owner = NULL;
-  gint64 pttl;
-
-  g_test_summary ("A held lock is the key registry_key:name holding the registry's client id "
-                  "with the registry's TTL; unlock deletes it.");
-  redis_lock_registry_set_expire_after_ms (f->registry, 30000);
-  lock = test_obtain (f->registry, "orders");
-  g_assert_cmpstr (redis_lock_get_key (lock), ==, REGISTRY_KEY ":orders");
-  g_assert_null (owner_of (f, "orders"));
-  g_assert_cmpint (pttl_of (f, "orders"), ==, -2);
-
-  test_lock_ok (lock);
-  owner = owner_of (f, "orders");
-  test_assert_value_of (owner, f->registry);
-  pttl = pttl_of (f, "orders");
-  g_assert_cmpint (pttl, >, 25000);
-  g_assert_cmpint (pttl, <=, 30000);
-
-  test_unlock_ok (lock);
-  g_assert_null (owner_of (f, "orders"));
-  g_assert_cmpint (pttl_of (f, "orders"), ==, -2);
-}
-
-static void
-test_try_lock_full_ttl (MemFixture *f, gconstpointer data)
-{
-  g_autoptr (RedisLock) lock = test_obtain (f->registry, "full");
-  GError *error = NULL;
-  gint64 pttl;
-
-  g_test_summary ("try_lock_full with a TTL sets that TTL on the key, not the registry's.");
-  g_assert_true (redis_lock_try_lock_full (lock, 0, 5000, NULL, &error));
-  g_assert_no_error (error);
-  pttl = pttl_of (f, "full");
-  g_assert_cmpint (pttl, >, 0);
-  g_assert_cmpint (pttl, <=, 5000);
-  test_unlock_ok (lock);
-}
-
-static void
-test_reentry_sends_nothing (MemFixture *f, gconstpointer data)
-{
-  g_autoptr (RedisLock) lock = test_obtain (f->registry, "reentrant");
-  RedisLockRegistryStats before, after;
-
-  g_test_summary ("Outermost lock and unlock are one store request each, counted as round "
-                  "trips and commands as with Redis; re-entry and inner unlocks send none.");
-  redis_lock_registry_set_watchdog (f->registry, FALSE);
-  before = test_stats (f->registry);
-  test_lock_ok (lock);
-  after = test_stats (f->registry);
-  g_assert_cmpuint (after.round_trips, ==, before.round_trips + 1);
-  g_assert_cmpuint (after.commands, ==, before.commands + 1);
-  g_assert_cmpuint (after.acquisitions, ==, before.acquisitions + 1);
-
-  before = after;
-  for (guint i = 0; i < 5; i++)
-    test_lock_ok (lock);
-  g_assert_cmpuint (redis_lock_get_hold_count (lock), ==, 6);
-  for (guint i = 0; i < 5; i++)
-    test_unlock_ok (lock);
-  after = test_stats (f->registry);
-  g_assert_cmpuint (after.round_trips, ==, before.round_trips);
-  g_assert_cmpuint (after.commands, ==, before.commands);
-  g_assert_true (redis_lock_is_held_by_current_thread (lock));
-
-  test_unlock_ok (lock);
-  after = test_stats (f->registry);
-  g_assert_cmpuint (after.round_trips, ==, before.round_trips + 1);
-  g_assert_cmpuint (after.releases, ==, before.releases + 1);
-}
-
 /* ---- exclusion ---- */
-
-static void
-test_two_registries_exclude (MemFixture *f, gconstpointer data)
-{
-  g_autoptr (RedisLockRegistry) other = other_registry_new (f);
-  g_autoptr (RedisLock) mine = test_obtain (f->registry, "shared");
-  g_autoptr (RedisLock) theirs = test_obtain (other, "shared");
-  g_autofree char *owner = NULL;
-
-  g_test_summary ("Two registries on one memory store exclude each other like two processes "
-                  "on one Redis: the second one finds the key held and cannot take it.");
-  g_assert_cmpstr (redis_lock_registry_get_client_id (f->registry), !=,
-                   redis_lock_registry_get_client_id (other));
-  test_lock_ok (mine);
-  try_lock_busy (theirs);
-  g_assert_cmpuint (test_stats (other).contended_attempts, ==, 1);
-  owner = owner_of (f, "shared");
-  test_assert_value_of (owner, f->registry);
-  g_assert_false (redis_lock_is_acquired_in_this_process (theirs));
-
-  test_unlock_ok (mine);
-  g_assert_true (redis_lock_try_lock (theirs, NULL));
-  g_clear_pointer (&owner, g_free);
-  owner = owner_of (f, "shared");
-  test_assert_value_of (owner, other);
-  try_lock_busy (mine);
-  test_unlock_ok (theirs);
-}
-
-typedef struct
-{
-  RedisLockRegistry *registries[2];
-  guint rounds;
-  gint inside;
-  gint overlaps;
-  guint64 counter; /* plain: only the lock protects it */
-} Contest;
-
-static void
-contender (guint index, gpointer data)
-{
-  Contest *c = data;
-  g_autoptr (RedisLock) lock = test_obtain (c->registries[index % 2], "contended");
-
-  for (guint round = 0; round < c->rounds; round++)
-    {
-      GError *error = NULL;
-
-      g_assert_true (redis_lock_try_lock_for (lock, 20000, NULL, &error));
-      g_assert_no_error (error);
-      if (g_atomic_int_add (&c->inside, 1) != 0)
-        g_atomic_int_inc (&c->overlaps);
-      c->counter++;
-      g_thread_yield ();
-      g_atomic_int_add (&c->inside, -1);
-      test_unlock_ok (lock);
-    }
-}
-
-static void
-test_contention (MemFixture *f, gconstpointer data)
-{
-  g_autoptr (RedisLockRegistry) other = other_registry_new (f);
-  Contest c = { { f->registry, other }, 200, 0, 0, 0 };
-
-  g_test_summary ("Four threads in two registries on one store take one lock 200 times each: "
-                  "nobody is ever inside together and no increment of a plain counter is lost.");
-  test_run_threads (4, contender, &c);
-  g_assert_cmpint (c.overlaps, ==, 0);
-  g_assert_cmpuint (c.counter, ==, 4 * 200);
-  g_assert_null (owner_of (f, "contended"));
-}
 
 static void
 test_names_independent (MemFixture *f, gconstpointer data)
@@ -315,89 +171,6 @@ test_store_freed_with_last_registry (MemFixture *f, gconstpointer data)
 }
 
 /* ---- expiry and renewal ---- */
-
-static void
-test_expiry_takeover (MemFixture *f, gconstpointer data)
-{
-  g_autoptr (RedisLockRegistry) other = other_registry_new (f);
-  g_autoptr (RedisLock) mine = test_obtain (f->registry, "expiring");
-  g_autoptr (RedisLock) theirs = test_obtain (other, "expiring");
-  g_autofree char *owner = NULL;
-
-  g_test_summary ("TTL 100 ms, held 300 ms, no watchdog: the key is gone, another registry "
-                  "takes it and keeps it, and the first holder's unlock is LEASE_LOST without "
-                  "touching the new owner's key.");
-  redis_lock_registry_set_watchdog (f->registry, FALSE);
-  redis_lock_registry_set_expire_after_ms (f->registry, 100);
-  test_lock_ok (mine);
-  g_assert_cmpint (pttl_of (f, "expiring"), <=, 100);
-
-  g_usleep (300 * 1000);
-  g_assert_null (owner_of (f, "expiring"));
-  g_assert_cmpint (pttl_of (f, "expiring"), ==, -2);
-
-  g_assert_true (redis_lock_try_lock (theirs, NULL));
-  test_unlock_lease_lost (mine);
-  owner = owner_of (f, "expiring");
-  test_assert_value_of (owner, other);
-  try_lock_busy (mine);
-  test_unlock_ok (theirs);
-}
-
-static void
-test_watchdog_renews (MemFixture *f, gconstpointer data)
-{
-  g_autoptr (RedisLock) a = test_obtain (f->registry, "renewed-a");
-  g_autoptr (RedisLock) b = test_obtain (f->registry, "renewed-b");
-  g_autoptr (RedisLock) c = test_obtain (f->registry, "renewed-c");
-  g_autofree char *owner = NULL;
-  RedisLockRegistryStats stats;
-
-  g_test_summary ("With the watchdog on, three leases of TTL 300 ms held for 1 s stay alive, "
-                  "renewed in batches that count one round trip each.");
-  redis_lock_registry_set_expire_after_ms (f->registry, 300);
-  test_lock_ok (a);
-  test_lock_ok (b);
-  test_lock_ok (c);
-  g_usleep (1000 * 1000);
-
-  owner = owner_of (f, "renewed-a");
-  test_assert_value_of (owner, f->registry);
-  g_assert_cmpint (pttl_of (f, "renewed-a"), >, 0);
-  g_assert_cmpint (pttl_of (f, "renewed-c"), >, 0);
-  stats = test_stats (f->registry);
-  g_assert_cmpuint (stats.renewals, >=, 6);
-  g_assert_cmpuint (stats.leases_lost, ==, 0);
-  g_assert_cmpuint (stats.last_tick_round_trips, ==, 1);
-  g_assert_cmpuint (stats.last_tick_leases, ==, 3);
-  test_unlock_ok (c);
-  test_unlock_ok (b);
-  test_unlock_ok (a);
-}
-
-static void
-test_registry_renew (MemFixture *f, gconstpointer data)
-{
-  g_autoptr (RedisLock) lock = test_obtain (f->registry, "renew-me");
-  g_autofree char *key = key_of ("renew-me");
-  GError *error = NULL;
-
-  g_test_summary ("redis_lock_registry_renew sets the new TTL on the key, and reports "
-                  "LEASE_LOST once the key belongs to another owner.");
-  redis_lock_registry_set_watchdog (f->registry, FALSE);
-  test_lock_ok (lock);
-  g_assert_cmpint (pttl_of (f, "renew-me"), >, 30000);
-  g_assert_true (redis_lock_registry_renew (f->registry, "renew-me", 2000, &error));
-  g_assert_no_error (error);
-  g_assert_cmpint (pttl_of (f, "renew-me"), <=, 2000);
-
-  g_assert_true (redis_lock_memory_store_steal (f->name, key, "intruder", 60000));
-  g_assert_false (redis_lock_registry_renew (f->registry, "renew-me", 2000, &error));
-  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
-  g_clear_error (&error);
-  g_assert_true (redis_lock_is_lease_lost (lock));
-  test_unlock_lease_lost (lock);
-}
 
 /* ---- the hooks: expire and steal behind the holder's back ---- */
 
@@ -496,149 +269,6 @@ test_hooks_absent (MemFixture *f, gconstpointer data)
 
 /* ---- waiting ---- */
 
-static void
-test_wake_on_release (MemFixture *f, gconstpointer data)
-{
-  g_autoptr (RedisLockRegistry) waiter = other_registry_new (f);
-  g_autoptr (RedisLock) held = test_obtain (f->registry, "wake");
-  g_autoptr (RedisLock) wanted = test_obtain (waiter, "wake");
-  TestTaker t = { 0 };
-  GThread *thread;
-  gint64 unlocked_ms;
-
-  g_test_summary ("A waiter in another registry (PUBSUB, 60 s between tries, holder's TTL "
-                  "60 s) takes the lock promptly after the holder unlocks: the release wakes it.");
-  redis_lock_registry_set_idle_between_tries_ms (waiter, 60000);
-  test_lock_ok (held);
-  thread = test_taker_start (&t, wanted, G_MININT64);
-  g_assert_true (test_wait_contended (waiter, 1, PROMPT_MS));
-
-  unlocked_ms = test_now_ms ();
-  test_unlock_ok (held);
-  test_taker_join (&t, thread, PROMPT_MS);
-  g_assert_true (t.result);
-  g_assert_no_error (t.error);
-  g_test_message ("woken %" G_GINT64_FORMAT " ms after the unlock", t.returned_ms - unlocked_ms);
-  g_assert_cmpint (t.returned_ms - unlocked_ms, <, PROMPT_MS);
-  g_assert_cmpuint (test_stats (waiter).notifications, >=, 1);
-}
-
-static void
-test_waiter_bounded_by_pttl (MemFixture *f, gconstpointer data)
-{
-  g_autoptr (RedisLock) lock = test_obtain (f->registry, "foreign");
-  g_autoptr (RedisLockRegistry) holder = other_registry_new (f);
-  g_autoptr (RedisLock) held = test_obtain (holder, "foreign");
-  g_autofree char *key = key_of ("foreign");
-  g_autofree char *owner = NULL;
-  GError *error = NULL;
-  gint64 start, elapsed;
-
-  g_test_summary ("A key held by a foreign owner with 300 ms left is taken soon after it "
-                  "expires, with nobody releasing it: the waiter sleeps for the remaining TTL.");
-  redis_lock_registry_set_idle_between_tries_ms (f->registry, 60000);
-  test_lock_ok (held);
-  g_assert_true (redis_lock_memory_store_steal (f->name, key, "gone-process", 300));
-
-  start = test_now_ms ();
-  g_assert_true (redis_lock_try_lock_for (lock, 20000, NULL, &error));
-  g_assert_no_error (error);
-  elapsed = test_now_ms () - start;
-  g_test_message ("acquired after %" G_GINT64_FORMAT " ms", elapsed);
-  g_assert_cmpint (elapsed, >=, 250);
-  g_assert_cmpint (elapsed, <, PROMPT_MS);
-  owner = owner_of (f, "foreign");
-  test_assert_value_of (owner, f->registry);
-  test_unlock_ok (lock);
-  test_unlock_lease_lost (held);
-}
-
-static void
-test_try_lock_for_deadline (MemFixture *f, gconstpointer data)
-{
-  g_autoptr (RedisLockRegistry) waiter = other_registry_new (f);
-  g_autoptr (RedisLock) held = test_obtain (f->registry, "deadline");
-  g_autoptr (RedisLock) wanted = test_obtain (waiter, "deadline");
-  GError *error = NULL;
-  gint64 start, elapsed;
-
-  g_test_summary ("try_lock_for(300) on a lock another registry holds returns FALSE without "
-                  "error, no sooner than 300 ms and well before 600 ms.");
-  test_lock_ok (held);
-  start = g_get_monotonic_time ();
-  g_assert_false (redis_lock_try_lock_for (wanted, 300, NULL, &error));
-  elapsed = g_get_monotonic_time () - start;
-  g_assert_no_error (error);
-  g_test_message ("returned after %" G_GINT64_FORMAT " us", elapsed);
-  g_assert_cmpint (elapsed, >=, 300 * 1000);
-  g_assert_cmpint (elapsed, <, 600 * 1000);
-  g_assert_false (redis_lock_is_held_by_current_thread (wanted));
-  test_unlock_ok (held);
-}
-
-static void
-test_cancel_wait (MemFixture *f, gconstpointer data)
-{
-  g_autoptr (RedisLockRegistry) waiter = other_registry_new (f);
-  g_autoptr (RedisLock) held = test_obtain (f->registry, "cancel");
-  g_autoptr (RedisLock) wanted = test_obtain (waiter, "cancel");
-  g_autoptr (GCancellable) cancellable = g_cancellable_new ();
-  TestTaker t = { 0 };
-  GThread *thread;
-
-  g_test_summary ("Cancelling a waiter (no deadline) in another registry ends its wait "
-                  "promptly with G_IO_ERROR_CANCELLED; the holder keeps the lock.");
-  test_lock_ok (held);
-  t.cancellable = cancellable;
-  thread = test_taker_start (&t, wanted, -1);
-  g_assert_true (test_wait_contended (waiter, 1, PROMPT_MS));
-  g_cancellable_cancel (cancellable);
-  test_taker_join (&t, thread, PROMPT_MS);
-  g_assert_false (t.result);
-  g_assert_error (t.error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
-  g_clear_error (&t.error);
-  g_assert_true (redis_lock_is_held_by_current_thread (held));
-  test_unlock_ok (held);
-}
-
-static void
-test_close_wakes_waiters (MemFixture *f, gconstpointer data)
-{
-  g_autoptr (RedisLockRegistry) waiter = other_registry_new (f);
-  g_autoptr (RedisLockRegistry) third = other_registry_new (f);
-  g_autoptr (RedisLock) held = test_obtain (f->registry, "closing");
-  g_autoptr (RedisLock) wanted = test_obtain (waiter, "closing");
-  g_autoptr (RedisLock) later = test_obtain (third, "closing");
-  GError *error = NULL;
-  TestTaker t = { 0 }, t3 = { 0 };
-  GThread *thread, *thread3;
-
-  g_test_summary ("Closing a registry wakes its waiter with CLOSED; closing the holder's "
-                  "registry releases its lease and wakes a waiter in a third registry.");
-  test_lock_ok (held);
-  thread = test_taker_start (&t, wanted, G_MININT64);
-  redis_lock_registry_set_idle_between_tries_ms (third, 60000);
-  thread3 = test_taker_start (&t3, later, G_MININT64);
-  g_assert_true (test_wait_contended (waiter, 1, PROMPT_MS));
-  g_assert_true (test_wait_contended (third, 1, PROMPT_MS));
-
-  redis_lock_registry_close (waiter);
-  test_taker_join (&t, thread, PROMPT_MS);
-  g_assert_false (t.result);
-  g_assert_error (t.error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
-  g_clear_error (&t.error);
-
-  redis_lock_registry_close (f->registry);
-  test_taker_join (&t3, thread3, PROMPT_MS);
-  g_assert_true (t3.result);
-  g_assert_no_error (t3.error);
-
-  g_assert_false (redis_lock_unlock (held, &error));
-  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
-  g_clear_error (&error);
-  g_assert_false (redis_lock_is_held_by_current_thread (held));
-}
-
 /* ---- URLs ---- */
 
 static void
@@ -732,27 +362,14 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
 
 #define ADD(path, func) g_test_add (path, MemFixture, NULL, fixture_setup, func, fixture_teardown)
-  ADD ("/memory/keys/value-and-ttl", test_key_and_value);
-  ADD ("/memory/keys/try-lock-full-ttl", test_try_lock_full_ttl);
-  ADD ("/memory/keys/reentry-sends-nothing", test_reentry_sends_nothing);
-  ADD ("/memory/exclusion/two-registries", test_two_registries_exclude);
-  ADD ("/memory/exclusion/threads-in-two-registries", test_contention);
-  ADD ("/memory/exclusion/names-and-keys-independent", test_names_independent);
-  ADD ("/memory/store/freed-with-last-registry", test_store_freed_with_last_registry);
-  ADD ("/memory/expiry/takeover", test_expiry_takeover);
-  ADD ("/memory/renewal/watchdog-keeps-lease", test_watchdog_renews);
-  ADD ("/memory/renewal/registry-renew", test_registry_renew);
-  ADD ("/memory/hooks/expire-loses-lease", test_hook_expire);
-  ADD ("/memory/hooks/steal-loses-lease", test_hook_steal);
-  ADD ("/memory/hooks/absent", test_hooks_absent);
-  ADD ("/memory/wait/wake-on-release", test_wake_on_release);
-  ADD ("/memory/wait/bounded-by-pttl", test_waiter_bounded_by_pttl);
-  ADD ("/memory/wait/try-lock-for-deadline", test_try_lock_for_deadline);
-  ADD ("/memory/wait/cancel", test_cancel_wait);
-  ADD ("/memory/close/wakes-waiters", test_close_wakes_waiters);
-  ADD ("/memory/fork/child-starts-empty", test_fork_child_starts_empty);
+  ADD ("/memory-store/exclusion/names-and-keys-independent", test_names_independent);
+  ADD ("/memory-store/store/freed-with-last-registry", test_store_freed_with_last_registry);
+  ADD ("/memory-store/hooks/expire-loses-lease", test_hook_expire);
+  ADD ("/memory-store/hooks/steal-loses-lease", test_hook_steal);
+  ADD ("/memory-store/hooks/absent", test_hooks_absent);
+  ADD ("/memory-store/fork/child-starts-empty", test_fork_child_starts_empty);
 #undef ADD
-  g_test_add_func ("/memory/url/invalid", test_invalid_urls);
+  g_test_add_func ("/memory-store/url/invalid", test_invalid_urls);
 
   return g_test_run ();
 }
