@@ -7,18 +7,7 @@
 #include <hiredis/hiredis.h>
 #include "store.h"
 
-typedef struct
-{
-  char *host;     /* TCP host, or NULL for a Unix socket */
-  int port;
-  char *path;     /* Unix socket path, or NULL */
-  char *username; /* NULL: none */
-  char *password; /* NULL: none */
-  int db;
-} RlConnConfig;
-
-gboolean rl_conn_config_parse (const char *url, RlConnConfig *config, GError **error);
-void rl_conn_config_clear (RlConnConfig *config);
+#include "url.h"
 
 /* One hiredis context and the command timeout currently applied to its socket. */
 typedef struct
