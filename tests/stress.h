@@ -1,0 +1,206 @@
+/* stress.h: what the parts of the stress harness share.
+ *
+ * The stress program is one test program in four files, one per part: stress.c holds
+ * the scenario tables, the controller that runs one scenario, and main; stress-worker.c
+ * the worker processes, which take the locks and check each other inside the critical
+ * sections; stress-faults.c the faults injected into a scenario and the two small fault
+ * cases; stress-check.c the collection of the workers' reports, the verdicts and the
+ * summary table. A worker is a separate process (this program run again), so it shares
+ * nothing with the controller but its command line, the progress file, the keys in
+ * Redis named here and the lines of its report. The types here are what the parts pass
+ * to each other: a Scenario says what to run, a Tally is what workers saw, a Controller
+ * is one scenario's run, Collected is every worker's report merged, and a Row is the
+ * scenario's line in the table.
+ */
+#ifndef REDIS_LOCK_TESTS_STRESS_H
+#define REDIS_LOCK_TESTS_STRESS_H
+
+#include "common.h"
+
+G_BEGIN_DECLS
+
+#define STRESS_REGISTRY_KEY "stresslock"
+#define DATA_PREFIX "stressdata"
+/* The harness's raw connections wait this long: longer than any outage, so a command
+ * the harness sent is answered, never left to run later behind its back. */
+#define RAW_TIMEOUT_S 60
+/* Library default for connect and command timeouts (redislock-registry.h). */
+#define LIBRARY_DEFAULT_TIMEOUT_MS 3000
+/* Sections that must complete after the last fault before the scenario may end. */
+#define POST_FAULT_SECTIONS 100
+
+/* The RedisLockError codes by value, as reports and the table name them; errors of
+ * other domains are CANCELLED or OTHER (error_code_name()). */
+extern const char *const code_names[];
+extern const gsize n_code_names;
+
+/* What one scenario runs; the worker processes get the part they need on their command
+ * line. */
+typedef struct
+{
+  const char *name;
+  const char *summary;
+  guint procs, registries, threads, names;
+  gint64 ttl_ms;     /* registries' lease TTL */
+  gint64 timeout_ms; /* connect and command timeout; 0: the library default */
+  gint64 wait_ms;    /* bound of try_lock_for / try_lock_full */
+  gboolean use_lock; /* also use the unbounded redis_lock_lock() */
+  guint64 min_sections;
+  gint64 kill_ms;     /* CLIENT KILL every 100 ms for at least this long; 0: never */
+  guint pauses;       /* workers frozen inside a section */
+  gint64 stop_ms;     /* how long each is frozen */
+  gint64 stop_ttl_ms; /* TTL of the frozen section's lease */
+  guint restarts;     /* redis-server killed and started again */
+  guint outages;      /* redis-server frozen */
+  gint64 outage_ms;   /* for this long */
+  gint64 cap_ms;      /* the whole scenario must end within this */
+} Scenario;
+
+/* --- Tallies (stress-worker.c) --------------------------------------------------------- */
+
+/* What a worker thread saw (counts by key, records, longest calls), merged per process
+ * and reported to the controller, which merges the reports again (Collected). */
+typedef struct
+{
+  GHashTable *counts; /* "key" -> guint64* : sections, errors, writes, ... */
+  GPtrArray *records; /* lines: lease-lost, overlap, clobber, stop, failure */
+  guint64 dropped;
+  gint64 max_acquire_ms, max_unlock_ms, max_failed_acquire_ms, max_failed_unlock_ms;
+} Tally;
+
+void tally_init (Tally *t);
+void tally_clear (Tally *t);
+void tally_add (Tally *t, const char *key, guint64 n);
+guint64 tally_get (Tally *t, const char *key);
+
+/* The name of @error's code, from code_names, or CANCELLED or OTHER. */
+const char *error_code_name (const GError *error);
+
+/* Counter values are "n id": the count and the section that wrote it. */
+guint64 parse_counter (const redisReply *reply, const char **writer);
+
+/* --- The hidden modes (--worker, --probe) ------------------------------------------- */
+
+/* A worker process's or the probe's options, from its command line. */
+typedef struct
+{
+  gint index;
+  char *url;
+  char *socket_path;
+  char *progress_path;
+  gint registries, threads, names;
+  gint64 ttl_ms, timeout_ms, wait_ms, stop_ttl_ms, stop_ms, max_ms;
+  gboolean use_lock;
+} WorkerOptions;
+
+/* A worker process: runs until its stdin is closed or its deadline, then prints its
+ * report on stdout (stress-worker.c). */
+int worker_main (WorkerOptions *opt);
+
+/* The frozen-holder probe process (stress-faults.c). */
+int probe_main (WorkerOptions *opt);
+
+/* --- The controller (stress.c) ------------------------------------------------------- */
+
+typedef struct
+{
+  GPid pid;
+  int stdin_fd;
+  int stdout_fd;
+  GString *output;
+  gboolean exited;
+  int status;
+} Child;
+
+typedef struct
+{
+  const Scenario *s;
+  RedisLockTestServer *server;
+  char *dir;
+  char *progress_path;
+  guint64 *progress;
+  redisContext *redis;
+  Child *children;
+  gint64 start_us;
+  guint pauses_done, restarts_done, outages_done;
+  GPtrArray *problems; /* why the scenario failed */
+} Controller;
+
+/* One scenario's line in the summary table. */
+typedef struct
+{
+  char *name;
+  guint64 sections, interrupted, overlaps, expired_overlaps, lost, expired_lost;
+  guint64 lease_lost, timeouts, busy, kills;
+  GHashTable *errors; /* code -> guint64* */
+  gint64 max_acquire_ms, max_unlock_ms, duration_ms;
+  guint pauses, restarts, outages;
+  gboolean passed;
+} Row;
+
+/* This program's own path, to run it again as a worker or the probe. */
+extern gchar *self_exe;
+
+/* Adds a reason why the scenario failed. */
+void problem (Controller *c, const char *format, ...) G_GNUC_PRINTF (2, 3);
+
+/* Sections done so far by every worker, from the progress file. */
+guint64 progress_total (Controller *c);
+
+/* Polls the shared progress counters until @target sections are done; gives up early
+ * when a worker has exited. */
+gboolean wait_progress (Controller *c, guint64 target, gint64 timeout_ms);
+
+/* A connection to @server named @name, so the CLIENT KILL fault spares it; NULL if the
+ * server cannot be reached. */
+redisContext *named_connection (RedisLockTestServer *server, const char *name);
+
+/* A command on the controller's connection, reconnecting once if the server was
+ * restarted since the last one. */
+redisReply *controller_command (Controller *c, const char *format, ...);
+
+/* Records @child's exit if it has exited (never its stops). */
+gboolean child_reap (Child *child, int options);
+
+/* --- The faults (stress-faults.c) ---------------------------------------------------- */
+
+/* The scenario's faults, one kind after the other, each followed by some progress;
+ * adds the frozen workers to @victims and the kill count to @row. */
+void inject_faults (Controller *c, GHashTable *victims, Row *row);
+
+void test_frozen_holder_waiter (void);
+void test_killed_release_reply (void);
+
+/* --- Collecting and checking (stress-check.c) ---------------------------------------- */
+
+/* Every worker's report, merged. */
+typedef struct
+{
+  Tally tally;            /* every worker's report, merged */
+  GHashTable *lease_lost; /* section id -> itself */
+  GHashTable *stops;      /* frozen section id -> unlock result */
+  GPtrArray *overlaps;    /* "observer other" */
+  GPtrArray *clobbers;    /* "writer lastwriter delta runid name" */
+  GPtrArray *failures;    /* worker-side check failures */
+  GHashTable *victims;    /* "p<index>" of frozen workers */
+} Collected;
+
+void collected_init (Collected *col);
+void collected_clear (Collected *col);
+
+/* Closes the workers' stdin (they finish), reads every worker's report until end of
+ * file, then reaps it, all within a bound. */
+void collect_children (Controller *c, Collected *col);
+
+/* The verdicts on one scenario, added to the controller's problems; fills @row. */
+void check_scenario (Controller *c, Collected *col, Row *row);
+
+void print_row (const Row *row, gboolean header);
+void row_free (gpointer data);
+
+/* The summary table of @rows, with a TOTAL line. */
+void print_summary (GPtrArray *rows, const char *profile);
+
+G_END_DECLS
+
+#endif /* REDIS_LOCK_TESTS_STRESS_H */
