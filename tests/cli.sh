@@ -3,9 +3,9 @@
 # redis-server on a Unix socket in a temporary directory and checks the exit statuses of
 # `redislock run` (the command's status, 1 not acquired, 2 Redis error, 3 lease lost,
 # 64 usage), the command's environment, lease loss, mutual exclusion of concurrent runs,
-# signal forwarding, `status` / `list` output (text and JSON) and `demo`. Prints TAP.
+# signal forwarding, `status` / `list` output (text and JSON), escaped holders and
+# `demo`. Prints TAP.
 # Synchronisation with background commands uses marker files polled in bounded loops.
-
 set -u
 
 RL=${REDISLOCK:-${G_TEST_BUILDDIR:-.}/../tools/redislock}
@@ -81,6 +81,8 @@ wait_for () {
 # start_bg COMMAND…: runs COMMAND in the background; its pid is in $bg
 start_bg () { "$@" 2>"$tmp/bg.err" & bg=$!; bg_pids="$bg_pids $bg"; }
 one_line () { [ "$(wc -l <"$1")" -eq 1 ]; }
+# lacks FILE PATTERN…: no line of FILE matches any PATTERN (fixed strings)
+lacks () { f=$1; shift; for p in "$@"; do grep -q -F -e "$p" "$f" && return 1; done; return 0; }
 # hold.sh STARTED RELEASE: a command that signals it runs, then waits (at most 60 s, so
 # nothing outlives the test) until told to end
 cat >"$tmp/hold.sh" <<'EOF'
@@ -194,6 +196,16 @@ wait "$holder"; expect_rc "holder: 0" 0 $?
 wait "$waiter"; expect_rc "waiter acquires after the release: 0" 0 $?
 check "the waiter's command ran" test -e "$tmp/held.waiter"
 rl status held >"$tmp/out" 2>"$tmp/err"; expect_rc "status after release: 1" 1 $?
+
+# --- a holder's value reaches the terminal escaped, as in status ---------------------------
+esc=$(printf '\033')
+rcli SET redislock:escaped "evil${esc}]0;owned${esc}\\${esc}[2J" PX 60000 >/dev/null
+rl run --wait 0 escaped -- true 2>"$tmp/err"; expect_rc "busy lock whose holder has escapes: 1" 1 $?
+check "run names the holder escaped" grep -q -F 'held by evil\x1b]0;owned\x1b\\\x1b[2J)' "$tmp/err"
+check "no raw ESC on stderr" lacks "$tmp/err" "$esc"
+rl status escaped >"$tmp/out" 2>"$tmp/err"
+check "status shows the holder the same way" grep -q -F 'evil\x1b]0;owned\x1b\\\x1b[2J' "$tmp/out"
+rcli DEL redislock:escaped >/dev/null
 
 # --- list matches the registry key literally ---------------------------------------------
 start_bg "$RL" run --registry 'g[1]*' a -- $(hold glob)

@@ -1258,8 +1258,9 @@ report_not_acquired (RunState *st)
       if (r != NULL && r->type == REDIS_REPLY_STRING)
         {
           g_autofree char *owner = g_strndup (r->str, r->len);
+          g_autofree char *shown = escape_for_display (owner);
 
-          holder = g_strdup_printf (" (held by %s)", owner);
+          holder = g_strdup_printf (" (held by %s)", shown);
         }
       if (r != NULL)
         freeReplyObject (r);
