@@ -3,8 +3,8 @@
 # redis-server on a Unix socket in a temporary directory and checks the exit statuses of
 # `redislock run` (the command's status, 1 not acquired, 2 Redis error, 3 lease lost,
 # 64 usage), the command's environment, lease loss, mutual exclusion of concurrent runs,
-# signal forwarding, `status` / `list` output (text and JSON), escaped holders and
-# `demo`. Prints TAP.
+# signal forwarding, `status` / `list` output (text and JSON), escaped holders,
+# passwords kept out of every message, and `demo`. Prints TAP.
 # Synchronisation with background commands uses marker files polled in bounded loops.
 set -u
 
@@ -286,6 +286,56 @@ rl status --url "unix://$psock?password=wrong" pw 2>"$tmp/err"; expect_rc "statu
 rl status --url "unix://$psock" pw 2>"$tmp/err"; expect_rc "status without the password: 2" 2 $?
 rl status --url "unix://$psock?colour=blue" pw 2>"$tmp/err"; expect_rc "unknown URL parameter: 64" 64 $?
 rl status --url "rediss://localhost" pw 2>"$tmp/err"; expect_rc "rediss:// refused: 64" 64 $?
+# --- passwords never reach the output: redacted in every URL and message ----------------
+# Each URL holds the password S3cr3t<c>Tail9 (or S3cr3tTail9), against a dead socket, a
+# closed port or the password server; neither half may show on stdout or stderr of run
+# (the library's messages) and status (the tool's) given --url, or of list and demo
+# given REDIS_URL.
+dead=$tmp/nothing.sock
+while IFS='|' read -r what url; do
+  [ -n "$what" ] || continue
+  leaked=
+  for c in run status list demo; do
+    case $c in
+      run) timeout -k 5 $T "$RL" run --url "$url" x true ;;
+      status) timeout -k 5 $T "$RL" status --url "$url" x ;;
+      *) REDIS_URL=$url timeout -k 5 $T "$RL" $c ;;
+    esac >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if ! lacks "$tmp/out" S3cr3t Tail9 || ! lacks "$tmp/err" S3cr3t Tail9; then leaked="$leaked $c"; fi
+    [ $rc -ne 0 ] || leaked="$leaked $c:exit-0"
+  done
+  check "no password shown: $what${leaked:+ (leaked by$leaked)}" test -z "$leaked"
+  [ -z "$leaked" ] || diag "last stderr: $(cat "$tmp/err")"
+done <<EOF
+redis:// with a password|redis://:S3cr3tTail9@127.0.0.1:1
+redis:// with a user and a password|redis://user:S3cr3tTail9@127.0.0.1:1
+redis:// with a lone user part|redis://S3cr3tTail9@127.0.0.1:1
+redis:// password with /|redis://:S3cr3t/Tail9@127.0.0.1:1
+redis:// password with ?|redis://:S3cr3t?Tail9@127.0.0.1:1
+redis:// password with #|redis://u:S3cr3t#Tail9@127.0.0.1:1
+redis:// password with @|redis://u:S3cr3t@Tail9@127.0.0.1:1
+redis:// password with percent-encoded /|redis://:S3cr3t%2FTail9@127.0.0.1:1
+redis:// password, a bad database|redis://:S3cr3tTail9@127.0.0.1:1/x
+redis:// password, a port out of range|redis://:S3cr3tTail9@127.0.0.1:99999
+redis:// password, a broken IPv6 host|redis://:S3cr3tTail9@[::1
+redis:// password in the query too|redis://:S3cr3tTail9@127.0.0.1:1?password=S3cr3tTail9
+no scheme, user and password|user:S3cr3tTail9@127.0.0.1:1
+no scheme, password only|:S3cr3tTail9@127.0.0.1:1
+no scheme, //user:password|//user:S3cr3tTail9@127.0.0.1:1
+rediss:// (refused) with a password|rediss://:S3cr3tTail9@127.0.0.1:1
+unknown scheme with a password|ftp://:S3cr3tTail9@127.0.0.1:1
+unix:// ?password=|unix://$dead?password=S3cr3tTail9
+unix:// ?PASSWORD= (unknown parameter)|unix://$dead?PASSWORD=S3cr3tTail9
+unix:// ?Password= with an encoded &|unix://$dead?Password=S3cr3t%26Tail9
+unix:// ?pass%77ord= (encoded name)|unix://$dead?pass%77ord=S3cr3tTail9
+unix:// ?Pass%57ord= with a raw &|unix://$dead?Pass%57ord=S3cr3t&Tail9
+unix:// password with #|unix://$dead?db=1&password=S3cr3t#Tail9
+unix:// password with / ? @|unix://$dead?username=u&password=S3cr3t/?@Tail9
+unix:// wrong password, live server|unix://$psock?password=S3cr3t/Tail9
+unix:// wrong user and password, live server|unix://$psock?username=nobody&password=S3cr3tTail9
+EOF
+
 kill "$server2"; wait "$server2" 2>/dev/null
 
 # --- Redis errors: 2 ---------------------------------------------------------------------

@@ -6,7 +6,9 @@
  * the command runs, the command is terminated. `status` and `list` show who holds
  * which lock, talking to Redis directly with read-only commands (GET, PTTL, SCAN).
  * `demo` runs a flash sale: processes x threads buying from a stock kept in Redis with a
- * non-atomic read-modify-write, made correct by the lock. The manual is redislock.1.
+ * non-atomic read-modify-write, made correct by the lock. Every message is printed with
+ * the passwords of the Redis URL hidden, and values read from Redis escaped. The manual
+ * is redislock.1.
  */
 #include "config.h"
 
@@ -54,16 +56,21 @@ enum
 /* ------------------------------------------------------------------------------------ */
 /* Small helpers                                                                         */
 
+static char *redact_text (const char *text);
+
+/* Prints "redislock: MESSAGE" on stderr, with any password of the Redis URL hidden. */
 static void G_GNUC_PRINTF (1, 2)
 die_message (const char *format, ...)
 {
   va_list ap;
   g_autofree char *msg = NULL;
+  g_autofree char *shown = NULL;
 
   va_start (ap, format);
   msg = g_strdup_vprintf (format, ap);
   va_end (ap);
-  fprintf (stderr, "redislock: %s\n", msg);
+  shown = redact_text (msg);
+  fprintf (stderr, "redislock: %s\n", shown);
 }
 
 /* Prints a usage error for subcommand @cmd (NULL: top level) and returns EXIT_USAGE. */
@@ -72,11 +79,13 @@ usage_error (const char *cmd, const char *usage, const char *format, ...)
 {
   va_list ap;
   g_autofree char *msg = NULL;
+  g_autofree char *shown = NULL;
 
   va_start (ap, format);
   msg = g_strdup_vprintf (format, ap);
   va_end (ap);
-  fprintf (stderr, "redislock%s%s: %s\n", cmd ? " " : "", cmd ? cmd : "", msg);
+  shown = redact_text (msg);
+  fprintf (stderr, "redislock%s%s: %s\n", cmd ? " " : "", cmd ? cmd : "", shown);
   fprintf (stderr, "Usage: redislock %s\n", usage);
   fprintf (stderr, "Try 'redislock %s%s--help' for more information.\n", cmd ? cmd : "",
            cmd ? " " : "");
@@ -296,6 +305,315 @@ effective_registry (void)
   return opt_registry != NULL ? opt_registry : DEFAULT_REGISTRY;
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* Passwords kept out of every message                                                   */
+
+typedef struct
+{
+  gsize start, end; /* [start, end) */
+} Span;
+
+/* Where the secrets of a Redis URL are, as byte ranges of @url: the password of the user
+ * info (all of the user info when it has no colon: some clients take a lone user as the
+ * password), and the value of every query parameter but db and username, whatever the
+ * case or percent-encoding of its name (a parameter without a value is covered whole).
+ * Read generously, so that a malformed URL, one without a scheme, or a password with
+ * unencoded / ? # @ & in it is still covered: the user info runs from after "://" (or the
+ * start) to the last @, a parameter to the next &. Ascending, not overlapping. */
+static GArray *
+url_secret_spans (const char *url)
+{
+  GArray *spans = g_array_new (FALSE, FALSE, sizeof (Span));
+  const char *scheme_end = strstr (url, "://");
+  gsize len = strlen (url);
+  gsize auth = scheme_end != NULL ? (gsize) (scheme_end - url) + 3
+               : g_str_has_prefix (url, "//") ? 2
+                                              : 0;
+  gsize query_from = auth;
+  const char *at = strrchr (url + auth, '@');
+  const char *q;
+
+  if (at != NULL && url[auth] != '/')
+    {
+      gsize at_pos = (gsize) (at - url);
+      const char *colon = memchr (url + auth, ':', at_pos - auth);
+      Span span = { colon != NULL ? (gsize) (colon - url) + 1 : auth, at_pos };
+
+      if (span.end > span.start)
+        g_array_append_val (spans, span);
+      query_from = at_pos + 1;
+    }
+  q = strchr (url + query_from, '?');
+  if (q != NULL)
+    {
+      gsize p = (gsize) (q - url) + 1;
+
+      while (p <= len)
+        {
+          gsize e = p + strcspn (url + p, "&");
+          const char *eq = memchr (url + p, '=', e - p);
+          Span span = { p, e };
+
+          if (eq != NULL)
+            {
+              g_autofree char *raw = g_strndup (url + p, (gsize) (eq - url) - p);
+              g_autofree char *name = g_uri_unescape_string (raw, NULL);
+              g_autofree char *folded = g_ascii_strdown (name != NULL ? name : raw, -1);
+
+              span.start = (gsize) (eq - url) + 1;
+              if (strcmp (folded, "db") == 0 || strcmp (folded, "username") == 0)
+                span.end = span.start;
+            }
+          if (span.end > span.start)
+            g_array_append_val (spans, span);
+          p = e + 1;
+        }
+    }
+  return spans;
+}
+
+/* @url with its secrets (see url_secret_spans()) replaced by "***". */
+static char *
+redact_url (const char *url)
+{
+  g_autoptr (GArray) spans = url_secret_spans (url);
+  GString *out = g_string_new (NULL);
+  gsize from = 0;
+  guint i;
+
+  for (i = 0; i < spans->len; i++)
+    {
+      const Span *span = &g_array_index (spans, Span, i);
+
+      g_string_append_len (out, url + from, (gssize) (span->start - from));
+      g_string_append (out, "***");
+      from = span->end;
+    }
+  g_string_append (out, url + from);
+  return g_string_free (out, FALSE);
+}
+
+/* A text secrets are looked for in: a URL with its secret spans, or a secret alone
+ * (@spans NULL: all of it is secret). */
+typedef struct
+{
+  const char *text;
+  gsize len;
+  GArray *spans;
+} SecretSource;
+
+static gboolean
+overlaps_secret (const SecretSource *src, gsize start, gsize end)
+{
+  guint i;
+
+  if (src->spans == NULL)
+    return end > start;
+  for (i = 0; i < src->spans->len; i++)
+    {
+      const Span *span = &g_array_index (src->spans, Span, i);
+
+      if (span->start < end && start < span->end)
+        return TRUE;
+    }
+  return FALSE;
+}
+
+static gboolean
+in_secret (const SecretSource *src, gsize pos)
+{
+  return overlaps_secret (src, pos, pos + 1);
+}
+
+/* The length of the longest prefix of @s (@n bytes) that occurs in @src overlapping a
+ * secret of it, and where it occurs (@at). */
+static gsize
+longest_secret_match (const char *s, gsize n, const SecretSource *src, gsize *at)
+{
+  gsize best = 0, j;
+
+  for (j = 0; j < src->len; j++)
+    {
+      gsize k = 0;
+
+      while (k < n && j + k < src->len && s[k] == src->text[j + k])
+        k++;
+      if (k > best && overlaps_secret (src, j, j + k))
+        {
+          best = k;
+          *at = j;
+        }
+    }
+  return best;
+}
+
+static gboolean
+is_utf8_continuation (char c)
+{
+  return ((guchar) c & 0xc0) == 0x80;
+}
+
+/* Whether @text[0..@i) ends with an opening quote, and @text + @j starts with a closing
+ * one (ASCII quotes, or the typographic ones GLib and libredislock use). */
+static gboolean
+is_quoted (const char *text, gsize i, gsize j)
+{
+  static const char *const opening[] = { "'", "\"", "`", "\u2018", "\u201c", "\u00ab" };
+  static const char *const closing[] = { "'", "\"", "`", "\u2019", "\u201d", "\u00bb" };
+  gboolean open = FALSE, close = FALSE;
+  gsize k;
+
+  for (k = 0; k < G_N_ELEMENTS (opening); k++)
+    {
+      gsize l = strlen (opening[k]);
+
+      if (i >= l && memcmp (text + i - l, opening[k], l) == 0)
+        open = TRUE;
+      if (strncmp (text + j, closing[k], strlen (closing[k])) == 0)
+        close = TRUE;
+    }
+  return open && close;
+}
+
+/* Secret fragments shorter than this are hidden only when quoted or a whole secret, so
+ * that a password sharing a few letters with a word does not blot out the message. */
+#define MIN_SECRET_FRAGMENT 4
+
+/* @text with every secret of the Redis URLs the tool may use (--url, $REDIS_URL) hidden:
+ * each URL itself is shown redacted (redact_url()), and any other piece of text that comes
+ * from a secret, whole or in part, raw or percent-decoded, becomes "***". A URL parser
+ * that splits a malformed URL elsewhere than url_secret_spans() does (a password with an
+ * unencoded '/' read as a port, say) still cannot leak it: the fragments it quotes are
+ * hidden too. */
+static char *
+redact_text (const char *text)
+{
+  const char *urls[] = { opt_url, g_getenv ("REDIS_URL") };
+  g_autoptr (GPtrArray) owned = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GArray) sources = g_array_new (FALSE, FALSE, sizeof (SecretSource));
+  g_autoptr (GPtrArray) span_sets = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  GString *out;
+  char *work = g_strdup (text);
+  gsize i, n;
+  guint u, k;
+
+  for (u = 0; u < G_N_ELEMENTS (urls); u++)
+    {
+      const char *url = urls[u];
+      GArray *spans;
+
+      if (url == NULL || *url == '\0')
+        continue;
+      spans = url_secret_spans (url);
+      g_ptr_array_add (span_sets, spans);
+      if (spans->len == 0)
+        continue;
+      /* the URL itself, redacted */
+      {
+        g_autofree char *shown = redact_url (url);
+        g_auto (GStrv) parts = g_strsplit (work, url, -1);
+
+        g_free (work);
+        work = g_strjoinv (shown, parts);
+      }
+      {
+        SecretSource src = { url, strlen (url), spans };
+
+        g_array_append_val (sources, src);
+      }
+      for (k = 0; k < spans->len; k++)
+        {
+          const Span *span = &g_array_index (spans, Span, k);
+          char *raw = g_strndup (url + span->start, span->end - span->start);
+          char *decoded = g_uri_unescape_string (raw, NULL);
+          SecretSource src = { raw, strlen (raw), NULL };
+
+          g_ptr_array_add (owned, raw);
+          g_array_append_val (sources, src);
+          if (decoded != NULL && strcmp (decoded, raw) != 0 && *decoded != '\0')
+            {
+              SecretSource dsrc = { decoded, strlen (decoded), NULL };
+
+              g_ptr_array_add (owned, decoded);
+              g_array_append_val (sources, dsrc);
+            }
+          else
+            g_free (decoded);
+        }
+    }
+  if (sources->len == 0)
+    return work;
+
+  out = g_string_new (NULL);
+  n = strlen (work);
+  for (i = 0; i < n;)
+    {
+      const SecretSource *best_src = NULL;
+      gsize best = 0, best_at = 0, b;
+      gboolean whole = FALSE;
+
+      if (!is_utf8_continuation (work[i]))
+        for (k = 0; k < sources->len; k++)
+          {
+            const SecretSource *src = &g_array_index (sources, SecretSource, k);
+            gsize at = 0;
+            gsize m = longest_secret_match (work + i, n - i, src, &at);
+
+            if (m > best || (m == best && m > 0 && src->spans == NULL && m == src->len))
+              {
+                best = m;
+                best_src = src;
+                best_at = at;
+                whole = src->spans == NULL && m == src->len;
+              }
+          }
+      while (best > 0 && i + best < n && is_utf8_continuation (work[i + best]))
+        best--;
+      if (best == 0
+          || !(best >= MIN_SECRET_FRAGMENT || whole || is_quoted (work, i, i + best)))
+        {
+          g_string_append_c (out, work[i++]);
+          continue;
+        }
+      /* the piece of a URL that matched: its secret bytes hidden, the rest shown */
+      for (b = 0; b < best; b++)
+        {
+          gboolean secret = best_src->spans == NULL || in_secret (best_src, best_at + b);
+
+          if (!secret)
+            g_string_append_c (out, work[i + b]);
+          else if (b == 0 || !(best_src->spans == NULL || in_secret (best_src, best_at + b - 1)))
+            g_string_append (out, "***");
+        }
+      i += best;
+    }
+  g_free (work);
+  return g_string_free (out, FALSE);
+}
+
+/* GLib's log writer, with the library's messages redacted like the tool's own. */
+static GLogWriterOutput
+redacting_log_writer (GLogLevelFlags level, const GLogField *fields, gsize n_fields,
+                      gpointer user_data)
+{
+  g_autofree GLogField *copy = g_memdup2 (fields, n_fields * sizeof *fields);
+  g_autofree char *shown = NULL;
+  gsize i;
+
+  for (i = 0; i < n_fields; i++)
+    if (shown == NULL && strcmp (copy[i].key, "MESSAGE") == 0 && copy[i].value != NULL)
+      {
+        g_autofree char *message = copy[i].length < 0
+                                     ? g_strdup (copy[i].value)
+                                     : g_strndup (copy[i].value, (gsize) copy[i].length);
+
+        shown = redact_text (message);
+        copy[i].value = shown;
+        copy[i].length = -1;
+      }
+  return g_log_writer_default (level, copy, n_fields, user_data);
+}
+
 static const GOptionEntry common_entries[] = {
   { "url", 'u', 0, G_OPTION_ARG_STRING, &opt_url,
     "Redis server (default: $REDIS_URL, else " DEFAULT_URL ")", "URL" },
@@ -381,9 +699,10 @@ parse_db (const char *text, int *db)
   return TRUE;
 }
 
-/* Parses the URL forms libredislock accepts (see redis_lock_registry_new()). */
+/* Parses the URL forms libredislock accepts (see redis_lock_registry_new()); the error
+ * says why not, without naming the URL (GLib's reasons may quote pieces of it). */
 static gboolean
-parse_redis_url (const char *url, RedisAddress *out, GError **error)
+parse_redis_url_parts (const char *url, RedisAddress *out, GError **error)
 {
   g_autoptr (GUri) uri = NULL;
   g_autoptr (GError) uri_error = NULL;
@@ -393,8 +712,7 @@ parse_redis_url (const char *url, RedisAddress *out, GError **error)
   uri = g_uri_parse (url, G_URI_FLAGS_HAS_PASSWORD, &uri_error);
   if (uri == NULL)
     {
-      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID, "invalid Redis URL: %s",
-                   uri_error->message);
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID, "%s", uri_error->message);
       return FALSE;
     }
   scheme = g_uri_get_scheme (uri);
@@ -405,7 +723,7 @@ parse_redis_url (const char *url, RedisAddress *out, GError **error)
   if (g_uri_get_fragment (uri) != NULL)
     {
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                   "invalid Redis URL: a fragment (#...) is not allowed");
+                   "a fragment (#...) is not allowed");
       return FALSE;
     }
   if (g_ascii_strcasecmp (scheme, "redis") == 0)
@@ -415,13 +733,13 @@ parse_redis_url (const char *url, RedisAddress *out, GError **error)
       if (host == NULL || *host == '\0')
         {
           g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                       "invalid Redis URL: no host in redis://");
+                       "no host in redis://");
           return FALSE;
         }
       if (query != NULL)
         {
           g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                       "invalid Redis URL: redis:// takes no query (?...)");
+                       "redis:// takes no query (?...)");
           return FALSE;
         }
       out->db = 0;
@@ -429,7 +747,7 @@ parse_redis_url (const char *url, RedisAddress *out, GError **error)
           && !parse_db (path + 1, &out->db))
         {
           g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                       "invalid Redis URL: the path must be a database number, not '%s'", path);
+                       "the path must be a database number, not '%s'", path);
           return FALSE;
         }
       out->host = g_strdup (host);
@@ -445,13 +763,13 @@ parse_redis_url (const char *url, RedisAddress *out, GError **error)
       if ((host != NULL && *host != '\0') || user != NULL || password != NULL)
         {
           g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                       "invalid Redis URL: write unix:///absolute/path (no host or user part)");
+                       "write unix:///absolute/path (no host or user part)");
           return FALSE;
         }
       if (path == NULL || path[0] != '/' || path[1] == '\0')
         {
           g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                       "invalid Redis URL: unix:// needs an absolute socket path");
+                       "unix:// needs an absolute socket path");
           return FALSE;
         }
       out->path = g_strdup (path);
@@ -465,7 +783,7 @@ parse_redis_url (const char *url, RedisAddress *out, GError **error)
           if (params == NULL)
             {
               g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                           "invalid Redis URL: %s", uri_error->message);
+                           "%s", uri_error->message);
               redis_address_clear (out);
               return FALSE;
             }
@@ -477,7 +795,7 @@ parse_redis_url (const char *url, RedisAddress *out, GError **error)
                   if (!parse_db (v, &out->db))
                     {
                       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                                   "invalid Redis URL: db=%s is not a database number",
+                                   "db=%s is not a database number",
                                    (const char *) v);
                       redis_address_clear (out);
                       return FALSE;
@@ -496,7 +814,7 @@ parse_redis_url (const char *url, RedisAddress *out, GError **error)
               else
                 {
                   g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                               "invalid Redis URL: unknown parameter '%s'", (const char *) k);
+                               "unknown parameter '%s'", (const char *) k);
                   redis_address_clear (out);
                   return FALSE;
                 }
@@ -506,11 +824,25 @@ parse_redis_url (const char *url, RedisAddress *out, GError **error)
     }
   if (g_ascii_strcasecmp (scheme, "rediss") == 0)
     g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                 "invalid Redis URL: rediss:// (TLS) is not supported");
+                 "rediss:// (TLS) is not supported");
   else
     g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                 "invalid Redis URL: unsupported scheme '%s' (use redis:// or unix://)", scheme);
+                 "unsupported scheme '%s' (use redis:// or unix://)", scheme);
   return FALSE;
+}
+
+/* Like parse_redis_url_parts(), the error naming the URL, redacted. */
+static gboolean
+parse_redis_url (const char *url, RedisAddress *out, GError **error)
+{
+  if (!parse_redis_url_parts (url, out, error))
+    {
+      g_autofree char *shown = redact_url (url);
+
+      g_prefix_error (error, "invalid Redis URL '%s': ", shown);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 /* Sends one command (binary-safe arguments) and returns its reply; a Redis error reply
@@ -2099,6 +2431,7 @@ main (int argc, char **argv)
   g_autofree char *self = NULL;
 
   setlocale (LC_ALL, "");
+  g_log_set_writer_func (redacting_log_writer, NULL, NULL);
   /* A write to a dropped Redis connection must be an error, not a death. */
   pipe_disposition_ignored = signal_is_ignored (SIGPIPE);
   signal (SIGPIPE, SIG_IGN);
