@@ -2,9 +2,10 @@
 # cli.sh: tests of the redislock command-line tool (tools/redislock.c). Starts a private
 # redis-server on a Unix socket in a temporary directory and checks the exit statuses of
 # `redislock run` (the command's status, 1 not acquired, 2 Redis error, 3 lease lost,
-# 64 usage), the command's environment, lease loss, mutual exclusion of concurrent runs,
-# signal forwarding, `status` / `list` output (text and JSON), escaped holders,
-# passwords kept out of every message, and `demo`. Prints TAP.
+# 64 usage), where its options end and the command begins, the command's environment,
+# lease loss, mutual exclusion of concurrent runs, signal forwarding, `status` / `list`
+# output (text and JSON), escaped holders, passwords kept out of every message, and
+# `demo`. Prints TAP.
 # Synchronisation with background commands uses marker files polled in bounded loops.
 set -u
 
@@ -83,6 +84,8 @@ start_bg () { "$@" 2>"$tmp/bg.err" & bg=$!; bg_pids="$bg_pids $bg"; }
 one_line () { [ "$(wc -l <"$1")" -eq 1 ]; }
 # lacks FILE PATTERN…: no line of FILE matches any PATTERN (fixed strings)
 lacks () { f=$1; shift; for p in "$@"; do grep -q -F -e "$p" "$f" && return 1; done; return 0; }
+# args_are FILE ARG…: FILE holds exactly the lines ARG…
+args_are () { f=$1; shift; [ "$(cat "$f")" = "$(printf '%s\n' "$@")" ]; }
 # hold.sh STARTED RELEASE: a command that signals it runs, then waits (at most 60 s, so
 # nothing outlives the test) until told to end
 cat >"$tmp/hold.sh" <<'EOF'
@@ -109,7 +112,6 @@ check "usage line on stderr" grep -q '^Usage: redislock run' "$tmp/err"
 rl run lonely 2>"$tmp/err"; expect_rc "run without COMMAND: 64" 64 $?
 rl run lonely -- 2>"$tmp/err"; expect_rc "run with nothing after --: 64" 64 $?
 rl run --bogus x -- true 2>"$tmp/err"; expect_rc "unknown option: 64" 64 $?
-rl run x y -- true 2>"$tmp/err"; expect_rc "two names before --: 64" 64 $?
 rl run '' -- true 2>"$tmp/err"; expect_rc "empty name: 64" 64 $?
 for d in soon 10x -1s 1.2.3 ms '' 5sec; do
   rl run --wait "$d" x -- true 2>"$tmp/err"; expect_rc "--wait '$d' rejected: 64" 64 $?
@@ -141,6 +143,22 @@ rl run --wait forever st -- true 2>"$tmp/err"; expect_rc "--wait forever accepte
 rl run --wait 1s -- -dash sh -c 'printf "%s\n" "$REDIS_LOCK_KEY" >"$0/dash.key"; exit 4' "$tmp" 2>"$tmp/err"
 expect_rc "NAME after --: status 4" 4 $?
 check "NAME after -- may start with a dash" test "$(cat "$tmp/dash.key")" = redislock:-dash
+
+# --- only the first -- (or NAME) ends redislock's options: the rest is the command's ------
+# argv.sh FILE ARG…: writes its ARGs to FILE, one a line
+printf '%s\n' 'out=$1; shift; printf "%s\n" "$@" >"$out"' >"$tmp/argv.sh"
+rl run st sh "$tmp/argv.sh" "$tmp/args1" log -- f 2>"$tmp/err"
+expect_rc "a command with a -- of its own, no -- before it: 0" 0 $?
+check "the command got 'log -- f'" args_are "$tmp/args1" log -- f
+rl run st -- sh "$tmp/argv.sh" "$tmp/args2" -- f 2>"$tmp/err"; expect_rc "NAME -- COMMAND with a -- of its own: 0" 0 $?
+check "the command got '-- f'" args_are "$tmp/args2" -- f
+rl run --wait 1s -- st -- sh "$tmp/argv.sh" "$tmp/args3" -- --wait 2s -- 2>"$tmp/err"
+expect_rc "-- NAME -- COMMAND with -- and options of its own: 0" 0 $?
+check "the command got '-- --wait 2s --'" args_are "$tmp/args3" -- --wait 2s --
+rl run -w 1s st sh "$tmp/argv.sh" "$tmp/args4" --ttl=5s -k 1 2>"$tmp/err"
+expect_rc "options after NAME are the command's: 0" 0 $?
+check "the command got '--ttl=5s -k 1'" args_are "$tmp/args4" --ttl=5s -k 1
+rl run x y -- true 2>"$tmp/err"; expect_rc "an argument after NAME starts the command (y not found): 127" 127 $?
 rl run st -- sh -c 'kill -KILL $$' 2>"$tmp/err"; expect_rc "command killed by SIGKILL: 137" 137 $?
 rl run st -- /nonexistent/command 2>"$tmp/err"; expect_rc "command not found: 127" 127 $?
 check "nothing left in Redis after runs" test "$(rcli EXISTS redislock:st)" = 0

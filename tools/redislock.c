@@ -1747,7 +1747,35 @@ install_signal_forwarding (void)
   return TRUE;
 }
 
-static const char run_usage[] = "run [OPTION…] NAME [--] COMMAND [ARG…]";
+/* Whether the option @arg ("-x", "--long" or "--long=VALUE") of @tables takes the next
+ * argument as its value. */
+static gboolean
+option_takes_next (const char *arg, const GOptionEntry *const *tables)
+{
+  const GOptionEntry *const *t;
+  const GOptionEntry *e;
+
+  if (arg[1] == '-')
+    {
+      const char *name = arg + 2;
+      gsize len = strcspn (name, "=");
+
+      if (name[len] == '=')
+        return FALSE;
+      for (t = tables; *t != NULL; t++)
+        for (e = *t; e->long_name != NULL; e++)
+          if (strlen (e->long_name) == len && strncmp (e->long_name, name, len) == 0)
+            return e->arg != G_OPTION_ARG_NONE;
+      return FALSE;
+    }
+  for (t = tables; *t != NULL; t++)
+    for (e = *t; e->long_name != NULL; e++)
+      if (e->short_name != 0 && e->short_name == arg[strlen (arg) - 1])
+        return e->arg != G_OPTION_ARG_NONE;
+  return FALSE;
+}
+
+static const char run_usage[] = "run [OPTION…] [--] NAME [--] COMMAND [ARG…]";
 
 static int
 cmd_run (int argc, char **argv)
@@ -1767,6 +1795,7 @@ cmd_run (int argc, char **argv)
       "DURATION" },
     { NULL },
   };
+  static const GOptionEntry *const tables[] = { common_entries, entries, NULL };
   g_autoptr (GError) error = NULL;
   g_autoptr (RedisLockRegistry) registry = NULL;
   g_autoptr (RedisLock) lock = NULL;
@@ -1776,67 +1805,53 @@ cmd_run (int argc, char **argv)
   Holder *h;
   RunState st = { 0 };
   guint wake_source, signal_source;
-  int sep = -1, rc, i, opt_argc, result;
+  int end, rc, i, opt_argc, result;
+  gboolean sep = FALSE;
   char **opt_argv;
   char **command;
   const char *name;
   gint64 wait_ms = -1, ttl_ms = DEFAULT_TTL_MS, kill_after_ms = DEFAULT_KILL_AFTER_MS;
   gboolean lease_lost;
 
-  /* Options stop at the first "--"; without one, at NAME. */
-  for (i = 1; i < argc; i++)
-    if (strcmp (argv[i], "--") == 0)
-      {
-        sep = i;
+  /* The options end at the first "--", NAME following it, or at the first argument that
+   * is not an option, NAME. One "--" right after NAME is skipped; all the rest, other
+   * "--" included, is the command's. */
+  for (end = 1; end < argc; end++)
+    {
+      const char *arg = argv[end];
+
+      if (strcmp (arg, "--") == 0)
+        {
+          sep = TRUE;
+          break;
+        }
+      if (arg[0] != '-' || arg[1] == '\0')
         break;
-      }
-  opt_argc = sep >= 0 ? sep : argc;
+      if (option_takes_next (arg, tables) && end + 1 < argc)
+        end++;
+    }
+  opt_argc = end;
   opt_argv = g_new0 (char *, opt_argc + 1);
   memcpy (opt_argv, argv, sizeof (char *) * (gsize) opt_argc);
-  rc = parse_options ("run", run_usage, "NAME [--] COMMAND [ARG…]",
+  rc = parse_options ("run", run_usage, "[--] NAME [--] COMMAND [ARG…]",
                       "Holds lock NAME while COMMAND runs, and exits with its status.\n"
                       "Exit status: the command's; 1 when the lock was not acquired within\n"
                       "--wait; 2 on a Redis error; 3 when the lease was lost while the command\n"
                       "ran; 64 on a usage error; 126/127 when the command cannot be run;\n"
                       "128+N when the command (or redislock, before it started) got signal N.",
-                      entries, TRUE, sep < 0, &opt_argc, &opt_argv);
+                      entries, TRUE, TRUE, &opt_argc, &opt_argv);
+  if (rc < 0 && opt_argc > 1)
+    rc = usage_error ("run", run_usage, "unexpected argument '%s'", opt_argv[1]);
+  g_free (opt_argv);
   if (rc >= 0)
-    {
-      g_free (opt_argv);
-      return rc;
-    }
-  if (opt_argc < 2 && sep >= 0 && argv[sep + 1] != NULL)
-    {
-      /* `run [OPTION…] -- NAME COMMAND`: NAME after the separator (it may start with -) */
-      g_free (opt_argv);
-      name = argv[sep + 1];
-      command = argv + sep + 2;
-    }
-  else if (opt_argc < 2)
-    {
-      g_free (opt_argv);
-      return usage_error ("run", run_usage, "no lock NAME given");
-    }
-  else if (sep >= 0)
-    {
-      name = opt_argv[1];
-      if (opt_argc > 2)
-        {
-          result = usage_error ("run", run_usage, "unexpected argument '%s' before --",
-                                opt_argv[2]);
-          g_free (opt_argv);
-          return result;
-        }
-      command = argv + sep + 1;
-      g_free (opt_argv);
-    }
-  else
-    {
-      /* strict POSIX parsing left NAME and everything after it in place */
-      name = opt_argv[1];
-      command = argv + (argc - opt_argc) + 2;
-      g_free (opt_argv);
-    }
+    return rc;
+  i = sep ? end + 1 : end;
+  if (i >= argc)
+    return usage_error ("run", run_usage, "no lock NAME given");
+  name = argv[i++];
+  if (i < argc && strcmp (argv[i], "--") == 0)
+    i++;
+  command = argv + i;
   if (command[0] == NULL)
     return usage_error ("run", run_usage, "no COMMAND given");
   if (*name == '\0')
@@ -2402,7 +2417,8 @@ static const char main_help[] =
   "Named locks shared through Redis: flock(1) for processes on many machines.\n"
   "\n"
   "Commands:\n"
-  "  run [OPTION…] NAME [--] COMMAND [ARG…]  hold lock NAME while COMMAND runs\n"
+  "  run [OPTION…] [--] NAME [--] COMMAND [ARG…]\n"
+  "                                          hold lock NAME while COMMAND runs\n"
   "  status [OPTION…] NAME…                  show whether locks are held, by whom, how long\n"
   "  list [OPTION…]                          show the locks held in a registry\n"
   "  demo [OPTION…]                          flash-sale demonstration of the lock\n"
