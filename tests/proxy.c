@@ -327,6 +327,127 @@ remove_dead (TestProxy *proxy)
     }
 }
 
+/* The poll set: 0 the wake-up pipe, 1 the listener, then client and server of each
+ * connection. Mutex held. */
+static struct pollfd *
+fill_pollfds (TestProxy *proxy, GArray *fds)
+{
+  guint n_conns = proxy->conns->len;
+  struct pollfd *pfd;
+
+  g_array_set_size (fds, 2 + 2 * n_conns);
+  pfd = (struct pollfd *)(void *)fds->data;
+  pfd[0] = (struct pollfd){ proxy->wake[0], POLLIN, 0 };
+  pfd[1] = (struct pollfd){ proxy->listener, POLLIN, 0 };
+  for (guint i = 0; i < n_conns; i++)
+    {
+      ProxyConn *conn = g_ptr_array_index (proxy->conns, i);
+
+      pfd[2 + 2 * i] = (struct pollfd){ conn->client_gone ? -1 : conn->client, POLLIN, 0 };
+      if (conn->to_client->len > 0)
+        pfd[2 + 2 * i].events |= POLLOUT;
+      /* A server that hung up is not polled again (it would report POLLHUP forever);
+       * the client still gets what it sent before. */
+      pfd[3 + 2 * i] = (struct pollfd){ conn->server_eof ? -1 : conn->server, POLLIN, 0 };
+      if (conn->to_server->len > 0)
+        pfd[3 + 2 * i].events |= POLLOUT;
+    }
+  return pfd;
+}
+
+/* Reads what the first @n_conns connections have (none were added or removed since
+ * the poll). Mutex held. */
+static void
+read_all (TestProxy *proxy, const struct pollfd *pfd, guint n_conns, guint8 *chunk)
+{
+  for (guint i = 0; i < n_conns; i++)
+    {
+      ProxyConn *conn = g_ptr_array_index (proxy->conns, i);
+      gboolean broken = FALSE;
+      gssize n;
+
+      if (pfd[2 + 2 * i].revents & (POLLIN | POLLHUP | POLLERR))
+        {
+          while ((n = read_chunk (conn->client, chunk, &broken)) > 0)
+            from_client (proxy, conn, chunk, (gsize)n);
+          /* The client is gone: nobody to answer. What it sent and the proxy holds
+           * would have been in the server's socket buffer already: it still goes to
+           * the server at release. */
+          if (broken && conn->held != NULL)
+            conn->client_gone = TRUE;
+          else if (broken)
+            conn->dead = TRUE;
+        }
+      broken = FALSE;
+      if (!conn->dead && (pfd[3 + 2 * i].revents & (POLLIN | POLLHUP | POLLERR)))
+        {
+          while ((n = read_chunk (conn->server, chunk, &broken)) > 0)
+            from_server (proxy, conn, chunk, (gsize)n);
+          if (broken)
+            conn->server_eof = TRUE; /* the client gets what came before */
+        }
+    }
+}
+
+/* Carries out release and kill requests. Mutex held. */
+static void
+handle_requests (TestProxy *proxy)
+{
+  if (proxy->release)
+    {
+      for (guint i = 0; i < proxy->conns->len; i++)
+        {
+          ProxyConn *conn = g_ptr_array_index (proxy->conns, i);
+
+          if (conn->held != NULL)
+            {
+              g_byte_array_append (conn->to_server, conn->held->data, conn->held->len);
+              g_clear_pointer (&conn->held, g_byte_array_unref);
+            }
+          if (conn->held_replies != NULL)
+            {
+              g_byte_array_append (conn->to_client, conn->held_replies->data,
+                                   conn->held_replies->len);
+              g_clear_pointer (&conn->held_replies, g_byte_array_unref);
+            }
+        }
+      proxy->release = FALSE;
+    }
+  if (proxy->kill || proxy->stop)
+    {
+      for (guint i = 0; i < proxy->conns->len; i++)
+        ((ProxyConn *)g_ptr_array_index (proxy->conns, i))->dead = TRUE;
+      proxy->kill = FALSE;
+    }
+}
+
+/* Writes what is due, and marks the connections that are over. Mutex held. */
+static void
+write_all (TestProxy *proxy)
+{
+  for (guint i = 0; i < proxy->conns->len; i++)
+    {
+      ProxyConn *conn = g_ptr_array_index (proxy->conns, i);
+
+      if (conn->dead)
+        continue;
+      move_due (conn, g_get_monotonic_time ());
+      if (conn->server_eof)
+        g_byte_array_set_size (conn->to_server, 0);
+      if (conn->client_gone)
+        {
+          g_byte_array_set_size (conn->to_client, 0);
+          if (!flush (conn->server, conn->to_server)
+              || (conn->held == NULL && conn->to_server->len == 0))
+            conn->dead = TRUE;
+        }
+      else if (!flush (conn->server, conn->to_server) || !flush (conn->client, conn->to_client))
+        conn->dead = TRUE;
+      else if (conn->server_eof && conn->to_client->len == 0 && g_queue_is_empty (&conn->delayed))
+        conn->dead = TRUE;
+    }
+}
+
 static gpointer
 proxy_main (gpointer data)
 {
@@ -340,124 +461,26 @@ proxy_main (gpointer data)
     {
       int timeout = next_timeout_ms (proxy, g_get_monotonic_time ());
       guint n_conns = proxy->conns->len;
+      struct pollfd *pfd = fill_pollfds (proxy, fds);
       guint64 requests;
-      struct pollfd *pfd;
 
-      /* 0: the wake-up pipe, 1: the listener, then client and server of each conn. */
-      g_array_set_size (fds, 2 + 2 * n_conns);
-      pfd = (struct pollfd *)(void *)fds->data;
-      pfd[0] = (struct pollfd){ proxy->wake[0], POLLIN, 0 };
-      pfd[1] = (struct pollfd){ proxy->listener, POLLIN, 0 };
-      for (guint i = 0; i < n_conns; i++)
-        {
-          ProxyConn *conn = g_ptr_array_index (proxy->conns, i);
-
-          pfd[2 + 2 * i] = (struct pollfd){ conn->client_gone ? -1 : conn->client, POLLIN, 0 };
-          if (conn->to_client->len > 0)
-            pfd[2 + 2 * i].events |= POLLOUT;
-          /* A server that hung up is not polled again (it would report POLLHUP
-           * forever); the client still gets what it sent before. */
-          pfd[3 + 2 * i] = (struct pollfd){ conn->server_eof ? -1 : conn->server, POLLIN, 0 };
-          if (conn->to_server->len > 0)
-            pfd[3 + 2 * i].events |= POLLOUT;
-        }
       test_sync_unlock (&proxy->sync);
-
       if (poll (pfd, fds->len, timeout) < 0)
         g_assert_cmpint (errno, ==, EINTR);
-
       test_sync_lock (&proxy->sync);
+
       if (pfd[0].revents != 0)
         {
           char buf[64];
           while (read (proxy->wake[0], buf, sizeof buf) > 0)
             ;
         }
-
-      /* Reads, on the connections polled (none were added or removed meanwhile). */
-      for (guint i = 0; i < n_conns; i++)
-        {
-          ProxyConn *conn = g_ptr_array_index (proxy->conns, i);
-          gboolean broken = FALSE;
-          gssize n;
-
-          if (pfd[2 + 2 * i].revents & (POLLIN | POLLHUP | POLLERR))
-            {
-              while ((n = read_chunk (conn->client, chunk, &broken)) > 0)
-                from_client (proxy, conn, chunk, (gsize)n);
-              /* The client is gone: nobody to answer. What it sent and the proxy holds
-               * would have been in the server's socket buffer already: it still goes
-               * to the server at release. */
-              if (broken && conn->held != NULL)
-                conn->client_gone = TRUE;
-              else if (broken)
-                conn->dead = TRUE;
-            }
-          broken = FALSE;
-          if (!conn->dead && (pfd[3 + 2 * i].revents & (POLLIN | POLLHUP | POLLERR)))
-            {
-              while ((n = read_chunk (conn->server, chunk, &broken)) > 0)
-                from_server (proxy, conn, chunk, (gsize)n);
-              if (broken)
-                conn->server_eof = TRUE; /* the client gets what came before */
-            }
-        }
-
-      /* Requests of the control functions. */
+      read_all (proxy, pfd, n_conns, chunk);
       requests = proxy->requests;
-      if (proxy->release)
-        {
-          for (guint i = 0; i < proxy->conns->len; i++)
-            {
-              ProxyConn *conn = g_ptr_array_index (proxy->conns, i);
-
-              if (conn->held != NULL)
-                {
-                  g_byte_array_append (conn->to_server, conn->held->data, conn->held->len);
-                  g_clear_pointer (&conn->held, g_byte_array_unref);
-                }
-              if (conn->held_replies != NULL)
-                {
-                  g_byte_array_append (conn->to_client, conn->held_replies->data,
-                                       conn->held_replies->len);
-                  g_clear_pointer (&conn->held_replies, g_byte_array_unref);
-                }
-            }
-          proxy->release = FALSE;
-        }
-      if (proxy->kill || proxy->stop)
-        {
-          for (guint i = 0; i < proxy->conns->len; i++)
-            ((ProxyConn *)g_ptr_array_index (proxy->conns, i))->dead = TRUE;
-          proxy->kill = FALSE;
-        }
+      handle_requests (proxy);
       stop = proxy->stop;
-
-      /* Writes, and connections that are over. */
-      for (guint i = 0; i < proxy->conns->len; i++)
-        {
-          ProxyConn *conn = g_ptr_array_index (proxy->conns, i);
-
-          if (conn->dead)
-            continue;
-          move_due (conn, g_get_monotonic_time ());
-          if (conn->server_eof)
-            g_byte_array_set_size (conn->to_server, 0);
-          if (conn->client_gone)
-            {
-              g_byte_array_set_size (conn->to_client, 0);
-              if (!flush (conn->server, conn->to_server)
-                  || (conn->held == NULL && conn->to_server->len == 0))
-                conn->dead = TRUE;
-            }
-          else if (!flush (conn->server, conn->to_server) || !flush (conn->client, conn->to_client))
-            conn->dead = TRUE;
-          else if (conn->server_eof && conn->to_client->len == 0
-                   && g_queue_is_empty (&conn->delayed))
-            conn->dead = TRUE;
-        }
+      write_all (proxy);
       remove_dead (proxy);
-
       if (!stop)
         accept_connections (proxy);
       proxy->handled = requests;
