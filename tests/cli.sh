@@ -3,9 +3,9 @@
 # redis-server on a Unix socket in a temporary directory and checks the exit statuses of
 # `redislock run` (the command's status, 1 not acquired, 2 Redis error, 3 lease lost,
 # 64 usage), where its options end and the command begins, the command's environment,
-# lease loss, mutual exclusion of concurrent runs, signal forwarding, `status` / `list`
-# output (text and JSON), escaped holders, passwords kept out of every message, and
-# `demo`. Prints TAP.
+# lease loss (SIGKILL within the lease margin), mutual exclusion of concurrent runs,
+# signal forwarding, `status` / `list` output (text and JSON), escaped holders,
+# passwords kept out of every message, and `demo`. Prints TAP.
 # Synchronisation with background commands uses marker files polled in bounded loops.
 set -u
 
@@ -392,6 +392,33 @@ rcli DEL redislock:lease >/dev/null
 wait "$pid"; rc=$?; cp "$tmp/bg.err" "$tmp/err"
 expect_rc "command ignoring SIGTERM is killed: 3" 3 $rc
 check "stderr mentions SIGKILL" grep -q 'SIGKILL' "$tmp/err"
+
+# A command that outlives SIGTERM is SIGKILLed before the key could expire: at most the
+# lease margin after the loss report (5% of the TTL: 100ms at --ttl 2s), even with the
+# default --kill-after (5s). It stamps the time at SIGTERM and while it lives; the last
+# stamp follows SIGTERM by the time to SIGKILL, less one turn of its loop (10 ms), plus
+# scheduling delays, hence the slack on the bound.
+cat >"$tmp/stubborn.sh" <<'EOF'
+trap 'date +%s%N >"$0.term"' TERM
+touch "$0.started"
+i=0
+while [ $i -lt 3000 ]; do date +%s%N >>"$0.alive"; sleep 0.01; i=$((i + 1)); done
+EOF
+start_bg "$RL" run --ttl 2s stubborn -- sh "$tmp/stubborn.sh"
+pid=$bg
+check "command ignoring SIGTERM, --ttl 2s, started" wait_for "$tmp/stubborn.sh.started"
+rcli SET redislock:stubborn intruder PX 30000 >/dev/null
+wait "$pid"; rc=$?; cp "$tmp/bg.err" "$tmp/err"
+expect_rc "its lease taken by another owner: 3" 3 $rc
+check "the loss report bounds SIGKILL by the margin, 100ms" grep -q 'lost the lease.*SIGKILL in 100ms' "$tmp/err"
+if [ -s "$tmp/stubborn.sh.term" ] && [ -s "$tmp/stubborn.sh.alive" ]; then
+  lived=$((($(tail -n 1 "$tmp/stubborn.sh.alive") - $(cat "$tmp/stubborn.sh.term")) / 1000000))
+else
+  lived=unknown
+fi
+check "SIGKILLed within the 100ms margin (+ 400ms slack) of the loss report: lived ${lived}ms after SIGTERM" \
+  test "$lived" != unknown -a "$lived" -le 500
+rcli DEL redislock:stubborn >/dev/null
 
 # --- two runs on one name never overlap --------------------------------------------------
 : >"$tmp/stamps"

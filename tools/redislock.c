@@ -3,8 +3,9 @@
  * `redislock run NAME -- COMMAND` takes the lock NAME through libredislock (the
  * registry's watchdog keeps renewing the lease), runs COMMAND as a child process,
  * releases the lock when it ends and exits with its status; if the lease is lost while
- * the command runs, the command is terminated. `status` and `list` show who holds
- * which lock, talking to Redis directly with read-only commands (GET, PTTL, SCAN).
+ * the command runs, the command is terminated, SIGKILL coming before the key can
+ * expire. `status` and `list` show who holds which lock, talking to Redis directly with
+ * read-only commands (GET, PTTL, SCAN).
  * `demo` runs a flash sale: processes x threads buying from a stock kept in Redis with a
  * non-atomic read-modify-write, made correct by the lock. Every message is printed with
  * the passwords of the Redis URL hidden, and values read from Redis escaped. The manual
@@ -1404,6 +1405,7 @@ typedef struct
   gboolean release_requested;
   /* lease-lost callback → main */
   gboolean lease_lost;
+  gint64 lease_lost_us; /* monotonic time of the report */
 } Holder;
 
 typedef struct
@@ -1413,7 +1415,7 @@ typedef struct
   RedisLockRegistry *registry;
   const char *name;
   char **command;
-  gint64 kill_after_ms;
+  gint64 kill_after_us; /* SIGTERM to SIGKILL on a lost lease, at most the lease margin */
 
   /* main thread only */
   gboolean acquire_handled;
@@ -1483,11 +1485,27 @@ static void
 on_lease_lost (RedisLock *lock, gpointer user_data)
 {
   Holder *h = user_data;
+  gint64 now = g_get_monotonic_time ();
 
   pthread_mutex_lock (&h->mu);
+  if (!h->lease_lost)
+    h->lease_lost_us = now;
   h->lease_lost = TRUE;
   pthread_mutex_unlock (&h->mu);
   holder_wake (h);
+}
+
+/* libredislock's drift margin for a lease of @ttl_ms (drift_margin_us() in
+ * src/leases.c): 5% of the TTL, at least 25 ms, at most half the TTL. A lease is
+ * reported lost once it has gone unconfirmed for the TTL less this margin, so its key
+ * cannot expire, and another client take the lock, sooner than this margin after the
+ * report: the command must be dead by then. */
+static gint64
+lease_margin_us (gint64 ttl_ms)
+{
+  gint64 ttl_us = ttl_ms * 1000;
+
+  return MIN (MAX (ttl_us / 20, 25000), ttl_us / 2);
 }
 
 static int pipe_disposition_ignored;
@@ -1537,7 +1555,7 @@ on_kill_timer (gpointer data)
   st->kill_timer = 0;
   if (st->child_running)
     {
-      g_autofree char *grace = format_duration (st->kill_after_ms);
+      g_autofree char *grace = format_duration (st->kill_after_us / 1000);
 
       die_message ("the command did not end within %s of SIGTERM; sending SIGKILL", grace);
       kill (st->child, SIGKILL);
@@ -1634,17 +1652,27 @@ handle_acquired (RunState *st, gboolean acquired, const GError *error)
   start_command (st);
 }
 
+/* SIGTERM now, SIGKILL once the grace is over, counted from the loss report: by then at
+ * the latest, since the grace is at most the lease margin, before the key can expire. */
 static void
-handle_lease_lost (RunState *st)
+handle_lease_lost (RunState *st, gint64 lost_us)
 {
   g_autofree char *name = escape_for_display (st->name);
+  g_autofree char *grace = format_duration (st->kill_after_us / 1000);
+  gint64 remaining_us;
 
   st->lease_lost_handled = TRUE;
   if (!st->child_running)
     return;
-  die_message ("lost the lease on lock '%s'; terminating the command", name);
+  die_message ("lost the lease on lock '%s'; terminating the command (SIGKILL in %s at most)",
+               name, grace);
   kill (st->child, SIGTERM);
-  st->kill_timer = g_timeout_add (st->kill_after_ms, on_kill_timer, st);
+  remaining_us = lost_us + st->kill_after_us - g_get_monotonic_time ();
+  if (remaining_us <= 0)
+    on_kill_timer (st);
+  else
+    st->kill_timer = g_timeout_add ((guint) MIN (remaining_us / 1000, (gint64) G_MAXUINT),
+                                    on_kill_timer, st);
 }
 
 static gboolean
@@ -1654,6 +1682,7 @@ on_wake (int fd, GIOCondition condition, gpointer data)
   Holder *h = st->holder;
   char buf[64];
   gboolean acquire_done, acquired, lease_lost, release_done;
+  gint64 lease_lost_us;
   GError *acquire_error;
 
   while (read (fd, buf, sizeof buf) > 0)
@@ -1663,13 +1692,14 @@ on_wake (int fd, GIOCondition condition, gpointer data)
   acquired = h->acquired;
   acquire_error = h->acquire_error;
   lease_lost = h->lease_lost;
+  lease_lost_us = h->lease_lost_us;
   release_done = h->release_done;
   pthread_mutex_unlock (&h->mu);
 
   if (acquire_done && !st->acquire_handled)
     handle_acquired (st, acquired, acquire_error);
   if (lease_lost && !st->lease_lost_handled && st->acquire_handled)
-    handle_lease_lost (st);
+    handle_lease_lost (st, lease_lost_us);
   if (release_done)
     g_main_loop_quit (st->loop);
   return G_SOURCE_CONTINUE;
@@ -1791,7 +1821,8 @@ cmd_run (int argc, char **argv)
       "blocks others (default: 60s)",
       "DURATION" },
     { "kill-after", 'k', 0, G_OPTION_ARG_STRING, &opt_kill_after,
-      "When the lease is lost, send SIGKILL this long after SIGTERM (default: 5s)",
+      "When the lease is lost, send SIGKILL this long after SIGTERM (default: 5s), at most "
+      "the lease margin, 5% of the TTL (3s at the default TTL)",
       "DURATION" },
     { NULL },
   };
@@ -1908,7 +1939,7 @@ cmd_run (int argc, char **argv)
   st.registry = registry;
   st.name = name;
   st.command = command;
-  st.kill_after_ms = kill_after_ms;
+  st.kill_after_us = MIN (kill_after_ms * 1000, lease_margin_us (ttl_ms));
   st.exit_status = -1;
   wake_source = g_unix_fd_add (h->wake_fd[0], G_IO_IN, on_wake, &st);
   signal_source = g_unix_fd_add (signal_pipe[0], G_IO_IN, on_signal_pipe, &st);
