@@ -255,11 +255,38 @@ test_close_tells_holders (TestFixture *fx, gconstpointer data)
 
 /* ---- outages ---- */
 
+/* Another registry on the fixture's server with lease TTL @ttl_ms, reporting losses
+ * to @ll, holding the lock @name. */
+static RedisLockRegistry *
+watched_holder (TestFixture *fx, gint64 ttl_ms, TestLeaseLost *ll, const char *name,
+                RedisLock **lock)
+{
+  RedisLockRegistry *r = test_registry_new (fx);
+
+  test_lease_lost_init (ll);
+  redis_lock_registry_set_expire_after_ms (r, ttl_ms);
+  redis_lock_registry_set_lease_lost_callback (r, test_lease_lost_cb, ll, NULL);
+  *lock = test_obtain (r, name);
+  test_lock_ok (*lock);
+  return r;
+}
+
+/* The end of a watched_holder() whose lease was lost: the unlock says so. */
+static void
+watched_holder_end (RedisLockRegistry *r, RedisLock *lock, TestLeaseLost *ll)
+{
+  test_unlock_lease_lost (lock);
+  redis_lock_registry_set_lease_lost_callback (r, NULL, NULL, NULL);
+  redis_lock_unref (lock);
+  redis_lock_registry_unref (r);
+  test_lease_lost_clear (ll);
+}
+
 static void
 test_outage_backoff (TestFixture *fx, gconstpointer data)
 {
   RedisLockRegistry *r;
-  g_autoptr (RedisLock) lock = NULL;
+  RedisLock *lock;
   g_autoptr (GError) error = NULL;
   TestLeaseLost ll;
   guint64 ticks;
@@ -269,12 +296,7 @@ test_outage_backoff (TestFixture *fx, gconstpointer data)
                   "until the lease counts as lost, not thousands");
   TEST_SKIP_IF_NO_SERVER (fx);
 
-  test_lease_lost_init (&ll);
-  r = test_registry_new (fx);
-  redis_lock_registry_set_expire_after_ms (r, 3000);
-  redis_lock_registry_set_lease_lost_callback (r, test_lease_lost_cb, &ll, NULL);
-  lock = test_obtain (r, "outage");
-  test_lock_ok (lock);
+  r = watched_holder (fx, 3000, &ll, "outage", &lock);
   redis_lock_test_server_stop (fx->server);
   ticks = test_stats (r).watchdog_ticks;
   /* The loss is due 2.85 s after the last renewal; the first renewal is due at 1 s. */
@@ -286,18 +308,14 @@ test_outage_backoff (TestFixture *fx, gconstpointer data)
 
   g_assert_true (redis_lock_test_server_start (fx->server, &error));
   g_assert_no_error (error);
-  test_unlock_lease_lost (lock);
-  redis_lock_registry_set_lease_lost_callback (r, NULL, NULL, NULL);
-  g_clear_pointer (&lock, redis_lock_unref);
-  redis_lock_registry_unref (r);
-  test_lease_lost_clear (&ll);
+  watched_holder_end (r, lock, &ll);
 }
 
 static void
 test_restart_audits_leases (TestFixture *fx, gconstpointer data)
 {
   RedisLockRegistry *r;
-  g_autoptr (RedisLock) lock = NULL;
+  RedisLock *lock;
   g_autoptr (RedisLock) busy = NULL;
   g_autoptr (RedisLock) mine = NULL;
   g_autoptr (GError) error = NULL;
@@ -309,12 +327,7 @@ test_restart_audits_leases (TestFixture *fx, gconstpointer data)
                   "30 s lease is reported lost within seconds, not at the next tick (10 s)");
   TEST_SKIP_IF_NO_SERVER (fx);
 
-  test_lease_lost_init (&ll);
-  r = test_registry_new (fx);
-  redis_lock_registry_set_expire_after_ms (r, 30000);
-  redis_lock_registry_set_lease_lost_callback (r, test_lease_lost_cb, &ll, NULL);
-  lock = test_obtain (r, "restarted");
-  test_lock_ok (lock);
+  r = watched_holder (fx, 30000, &ll, "restarted", &lock);
   /* One wait, so that the registry subscribes to notifications. */
   busy = test_obtain (fx->registry, "busy");
   test_lock_ok (busy);
@@ -329,12 +342,8 @@ test_restart_audits_leases (TestFixture *fx, gconstpointer data)
   g_assert_no_error (error);
   g_assert_cmpuint (test_lease_lost_wait (&ll, 7000), ==, 1);
   g_test_message ("loss reported %" G_GINT64_FORMAT " ms after the restart", ll.at_ms - t0);
-  test_unlock_lease_lost (lock);
-  redis_lock_registry_set_lease_lost_callback (r, NULL, NULL, NULL);
-  g_clear_pointer (&lock, redis_lock_unref);
   g_clear_pointer (&mine, redis_lock_unref);
-  redis_lock_registry_unref (r);
-  test_lease_lost_clear (&ll);
+  watched_holder_end (r, lock, &ll);
 }
 
 static void
