@@ -4,9 +4,11 @@
 # `redislock run` (the command's status, 1 not acquired, 2 Redis error, 3 lease lost,
 # 64 usage), where its options end and the command begins, the command's environment,
 # lease loss (SIGKILL within the lease margin), mutual exclusion of concurrent runs,
-# signal forwarding, `status` / `list` output (text and JSON), escaped holders,
-# passwords kept out of every message, and `demo`. Prints TAP.
+# signal forwarding (one SIGINT reaching the command once, on a terminal or sent to the
+# process group: Linux, python3), `status` / `list` output (text and JSON), escaped
+# holders, passwords kept out of every message, and `demo`. Prints TAP.
 # Synchronisation with background commands uses marker files polled in bounded loops.
+
 set -u
 
 RL=${REDISLOCK:-${G_TEST_BUILDDIR:-.}/../tools/redislock}
@@ -304,6 +306,7 @@ rl status --url "unix://$psock?password=wrong" pw 2>"$tmp/err"; expect_rc "statu
 rl status --url "unix://$psock" pw 2>"$tmp/err"; expect_rc "status without the password: 2" 2 $?
 rl status --url "unix://$psock?colour=blue" pw 2>"$tmp/err"; expect_rc "unknown URL parameter: 64" 64 $?
 rl status --url "rediss://localhost" pw 2>"$tmp/err"; expect_rc "rediss:// refused: 64" 64 $?
+
 # --- passwords never reach the output: redacted in every URL and message ----------------
 # Each URL holds the password S3cr3t<c>Tail9 (or S3cr3tTail9), against a dead socket, a
 # closed port or the password server; neither half may show on stdout or stderr of run
@@ -472,6 +475,137 @@ check "the waiting run's command never ran" test ! -e "$tmp/sig3.never"
 check "the holder still holds the lock" test "$(rcli EXISTS redislock:sig)" = 1
 touch "$tmp/sig3.release"
 wait "$holder"; expect_rc "holder: 0" 0 $?
+
+# --- one SIGINT meant for the job reaches the command once (Linux, python3) ---------------
+# The command runs in a process group of its own, given the terminal: Ctrl-C reaches it
+# from the terminal only, and a SIGINT sent to redislock's group reaches it forwarded
+# only. sigcount.py (below) counts the deliveries, keeping redislock stopped while the
+# signal is sent, so that a forwarded copy cannot merge with a direct one.
+if [ "$(uname -s)" = Linux ] && [ $have_python = yes ]; then
+  cat >"$tmp/sigcount.py" <<'EOF'
+# sigcount.py MODE REDISLOCK DIR: how many times one SIGINT meant for a job reaches its
+# command. Runs `REDISLOCK run` of a command that counts the SIGINTs delivered to it (one
+# byte per delivery, written by the signal handler itself) into DIR/int.count, as the
+# foreground job of a new terminal (MODE pty: Ctrl-C typed on it) or as a process group
+# without a terminal (MODE pgrp: SIGINT sent to redislock's process group). redislock is
+# stopped while the SIGINT is sent; it is continued once the command has counted what it
+# got directly (when its group got the signal), then sent SIGUSR1 once it has taken the
+# pending SIGINT: it forwards SIGUSR1 after any SIGINT, and SIGUSR1 ends the command.
+# Prints the count. Every wait is bounded.
+import os, select, signal, sys, time
+mode, rl, d = sys.argv[1:4]
+counter = r'''
+import os, select, signal, sys, time
+d = sys.argv[1]
+r, w = os.pipe()
+os.set_blocking(w, False)
+signal.set_wakeup_fd(w)
+signal.signal(signal.SIGINT, lambda *a: None)
+signal.signal(signal.SIGUSR1, lambda *a: None)
+n = 0
+def save():
+    with open(d + "/int.count.tmp", "w") as f:
+        f.write("%d %d\n" % (n, os.getpid()))
+    os.rename(d + "/int.count.tmp", d + "/int.count")
+save()
+end = time.monotonic() + 60
+while time.monotonic() < end:
+    if not select.select([r], [], [], 0.5)[0]:
+        continue
+    for sig in os.read(r, 64):
+        if sig == signal.SIGINT:
+            n += 1
+            save()
+        elif sig == signal.SIGUSR1:
+            sys.exit(0)
+sys.exit(1)
+'''
+argv = [rl, "run", "sigcount-" + mode, "--", sys.executable, "-c", counter, d]
+fd = -1
+if mode == "pty":
+    import pty
+    pid, fd = pty.fork()
+else:
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+if pid == 0:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.execv(rl, argv)
+
+def state():
+    try:
+        n, cpid = open(d + "/int.count").read().split()
+        return int(n), int(cpid)
+    except (OSError, ValueError):
+        return -1, 0
+def int_pending(p):
+    for line in open("/proc/%d/status" % p):
+        if line.startswith(("SigPnd:", "ShdPnd:")) and int(line.split()[1], 16) & (1 << (signal.SIGINT - 1)):
+            return True
+    return False
+def stopped(p):
+    return open("/proc/%d/stat" % p).read().rsplit(")", 1)[1].split()[0] == "T"
+status = []
+def ended():
+    if not status:
+        p, st = os.waitpid(pid, os.WNOHANG)
+        if p == pid:
+            status.append(st)
+    return bool(status)
+def wait_until(cond, limit=20.0):
+    end = time.monotonic() + limit
+    while not ended() and not cond():
+        if time.monotonic() > end:
+            return False
+        if fd >= 0 and select.select([fd], [], [], 0.01)[0]:
+            try:
+                os.read(fd, 4096)  # the terminal's output, drained
+            except OSError:
+                pass
+        else:
+            time.sleep(0.01)
+    return not ended()
+
+ok = wait_until(lambda: state()[0] == 0)
+if ok:
+    cpid = state()[1]
+    os.kill(pid, signal.SIGSTOP)
+    ok = wait_until(lambda: stopped(pid))
+if ok:
+    if mode == "pty":
+        os.write(fd, b"\x03")
+        direct = os.getpgid(cpid) == os.tcgetpgrp(fd)
+    else:
+        os.killpg(pid, signal.SIGINT)
+        direct = os.getpgid(cpid) == pid
+    if direct:
+        ok = wait_until(lambda: state()[0] >= 1)
+    os.kill(pid, signal.SIGCONT)
+if ok:
+    ok = wait_until(lambda: not int_pending(pid))
+if ok:
+    os.kill(pid, signal.SIGUSR1)
+if not wait_until(lambda: False) and not ended():
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+print(state()[0] if ok else "error")
+EOF
+  for mode in pty pgrp; do
+    case $mode in
+      pty) what="Ctrl-C on the terminal of a foreground run" ;;
+      pgrp) what="SIGINT to the process group of a run without a terminal" ;;
+    esac
+    if [ $mode = pty ] && ! python3 -c 'import os; os.openpty()' 2>/dev/null; then
+      echo "ok $((n = n + 1)) # SKIP $what: no pseudo-terminal"
+      continue
+    fi
+    rm -f "$tmp/int.count"
+    got=$(timeout -k 5 90 python3 "$tmp/sigcount.py" $mode "$RL" "$tmp" 2>"$tmp/err")
+    check "$what: the command got SIGINT once (got $got)" test "$got" = 1
+    [ "$got" = 1 ] || show_err
+  done
+fi
 
 # --- redislock killed: its command dies with it (Linux) ------------------------------------
 if [ "$(uname -s)" = Linux ]; then

@@ -1,15 +1,16 @@
 /* redislock: the command-line tool, a flock(1) whose locks live in Redis.
  *
  * `redislock run NAME -- COMMAND` takes the lock NAME through libredislock (the
- * registry's watchdog keeps renewing the lease), runs COMMAND as a child process,
- * releases the lock when it ends and exits with its status; if the lease is lost while
- * the command runs, the command is terminated, SIGKILL coming before the key can
- * expire. `status` and `list` show who holds which lock, talking to Redis directly with
- * read-only commands (GET, PTTL, SCAN).
- * `demo` runs a flash sale: processes x threads buying from a stock kept in Redis with a
- * non-atomic read-modify-write, made correct by the lock. Every message is printed with
- * the passwords of the Redis URL hidden, and values read from Redis escaped. The manual
- * is redislock.1.
+ * registry's watchdog keeps renewing the lease), runs COMMAND as a child process, a job
+ * of its own (its own process group, given the terminal while redislock has it, with
+ * signals forwarded to it), releases the lock when it ends and exits with its status;
+ * if the lease is lost while the command runs, the command is terminated, SIGKILL coming
+ * before the key can expire. `status` and `list` show who holds which lock, talking to
+ * Redis directly with read-only commands (GET, PTTL, SCAN). `demo` runs a flash sale:
+ * processes x threads buying from a stock kept in Redis with a non-atomic
+ * read-modify-write, made correct by the lock. Every message is printed with the
+ * passwords of the Redis URL hidden, and values read from Redis escaped. The manual is
+ * redislock.1.
  */
 #include "config.h"
 
@@ -1408,6 +1409,8 @@ typedef struct
   gint64 lease_lost_us; /* monotonic time of the report */
 } Holder;
 
+/* The command runs as a job of its own: its own process group, which is given the
+ * terminal while redislock has it (see start_command()). */
 typedef struct
 {
   Holder *holder;
@@ -1420,12 +1423,14 @@ typedef struct
   /* main thread only */
   gboolean acquire_handled;
   gboolean lease_lost_handled;
-  GPid child;
-  gboolean child_running;
+  GPid child;              /* the command, leader of its process group */
+  gboolean child_running;  /* not reaped yet */
+  gboolean child_stopped;  /* stopped (Ctrl-Z, SIGTTIN...), not continued since */
   int child_status;        /* exit status to report for the child */
   int interrupted_by;      /* signal received before the command started */
   int exit_status;         /* decided before the command started, or -1 */
   guint kill_timer;
+  int tty_fd;              /* redislock's controlling terminal, or -1 */
 } RunState;
 
 static void
@@ -1509,15 +1514,24 @@ lease_margin_us (gint64 ttl_ms)
 }
 
 static int pipe_disposition_ignored;
+static int ttou_disposition_ignored;
 static pid_t redislock_pid;
+static int child_tty_fd = -1; /* for child_setup(): the terminal to take, or -1 */
 
-/* In the child between fork and exec (async-signal-safe calls only): give SIGPIPE back
- * its inherited disposition (redislock ignores it so that a dropped Redis connection is
- * an error, not a death), and on Linux have the command killed if redislock dies
- * without ending it: nothing would renew the lease any more. */
+/* In the child between fork and exec (async-signal-safe calls only): become the leader
+ * of a process group of its own, and its terminal's foreground group when redislock was
+ * (so that Ctrl-C reaches the command once, from the terminal, and redislock not at all);
+ * give SIGTTOU and SIGPIPE back their inherited dispositions (redislock ignores SIGTTOU
+ * to hand the terminal over from the background, and SIGPIPE so that a dropped Redis
+ * connection is an error, not a death); and on Linux have the command killed if
+ * redislock dies without ending it: nothing would renew the lease any more. */
 static void
 child_setup (gpointer data)
 {
+  setpgid (0, 0);
+  if (child_tty_fd >= 0)
+    tcsetpgrp (child_tty_fd, getpid ());
+  signal (SIGTTOU, ttou_disposition_ignored ? SIG_IGN : SIG_DFL);
   signal (SIGPIPE, pipe_disposition_ignored ? SIG_IGN : SIG_DFL);
 #ifdef __linux__
   prctl (PR_SET_PDEATHSIG, SIGKILL);
@@ -1526,11 +1540,77 @@ child_setup (gpointer data)
 #endif
 }
 
+/* Sends @signum to the command's process group (the command and what it started), and
+ * to the command itself should it have left that group. */
 static void
-on_child_exit (GPid pid, int wait_status, gpointer data)
+signal_command (RunState *st, int signum)
 {
-  RunState *st = data;
+  if (kill (-st->child, signum) != 0 || getpgid (st->child) != st->child)
+    kill (st->child, signum);
+}
 
+static gboolean
+terminal_owned_by (RunState *st, pid_t pgrp)
+{
+  return st->tty_fd >= 0 && tcgetpgrp (st->tty_fd) == pgrp;
+}
+
+/* Makes @pgrp the terminal's foreground process group (SIGTTOU is ignored, so this works
+ * from the background too). */
+static void
+give_terminal (RunState *st, pid_t pgrp)
+{
+  if (st->tty_fd >= 0)
+    while (tcsetpgrp (st->tty_fd, pgrp) != 0 && errno == EINTR)
+      ;
+}
+
+/* redislock was continued, or is in the foreground again: so is the command. */
+static void
+resume_command (RunState *st)
+{
+  if (!st->child_running)
+    return;
+  if (terminal_owned_by (st, getpgrp ()))
+    give_terminal (st, st->child);
+  if (st->child_stopped)
+    {
+      st->child_stopped = FALSE;
+      signal_command (st, SIGCONT);
+    }
+}
+
+/* The command stopped. When it had the terminal (Ctrl-Z), or wanted it from the
+ * background (SIGTTIN, SIGTTOU), redislock takes the terminal back and stops its own
+ * job too, so that the shell sees the job stopped and can resume it with fg or bg; if
+ * redislock has the terminal itself (it was brought to the foreground while the
+ * command was not), the command just gets it. A stop by anyone else (a debugger,
+ * SIGSTOP) is left alone. */
+static void
+handle_child_stopped (RunState *st, int signum)
+{
+  gboolean had_terminal = terminal_owned_by (st, st->child);
+  gboolean wants_terminal = st->tty_fd >= 0 && (signum == SIGTTIN || signum == SIGTTOU);
+
+  st->child_stopped = TRUE;
+  if (!had_terminal && !wants_terminal)
+    return;
+  if (wants_terminal && terminal_owned_by (st, getpgrp ()))
+    {
+      resume_command (st);
+      return;
+    }
+  if (had_terminal)
+    give_terminal (st, getpgrp ());
+  /* Returns once continued; at once when this job is orphaned or ignores SIGTSTP. */
+  kill (0, SIGTSTP);
+  if (terminal_owned_by (st, getpgrp ()))
+    resume_command (st);
+}
+
+static void
+handle_child_exit (RunState *st, int wait_status)
+{
   st->child_running = FALSE;
   if (WIFEXITED (wait_status))
     st->child_status = WEXITSTATUS (wait_status);
@@ -1538,13 +1618,41 @@ on_child_exit (GPid pid, int wait_status, gpointer data)
     st->child_status = 128 + WTERMSIG (wait_status);
   else
     st->child_status = EXIT_CANNOT_EXEC;
-  g_spawn_close_pid (pid);
+  g_spawn_close_pid (st->child);
+  if (terminal_owned_by (st, st->child))
+    give_terminal (st, getpgrp ());
   if (st->kill_timer)
     {
+      /* The lease is lost: whatever the command left running works without the lock. */
       g_source_remove (st->kill_timer);
       st->kill_timer = 0;
+      kill (-st->child, SIGKILL);
     }
   holder_request_release (st->holder);
+}
+
+/* Collects what happened to the command (SIGCHLD woke the main loop). */
+static void
+check_child (RunState *st)
+{
+  while (st->child_running)
+    {
+      int wait_status = 0;
+      pid_t pid = waitpid (st->child, &wait_status, WNOHANG | WUNTRACED | WCONTINUED);
+
+      if (pid == 0)
+        break;
+      if (pid < 0 && errno == EINTR)
+        continue;
+      if (pid < 0)
+        handle_child_exit (st, 0xff00); /* reaped elsewhere: status unknown */
+      else if (WIFSTOPPED (wait_status))
+        handle_child_stopped (st, WSTOPSIG (wait_status));
+      else if (WIFCONTINUED (wait_status))
+        st->child_stopped = FALSE;
+      else
+        handle_child_exit (st, wait_status);
+    }
 }
 
 static gboolean
@@ -1558,7 +1666,7 @@ on_kill_timer (gpointer data)
       g_autofree char *grace = format_duration (st->kill_after_us / 1000);
 
       die_message ("the command did not end within %s of SIGTERM; sending SIGKILL", grace);
-      kill (st->child, SIGKILL);
+      signal_command (st, SIGKILL);
     }
   return G_SOURCE_REMOVE;
 }
@@ -1568,16 +1676,21 @@ start_command (RunState *st)
 {
   g_autoptr (GError) error = NULL;
   g_auto (GStrv) env = g_get_environ ();
+  gboolean spawned;
 
   env = g_environ_setenv (env, "REDIS_LOCK_KEY", redis_lock_get_key (st->holder->lock), TRUE);
   env = g_environ_setenv (env, "REDIS_LOCK_OWNER", redis_lock_registry_get_client_id (st->registry),
                           TRUE);
   env = g_environ_setenv (env, "REDIS_LOCK_NAME", st->name, TRUE);
-  redislock_pid = getpid ();
-  if (!g_spawn_async (NULL, st->command, env,
-                      G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH
-                        | G_SPAWN_CHILD_INHERITS_STDIN,
-                      child_setup, NULL, &st->child, &error))
+  /* The command's group gets the terminal only if redislock's group has it: a job in the
+   * background stays there. */
+  child_tty_fd = terminal_owned_by (st, getpgrp ()) ? st->tty_fd : -1;
+  spawned = g_spawn_async (NULL, st->command, env,
+                           G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH
+                             | G_SPAWN_CHILD_INHERITS_STDIN,
+                           child_setup, NULL, &st->child, &error);
+  child_tty_fd = -1;
+  if (!spawned)
     {
       g_autofree char *shown = escape_for_display (st->command[0]);
 
@@ -1589,7 +1702,7 @@ start_command (RunState *st)
       return;
     }
   st->child_running = TRUE;
-  g_child_watch_add (st->child, on_child_exit, st);
+  check_child (st);
 }
 
 /* Tells why the lock was not acquired, with the holder when Redis says who it is. */
@@ -1666,7 +1779,12 @@ handle_lease_lost (RunState *st, gint64 lost_us)
     return;
   die_message ("lost the lease on lock '%s'; terminating the command (SIGKILL in %s at most)",
                name, grace);
-  kill (st->child, SIGTERM);
+  signal_command (st, SIGTERM);
+  if (st->child_stopped)
+    {
+      st->child_stopped = FALSE;
+      signal_command (st, SIGCONT);
+    }
   remaining_us = lost_us + st->kill_after_us - g_get_monotonic_time ();
   if (remaining_us <= 0)
     on_kill_timer (st);
@@ -1705,9 +1823,10 @@ on_wake (int fd, GIOCondition condition, gpointer data)
   return G_SOURCE_CONTINUE;
 }
 
-/* Signals to forward reach the main loop through a pipe (the handler only writes the
- * signal number), from the start of `run`, so one that arrives while redislock connects
- * to Redis is not lost. */
+/* Signals reach the main loop through a pipe (the handler only writes the signal
+ * number), from the start of `run`, so one that arrives while redislock connects to
+ * Redis is not lost: the forwarded ones, SIGCHLD (the command stopped or ended) and
+ * SIGCONT (redislock was resumed). */
 static const int forwarded_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 };
 static int signal_pipe[2] = { -1, -1 };
 
@@ -1717,6 +1836,14 @@ on_unix_signal (int signum)
   int saved_errno = errno;
   unsigned char b = (unsigned char) signum;
 
+  if (getpid () != redislock_pid)
+    {
+      /* the command between fork and exec: the signal is its own */
+      signal (signum, SIG_DFL);
+      raise (signum);
+      errno = saved_errno;
+      return;
+    }
   if (write (signal_pipe[1], &b, 1) < 0)
     {
       /* pipe full: the main loop has plenty of signals to act on already */
@@ -1736,8 +1863,12 @@ on_signal_pipe (int fd, GIOCondition condition, gpointer data)
       {
         int signum = buf[i];
 
-        if (st->child_running)
-          kill (st->child, signum);
+        if (signum == SIGCHLD)
+          continue; /* below */
+        if (signum == SIGCONT)
+          resume_command (st);
+        else if (st->child_running)
+          signal_command (st, signum);
         else if (!st->acquire_handled)
           {
             if (!st->interrupted_by)
@@ -1745,6 +1876,7 @@ on_signal_pipe (int fd, GIOCondition condition, gpointer data)
             g_cancellable_cancel (st->holder->cancellable);
           }
       }
+  check_child (st);
   return G_SOURCE_CONTINUE;
 }
 
@@ -1756,13 +1888,16 @@ signal_is_ignored (int signum)
   return sigaction (signum, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN;
 }
 
-/* A signal ignored by whoever started redislock stays ignored (as nohup expects). */
+/* A signal ignored by whoever started redislock stays ignored (as nohup expects); SIGCHLD
+ * is always caught, to learn when the command stops or ends. SIGTTOU is ignored, to hand
+ * the terminal over from the background and write to it while the command has it. */
 static gboolean
-install_signal_forwarding (void)
+install_signal_handlers (void)
 {
   struct sigaction sa;
   gsize i;
 
+  redislock_pid = getpid ();
   if (!g_unix_open_pipe (signal_pipe, FD_CLOEXEC, NULL)
       || !g_unix_set_fd_nonblocking (signal_pipe[0], TRUE, NULL)
       || !g_unix_set_fd_nonblocking (signal_pipe[1], TRUE, NULL))
@@ -1774,6 +1909,11 @@ install_signal_forwarding (void)
   for (i = 0; i < G_N_ELEMENTS (forwarded_signals); i++)
     if (!signal_is_ignored (forwarded_signals[i]))
       sigaction (forwarded_signals[i], &sa, NULL);
+  if (!signal_is_ignored (SIGCONT))
+    sigaction (SIGCONT, &sa, NULL);
+  sigaction (SIGCHLD, &sa, NULL);
+  ttou_disposition_ignored = signal_is_ignored (SIGTTOU);
+  signal (SIGTTOU, SIG_IGN);
   return TRUE;
 }
 
@@ -1898,7 +2038,7 @@ cmd_run (int argc, char **argv)
     return usage_error ("run", run_usage, "invalid duration for --kill-after: '%s'",
                         opt_kill_after);
 
-  if (!install_signal_forwarding ())
+  if (!install_signal_handlers ())
     {
       die_message ("cannot create a pipe: %s", g_strerror (errno));
       return EXIT_REDIS;
@@ -1941,6 +2081,7 @@ cmd_run (int argc, char **argv)
   st.command = command;
   st.kill_after_us = MIN (kill_after_ms * 1000, lease_margin_us (ttl_ms));
   st.exit_status = -1;
+  st.tty_fd = open ("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
   wake_source = g_unix_fd_add (h->wake_fd[0], G_IO_IN, on_wake, &st);
   signal_source = g_unix_fd_add (signal_pipe[0], G_IO_IN, on_signal_pipe, &st);
 
@@ -1950,6 +2091,8 @@ cmd_run (int argc, char **argv)
 
   g_source_remove (signal_source);
   g_source_remove (wake_source);
+  if (st.tty_fd >= 0)
+    close (st.tty_fd);
 
   lease_lost = h->lease_lost
                || g_error_matches (h->release_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
