@@ -1,0 +1,626 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* section-handoff.c: a lock handed from one process to another, in both wait modes.
+ *
+ * A cross-process hand-off needs the release, the unlock notification and the
+ * waiter's acquire, so it is compared with raw round trips and with the same ping-pong
+ * done by hand (PUBLISH, a process blocked reading SUBSCRIBE, one EVALSHA): the floor.
+ * The other process is a second copy of this program (`--child`, started with exec so
+ * that it never inherits a registry across fork()), and the two ping-pong one lock.
+ * Each side tells the other through a pipe that it is about to wait, and the holder
+ * keeps the lock HANDOFF_HOLD_US longer so the waiter is really blocked in Redis when
+ * the release happens; the waiter's `contended_attempts` counter confirms each wait,
+ * and hand-offs it does not confirm are left out. Both processes read the same
+ * CLOCK_MONOTONIC, so "release returned in A" and "acquire returned in B" subtract. The
+ * holder times two raw round trips at the start of each hold, so the baseline is
+ * measured in the same conditions as the hand-offs, interleaved with them.
+ *
+ * The file reads top-down: the messages of the pipe protocol, the two roles of the
+ * ping-pong, the child process and its floor variant, then the parent's runs.
+ */
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+/* Hand-offs at the start of a ping-pong run that are not counted (subscription set-up,
+ * first connections). */
+#define HANDOFF_WARMUP 10
+
+/* No word from the other process, or no acquisition, for this long is a failure. */
+#define HANDOFF_TIMEOUT_MS 10000
+
+/* --- The pipe protocol ------------------------------------------------------------- */
+
+/* The ping-pong protocol between the two processes. Every message is one Msg written
+ * whole to a pipe (smaller than PIPE_BUF, so never split). */
+typedef struct
+{
+  gint32 kind;
+  gint32 waited; /* MSG_ACQUIRED: the acquisition found the lock held first */
+  gint64 value;  /* MSG_RELEASED: CLOCK_MONOTONIC ns; MSG_ACQUIRED: hand-off latency, ns */
+} Msg;
+
+enum
+{
+  MSG_WAITING = 'W',  /* "I am about to lock: keep holding for a moment" */
+  MSG_RELEASED = 'R', /* "my unlock returned at value" */
+  MSG_ACQUIRED = 'A', /* "my lock returned, value ns after your unlock did" */
+};
+
+static gboolean
+msg_send (int fd, char kind, gboolean waited, gint64 value, GError **error)
+{
+  Msg m;
+  ssize_t n;
+
+  memset (&m, 0, sizeof m);
+  m.kind = kind;
+  m.waited = waited ? 1 : 0;
+  m.value = value;
+  do
+    n = write (fd, &m, sizeof m);
+  while (n < 0 && errno == EINTR);
+  if (n != (ssize_t)sizeof m)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_BROKEN_PIPE,
+                   "cannot write to the other process: %s",
+                   n < 0 ? g_strerror (errno) : "short write");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+msg_expect (int fd, char kind, Msg *m, GError **error)
+{
+  gsize done = 0;
+
+  while (done < sizeof *m)
+    {
+      struct pollfd p = { fd, POLLIN, 0 };
+      ssize_t n;
+      int ready = poll (&p, 1, HANDOFF_TIMEOUT_MS);
+
+      if (ready < 0 && errno == EINTR)
+        continue;
+      if (ready <= 0)
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
+                       "no word from the other process for %d ms", HANDOFF_TIMEOUT_MS);
+          return FALSE;
+        }
+      n = read (fd, (char *)m + done, sizeof *m - done);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        continue;
+      if (n <= 0)
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_BROKEN_PIPE,
+                       "the other process went away (see its messages above)");
+          return FALSE;
+        }
+      done += (gsize)n;
+    }
+  if (m->kind != kind)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED,
+                   "protocol error: expected '%c' from the other process, got '%c'", kind,
+                   (char)m->kind);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* --- The two roles of the ping-pong ------------------------------------------------ */
+
+/* One side of the ping-pong: the parent's or the child's. */
+typedef struct
+{
+  RedisLockRegistry *registry;
+  RedisLock *lock;
+  int in_fd;
+  int out_fd;
+  gint64 hold_us;
+  gboolean held;
+  /* per hand-off results, kept by the parent only (NULL in the child) */
+  gint64 *latency_ns;
+  gboolean *waited;
+  /* the parent measures raw round trips while it holds the lock (NULL in the child) */
+  RawConn *raw;
+  gint64 *raw_samples;
+  guint n_raw;
+} PingPong;
+
+static void
+pingpong_record (PingPong *pp, guint step, gint64 latency_ns, gboolean waited)
+{
+  if (pp->latency_ns == NULL)
+    return;
+  pp->latency_ns[step] = latency_ns;
+  pp->waited[step] = waited;
+}
+
+/* The holder's idle time, hold_us. The parent spends the start of it timing two raw
+ * round trips: a baseline taken in the same conditions as the hand-offs (the peer
+ * blocked, both processes alive), interleaved with them. */
+static gboolean
+pingpong_idle (PingPong *pp, GError **error)
+{
+  gint64 until = now_ns () + pp->hold_us * 1000;
+  gint64 left;
+  guint k;
+
+  for (k = 0; pp->raw != NULL && k < 2; k++)
+    {
+      gint64 t0 = now_ns ();
+
+      if (!raw_call (pp->raw, error))
+        return FALSE;
+      pp->raw_samples[pp->n_raw++] = now_ns () - t0;
+    }
+  left = until - now_ns ();
+  if (left > 0)
+    g_usleep ((gulong)(left / 1000));
+  return TRUE;
+}
+
+/* Holds the lock: waits until the peer is about to lock, keeps holding for hold_us so
+ * the peer is blocked in its wait, releases, and learns the hand-off latency. */
+static gboolean
+pingpong_hold (PingPong *pp, guint step, GError **error)
+{
+  Msg m;
+  gint64 released;
+
+  if (!msg_expect (pp->in_fd, MSG_WAITING, &m, error) || !pingpong_idle (pp, error))
+    return FALSE;
+  pp->held = FALSE;
+  if (!redis_lock_unlock (pp->lock, error))
+    return FALSE;
+  released = now_ns ();
+  if (!msg_send (pp->out_fd, MSG_RELEASED, FALSE, released, error))
+    return FALSE;
+  if (!msg_expect (pp->in_fd, MSG_ACQUIRED, &m, error))
+    return FALSE;
+  pingpong_record (pp, step, m.value, m.waited != 0);
+  return TRUE;
+}
+
+/* Waits for the lock the peer holds, then measures the hand-off from the peer's
+ * release. The acquisition counts as a real wait when the registry's
+ * contended_attempts moved during it (the first attempt found the lock held). A
+ * try_lock_for with a generous bound waits exactly as redis_lock_lock() does, but turns
+ * a lost wake-up into a reported failure instead of a hung benchmark. */
+static gboolean
+pingpong_wait (PingPong *pp, guint step, GError **error)
+{
+  RedisLockRegistryStats before, after;
+  gint64 acquired, latency;
+  gboolean waited;
+  Msg m;
+
+  redis_lock_registry_get_stats (pp->registry, &before);
+  if (!msg_send (pp->out_fd, MSG_WAITING, FALSE, 0, error))
+    return FALSE;
+  if (!redis_lock_try_lock_for (pp->lock, HANDOFF_TIMEOUT_MS, NULL, error))
+    {
+      if (error != NULL && *error == NULL)
+        g_set_error (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
+                     "the lock released by the other process was not acquired within %d ms",
+                     HANDOFF_TIMEOUT_MS);
+      return FALSE;
+    }
+  acquired = now_ns ();
+  pp->held = TRUE;
+  redis_lock_registry_get_stats (pp->registry, &after);
+  waited = after.contended_attempts > before.contended_attempts;
+  if (!msg_expect (pp->in_fd, MSG_RELEASED, &m, error))
+    return FALSE;
+  latency = acquired - m.value;
+  if (!msg_send (pp->out_fd, MSG_ACQUIRED, waited, latency, error))
+    return FALSE;
+  pingpong_record (pp, step, latency, waited);
+  return TRUE;
+}
+
+/* Runs @steps hand-offs, alternating roles; the side that starts as holder must hold
+ * the lock already. Whoever holds at the end unlocks. */
+static gboolean
+pingpong_run (PingPong *pp, guint steps, gboolean first_holder, GError **error)
+{
+  gboolean ok = TRUE;
+  guint i;
+
+  for (i = 0; ok && i < steps; i++)
+    {
+      gboolean holder = ((i % 2) == 0) == (first_holder != FALSE);
+
+      ok = holder ? pingpong_hold (pp, i, error) : pingpong_wait (pp, i, error);
+    }
+  if (pp->held)
+    {
+      g_autoptr (GError) local = NULL;
+
+      pp->held = FALSE;
+      if (!redis_lock_unlock (pp->lock, ok ? error : &local))
+        ok = FALSE;
+    }
+  return ok;
+}
+
+/* --- The child process ------------------------------------------------------------- */
+
+/* The floor, the child's side: the same hand-off shape without the library. The child
+ * blocks reading a SUBSCRIBE connection; the parent's PUBLISH wakes it and it makes one
+ * EVALSHA, as a waiter woken by an unlock notification makes one acquire attempt. */
+static gboolean
+floor_child (guint steps, int in_fd, int out_fd, GError **error)
+{
+  const char *url = g_getenv ("REDISLOCK_BENCH_URL");
+  g_autofree char *channel = g_strdup_printf ("%s-floor", g_getenv ("REDISLOCK_BENCH_KEY"));
+  g_autoptr (RawConn) cmd = NULL;
+  redisContext *sub = NULL;
+  redisReply *reply = NULL;
+  RawTarget t;
+  gboolean ok = FALSE;
+  guint i;
+
+  if (!raw_target_parse (url != NULL && *url != '\0' ? url : NULL, &t, error))
+    return FALSE;
+  cmd = raw_open (&t, error);
+  sub = cmd != NULL ? raw_connect (&t, error) : NULL;
+  if (sub == NULL)
+    goto out;
+  reply = raw_command (sub, error, "SUBSCRIBE %s", channel);
+  if (reply == NULL)
+    goto out;
+  freeReplyObject (reply);
+  for (i = 0; i < steps; i++)
+    {
+      Msg m;
+      gint64 acquired;
+
+      if (!msg_send (out_fd, MSG_WAITING, FALSE, 0, error))
+        goto out;
+      if (redisGetReply (sub, (void **)&reply) != REDIS_OK)
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "redis: %s", sub->errstr);
+          goto out;
+        }
+      freeReplyObject (reply);
+      if (!raw_call (cmd, error))
+        goto out;
+      acquired = now_ns ();
+      if (!msg_expect (in_fd, MSG_RELEASED, &m, error)
+          || !msg_send (out_fd, MSG_ACQUIRED, TRUE, acquired - m.value, error))
+        goto out;
+    }
+  ok = TRUE;
+out:
+  if (sub != NULL)
+    redisFree (sub);
+  raw_target_clear (&t);
+  return ok;
+}
+
+/* The other side of the hand-off: `redislock-bench --child`, started with exec by the
+ * parent, stdin and stdout being the pipes. The URL and registry key come from the
+ * environment so that a password never shows in the process list. Mode "raw" runs the
+ * floor instead of the library. */
+int
+child_main (const char *mode, const char *name, guint steps, gint64 hold_us)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  const char *url = g_getenv ("REDISLOCK_BENCH_URL");
+  const char *key = g_getenv ("REDISLOCK_BENCH_KEY");
+  PingPong pp;
+
+  memset (&pp, 0, sizeof pp);
+  /* Keep the protocol pipe for ourselves; anything else printed goes to stderr. */
+  pp.in_fd = dup (STDIN_FILENO);
+  pp.out_fd = dup (STDOUT_FILENO);
+  dup2 (STDERR_FILENO, STDOUT_FILENO);
+  pp.hold_us = hold_us;
+
+  if (g_strcmp0 (mode, "raw") == 0)
+    {
+      if (!floor_child (steps, pp.in_fd, pp.out_fd, &error))
+        goto fail;
+      return 0;
+    }
+  registry = redis_lock_registry_new (url != NULL && *url != '\0' ? url : NULL,
+                                      key != NULL ? key : "", &error);
+  if (registry == NULL)
+    goto fail;
+  redis_lock_registry_set_wait_mode (
+      registry, g_strcmp0 (mode, "spin") == 0 ? REDIS_LOCK_WAIT_SPIN : REDIS_LOCK_WAIT_PUBSUB);
+  lock = redis_lock_registry_obtain (registry, name, &error);
+  if (lock == NULL)
+    goto fail;
+  pp.registry = registry;
+  pp.lock = lock;
+  if (!pingpong_run (&pp, steps, FALSE, &error))
+    goto fail;
+  return 0;
+
+fail:
+  g_printerr ("redislock-bench --child: %s\n", error->message);
+  return 1;
+}
+
+/* --- The parent's runs ------------------------------------------------------------- */
+
+/* The --child-mode of @mode, also the tail of the lock's name. */
+static const char *
+wait_mode_name (RedisLockWaitMode mode)
+{
+  return mode == REDIS_LOCK_WAIT_SPIN ? "spin" : "pubsub";
+}
+
+/* Starts `redislock-bench --child` with pipes for its stdin and stdout. */
+static gboolean
+child_spawn (Bench *b, const char *mode, const char *name, guint steps, GPid *pid, int *to_child,
+             int *from_child, GError **error)
+{
+  g_autofree char *mode_arg = g_strdup_printf ("--child-mode=%s", mode);
+  g_autofree char *name_arg = g_strdup_printf ("--child-name=%s", name);
+  g_autofree char *steps_arg = g_strdup_printf ("--child-steps=%u", steps);
+  g_autofree char *hold_arg = g_strdup_printf ("--child-hold-us=%d", HANDOFF_HOLD_US);
+  const char *argv[] = { b->self_path, "--child", mode_arg, name_arg, steps_arg, hold_arg, NULL };
+  g_auto (GStrv) envp = g_get_environ ();
+
+  envp = g_environ_setenv (envp, "REDISLOCK_BENCH_URL", b->url != NULL ? b->url : "", TRUE);
+  envp = g_environ_setenv (envp, "REDISLOCK_BENCH_KEY", b->key, TRUE);
+  return g_spawn_async_with_pipes (NULL, (char **)argv, envp, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL,
+                                   pid, to_child, from_child, NULL, error);
+}
+
+/* Closes the pipes and waits for the child, killing it first when the run failed
+ * (@ok FALSE). Returns FALSE with @error set when a run that went well ends with a
+ * failed child. */
+static gboolean
+child_reap (GPid pid, int to_child, int from_child, gboolean ok, GError **error)
+{
+  int status = 0;
+
+  close (to_child);
+  close (from_child);
+  if (!ok)
+    kill (pid, SIGKILL);
+  while (waitpid (pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  g_spawn_close_pid (pid);
+  if (ok && (!WIFEXITED (status) || WEXITSTATUS (status) != 0))
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "the child process failed (status %d)",
+                   status);
+      return FALSE;
+    }
+  return ok;
+}
+
+/* The floor, the parent's side: PUBLISH after the same hold, one direction only.
+ * Fills @floor with the hand-off distribution (warm-up left out). */
+static gboolean
+floor_run (Bench *b, guint steps, Dist *floor_dist, GError **error)
+{
+  g_autoptr (RawConn) raw = NULL;
+  g_autofree char *channel = g_strdup_printf ("%s-floor", b->key);
+  g_autofree gint64 *latency = g_new0 (gint64, steps);
+  GPid pid = 0;
+  int to_child = -1, from_child = -1;
+  gboolean ok = TRUE;
+  guint i;
+
+  raw = raw_open (&b->target, error);
+  if (raw == NULL || !child_spawn (b, "raw", "floor", steps, &pid, &to_child, &from_child, error))
+    return FALSE;
+  for (i = 0; ok && i < steps; i++)
+    {
+      redisReply *reply;
+      Msg m;
+
+      ok = msg_expect (from_child, MSG_WAITING, &m, error);
+      if (!ok)
+        break;
+      g_usleep (HANDOFF_HOLD_US);
+      reply = raw_command (raw->c, error, "PUBLISH %s %s", channel, "released");
+      ok = reply != NULL;
+      if (ok && (reply->type != REDIS_REPLY_INTEGER || reply->integer < 1))
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "PUBLISH reached no subscriber");
+          ok = FALSE;
+        }
+      if (reply != NULL)
+        freeReplyObject (reply);
+      ok = ok && msg_send (to_child, MSG_RELEASED, FALSE, now_ns (), error)
+           && msg_expect (from_child, MSG_ACQUIRED, &m, error);
+      if (ok)
+        latency[i] = m.value;
+    }
+  if (!child_reap (pid, to_child, from_child, ok, error))
+    return FALSE;
+  *floor_dist = dist_of (latency + HANDOFF_WARMUP, steps - HANDOFF_WARMUP, 1);
+  return TRUE;
+}
+
+/* What the parent's side of one library ping-pong measured. */
+typedef struct
+{
+  guint steps;
+  gint64 *latency;     /* per hand-off, ns */
+  gboolean *waited;    /* per hand-off: the waiter confirmed its wait */
+  gint64 *raw_samples; /* raw round trips timed at the start of each hold */
+  guint n_raw;
+} HandoffRun;
+
+/* The parent's side of the library hand-off: locks @lock, starts the child, ping-pongs
+ * @run->steps hand-offs with it and reaps it. FALSE with @error set when the lock, the
+ * child or a hand-off failed. */
+static gboolean
+handoff_pingpong (Bench *b, RedisLockRegistry *registry, RedisLock *lock, RawConn *raw,
+                  RedisLockWaitMode mode, const char *name, HandoffRun *run, GError **error)
+{
+  GPid pid = 0;
+  int to_child = -1, from_child = -1;
+  PingPong pp;
+  gboolean ok;
+
+  if (!redis_lock_lock (lock, error))
+    return FALSE;
+  if (!child_spawn (b, wait_mode_name (mode), name, run->steps, &pid, &to_child, &from_child,
+                    error))
+    {
+      g_autoptr (GError) local = NULL;
+
+      redis_lock_unlock (lock, &local);
+      return FALSE;
+    }
+
+  memset (&pp, 0, sizeof pp);
+  pp.registry = registry;
+  pp.lock = lock;
+  pp.in_fd = from_child;
+  pp.out_fd = to_child;
+  pp.hold_us = HANDOFF_HOLD_US;
+  pp.held = TRUE;
+  pp.latency_ns = run->latency;
+  pp.waited = run->waited;
+  pp.raw = raw;
+  pp.raw_samples = run->raw_samples;
+  ok = pingpong_run (&pp, run->steps, TRUE, error);
+  run->n_raw = pp.n_raw;
+  return child_reap (pid, to_child, from_child, ok, error);
+}
+
+/* The floor's figures, next to the library's hand-off @d and the raw round trip @rt. */
+static void
+handoff_floor (Bench *b, Section *s, const Dist *d, const Dist *rt)
+{
+  g_autoptr (GError) floor_error = NULL;
+  Dist fl;
+
+  if (!floor_run (b, b->floor_handoffs, &fl, &floor_error))
+    {
+      add_na (s, "raw hand-off floor", "%s", floor_error->message);
+      return;
+    }
+  add_row (s, "raw hand-off floor p50", fl.p50 / 1000, "us", 1, fl.p50 / rt->p50, "raw p50", NULL,
+           FALSE);
+  add_row (s, "raw hand-off floor p99", fl.p99 / 1000, "us", 1, fl.p99 / rt->p50, "raw p50", NULL,
+           FALSE);
+  add_row (s, "hand-off p50 over the floor", (d->p50 - fl.p50) / 1000, "us", 1, d->p50 / fl.p50,
+           "raw floor p50", NULL, FALSE);
+}
+
+/* The figures of @run: the hand-offs whose wait the waiter confirmed (all of them, with
+ * a note, when it confirmed none) against the raw round trips timed during the holds;
+ * in PUBSUB mode, the floor too. */
+static void
+handoff_report (Bench *b, Section *s, RedisLockWaitMode mode, const HandoffRun *run)
+{
+  g_autofree gint64 *real = g_new0 (gint64, run->steps);
+  gboolean pubsub = mode == REDIS_LOCK_WAIT_PUBSUB;
+  guint counted = 0, n_real = 0, i;
+  Dist d, rt;
+
+  for (i = HANDOFF_WARMUP; i < run->steps; i++)
+    {
+      counted++;
+      if (run->waited[i])
+        real[n_real++] = run->latency[i];
+    }
+  if (n_real == 0)
+    {
+      add_note (s, "contended_attempts never moved in the waiter: waits unconfirmed, "
+                   "all hand-offs counted");
+      for (i = HANDOFF_WARMUP; i < run->steps; i++)
+        real[n_real++] = run->latency[i];
+    }
+  d = dist_of (real, n_real, 1);
+  rt = dist_of (run->raw_samples, run->n_raw, 1);
+
+  add_row (s, "hand-off p50", d.p50 / 1000, "us", 1, d.p50 / rt.p50, "raw p50",
+           pubsub ? "<= 3x" : NULL, d.p50 <= 3 * rt.p50);
+  add_row (s, "hand-off p99", d.p99 / 1000, "us", 1, d.p99 / rt.p50, "raw p50",
+           pubsub ? "<= 1000 us" : NULL, d.p99 <= 1e6);
+  add_row (s, "hand-off max", d.max / 1000, "us", 1, d.max / rt.p50, "raw p50", NULL, FALSE);
+  add_row (s, "hand-off mean", d.mean / 1000, "us", 1, d.mean / rt.p50, "raw p50", NULL, FALSE);
+  add_row (s, "confirmed waits", (double)n_real, "", 0, (double)n_real / counted,
+           "hand-offs counted", NULL, FALSE);
+  add_row (s, "  hand-off p50 vs hot RTT", d.p50 / 1000, "us", 1, d.p50 / 1000 / raw_us (b),
+           "reference p50", NULL, FALSE);
+  add_row (s, "raw round trip p50 (baseline)", rt.p50 / 1000, "us", 1, 1.0, "raw p50", NULL, FALSE);
+  if (pubsub)
+    handoff_floor (b, s, &d, &rt);
+  add_note (s,
+            "%u hand-offs between two processes (first %d not counted), %s wait mode%s; "
+            "the holder keeps the lock %d us after the waiter announces itself",
+            run->steps, HANDOFF_WARMUP, wait_mode_name (mode),
+            pubsub ? "" : ", idle_between_tries 100 ms (the default)", HANDOFF_HOLD_US);
+  add_note (s, "baseline (raw p50): two raw EVALSHA round trips timed by the holder at the "
+               "start of each hold, while the waiter is blocked: like the hand-off, they find "
+               "the server and the processes just woken; the reference p50 is back-to-back "
+               "calls, a hot round trip");
+  if (pubsub)
+    add_note (s,
+              "floor: the same ping-pong without the library (%u hand-offs): PUBLISH, a "
+              "process blocked reading SUBSCRIBE wakes and makes one EVALSHA",
+              b->floor_handoffs);
+  else
+    add_note (s,
+              "the waiter's first attempt fails about %d us before the release, so each "
+              "hand-off waits out most of one idle period",
+              HANDOFF_HOLD_US);
+}
+
+/* One library hand-off run of @steps in @mode: the registry, the lock and the raw
+ * connection stay open until its figures, the floor's included, are in. */
+static void
+handoff_run (Bench *b, Section *s, RedisLockWaitMode mode, guint steps)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (RawConn) raw = NULL;
+  g_autofree char *name = g_strdup_printf ("handoff-%s", wait_mode_name (mode));
+  g_autofree gint64 *latency = g_new0 (gint64, steps);
+  g_autofree gboolean *waited = g_new0 (gboolean, steps);
+  g_autofree gint64 *raw_samples = g_new0 (gint64, 2 * steps);
+  HandoffRun run = { steps, latency, waited, raw_samples, 0 };
+
+  g_assert (steps > HANDOFF_WARMUP);
+  raw = raw_open (&b->target, &error);
+  if (raw == NULL)
+    goto fail;
+  registry = bench_registry (b, &error);
+  if (registry == NULL)
+    goto fail;
+  redis_lock_registry_set_wait_mode (registry, mode);
+  lock = redis_lock_registry_obtain (registry, name, &error);
+  if (lock == NULL || !handoff_pingpong (b, registry, lock, raw, mode, name, &run, &error))
+    goto fail;
+  handoff_report (b, s, mode, &run);
+  return;
+
+fail:
+  add_na (s, "hand-off", "%s", error->message);
+}
+
+void
+section_handoff (Bench *b, Section *s)
+{
+  handoff_run (b, s, REDIS_LOCK_WAIT_PUBSUB, b->handoffs);
+}
+
+void
+section_handoff_spin (Bench *b, Section *s)
+{
+  handoff_run (b, s, REDIS_LOCK_WAIT_SPIN, b->spin_handoffs);
+}

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* section-list.h: the sections of redislock-bench, in the order they run.
+ *
+ * One line per section: the name `--only` and `--list` know it by, the title printed
+ * above its figures, and its function, defined in section-NAME.c and declared in
+ * bench.h. The run, `--list` and the section names in `--help` all read this table, so
+ * adding a section is a file, a line here, a prototype in bench.h and a line in
+ * Makefile.am. Included by redislock-bench.c only.
+ */
+#ifndef REDIS_LOCK_BENCH_SECTION_LIST_H
+#define REDIS_LOCK_BENCH_SECTION_LIST_H
+
+#include "bench.h"
+
+typedef struct
+{
+  const char *name;
+  const char *title;
+  SectionFunc func;
+} SectionEntry;
+
+static const SectionEntry section_table[] = {
+  { "raw", "Raw limit: EVALSHA of `return 1` on plain hiredis connections", section_raw },
+  { "reentrant", "Re-entrant lock+unlock, the lock held once outside the loop", section_reentrant },
+  { "uncontended", "Uncontended outermost lock+unlock", section_uncontended },
+  { "handoff", "Cross-process hand-off, PUBSUB wait (the default)", section_handoff },
+  { "handoff-spin", "Cross-process hand-off, SPIN wait (for comparison)", section_handoff_spin },
+  { "independent", "Independent keys: 8 threads, one name each", section_independent },
+  { "contention", "Same-process contention: 8 threads on one name", section_contention },
+  { "watchdog", "Watchdog tick with many held leases", section_watchdog },
+  { "memory", "Memory of the lock cache", section_memory },
+};
+
+#endif /* REDIS_LOCK_BENCH_SECTION_LIST_H */
