@@ -12,6 +12,7 @@
 #include <stdarg.h>
 
 #include "bench.h"
+#include "report.h"
 
 /* --- Rows and sections ------------------------------------------------------------- */
 
@@ -160,63 +161,27 @@ print_section (Section *s)
 
 /* --- JSON -------------------------------------------------------------------------- */
 
-static void
-json_string (GString *out, const char *s)
-{
-  const char *p;
-
-  if (s == NULL)
-    {
-      g_string_append (out, "null");
-      return;
-    }
-  g_string_append_c (out, '"');
-  for (p = s; *p != '\0'; p++)
-    {
-      unsigned char c = (unsigned char)*p;
-
-      if (c == '"' || c == '\\')
-        g_string_append_printf (out, "\\%c", c);
-      else if (c < 0x20)
-        g_string_append_printf (out, "\\u%04x", c);
-      else
-        g_string_append_c (out, (char)c);
-    }
-  g_string_append_c (out, '"');
-}
-
-static void
-json_number (GString *out, double v)
-{
-  char buf[G_ASCII_DTOSTR_BUF_SIZE];
-
-  if (isnan (v) || isinf (v))
-    g_string_append (out, "null");
-  else
-    g_string_append (out, g_ascii_formatd (buf, sizeof buf, "%.6g", v));
-}
-
 /* One figure, the @j-th of its section. */
 static void
 json_row (GString *out, const Row *r, guint j)
 {
   g_string_append (out, j ? ",\n       {\"figure\": " : "\n       {\"figure\": ");
-  json_string (out, r->metric);
+  rl_json_append_string (out, r->metric);
   g_string_append (out, ", \"value\": ");
-  json_number (out, r->value);
+  rl_json_append_number (out, r->value);
   g_string_append (out, ", \"unit\": ");
-  json_string (out, r->unit);
+  rl_json_append_string (out, r->unit);
   g_string_append (out, ", \"ratio\": ");
-  json_number (out, r->ratio);
+  rl_json_append_number (out, r->ratio);
   g_string_append (out, ", \"ratio_to\": ");
-  json_string (out, r->ratio_to);
+  rl_json_append_string (out, r->ratio_to);
   g_string_append (out, ", \"target\": ");
-  json_string (out, r->target);
+  rl_json_append_string (out, r->target);
   g_string_append_printf (out, ", \"met\": %s", r->met < 0 ? "null" : r->met ? "true" : "false");
   if (r->note != NULL)
     {
       g_string_append (out, ", \"na_reason\": ");
-      json_string (out, r->note);
+      rl_json_append_string (out, r->note);
     }
   g_string_append_c (out, '}');
 }
@@ -228,13 +193,13 @@ json_section (GString *out, const Section *s, guint i)
   guint j;
 
   g_string_append (out, i ? ",\n    {\"name\": " : "\n    {\"name\": ");
-  json_string (out, s->name);
+  rl_json_append_string (out, s->name);
   g_string_append (out, ", \"title\": ");
-  json_string (out, s->title);
+  rl_json_append_string (out, s->title);
   g_string_append (out, ", \"command\": ");
-  json_string (out, s->command);
+  rl_json_append_string (out, s->command);
   g_string_append (out, ", \"seconds\": ");
-  json_number (out, s->seconds);
+  rl_json_append_number (out, s->seconds);
   g_string_append (out, ",\n     \"figures\": [");
   for (j = 0; j < s->rows->len; j++)
     json_row (out, g_ptr_array_index (s->rows, j), j);
@@ -243,7 +208,7 @@ json_section (GString *out, const Section *s, guint i)
     {
       if (j)
         g_string_append (out, ", ");
-      json_string (out, g_ptr_array_index (s->notes, j));
+      rl_json_append_string (out, g_ptr_array_index (s->notes, j));
     }
   g_string_append (out, "]}");
 }
@@ -254,27 +219,27 @@ print_json (Bench *b, double seconds)
   GString *out = g_string_new ("{\n  \"program\": \"redislock-bench\",\n  \"version\": ");
   guint i;
 
-  json_string (out, REDIS_LOCK_VERSION_S);
+  rl_json_append_string (out, REDIS_LOCK_VERSION_S);
   g_string_append_printf (out, ",\n  \"quick\": %s,\n  \"machine\": {\"nproc\": %ld, \"cpu\": ",
                           b->quick ? "true" : "false", b->nproc);
-  json_string (out, b->cpu_model);
+  rl_json_append_string (out, b->cpu_model);
   g_string_append (out, ", \"kernel\": ");
-  json_string (out, b->kernel);
+  rl_json_append_string (out, b->kernel);
   g_string_append (out, "},\n  \"redis\": {\"version\": ");
-  json_string (out, b->redis_version);
+  rl_json_append_string (out, b->redis_version);
   g_string_append_printf (
       out, ", \"server\": \"%s\"},\n  \"registry_key\": ", b->own_server ? "private" : "external");
-  json_string (out, b->key);
+  rl_json_append_string (out, b->key);
   g_string_append (out, ",\n  \"reference_round_trip\": {\"p50_us\": ");
-  json_number (out, raw_us (b));
+  rl_json_append_number (out, raw_us (b));
   g_string_append (out, ", \"p99_us\": ");
-  json_number (out, b->raw_error != NULL ? NAN : b->raw.p99 / 1000);
+  rl_json_append_number (out, b->raw_error != NULL ? NAN : b->raw.p99 / 1000);
   g_string_append (out, ", \"mean_us\": ");
-  json_number (out, b->raw_error != NULL ? NAN : b->raw.mean / 1000);
+  rl_json_append_number (out, b->raw_error != NULL ? NAN : b->raw.mean / 1000);
   g_string_append (out, ", \"error\": ");
-  json_string (out, b->raw_error);
+  rl_json_append_string (out, b->raw_error);
   g_string_append (out, "},\n  \"seconds\": ");
-  json_number (out, seconds);
+  rl_json_append_number (out, seconds);
   g_string_append (out, ",\n  \"sections\": [");
   for (i = 0; i < b->sections->len; i++)
     json_section (out, g_ptr_array_index (b->sections, i), i);

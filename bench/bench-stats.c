@@ -19,6 +19,7 @@
 #endif
 
 #include "bench.h"
+#include "report.h"
 
 gint64
 now_ns (void)
@@ -56,26 +57,6 @@ median (double *v, guint n)
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static int
-cmp_gint64 (const void *a, const void *b)
-{
-  gint64 x = *(const gint64 *)a;
-  gint64 y = *(const gint64 *)b;
-
-  return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile of @sorted (per mille: 500 = p50). */
-static gint64
-percentile (const gint64 *sorted, guint n, guint per_mille)
-{
-  guint64 rank = ((guint64)per_mille * n + 999) / 1000;
-
-  if (rank < 1)
-    rank = 1;
-  return sorted[rank - 1];
-}
-
 Dist
 dist_of (gint64 *samples, guint n, guint ops_per_sample)
 {
@@ -85,12 +66,12 @@ dist_of (gint64 *samples, guint n, guint ops_per_sample)
 
   if (n == 0)
     return d;
-  qsort (samples, n, sizeof (gint64), cmp_gint64);
+  rl_sort_int64 (samples, n);
   for (i = 0; i < n; i++)
     sum += (double)samples[i];
   d.n = n;
-  d.p50 = (double)percentile (samples, n, 500) / ops_per_sample;
-  d.p99 = (double)percentile (samples, n, 990) / ops_per_sample;
+  d.p50 = (double)rl_percentile (samples, n, 500) / ops_per_sample;
+  d.p99 = (double)rl_percentile (samples, n, 990) / ops_per_sample;
   d.max = (double)samples[n - 1] / ops_per_sample;
   d.mean = sum / n / ops_per_sample;
   return d;
