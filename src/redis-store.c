@@ -618,16 +618,14 @@ redis_store_open (RlRedisStore *self, GError **error)
 }
 
 RlStore *
-rl_store_open (const char *url, const char *registry_key, const char *client_id,
-               RlStoreContext *ctx, RlStoreReleasedFunc released, gpointer released_data,
-               GError **error)
+rl_redis_store_open (const char *url, const char *registry_key, const char *client_id,
+                     RlStoreContext *ctx, RlStoreReleasedFunc released, gpointer released_data,
+                     GError **error)
 {
   RlConnConfig config;
   RlRedisStore *self;
   g_autofree char *pattern = NULL;
 
-  if (g_str_has_prefix (url, "memory://"))
-    return rl_memory_store_open (url, registry_key, client_id, ctx, released, released_data, error);
   if (!rl_conn_config_parse (url, &config, error))
     return NULL;
 

@@ -107,10 +107,16 @@ struct _RlStore
   gpointer released_data;
 };
 
-/* Opens the store named by @url (redis://, unix://, memory://); fills the common fields. */
+/* Opens the store named by @url (redis://, unix://, memory://); fills the common fields
+ * (store.c). */
 RlStore *rl_store_open (const char *url, const char *registry_key, const char *client_id,
                         RlStoreContext *ctx, RlStoreReleasedFunc released, gpointer released_data,
                         GError **error);
+
+/* The Redis store of redis-store.c, for redis:// and unix:// URLs. */
+RlStore *rl_redis_store_open (const char *url, const char *registry_key, const char *client_id,
+                              RlStoreContext *ctx, RlStoreReleasedFunc released,
+                              gpointer released_data, GError **error);
 
 /* The in-process store of memory-store.c, for a @url starting with `memory://`. */
 RlStore *rl_memory_store_open (const char *url, const char *registry_key, const char *client_id,
