@@ -1,0 +1,769 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* redislock-run.c: `redislock run NAME -- COMMAND`, a distributed flock(1).
+ *
+ * Takes the lock NAME through libredislock (the registry's watchdog keeps renewing the
+ * lease) on a holder thread, runs COMMAND as a child process, a job of its own (its own
+ * process group, given the terminal while redislock has it, with signals forwarded to
+ * it), releases the lock when it ends and exits with its status; if the lease is lost
+ * while the command runs, the command is terminated, SIGKILL coming before the key can
+ * expire. The main thread runs a GLib main loop fed by two pipes: the holder's wake-ups
+ * and the signals caught.
+ */
+#include "config.h"
+
+#include "redislock-tool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib-unix.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* What the holder thread, the lease-lost callback and the main loop share. The holder
+ * thread takes and releases the lock (a lock belongs to the thread that took it); the
+ * main thread runs the command. Fields under @mu; a byte on @wake_fd tells the main loop
+ * to look. pthread primitives so ThreadSanitizer sees the ordering. */
+typedef struct
+{
+  pthread_mutex_t mu;
+  pthread_cond_t cond;
+  int wake_fd[2];
+
+  /* read-only while the holder thread runs */
+  RedisLock *lock;
+  gint64 wait_ms;
+  gint64 ttl_ms;
+  GCancellable *cancellable;
+
+  /* holder thread → main */
+  gboolean acquire_done;
+  gboolean acquired;
+  GError *acquire_error;
+  gboolean release_done;
+  GError *release_error;
+  /* main → holder thread */
+  gboolean release_requested;
+  /* lease-lost callback → main */
+  gboolean lease_lost;
+  gint64 lease_lost_us; /* monotonic time of the report */
+} Holder;
+
+/* The command runs as a job of its own: its own process group, which is given the
+ * terminal while redislock has it (see start_command()). */
+typedef struct
+{
+  Holder *holder;
+  GMainLoop *loop;
+  RedisLockRegistry *registry;
+  const char *name;
+  char **command;
+  gint64 kill_after_us; /* SIGTERM to SIGKILL on a lost lease, at most the lease margin */
+
+  /* main thread only */
+  gboolean acquire_handled;
+  gboolean lease_lost_handled;
+  GPid child;              /* the command, leader of its process group */
+  gboolean child_running;  /* not reaped yet */
+  gboolean child_stopped;  /* stopped (Ctrl-Z, SIGTTIN...), not continued since */
+  int child_status;        /* exit status to report for the child */
+  int interrupted_by;      /* signal received before the command started */
+  int exit_status;         /* decided before the command started, or -1 */
+  guint kill_timer;
+  int tty_fd;              /* redislock's controlling terminal, or -1 */
+} RunState;
+
+static void
+holder_wake (Holder *h)
+{
+  char b = 'x';
+  ssize_t n;
+
+  do
+    n = write (h->wake_fd[1], &b, 1);
+  while (n < 0 && errno == EINTR);
+  /* EAGAIN: a wake-up is already pending, which is enough. */
+}
+
+static gpointer
+holder_thread (gpointer data)
+{
+  Holder *h = data;
+  GError *error = NULL;
+  gboolean ok;
+
+  ok = redis_lock_try_lock_full (h->lock, h->wait_ms, h->ttl_ms, h->cancellable, &error);
+  pthread_mutex_lock (&h->mu);
+  h->acquire_done = TRUE;
+  h->acquired = ok;
+  h->acquire_error = error;
+  pthread_mutex_unlock (&h->mu);
+  holder_wake (h);
+
+  pthread_mutex_lock (&h->mu);
+  while (!h->release_requested)
+    pthread_cond_wait (&h->cond, &h->mu);
+  pthread_mutex_unlock (&h->mu);
+
+  error = NULL;
+  if (ok)
+    redis_lock_unlock (h->lock, &error);
+  pthread_mutex_lock (&h->mu);
+  h->release_error = error;
+  h->release_done = TRUE;
+  pthread_mutex_unlock (&h->mu);
+  holder_wake (h);
+  return NULL;
+}
+
+static void
+holder_request_release (Holder *h)
+{
+  pthread_mutex_lock (&h->mu);
+  h->release_requested = TRUE;
+  pthread_cond_signal (&h->cond);
+  pthread_mutex_unlock (&h->mu);
+}
+
+/* Called from a library thread: only record and wake the main loop. */
+static void
+on_lease_lost (RedisLock *lock, gpointer user_data)
+{
+  Holder *h = user_data;
+  gint64 now = g_get_monotonic_time ();
+
+  pthread_mutex_lock (&h->mu);
+  if (!h->lease_lost)
+    h->lease_lost_us = now;
+  h->lease_lost = TRUE;
+  pthread_mutex_unlock (&h->mu);
+  holder_wake (h);
+}
+
+/* libredislock's drift margin for a lease of @ttl_ms (drift_margin_us() in
+ * src/leases.c): 5% of the TTL, at least 25 ms, at most half the TTL. A lease is
+ * reported lost once it has gone unconfirmed for the TTL less this margin, so its key
+ * cannot expire, and another client take the lock, sooner than this margin after the
+ * report: the command must be dead by then. */
+static gint64
+lease_margin_us (gint64 ttl_ms)
+{
+  gint64 ttl_us = ttl_ms * 1000;
+
+  return MIN (MAX (ttl_us / 20, 25000), ttl_us / 2);
+}
+
+static int ttou_disposition_ignored;
+static pid_t redislock_pid;
+static int child_tty_fd = -1; /* for child_setup(): the terminal to take, or -1 */
+
+/* In the child between fork and exec (async-signal-safe calls only): become the leader
+ * of a process group of its own, and its terminal's foreground group when redislock was
+ * (so that Ctrl-C reaches the command once, from the terminal, and redislock not at all);
+ * give SIGTTOU and SIGPIPE back their inherited dispositions (redislock ignores SIGTTOU
+ * to hand the terminal over from the background, and SIGPIPE so that a dropped Redis
+ * connection is an error, not a death); and on Linux have the command killed if
+ * redislock dies without ending it: nothing would renew the lease any more. */
+static void
+child_setup (gpointer data)
+{
+  setpgid (0, 0);
+  if (child_tty_fd >= 0)
+    tcsetpgrp (child_tty_fd, getpid ());
+  signal (SIGTTOU, ttou_disposition_ignored ? SIG_IGN : SIG_DFL);
+  signal (SIGPIPE, pipe_disposition_ignored ? SIG_IGN : SIG_DFL);
+#ifdef __linux__
+  prctl (PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid () != redislock_pid)
+    _exit (EXIT_CANNOT_EXEC);
+#endif
+}
+
+/* Sends @signum to the command's process group (the command and what it started), and
+ * to the command itself should it have left that group. */
+static void
+signal_command (RunState *st, int signum)
+{
+  if (kill (-st->child, signum) != 0 || getpgid (st->child) != st->child)
+    kill (st->child, signum);
+}
+
+static gboolean
+terminal_owned_by (RunState *st, pid_t pgrp)
+{
+  return st->tty_fd >= 0 && tcgetpgrp (st->tty_fd) == pgrp;
+}
+
+/* Makes @pgrp the terminal's foreground process group (SIGTTOU is ignored, so this works
+ * from the background too). */
+static void
+give_terminal (RunState *st, pid_t pgrp)
+{
+  if (st->tty_fd >= 0)
+    while (tcsetpgrp (st->tty_fd, pgrp) != 0 && errno == EINTR)
+      ;
+}
+
+/* redislock was continued, or is in the foreground again: so is the command. */
+static void
+resume_command (RunState *st)
+{
+  if (!st->child_running)
+    return;
+  if (terminal_owned_by (st, getpgrp ()))
+    give_terminal (st, st->child);
+  if (st->child_stopped)
+    {
+      st->child_stopped = FALSE;
+      signal_command (st, SIGCONT);
+    }
+}
+
+/* The command stopped. When it had the terminal (Ctrl-Z), or wanted it from the
+ * background (SIGTTIN, SIGTTOU), redislock takes the terminal back and stops its own
+ * job too, so that the shell sees the job stopped and can resume it with fg or bg; if
+ * redislock has the terminal itself (it was brought to the foreground while the
+ * command was not), the command just gets it. A stop by anyone else (a debugger,
+ * SIGSTOP) is left alone. */
+static void
+handle_child_stopped (RunState *st, int signum)
+{
+  gboolean had_terminal = terminal_owned_by (st, st->child);
+  gboolean wants_terminal = st->tty_fd >= 0 && (signum == SIGTTIN || signum == SIGTTOU);
+
+  st->child_stopped = TRUE;
+  if (!had_terminal && !wants_terminal)
+    return;
+  if (wants_terminal && terminal_owned_by (st, getpgrp ()))
+    {
+      resume_command (st);
+      return;
+    }
+  if (had_terminal)
+    give_terminal (st, getpgrp ());
+  /* Returns once continued; at once when this job is orphaned or ignores SIGTSTP. */
+  kill (0, SIGTSTP);
+  if (terminal_owned_by (st, getpgrp ()))
+    resume_command (st);
+}
+
+static void
+handle_child_exit (RunState *st, int wait_status)
+{
+  st->child_running = FALSE;
+  if (WIFEXITED (wait_status))
+    st->child_status = WEXITSTATUS (wait_status);
+  else if (WIFSIGNALED (wait_status))
+    st->child_status = 128 + WTERMSIG (wait_status);
+  else
+    st->child_status = EXIT_CANNOT_EXEC;
+  g_spawn_close_pid (st->child);
+  if (terminal_owned_by (st, st->child))
+    give_terminal (st, getpgrp ());
+  if (st->kill_timer)
+    {
+      /* The lease is lost: whatever the command left running works without the lock. */
+      g_source_remove (st->kill_timer);
+      st->kill_timer = 0;
+      kill (-st->child, SIGKILL);
+    }
+  holder_request_release (st->holder);
+}
+
+/* Collects what happened to the command (SIGCHLD woke the main loop). */
+static void
+check_child (RunState *st)
+{
+  while (st->child_running)
+    {
+      int wait_status = 0;
+      pid_t pid = waitpid (st->child, &wait_status, WNOHANG | WUNTRACED | WCONTINUED);
+
+      if (pid == 0)
+        break;
+      if (pid < 0 && errno == EINTR)
+        continue;
+      if (pid < 0)
+        handle_child_exit (st, 0xff00); /* reaped elsewhere: status unknown */
+      else if (WIFSTOPPED (wait_status))
+        handle_child_stopped (st, WSTOPSIG (wait_status));
+      else if (WIFCONTINUED (wait_status))
+        st->child_stopped = FALSE;
+      else
+        handle_child_exit (st, wait_status);
+    }
+}
+
+static gboolean
+on_kill_timer (gpointer data)
+{
+  RunState *st = data;
+
+  st->kill_timer = 0;
+  if (st->child_running)
+    {
+      g_autofree char *grace = format_duration (st->kill_after_us / 1000);
+
+      die_message ("the command did not end within %s of SIGTERM; sending SIGKILL", grace);
+      signal_command (st, SIGKILL);
+    }
+  return G_SOURCE_REMOVE;
+}
+
+static void
+start_command (RunState *st)
+{
+  g_autoptr (GError) error = NULL;
+  g_auto (GStrv) env = g_get_environ ();
+  gboolean spawned;
+
+  env = g_environ_setenv (env, "REDIS_LOCK_KEY", redis_lock_get_key (st->holder->lock), TRUE);
+  env = g_environ_setenv (env, "REDIS_LOCK_OWNER", redis_lock_registry_get_client_id (st->registry),
+                          TRUE);
+  env = g_environ_setenv (env, "REDIS_LOCK_NAME", st->name, TRUE);
+  /* The command's group gets the terminal only if redislock's group has it: a job in the
+   * background stays there. */
+  child_tty_fd = terminal_owned_by (st, getpgrp ()) ? st->tty_fd : -1;
+  spawned = g_spawn_async (NULL, st->command, env,
+                           G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH
+                             | G_SPAWN_CHILD_INHERITS_STDIN,
+                           child_setup, NULL, &st->child, &error);
+  child_tty_fd = -1;
+  if (!spawned)
+    {
+      g_autofree char *shown = escape_for_display (st->command[0]);
+
+      die_message ("cannot run %s: %s", shown, error->message);
+      st->exit_status = g_error_matches (error, G_SPAWN_ERROR, G_SPAWN_ERROR_NOENT)
+                          ? EXIT_NOT_FOUND
+                          : EXIT_CANNOT_EXEC;
+      holder_request_release (st->holder);
+      return;
+    }
+  st->child_running = TRUE;
+  check_child (st);
+}
+
+/* Tells why the lock was not acquired, with the holder when Redis says who it is. */
+static void
+report_not_acquired (RunState *st)
+{
+  g_autofree char *name = escape_for_display (st->name);
+  g_autofree char *holder = NULL;
+  g_autofree char *waited = format_duration (st->holder->wait_ms);
+  redisContext *c = redis_open (effective_url (), NULL);
+
+  if (c != NULL)
+    {
+      redisReply *r = redis_callv (c, NULL, "GET", redis_lock_get_key (st->holder->lock), NULL);
+
+      if (r != NULL && r->type == REDIS_REPLY_STRING)
+        {
+          g_autofree char *owner = g_strndup (r->str, r->len);
+          g_autofree char *shown = escape_for_display (owner);
+
+          holder = g_strdup_printf (" (held by %s)", shown);
+        }
+      if (r != NULL)
+        freeReplyObject (r);
+      redisFree (c);
+    }
+  if (st->holder->wait_ms == 0)
+    die_message ("lock '%s' is busy%s", name, holder ? holder : "");
+  else
+    die_message ("timed out after %s waiting for lock '%s'%s", waited, name, holder ? holder : "");
+}
+
+static void
+handle_acquired (RunState *st, gboolean acquired, const GError *error)
+{
+  st->acquire_handled = TRUE;
+  if (!acquired)
+    {
+      if (st->interrupted_by)
+        st->exit_status = 128 + st->interrupted_by;
+      else if (error != NULL)
+        {
+          die_message ("%s", error->message);
+          st->exit_status = exit_status_for_error (error);
+        }
+      else
+        {
+          report_not_acquired (st);
+          st->exit_status = EXIT_NOT_ACQUIRED;
+        }
+      holder_request_release (st->holder);
+      return;
+    }
+  if (st->interrupted_by)
+    {
+      st->exit_status = 128 + st->interrupted_by;
+      holder_request_release (st->holder);
+      return;
+    }
+  start_command (st);
+}
+
+/* SIGTERM now, SIGKILL once the grace is over, counted from the loss report: by then at
+ * the latest, since the grace is at most the lease margin, before the key can expire. */
+static void
+handle_lease_lost (RunState *st, gint64 lost_us)
+{
+  g_autofree char *name = escape_for_display (st->name);
+  g_autofree char *grace = format_duration (st->kill_after_us / 1000);
+  gint64 remaining_us;
+
+  st->lease_lost_handled = TRUE;
+  if (!st->child_running)
+    return;
+  die_message ("lost the lease on lock '%s'; terminating the command (SIGKILL in %s at most)",
+               name, grace);
+  signal_command (st, SIGTERM);
+  if (st->child_stopped)
+    {
+      st->child_stopped = FALSE;
+      signal_command (st, SIGCONT);
+    }
+  remaining_us = lost_us + st->kill_after_us - g_get_monotonic_time ();
+  if (remaining_us <= 0)
+    on_kill_timer (st);
+  else
+    st->kill_timer = g_timeout_add ((guint) MIN (remaining_us / 1000, (gint64) G_MAXUINT),
+                                    on_kill_timer, st);
+}
+
+static gboolean
+on_wake (int fd, GIOCondition condition, gpointer data)
+{
+  RunState *st = data;
+  Holder *h = st->holder;
+  char buf[64];
+  gboolean acquire_done, acquired, lease_lost, release_done;
+  gint64 lease_lost_us;
+  GError *acquire_error;
+
+  while (read (fd, buf, sizeof buf) > 0)
+    ;
+  pthread_mutex_lock (&h->mu);
+  acquire_done = h->acquire_done;
+  acquired = h->acquired;
+  acquire_error = h->acquire_error;
+  lease_lost = h->lease_lost;
+  lease_lost_us = h->lease_lost_us;
+  release_done = h->release_done;
+  pthread_mutex_unlock (&h->mu);
+
+  if (acquire_done && !st->acquire_handled)
+    handle_acquired (st, acquired, acquire_error);
+  if (lease_lost && !st->lease_lost_handled && st->acquire_handled)
+    handle_lease_lost (st, lease_lost_us);
+  if (release_done)
+    g_main_loop_quit (st->loop);
+  return G_SOURCE_CONTINUE;
+}
+
+/* Signals reach the main loop through a pipe (the handler only writes the signal
+ * number), from the start of `run`, so one that arrives while redislock connects to
+ * Redis is not lost: the forwarded ones, SIGCHLD (the command stopped or ended) and
+ * SIGCONT (redislock was resumed). */
+static const int forwarded_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 };
+static int signal_pipe[2] = { -1, -1 };
+
+static void
+on_unix_signal (int signum)
+{
+  int saved_errno = errno;
+  unsigned char b = (unsigned char) signum;
+
+  if (getpid () != redislock_pid)
+    {
+      /* the command between fork and exec: the signal is its own */
+      signal (signum, SIG_DFL);
+      raise (signum);
+      errno = saved_errno;
+      return;
+    }
+  if (write (signal_pipe[1], &b, 1) < 0)
+    {
+      /* pipe full: the main loop has plenty of signals to act on already */
+    }
+  errno = saved_errno;
+}
+
+static gboolean
+on_signal_pipe (int fd, GIOCondition condition, gpointer data)
+{
+  RunState *st = data;
+  unsigned char buf[32];
+  ssize_t n, i;
+
+  while ((n = read (fd, buf, sizeof buf)) > 0)
+    for (i = 0; i < n; i++)
+      {
+        int signum = buf[i];
+
+        if (signum == SIGCHLD)
+          continue; /* below */
+        if (signum == SIGCONT)
+          resume_command (st);
+        else if (st->child_running)
+          signal_command (st, signum);
+        else if (!st->acquire_handled)
+          {
+            if (!st->interrupted_by)
+              st->interrupted_by = signum;
+            g_cancellable_cancel (st->holder->cancellable);
+          }
+      }
+  check_child (st);
+  return G_SOURCE_CONTINUE;
+}
+
+/* A signal ignored by whoever started redislock stays ignored (as nohup expects); SIGCHLD
+ * is always caught, to learn when the command stops or ends. SIGTTOU is ignored, to hand
+ * the terminal over from the background and write to it while the command has it. */
+static gboolean
+install_signal_handlers (void)
+{
+  struct sigaction sa;
+  gsize i;
+
+  redislock_pid = getpid ();
+  if (!g_unix_open_pipe (signal_pipe, FD_CLOEXEC, NULL)
+      || !g_unix_set_fd_nonblocking (signal_pipe[0], TRUE, NULL)
+      || !g_unix_set_fd_nonblocking (signal_pipe[1], TRUE, NULL))
+    return FALSE;
+  memset (&sa, 0, sizeof sa);
+  sa.sa_handler = on_unix_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset (&sa.sa_mask);
+  for (i = 0; i < G_N_ELEMENTS (forwarded_signals); i++)
+    if (!signal_is_ignored (forwarded_signals[i]))
+      sigaction (forwarded_signals[i], &sa, NULL);
+  if (!signal_is_ignored (SIGCONT))
+    sigaction (SIGCONT, &sa, NULL);
+  sigaction (SIGCHLD, &sa, NULL);
+  ttou_disposition_ignored = signal_is_ignored (SIGTTOU);
+  signal (SIGTTOU, SIG_IGN);
+  return TRUE;
+}
+
+/* Whether the option @arg ("-x", "--long" or "--long=VALUE") of @tables takes the next
+ * argument as its value. */
+static gboolean
+option_takes_next (const char *arg, const GOptionEntry *const *tables)
+{
+  const GOptionEntry *const *t;
+  const GOptionEntry *e;
+
+  if (arg[1] == '-')
+    {
+      const char *name = arg + 2;
+      gsize len = strcspn (name, "=");
+
+      if (name[len] == '=')
+        return FALSE;
+      for (t = tables; *t != NULL; t++)
+        for (e = *t; e->long_name != NULL; e++)
+          if (strlen (e->long_name) == len && strncmp (e->long_name, name, len) == 0)
+            return e->arg != G_OPTION_ARG_NONE;
+      return FALSE;
+    }
+  for (t = tables; *t != NULL; t++)
+    for (e = *t; e->long_name != NULL; e++)
+      if (e->short_name != 0 && e->short_name == arg[strlen (arg) - 1])
+        return e->arg != G_OPTION_ARG_NONE;
+  return FALSE;
+}
+
+static const char run_usage[] = "run [OPTION…] [--] NAME [--] COMMAND [ARG…]";
+
+int
+cmd_run (int argc, char **argv)
+{
+  static char *opt_wait, *opt_ttl, *opt_kill_after;
+  static const GOptionEntry entries[] = {
+    { "wait", 'w', 0, G_OPTION_ARG_STRING, &opt_wait,
+      "Give up (exit 1) when the lock is not acquired within DURATION; 0 tries once "
+      "(default: wait forever)",
+      "DURATION" },
+    { "ttl", 't', 0, G_OPTION_ARG_STRING, &opt_ttl,
+      "Lease TTL, renewed while the command runs; bounds how long a crashed redislock "
+      "blocks others (default: 60s)",
+      "DURATION" },
+    { "kill-after", 'k', 0, G_OPTION_ARG_STRING, &opt_kill_after,
+      "When the lease is lost, send SIGKILL this long after SIGTERM (default: 5s), at most "
+      "the lease margin, 5% of the TTL (3s at the default TTL)",
+      "DURATION" },
+    { NULL },
+  };
+  static const GOptionEntry *const tables[] = { common_entries, entries, NULL };
+  g_autoptr (GError) error = NULL;
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GMainLoop) loop = NULL;
+  g_autoptr (GCancellable) cancellable = NULL;
+  GThread *thread;
+  Holder *h;
+  RunState st = { 0 };
+  guint wake_source, signal_source;
+  int end, rc, i, opt_argc, result;
+  gboolean sep = FALSE;
+  char **opt_argv;
+  char **command;
+  const char *name;
+  gint64 wait_ms = -1, ttl_ms = DEFAULT_TTL_MS, kill_after_ms = DEFAULT_KILL_AFTER_MS;
+  gboolean lease_lost;
+
+  /* The options end at the first "--", NAME following it, or at the first argument that
+   * is not an option, NAME. One "--" right after NAME is skipped; all the rest, other
+   * "--" included, is the command's. */
+  for (end = 1; end < argc; end++)
+    {
+      const char *arg = argv[end];
+
+      if (strcmp (arg, "--") == 0)
+        {
+          sep = TRUE;
+          break;
+        }
+      if (arg[0] != '-' || arg[1] == '\0')
+        break;
+      if (option_takes_next (arg, tables) && end + 1 < argc)
+        end++;
+    }
+  opt_argc = end;
+  opt_argv = g_new0 (char *, opt_argc + 1);
+  memcpy (opt_argv, argv, sizeof (char *) * (gsize) opt_argc);
+  rc = parse_options ("run", run_usage, "[--] NAME [--] COMMAND [ARG…]",
+                      "Holds lock NAME while COMMAND runs, and exits with its status.\n"
+                      "Exit status: the command's; 1 when the lock was not acquired within\n"
+                      "--wait; 2 on a Redis error; 3 when the lease was lost while the command\n"
+                      "ran; 64 on a usage error; 126/127 when the command cannot be run;\n"
+                      "128+N when the command (or redislock, before it started) got signal N.",
+                      entries, TRUE, TRUE, &opt_argc, &opt_argv);
+  if (rc < 0 && opt_argc > 1)
+    rc = usage_error ("run", run_usage, "unexpected argument '%s'", opt_argv[1]);
+  g_free (opt_argv);
+  if (rc >= 0)
+    return rc;
+  i = sep ? end + 1 : end;
+  if (i >= argc)
+    return usage_error ("run", run_usage, "no lock NAME given");
+  name = argv[i++];
+  if (i < argc && strcmp (argv[i], "--") == 0)
+    i++;
+  command = argv + i;
+  if (command[0] == NULL)
+    return usage_error ("run", run_usage, "no COMMAND given");
+  if (*name == '\0')
+    return usage_error ("run", run_usage, "the lock NAME must not be empty");
+  if (strlen (name) > REDIS_LOCK_NAME_MAX)
+    return usage_error ("run", run_usage, "lock NAME longer than %d bytes", REDIS_LOCK_NAME_MAX);
+  if (opt_wait != NULL && strcmp (opt_wait, "forever") != 0 && !parse_duration (opt_wait, &wait_ms))
+    return usage_error ("run", run_usage, "invalid duration for --wait: '%s'", opt_wait);
+  if (opt_ttl != NULL && (!parse_duration (opt_ttl, &ttl_ms) || ttl_ms < 1))
+    return usage_error ("run", run_usage, "invalid duration for --ttl: '%s' (at least 1ms)",
+                        opt_ttl);
+  if (opt_kill_after != NULL && !parse_duration (opt_kill_after, &kill_after_ms))
+    return usage_error ("run", run_usage, "invalid duration for --kill-after: '%s'",
+                        opt_kill_after);
+
+  if (!install_signal_handlers ())
+    {
+      die_message ("cannot create a pipe: %s", g_strerror (errno));
+      return EXIT_REDIS;
+    }
+  registry = redis_lock_registry_new (effective_url (), effective_registry (), &error);
+  if (registry == NULL)
+    {
+      die_message ("%s", error->message);
+      return exit_status_for_error (error);
+    }
+  lock = redis_lock_registry_obtain (registry, name, &error);
+  if (lock == NULL)
+    {
+      die_message ("%s", error->message);
+      return exit_status_for_error (error);
+    }
+
+  h = g_new0 (Holder, 1);
+  pthread_mutex_init (&h->mu, NULL);
+  pthread_cond_init (&h->cond, NULL);
+  if (!g_unix_open_pipe (h->wake_fd, FD_CLOEXEC, NULL)
+      || !g_unix_set_fd_nonblocking (h->wake_fd[0], TRUE, NULL)
+      || !g_unix_set_fd_nonblocking (h->wake_fd[1], TRUE, NULL))
+    {
+      die_message ("cannot create a pipe: %s", g_strerror (errno));
+      return EXIT_REDIS;
+    }
+  cancellable = g_cancellable_new ();
+  h->lock = lock;
+  h->wait_ms = wait_ms;
+  h->ttl_ms = ttl_ms;
+  h->cancellable = cancellable;
+  redis_lock_registry_set_lease_lost_callback (registry, on_lease_lost, h, NULL);
+
+  loop = g_main_loop_new (NULL, FALSE);
+  st.holder = h;
+  st.loop = loop;
+  st.registry = registry;
+  st.name = name;
+  st.command = command;
+  st.kill_after_us = MIN (kill_after_ms * 1000, lease_margin_us (ttl_ms));
+  st.exit_status = -1;
+  st.tty_fd = open ("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+  wake_source = g_unix_fd_add (h->wake_fd[0], G_IO_IN, on_wake, &st);
+  signal_source = g_unix_fd_add (signal_pipe[0], G_IO_IN, on_signal_pipe, &st);
+
+  thread = g_thread_new ("redislock-holder", holder_thread, h);
+  g_main_loop_run (loop);
+  g_thread_join (thread);
+
+  g_source_remove (signal_source);
+  g_source_remove (wake_source);
+  if (st.tty_fd >= 0)
+    close (st.tty_fd);
+
+  lease_lost = h->lease_lost
+               || g_error_matches (h->release_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+  if (st.exit_status >= 0)
+    result = st.exit_status;
+  else if (lease_lost)
+    {
+      if (!st.lease_lost_handled)
+        {
+          g_autofree char *shown = escape_for_display (name);
+
+          die_message ("lost the lease on lock '%s' while the command ran", shown);
+        }
+      result = EXIT_LEASE_LOST;
+    }
+  else
+    {
+      if (h->release_error != NULL)
+        die_message ("warning: releasing the lock failed (it expires by its TTL): %s",
+                     h->release_error->message);
+      result = st.child_status;
+    }
+
+  /* The registry's threads stop before the state they may call back into is freed. */
+  redis_lock_registry_set_lease_lost_callback (registry, NULL, NULL, NULL);
+  g_clear_pointer (&lock, redis_lock_unref);
+  redis_lock_registry_close (registry);
+  g_clear_pointer (&registry, redis_lock_registry_unref);
+  g_clear_error (&h->acquire_error);
+  g_clear_error (&h->release_error);
+  close (h->wake_fd[0]);
+  close (h->wake_fd[1]);
+  pthread_mutex_destroy (&h->mu);
+  pthread_cond_destroy (&h->cond);
+  g_free (h);
+  return result;
+}

@@ -1,0 +1,451 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* redislock-status.c: `redislock status NAME…` and `redislock list`.
+ *
+ * Both show locks as a table or, with --json, as a JSON array: name, key, held or
+ * free, the owner (the value of the key; split into host and pid when it is a client
+ * id of libredislock) and the remaining TTL. status reads the named locks and exits 1
+ * when one is free; list finds every lock of a registry. They share one file because
+ * they share the reading and the printing.
+ */
+#include "config.h"
+
+#include "redislock-tool.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct
+{
+  char *name;
+  char *key;
+  gboolean held;
+  char *owner;   /* NULL when free */
+  gint64 ttl_ms; /* -1: no expiry; meaningless when free */
+} LockInfo;
+
+static void
+lock_info_free (gpointer p)
+{
+  LockInfo *info = p;
+
+  g_free (info->name);
+  g_free (info->key);
+  g_free (info->owner);
+  g_free (info);
+}
+
+/* Reads the lock keys @keys (GET + PTTL, pipelined) into LockInfo entries. Keys that are
+ * not strings are skipped when @skip_foreign, an error otherwise. */
+static GPtrArray *
+read_locks (redisContext *c, const char *registry, GPtrArray *keys, gboolean skip_foreign,
+            GError **error)
+{
+  g_autoptr (GPtrArray) result = g_ptr_array_new_with_free_func (lock_info_free);
+  gsize prefix_len = strlen (registry) + 1;
+  guint start = 0;
+
+  while (start < keys->len)
+    {
+      guint end = MIN (keys->len, start + 256);
+      guint i;
+
+      for (i = start; i < end; i++)
+        {
+          const char *key = g_ptr_array_index (keys, i);
+          const char *get[] = { "GET", key };
+          const char *pttl[] = { "PTTL", key };
+
+          redisAppendCommandArgv (c, 2, get, NULL);
+          redisAppendCommandArgv (c, 2, pttl, NULL);
+        }
+      for (i = start; i < end; i++)
+        {
+          const char *key = g_ptr_array_index (keys, i);
+          redisReply *value = NULL, *ttl = NULL;
+          LockInfo *info;
+
+          if (redisGetReply (c, (void **) &value) != REDIS_OK
+              || redisGetReply (c, (void **) &ttl) != REDIS_OK)
+            {
+              g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                           "Redis I/O error: %s", c->errstr[0] ? c->errstr : "connection lost");
+              if (value)
+                freeReplyObject (value);
+              return NULL;
+            }
+          if (value->type == REDIS_REPLY_ERROR || ttl->type == REDIS_REPLY_ERROR)
+            {
+              if (!skip_foreign)
+                {
+                  g_autofree char *shown = escape_for_display (key);
+
+                  g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                               "key %s is not a lock: %s", shown,
+                               value->type == REDIS_REPLY_ERROR ? value->str : ttl->str);
+                  freeReplyObject (value);
+                  freeReplyObject (ttl);
+                  /* drain the rest of the pipeline before failing */
+                  for (i = i + 1; i < end; i++)
+                    {
+                      redisReply *r;
+                      if (redisGetReply (c, (void **) &r) == REDIS_OK)
+                        freeReplyObject (r);
+                      if (redisGetReply (c, (void **) &r) == REDIS_OK)
+                        freeReplyObject (r);
+                    }
+                  return NULL;
+                }
+            }
+          else
+            {
+              info = g_new0 (LockInfo, 1);
+              info->key = g_strdup (key);
+              info->name = g_strdup (key + prefix_len);
+              /* A key that vanished between GET and PTTL (-2) was released. */
+              info->held = value->type == REDIS_REPLY_STRING && !(ttl->type == REDIS_REPLY_INTEGER
+                                                                   && ttl->integer == -2);
+              if (info->held)
+                {
+                  info->owner = g_strndup (value->str, value->len);
+                  info->ttl_ms = ttl->type == REDIS_REPLY_INTEGER ? ttl->integer : -1;
+                }
+              if (info->held || !skip_foreign)
+                g_ptr_array_add (result, info);
+              else
+                lock_info_free (info);
+            }
+          freeReplyObject (value);
+          freeReplyObject (ttl);
+        }
+      start = end;
+    }
+  return g_steal_pointer (&result);
+}
+
+static gboolean
+all_digits (const char *s, gsize n)
+{
+  gsize i;
+
+  for (i = 0; i < n; i++)
+    if (!g_ascii_isdigit (s[i]))
+      return FALSE;
+  return n > 0;
+}
+
+static gboolean
+all_hex (const char *s, gsize n)
+{
+  gsize i;
+
+  for (i = 0; i < n; i++)
+    if (!g_ascii_isxdigit (s[i]))
+      return FALSE;
+  return n > 0;
+}
+
+/* The colon last before @end in @s, or NULL. */
+static const char *
+colon_before (const char *s, const char *end)
+{
+  while (end > s)
+    if (*--end == ':')
+      return end;
+  return NULL;
+}
+
+/* Splits @owner up to @end, `host:pid:tail`, into host and pid. */
+static gboolean
+split_host_pid (const char *owner, const char *end, char **host, gint64 *pid)
+{
+  const char *last = colon_before (owner, end);
+  const char *prev = last != NULL ? colon_before (owner, last) : NULL;
+  g_autofree char *pid_text = NULL;
+
+  if (last == NULL || prev == NULL || prev == owner || last + 1 == end)
+    return FALSE;
+  pid_text = g_strndup (prev + 1, (gsize) (last - prev - 1));
+  if (!all_digits (pid_text, strlen (pid_text))
+      || !g_ascii_string_to_signed (pid_text, 10, 0, G_MAXINT64, pid, NULL))
+    return FALSE;
+  *host = g_strndup (owner, (gsize) (prev - owner));
+  return TRUE;
+}
+
+/* Splits the value of a key held through libredislock into host and pid: the client id
+ * `host:pid:hex` (32 hex digits), or that id followed by `:N`, the number of the
+ * acquisition. Other clients (Spring's, for one) store UUIDs: then nothing is split. */
+static gboolean
+split_client_id (const char *owner, char **host, gint64 *pid)
+{
+  const char *end, *last, *prev;
+  gboolean numbered;
+
+  if (owner == NULL)
+    return FALSE;
+  end = owner + strlen (owner);
+  last = colon_before (owner, end);
+  numbered = last != NULL && all_digits (last + 1, (gsize) (end - last - 1));
+  prev = numbered ? colon_before (owner, last) : NULL;
+  /* host:pid:<32 hex>:N first; host:pid:anything; then host:pid:hex:N with a short hex */
+  if (prev != NULL && last - prev - 1 == 32 && all_hex (prev + 1, 32)
+      && split_host_pid (owner, last, host, pid))
+    return TRUE;
+  if (split_host_pid (owner, end, host, pid))
+    return TRUE;
+  return prev != NULL && all_hex (prev + 1, (gsize) (last - prev - 1))
+         && split_host_pid (owner, last, host, pid);
+}
+
+static char *
+format_ttl (const LockInfo *info)
+{
+  if (!info->held)
+    return g_strdup ("-");
+  if (info->ttl_ms < 0)
+    return g_strdup ("none");
+  if (info->ttl_ms < 1000)
+    return g_strdup_printf ("%" G_GINT64_FORMAT "ms", info->ttl_ms);
+  return g_strdup_printf ("%.1fs", (double) info->ttl_ms / 1000.0);
+}
+
+static void
+print_locks (GPtrArray *locks, gboolean json)
+{
+  guint i;
+
+  if (json)
+    {
+      GString *out = g_string_new ("[");
+
+      for (i = 0; i < locks->len; i++)
+        {
+          const LockInfo *info = g_ptr_array_index (locks, i);
+          g_autofree char *host = NULL;
+          gint64 pid = 0;
+          gboolean split = split_client_id (info->owner, &host, &pid);
+
+          g_string_append (out, i ? ",\n  {" : "\n  {");
+          g_string_append (out, "\"name\": ");
+          json_append_string (out, info->name);
+          g_string_append (out, ", \"key\": ");
+          json_append_string (out, info->key);
+          g_string_append_printf (out, ", \"held\": %s, \"owner\": ",
+                                  info->held ? "true" : "false");
+          json_append_string (out, info->owner);
+          g_string_append (out, ", \"host\": ");
+          json_append_string (out, split ? host : NULL);
+          if (split)
+            g_string_append_printf (out, ", \"pid\": %" G_GINT64_FORMAT, pid);
+          else
+            g_string_append (out, ", \"pid\": null");
+          if (info->held && info->ttl_ms >= 0)
+            g_string_append_printf (out, ", \"ttl_ms\": %" G_GINT64_FORMAT "}", info->ttl_ms);
+          else
+            g_string_append (out, ", \"ttl_ms\": null}");
+        }
+      g_string_append (out, locks->len ? "\n]\n" : "]\n");
+      fputs (out->str, stdout);
+      g_string_free (out, TRUE);
+      return;
+    }
+  else
+    {
+      g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
+      g_autoptr (GPtrArray) ttls = g_ptr_array_new_with_free_func (g_free);
+      glong name_w = 4, ttl_w = 3;
+
+      for (i = 0; i < locks->len; i++)
+        {
+          const LockInfo *info = g_ptr_array_index (locks, i);
+          char *name = escape_for_display (info->name);
+          char *ttl = format_ttl (info);
+
+          name_w = MAX (name_w, g_utf8_strlen (name, -1));
+          ttl_w = MAX (ttl_w, (glong) strlen (ttl));
+          g_ptr_array_add (names, name);
+          g_ptr_array_add (ttls, ttl);
+        }
+      printf ("%-*s  %-5s  %*s  %s\n", (int) name_w, "NAME", "STATE", (int) ttl_w, "TTL", "OWNER");
+      for (i = 0; i < locks->len; i++)
+        {
+          const LockInfo *info = g_ptr_array_index (locks, i);
+          const char *name = g_ptr_array_index (names, i);
+          g_autofree char *owner = info->owner ? escape_for_display (info->owner) : g_strdup ("-");
+          int pad = (int) (name_w - g_utf8_strlen (name, -1));
+
+          printf ("%s%*s  %-5s  %*s  %s\n", name, pad, "", info->held ? "held" : "free",
+                  (int) ttl_w, (const char *) g_ptr_array_index (ttls, i), owner);
+        }
+    }
+}
+
+static gboolean opt_json;
+
+static const char status_usage[] = "status [OPTION…] NAME…";
+static const char list_usage[] = "list [OPTION…]";
+
+static const GOptionEntry json_entries[] = {
+  { "json", 'j', 0, G_OPTION_ARG_NONE, &opt_json, "Print a JSON array for scripts", NULL },
+  { NULL },
+};
+
+int
+cmd_status (int argc, char **argv)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) keys = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GPtrArray) locks = NULL;
+  g_autoptr (GPtrArray) names = g_ptr_array_new ();
+  g_autofree char **opt_argv = NULL;
+  redisContext *c;
+  int rc, i, opt_argc;
+  gboolean all_held = TRUE;
+  guint j;
+
+  /* Options end at the first "--"; names follow (they may start with a dash). */
+  for (opt_argc = 1; opt_argc < argc && strcmp (argv[opt_argc], "--") != 0; opt_argc++)
+    ;
+  opt_argv = g_new0 (char *, opt_argc + 1);
+  memcpy (opt_argv, argv, sizeof (char *) * (gsize) opt_argc);
+  for (i = opt_argc + 1; i < argc; i++)
+    g_ptr_array_add (names, argv[i]);
+  rc = parse_options ("status", status_usage, "NAME…",
+                      "Shows whether each lock NAME is held, by which client, and for how long.\n"
+                      "Exit status: 0 when every NAME is held, 1 when one is free, 2 on a Redis\n"
+                      "error, 64 on a usage error.",
+                      json_entries, TRUE, FALSE, &opt_argc, &opt_argv);
+  if (rc >= 0)
+    return rc;
+  for (i = opt_argc - 1; i >= 1; i--)
+    g_ptr_array_insert (names, 0, opt_argv[i]);
+  if (names->len == 0)
+    return usage_error ("status", status_usage, "no lock NAME given");
+  for (j = 0; j < names->len; j++)
+    {
+      const char *name = g_ptr_array_index (names, j);
+
+      if (name[0] == '\0')
+        return usage_error ("status", status_usage, "a lock NAME must not be empty");
+      if (strlen (name) > REDIS_LOCK_NAME_MAX)
+        return usage_error ("status", status_usage, "lock NAME longer than %d bytes",
+                            REDIS_LOCK_NAME_MAX);
+      g_ptr_array_add (keys, g_strconcat (effective_registry (), ":", name, NULL));
+    }
+  c = redis_open (effective_url (), &error);
+  if (c == NULL)
+    {
+      die_message ("%s", error->message);
+      return exit_status_for_error (error);
+    }
+  locks = read_locks (c, effective_registry (), keys, FALSE, &error);
+  redisFree (c);
+  if (locks == NULL)
+    {
+      die_message ("%s", error->message);
+      return EXIT_REDIS;
+    }
+  print_locks (locks, opt_json);
+  for (j = 0; j < locks->len; j++)
+    if (!((LockInfo *) g_ptr_array_index (locks, j))->held)
+      all_held = FALSE;
+  return all_held ? 0 : 1;
+}
+
+/* The SCAN pattern matching exactly the keys that start with @registry ":". */
+static char *
+literal_scan_pattern (const char *registry)
+{
+  GString *pattern = g_string_new (NULL);
+  const char *p;
+
+  for (p = registry; *p; p++)
+    {
+      if (strchr ("*?[]\\^", *p) != NULL)
+        g_string_append_c (pattern, '\\');
+      g_string_append_c (pattern, *p);
+    }
+  g_string_append (pattern, ":*");
+  return g_string_free (pattern, FALSE);
+}
+
+static int
+compare_strings (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(const char *const *) a, *(const char *const *) b);
+}
+
+int
+cmd_list (int argc, char **argv)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GHashTable) seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr (GPtrArray) keys = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GPtrArray) locks = NULL;
+  g_autofree char *pattern = NULL;
+  g_autofree char *cursor = g_strdup ("0");
+  redisContext *c;
+  int rc;
+
+  rc = parse_options ("list", list_usage, "",
+                      "Lists the locks held in a registry (keys KEY:*, found with SCAN).",
+                      json_entries, TRUE, FALSE, &argc, &argv);
+  if (rc >= 0)
+    return rc;
+  if (argc > 1)
+    return usage_error ("list", list_usage, "unexpected argument '%s'", argv[1]);
+  c = redis_open (effective_url (), &error);
+  if (c == NULL)
+    {
+      die_message ("%s", error->message);
+      return exit_status_for_error (error);
+    }
+  pattern = literal_scan_pattern (effective_registry ());
+  do
+    {
+      redisReply *reply = redis_callv (c, &error, "SCAN", cursor, "MATCH", pattern, "COUNT",
+                                       "1000", NULL);
+      size_t k;
+
+      if (reply == NULL)
+        break;
+      if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2
+          || reply->element[0]->type != REDIS_REPLY_STRING
+          || reply->element[1]->type != REDIS_REPLY_ARRAY)
+        {
+          g_set_error (&error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                       "unexpected reply to SCAN");
+          freeReplyObject (reply);
+          break;
+        }
+      g_free (cursor);
+      cursor = g_strdup (reply->element[0]->str);
+      for (k = 0; k < reply->element[1]->elements; k++)
+        {
+          redisReply *key = reply->element[1]->element[k];
+
+          /* lock names never contain NUL: a key that does is not one of ours */
+          if (key->type == REDIS_REPLY_STRING && strlen (key->str) == key->len
+              && !g_hash_table_contains (seen, key->str))
+            {
+              g_hash_table_add (seen, g_strdup (key->str));
+              g_ptr_array_add (keys, g_strdup (key->str));
+            }
+        }
+      freeReplyObject (reply);
+    }
+  while (strcmp (cursor, "0") != 0);
+  if (error == NULL)
+    {
+      g_ptr_array_sort (keys, compare_strings);
+      locks = read_locks (c, effective_registry (), keys, TRUE, &error);
+    }
+  redisFree (c);
+  if (locks == NULL)
+    {
+      die_message ("%s", error->message);
+      return EXIT_REDIS;
+    }
+  print_locks (locks, opt_json);
+  return 0;
+}

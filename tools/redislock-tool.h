@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* redislock-tool.h: what the files of the redislock command-line tool share.
+ *
+ * The tool is cut like GLib's gio tool: redislock.c holds main(), the table of commands,
+ * the options every command takes and the usage messages; each command has a file of
+ * its own (redislock-run.c, redislock-status.c for status and list, redislock-demo.c),
+ * entered through its cmd_*() function; redislock-common.c holds what several commands
+ * use (display escaping, durations, the raw Redis connection, exit statuses) and
+ * redislock-redact.c keeps passwords out of every message. Nothing here is a library
+ * interface: it is one program in several files.
+ */
+#ifndef REDISLOCK_TOOL_H
+#define REDISLOCK_TOOL_H
+
+#include <glib.h>
+#include <hiredis/hiredis.h>
+
+#include <redislock/redislock.h>
+
+/* Exit statuses of redislock itself (run passes the command's status through). */
+enum
+{
+  EXIT_NOT_ACQUIRED = 1,
+  EXIT_REDIS = 2,
+  EXIT_LEASE_LOST = 3,
+  EXIT_USAGE = 64, /* EX_USAGE */
+  EXIT_CANNOT_EXEC = 126,
+  EXIT_NOT_FOUND = 127,
+};
+
+#define DEFAULT_URL "redis://127.0.0.1:6379"
+#define DEFAULT_REGISTRY "redislock"
+#define DEFAULT_TTL_MS 60000
+#define DEFAULT_KILL_AFTER_MS 5000
+#define MAX_DURATION_MS ((gint64) 1000 * 1000 * 1000 * 1000) /* about 31 years */
+#define REDIS_TIMEOUT_MS 5000
+#define DEMO_WORKER_MODE "__demo-worker"
+
+/* The commands (one file each), called with argv[0] the command's name. */
+int cmd_run (int argc, char **argv);
+int cmd_status (int argc, char **argv);
+int cmd_list (int argc, char **argv);
+int cmd_demo (int argc, char **argv);
+/* The hidden mode the demo re-executes the tool in (redislock-demo.c). */
+int demo_worker (int argc, char **argv);
+
+/* redislock.c: options every command takes, parsing, usage errors. */
+extern char *opt_url;
+extern char *opt_registry;
+extern const char *tool_argv0;     /* main()'s argv[0] */
+extern int pipe_disposition_ignored; /* SIGPIPE was ignored when redislock started */
+extern const GOptionEntry common_entries[];
+
+const char *effective_url (void);
+const char *effective_registry (void);
+/* Parses the options of a subcommand. Returns -1 to go on, else an exit status. */
+int parse_options (const char *cmd, const char *usage, const char *params, const char *summary,
+                   const GOptionEntry *entries, gboolean with_common, gboolean strict_posix,
+                   int *argc, char ***argv);
+/* Prints a usage error for subcommand @cmd (NULL: top level) and returns EXIT_USAGE. */
+int usage_error (const char *cmd, const char *usage, const char *format, ...)
+  G_GNUC_PRINTF (3, 4);
+
+/* redislock-redact.c: passwords kept out of every message. */
+char *redact_url (const char *url);
+char *redact_text (const char *text);
+GLogWriterOutput redacting_log_writer (GLogLevelFlags level, const GLogField *fields,
+                                       gsize n_fields, gpointer user_data);
+
+/* redislock-common.c */
+/* Prints "redislock: MESSAGE" on stderr, with any password of the Redis URL hidden. */
+void die_message (const char *format, ...) G_GNUC_PRINTF (1, 2);
+gint64 monotonic_ns (void);
+gboolean parse_duration (const char *text, gint64 *out_ms);
+char *format_duration (gint64 ms);
+char *escape_for_display (const char *s);
+void json_append_string (GString *out, const char *s);
+gboolean write_all (int fd, const void *buf, gsize len);
+gssize read_all (int fd, void *buf, gsize len);
+gboolean signal_is_ignored (int signum);
+redisContext *redis_open (const char *url, GError **error);
+redisReply *redis_callv (redisContext *c, GError **error, ...) G_GNUC_NULL_TERMINATED;
+int exit_status_for_error (const GError *error);
+
+#endif /* REDISLOCK_TOOL_H */
