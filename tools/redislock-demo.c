@@ -266,47 +266,50 @@ get_counter (redisContext *c, const char *key, GError **error)
 
 static const char demo_usage[] = "demo [OPTION…]";
 
-int
-cmd_demo (int argc, char **argv)
-{
-  static int opt_processes = 4, opt_threads = 4, opt_stock = 10000;
-  static gboolean opt_no_lock;
-  static const GOptionEntry entries[] = {
-    { "url", 'u', 0, G_OPTION_ARG_STRING, &opt_url,
-      "Redis server (default: $REDIS_URL, else a private redis-server started for the demo)",
-      "URL" },
-    { "processes", 'p', 0, G_OPTION_ARG_INT, &opt_processes, "Buyer processes (default: 4)",
-      "P" },
-    { "threads", 't', 0, G_OPTION_ARG_INT, &opt_threads, "Buyer threads per process (default: 4)",
-      "T" },
-    { "stock", 's', 0, G_OPTION_ARG_INT, &opt_stock, "Items for sale (default: 10000)", "S" },
-    { "no-lock", 0, 0, G_OPTION_ARG_NONE, &opt_no_lock,
-      "Buy without the lock, to see the overselling it prevents", NULL },
-    { NULL },
-  };
-  g_autoptr (GError) error = NULL;
-  g_autoptr (RedisLockTestServer) server = NULL;
-  g_autoptr (GArray) records = g_array_new (FALSE, FALSE, sizeof (DemoRecord));
-  g_autoptr (GArray) handoffs = g_array_new (FALSE, FALSE, sizeof (gint64));
-  g_autofree char *registry = NULL, *stock_key = NULL, *sold_key = NULL, *stock_text = NULL;
-  g_autofree char *threads_text = NULL;
-  g_autofree GPid *pids = NULL;
-  g_autofree int *in_fds = NULL, *out_fds = NULL;
-  g_auto (GStrv) env = NULL;
-  const char *url = NULL, *env_url;
-  redisContext *c = NULL;
-  gint64 calls_before, calls_after, t_start, t_end, sold, stock_left, overlaps = 0, bought = 0;
-  int rc, i, started = 0, status = 0;
-  guint j;
-  redisReply *r;
-  g_autofree char *self = g_file_read_link ("/proc/self/exe", NULL);
+static int opt_processes = 4, opt_threads = 4, opt_stock = 10000;
+static gboolean opt_no_lock;
+static const GOptionEntry demo_entries[] = {
+  { "url", 'u', 0, G_OPTION_ARG_STRING, &opt_url,
+    "Redis server (default: $REDIS_URL, else a private redis-server started for the demo)",
+    "URL" },
+  { "processes", 'p', 0, G_OPTION_ARG_INT, &opt_processes, "Buyer processes (default: 4)",
+    "P" },
+  { "threads", 't', 0, G_OPTION_ARG_INT, &opt_threads, "Buyer threads per process (default: 4)",
+    "T" },
+  { "stock", 's', 0, G_OPTION_ARG_INT, &opt_stock, "Items for sale (default: 10000)", "S" },
+  { "no-lock", 0, 0, G_OPTION_ARG_NONE, &opt_no_lock,
+    "Buy without the lock, to see the overselling it prevents", NULL },
+  { NULL },
+};
 
-  rc = parse_options ("demo", demo_usage, "",
-                      "Flash sale: P processes x T threads buy from a stock of S items kept in\n"
-                      "Redis, each purchase a non-atomic GET / SET / INCR under the lock 'stock'.\n"
-                      "Reports items sold, oversold (0 with the lock), Redis commands, lock\n"
-                      "hand-off latency and total time.",
-                      entries, FALSE, FALSE, &argc, &argv);
+/* One sale, from the parent's side. */
+typedef struct
+{
+  redisContext *c;
+  const char *url;
+  char *registry, *stock_key, *sold_key;
+  GArray *records; /* DemoRecord, from every worker */
+  gint64 calls_before, t_start, t_end;
+} DemoSale;
+
+/* What the records of a sale say. */
+typedef struct
+{
+  gint64 sold, stock_left, calls, overlaps, bought;
+  GArray *handoffs; /* ns from one release to the next acquisition, sorted */
+} DemoResult;
+
+/* Returns -1 to go on, else an exit status. */
+static int
+parse_demo_options (int argc, char **argv)
+{
+  int rc = parse_options ("demo", demo_usage, "",
+                          "Flash sale: P processes x T threads buy from a stock of S items kept in\n"
+                          "Redis, each purchase a non-atomic GET / SET / INCR under the lock 'stock'.\n"
+                          "Reports items sold, oversold (0 with the lock), Redis commands, lock\n"
+                          "hand-off latency and total time.",
+                          demo_entries, FALSE, FALSE, &argc, &argv);
+
   if (rc >= 0)
     return rc;
   if (argc > 1)
@@ -317,70 +320,92 @@ cmd_demo (int argc, char **argv)
     return usage_error ("demo", demo_usage, "--threads must be between 1 and 256");
   if (opt_stock < 0)
     return usage_error ("demo", demo_usage, "--stock must not be negative");
+  return -1;
+}
 
-  env_url = g_getenv ("REDIS_URL");
+/* The server of the sale: --url, else $REDIS_URL, else a private redis-server started
+ * in @server. NULL after a message when none can be had. */
+static const char *
+demo_server_url (RedisLockTestServer **server)
+{
+  g_autoptr (GError) error = NULL;
+  const char *env_url = g_getenv ("REDIS_URL");
+
   if (opt_url != NULL)
-    url = opt_url;
-  else if (env_url != NULL && *env_url != '\0')
-    url = env_url;
-  else
+    return opt_url;
+  if (env_url != NULL && *env_url != '\0')
+    return env_url;
+  *server = redis_lock_test_server_new (NULL, &error);
+  if (*server == NULL)
     {
-      server = redis_lock_test_server_new (NULL, &error);
-      if (server == NULL)
-        {
-          if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
-            die_message ("demo: no redis-server found: install redis-server, or give a "
-                         "server with --url or REDIS_URL (%s)",
-                         error->message);
-          else
-            die_message ("demo: cannot start a private redis-server: %s", error->message);
-          return EXIT_REDIS;
-        }
-      url = redis_lock_test_server_get_url (server);
+      if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
+        die_message ("demo: no redis-server found: install redis-server, or give a "
+                     "server with --url or REDIS_URL (%s)",
+                     error->message);
+      else
+        die_message ("demo: cannot start a private redis-server: %s", error->message);
+      return NULL;
     }
+  return redis_lock_test_server_get_url (*server);
+}
 
-  c = redis_open (url, &error);
-  if (c == NULL)
-    {
-      die_message ("demo: %s", error->message);
-      return exit_status_for_error (error);
-    }
-  registry = g_strdup_printf ("redislock-demo-%d", (int) getpid ());
-  stock_key = g_strdup_printf ("%s-stock", registry);
-  sold_key = g_strdup_printf ("%s-sold", registry);
-  stock_text = g_strdup_printf ("%d", opt_stock);
-  threads_text = g_strdup_printf ("%d", opt_threads);
-  if ((r = redis_callv (c, &error, "SET", stock_key, stock_text, NULL)) == NULL)
-    goto redis_failed;
+/* Puts the stock and the sold counter in Redis. */
+static gboolean
+stock_shelves (DemoSale *sale, GError **error)
+{
+  g_autofree char *stock_text = g_strdup_printf ("%d", opt_stock);
+  redisReply *r;
+
+  if ((r = redis_callv (sale->c, error, "SET", sale->stock_key, stock_text, NULL)) == NULL)
+    return FALSE;
   freeReplyObject (r);
-  if ((r = redis_callv (c, &error, "SET", sold_key, "0", NULL)) == NULL)
-    goto redis_failed;
+  if ((r = redis_callv (sale->c, error, "SET", sale->sold_key, "0", NULL)) == NULL)
+    return FALSE;
   freeReplyObject (r);
+  return TRUE;
+}
 
-  printf ("Flash sale: %d processes x %d threads buying %d items%s\n", opt_processes,
-          opt_threads, opt_stock, opt_no_lock ? " WITHOUT the lock" : "");
-  fflush (stdout);
+/* Starts the worker processes (fresh ones, re-executed, not forked, each with its own
+ * registry); returns how many started, or -1 when one could not be. */
+static int
+start_workers (DemoSale *sale, GPid *pids, int *in_fds, int *out_fds)
+{
+  g_autofree char *self = g_file_read_link ("/proc/self/exe", NULL);
+  g_autofree char *threads_text = g_strdup_printf ("%d", opt_threads);
+  g_auto (GStrv) env = g_environ_setenv (g_get_environ (), "REDIS_URL", sale->url, TRUE);
+  int i;
 
-  /* Workers are fresh processes (re-executed, not forked), each with its own registry. */
-  env = g_get_environ ();
-  env = g_environ_setenv (env, "REDIS_URL", url, TRUE);
-  pids = g_new0 (GPid, opt_processes);
-  in_fds = g_new0 (int, opt_processes);
-  out_fds = g_new0 (int, opt_processes);
   for (i = 0; i < opt_processes; i++)
     {
-      const char *wargv[] = { self != NULL ? self : tool_argv0, DEMO_WORKER_MODE, registry, stock_key, sold_key,
+      g_autoptr (GError) error = NULL;
+      const char *wargv[] = { self != NULL ? self : tool_argv0, DEMO_WORKER_MODE,
+                              sale->registry, sale->stock_key, sale->sold_key,
                               threads_text, opt_no_lock ? "1" : "0", NULL };
 
       if (!g_spawn_async_with_pipes (NULL, (char **) wargv, env, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
                                      NULL, &pids[i], &in_fds[i], &out_fds[i], NULL, &error))
         {
           die_message ("demo: cannot start a worker process: %s", error->message);
-          status = EXIT_REDIS;
-          break;
+          return -i - 1;
         }
-      started++;
     }
+  return i;
+}
+
+/* Runs the sale: starts the workers, waits until all are connected, lets them go at
+ * once, and collects their records. Returns 0, or EXIT_REDIS when a worker failed. */
+static int
+run_workers (DemoSale *sale, GError **error)
+{
+  g_autofree GPid *pids = g_new0 (GPid, opt_processes);
+  g_autofree int *in_fds = g_new0 (int, opt_processes);
+  g_autofree int *out_fds = g_new0 (int, opt_processes);
+  int started = start_workers (sale, pids, in_fds, out_fds);
+  int status = started < 0 ? EXIT_REDIS : 0;
+  int i;
+
+  if (started < 0)
+    started = -started - 1;
   for (i = 0; i < started; i++)
     {
       char byte = 0;
@@ -388,10 +413,10 @@ cmd_demo (int argc, char **argv)
       if (read_all (out_fds[i], &byte, 1) != 1 || byte != 'R')
         status = EXIT_REDIS;
     }
-  calls_before = commandstats_total (c, &error);
-  if (calls_before < 0)
+  sale->calls_before = commandstats_total (sale->c, error);
+  if (sale->calls_before < 0)
     status = EXIT_REDIS;
-  t_start = monotonic_ns ();
+  sale->t_start = monotonic_ns ();
   for (i = 0; i < started; i++)
     {
       if (status == 0)
@@ -404,7 +429,7 @@ cmd_demo (int argc, char **argv)
       int wstatus = 0;
 
       while (read_all (out_fds[i], &rec, sizeof rec) == (gssize) sizeof rec)
-        g_array_append_val (records, rec);
+        g_array_append_val (sale->records, rec);
       close (out_fds[i]);
       while (waitpid (pids[i], &wstatus, 0) < 0 && errno == EINTR)
         ;
@@ -412,63 +437,128 @@ cmd_demo (int argc, char **argv)
       if (!WIFEXITED (wstatus) || WEXITSTATUS (wstatus) != 0)
         status = EXIT_REDIS;
     }
-  t_end = monotonic_ns ();
-  if (status != 0)
-    {
-      die_message ("demo: a worker failed");
-      goto cleanup;
-    }
-  calls_after = commandstats_total (c, &error);
-  sold = get_counter (c, sold_key, &error);
-  stock_left = get_counter (c, stock_key, &error);
-  if (calls_after < 0 || sold < 0 || stock_left < 0)
-    goto redis_failed;
+  sale->t_end = monotonic_ns ();
+  return status;
+}
 
-  g_array_sort (records, compare_records);
-  for (j = 0; j < records->len; j++)
-    {
-      const DemoRecord *rec = &g_array_index (records, DemoRecord, j);
+/* Reads the counters after the sale and goes through the holds in the order they
+ * started: any that began before the previous one ended overlapped it. */
+static gboolean
+tally_sale (DemoSale *sale, DemoResult *res, GError **error)
+{
+  gint64 calls_after = commandstats_total (sale->c, error);
+  guint j;
 
-      bought += rec->bought;
+  res->sold = get_counter (sale->c, sale->sold_key, error);
+  res->stock_left = get_counter (sale->c, sale->stock_key, error);
+  if (calls_after < 0 || res->sold < 0 || res->stock_left < 0)
+    return FALSE;
+  res->calls = calls_after - sale->calls_before;
+  g_array_sort (sale->records, compare_records);
+  for (j = 0; j < sale->records->len; j++)
+    {
+      const DemoRecord *rec = &g_array_index (sale->records, DemoRecord, j);
+
+      res->bought += rec->bought;
       if (j > 0)
         {
-          gint64 gap = rec->acquired_ns - g_array_index (records, DemoRecord, j - 1).released_ns;
+          gint64 gap = rec->acquired_ns
+                       - g_array_index (sale->records, DemoRecord, j - 1).released_ns;
 
           if (gap < 0)
-            overlaps++;
+            res->overlaps++;
           else
-            g_array_append_val (handoffs, gap);
+            g_array_append_val (res->handoffs, gap);
         }
     }
-  g_array_sort (handoffs, compare_int64);
+  g_array_sort (res->handoffs, compare_int64);
+  return TRUE;
+}
 
-  printf ("  sold:           %" G_GINT64_FORMAT "\n", sold);
-  printf ("  oversold:       %" G_GINT64_FORMAT "\n", MAX (sold - opt_stock, 0));
-  printf ("  stock left:     %" G_GINT64_FORMAT "\n", stock_left);
-  printf ("  overlapping holds: %" G_GINT64_FORMAT "\n", overlaps);
-  printf ("  redis commands: %" G_GINT64_FORMAT " (%.1f per item sold)\n",
-          calls_after - calls_before, sold > 0 ? (double) (calls_after - calls_before) / sold : 0.0);
+/* Prints the report; returns 1 when the lock did not keep the sale consistent. */
+static int
+print_sale (const DemoSale *sale, const DemoResult *res)
+{
+  printf ("  sold:           %" G_GINT64_FORMAT "\n", res->sold);
+  printf ("  oversold:       %" G_GINT64_FORMAT "\n", MAX (res->sold - opt_stock, 0));
+  printf ("  stock left:     %" G_GINT64_FORMAT "\n", res->stock_left);
+  printf ("  overlapping holds: %" G_GINT64_FORMAT "\n", res->overlaps);
+  printf ("  redis commands: %" G_GINT64_FORMAT " (%.1f per item sold)\n", res->calls,
+          res->sold > 0 ? (double) res->calls / res->sold : 0.0);
   if (!opt_no_lock)
-    printf ("  hand-off p50:   %.3f ms\n  hand-off p99:   %.3f ms\n", percentile_ms (handoffs, 0.50),
-            percentile_ms (handoffs, 0.99));
-  printf ("  total time:     %.3f s\n", (double) (t_end - t_start) / 1e9);
-  if (!opt_no_lock && (sold != opt_stock || overlaps > 0 || bought != sold))
+    printf ("  hand-off p50:   %.3f ms\n  hand-off p99:   %.3f ms\n",
+            percentile_ms (res->handoffs, 0.50), percentile_ms (res->handoffs, 0.99));
+  printf ("  total time:     %.3f s\n", (double) (sale->t_end - sale->t_start) / 1e9);
+  if (!opt_no_lock && (res->sold != opt_stock || res->overlaps > 0 || res->bought != res->sold))
     {
       die_message ("demo: the lock did not keep the sale consistent");
-      status = 1;
+      return 1;
     }
-  goto cleanup;
+  return 0;
+}
+
+/* Holds the sale on the connected server; returns the exit status of the demo. */
+static int
+hold_sale (DemoSale *sale)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GArray) handoffs = g_array_new (FALSE, FALSE, sizeof (gint64));
+  DemoResult res = { 0 };
+
+  res.handoffs = handoffs;
+  if (!stock_shelves (sale, &error))
+    goto redis_failed;
+  printf ("Flash sale: %d processes x %d threads buying %d items%s\n", opt_processes,
+          opt_threads, opt_stock, opt_no_lock ? " WITHOUT the lock" : "");
+  fflush (stdout);
+  if (run_workers (sale, &error) != 0)
+    {
+      die_message ("demo: a worker failed");
+      return EXIT_REDIS;
+    }
+  if (!tally_sale (sale, &res, &error))
+    goto redis_failed;
+  return print_sale (sale, &res);
 
 redis_failed:
   die_message ("demo: %s", error ? error->message : "Redis error");
-  status = EXIT_REDIS;
-cleanup:
-  if (c != NULL)
+  return EXIT_REDIS;
+}
+
+int
+cmd_demo (int argc, char **argv)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (RedisLockTestServer) server = NULL;
+  g_autoptr (GArray) records = g_array_new (FALSE, FALSE, sizeof (DemoRecord));
+  DemoSale sale = { 0 };
+  redisReply *r;
+  int rc;
+
+  rc = parse_demo_options (argc, argv);
+  if (rc >= 0)
+    return rc;
+  sale.url = demo_server_url (&server);
+  if (sale.url == NULL)
+    return EXIT_REDIS;
+  sale.c = redis_open (sale.url, &error);
+  if (sale.c == NULL)
     {
-      r = redis_callv (c, NULL, "DEL", stock_key, sold_key, NULL);
-      if (r != NULL)
-        freeReplyObject (r);
-      redisFree (c);
+      die_message ("demo: %s", error->message);
+      return exit_status_for_error (error);
     }
-  return status;
+  sale.registry = g_strdup_printf ("redislock-demo-%d", (int) getpid ());
+  sale.stock_key = g_strdup_printf ("%s-stock", sale.registry);
+  sale.sold_key = g_strdup_printf ("%s-sold", sale.registry);
+  sale.records = records;
+  rc = hold_sale (&sale);
+
+  r = redis_callv (sale.c, NULL, "DEL", sale.stock_key, sale.sold_key, NULL);
+  if (r != NULL)
+    freeReplyObject (r);
+  redisFree (sale.c);
+  g_free (sale.registry);
+  g_free (sale.stock_key);
+  g_free (sale.sold_key);
+  return rc;
 }

@@ -584,53 +584,49 @@ option_takes_next (const char *arg, const GOptionEntry *const *tables)
 
 static const char run_usage[] = "run [OPTION…] [--] NAME [--] COMMAND [ARG…]";
 
-int
-cmd_run (int argc, char **argv)
-{
-  static char *opt_wait, *opt_ttl, *opt_kill_after;
-  static const GOptionEntry entries[] = {
-    { "wait", 'w', 0, G_OPTION_ARG_STRING, &opt_wait,
-      "Give up (exit 1) when the lock is not acquired within DURATION; 0 tries once "
-      "(default: wait forever)",
-      "DURATION" },
-    { "ttl", 't', 0, G_OPTION_ARG_STRING, &opt_ttl,
-      "Lease TTL, renewed while the command runs; bounds how long a crashed redislock "
-      "blocks others (default: 60s)",
-      "DURATION" },
-    { "kill-after", 'k', 0, G_OPTION_ARG_STRING, &opt_kill_after,
-      "When the lease is lost, send SIGKILL this long after SIGTERM (default: 5s), at most "
-      "the lease margin, 5% of the TTL (3s at the default TTL)",
-      "DURATION" },
-    { NULL },
-  };
-  static const GOptionEntry *const tables[] = { common_entries, entries, NULL };
-  g_autoptr (GError) error = NULL;
-  g_autoptr (RedisLockRegistry) registry = NULL;
-  g_autoptr (RedisLock) lock = NULL;
-  g_autoptr (GMainLoop) loop = NULL;
-  g_autoptr (GCancellable) cancellable = NULL;
-  GThread *thread;
-  Holder *h;
-  RunState st = { 0 };
-  guint wake_source, signal_source;
-  int end, rc, i, opt_argc, result;
-  gboolean sep = FALSE;
-  char **opt_argv;
-  char **command;
-  const char *name;
-  gint64 wait_ms = -1, ttl_ms = DEFAULT_TTL_MS, kill_after_ms = DEFAULT_KILL_AFTER_MS;
-  gboolean lease_lost;
+static char *opt_wait, *opt_ttl, *opt_kill_after;
+static const GOptionEntry run_entries[] = {
+  { "wait", 'w', 0, G_OPTION_ARG_STRING, &opt_wait,
+    "Give up (exit 1) when the lock is not acquired within DURATION; 0 tries once "
+    "(default: wait forever)",
+    "DURATION" },
+  { "ttl", 't', 0, G_OPTION_ARG_STRING, &opt_ttl,
+    "Lease TTL, renewed while the command runs; bounds how long a crashed redislock "
+    "blocks others (default: 60s)",
+    "DURATION" },
+  { "kill-after", 'k', 0, G_OPTION_ARG_STRING, &opt_kill_after,
+    "When the lease is lost, send SIGKILL this long after SIGTERM (default: 5s), at most "
+    "the lease margin, 5% of the TTL (3s at the default TTL)",
+    "DURATION" },
+  { NULL },
+};
 
-  /* The options end at the first "--", NAME following it, or at the first argument that
-   * is not an option, NAME. One "--" right after NAME is skipped; all the rest, other
-   * "--" included, is the command's. */
+/* What the command line of `run` asks for. */
+typedef struct
+{
+  const char *name;
+  char **command;
+  gint64 wait_ms; /* -1: forever */
+  gint64 ttl_ms;
+  gint64 kill_after_ms;
+} RunArgs;
+
+/* Where the options of `run` end: at the first "--" (*@sep set), NAME following it, or
+ * at the first argument that is not an option, NAME. */
+static int
+find_options_end (int argc, char **argv, gboolean *sep)
+{
+  static const GOptionEntry *const tables[] = { common_entries, run_entries, NULL };
+  int end;
+
+  *sep = FALSE;
   for (end = 1; end < argc; end++)
     {
       const char *arg = argv[end];
 
       if (strcmp (arg, "--") == 0)
         {
-          sep = TRUE;
+          *sep = TRUE;
           break;
         }
       if (arg[0] != '-' || arg[1] == '\0')
@@ -638,8 +634,16 @@ cmd_run (int argc, char **argv)
       if (option_takes_next (arg, tables) && end + 1 < argc)
         end++;
     }
-  opt_argc = end;
-  opt_argv = g_new0 (char *, opt_argc + 1);
+  return end;
+}
+
+/* Parses the options before NAME. Returns -1 to go on, else an exit status. */
+static int
+parse_run_options (int end, char **argv)
+{
+  int opt_argc = end, rc;
+  char **opt_argv = g_new0 (char *, opt_argc + 1);
+
   memcpy (opt_argv, argv, sizeof (char *) * (gsize) opt_argc);
   rc = parse_options ("run", run_usage, "[--] NAME [--] COMMAND [ARG…]",
                       "Holds lock NAME while COMMAND runs, and exits with its status.\n"
@@ -647,34 +651,195 @@ cmd_run (int argc, char **argv)
                       "--wait; 2 on a Redis error; 3 when the lease was lost while the command\n"
                       "ran; 64 on a usage error; 126/127 when the command cannot be run;\n"
                       "128+N when the command (or redislock, before it started) got signal N.",
-                      entries, TRUE, TRUE, &opt_argc, &opt_argv);
+                      run_entries, TRUE, TRUE, &opt_argc, &opt_argv);
   if (rc < 0 && opt_argc > 1)
     rc = usage_error ("run", run_usage, "unexpected argument '%s'", opt_argv[1]);
   g_free (opt_argv);
+  return rc;
+}
+
+/* Reads --wait, --ttl and --kill-after into @args. */
+static int
+parse_run_durations (RunArgs *args)
+{
+  args->wait_ms = -1;
+  args->ttl_ms = DEFAULT_TTL_MS;
+  args->kill_after_ms = DEFAULT_KILL_AFTER_MS;
+  if (opt_wait != NULL && strcmp (opt_wait, "forever") != 0
+      && !parse_duration (opt_wait, &args->wait_ms))
+    return usage_error ("run", run_usage, "invalid duration for --wait: '%s'", opt_wait);
+  if (opt_ttl != NULL && (!parse_duration (opt_ttl, &args->ttl_ms) || args->ttl_ms < 1))
+    return usage_error ("run", run_usage, "invalid duration for --ttl: '%s' (at least 1ms)",
+                        opt_ttl);
+  if (opt_kill_after != NULL && !parse_duration (opt_kill_after, &args->kill_after_ms))
+    return usage_error ("run", run_usage, "invalid duration for --kill-after: '%s'",
+                        opt_kill_after);
+  return -1;
+}
+
+/* The command line of `run`: options, NAME, COMMAND. One "--" right after NAME is
+ * skipped; all the rest, other "--" included, is the command's. Returns -1 to go on,
+ * else an exit status. */
+static int
+parse_run_arguments (int argc, char **argv, RunArgs *args)
+{
+  gboolean sep;
+  int end = find_options_end (argc, argv, &sep);
+  int rc = parse_run_options (end, argv);
+  int i;
+
   if (rc >= 0)
     return rc;
   i = sep ? end + 1 : end;
   if (i >= argc)
     return usage_error ("run", run_usage, "no lock NAME given");
-  name = argv[i++];
+  args->name = argv[i++];
   if (i < argc && strcmp (argv[i], "--") == 0)
     i++;
-  command = argv + i;
-  if (command[0] == NULL)
+  args->command = argv + i;
+  if (args->command[0] == NULL)
     return usage_error ("run", run_usage, "no COMMAND given");
-  if (*name == '\0')
+  if (*args->name == '\0')
     return usage_error ("run", run_usage, "the lock NAME must not be empty");
-  if (strlen (name) > REDIS_LOCK_NAME_MAX)
+  if (strlen (args->name) > REDIS_LOCK_NAME_MAX)
     return usage_error ("run", run_usage, "lock NAME longer than %d bytes", REDIS_LOCK_NAME_MAX);
-  if (opt_wait != NULL && strcmp (opt_wait, "forever") != 0 && !parse_duration (opt_wait, &wait_ms))
-    return usage_error ("run", run_usage, "invalid duration for --wait: '%s'", opt_wait);
-  if (opt_ttl != NULL && (!parse_duration (opt_ttl, &ttl_ms) || ttl_ms < 1))
-    return usage_error ("run", run_usage, "invalid duration for --ttl: '%s' (at least 1ms)",
-                        opt_ttl);
-  if (opt_kill_after != NULL && !parse_duration (opt_kill_after, &kill_after_ms))
-    return usage_error ("run", run_usage, "invalid duration for --kill-after: '%s'",
-                        opt_kill_after);
+  return parse_run_durations (args);
+}
 
+/* A holder for @lock, its wake-up pipe open; NULL (errno set) when the pipe cannot be
+ * made. */
+static Holder *
+holder_new (RedisLock *lock, const RunArgs *args, GCancellable *cancellable)
+{
+  Holder *h = g_new0 (Holder, 1);
+
+  if (!g_unix_open_pipe (h->wake_fd, FD_CLOEXEC, NULL)
+      || !g_unix_set_fd_nonblocking (h->wake_fd[0], TRUE, NULL)
+      || !g_unix_set_fd_nonblocking (h->wake_fd[1], TRUE, NULL))
+    {
+      g_free (h);
+      return NULL;
+    }
+  pthread_mutex_init (&h->mu, NULL);
+  pthread_cond_init (&h->cond, NULL);
+  h->lock = lock;
+  h->wait_ms = args->wait_ms;
+  h->ttl_ms = args->ttl_ms;
+  h->cancellable = cancellable;
+  return h;
+}
+
+static void
+holder_free (Holder *h)
+{
+  g_clear_error (&h->acquire_error);
+  g_clear_error (&h->release_error);
+  close (h->wake_fd[0]);
+  close (h->wake_fd[1]);
+  pthread_mutex_destroy (&h->mu);
+  pthread_cond_destroy (&h->cond);
+  g_free (h);
+}
+
+/* Takes the lock on the holder thread and runs the command, until the lock is released
+ * (or was never taken): the main loop of `run`. */
+static void
+run_holder (RunState *st)
+{
+  Holder *h = st->holder;
+  guint wake_source, signal_source;
+  GThread *thread;
+
+  st->exit_status = -1;
+  st->tty_fd = open ("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+  wake_source = g_unix_fd_add (h->wake_fd[0], G_IO_IN, on_wake, st);
+  signal_source = g_unix_fd_add (signal_pipe[0], G_IO_IN, on_signal_pipe, st);
+
+  thread = g_thread_new ("redislock-holder", holder_thread, h);
+  g_main_loop_run (st->loop);
+  g_thread_join (thread);
+
+  g_source_remove (signal_source);
+  g_source_remove (wake_source);
+  if (st->tty_fd >= 0)
+    close (st->tty_fd);
+}
+
+/* The exit status of `run` once the lock is released, with the message it calls for. */
+static int
+run_result (const RunState *st)
+{
+  const Holder *h = st->holder;
+  gboolean lease_lost;
+
+  if (st->exit_status >= 0)
+    return st->exit_status;
+  lease_lost = h->lease_lost
+               || g_error_matches (h->release_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+  if (lease_lost)
+    {
+      if (!st->lease_lost_handled)
+        {
+          g_autofree char *shown = escape_for_display (st->name);
+
+          die_message ("lost the lease on lock '%s' while the command ran", shown);
+        }
+      return EXIT_LEASE_LOST;
+    }
+  if (h->release_error != NULL)
+    die_message ("warning: releasing the lock failed (it expires by its TTL): %s",
+                 h->release_error->message);
+  return st->child_status;
+}
+
+/* Holds @lock (transfer full) of @registry while the command runs, then closes the
+ * registry; returns the exit status of `run`. */
+static int
+run_with_lock (RedisLockRegistry *registry, RedisLock *lock, const RunArgs *args)
+{
+  g_autoptr (GMainLoop) loop = g_main_loop_new (NULL, FALSE);
+  g_autoptr (GCancellable) cancellable = g_cancellable_new ();
+  RunState st = { 0 };
+  Holder *h;
+  int result;
+
+  h = holder_new (lock, args, cancellable);
+  if (h == NULL)
+    {
+      die_message ("cannot create a pipe: %s", g_strerror (errno));
+      redis_lock_unref (lock);
+      return EXIT_REDIS;
+    }
+  redis_lock_registry_set_lease_lost_callback (registry, on_lease_lost, h, NULL);
+  st.holder = h;
+  st.loop = loop;
+  st.registry = registry;
+  st.name = args->name;
+  st.command = args->command;
+  st.kill_after_us = MIN (args->kill_after_ms * 1000, lease_margin_us (args->ttl_ms));
+  run_holder (&st);
+  result = run_result (&st);
+
+  /* The registry's threads stop before the state they may call back into is freed. */
+  redis_lock_registry_set_lease_lost_callback (registry, NULL, NULL, NULL);
+  redis_lock_unref (lock);
+  redis_lock_registry_close (registry);
+  holder_free (h);
+  return result;
+}
+
+int
+cmd_run (int argc, char **argv)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  RunArgs args = { 0 };
+  int rc;
+
+  rc = parse_run_arguments (argc, argv, &args);
+  if (rc >= 0)
+    return rc;
   if (!install_signal_handlers ())
     {
       die_message ("cannot create a pipe: %s", g_strerror (errno));
@@ -686,84 +851,11 @@ cmd_run (int argc, char **argv)
       die_message ("%s", error->message);
       return exit_status_for_error (error);
     }
-  lock = redis_lock_registry_obtain (registry, name, &error);
+  lock = redis_lock_registry_obtain (registry, args.name, &error);
   if (lock == NULL)
     {
       die_message ("%s", error->message);
       return exit_status_for_error (error);
     }
-
-  h = g_new0 (Holder, 1);
-  pthread_mutex_init (&h->mu, NULL);
-  pthread_cond_init (&h->cond, NULL);
-  if (!g_unix_open_pipe (h->wake_fd, FD_CLOEXEC, NULL)
-      || !g_unix_set_fd_nonblocking (h->wake_fd[0], TRUE, NULL)
-      || !g_unix_set_fd_nonblocking (h->wake_fd[1], TRUE, NULL))
-    {
-      die_message ("cannot create a pipe: %s", g_strerror (errno));
-      return EXIT_REDIS;
-    }
-  cancellable = g_cancellable_new ();
-  h->lock = lock;
-  h->wait_ms = wait_ms;
-  h->ttl_ms = ttl_ms;
-  h->cancellable = cancellable;
-  redis_lock_registry_set_lease_lost_callback (registry, on_lease_lost, h, NULL);
-
-  loop = g_main_loop_new (NULL, FALSE);
-  st.holder = h;
-  st.loop = loop;
-  st.registry = registry;
-  st.name = name;
-  st.command = command;
-  st.kill_after_us = MIN (kill_after_ms * 1000, lease_margin_us (ttl_ms));
-  st.exit_status = -1;
-  st.tty_fd = open ("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
-  wake_source = g_unix_fd_add (h->wake_fd[0], G_IO_IN, on_wake, &st);
-  signal_source = g_unix_fd_add (signal_pipe[0], G_IO_IN, on_signal_pipe, &st);
-
-  thread = g_thread_new ("redislock-holder", holder_thread, h);
-  g_main_loop_run (loop);
-  g_thread_join (thread);
-
-  g_source_remove (signal_source);
-  g_source_remove (wake_source);
-  if (st.tty_fd >= 0)
-    close (st.tty_fd);
-
-  lease_lost = h->lease_lost
-               || g_error_matches (h->release_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
-  if (st.exit_status >= 0)
-    result = st.exit_status;
-  else if (lease_lost)
-    {
-      if (!st.lease_lost_handled)
-        {
-          g_autofree char *shown = escape_for_display (name);
-
-          die_message ("lost the lease on lock '%s' while the command ran", shown);
-        }
-      result = EXIT_LEASE_LOST;
-    }
-  else
-    {
-      if (h->release_error != NULL)
-        die_message ("warning: releasing the lock failed (it expires by its TTL): %s",
-                     h->release_error->message);
-      result = st.child_status;
-    }
-
-  /* The registry's threads stop before the state they may call back into is freed. */
-  redis_lock_registry_set_lease_lost_callback (registry, NULL, NULL, NULL);
-  g_clear_pointer (&lock, redis_lock_unref);
-  redis_lock_registry_close (registry);
-  g_clear_pointer (&registry, redis_lock_registry_unref);
-  g_clear_error (&h->acquire_error);
-  g_clear_error (&h->release_error);
-  close (h->wake_fd[0]);
-  close (h->wake_fd[1]);
-  pthread_mutex_destroy (&h->mu);
-  pthread_cond_destroy (&h->cond);
-  g_free (h);
-  return result;
+  return run_with_lock (registry, g_steal_pointer (&lock), &args);
 }
