@@ -47,6 +47,11 @@
 #include "internal.h"
 
 #define RL_LOCAL_BARGE_MAX 4
+
+/* A request to the store cut short by the caller's deadline with less than this left
+ * for it ran out of time (the call returns "not acquired in time"); with more, a store
+ * that did not answer has failed (CONNECTION), as it would at the command timeout. */
+#define RL_MIN_REQUEST_MS 20
 G_STATIC_ASSERT (RL_LOCAL_BARGE_MAX < 8); /* lock->barged is 3 bits */
 
 RedisLock *
@@ -373,11 +378,12 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
           /* The request may have reached the store and taken the key after all: have it
            * released in the background, so that nobody waits for its TTL. */
           rl_leases_add_doubtful (leases, lock->key_data, value, ttl_ms);
-          if (bound_ms > 0 && g_get_monotonic_time () >= deadline
+          if (bound_ms > 0 && bound_ms < RL_MIN_REQUEST_MS
+              && g_get_monotonic_time () >= deadline
               && g_error_matches (local_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION))
             {
-              /* Cut short by the caller's deadline, not by the command timeout: not
-               * acquired in time. */
+              /* The wait ran out with a sliver of it left for the request: not acquired
+               * in time, not a verdict on the store. */
               g_debug ("acquiring %s: the wait ended during the request: %s", lock->key_data,
                        local_error->message);
               return FALSE;

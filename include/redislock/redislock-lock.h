@@ -95,10 +95,11 @@ REDIS_LOCK_EXPORT gboolean redis_lock_try_lock (RedisLock *lock, GError **error)
  * @error: return location for a #GError
  *
  * With @wait_ms > 0 every request to Redis is bounded by the time left as well as by
- * the command timeout, so a slow or frozen server cannot stretch the wait; a request
- * cut short by the end of the wait counts as not acquired in time (%FALSE without an
- * error), and if it took the key after all, the registry releases it in the
- * background. With @wait_ms = 0 the one attempt is bounded by the command timeout.
+ * the command timeout, so a slow or frozen server cannot stretch the wait: a request
+ * that gets no answer in the time left fails with %REDIS_LOCK_ERROR_CONNECTION (or,
+ * when less than 20 ms of the wait was left for it, counts as not acquired in time),
+ * and if it took the key after all, the registry releases it in the background. With
+ * @wait_ms = 0 the one attempt is bounded by the command timeout.
  *
  * Returns: %TRUE = now held; %FALSE with @error unset = not acquired within @wait_ms;
  *   %FALSE with @error set = failure (Redis, cancelled, closed, forked).
