@@ -350,29 +350,21 @@ start_command (RunState *st)
   check_child (st);
 }
 
-/* Tells why the lock was not acquired, with the holder when Redis says who it is. */
+/* Tells why the lock was not acquired, with the holder when the store says who it is. */
 static void
 report_not_acquired (RunState *st)
 {
   g_autofree char *name = escape_for_display (st->name);
   g_autofree char *holder = NULL;
   g_autofree char *waited = format_duration (st->holder->wait_ms);
-  redisContext *c = redis_open (effective_url (), NULL);
+  RedisLockLeaseInfo *lease = redis_lock_registry_get_lease_info (st->registry, st->name, NULL);
 
-  if (c != NULL)
+  if (lease != NULL)
     {
-      redisReply *r = redis_callv (c, NULL, "GET", redis_lock_get_key (st->holder->lock), NULL);
+      g_autofree char *shown = escape_for_display (lease->owner);
 
-      if (r != NULL && r->type == REDIS_REPLY_STRING)
-        {
-          g_autofree char *owner = g_strndup (r->str, r->len);
-          g_autofree char *shown = escape_for_display (owner);
-
-          holder = g_strdup_printf (" (held by %s)", shown);
-        }
-      if (r != NULL)
-        freeReplyObject (r);
-      redisFree (c);
+      holder = g_strdup_printf (" (held by %s)", shown);
+      redis_lock_lease_info_free (lease);
     }
   if (st->holder->wait_ms == 0)
     die_message ("lock '%s' is busy%s", name, holder ? holder : "");

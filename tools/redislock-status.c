@@ -3,9 +3,11 @@
  *
  * Both show locks as a table or, with --json, as a JSON array: name, key, held or
  * free, the owner (the value of the key; split into host and pid when it is a client
- * id of libredislock) and the remaining TTL. status reads the named locks and exits 1
- * when one is free; list finds every lock of a registry. They share one file because
- * they share the reading and the printing.
+ * id of libredislock) and the remaining TTL. status reads the named locks through a
+ * registry (redis_lock_registry_get_lease_info()) and exits 1 when one is free. list
+ * finds every lock of a registry with SCAN, GET and PTTL of its own: the library's
+ * redis_lock_registry_list_leases() fails on a key of the registry that is not a
+ * string, which list skips. They share one file because they share the printing.
  */
 #include "config.h"
 
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A lock as status and list show it. */
 typedef struct
 {
   char *name;
@@ -34,11 +37,45 @@ lock_info_free (gpointer p)
   g_free (info);
 }
 
-/* Reads the lock keys @keys (GET + PTTL, pipelined) into LockInfo entries. Keys that are
- * not strings are skipped when @skip_foreign, an error otherwise. */
+/* The lock @name, held by @lease (NULL: free). */
+static LockInfo *
+lock_info_new (const char *name, const RedisLockLeaseInfo *lease)
+{
+  LockInfo *info = g_new0 (LockInfo, 1);
+
+  info->name = g_strdup (name);
+  info->key = g_strconcat (effective_registry (), ":", name, NULL);
+  info->held = lease != NULL;
+  if (lease != NULL)
+    {
+      info->owner = g_strdup (lease->owner);
+      info->ttl_ms = lease->pttl_ms;
+    }
+  return info;
+}
+
+/* A registry on --url and --registry, for reading leases; NULL after a message, with
+ * the exit status in *@status. */
+static RedisLockRegistry *
+open_registry (int *status)
+{
+  g_autoptr (GError) error = NULL;
+  RedisLockRegistry *registry = redis_lock_registry_new (effective_url (), effective_registry (),
+                                                         &error);
+
+  if (registry == NULL)
+    {
+      die_message ("%s", error->message);
+      *status = exit_status_for_error (error);
+    }
+  return registry;
+}
+
+/* The held locks among @keys (GET + PTTL, pipelined), for list: keys that are not
+ * strings are no locks and are skipped, as are keys released since SCAN saw them.
+ * (redis_lock_registry_list_leases() fails on a key that is not a string instead.) */
 static GPtrArray *
-read_locks (redisContext *c, const char *registry, GPtrArray *keys, gboolean skip_foreign,
-            GError **error)
+read_locks (redisContext *c, const char *registry, GPtrArray *keys, GError **error)
 {
   g_autoptr (GPtrArray) result = g_ptr_array_new_with_free_func (lock_info_free);
   gsize prefix_len = strlen (registry) + 1;
@@ -62,7 +99,6 @@ read_locks (redisContext *c, const char *registry, GPtrArray *keys, gboolean ski
         {
           const char *key = g_ptr_array_index (keys, i);
           redisReply *value = NULL, *ttl = NULL;
-          LockInfo *info;
 
           if (redisGetReply (c, (void **) &value) != REDIS_OK
               || redisGetReply (c, (void **) &ttl) != REDIS_OK)
@@ -73,46 +109,18 @@ read_locks (redisContext *c, const char *registry, GPtrArray *keys, gboolean ski
                 freeReplyObject (value);
               return NULL;
             }
-          if (value->type == REDIS_REPLY_ERROR || ttl->type == REDIS_REPLY_ERROR)
+          /* A key that vanished between GET and PTTL (-2) was released. */
+          if (value->type == REDIS_REPLY_STRING
+              && !(ttl->type == REDIS_REPLY_INTEGER && ttl->integer == -2))
             {
-              if (!skip_foreign)
-                {
-                  g_autofree char *shown = escape_for_display (key);
+              LockInfo *info = g_new0 (LockInfo, 1);
 
-                  g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
-                               "key %s is not a lock: %s", shown,
-                               value->type == REDIS_REPLY_ERROR ? value->str : ttl->str);
-                  freeReplyObject (value);
-                  freeReplyObject (ttl);
-                  /* drain the rest of the pipeline before failing */
-                  for (i = i + 1; i < end; i++)
-                    {
-                      redisReply *r;
-                      if (redisGetReply (c, (void **) &r) == REDIS_OK)
-                        freeReplyObject (r);
-                      if (redisGetReply (c, (void **) &r) == REDIS_OK)
-                        freeReplyObject (r);
-                    }
-                  return NULL;
-                }
-            }
-          else
-            {
-              info = g_new0 (LockInfo, 1);
               info->key = g_strdup (key);
               info->name = g_strdup (key + prefix_len);
-              /* A key that vanished between GET and PTTL (-2) was released. */
-              info->held = value->type == REDIS_REPLY_STRING && !(ttl->type == REDIS_REPLY_INTEGER
-                                                                   && ttl->integer == -2);
-              if (info->held)
-                {
-                  info->owner = g_strndup (value->str, value->len);
-                  info->ttl_ms = ttl->type == REDIS_REPLY_INTEGER ? ttl->integer : -1;
-                }
-              if (info->held || !skip_foreign)
-                g_ptr_array_add (result, info);
-              else
-                lock_info_free (info);
+              info->held = TRUE;
+              info->owner = g_strndup (value->str, value->len);
+              info->ttl_ms = ttl->type == REDIS_REPLY_INTEGER ? ttl->integer : -1;
+              g_ptr_array_add (result, info);
             }
           freeReplyObject (value);
           freeReplyObject (ttl);
@@ -290,15 +298,37 @@ static const GOptionEntry json_entries[] = {
   { NULL },
 };
 
+/* The leases of @names, in that order; NULL after a message when one cannot be read. */
+static GPtrArray *
+read_named_locks (RedisLockRegistry *registry, GPtrArray *names)
+{
+  g_autoptr (GPtrArray) locks = g_ptr_array_new_with_free_func (lock_info_free);
+  guint j;
+
+  for (j = 0; j < names->len; j++)
+    {
+      g_autoptr (GError) error = NULL;
+      const char *name = g_ptr_array_index (names, j);
+      RedisLockLeaseInfo *lease = redis_lock_registry_get_lease_info (registry, name, &error);
+
+      if (lease == NULL && error != NULL)
+        {
+          die_message ("%s", error->message);
+          return NULL;
+        }
+      g_ptr_array_add (locks, lock_info_new (name, lease));
+      redis_lock_lease_info_free (lease);
+    }
+  return g_steal_pointer (&locks);
+}
+
 int
 cmd_status (int argc, char **argv)
 {
-  g_autoptr (GError) error = NULL;
-  g_autoptr (GPtrArray) keys = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (RedisLockRegistry) registry = NULL;
   g_autoptr (GPtrArray) locks = NULL;
   g_autoptr (GPtrArray) names = g_ptr_array_new ();
   g_autofree char **opt_argv = NULL;
-  redisContext *c;
   int rc, i, opt_argc;
   gboolean all_held = TRUE;
   guint j;
@@ -330,21 +360,13 @@ cmd_status (int argc, char **argv)
       if (strlen (name) > REDIS_LOCK_NAME_MAX)
         return usage_error ("status", status_usage, "lock NAME longer than %d bytes",
                             REDIS_LOCK_NAME_MAX);
-      g_ptr_array_add (keys, g_strconcat (effective_registry (), ":", name, NULL));
     }
-  c = redis_open (effective_url (), &error);
-  if (c == NULL)
-    {
-      die_message ("%s", error->message);
-      return exit_status_for_error (error);
-    }
-  locks = read_locks (c, effective_registry (), keys, FALSE, &error);
-  redisFree (c);
+  registry = open_registry (&rc);
+  if (registry == NULL)
+    return rc;
+  locks = read_named_locks (registry, names);
   if (locks == NULL)
-    {
-      die_message ("%s", error->message);
-      return EXIT_REDIS;
-    }
+    return EXIT_REDIS;
   print_locks (locks, opt_json);
   for (j = 0; j < locks->len; j++)
     if (!((LockInfo *) g_ptr_array_index (locks, j))->held)
@@ -438,7 +460,7 @@ cmd_list (int argc, char **argv)
   if (error == NULL)
     {
       g_ptr_array_sort (keys, compare_strings);
-      locks = read_locks (c, effective_registry (), keys, TRUE, &error);
+      locks = read_locks (c, effective_registry (), keys, &error);
     }
   redisFree (c);
   if (locks == NULL)
