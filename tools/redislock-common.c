@@ -2,15 +2,15 @@
 /* redislock-common.c: what several commands of the redislock tool share.
  *
  * Messages on stderr (always redacted), durations as the options spell them, escaping
- * of names and owners read from Redis for a terminal or for JSON, whole reads and
- * writes on pipes, the exit status an error maps to, and a plain hiredis connection
- * for the commands that talk to Redis without the library's locking (the demo's
- * non-atomic purchases). Kept apart from the commands so that each command file holds
- * only that command.
+ * of names and owners read from Redis for a terminal, whole reads and writes on pipes,
+ * the exit status an error maps to, and a plain hiredis connection for the demo's
+ * non-atomic purchases, its URL parsed by the library's private parser (url.h). Kept
+ * apart from the commands so that each command file holds only that command.
  */
 #include "config.h"
 
 #include "redislock-tool.h"
+#include "url.h"
 
 #include <errno.h>
 #include <math.h>
@@ -133,56 +133,6 @@ escape_for_display (const char *s)
   return g_string_free (out, FALSE);
 }
 
-/* Appends @s as a JSON string; bytes that are not UTF-8 become U+FFFD. */
-void
-json_append_string (GString *out, const char *s)
-{
-  const char *p = s;
-
-  if (s == NULL)
-    {
-      g_string_append (out, "null");
-      return;
-    }
-  g_string_append_c (out, '"');
-  while (*p)
-    {
-      gunichar c = g_utf8_get_char_validated (p, -1);
-
-      if (c == (gunichar) -1 || c == (gunichar) -2)
-        {
-          g_string_append (out, "\\ufffd");
-          p++;
-          continue;
-        }
-      switch (c)
-        {
-        case '"':
-          g_string_append (out, "\\\"");
-          break;
-        case '\\':
-          g_string_append (out, "\\\\");
-          break;
-        case '\n':
-          g_string_append (out, "\\n");
-          break;
-        case '\t':
-          g_string_append (out, "\\t");
-          break;
-        case '\r':
-          g_string_append (out, "\\r");
-          break;
-        default:
-          if (c < 0x20 || c == 0x7f)
-            g_string_append_printf (out, "\\u%04x", c);
-          else
-            g_string_append_len (out, p, g_utf8_next_char (p) - p);
-        }
-      p = g_utf8_next_char (p);
-    }
-  g_string_append_c (out, '"');
-}
-
 gboolean
 write_all (int fd, const void *buf, gsize len)
 {
@@ -232,185 +182,7 @@ signal_is_ignored (int signum)
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* A direct Redis connection, for status, list and demo                                  */
-
-typedef struct
-{
-  char *host; /* NULL for a Unix socket */
-  int port;
-  char *path; /* Unix socket path */
-  int db;
-  char *username;
-  char *password;
-} RedisAddress;
-
-static void
-redis_address_clear (RedisAddress *a)
-{
-  g_clear_pointer (&a->host, g_free);
-  g_clear_pointer (&a->path, g_free);
-  g_clear_pointer (&a->username, g_free);
-  g_clear_pointer (&a->password, g_free);
-}
-
-static gboolean
-parse_db (const char *text, int *db)
-{
-  gint64 v;
-
-  if (text == NULL || *text == '\0' || !g_ascii_isdigit (*text))
-    return FALSE;
-  if (!g_ascii_string_to_signed (text, 10, 0, G_MAXINT, &v, NULL))
-    return FALSE;
-  *db = (int) v;
-  return TRUE;
-}
-
-/* Parses the URL forms libredislock accepts (see redis_lock_registry_new()); the error
- * says why not, without naming the URL (GLib's reasons may quote pieces of it). */
-static gboolean
-parse_redis_url_parts (const char *url, RedisAddress *out, GError **error)
-{
-  g_autoptr (GUri) uri = NULL;
-  g_autoptr (GError) uri_error = NULL;
-  const char *scheme, *user, *password, *path, *query;
-
-  memset (out, 0, sizeof *out);
-  uri = g_uri_parse (url, G_URI_FLAGS_HAS_PASSWORD, &uri_error);
-  if (uri == NULL)
-    {
-      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID, "%s", uri_error->message);
-      return FALSE;
-    }
-  scheme = g_uri_get_scheme (uri);
-  user = g_uri_get_user (uri);
-  password = g_uri_get_password (uri);
-  path = g_uri_get_path (uri);
-  query = g_uri_get_query (uri);
-  if (g_uri_get_fragment (uri) != NULL)
-    {
-      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                   "a fragment (#...) is not allowed");
-      return FALSE;
-    }
-  if (g_ascii_strcasecmp (scheme, "redis") == 0)
-    {
-      const char *host = g_uri_get_host (uri);
-
-      if (host == NULL || *host == '\0')
-        {
-          g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                       "no host in redis://");
-          return FALSE;
-        }
-      if (query != NULL)
-        {
-          g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                       "redis:// takes no query (?...)");
-          return FALSE;
-        }
-      out->db = 0;
-      if (path != NULL && *path != '\0' && strcmp (path, "/") != 0
-          && !parse_db (path + 1, &out->db))
-        {
-          g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                       "the path must be a database number, not '%s'", path);
-          return FALSE;
-        }
-      out->host = g_strdup (host);
-      out->port = g_uri_get_port (uri) > 0 ? g_uri_get_port (uri) : 6379;
-      out->username = (user != NULL && *user != '\0') ? g_strdup (user) : NULL;
-      out->password = password != NULL ? g_strdup (password) : NULL;
-      return TRUE;
-    }
-  if (g_ascii_strcasecmp (scheme, "unix") == 0)
-    {
-      const char *host = g_uri_get_host (uri);
-
-      if ((host != NULL && *host != '\0') || user != NULL || password != NULL)
-        {
-          g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                       "write unix:///absolute/path (no host or user part)");
-          return FALSE;
-        }
-      if (path == NULL || path[0] != '/' || path[1] == '\0')
-        {
-          g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                       "unix:// needs an absolute socket path");
-          return FALSE;
-        }
-      out->path = g_strdup (path);
-      if (query != NULL)
-        {
-          g_autoptr (GHashTable) params = NULL;
-          GHashTableIter iter;
-          gpointer k, v;
-
-          params = g_uri_parse_params (query, -1, "&", G_URI_PARAMS_NONE, &uri_error);
-          if (params == NULL)
-            {
-              g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                           "%s", uri_error->message);
-              redis_address_clear (out);
-              return FALSE;
-            }
-          g_hash_table_iter_init (&iter, params);
-          while (g_hash_table_iter_next (&iter, &k, &v))
-            {
-              if (strcmp (k, "db") == 0)
-                {
-                  if (!parse_db (v, &out->db))
-                    {
-                      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                                   "db=%s is not a database number",
-                                   (const char *) v);
-                      redis_address_clear (out);
-                      return FALSE;
-                    }
-                }
-              else if (strcmp (k, "password") == 0)
-                {
-                  g_free (out->password);
-                  out->password = g_strdup (v);
-                }
-              else if (strcmp (k, "username") == 0)
-                {
-                  g_free (out->username);
-                  out->username = *(const char *) v ? g_strdup (v) : NULL;
-                }
-              else
-                {
-                  g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                               "unknown parameter '%s'", (const char *) k);
-                  redis_address_clear (out);
-                  return FALSE;
-                }
-            }
-        }
-      return TRUE;
-    }
-  if (g_ascii_strcasecmp (scheme, "rediss") == 0)
-    g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                 "rediss:// (TLS) is not supported");
-  else
-    g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                 "unsupported scheme '%s' (use redis:// or unix://)", scheme);
-  return FALSE;
-}
-
-/* Like parse_redis_url_parts(), the error naming the URL, redacted. */
-static gboolean
-parse_redis_url (const char *url, RedisAddress *out, GError **error)
-{
-  if (!parse_redis_url_parts (url, out, error))
-    {
-      g_autofree char *shown = redact_url (url);
-
-      g_prefix_error (error, "invalid Redis URL '%s': ", shown);
-      return FALSE;
-    }
-  return TRUE;
-}
+/* A plain Redis connection, for the demo                                               */
 
 /* Sends one command (binary-safe arguments) and returns its reply; a Redis error reply
  * is returned too (type REDIS_REPLY_ERROR): callers decide. NULL on I/O failure. */
@@ -450,19 +222,22 @@ redis_callv (redisContext *c, GError **error, ...)
   return reply;
 }
 
+/* Connects to @url (parsed by rl_conn_config_parse(), as the library does), then AUTH
+ * and SELECT as it says. */
 redisContext *
 redis_open (const char *url, GError **error)
 {
-  RedisAddress a;
+  RlConnConfig a;
   struct timeval tv = { REDIS_TIMEOUT_MS / 1000, (REDIS_TIMEOUT_MS % 1000) * 1000 };
   redisContext *c;
   redisReply *reply = NULL;
   g_autofree char *where = NULL;
 
-  if (!parse_redis_url (url, &a, error))
+  if (!rl_conn_config_parse (url, &a, error))
     return NULL;
-  where = a.path ? g_strdup (a.path) : g_strdup_printf ("%s:%d", a.host, a.port);
-  c = a.path ? redisConnectUnixWithTimeout (a.path, tv) : redisConnectWithTimeout (a.host, a.port, tv);
+  where = rl_conn_config_describe (&a);
+  c = a.path != NULL ? redisConnectUnixWithTimeout (a.path, tv)
+                     : redisConnectWithTimeout (a.host, a.port, tv);
   if (c == NULL || c->err)
     {
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
@@ -487,13 +262,13 @@ redis_open (const char *url, GError **error)
         goto fail;
       freeReplyObject (reply);
     }
-  redis_address_clear (&a);
+  rl_conn_config_clear (&a);
   return c;
 
 fail:
   if (c != NULL)
     redisFree (c);
-  redis_address_clear (&a);
+  rl_conn_config_clear (&a);
   return NULL;
 }
 

@@ -11,12 +11,12 @@
 #include "config.h"
 
 #include "redislock-tool.h"
+#include "report.h"
 
 #include <redislock/redislock-test.h>
 
 #include <errno.h>
 #include <gio/gio.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,24 +230,16 @@ compare_records (gconstpointer a, gconstpointer b)
   return (x->acquired_ns > y->acquired_ns) - (x->acquired_ns < y->acquired_ns);
 }
 
-static int
-compare_int64 (gconstpointer a, gconstpointer b)
-{
-  gint64 x = *(const gint64 *) a, y = *(const gint64 *) b;
-
-  return (x > y) - (x < y);
-}
-
+/* The @per_mille percentile of the sorted hand-off times @sorted_ns, in ms; 0 when
+ * there are none. */
 static double
-percentile_ms (GArray *sorted_ns, double q)
+percentile_ms (GArray *sorted_ns, guint per_mille)
 {
-  guint idx;
-
   if (sorted_ns->len == 0)
     return 0.0;
-  idx = (guint) ceil (q * sorted_ns->len);
-  idx = idx > 0 ? idx - 1 : 0;
-  return (double) g_array_index (sorted_ns, gint64, MIN (idx, sorted_ns->len - 1)) / 1e6;
+  return (double) rl_percentile ((const gint64 *) (gpointer) sorted_ns->data, sorted_ns->len,
+                                 per_mille)
+         / 1e6;
 }
 
 static gint64
@@ -303,13 +295,14 @@ typedef struct
 static int
 parse_demo_options (int argc, char **argv)
 {
-  int rc = parse_options ("demo", demo_usage, "",
-                          "Flash sale: P processes x T threads buy from a stock of S items kept in\n"
-                          "Redis, each purchase a non-atomic GET / SET / INCR under the lock 'stock'.\n"
-                          "Reports items sold, oversold (0 with the lock), Redis commands, lock\n"
-                          "hand-off latency and total time.",
-                          demo_entries, FALSE, FALSE, &argc, &argv);
+  int rc;
 
+  rc = parse_options ("demo", demo_usage, "",
+                      "Flash sale: P processes x T threads buy from a stock of S items kept in\n"
+                      "Redis, each purchase a non-atomic GET / SET / INCR under the lock 'stock'.\n"
+                      "Reports items sold, oversold (0 with the lock), Redis commands, lock\n"
+                      "hand-off latency and total time.",
+                      demo_entries, FALSE, FALSE, &argc, &argv);
   if (rc >= 0)
     return rc;
   if (argc > 1)
@@ -471,7 +464,7 @@ tally_sale (DemoSale *sale, DemoResult *res, GError **error)
             g_array_append_val (res->handoffs, gap);
         }
     }
-  g_array_sort (res->handoffs, compare_int64);
+  rl_sort_int64 ((gint64 *) (gpointer) res->handoffs->data, res->handoffs->len);
   return TRUE;
 }
 
@@ -487,7 +480,7 @@ print_sale (const DemoSale *sale, const DemoResult *res)
           res->sold > 0 ? (double) res->calls / res->sold : 0.0);
   if (!opt_no_lock)
     printf ("  hand-off p50:   %.3f ms\n  hand-off p99:   %.3f ms\n",
-            percentile_ms (res->handoffs, 0.50), percentile_ms (res->handoffs, 0.99));
+            percentile_ms (res->handoffs, 500), percentile_ms (res->handoffs, 990));
   printf ("  total time:     %.3f s\n", (double) (sale->t_end - sale->t_start) / 1e9);
   if (!opt_no_lock && (res->sold != opt_stock || res->overlaps > 0 || res->bought != res->sold))
     {

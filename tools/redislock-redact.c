@@ -4,13 +4,15 @@
  * The Redis URL (--url, $REDIS_URL) may carry a password, and error messages, the
  * tool's and the library's (through a GLib log writer), may quote the URL or pieces of
  * it. Every message passes through redact_text(), which hides each secret of those
- * URLs whole or in part, raw or percent-decoded. It is a file of its own because it is
- * a self-contained piece with one job, read generously on purpose (see
- * url_secret_spans()).
+ * URLs whole or in part, raw or percent-decoded: a URL is shown as the library's
+ * rl_url_redact() shows it, and the pieces of its secrets the library's messages may
+ * quote (url.h has nothing for arbitrary text) are found by url_secret_spans(), read
+ * generously on purpose. A file of its own: a self-contained piece with one job.
  */
 #include "config.h"
 
 #include "redislock-tool.h"
+#include "url.h"
 
 #include <string.h>
 
@@ -76,27 +78,6 @@ url_secret_spans (const char *url)
         }
     }
   return spans;
-}
-
-/* @url with its secrets (see url_secret_spans()) replaced by "***". */
-char *
-redact_url (const char *url)
-{
-  g_autoptr (GArray) spans = url_secret_spans (url);
-  GString *out = g_string_new (NULL);
-  gsize from = 0;
-  guint i;
-
-  for (i = 0; i < spans->len; i++)
-    {
-      const Span *span = &g_array_index (spans, Span, i);
-
-      g_string_append_len (out, url + from, (gssize) (span->start - from));
-      g_string_append (out, "***");
-      from = span->end;
-    }
-  g_string_append (out, url + from);
-  return g_string_free (out, FALSE);
 }
 
 /* A text secrets are looked for in: a URL with its secret spans, or a secret alone
@@ -186,11 +167,11 @@ is_quoted (const char *text, gsize i, gsize j)
 #define MIN_SECRET_FRAGMENT 4
 
 /* @text with every secret of the Redis URLs the tool may use (--url, $REDIS_URL) hidden:
- * each URL itself is shown redacted (redact_url()), and any other piece of text that comes
- * from a secret, whole or in part, raw or percent-decoded, becomes "***". A URL parser
- * that splits a malformed URL elsewhere than url_secret_spans() does (a password with an
- * unencoded '/' read as a port, say) still cannot leak it: the fragments it quotes are
- * hidden too. */
+ * each URL itself is shown as rl_url_redact() gives it, and any other piece of text
+ * that comes from a secret, whole or in part, raw or percent-decoded, becomes "***".
+ * A URL parser that splits a malformed URL elsewhere than url_secret_spans() does (a
+ * password with an unencoded '/' read as a port, say) still cannot leak it: the
+ * fragments it quotes are hidden too. */
 char *
 redact_text (const char *text)
 {
@@ -216,7 +197,7 @@ redact_text (const char *text)
         continue;
       /* the URL itself, redacted */
       {
-        g_autofree char *shown = redact_url (url);
+        g_autofree char *shown = rl_url_redact (url);
         g_auto (GStrv) parts = g_strsplit (work, url, -1);
 
         g_free (work);

@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include "redislock-tool.h"
+#include "report.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -235,14 +236,14 @@ print_locks (GPtrArray *locks, gboolean json)
 
           g_string_append (out, i ? ",\n  {" : "\n  {");
           g_string_append (out, "\"name\": ");
-          json_append_string (out, info->name);
+          rl_json_append_string (out, info->name);
           g_string_append (out, ", \"key\": ");
-          json_append_string (out, info->key);
+          rl_json_append_string (out, info->key);
           g_string_append_printf (out, ", \"held\": %s, \"owner\": ",
                                   info->held ? "true" : "false");
-          json_append_string (out, info->owner);
+          rl_json_append_string (out, info->owner);
           g_string_append (out, ", \"host\": ");
-          json_append_string (out, split ? host : NULL);
+          rl_json_append_string (out, split ? host : NULL);
           if (split)
             g_string_append_printf (out, ", \"pid\": %" G_GINT64_FORMAT, pid);
           else

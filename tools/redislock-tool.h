@@ -62,7 +62,6 @@ int usage_error (const char *cmd, const char *usage, const char *format, ...)
   G_GNUC_PRINTF (3, 4);
 
 /* redislock-redact.c: passwords kept out of every message. */
-char *redact_url (const char *url);
 char *redact_text (const char *text);
 GLogWriterOutput redacting_log_writer (GLogLevelFlags level, const GLogField *fields,
                                        gsize n_fields, gpointer user_data);
@@ -74,7 +73,6 @@ gint64 monotonic_ns (void);
 gboolean parse_duration (const char *text, gint64 *out_ms);
 char *format_duration (gint64 ms);
 char *escape_for_display (const char *s);
-void json_append_string (GString *out, const char *s);
 gboolean write_all (int fd, const void *buf, gsize len);
 gssize read_all (int fd, void *buf, gsize len);
 gboolean signal_is_ignored (int signum);
