@@ -45,6 +45,7 @@ typedef struct
   /* holder thread → main */
   gboolean acquire_done;
   gboolean acquired;
+  char *lease_value; /* the value of the key while held: redis_lock_dup_lease_value() */
   GError *acquire_error;
   gboolean release_done;
   GError *release_error;
@@ -102,6 +103,8 @@ holder_thread (gpointer data)
   pthread_mutex_lock (&h->mu);
   h->acquire_done = TRUE;
   h->acquired = ok;
+  /* only the holding thread may ask for the value of its hold */
+  h->lease_value = ok ? redis_lock_dup_lease_value (h->lock) : NULL;
   h->acquire_error = error;
   pthread_mutex_unlock (&h->mu);
   holder_wake (h);
@@ -324,8 +327,10 @@ start_command (RunState *st)
   gboolean spawned;
 
   env = g_environ_setenv (env, "REDIS_LOCK_KEY", redis_lock_get_key (st->holder->lock), TRUE);
-  env = g_environ_setenv (env, "REDIS_LOCK_OWNER", redis_lock_registry_get_client_id (st->registry),
-                          TRUE);
+  /* written by the holder thread before acquire_done, which on_wake() read under the
+   * mutex */
+  env = g_environ_setenv (env, "REDIS_LOCK_OWNER",
+                          st->holder->lease_value != NULL ? st->holder->lease_value : "", TRUE);
   env = g_environ_setenv (env, "REDIS_LOCK_NAME", st->name, TRUE);
   /* The command's group gets the terminal only if redislock's group has it: a job in the
    * background stays there. */
@@ -726,6 +731,7 @@ holder_free (Holder *h)
 {
   g_clear_error (&h->acquire_error);
   g_clear_error (&h->release_error);
+  g_free (h->lease_value);
   close (h->wake_fd[0]);
   close (h->wake_fd[1]);
   pthread_mutex_destroy (&h->mu);
