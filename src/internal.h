@@ -88,7 +88,8 @@ struct _RedisLock
 
   guint8 cached; /* registry->cache_mutex */
 
-  RlLeaseState lease; /* leases.c only */
+  RlLeaseFlags lease_flags; /* leases.c only */
+  RlLeaseState lease;       /* leases.c only */
 
   char key_data[]; /* one allocation for the struct and its key */
 };

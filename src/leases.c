@@ -85,7 +85,6 @@ typedef struct
   RedisLock *lock;
   guint64 serial;
   gint64 ttl_ms;
-  char *value;
 } Entry;
 
 static const RlWatchdogFuncs watchdog_funcs;
@@ -247,8 +246,8 @@ static void
 unpin (RlLeases *self, RedisLock *lock)
 {
   rl_mutex_lock (&self->mutex);
-  g_assert (lock->lease.pins > 0);
-  lock->lease.pins--;
+  g_assert (lock->lease_flags.pins > 0);
+  lock->lease_flags.pins--;
   rl_mutex_unlock (&self->mutex);
 }
 
@@ -278,7 +277,7 @@ lost_found (RlLeases *self, RedisLock *lock)
   rl_mutex_lock (&self->mutex);
   if (!self->closed)
     {
-      lock->lease.pins++;
+      lock->lease_flags.pins++;
       g_ptr_array_add (self->lost_pending, lock);
       wake_watchdog (self);
       queued = TRUE;
@@ -346,8 +345,8 @@ rl_leases_take (RlLeases *self, RedisLock *lock, guint64 serial, gint64 ttl_ms, 
       rl_mutex_unlock (&self->mutex);
       return FALSE;
     }
-  lease->held = TRUE;
-  lease->lost = FALSE;
+  lock->lease_flags.held = TRUE;
+  lock->lease_flags.lost = FALSE;
   lease->serial = serial;
   lease->ttl_ms = ttl_ms;
   lease->confirmed = sent_us;
@@ -373,12 +372,12 @@ rl_leases_drop (RlLeases *self, RedisLock *lock, gboolean *lost)
   gboolean was_held;
 
   rl_mutex_lock (&self->mutex);
-  was_held = lock->lease.held;
-  *lost = lock->lease.lost;
+  was_held = lock->lease_flags.held;
+  *lost = lock->lease_flags.lost;
   if (was_held)
     g_hash_table_remove (self->held, lock);
-  lock->lease.held = FALSE;
-  lock->lease.lost = FALSE;
+  lock->lease_flags.held = FALSE;
+  lock->lease_flags.lost = FALSE;
   rl_mutex_unlock (&self->mutex);
   return was_held;
 }
@@ -389,12 +388,11 @@ rl_leases_view (RlLeases *self, RedisLock *lock)
   RlLeaseView view;
 
   rl_mutex_lock (&self->mutex);
-  view.held = lock->lease.held;
-  view.lost = lock->lease.lost;
+  view.held = lock->lease_flags.held;
+  view.lost = lock->lease_flags.lost;
   view.serial = lock->lease.serial;
   view.ttl_ms = lock->lease.ttl_ms;
   view.lose_at = lose_at (&lock->lease);
-  view.stale = !view.held || view.lost || g_get_monotonic_time () >= view.lose_at;
   rl_mutex_unlock (&self->mutex);
   return view;
 }
@@ -405,9 +403,9 @@ rl_leases_check_time (RlLeases *self, RedisLock *lock)
   gboolean lost, newly = FALSE;
 
   rl_mutex_lock (&self->mutex);
-  if (lock->lease.held && !lock->lease.lost && g_get_monotonic_time () >= lose_at (&lock->lease))
-    newly = lock->lease.lost = TRUE;
-  lost = lock->lease.lost;
+  if (lock->lease_flags.held && !lock->lease_flags.lost && g_get_monotonic_time () >= lose_at (&lock->lease))
+    newly = lock->lease_flags.lost = TRUE;
+  lost = lock->lease_flags.lost;
   rl_mutex_unlock (&self->mutex);
   if (newly)
     lost_found (self, lock);
@@ -431,7 +429,7 @@ rl_leases_refresh (RlLeases *self, RedisLock *lock)
   sent = g_get_monotonic_time ();
   result = self->store->vt->renew (self->store, lock->key_data, value, ttl_ms, NULL);
   rl_mutex_lock (&self->mutex);
-  if (result == RL_LEASE_OK && lock->lease.held && lock->lease.serial == serial)
+  if (result == RL_LEASE_OK && lock->lease_flags.held && lock->lease.serial == serial)
     lock->lease.confirmed = sent;
   rl_mutex_unlock (&self->mutex);
   rl_mutex_unlock (&self->renew_mutex);
@@ -456,7 +454,7 @@ rl_leases_is_lost (RlLeases *self, RedisLock *lock)
   gboolean lost;
 
   rl_mutex_lock (&self->mutex);
-  lost = lock->lease.lost;
+  lost = lock->lease_flags.lost;
   rl_mutex_unlock (&self->mutex);
   return lost;
 }
@@ -471,7 +469,7 @@ rl_leases_get_cancellable (RlLeases *self, RedisLock *lock)
   if (lock->lease.cancellable == NULL)
     lock->lease.cancellable = g_cancellable_new ();
   cancellable = lock->lease.cancellable;
-  lost = lock->lease.lost;
+  lost = lock->lease_flags.lost;
   rl_mutex_unlock (&self->mutex);
   /* Only the holding thread replaces the cancellable (at its outermost unlock), so
    * the pointer stays valid for it. */
@@ -486,7 +484,7 @@ rl_leases_is_pinned (RlLeases *self, RedisLock *lock)
   gboolean pinned;
 
   rl_mutex_lock (&self->mutex);
-  pinned = lock->lease.pins > 0;
+  pinned = lock->lease_flags.pins > 0;
   rl_mutex_unlock (&self->mutex);
   return pinned;
 }
@@ -505,8 +503,8 @@ rl_leases_renew (RlLeases *self, RedisLock *lock, const char *name, gint64 ttl_m
    * after this one and shorten the key. */
   rl_mutex_lock (&self->renew_mutex);
   rl_mutex_lock (&self->mutex);
-  held = lock->lease.held;
-  lost = lock->lease.lost;
+  held = lock->lease_flags.held;
+  lost = lock->lease_flags.lost;
   serial = lock->lease.serial;
   rl_mutex_unlock (&self->mutex);
   if (!held || lost)
@@ -530,16 +528,16 @@ rl_leases_renew (RlLeases *self, RedisLock *lock, const char *name, gint64 ttl_m
    * hold of the same lock (unlocked and locked again meanwhile). */
   rl_mutex_lock (&self->mutex);
   lost = FALSE;
-  if (lock->lease.held && lock->lease.serial == serial && result == RL_LEASE_OK)
+  if (lock->lease_flags.held && lock->lease.serial == serial && result == RL_LEASE_OK)
     {
       lock->lease.ttl_ms = ttl_ms;
       lock->lease.confirmed = sent;
       if (self->watchdog != NULL)
         rl_watchdog_kick (self->watchdog);
     }
-  else if (lock->lease.held && lock->lease.serial == serial && result == RL_LEASE_LOST
-           && !lock->lease.lost)
-    lost = lock->lease.lost = TRUE;
+  else if (lock->lease_flags.held && lock->lease.serial == serial && result == RL_LEASE_LOST
+           && !lock->lease_flags.lost)
+    lost = lock->lease_flags.lost = TRUE;
   rl_mutex_unlock (&self->mutex);
   rl_mutex_unlock (&self->renew_mutex);
   if (lost)
@@ -677,7 +675,7 @@ watchdog_plan (gpointer data, gint64 *deadline_us)
   while (g_hash_table_iter_next (&iter, &key, NULL))
     {
       RlLeaseState *lease = &((RedisLock *) key)->lease;
-      if (lease->lost)
+      if (((RedisLock *) key)->lease_flags.lost)
         continue;
       next = MIN (next, lease->confirmed + lease->ttl_ms * 1000 / 3);
       *deadline_us = MIN (*deadline_us, lose_at (lease));
@@ -691,12 +689,6 @@ watchdog_plan (gpointer data, gint64 *deadline_us)
   self->planned = next;
   rl_mutex_unlock (&self->mutex);
   return next;
-}
-
-static void
-entry_clear (gpointer data)
-{
-  g_free (((Entry *) data)->value);
 }
 
 /* Renews every held lease in one batch and marks the lost ones. RL_TICK_AGAIN when a
@@ -714,6 +706,7 @@ watchdog_tick (gpointer data)
   g_autoptr (GPtrArray) lost = g_ptr_array_new ();
   g_autoptr (GError) error = NULL;
   g_autofree RlLeaseResult *results = NULL;
+  g_autofree char *value_buf = NULL; /* every value, RL_LEASE_VALUE_MAX bytes apart */
   GHashTableIter iter;
   gpointer key;
   gint64 now = g_get_monotonic_time ();
@@ -723,30 +716,30 @@ watchdog_tick (gpointer data)
   gboolean ok;
   RlTickResult result = RL_TICK_DONE;
 
-  g_array_set_clear_func (entries, entry_clear);
   rl_mutex_lock (&self->renew_mutex);
   rl_mutex_lock (&self->mutex);
+  value_buf = g_malloc ((gsize) MAX (g_hash_table_size (self->held), 1) * RL_LEASE_VALUE_MAX);
   timeout_ms = RL_ATOMIC_GET (store->ctx->command_timeout_ms);
   g_hash_table_iter_init (&iter, self->held);
   while (g_hash_table_iter_next (&iter, &key, NULL))
     {
       RedisLock *lock = key;
-      Entry e = { lock, lock->lease.serial, lock->lease.ttl_ms, NULL };
-      if (lock->lease.lost)
+      Entry e = { lock, lock->lease.serial, lock->lease.ttl_ms };
+      char *value = value_buf + (gsize) entries->len * RL_LEASE_VALUE_MAX;
+      if (lock->lease_flags.lost)
         continue;
-      lock->lease.pins++;
+      lock->lease_flags.pins++;
       if (now >= lose_at (&lock->lease))
         {
-          lock->lease.lost = TRUE;
+          lock->lease_flags.lost = TRUE;
           g_ptr_array_add (lost, lock);
           continue;
         }
       timeout_ms = MIN (timeout_ms, MAX ((lose_at (&lock->lease) - now) / 1000, 1));
-      e.value = g_malloc (RL_LEASE_VALUE_MAX);
-      rl_leases_value (self, e.serial, e.value);
+      rl_leases_value (self, e.serial, value);
       g_array_append_val (entries, e);
       g_ptr_array_add (keys, lock->key_data);
-      g_ptr_array_add (values, e.value);
+      g_ptr_array_add (values, value);
       g_array_append_val (ttls, e.ttl_ms);
     }
   rl_mutex_unlock (&self->mutex);
@@ -780,12 +773,13 @@ watchdog_tick (gpointer data)
     {
       Entry *e = &g_array_index (entries, Entry, i);
       RlLeaseState *lease = &e->lock->lease;
+      RlLeaseFlags *flags = &e->lock->lease_flags;
       gboolean mark = FALSE;
 
-      if (lease->held && lease->serial != e->serial && ok && results[i] == RL_LEASE_OK
+      if (flags->held && lease->serial != e->serial && ok && results[i] == RL_LEASE_OK
           && lease->ttl_ms != e->ttl_ms)
         result = RL_TICK_AGAIN;
-      if (lease->held && lease->serial == e->serial && !lease->lost)
+      if (flags->held && lease->serial == e->serial && !flags->lost)
         {
           if (ok && results[i] == RL_LEASE_OK)
             {
@@ -799,11 +793,11 @@ watchdog_tick (gpointer data)
         }
       if (mark)
         {
-          lease->lost = TRUE;
+          flags->lost = TRUE;
           g_ptr_array_add (lost, e->lock);
         }
       else
-        lease->pins--;
+        flags->pins--;
     }
   rl_mutex_unlock (&self->mutex);
   rl_mutex_unlock (&self->renew_mutex);
@@ -846,9 +840,9 @@ rl_leases_close (RlLeases *self)
   while (g_hash_table_iter_next (&iter, &key, NULL))
     {
       RedisLock *lock = key;
-      lock->lease.held = FALSE;
-      lock->lease.lost = TRUE;
-      lock->lease.pins++;
+      lock->lease_flags.held = FALSE;
+      lock->lease_flags.lost = TRUE;
+      lock->lease_flags.pins++;
       g_ptr_array_add (held, lock);
     }
   g_hash_table_remove_all (self->held);

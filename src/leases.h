@@ -20,12 +20,17 @@
 typedef struct _RlLeases RlLeases;
 
 /* The lease fields of one lock, stored inline in the lock (an idle cached lock costs
- * its struct). Only leases.c reads or writes them, under the table's mutex. */
+ * its struct) in two parts, so the small ones fill what would be padding. Only
+ * leases.c reads or writes them, under the table's mutex. */
 typedef struct
 {
-  guint8 held;               /* in the held table */
-  guint8 lost;               /* found lost; stays so until the outermost unlock */
-  guint16 pins;              /* library threads that have the lock in hand */
+  guint8 held;  /* in the held table */
+  guint8 lost;  /* found lost; stays so until the outermost unlock */
+  guint16 pins; /* library threads that have the lock in hand */
+} RlLeaseFlags;
+
+typedef struct
+{
   guint64 serial;            /* the acquisition's number, the tail of its value */
   gint64 ttl_ms;             /* TTL the lease is renewed with */
   gint64 confirmed;          /* monotonic µs when the last confirmed request was sent */
@@ -35,9 +40,8 @@ typedef struct
 /* What a hold's outermost unlock needs to know of its lease, read at once. */
 typedef struct
 {
-  gboolean held;  /* in the table (FALSE: close() released it) */
-  gboolean lost;  /* found lost */
-  gboolean stale; /* lost, or unconfirmed past its TTL less the margin */
+  gboolean held; /* in the table (FALSE: close() released it) */
+  gboolean lost; /* found lost */
   guint64 serial;
   gint64 ttl_ms;
   gint64 lose_at; /* monotonic µs when an unconfirmed lease counts as lost */

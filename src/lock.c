@@ -274,9 +274,10 @@ static gboolean
 accept_kept_lease (RedisLock *lock)
 {
   RlLeases *leases = lock->registry->leases;
+  RlLeaseView view = rl_leases_view (leases, lock);
   gboolean lost;
 
-  if (!rl_leases_view (leases, lock).stale)
+  if (view.held && !view.lost && g_get_monotonic_time () < view.lose_at)
     return TRUE;
   rl_leases_drop (leases, lock, &lost);
   rl_leases_forget_cancelled (leases, lock);
@@ -435,7 +436,8 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
     return FALSE;
   if (g_cancellable_set_error_if_cancelled (cancellable, error))
     return FALSE;
-  deadline = rl_deadline_after (g_get_monotonic_time (), wait_ms);
+  /* No clock read for a wait without end: re-entry must stay a few nanoseconds. */
+  deadline = wait_ms < 0 ? RL_FOREVER : rl_deadline_after (g_get_monotonic_time (), wait_ms);
 
   rl_mutex_lock (&lock->m);
   if (lock->owner == self)

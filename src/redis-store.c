@@ -419,10 +419,12 @@ redis_free (RlStore *store)
   g_free (self);
 }
 
-/* GET and PTTL of @key, pipelined on @conn: TRUE with both when it exists. */
+/* GET and PTTL of @key, pipelined on @conn: TRUE with both when it exists. A key that
+ * is not a string is no lease: with @skip_others it is passed over (*exists FALSE),
+ * otherwise it is an error. */
 static gboolean
-read_lease (RlConn *conn, const char *key, char **value, gint64 *pttl_ms, gboolean *exists,
-            GError **error)
+read_lease (RlConn *conn, const char *key, gboolean skip_others, char **value, gint64 *pttl_ms,
+            gboolean *exists, GError **error)
 {
   const char *get[] = { "GET", key };
   const char *pttl[] = { "PTTL", key };
@@ -438,6 +440,14 @@ read_lease (RlConn *conn, const char *key, char **value, gint64 *pttl_ms, gboole
         ok = FALSE;
         break;
       }
+  if (ok && skip_others && replies[0]->type == REDIS_REPLY_ERROR
+      && g_str_has_prefix (replies[0]->str, "WRONGTYPE"))
+    {
+      *exists = FALSE;
+      freeReplyObject (replies[0]);
+      freeReplyObject (replies[1]);
+      return TRUE;
+    }
   if (ok && (replies[0]->type == REDIS_REPLY_ERROR || replies[1]->type != REDIS_REPLY_INTEGER))
     {
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS, "Reading lock “%s”: %s", key,
@@ -468,7 +478,7 @@ redis_inspect (RlStore *store, const char *key, char **value, gint64 *pttl_ms, G
     return FALSE;
   RL_ATOMIC_ADD (store->ctx->stats->round_trips, 1);
   RL_ATOMIC_ADD (store->ctx->stats->commands, 2);
-  read_lease (conn, key, value, pttl_ms, &exists, error);
+  read_lease (conn, key, FALSE, value, pttl_ms, &exists, error);
   rl_pool_put (self->pool, conn);
   return exists;
 }
@@ -523,7 +533,7 @@ redis_list (RlStore *store, GArray *entries, GError **error)
           /* A key with a NUL byte is no lock of ours. */
           if (k->type != REDIS_REPLY_STRING || strlen (k->str) != k->len)
             continue;
-          ok = read_lease (conn, k->str, &e.value, &e.pttl_ms, &exists, error);
+          ok = read_lease (conn, k->str, TRUE, &e.value, &e.pttl_ms, &exists, error);
           if (ok && exists)
             {
               e.key = g_strdup (k->str);

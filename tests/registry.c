@@ -445,6 +445,15 @@ test_inspect_leases (TestFixture *f, gconstpointer data)
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
   g_clear_error (&error);
 
+  if (f->redis != NULL)
+    {
+      /* A key of another type under the registry key is no lease. */
+      redisReply *reply = test_redis_command (f->redis, "RPUSH %s x", TEST_REGISTRY_KEY ":alist");
+      freeReplyObject (reply);
+      g_assert_null (redis_lock_registry_get_lease_info (f->registry, "alist", &error));
+      g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS);
+      g_clear_error (&error);
+    }
   leases = redis_lock_registry_list_leases (f->registry, &error);
   g_assert_no_error (error);
   g_assert_cmpuint (leases->len, ==, 2);

@@ -423,7 +423,8 @@ REDIS_LOCK_EXPORT RedisLockLeaseInfo *redis_lock_registry_get_lease_info (RedisL
  * however many keys it has). Leases taken or released while it runs may or may not be
  * listed. Keys of a registry key that extends this one (`orders:eu` for `orders`) are
  * listed too, with the rest of their key as the name: the key layout cannot tell them
- * apart.
+ * apart. A key under the registry key that is not a string (no lease) is passed over;
+ * redis_lock_registry_get_lease_info() of it fails with %REDIS_LOCK_ERROR_REDIS.
  *
  * Returns: (transfer full) (element-type RedisLockLeaseInfo) (nullable): the leases in
  *   no particular order, an array that frees its elements; %NULL with @error on
