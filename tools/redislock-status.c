@@ -3,11 +3,11 @@
  *
  * Both show locks as a table or, with --json, as a JSON array: name, key, held or
  * free, the owner (the value of the key; split into host and pid when it is a client
- * id of libredislock) and the remaining TTL. status reads the named locks through a
- * registry (redis_lock_registry_get_lease_info()) and exits 1 when one is free. list
- * finds every lock of a registry with SCAN, GET and PTTL of its own: the library's
- * redis_lock_registry_list_leases() fails on a key of the registry that is not a
- * string, which list skips. They share one file because they share the printing.
+ * id of libredislock) and the remaining TTL. status reads the named locks
+ * (redis_lock_registry_get_lease_info()) and exits 1 when one is free; list finds every
+ * lock of a registry (redis_lock_registry_list_leases()). Both read through a registry
+ * of the library, so the key layout and the commands that read it stay the library's.
+ * They share one file because they share the printing.
  */
 #include "config.h"
 
@@ -70,65 +70,6 @@ open_registry (int *status)
       *status = exit_status_for_error (error);
     }
   return registry;
-}
-
-/* The held locks among @keys (GET + PTTL, pipelined), for list: keys that are not
- * strings are no locks and are skipped, as are keys released since SCAN saw them.
- * (redis_lock_registry_list_leases() fails on a key that is not a string instead.) */
-static GPtrArray *
-read_locks (redisContext *c, const char *registry, GPtrArray *keys, GError **error)
-{
-  g_autoptr (GPtrArray) result = g_ptr_array_new_with_free_func (lock_info_free);
-  gsize prefix_len = strlen (registry) + 1;
-  guint start = 0;
-
-  while (start < keys->len)
-    {
-      guint end = MIN (keys->len, start + 256);
-      guint i;
-
-      for (i = start; i < end; i++)
-        {
-          const char *key = g_ptr_array_index (keys, i);
-          const char *get[] = { "GET", key };
-          const char *pttl[] = { "PTTL", key };
-
-          redisAppendCommandArgv (c, 2, get, NULL);
-          redisAppendCommandArgv (c, 2, pttl, NULL);
-        }
-      for (i = start; i < end; i++)
-        {
-          const char *key = g_ptr_array_index (keys, i);
-          redisReply *value = NULL, *ttl = NULL;
-
-          if (redisGetReply (c, (void **) &value) != REDIS_OK
-              || redisGetReply (c, (void **) &ttl) != REDIS_OK)
-            {
-              g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
-                           "Redis I/O error: %s", c->errstr[0] ? c->errstr : "connection lost");
-              if (value)
-                freeReplyObject (value);
-              return NULL;
-            }
-          /* A key that vanished between GET and PTTL (-2) was released. */
-          if (value->type == REDIS_REPLY_STRING
-              && !(ttl->type == REDIS_REPLY_INTEGER && ttl->integer == -2))
-            {
-              LockInfo *info = g_new0 (LockInfo, 1);
-
-              info->key = g_strdup (key);
-              info->name = g_strdup (key + prefix_len);
-              info->held = TRUE;
-              info->owner = g_strndup (value->str, value->len);
-              info->ttl_ms = ttl->type == REDIS_REPLY_INTEGER ? ttl->integer : -1;
-              g_ptr_array_add (result, info);
-            }
-          freeReplyObject (value);
-          freeReplyObject (ttl);
-        }
-      start = end;
-    }
-  return g_steal_pointer (&result);
 }
 
 static gboolean
@@ -375,40 +316,24 @@ cmd_status (int argc, char **argv)
   return all_held ? 0 : 1;
 }
 
-/* The SCAN pattern matching exactly the keys that start with @registry ":". */
-static char *
-literal_scan_pattern (const char *registry)
-{
-  GString *pattern = g_string_new (NULL);
-  const char *p;
-
-  for (p = registry; *p; p++)
-    {
-      if (strchr ("*?[]\\^", *p) != NULL)
-        g_string_append_c (pattern, '\\');
-      g_string_append_c (pattern, *p);
-    }
-  g_string_append (pattern, ":*");
-  return g_string_free (pattern, FALSE);
-}
-
 static int
-compare_strings (gconstpointer a, gconstpointer b)
+compare_leases (gconstpointer a, gconstpointer b)
 {
-  return strcmp (*(const char *const *) a, *(const char *const *) b);
+  const RedisLockLeaseInfo *x = *(const RedisLockLeaseInfo *const *) a;
+  const RedisLockLeaseInfo *y = *(const RedisLockLeaseInfo *const *) b;
+
+  return strcmp (x->name, y->name);
 }
 
 int
 cmd_list (int argc, char **argv)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (GHashTable) seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  g_autoptr (GPtrArray) keys = g_ptr_array_new_with_free_func (g_free);
-  g_autoptr (GPtrArray) locks = NULL;
-  g_autofree char *pattern = NULL;
-  g_autofree char *cursor = g_strdup ("0");
-  redisContext *c;
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (GPtrArray) leases = NULL;
+  g_autoptr (GPtrArray) locks = g_ptr_array_new_with_free_func (lock_info_free);
   int rc;
+  guint j;
 
   rc = parse_options ("list", list_usage, "",
                       "Lists the locks held in a registry (keys KEY:*, found with SCAN).",
@@ -417,57 +342,23 @@ cmd_list (int argc, char **argv)
     return rc;
   if (argc > 1)
     return usage_error ("list", list_usage, "unexpected argument '%s'", argv[1]);
-  c = redis_open (effective_url (), &error);
-  if (c == NULL)
-    {
-      die_message ("%s", error->message);
-      return exit_status_for_error (error);
-    }
-  pattern = literal_scan_pattern (effective_registry ());
-  do
-    {
-      redisReply *reply = redis_callv (c, &error, "SCAN", cursor, "MATCH", pattern, "COUNT",
-                                       "1000", NULL);
-      size_t k;
-
-      if (reply == NULL)
-        break;
-      if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2
-          || reply->element[0]->type != REDIS_REPLY_STRING
-          || reply->element[1]->type != REDIS_REPLY_ARRAY)
-        {
-          g_set_error (&error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
-                       "unexpected reply to SCAN");
-          freeReplyObject (reply);
-          break;
-        }
-      g_free (cursor);
-      cursor = g_strdup (reply->element[0]->str);
-      for (k = 0; k < reply->element[1]->elements; k++)
-        {
-          redisReply *key = reply->element[1]->element[k];
-
-          /* lock names never contain NUL: a key that does is not one of ours */
-          if (key->type == REDIS_REPLY_STRING && strlen (key->str) == key->len
-              && !g_hash_table_contains (seen, key->str))
-            {
-              g_hash_table_add (seen, g_strdup (key->str));
-              g_ptr_array_add (keys, g_strdup (key->str));
-            }
-        }
-      freeReplyObject (reply);
-    }
-  while (strcmp (cursor, "0") != 0);
-  if (error == NULL)
-    {
-      g_ptr_array_sort (keys, compare_strings);
-      locks = read_locks (c, effective_registry (), keys, &error);
-    }
-  redisFree (c);
-  if (locks == NULL)
+  registry = open_registry (&rc);
+  if (registry == NULL)
+    return rc;
+  leases = redis_lock_registry_list_leases (registry, &error);
+  if (leases == NULL)
     {
       die_message ("%s", error->message);
       return EXIT_REDIS;
+    }
+  /* By name; SCAN may return a key more than once. */
+  g_ptr_array_sort (leases, compare_leases);
+  for (j = 0; j < leases->len; j++)
+    {
+      const RedisLockLeaseInfo *lease = g_ptr_array_index (leases, j);
+
+      if (j == 0 || compare_leases (&g_ptr_array_index (leases, j - 1), &lease) != 0)
+        g_ptr_array_add (locks, lock_info_new (lease->name, lease));
     }
   print_locks (locks, opt_json);
   return 0;
