@@ -76,8 +76,10 @@ struct _RedisLock
   gpointer owner;     /* GThread of the holder, NULL when free */
   guint count;        /* the holder's hold count */
   guint waiters;      /* threads waiting for the local mutex */
-  guint32 notify_seq; /* bumped when the store says the lease may have been released */
-  guint32 handoffs;   /* local hand-offs in a row since the lease was taken */
+  guint16 notify_seq; /* bumped when the store says the lease may have been released
+                         (waiters only compare it with what they read: it may wrap) */
+  guint16 handoffs;   /* local hand-offs in a row since the lease was taken (the bound,
+                         max_local_handoffs, is at most G_MAXUINT16) */
   /* One byte of flags, all under lock->m (a bit-field shares its byte). */
   guint8 handed_over : 1;  /* the lease stays for the next local owner (a local hand-off) */
   guint8 streak_extended : 1; /* a streak already ended with the lease kept (nobody else listened) */

@@ -242,6 +242,14 @@ call_callback (RlLeases *self, RedisLock *lock)
   callback_unref (callback);
 }
 
+/* A library thread takes @lock in hand: the cache must not drop it. self->mutex held. */
+static void
+pin (RedisLock *lock)
+{
+  g_assert (lock->lease_flags.pins < 63);
+  lock->lease_flags.pins++;
+}
+
 static void
 unpin (RlLeases *self, RedisLock *lock)
 {
@@ -277,7 +285,7 @@ lost_found (RlLeases *self, RedisLock *lock)
   rl_mutex_lock (&self->mutex);
   if (!self->closed)
     {
-      lock->lease_flags.pins++;
+      pin (lock);
       g_ptr_array_add (self->lost_pending, lock);
       wake_watchdog (self);
       queued = TRUE;
@@ -728,7 +736,7 @@ watchdog_tick (gpointer data)
       char *value = value_buf + (gsize) entries->len * RL_LEASE_VALUE_MAX;
       if (lock->lease_flags.lost)
         continue;
-      lock->lease_flags.pins++;
+      pin (lock);
       if (now >= lose_at (&lock->lease))
         {
           lock->lease_flags.lost = TRUE;
@@ -842,7 +850,7 @@ rl_leases_close (RlLeases *self)
       RedisLock *lock = key;
       lock->lease_flags.held = FALSE;
       lock->lease_flags.lost = TRUE;
-      lock->lease_flags.pins++;
+      pin (lock);
       g_ptr_array_add (held, lock);
     }
   g_hash_table_remove_all (self->held);

@@ -24,9 +24,10 @@ typedef struct _RlLeases RlLeases;
  * leases.c reads or writes them, under the table's mutex. */
 typedef struct
 {
-  guint8 held;  /* in the held table */
-  guint8 lost;  /* found lost; stays so until the outermost unlock */
-  guint16 pins; /* library threads that have the lock in hand */
+  guint8 held : 1; /* in the held table */
+  guint8 lost : 1; /* found lost; stays so until the outermost unlock */
+  guint8 pins : 6; /* library threads that have the lock in hand (at most three: the
+                      watchdog's batch, the queue of losses, the close sweep) */
 } RlLeaseFlags;
 
 typedef struct

@@ -303,7 +303,7 @@ release_after_close (RedisLock *lock, const char *value, GError **error)
 /* Sleeps until the lock's notification number moves past @seq, @wake_at, close or
  * cancel. */
 static void
-sleep_for_notification (RedisLock *lock, guint32 seq, gint64 wake_at, GCancellable *cancellable)
+sleep_for_notification (RedisLock *lock, guint16 seq, gint64 wake_at, GCancellable *cancellable)
 {
   rl_mutex_lock (&lock->m);
   while (lock->notify_seq == seq && !rl_registry_is_closed (lock->registry)
@@ -325,7 +325,7 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
   gboolean pubsub = g_atomic_int_get (&registry->settings.wait_mode) == REDIS_LOCK_WAIT_PUBSUB;
   gboolean need_watch = FALSE;
   gint64 yield_until = 0;
-  guint32 seq;
+  guint16 seq;
 
   /* A hand-off streak just ended with a release: give waiters in other processes a
    * few round trips to take the lease before this process competes again. */
@@ -591,7 +591,7 @@ typedef struct
   guint max;         /* max_local_handoffs */
   gboolean watchdog; /* leases are renewed in the background */
   guint waiters;
-  guint32 handoffs;
+  guint handoffs;
   gboolean streak_extended;
   gboolean lease_ok;       /* in the table and not found lost */
   gboolean handover_tried; /* a hand-over of this unlock failed: release instead */

@@ -266,7 +266,7 @@ void
 redis_lock_registry_set_max_local_handoffs (RedisLockRegistry *registry, guint max)
 {
   g_return_if_fail (registry != NULL);
-  g_atomic_int_set (&registry->settings.max_local_handoffs, max);
+  g_atomic_int_set (&registry->settings.max_local_handoffs, MIN (max, G_MAXUINT16));
 }
 
 void

@@ -189,7 +189,8 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_watchdog (RedisLockRegistry *regi
 /**
  * redis_lock_registry_set_max_local_handoffs:
  * @registry: a registry
- * @max: most hand-offs in a row, 0 disables them (default 16)
+ * @max: most hand-offs in a row, 0 disables them (default 16); values above 65535
+ *   count as 65535
  *
  * Lease retention for same-process contention. When the outermost holder unlocks
  * while other threads of this registry wait for the same lock, the local mutex goes
