@@ -3,8 +3,9 @@
  * namespace.
  *
  * A registry owns the connections to one Redis server (or an in-process store, see
- * redis_lock_registry_new()), the client id written into every key it holds, the lock
- * cache, and the background threads (subscriber, watchdog) it starts on first need.
+ * redis_lock_registry_new()), the client id that starts the value of every key it
+ * holds, the lock cache, and the background threads (subscriber, watchdog) it starts
+ * on first need.
  * Everything declared here is thread-safe: any thread may call any function at any
  * time, and settings apply to acquisitions that start afterwards.
  */

@@ -177,7 +177,8 @@ REDIS_LOCK_EXPORT gboolean redis_lock_memory_store_steal (const char *store_name
  *
  * For tests only: what `GET key` would answer on Redis. Thread-safe.
  *
- * Returns: (transfer full) (nullable): the client id holding @key, or %NULL when the
+ * Returns: (transfer full) (nullable): the value @key holds (for a registry: its client
+ *   id, ":" and the number of the acquisition), or %NULL when the
  *   key is absent or no registry has `memory://@store_name` open. Free with g_free().
  */
 REDIS_LOCK_EXPORT char *redis_lock_memory_store_get_owner (const char *store_name, const char *key);
