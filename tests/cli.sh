@@ -584,6 +584,10 @@ if ok:
     os.kill(pid, signal.SIGCONT)
 if ok:
     ok = wait_until(lambda: not int_pending(pid))
+if ok and not direct:
+    # The command is told only by redislock's forwarding: the final SIGUSR1 (forwarded
+    # too, maybe first) must not end the count before the SIGINT arrives.
+    ok = wait_until(lambda: state()[0] >= 1)
 if ok:
     os.kill(pid, signal.SIGUSR1)
 if not wait_until(lambda: False) and not ended():
