@@ -23,18 +23,24 @@
 /* ------------------------------------------------------------------------------------ */
 /* Small helpers                                                                         */
 
+char *
+format_redacted (const char *format, va_list ap)
+{
+  g_autofree char *msg = g_strdup_vprintf (format, ap);
+
+  return redact_text (msg);
+}
+
 /* Prints "redislock: MESSAGE" on stderr, with any password of the Redis URL hidden. */
 void
 die_message (const char *format, ...)
 {
   va_list ap;
-  g_autofree char *msg = NULL;
   g_autofree char *shown = NULL;
 
   va_start (ap, format);
-  msg = g_strdup_vprintf (format, ap);
+  shown = format_redacted (format, ap);
   va_end (ap);
-  shown = redact_text (msg);
   fprintf (stderr, "redislock: %s\n", shown);
 }
 

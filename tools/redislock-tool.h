@@ -68,6 +68,9 @@ GLogWriterOutput redacting_log_writer (GLogLevelFlags level, const GLogField *fi
 
 /* redislock-common.c */
 /* Prints "redislock: MESSAGE" on stderr, with any password of the Redis URL hidden. */
+/* @format and its arguments, formatted, with any password of a Redis URL hidden
+ * (redact_text()). */
+char *format_redacted (const char *format, va_list ap) G_GNUC_PRINTF (1, 0);
 void die_message (const char *format, ...) G_GNUC_PRINTF (1, 2);
 gint64 monotonic_ns (void);
 gboolean parse_duration (const char *text, gint64 *out_ms);

@@ -97,13 +97,11 @@ int
 usage_error (const char *cmd, const char *usage, const char *format, ...)
 {
   va_list ap;
-  g_autofree char *msg = NULL;
   g_autofree char *shown = NULL;
 
   va_start (ap, format);
-  msg = g_strdup_vprintf (format, ap);
+  shown = format_redacted (format, ap);
   va_end (ap);
-  shown = redact_text (msg);
   fprintf (stderr, "redislock%s%s: %s\n", cmd ? " " : "", cmd ? cmd : "", shown);
   fprintf (stderr, "Usage: redislock %s\n", usage);
   fprintf (stderr, "Try 'redislock %s%s--help' for more information.\n", cmd ? cmd : "",
