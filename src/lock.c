@@ -86,10 +86,11 @@ rl_lock_unref_memory (RedisLock *lock)
   g_free (lock);
 }
 
-/* Whether the cache may drop @lock: nobody references, holds or waits on it, and no
- * library thread has it in hand (the watchdog's batch, the queue of losses whose
- * callback is due: a callback may take a reference, which must find the lock still
- * cached). registry->cache_mutex held. */
+/* Whether the cache may drop @lock: nobody references, holds or waits on it, no call
+ * has its memory in hand (redis_lock_registry_renew()), and the lease table has not
+ * pinned it (the watchdog's batch, the queue of losses whose callback is due: a
+ * callback may take a reference, which must find the lock still cached).
+ * registry->cache_mutex held. */
 gboolean
 rl_lock_is_idle (RedisLock *lock)
 {
