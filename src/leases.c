@@ -609,6 +609,7 @@ static guint
 release_doubtful (RlLeases *self)
 {
   g_autoptr (GArray) pending = NULL;
+  gboolean failed = FALSE;
   guint left;
 
   rl_mutex_lock (&self->mutex);
@@ -621,6 +622,8 @@ release_doubtful (RlLeases *self)
   self->doubtful = g_array_new (FALSE, FALSE, sizeof (Doubtful));
   rl_mutex_unlock (&self->mutex);
 
+  /* One failure means the store is out of reach: the rest wait for the next try (after
+   * the watchdog's backoff) instead of each costing a connection attempt now. */
   for (guint i = 0; i < pending->len; i++)
     {
       Doubtful *d = &g_array_index (pending, Doubtful, i);
@@ -628,11 +631,14 @@ release_doubtful (RlLeases *self)
       gboolean others;
 
       if (g_get_monotonic_time () < d->until_us
-          && self->store->vt->release (self->store, d->key, d->value, 0, &others, &error)
-                 == RL_LEASE_ERROR)
+          && (failed
+              || self->store->vt->release (self->store, d->key, d->value, 0, &others, &error)
+                     == RL_LEASE_ERROR))
         {
-          g_debug ("releasing %s after a request with an unknown outcome: %s", d->key,
-                   error->message);
+          if (!failed)
+            g_debug ("releasing %s after a request with an unknown outcome: %s", d->key,
+                     error->message);
+          failed = TRUE;
           rl_mutex_lock (&self->mutex);
           g_array_append_val (self->doubtful, *d);
           rl_mutex_unlock (&self->mutex);
