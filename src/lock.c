@@ -594,6 +594,7 @@ typedef struct
   guint waiters;
   guint handoffs;
   gboolean streak_extended;
+  RlLeaseView lease;       /* the lease table's view of the hold */
   gboolean lease_ok;       /* in the table and not found lost */
   gboolean handover_tried; /* a hand-over of this unlock failed: release instead */
 } UnlockState;
@@ -613,31 +614,32 @@ plan_unlock (const UnlockState *s)
 static void
 snapshot (RedisLock *lock, UnlockState *s)
 {
-  RlLeaseView view = rl_leases_view (lock->registry->leases, lock);
-
+  s->lease = rl_leases_view (lock->registry->leases, lock);
   rl_mutex_lock (&lock->m);
   s->waiters = lock->waiters;
   s->handoffs = lock->handoffs;
   s->streak_extended = lock->streak_extended;
   rl_mutex_unlock (&lock->m);
-  s->lease_ok = view.held && !view.lost;
+  s->lease_ok = s->lease.held && !s->lease.lost;
 }
 
-/* Releases the lease in the store (@keep: unless no other client listens, then keeps
- * it with its TTL reset, and the result is RL_LEASE_KEPT with the lease held again);
- * otherwise ends the hold and reports: TRUE, or FALSE with @error. */
+/* Releases the lease of @view (the hold's, just read) in the store (@keep: unless no
+ * other client listens, then keeps it with its TTL reset, and the result is
+ * RL_LEASE_KEPT with the lease held again); otherwise ends the hold and reports: TRUE,
+ * or FALSE with @error. Only the holding thread changes the hold's serial and TTL, so
+ * the view is current for them; whether the lease was lost is read as it is dropped. */
 static RlLeaseResult
-release_lease (RedisLock *lock, guint max, gboolean keep, GError **error)
+release_lease (RedisLock *lock, const RlLeaseView *view, guint max, gboolean keep,
+               GError **error)
 {
   RedisLockRegistry *registry = lock->registry;
   g_autoptr (GError) local_error = NULL;
-  RlLeaseView view = rl_leases_view (registry->leases, lock);
   char value[RL_LEASE_VALUE_MAX];
   RlLeaseResult result;
   gboolean lost, others = FALSE;
   gint64 start;
 
-  rl_leases_value (registry->leases, view.serial, value);
+  rl_leases_value (registry->leases, view->serial, value);
   if (!rl_leases_drop (registry->leases, lock, &lost))
     {
       /* close() released the lease between our check and now. */
@@ -648,10 +650,10 @@ release_lease (RedisLock *lock, guint max, gboolean keep, GError **error)
     }
   start = g_get_monotonic_time ();
   result = registry->store->vt->release (registry->store, lock->key_data, value,
-                                         keep && !lost ? view.ttl_ms : 0, &others, &local_error);
+                                         keep && !lost ? view->ttl_ms : 0, &others, &local_error);
   if (result == RL_LEASE_KEPT)
     {
-      if (rl_leases_take (registry->leases, lock, view.serial, view.ttl_ms, start))
+      if (rl_leases_take (registry->leases, lock, view->serial, view->ttl_ms, start))
         return RL_LEASE_KEPT;
       /* Closed meanwhile: close() did not see this lease. */
       release_after_close (lock, value, error);
@@ -664,11 +666,11 @@ release_lease (RedisLock *lock, guint max, gboolean keep, GError **error)
     /* The release may not have reached Redis: the key would stay until its TTL, and
      * this registry's next acquisition, with another value, would wait for it. It is
      * released in the background (on this hold's value only, so never a later hold). */
-    rl_leases_add_doubtful (registry->leases, lock->key_data, value, view.ttl_ms);
+    rl_leases_add_doubtful (registry->leases, lock->key_data, value, view->ttl_ms);
 
   /* The release failed, but the lease had gone unconfirmed past its TTL already: it
    * is lost whatever the release would have said. */
-  if (result == RL_LEASE_ERROR && !lost && g_get_monotonic_time () >= view.lose_at)
+  if (result == RL_LEASE_ERROR && !lost && g_get_monotonic_time () >= view->lose_at)
     {
       g_debug ("release of %s failed after its lease ran out: %s", lock->key_data,
                local_error->message);
@@ -729,7 +731,7 @@ unlock_outermost (RedisLock *lock, GError **error)
           break;
         case UNLOCK_RELEASE_OR_KEEP:
         case UNLOCK_RELEASE:
-          switch (release_lease (lock, s.max, plan == UNLOCK_RELEASE_OR_KEEP, error))
+          switch (release_lease (lock, &s.lease, s.max, plan == UNLOCK_RELEASE_OR_KEEP, error))
             {
             case RL_LEASE_KEPT:
               /* Nobody else listened: the lease starts a new streak with the next
