@@ -457,6 +457,20 @@ test_sync_wait_until (TestSync *sync, gint64 end_us)
   return pthread_cond_timedwait (&sync->cond, &sync->mutex, &ts) != ETIMEDOUT;
 }
 
+gboolean
+test_sync_wait_flag (TestSync *sync, const gboolean *flag, gint64 timeout_ms)
+{
+  gint64 end = g_get_monotonic_time () + timeout_ms * 1000;
+  gboolean set;
+
+  test_sync_lock (sync);
+  while (!*flag && test_sync_wait_until (sync, end))
+    ;
+  set = *flag;
+  test_sync_unlock (sync);
+  return set;
+}
+
 /* --- The fixture ----------------------------------------------------------------- */
 
 static void

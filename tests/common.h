@@ -172,6 +172,9 @@ void test_sync_wait (TestSync *sync);
 /* Waits for a broadcast until the monotonic time @end_us (as g_get_monotonic_time());
  * call with the mutex locked. Returns FALSE once @end_us has passed. */
 gboolean test_sync_wait_until (TestSync *sync, gint64 end_us);
+/* Waits up to @timeout_ms for *@flag, set under @sync's mutex with a broadcast; returns
+ * it. Call without the mutex. */
+gboolean test_sync_wait_flag (TestSync *sync, const gboolean *flag, gint64 timeout_ms);
 
 /* --- The fixture ----------------------------------------------------------------- */
 

@@ -79,20 +79,6 @@ ref_in_callback (RedisLock *lock, gpointer data)
   test_sync_unlock (&t->sync);
 }
 
-static gboolean
-sync_wait_flag (TestSync *sync, gboolean *flag, gint64 timeout_ms)
-{
-  gint64 end = g_get_monotonic_time () + timeout_ms * 1000;
-  gboolean set;
-
-  test_sync_lock (sync);
-  while (!*flag && test_sync_wait_until (sync, end))
-    ;
-  set = *flag;
-  test_sync_unlock (sync);
-  return set;
-}
-
 static void
 test_callback_ref_keeps_lock_cached (TestFixture *fx, gconstpointer data)
 {
@@ -115,7 +101,7 @@ test_callback_ref_keeps_lock_cached (TestFixture *fx, gconstpointer data)
   g_assert_true (test_store_delete (fx, redis_lock_get_key (lock)));
   g_assert_false (redis_lock_registry_renew (r, "uaf", 0, &error));
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
-  g_assert_true (sync_wait_flag (&t.sync, &t.in_callback, 5000));
+  g_assert_true (test_sync_wait_flag (&t.sync, &t.in_callback, 5000));
 
   test_unlock_lease_lost (lock);
   redis_lock_unref (lock);
@@ -126,7 +112,7 @@ test_callback_ref_keeps_lock_cached (TestFixture *fx, gconstpointer data)
   t.gate = TRUE;
   test_sync_broadcast (&t.sync);
   test_sync_unlock (&t.sync);
-  g_assert_true (sync_wait_flag (&t.sync, &t.done, 5000));
+  g_assert_true (test_sync_wait_flag (&t.sync, &t.done, 5000));
 
   again = test_obtain (r, "uaf");
   g_assert_true (again == t.ref);

@@ -666,37 +666,34 @@ test_proxy_kill_connections (TestProxy *proxy)
   test_sync_unlock (&proxy->sync);
 }
 
-guint
-test_proxy_connections_accepted (TestProxy *proxy)
+/* Reads one of the proxy's counters under its mutex. */
+static guint
+read_count (TestProxy *proxy, const guint *field)
 {
   guint n;
 
   test_sync_lock (&proxy->sync);
-  n = proxy->accepted;
+  n = *field;
   test_sync_unlock (&proxy->sync);
   return n;
+}
+
+guint
+test_proxy_connections_accepted (TestProxy *proxy)
+{
+  return read_count (proxy, &proxy->accepted);
 }
 
 guint
 test_proxy_connections_open (TestProxy *proxy)
 {
-  guint n;
-
-  test_sync_lock (&proxy->sync);
-  n = proxy->conns->len;
-  test_sync_unlock (&proxy->sync);
-  return n;
+  return read_count (proxy, &proxy->conns->len);
 }
 
 guint
 test_proxy_replies_dropped (TestProxy *proxy)
 {
-  guint n;
-
-  test_sync_lock (&proxy->sync);
-  n = proxy->dropped;
-  test_sync_unlock (&proxy->sync);
-  return n;
+  return read_count (proxy, &proxy->dropped);
 }
 
 void
