@@ -18,9 +18,48 @@ typedef struct
 } RlConnConfig;
 
 /* Parses @url (redis:// or unix://) into @config; FALSE with REDIS_LOCK_ERROR_INVALID
- * and a message that never shows the password. */
+ * and a message that never shows the password. The other forms (Sentinel, Cluster)
+ * are INVALID here, with a message saying they need rl_url_parse(). */
 gboolean rl_conn_config_parse (const char *url, RlConnConfig *config, GError **error);
 void rl_conn_config_clear (RlConnConfig *config);
+/* A deep copy of @config into @copy. */
+void rl_conn_config_copy (const RlConnConfig *config, RlConnConfig *copy);
+
+/* Which deployment a URL names. */
+typedef enum
+{
+  RL_TOPOLOGY_SINGLE,   /* redis://, unix://: one server */
+  RL_TOPOLOGY_SENTINEL, /* redis-sentinel://: a master found through Sentinels */
+  RL_TOPOLOGY_CLUSTER,  /* redis-cluster://: keys routed by slot over seed nodes */
+} RlTopologyKind;
+
+/* Every URL form, parsed. */
+typedef struct
+{
+  RlTopologyKind kind;
+  /* SINGLE: the server. SENTINEL and CLUSTER: what every data node is connected with
+   * (username, password, db; host and path NULL, port 0); the address of each data
+   * node comes from discovery. */
+  RlConnConfig node;
+  /* SENTINEL: the Sentinels (host, port with default 26379, and the
+   * sentinel_username / sentinel_password of the query as username / password, db 0).
+   * CLUSTER: the seed nodes (host, port with default 6379, the credentials of the
+   * URL, db 0). In the order the URL gives them; empty for SINGLE. */
+  GArray *hosts; /* RlConnConfig */
+  char *master_name; /* SENTINEL: the fragment, %-decoded; NULL otherwise */
+} RlUrl;
+
+/* Parses any URL form into @parsed; FALSE with REDIS_LOCK_ERROR_INVALID and a message
+ * that never shows a password:
+ *   redis://[[user]:password@]host[:port][/db]
+ *   unix:///path[?db=N&password=P&username=U]
+ *   redis-sentinel://[[user]:password@]host[:port][,host[:port]…][/db][?sentinel_username=U&sentinel_password=P]#master_name
+ *   redis-cluster://[[user]:password@]host[:port][,host[:port]…]   (no db: a cluster has only db 0)
+ * A Sentinel URL without a master name, an empty host in a list, a port out of range,
+ * a db on a Cluster URL or an unknown parameter is INVALID; rediss forms are INVALID
+ * ("not supported by this build") until TLS is. */
+gboolean rl_url_parse (const char *url, RlUrl *parsed, GError **error);
+void rl_url_clear (RlUrl *parsed);
 
 /* Where @config points, for messages: "PATH" or "HOST:PORT", or a description when
  * they hold characters a misplaced password may have brought in. */

@@ -133,6 +133,419 @@ REDIS_LOCK_EXPORT void redis_lock_test_server_free (RedisLockTestServer *server)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockTestServer, redis_lock_test_server_free)
 
 /**
+ * RedisLockTestCluster:
+ *
+ * Opaque handle on a private Redis Cluster: `redis-server --cluster-enabled yes` nodes
+ * listening on free TCP ports of 127.0.0.1 only, each in its own temporary directory
+ * with persistence off. Nodes are numbered from 0: the masters first (0 ..
+ * n_masters − 1, owning the slots in equal ranges in that order), then the replicas
+ * (replica r of master m is node n_masters + m × replicas_per_master + r). After a
+ * failover a former replica may own slots: ask redis_lock_test_cluster_get_slot_owner().
+ * Not thread-safe: drive it from one thread.
+ */
+typedef struct _RedisLockTestCluster RedisLockTestCluster;
+
+/**
+ * redis_lock_test_cluster_new:
+ * @n_masters: number of masters, at least 1
+ * @replicas_per_master: replicas of each master
+ * @error: return location for a #GError
+ *
+ * Starts the nodes, joins them into one cluster with every slot assigned and every
+ * replica attached, and waits (up to 30 s, by polling the nodes' state, not by fixed
+ * sleeps) until every node reports `cluster_state:ok` and the same slot owners. The
+ * nodes use `cluster-node-timeout 1000`, so a failover after a master dies takes
+ * about two seconds.
+ *
+ * Errors: %G_IO_ERROR_NOT_FOUND when redis-server is not installed,
+ * %G_IO_ERROR_FAILED when the cluster does not form.
+ *
+ * Returns: (transfer full) (nullable): the running cluster.
+ */
+REDIS_LOCK_EXPORT RedisLockTestCluster *redis_lock_test_cluster_new (guint n_masters,
+                                                                     guint replicas_per_master,
+                                                                     GError **error);
+
+/**
+ * redis_lock_test_cluster_new_or_skip:
+ * @n_masters: as for redis_lock_test_cluster_new()
+ * @replicas_per_master: as for redis_lock_test_cluster_new()
+ *
+ * As redis_lock_test_server_new_or_skip(), for a cluster.
+ *
+ * Returns: (transfer full) (nullable): the cluster, or %NULL when skipped.
+ */
+REDIS_LOCK_EXPORT RedisLockTestCluster *redis_lock_test_cluster_new_or_skip (guint n_masters,
+                                                                             guint replicas_per_master);
+
+/**
+ * redis_lock_test_cluster_get_url:
+ * @cluster: a cluster
+ *
+ * Returns: (transfer none): `redis-cluster://127.0.0.1:PORT,…` listing every node as
+ *   a seed.
+ */
+REDIS_LOCK_EXPORT const char *redis_lock_test_cluster_get_url (RedisLockTestCluster *cluster);
+
+/**
+ * redis_lock_test_cluster_get_n_nodes:
+ * @cluster: a cluster
+ *
+ * Returns: the number of nodes, masters and replicas.
+ */
+REDIS_LOCK_EXPORT guint redis_lock_test_cluster_get_n_nodes (RedisLockTestCluster *cluster);
+
+/**
+ * redis_lock_test_cluster_get_node_url:
+ * @cluster: a cluster
+ * @node: a node number
+ *
+ * Returns: (transfer none): `redis://127.0.0.1:PORT` of that one node.
+ */
+REDIS_LOCK_EXPORT const char *redis_lock_test_cluster_get_node_url (RedisLockTestCluster *cluster,
+                                                                    guint node);
+
+/**
+ * redis_lock_test_cluster_get_port:
+ * @cluster: a cluster
+ * @node: a node number
+ *
+ * Returns: the node's TCP port on 127.0.0.1.
+ */
+REDIS_LOCK_EXPORT int redis_lock_test_cluster_get_port (RedisLockTestCluster *cluster, guint node);
+
+/**
+ * redis_lock_test_cluster_get_pid:
+ * @cluster: a cluster
+ * @node: a node number
+ *
+ * Returns: the node's process id, or 0 when it is stopped.
+ */
+REDIS_LOCK_EXPORT GPid redis_lock_test_cluster_get_pid (RedisLockTestCluster *cluster, guint node);
+
+/**
+ * redis_lock_test_cluster_key_slot:
+ * @key: a key
+ *
+ * Returns: the slot of @key (CRC16 of the key or of its `{hash tag}`, mod 16384), as
+ *   `CLUSTER KEYSLOT` answers it.
+ */
+REDIS_LOCK_EXPORT guint redis_lock_test_cluster_key_slot (const char *key);
+
+/**
+ * redis_lock_test_cluster_get_slot_owner:
+ * @cluster: a cluster
+ * @slot: a slot, 0 … 16383
+ *
+ * Asks a running node which master owns @slot now.
+ *
+ * Returns: the owner's node number, or -1 when no running node knows one.
+ */
+REDIS_LOCK_EXPORT int redis_lock_test_cluster_get_slot_owner (RedisLockTestCluster *cluster,
+                                                             guint slot);
+
+/**
+ * redis_lock_test_cluster_migrate_slot:
+ * @cluster: a cluster
+ * @slot: a slot
+ * @to_node: the master that takes the slot over
+ * @error: return location for a #GError
+ *
+ * Moves @slot with its keys as `redis-cli --cluster reshard` would: marks it
+ * IMPORTING on @to_node and MIGRATING on its owner, MIGRATEs its keys, then assigns
+ * it to @to_node on every master. Equivalent to migrate_slot_begin() followed by
+ * migrate_slot_finish().
+ *
+ * Returns: %TRUE when @to_node owns the slot on every running master.
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_test_cluster_migrate_slot (RedisLockTestCluster *cluster,
+                                                                 guint slot, guint to_node,
+                                                                 GError **error);
+
+/**
+ * redis_lock_test_cluster_migrate_slot_begin:
+ * @cluster: a cluster
+ * @slot: a slot
+ * @to_node: the master that is to take the slot over
+ * @error: return location for a #GError
+ *
+ * The first half of a migration: @slot IMPORTING on @to_node and MIGRATING on its
+ * owner, and no key moved yet. While it lasts, a command on a key of the slot that the
+ * owner no longer has is answered `ASK`.
+ *
+ * Returns: %TRUE on success.
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_test_cluster_migrate_slot_begin (RedisLockTestCluster *cluster,
+                                                                       guint slot, guint to_node,
+                                                                       GError **error);
+
+/**
+ * redis_lock_test_cluster_migrate_key:
+ * @cluster: a cluster
+ * @key: a key of a slot whose migration has begun
+ * @error: return location for a #GError
+ *
+ * MIGRATEs @key alone from the slot's owner to the importing node (a no-op when the
+ * key does not exist).
+ *
+ * Returns: %TRUE on success.
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_test_cluster_migrate_key (RedisLockTestCluster *cluster,
+                                                                const char *key, GError **error);
+
+/**
+ * redis_lock_test_cluster_migrate_slot_finish:
+ * @cluster: a cluster
+ * @slot: a slot whose migration has begun
+ * @error: return location for a #GError
+ *
+ * MIGRATEs the keys of @slot still on its owner, then assigns the slot to the
+ * importing node on every master (`CLUSTER SETSLOT slot NODE id`).
+ *
+ * Returns: %TRUE when the importing node owns the slot on every running master.
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_test_cluster_migrate_slot_finish (RedisLockTestCluster *cluster,
+                                                                        guint slot, GError **error);
+
+/**
+ * redis_lock_test_cluster_stop_node:
+ * @cluster: a cluster
+ * @node: a node number
+ *
+ * Kills the node (SIGKILL) and waits for it to exit. No-op when stopped.
+ */
+REDIS_LOCK_EXPORT void redis_lock_test_cluster_stop_node (RedisLockTestCluster *cluster, guint node);
+
+/**
+ * redis_lock_test_cluster_start_node:
+ * @cluster: a cluster
+ * @node: a stopped node
+ * @error: return location for a #GError
+ *
+ * Starts the node again on its port with its cluster configuration (it rejoins the
+ * cluster, as a replica if it was failed over) and waits until it answers PING.
+ *
+ * Returns: %TRUE when it runs.
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_test_cluster_start_node (RedisLockTestCluster *cluster,
+                                                               guint node, GError **error);
+
+/**
+ * redis_lock_test_cluster_pause_node:
+ * @cluster: a cluster
+ * @node: a running node
+ *
+ * Freezes the node with SIGSTOP.
+ */
+REDIS_LOCK_EXPORT void redis_lock_test_cluster_pause_node (RedisLockTestCluster *cluster, guint node);
+
+/**
+ * redis_lock_test_cluster_resume_node:
+ * @cluster: a cluster
+ * @node: a paused node
+ *
+ * Resumes the node with SIGCONT.
+ */
+REDIS_LOCK_EXPORT void redis_lock_test_cluster_resume_node (RedisLockTestCluster *cluster, guint node);
+
+/**
+ * redis_lock_test_cluster_wait_ok:
+ * @cluster: a cluster
+ * @timeout_ms: how long to wait at most
+ * @error: return location for a #GError
+ *
+ * Waits until every running node reports `cluster_state:ok`, every slot has an owner
+ * that is running, and the running nodes agree on the owners (after a node was
+ * stopped: until the cluster has failed over). Polls the nodes every few milliseconds.
+ *
+ * Returns: %TRUE when the cluster is whole again; %FALSE with %G_IO_ERROR_TIMED_OUT
+ *   otherwise.
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_test_cluster_wait_ok (RedisLockTestCluster *cluster,
+                                                            gint64 timeout_ms, GError **error);
+
+/**
+ * redis_lock_test_cluster_free:
+ * @cluster: (transfer full) (nullable): a cluster
+ *
+ * Stops every node and removes their temporary directories.
+ */
+REDIS_LOCK_EXPORT void redis_lock_test_cluster_free (RedisLockTestCluster *cluster);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockTestCluster, redis_lock_test_cluster_free)
+
+/**
+ * RedisLockTestSentinel:
+ *
+ * Opaque handle on a private master–replica deployment watched by Sentinels: data
+ * nodes and Sentinels listen on free TCP ports of 127.0.0.1 only, each in its own
+ * temporary directory, persistence off. Data node 0 starts as master, nodes 1 …
+ * n_replicas as its replicas. The Sentinels watch the master as
+ * redis_lock_test_sentinel_get_master_name() with a quorum of one, `down-after-milliseconds 1000`
+ * and `failover-timeout 5000`. Not thread-safe: drive it from one thread.
+ */
+typedef struct _RedisLockTestSentinel RedisLockTestSentinel;
+
+/**
+ * redis_lock_test_sentinel_new:
+ * @n_replicas: replicas of the master
+ * @n_sentinels: number of Sentinels, at least 1
+ * @error: return location for a #GError
+ *
+ * Starts the nodes and Sentinels and waits (polling, up to 30 s) until every replica
+ * is in sync and every Sentinel knows the master and all its replicas.
+ *
+ * Errors: %G_IO_ERROR_NOT_FOUND when redis-server or redis-sentinel is not installed,
+ * %G_IO_ERROR_FAILED when the deployment does not come up.
+ *
+ * Returns: (transfer full) (nullable): the running deployment.
+ */
+REDIS_LOCK_EXPORT RedisLockTestSentinel *redis_lock_test_sentinel_new (guint n_replicas,
+                                                                       guint n_sentinels,
+                                                                       GError **error);
+
+/**
+ * redis_lock_test_sentinel_new_or_skip:
+ * @n_replicas: as for redis_lock_test_sentinel_new()
+ * @n_sentinels: as for redis_lock_test_sentinel_new()
+ *
+ * As redis_lock_test_server_new_or_skip(), for a Sentinel deployment.
+ *
+ * Returns: (transfer full) (nullable): the deployment, or %NULL when skipped.
+ */
+REDIS_LOCK_EXPORT RedisLockTestSentinel *redis_lock_test_sentinel_new_or_skip (guint n_replicas,
+                                                                               guint n_sentinels);
+
+/**
+ * redis_lock_test_sentinel_get_url:
+ * @sentinel: a deployment
+ *
+ * Returns: (transfer none): `redis-sentinel://127.0.0.1:PORT,…#NAME` listing every
+ *   Sentinel.
+ */
+REDIS_LOCK_EXPORT const char *redis_lock_test_sentinel_get_url (RedisLockTestSentinel *sentinel);
+
+/**
+ * redis_lock_test_sentinel_get_master_name:
+ * @sentinel: a deployment
+ *
+ * Returns: (transfer none): the name the Sentinels know the master by.
+ */
+REDIS_LOCK_EXPORT const char *redis_lock_test_sentinel_get_master_name (RedisLockTestSentinel *sentinel);
+
+/**
+ * redis_lock_test_sentinel_get_n_nodes:
+ * @sentinel: a deployment
+ *
+ * Returns: the number of data nodes (the master and its replicas).
+ */
+REDIS_LOCK_EXPORT guint redis_lock_test_sentinel_get_n_nodes (RedisLockTestSentinel *sentinel);
+
+/**
+ * redis_lock_test_sentinel_get_node_url:
+ * @sentinel: a deployment
+ * @node: a data node number
+ *
+ * Returns: (transfer none): `redis://127.0.0.1:PORT` of that data node.
+ */
+REDIS_LOCK_EXPORT const char *redis_lock_test_sentinel_get_node_url (RedisLockTestSentinel *sentinel,
+                                                                     guint node);
+
+/**
+ * redis_lock_test_sentinel_get_pid:
+ * @sentinel: a deployment
+ * @node: a data node number
+ *
+ * Returns: the data node's process id, or 0 when it is stopped.
+ */
+REDIS_LOCK_EXPORT GPid redis_lock_test_sentinel_get_pid (RedisLockTestSentinel *sentinel, guint node);
+
+/**
+ * redis_lock_test_sentinel_get_master:
+ * @sentinel: a deployment
+ *
+ * Asks the data nodes (`ROLE`) which one is master now.
+ *
+ * Returns: its node number, or -1 when no running node says it is master.
+ */
+REDIS_LOCK_EXPORT int redis_lock_test_sentinel_get_master (RedisLockTestSentinel *sentinel);
+
+/**
+ * redis_lock_test_sentinel_failover:
+ * @sentinel: a deployment with at least one replica
+ * @timeout_ms: how long to wait at most
+ * @error: return location for a #GError
+ *
+ * Forces a failover (`SENTINEL FAILOVER`) and waits until every running Sentinel names
+ * a new master and that node answers `ROLE` as master.
+ *
+ * Returns: the new master's node number, or -1 with @error.
+ */
+REDIS_LOCK_EXPORT int redis_lock_test_sentinel_failover (RedisLockTestSentinel *sentinel,
+                                                         gint64 timeout_ms, GError **error);
+
+/**
+ * redis_lock_test_sentinel_stop_node:
+ * @sentinel: a deployment
+ * @node: a data node number
+ *
+ * Kills the data node (SIGKILL) and waits for it to exit. No-op when stopped.
+ */
+REDIS_LOCK_EXPORT void redis_lock_test_sentinel_stop_node (RedisLockTestSentinel *sentinel, guint node);
+
+/**
+ * redis_lock_test_sentinel_start_node:
+ * @sentinel: a deployment
+ * @node: a stopped data node
+ * @error: return location for a #GError
+ *
+ * Starts the data node again on its port and waits until it answers PING (the
+ * Sentinels reconfigure it as a replica when another node is master).
+ *
+ * Returns: %TRUE when it runs.
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_test_sentinel_start_node (RedisLockTestSentinel *sentinel,
+                                                                guint node, GError **error);
+
+/**
+ * redis_lock_test_sentinel_pause_node:
+ * @sentinel: a deployment
+ * @node: a running data node
+ *
+ * Freezes the data node with SIGSTOP.
+ */
+REDIS_LOCK_EXPORT void redis_lock_test_sentinel_pause_node (RedisLockTestSentinel *sentinel, guint node);
+
+/**
+ * redis_lock_test_sentinel_resume_node:
+ * @sentinel: a deployment
+ * @node: a paused data node
+ *
+ * Resumes the data node with SIGCONT.
+ */
+REDIS_LOCK_EXPORT void redis_lock_test_sentinel_resume_node (RedisLockTestSentinel *sentinel, guint node);
+
+/**
+ * redis_lock_test_sentinel_stop_sentinel:
+ * @sentinel: a deployment
+ * @index: a Sentinel number, from 0
+ *
+ * Kills that Sentinel (SIGKILL) and waits for it to exit. No-op when stopped.
+ */
+REDIS_LOCK_EXPORT void redis_lock_test_sentinel_stop_sentinel (RedisLockTestSentinel *sentinel,
+                                                               guint index);
+
+/**
+ * redis_lock_test_sentinel_free:
+ * @sentinel: (transfer full) (nullable): a deployment
+ *
+ * Stops every process and removes their temporary directories.
+ */
+REDIS_LOCK_EXPORT void redis_lock_test_sentinel_free (RedisLockTestSentinel *sentinel);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockTestSentinel, redis_lock_test_sentinel_free)
+
+/**
  * redis_lock_memory_store_expire:
  * @store_name: the NAME of a `memory://NAME` store
  * @key: a full lease key, `registry_key:name`
