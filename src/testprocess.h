@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* testprocess.h: one private redis-server or Sentinel process of the test helpers
+ * (see testprocess.c). testserver.c, testcluster.c and testsentinel.c build on it. */
+#ifndef RL_TEST_PROCESS_H
+#define RL_TEST_PROCESS_H
+
+#include <glib.h>
+#include <hiredis/hiredis.h>
+
+/* How long a (re)started process may take to answer PING. */
+#define RL_TEST_READY_TIMEOUT_MS 10000
+
+typedef struct
+{
+  char *executable;  /* absolute path of the program */
+  char *extra_arg;   /* NULL, or an argument after the configuration file ("--sentinel") */
+  char *dir;         /* the temporary directory holding everything below */
+  char *conf_path;   /* dir/redis.conf */
+  char *log_path;    /* dir/redis.log: the process's stdout and stderr */
+  char *socket_path; /* where it listens when on a Unix socket, else NULL */
+  int port;          /* where it listens on 127.0.0.1 when on TCP, else 0 */
+  char *address;     /* socket_path or 127.0.0.1:port, for messages */
+  GPid pid;          /* 0 while stopped */
+  gboolean paused;   /* frozen by SIGSTOP */
+  goffset log_start; /* size of redis.log when it was last started */
+  redisContext *ctx; /* cached connection of rl_test_process_command(), or NULL */
+} RlTestProcess;
+
+/* Finds @name on $PATH, then in /usr/sbin and /usr/bin, then at @configured_path when
+ * that is absolute (the path configure found). NULL when it is nowhere. */
+char *rl_test_find_program (const char *name, const char *configured_path);
+
+/* redis-server, or NULL: rl_test_find_program() with the path configure found. */
+char *rl_test_find_redis_server (void);
+
+/* Quotes @value for redis.conf, which splits lines like a shell. */
+void rl_test_append_quoted (GString *out, const char *value);
+
+/* Reserves @n distinct free TCP ports of 127.0.0.1 by binding sockets to port 0 at the
+ * same time, then releases them. Another process may take one before it is used: a
+ * start then fails with G_IO_ERROR_ADDRESS_IN_USE and the caller picks again. */
+gboolean rl_test_pick_free_ports (int *ports, guint n, GError **error);
+
+/* A process of @executable (with @extra_arg, nullable, after its configuration file) in
+ * a fresh temporary directory named after @prefix. With @socket_name, it is to listen
+ * on dir/@socket_name (the directory is made short enough for a socket path); else on
+ * 127.0.0.1:@port. Nothing runs yet: write conf_path, then rl_test_process_start(). */
+RlTestProcess *rl_test_process_new (const char *executable, const char *extra_arg,
+                                    const char *prefix, const char *socket_name, int port,
+                                    GError **error);
+
+/* Listens on another TCP port from now on (the caller rewrites conf_path). */
+void rl_test_process_set_port (RlTestProcess *process, int port);
+
+/* Starts the process on conf_path and waits until it answers PING (any reply) for up
+ * to RL_TEST_READY_TIMEOUT_MS. TRUE when it already runs. Errors: G_IO_ERROR_ADDRESS_IN_USE
+ * when it exited because its port was taken, G_IO_ERROR_FAILED otherwise; the message
+ * quotes the end of redis.log. */
+gboolean rl_test_process_start (RlTestProcess *process, GError **error);
+
+/* As rl_test_process_start(), but while the port is taken (by a connection's local
+ * port, say) tries again for up to RL_TEST_READY_TIMEOUT_MS: for a restart on the
+ * port a process had before. */
+gboolean rl_test_process_restart (RlTestProcess *process, GError **error);
+
+/* Kills the process with SIGKILL (which also ends a paused one) and reaps it. No-op
+ * when stopped. */
+void rl_test_process_stop (RlTestProcess *process);
+
+/* SIGSTOP / SIGCONT, returning once the process has changed state. */
+void rl_test_process_pause (RlTestProcess *process);
+void rl_test_process_resume (RlTestProcess *process);
+
+/* Running and not paused: it can answer. */
+gboolean rl_test_process_is_up (RlTestProcess *process);
+
+/* The last lines of redis.log, to explain a failure. */
+char *rl_test_process_log_tail (RlTestProcess *process);
+
+/* Runs one command on the process over a cached connection that it opens when needed,
+ * with a timeout of @timeout_ms on connecting and on the reply. NULL with
+ * G_IO_ERROR_NOT_CONNECTED when the process is stopped or paused, G_IO_ERROR_FAILED when
+ * the connection fails (it is dropped and opened again next time). An error reply is a
+ * reply: the caller checks its type. Free with freeReplyObject(). */
+redisReply *rl_test_process_command (RlTestProcess *process, int timeout_ms, GError **error,
+                                     const char *format, ...);
+/* The same with an argument vector (binary safe). */
+redisReply *rl_test_process_command_argv (RlTestProcess *process, int timeout_ms, int argc,
+                                          const char **argv, const size_t *argv_len,
+                                          GError **error);
+
+/* Stops the process, removes its directory and frees @process. */
+void rl_test_process_free (RlTestProcess *process);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlTestProcess, rl_test_process_free)
+
+#endif /* RL_TEST_PROCESS_H */
