@@ -598,19 +598,27 @@ check_reply (RlTestProcess *process, redisReply *reply, GError **error)
 }
 
 redisReply *
-rl_test_process_command (RlTestProcess *process, int timeout_ms, GError **error, const char *format,
-                         ...)
+rl_test_process_vcommand (RlTestProcess *process, int timeout_ms, GError **error,
+                          const char *format, va_list ap)
 {
   redisContext *c = get_connection (process, timeout_ms, error);
-  redisReply *reply;
-  va_list ap;
 
   if (c == NULL)
     return NULL;
+  return check_reply (process, redisvCommand (c, format, ap), error);
+}
+
+redisReply *
+rl_test_process_command (RlTestProcess *process, int timeout_ms, GError **error, const char *format,
+                         ...)
+{
+  redisReply *reply;
+  va_list ap;
+
   va_start (ap, format);
-  reply = redisvCommand (c, format, ap);
+  reply = rl_test_process_vcommand (process, timeout_ms, error, format, ap);
   va_end (ap);
-  return check_reply (process, reply, error);
+  return reply;
 }
 
 redisReply *

@@ -4,6 +4,8 @@
 #ifndef RL_TEST_PROCESS_H
 #define RL_TEST_PROCESS_H
 
+#include <stdarg.h>
+
 #include <glib.h>
 #include <hiredis/hiredis.h>
 
@@ -84,6 +86,9 @@ char *rl_test_process_log_tail (RlTestProcess *process);
  * reply: the caller checks its type. Free with freeReplyObject(). */
 redisReply *rl_test_process_command (RlTestProcess *process, int timeout_ms, GError **error,
                                      const char *format, ...);
+/* The same with a va_list. */
+redisReply *rl_test_process_vcommand (RlTestProcess *process, int timeout_ms, GError **error,
+                                      const char *format, va_list ap);
 /* The same with an argument vector (binary safe). */
 redisReply *rl_test_process_command_argv (RlTestProcess *process, int timeout_ms, int argc,
                                           const char **argv, const size_t *argv_len,

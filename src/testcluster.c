@@ -1,0 +1,1157 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* testcluster.c: a private, throwaway Redis Cluster for test programs.
+ *
+ * A client of Redis Cluster is only tested for real against a cluster that moves
+ * under it: a master dies and its replica takes over, a slot migrates with keys half
+ * moved (ASK) and then for good (MOVED). So the helper starts every node as its own
+ * redis-server (testprocess.c: a temporary directory each, SIGKILL, SIGSTOP, restart
+ * on the same ports), bound to 127.0.0.1 on free ports, both the client port and the
+ * cluster bus port (`cluster-port`), with persistence off, and lets the tests kill,
+ * freeze, restart nodes and migrate slots by number.
+ *
+ * The cluster is joined directly over hiredis, as `redis-cli --cluster create` would
+ * but without its fixed waits and without letting it choose the roles: distinct config
+ * epochs first (no epoch collisions to resolve later), the slots in equal ranges on
+ * nodes 0 … n_masters − 1 in that order (CLUSTER ADDSLOTSRANGE), every node MEETs every
+ * later one (so nobody waits for gossip to learn a peer), then CLUSTER REPLICATE on
+ * each replica once it knows its master. Replicas sync diskless with no delay (Redis 7
+ * waits 5 s by default for more replicas to share the transfer).
+ *
+ * Nothing waits a fixed time for the cluster's state: wait_until() polls every node
+ * every few milliseconds over cached connections with timeouts, until the check holds
+ * or the deadline passes, and a timeout says which node was not there yet and why.
+ * "Whole" (check_whole()) means what a test needs before it acts: every running node
+ * says cluster_state:ok, knows all nodes and sees no running node failing, the running
+ * nodes agree on the owner of every slot and on who replicates whom, every owner runs,
+ * and every running replica's link to its master is up. A node's own CLUSTER NODES line
+ * is the truth about its role, CLUSTER NODES the only source of views (slots included),
+ * so one reply per node and poll is parsed. Note that a master refuses to report
+ * cluster_state:ok during its first two seconds (Redis's writable delay), which bounds
+ * how fast a cluster forms or a restarted master rejoins.
+ *
+ * The slot of a key is computed here with its own CRC16 (redis_lock_test_cluster_key_slot())
+ * so a test checks the library's routing against an independent implementation.
+ */
+#include "config.h"
+
+#include <redislock/redislock-test.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <gio/gio.h>
+#include <glib/gstdio.h>
+
+#include "testprocess.h"
+
+#define N_SLOTS 16384
+/* Timeout of one command used to look at the cluster. */
+#define COMMAND_TIMEOUT_MS 2000
+/* Timeout MIGRATE is given, and the command's own timeout (longer). */
+#define MIGRATE_TIMEOUT_MS 5000
+/* Keys moved per MIGRATE while finishing a migration. */
+#define MIGRATE_BATCH 100
+/* Pause between two looks at the cluster. */
+#define POLL_US (5 * 1000)
+/* How long the cluster may take to form, and to agree on a migrated slot. */
+#define FORM_TIMEOUT_MS 30000
+#define AGREE_TIMEOUT_MS 10000
+/* How often a node whose port was taken is given new ports at creation. */
+#define MAX_PORT_TRIES 5
+
+typedef struct
+{
+  RlTestProcess *process;
+  int bus_port; /* the cluster bus, `cluster-port` */
+  char *id;     /* the node id (CLUSTER MYID), which nodes.conf keeps across restarts */
+  char *url;    /* redis://127.0.0.1:PORT */
+} Node;
+
+/* A slot whose migration has begun and not finished. */
+typedef struct
+{
+  guint slot;
+  guint from;
+  guint to;
+} Migration;
+
+struct _RedisLockTestCluster
+{
+  guint n_masters;
+  guint replicas_per_master;
+  guint n_nodes;
+  Node *nodes;
+  char *url;          /* redis-cluster://127.0.0.1:PORT,… */
+  GArray *migrations; /* of Migration */
+};
+
+/* One line of CLUSTER NODES. */
+typedef struct
+{
+  int node; /* our number for it, -1 when its id is none of ours */
+  gboolean myself;
+  gboolean master;
+  gboolean failing;   /* flagged fail or fail? */
+  gboolean joining;   /* handshake or noaddr: not a full member yet */
+  gboolean connected; /* the bus link is up */
+  int master_of;      /* a replica's master (our number), else -1 */
+} NodeLine;
+
+/* What one node says about the cluster: its CLUSTER NODES reply, parsed. */
+typedef struct
+{
+  GArray *lines;  /* of NodeLine */
+  gint16 *owners; /* [N_SLOTS]: the master owning each slot, -1 when none or not ours */
+} View;
+
+/* --- Slots of keys ----------------------------------------------------------------- */
+
+/* CRC16-XMODEM (polynomial 0x1021, initial value 0), as Redis Cluster hashes keys. */
+static guint16
+crc16 (const char *data, gsize len)
+{
+  guint16 crc = 0;
+
+  for (gsize i = 0; i < len; i++)
+    {
+      crc ^= (guint16)((guint8)data[i] << 8);
+      for (int bit = 0; bit < 8; bit++)
+        crc = (crc & 0x8000) ? (guint16)((crc << 1) ^ 0x1021) : (guint16)(crc << 1);
+    }
+  return crc;
+}
+
+guint
+redis_lock_test_cluster_key_slot (const char *key)
+{
+  const char *open;
+  const char *close;
+
+  g_return_val_if_fail (key != NULL, 0);
+  /* Only the first '{' counts, up to the first '}' after it, and only when something
+   * lies between them. */
+  open = strchr (key, '{');
+  if (open != NULL)
+    {
+      close = strchr (open + 1, '}');
+      if (close != NULL && close > open + 1)
+        return crc16 (open + 1, (gsize)(close - open - 1)) % N_SLOTS;
+    }
+  return crc16 (key, strlen (key)) % N_SLOTS;
+}
+
+/* --- Talking to nodes -------------------------------------------------------------- */
+
+static gboolean
+node_is_up (RedisLockTestCluster *cluster, guint node)
+{
+  return rl_test_process_is_up (cluster->nodes[node].process);
+}
+
+/* Runs a command on @node (hiredis formats it: each %s is one argument); an error reply
+ * becomes a GError too. */
+static redisReply *
+node_vcommand (RedisLockTestCluster *cluster, guint node, GError **error, const char *format,
+               va_list ap)
+{
+  RlTestProcess *process = cluster->nodes[node].process;
+  redisReply *reply;
+  va_list copy;
+
+  va_copy (copy, ap);
+  reply = rl_test_process_vcommand (process, COMMAND_TIMEOUT_MS, error, format, ap);
+  if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+    {
+      g_autofree char *command = g_strdup_vprintf (format, copy);
+
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "node %u (%s): %s: %s", node,
+                   process->address, command, reply->str);
+      freeReplyObject (reply);
+      reply = NULL;
+    }
+  va_end (copy);
+  return reply;
+}
+
+static redisReply *node_command (RedisLockTestCluster *cluster, guint node, GError **error,
+                                 const char *format, ...) G_GNUC_PRINTF (4, 5);
+
+static redisReply *
+node_command (RedisLockTestCluster *cluster, guint node, GError **error, const char *format, ...)
+{
+  redisReply *reply;
+  va_list ap;
+
+  va_start (ap, format);
+  reply = node_vcommand (cluster, node, error, format, ap);
+  va_end (ap);
+  return reply;
+}
+
+/* Runs a command whose reply does not matter beyond not being an error. */
+static gboolean node_run (RedisLockTestCluster *cluster, guint node, GError **error,
+                          const char *format, ...) G_GNUC_PRINTF (4, 5);
+
+static gboolean
+node_run (RedisLockTestCluster *cluster, guint node, GError **error, const char *format, ...)
+{
+  redisReply *reply;
+  va_list ap;
+
+  va_start (ap, format);
+  reply = node_vcommand (cluster, node, error, format, ap);
+  va_end (ap);
+  if (reply == NULL)
+    return FALSE;
+  freeReplyObject (reply);
+  return TRUE;
+}
+
+/* A command whose reply is a string (CLUSTER INFO, CLUSTER NODES, INFO, CLUSTER MYID). */
+static char *node_string (RedisLockTestCluster *cluster, guint node, GError **error,
+                          const char *format, ...) G_GNUC_PRINTF (4, 5);
+
+static char *
+node_string (RedisLockTestCluster *cluster, guint node, GError **error, const char *format, ...)
+{
+  redisReply *reply;
+  char *text;
+  va_list ap;
+
+  va_start (ap, format);
+  reply = node_vcommand (cluster, node, error, format, ap);
+  va_end (ap);
+  if (reply == NULL)
+    return NULL;
+  if (reply->type != REDIS_REPLY_STRING && reply->type != REDIS_REPLY_STATUS)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "node %u: unexpected reply to %s", node,
+                   format);
+      freeReplyObject (reply);
+      return NULL;
+    }
+  text = g_strndup (reply->str, reply->len);
+  freeReplyObject (reply);
+  return text;
+}
+
+static int
+node_of_id (RedisLockTestCluster *cluster, const char *id, gsize len)
+{
+  for (guint i = 0; i < cluster->n_nodes; i++)
+    if (cluster->nodes[i].id != NULL && strlen (cluster->nodes[i].id) == len
+        && memcmp (cluster->nodes[i].id, id, len) == 0)
+      return (int)i;
+  return -1;
+}
+
+static void
+view_clear (View *view)
+{
+  if (view->lines != NULL)
+    g_array_unref (view->lines);
+  g_free (view->owners);
+  view->lines = NULL;
+  view->owners = NULL;
+}
+
+static gboolean
+has_flag (char **flags, const char *flag)
+{
+  return g_strv_contains ((const char *const *)flags, flag);
+}
+
+/* Parses a CLUSTER NODES reply:
+ *   id ip:port@cport[,hostname] flags master ping-sent pong-recv epoch link slot…
+ * where a slot is "N" or "A-B", or "[N->-id]" / "[N-<-id]" for a migration (skipped). */
+static void
+parse_view (RedisLockTestCluster *cluster, const char *text, View *view)
+{
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+
+  view->lines = g_array_new (FALSE, TRUE, sizeof (NodeLine));
+  view->owners = g_new (gint16, N_SLOTS);
+  for (guint s = 0; s < N_SLOTS; s++)
+    view->owners[s] = -1;
+
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      g_auto (GStrv) fields = g_strsplit (g_strstrip (lines[i]), " ", -1);
+      g_auto (GStrv) flags = NULL;
+      NodeLine line = { 0 };
+
+      if (g_strv_length (fields) < 8)
+        continue;
+      flags = g_strsplit (fields[2], ",", -1);
+      line.node = node_of_id (cluster, fields[0], strlen (fields[0]));
+      line.myself = has_flag (flags, "myself");
+      line.master = has_flag (flags, "master");
+      line.failing = has_flag (flags, "fail") || has_flag (flags, "fail?");
+      line.joining = has_flag (flags, "handshake") || has_flag (flags, "noaddr");
+      line.connected = strcmp (fields[7], "connected") == 0;
+      line.master_of
+          = strcmp (fields[3], "-") == 0 ? -1 : node_of_id (cluster, fields[3], strlen (fields[3]));
+      g_array_append_val (view->lines, line);
+
+      for (guint f = 8; fields[f] != NULL; f++)
+        {
+          char *end = NULL;
+          guint64 first;
+          guint64 last;
+
+          if (fields[f][0] == '[' || !g_ascii_isdigit (fields[f][0]))
+            continue;
+          first = g_ascii_strtoull (fields[f], &end, 10);
+          last = first;
+          if (*end == '-')
+            last = g_ascii_strtoull (end + 1, NULL, 10);
+          for (guint64 s = first; s <= last && s < N_SLOTS; s++)
+            view->owners[s] = (gint16)line.node;
+        }
+    }
+}
+
+/* CLUSTER NODES of @node, parsed. */
+static gboolean
+get_view (RedisLockTestCluster *cluster, guint node, View *view, GError **error)
+{
+  g_autofree char *text = node_string (cluster, node, error, "CLUSTER NODES");
+
+  if (text == NULL)
+    return FALSE;
+  parse_view (cluster, text, view);
+  return TRUE;
+}
+
+static const NodeLine *
+view_find (const View *view, int node)
+{
+  for (guint i = 0; i < view->lines->len; i++)
+    {
+      const NodeLine *line = &g_array_index (view->lines, NodeLine, i);
+
+      if (line->node == node)
+        return line;
+    }
+  return NULL;
+}
+
+static const NodeLine *
+view_myself (const View *view)
+{
+  for (guint i = 0; i < view->lines->len; i++)
+    {
+      const NodeLine *line = &g_array_index (view->lines, NodeLine, i);
+
+      if (line->myself)
+        return line;
+    }
+  return NULL;
+}
+
+/* The field @name of an INFO-style reply ("name:value\r\n" lines), or NULL. */
+static char *
+info_field (const char *info, const char *name)
+{
+  gsize len = strlen (name);
+
+  const char *p = info;
+
+  while (p != NULL)
+    {
+      if (strncmp (p, name, len) == 0 && p[len] == ':')
+        return g_strndup (p + len + 1, strcspn (p + len + 1, "\r\n"));
+      p = strchr (p, '\n');
+      if (p != NULL)
+        p++;
+    }
+  return NULL;
+}
+
+/* --- Waiting for the cluster ------------------------------------------------------- */
+
+/* One look at the cluster: TRUE when the condition holds, else FALSE with what is
+ * missing in @why. */
+typedef gboolean (*CheckFunc) (RedisLockTestCluster *cluster, gpointer data, GString *why);
+
+/* Polls @check until it holds or @timeout_ms pass (G_IO_ERROR_TIMED_OUT, saying what
+ * was still missing: @what and the last answer of @check). */
+static gboolean
+wait_until (RedisLockTestCluster *cluster, CheckFunc check, gpointer data, gint64 timeout_ms,
+            const char *what, GError **error)
+{
+  gint64 deadline = g_get_monotonic_time () + timeout_ms * G_TIME_SPAN_MILLISECOND;
+  g_autoptr (GString) why = g_string_new (NULL);
+
+  for (;;)
+    {
+      g_string_truncate (why, 0);
+      if (check (cluster, data, why))
+        return TRUE;
+      if (g_get_monotonic_time () >= deadline)
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
+                       "%s within %" G_GINT64_FORMAT " ms: %s", what, timeout_ms, why->str);
+          return FALSE;
+        }
+      g_usleep (POLL_US);
+    }
+}
+
+/* The views of the running nodes (views[i].lines NULL for the others); FALSE with
+ * @why when a running node does not answer. */
+static gboolean
+get_views (RedisLockTestCluster *cluster, View *views, GString *why)
+{
+  for (guint i = 0; i < cluster->n_nodes; i++)
+    {
+      GError *error = NULL;
+
+      if (!node_is_up (cluster, i))
+        continue;
+      if (!get_view (cluster, i, &views[i], &error))
+        {
+          g_string_printf (why, "%s", error->message);
+          g_error_free (error);
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+static void
+clear_views (RedisLockTestCluster *cluster, View *views)
+{
+  for (guint i = 0; i < cluster->n_nodes; i++)
+    view_clear (&views[i]);
+  g_free (views);
+}
+
+/* Every running node knows every node (no handshake left) and is linked to every
+ * running one: the cluster has met. */
+static gboolean
+check_met (RedisLockTestCluster *cluster, gpointer data, GString *why)
+{
+  View *views = g_new0 (View, cluster->n_nodes);
+  gboolean ok = get_views (cluster, views, why);
+
+  for (guint i = 0; ok && i < cluster->n_nodes; i++)
+    {
+      if (views[i].lines == NULL)
+        continue;
+      for (guint j = 0; ok && j < cluster->n_nodes; j++)
+        {
+          const NodeLine *line = view_find (&views[i], (int)j);
+
+          if (line == NULL || line->joining || (node_is_up (cluster, j) && !line->connected))
+            {
+              g_string_printf (why, "node %u does not know node %u yet", i, j);
+              ok = FALSE;
+            }
+        }
+    }
+  clear_views (cluster, views);
+  return ok;
+}
+
+/* The cluster is whole: see the opening comment. */
+static gboolean
+check_whole (RedisLockTestCluster *cluster, gpointer data, GString *why)
+{
+  View *views = g_new0 (View, cluster->n_nodes);
+  gboolean ok = get_views (cluster, views, why);
+  int first = -1;
+
+  for (guint i = 0; ok && i < cluster->n_nodes; i++)
+    {
+      const NodeLine *me;
+      GError *error = NULL;
+      g_autofree char *info = NULL;
+      g_autofree char *state = NULL;
+
+      if (views[i].lines == NULL)
+        continue;
+      info = node_string (cluster, i, &error, "CLUSTER INFO");
+      if (info == NULL)
+        {
+          g_string_printf (why, "%s", error->message);
+          g_error_free (error);
+          ok = FALSE;
+          break;
+        }
+      state = info_field (info, "cluster_state");
+      if (g_strcmp0 (state, "ok") != 0)
+        {
+          g_string_printf (why, "node %u says cluster_state:%s", i, state ? state : "?");
+          ok = FALSE;
+          break;
+        }
+      if (views[i].lines->len != cluster->n_nodes)
+        {
+          g_string_printf (why, "node %u knows %u nodes", i, views[i].lines->len);
+          ok = FALSE;
+          break;
+        }
+      /* What @i says about each running node matches what that node says of itself. */
+      for (guint j = 0; ok && j < cluster->n_nodes; j++)
+        {
+          const NodeLine *line = view_find (&views[i], (int)j);
+          const NodeLine *self = views[j].lines != NULL ? view_myself (&views[j]) : NULL;
+
+          if (self == NULL)
+            continue;
+          if (line == NULL || line->failing || line->joining || !line->connected)
+            {
+              g_string_printf (why, "node %u sees node %u %s", i, j,
+                               line == NULL    ? "nowhere"
+                               : line->failing ? "failing"
+                               : line->joining ? "joining"
+                                               : "disconnected");
+              ok = FALSE;
+            }
+          else if (line->master != self->master || line->master_of != self->master_of)
+            {
+              g_string_printf (why, "node %u does not know node %u's role yet", i, j);
+              ok = FALSE;
+            }
+        }
+      if (!ok)
+        break;
+      /* Every slot owned by a running master, as every running node sees it. */
+      for (guint s = 0; s < N_SLOTS; s++)
+        {
+          int owner = views[i].owners[s];
+
+          if (owner < 0 || !node_is_up (cluster, (guint)owner))
+            {
+              g_string_printf (why, "node %u sees slot %u %s", i, s,
+                               owner < 0 ? "unassigned" : "owned by a node that is down");
+              ok = FALSE;
+              break;
+            }
+          if (first >= 0 && views[first].owners[s] != owner)
+            {
+              g_string_printf (why, "nodes %d and %u disagree on the owner of slot %u", first, i,
+                               s);
+              ok = FALSE;
+              break;
+            }
+        }
+      if (!ok)
+        break;
+      if (first < 0)
+        first = (int)i;
+      /* A replica is in sync. */
+      me = view_myself (&views[i]);
+      if (me != NULL && !me->master)
+        {
+          g_autofree char *replication = node_string (cluster, i, &error, "INFO replication");
+          g_autofree char *link
+              = replication ? info_field (replication, "master_link_status") : NULL;
+
+          if (replication == NULL)
+            {
+              g_string_printf (why, "%s", error->message);
+              g_error_free (error);
+              ok = FALSE;
+            }
+          else if (g_strcmp0 (link, "up") != 0)
+            {
+              g_string_printf (why, "replica %u has master_link_status:%s", i, link ? link : "?");
+              ok = FALSE;
+            }
+        }
+    }
+  if (ok && first < 0)
+    {
+      g_string_printf (why, "no node runs");
+      ok = FALSE;
+    }
+  clear_views (cluster, views);
+  return ok;
+}
+
+gboolean
+redis_lock_test_cluster_wait_ok (RedisLockTestCluster *cluster, gint64 timeout_ms, GError **error)
+{
+  g_return_val_if_fail (cluster != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+  return wait_until (cluster, check_whole, NULL, timeout_ms, "The cluster is not whole", error);
+}
+
+/* --- Making the cluster ------------------------------------------------------------ */
+
+static gboolean
+write_node_conf (RedisLockTestCluster *cluster, guint node, GError **error)
+{
+  Node *n = &cluster->nodes[node];
+  g_autoptr (GString) conf = g_string_new (NULL);
+
+  g_string_append_printf (conf,
+                          "# Written by redis_lock_test_cluster_new(): node %u, 127.0.0.1 only,\n"
+                          "# no persistence.\n"
+                          "bind 127.0.0.1\n"
+                          "protected-mode no\n"
+                          "port %d\n"
+                          "cluster-enabled yes\n"
+                          "cluster-config-file nodes.conf\n"
+                          "cluster-node-timeout 1000\n"
+                          "cluster-port %d\n"
+                          "save \"\"\n"
+                          "appendonly no\n"
+                          "repl-diskless-sync yes\n"
+                          "repl-diskless-sync-delay 0\n"
+                          "daemonize no\n"
+                          "logfile \"\"\n"
+                          "dir ",
+                          node, n->process->port, n->bus_port);
+  rl_test_append_quoted (conf, n->process->dir);
+  g_string_append_c (conf, '\n');
+  return g_file_set_contents (n->process->conf_path, conf->str, (gssize)conf->len, error);
+}
+
+/* Starts @node for the first time, on new ports when its ports were taken. */
+static gboolean
+start_new_node (RedisLockTestCluster *cluster, guint node, GError **error)
+{
+  Node *n = &cluster->nodes[node];
+  char *nodes_conf;
+
+  for (int attempt = 1;; attempt++)
+    {
+      GError *local = NULL;
+      int ports[2];
+
+      if (!rl_test_pick_free_ports (ports, 2, error))
+        return FALSE;
+      rl_test_process_set_port (n->process, ports[0]);
+      n->bus_port = ports[1];
+      if (!write_node_conf (cluster, node, error))
+        return FALSE;
+      if (rl_test_process_start (n->process, &local))
+        return TRUE;
+      if (!g_error_matches (local, G_IO_ERROR, G_IO_ERROR_ADDRESS_IN_USE)
+          || attempt == MAX_PORT_TRIES)
+        {
+          g_propagate_error (error, local);
+          return FALSE;
+        }
+      g_clear_error (&local);
+      /* The node may have written its id with the old ports: start afresh. */
+      nodes_conf = g_build_filename (n->process->dir, "nodes.conf", NULL);
+      g_unlink (nodes_conf);
+      g_clear_pointer (&nodes_conf, g_free);
+    }
+}
+
+/* The node @node replicates, or -1 for a master. */
+static int
+intended_master (RedisLockTestCluster *cluster, guint node)
+{
+  if (node < cluster->n_masters)
+    return -1;
+  return (int)((node - cluster->n_masters) / cluster->replicas_per_master);
+}
+
+static gboolean
+form (RedisLockTestCluster *cluster, GError **error)
+{
+  for (guint i = 0; i < cluster->n_nodes; i++)
+    {
+      cluster->nodes[i].id = node_string (cluster, i, error, "CLUSTER MYID");
+      if (cluster->nodes[i].id == NULL)
+        return FALSE;
+      /* Distinct epochs, set while the node knows nobody (the only time it may). */
+      if (!node_run (cluster, i, error, "CLUSTER SET-CONFIG-EPOCH %u", i + 1))
+        return FALSE;
+    }
+  for (guint m = 0; m < cluster->n_masters; m++)
+    {
+      guint first = (guint)((guint64)m * N_SLOTS / cluster->n_masters);
+      guint last = (guint)((guint64)(m + 1) * N_SLOTS / cluster->n_masters) - 1;
+
+      if (!node_run (cluster, m, error, "CLUSTER ADDSLOTSRANGE %u %u", first, last))
+        return FALSE;
+    }
+  /* A MEET introduces both sides to each other. */
+  for (guint i = 0; i < cluster->n_nodes; i++)
+    for (guint j = i + 1; j < cluster->n_nodes; j++)
+      if (!node_run (cluster, i, error, "CLUSTER MEET 127.0.0.1 %d %d",
+                     cluster->nodes[j].process->port, cluster->nodes[j].bus_port))
+        return FALSE;
+  if (!wait_until (cluster, check_met, NULL, FORM_TIMEOUT_MS, "The cluster nodes did not meet",
+                   error))
+    return FALSE;
+  for (guint r = cluster->n_masters; r < cluster->n_nodes; r++)
+    if (!node_run (cluster, r, error, "CLUSTER REPLICATE %s",
+                   cluster->nodes[intended_master (cluster, r)].id))
+      return FALSE;
+  return wait_until (cluster, check_whole, NULL, FORM_TIMEOUT_MS, "The cluster did not form",
+                     error);
+}
+
+RedisLockTestCluster *
+redis_lock_test_cluster_new (guint n_masters, guint replicas_per_master, GError **error)
+{
+  g_autoptr (RedisLockTestCluster) cluster = NULL;
+  g_autofree char *executable = NULL;
+  g_autoptr (GString) url = g_string_new ("redis-cluster://");
+
+  g_return_val_if_fail (n_masters >= 1, NULL);
+  g_return_val_if_fail (n_masters <= N_SLOTS, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  executable = rl_test_find_redis_server ();
+  if (executable == NULL)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+                   "redis-server is not installed (looked in PATH, /usr/sbin and /usr/bin); "
+                   "install the redis-server package to run these tests");
+      return NULL;
+    }
+
+  cluster = g_new0 (RedisLockTestCluster, 1);
+  cluster->n_masters = n_masters;
+  cluster->replicas_per_master = replicas_per_master;
+  cluster->n_nodes = n_masters * (1 + replicas_per_master);
+  cluster->nodes = g_new0 (Node, cluster->n_nodes);
+  cluster->migrations = g_array_new (FALSE, FALSE, sizeof (Migration));
+
+  for (guint i = 0; i < cluster->n_nodes; i++)
+    {
+      Node *n = &cluster->nodes[i];
+
+      n->process = rl_test_process_new (executable, NULL, "redislock-cluster", NULL, 0, error);
+      if (n->process == NULL || !start_new_node (cluster, i, error))
+        return NULL;
+      n->url = g_strdup_printf ("redis://127.0.0.1:%d", n->process->port);
+      g_string_append_printf (url, "%s127.0.0.1:%d", i > 0 ? "," : "", n->process->port);
+    }
+  cluster->url = g_string_free (g_steal_pointer (&url), FALSE);
+
+  if (!form (cluster, error))
+    return NULL;
+  return g_steal_pointer (&cluster);
+}
+
+RedisLockTestCluster *
+redis_lock_test_cluster_new_or_skip (guint n_masters, guint replicas_per_master)
+{
+  GError *error = NULL;
+  RedisLockTestCluster *cluster
+      = redis_lock_test_cluster_new (n_masters, replicas_per_master, &error);
+
+  if (cluster != NULL)
+    return cluster;
+  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
+    {
+      g_test_skip (error->message);
+      g_error_free (error);
+      return NULL;
+    }
+  g_error ("redislock test cluster: %s", error->message);
+  return NULL;
+}
+
+/* --- Accessors --------------------------------------------------------------------- */
+
+const char *
+redis_lock_test_cluster_get_url (RedisLockTestCluster *cluster)
+{
+  g_return_val_if_fail (cluster != NULL, NULL);
+  return cluster->url;
+}
+
+guint
+redis_lock_test_cluster_get_n_nodes (RedisLockTestCluster *cluster)
+{
+  g_return_val_if_fail (cluster != NULL, 0);
+  return cluster->n_nodes;
+}
+
+const char *
+redis_lock_test_cluster_get_node_url (RedisLockTestCluster *cluster, guint node)
+{
+  g_return_val_if_fail (cluster != NULL, NULL);
+  g_return_val_if_fail (node < cluster->n_nodes, NULL);
+  return cluster->nodes[node].url;
+}
+
+int
+redis_lock_test_cluster_get_port (RedisLockTestCluster *cluster, guint node)
+{
+  g_return_val_if_fail (cluster != NULL, -1);
+  g_return_val_if_fail (node < cluster->n_nodes, -1);
+  return cluster->nodes[node].process->port;
+}
+
+GPid
+redis_lock_test_cluster_get_pid (RedisLockTestCluster *cluster, guint node)
+{
+  g_return_val_if_fail (cluster != NULL, 0);
+  g_return_val_if_fail (node < cluster->n_nodes, 0);
+  return cluster->nodes[node].process->pid;
+}
+
+/* The owner of @slot in most running nodes' views (the first such owner on a tie). */
+static int
+slot_owner (RedisLockTestCluster *cluster, guint slot)
+{
+  g_autofree guint *votes = g_new0 (guint, cluster->n_nodes);
+  int best = -1;
+
+  for (guint i = 0; i < cluster->n_nodes; i++)
+    {
+      View view = { 0 };
+      int owner;
+
+      if (!node_is_up (cluster, i) || !get_view (cluster, i, &view, NULL))
+        continue;
+      owner = view.owners[slot];
+      view_clear (&view);
+      if (owner < 0)
+        continue;
+      votes[owner]++;
+      if (best < 0 || votes[owner] > votes[best])
+        best = owner;
+    }
+  return best;
+}
+
+int
+redis_lock_test_cluster_get_slot_owner (RedisLockTestCluster *cluster, guint slot)
+{
+  g_return_val_if_fail (cluster != NULL, -1);
+  g_return_val_if_fail (slot < N_SLOTS, -1);
+  return slot_owner (cluster, slot);
+}
+
+/* --- Slot migration ---------------------------------------------------------------- */
+
+static Migration *
+find_migration (RedisLockTestCluster *cluster, guint slot)
+{
+  for (guint i = 0; i < cluster->migrations->len; i++)
+    {
+      Migration *m = &g_array_index (cluster->migrations, Migration, i);
+
+      if (m->slot == slot)
+        return m;
+    }
+  return NULL;
+}
+
+gboolean
+redis_lock_test_cluster_migrate_slot_begin (RedisLockTestCluster *cluster, guint slot,
+                                            guint to_node, GError **error)
+{
+  Migration m = { slot, 0, to_node };
+  View view = { 0 };
+  const NodeLine *me;
+  gboolean master;
+  int owner;
+
+  g_return_val_if_fail (cluster != NULL, FALSE);
+  g_return_val_if_fail (slot < N_SLOTS, FALSE);
+  g_return_val_if_fail (to_node < cluster->n_nodes, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (find_migration (cluster, slot) != NULL)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_EXISTS,
+                   "The migration of slot %u has begun already", slot);
+      return FALSE;
+    }
+  if (!get_view (cluster, to_node, &view, error))
+    return FALSE;
+  me = view_myself (&view);
+  master = me != NULL && me->master;
+  view_clear (&view);
+  if (!master)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT, "Node %u is not a master",
+                   to_node);
+      return FALSE;
+    }
+  owner = slot_owner (cluster, slot);
+  if (owner < 0)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED,
+                   "No running node knows the owner of slot %u", slot);
+      return FALSE;
+    }
+  if ((guint)owner == to_node)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT, "Node %u owns slot %u already",
+                   to_node, slot);
+      return FALSE;
+    }
+  m.from = (guint)owner;
+  /* IMPORTING first, as redis-cli does: once the owner answers ASK, the target must
+   * accept the asked commands. */
+  if (!node_run (cluster, to_node, error, "CLUSTER SETSLOT %u IMPORTING %s", slot,
+                 cluster->nodes[m.from].id)
+      || !node_run (cluster, m.from, error, "CLUSTER SETSLOT %u MIGRATING %s", slot,
+                    cluster->nodes[to_node].id))
+    return FALSE;
+  g_array_append_val (cluster->migrations, m);
+  return TRUE;
+}
+
+/* MIGRATEs the keys @keys (NULL-terminated) from @m's source to its target. */
+static gboolean
+migrate_keys (RedisLockTestCluster *cluster, const Migration *m, const char *const *keys,
+              const size_t *key_lens, guint n_keys, GError **error)
+{
+  RlTestProcess *from = cluster->nodes[m->from].process;
+  g_autofree char *port = g_strdup_printf ("%d", cluster->nodes[m->to].process->port);
+  g_autofree char *timeout = g_strdup_printf ("%d", MIGRATE_TIMEOUT_MS);
+  g_autofree const char **argv = g_new (const char *, 7 + n_keys);
+  g_autofree size_t *lens = g_new (size_t, 7 + n_keys);
+  redisReply *reply;
+  int argc = 0;
+  gboolean ok;
+
+  /* MIGRATE host port "" db timeout KEYS key… */
+  argv[argc++] = "MIGRATE";
+  argv[argc++] = "127.0.0.1";
+  argv[argc++] = port;
+  argv[argc++] = "";
+  argv[argc++] = "0";
+  argv[argc++] = timeout;
+  argv[argc++] = "KEYS";
+  for (int i = 0; i < argc; i++)
+    lens[i] = strlen (argv[i]);
+  for (guint k = 0; k < n_keys; k++, argc++)
+    {
+      argv[argc] = keys[k];
+      lens[argc] = key_lens[k];
+    }
+  reply = rl_test_process_command_argv (from, MIGRATE_TIMEOUT_MS + COMMAND_TIMEOUT_MS, argc, argv,
+                                        lens, error);
+  if (reply == NULL)
+    return FALSE;
+  /* NOKEY: none of them exists (any more). */
+  ok = reply->type == REDIS_REPLY_STATUS
+       && (strcmp (reply->str, "OK") == 0 || strcmp (reply->str, "NOKEY") == 0);
+  if (!ok)
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "MIGRATE from node %u to node %u: %s",
+                 m->from, m->to, reply->str != NULL ? reply->str : "unexpected reply");
+  freeReplyObject (reply);
+  return ok;
+}
+
+gboolean
+redis_lock_test_cluster_migrate_key (RedisLockTestCluster *cluster, const char *key, GError **error)
+{
+  Migration *m;
+  size_t len;
+
+  g_return_val_if_fail (cluster != NULL, FALSE);
+  g_return_val_if_fail (key != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  m = find_migration (cluster, redis_lock_test_cluster_key_slot (key));
+  if (m == NULL)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                   "No migration of slot %u (of key %s) has begun",
+                   redis_lock_test_cluster_key_slot (key), key);
+      return FALSE;
+    }
+  len = strlen (key);
+  return migrate_keys (cluster, m, &key, &len, 1, error);
+}
+
+/* MIGRATEs what is left of @m's slot on its source, a batch at a time. */
+static gboolean
+migrate_remaining_keys (RedisLockTestCluster *cluster, const Migration *m, GError **error)
+{
+  for (;;)
+    {
+      redisReply *reply = node_command (cluster, m->from, error, "CLUSTER GETKEYSINSLOT %u %d",
+                                        m->slot, MIGRATE_BATCH);
+      g_autofree const char **keys = NULL;
+      g_autofree size_t *lens = NULL;
+      gboolean ok;
+      guint n;
+
+      if (reply == NULL)
+        return FALSE;
+      if (reply->type != REDIS_REPLY_ARRAY || reply->elements == 0)
+        {
+          freeReplyObject (reply);
+          return TRUE;
+        }
+      n = (guint)reply->elements;
+      keys = g_new (const char *, n);
+      lens = g_new (size_t, n);
+      for (guint k = 0; k < n; k++)
+        {
+          keys[k] = reply->element[k]->str;
+          lens[k] = reply->element[k]->len;
+        }
+      ok = migrate_keys (cluster, m, keys, lens, n, error);
+      freeReplyObject (reply);
+      if (!ok)
+        return FALSE;
+    }
+}
+
+typedef struct
+{
+  guint slot;
+  int owner;
+} SlotOwner;
+
+/* Every running master says @data->owner owns @data->slot. */
+static gboolean
+check_slot_owner (RedisLockTestCluster *cluster, gpointer data, GString *why)
+{
+  const SlotOwner *want = data;
+
+  for (guint i = 0; i < cluster->n_nodes; i++)
+    {
+      View view = { 0 };
+      GError *error = NULL;
+      const NodeLine *me;
+      gboolean ok;
+
+      if (!node_is_up (cluster, i))
+        continue;
+      if (!get_view (cluster, i, &view, &error))
+        {
+          g_string_printf (why, "%s", error->message);
+          g_error_free (error);
+          return FALSE;
+        }
+      me = view_myself (&view);
+      ok = me == NULL || !me->master || view.owners[want->slot] == want->owner;
+      if (!ok)
+        g_string_printf (why, "master %u says node %d owns slot %u", i, view.owners[want->slot],
+                         want->slot);
+      view_clear (&view);
+      if (!ok)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+redis_lock_test_cluster_migrate_slot_finish (RedisLockTestCluster *cluster, guint slot,
+                                             GError **error)
+{
+  Migration m;
+  Migration *found;
+  SlotOwner want;
+  const char *to_id;
+
+  g_return_val_if_fail (cluster != NULL, FALSE);
+  g_return_val_if_fail (slot < N_SLOTS, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  found = find_migration (cluster, slot);
+  if (found == NULL)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                   "No migration of slot %u has begun", slot);
+      return FALSE;
+    }
+  m = *found;
+  g_array_remove_index_fast (cluster->migrations,
+                             (guint)(found - (Migration *)cluster->migrations->data));
+
+  to_id = cluster->nodes[m.to].id;
+  if (!migrate_remaining_keys (cluster, &m, error)
+      || !node_run (cluster, m.to, error, "CLUSTER SETSLOT %u NODE %s", slot, to_id)
+      || !node_run (cluster, m.from, error, "CLUSTER SETSLOT %u NODE %s", slot, to_id))
+    return FALSE;
+  /* The other masters would learn it from the target's bumped epoch by gossip; telling
+   * them saves that time. A node that is not a master (any more) refuses: no matter. */
+  for (guint i = 0; i < cluster->n_nodes; i++)
+    if (i != m.to && i != m.from && node_is_up (cluster, i))
+      {
+        View view = { 0 };
+        const NodeLine *me;
+
+        if (!get_view (cluster, i, &view, NULL))
+          continue;
+        me = view_myself (&view);
+        if (me != NULL && me->master)
+          node_run (cluster, i, NULL, "CLUSTER SETSLOT %u NODE %s", slot, to_id);
+        view_clear (&view);
+      }
+  want.slot = slot;
+  want.owner = (int)m.to;
+  return wait_until (cluster, check_slot_owner, &want, AGREE_TIMEOUT_MS,
+                     "The masters did not agree on the migrated slot", error);
+}
+
+gboolean
+redis_lock_test_cluster_migrate_slot (RedisLockTestCluster *cluster, guint slot, guint to_node,
+                                      GError **error)
+{
+  g_return_val_if_fail (cluster != NULL, FALSE);
+  g_return_val_if_fail (slot < N_SLOTS, FALSE);
+  g_return_val_if_fail (to_node < cluster->n_nodes, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (find_migration (cluster, slot) == NULL && slot_owner (cluster, slot) == (int)to_node)
+    return TRUE;
+  return redis_lock_test_cluster_migrate_slot_begin (cluster, slot, to_node, error)
+         && redis_lock_test_cluster_migrate_slot_finish (cluster, slot, error);
+}
+
+/* --- Faults ------------------------------------------------------------------------ */
+
+void
+redis_lock_test_cluster_stop_node (RedisLockTestCluster *cluster, guint node)
+{
+  g_return_if_fail (cluster != NULL);
+  g_return_if_fail (node < cluster->n_nodes);
+  rl_test_process_stop (cluster->nodes[node].process);
+}
+
+gboolean
+redis_lock_test_cluster_start_node (RedisLockTestCluster *cluster, guint node, GError **error)
+{
+  g_return_val_if_fail (cluster != NULL, FALSE);
+  g_return_val_if_fail (node < cluster->n_nodes, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+  /* Same ports and nodes.conf: the node comes back with its id and its peers. */
+  return rl_test_process_restart (cluster->nodes[node].process, error);
+}
+
+void
+redis_lock_test_cluster_pause_node (RedisLockTestCluster *cluster, guint node)
+{
+  g_return_if_fail (cluster != NULL);
+  g_return_if_fail (node < cluster->n_nodes);
+  rl_test_process_pause (cluster->nodes[node].process);
+}
+
+void
+redis_lock_test_cluster_resume_node (RedisLockTestCluster *cluster, guint node)
+{
+  g_return_if_fail (cluster != NULL);
+  g_return_if_fail (node < cluster->n_nodes);
+  rl_test_process_resume (cluster->nodes[node].process);
+}
+
+void
+redis_lock_test_cluster_free (RedisLockTestCluster *cluster)
+{
+  if (cluster == NULL)
+    return;
+  for (guint i = 0; i < cluster->n_nodes; i++)
+    {
+      rl_test_process_free (cluster->nodes[i].process);
+      g_free (cluster->nodes[i].id);
+      g_free (cluster->nodes[i].url);
+    }
+  g_free (cluster->nodes);
+  g_free (cluster->url);
+  if (cluster->migrations != NULL)
+    g_array_unref (cluster->migrations);
+  g_free (cluster);
+}
