@@ -19,7 +19,8 @@ typedef struct
 
 /* Parses @url (redis:// or unix://) into @config; FALSE with REDIS_LOCK_ERROR_INVALID
  * and a message that never shows the password. The other forms (Sentinel, Cluster)
- * are INVALID here, with a message saying they need rl_url_parse(). */
+ * are INVALID here, with a message saying the URL names a deployment, not one server:
+ * rl_url_parse() reads them. */
 gboolean rl_conn_config_parse (const char *url, RlConnConfig *config, GError **error);
 void rl_conn_config_clear (RlConnConfig *config);
 /* A deep copy of @config into @copy. */
@@ -44,7 +45,8 @@ typedef struct
   /* SENTINEL: the Sentinels (host, port with default 26379, and the
    * sentinel_username / sentinel_password of the query as username / password, db 0).
    * CLUSTER: the seed nodes (host, port with default 6379, the credentials of the
-   * URL, db 0). In the order the URL gives them; empty for SINGLE. */
+   * URL, db 0). In the order the URL gives them, duplicates kept; empty (not NULL)
+   * for SINGLE. */
   GArray *hosts; /* RlConnConfig */
   char *master_name; /* SENTINEL: the fragment, %-decoded; NULL otherwise */
 } RlUrl;
@@ -57,7 +59,8 @@ typedef struct
  *   redis-cluster://[[user]:password@]host[:port][,host[:port]…]   (no db: a cluster has only db 0)
  * A Sentinel URL without a master name, an empty host in a list, a port out of range,
  * a db on a Cluster URL or an unknown parameter is INVALID; rediss forms are INVALID
- * ("not supported by this build") until TLS is. */
+ * ("not supported by this build") until TLS is. A bad host of a list is named by its
+ * place ("the 2nd host"), never quoted. On failure @parsed holds nothing to free. */
 gboolean rl_url_parse (const char *url, RlUrl *parsed, GError **error);
 void rl_url_clear (RlUrl *parsed);
 
@@ -65,7 +68,9 @@ void rl_url_clear (RlUrl *parsed);
  * they hold characters a misplaced password may have brought in. */
 char *rl_conn_config_describe (const RlConnConfig *config);
 
-/* @url as it may be shown in a message or a log: no piece of a password in it. */
+/* @url as it may be shown in a message or a log: no piece of a password in it (the
+ * user info and parameter values are "***"; a Sentinel URL's master name is shown when
+ * it is plain and no query precedes it). */
 char *rl_url_redact (const char *url);
 
 #endif /* RL_URL_H */
