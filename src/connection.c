@@ -16,6 +16,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
 
@@ -168,6 +170,106 @@ rl_conn_roundtrip (RlConn *conn, int argc, const char **argv)
   if (redisGetReply (conn->c, &reply) != REDIS_OK)
     return NULL;
   return reply;
+}
+
+/* Marks @c failed with @why, so the pool closes it: a connection whose replies were
+ * not all read cannot serve another caller. */
+static void
+context_fail (redisContext *c, const char *why)
+{
+  if (c->err != 0)
+    return;
+  c->err = REDIS_ERR_IO;
+  g_snprintf (c->errstr, sizeof c->errstr, "%s", why);
+}
+
+guint
+rl_conns_exchange (RlConn **conns, guint n, const guint *expected, gint64 timeout_ms,
+                   RlReplyFunc func, gpointer user_data, gboolean *failed)
+{
+  g_autofree struct pollfd *pfds = g_new0 (struct pollfd, n);
+  g_autofree guint *index = g_new0 (guint, n);
+  g_autofree guint *got = g_new0 (guint, n);
+  g_autofree gboolean *written = g_new0 (gboolean, n);
+  g_autofree int *flags = g_new0 (int, n);
+  gint64 deadline = g_get_monotonic_time () + timeout_ms * 1000;
+  guint active = 0, n_failed = 0;
+
+  /* Non-blocking while the exchange lasts: poll() says when a socket can take more or
+   * has replies, and no write to one server waits for another's. */
+  for (guint i = 0; i < n; i++)
+    {
+      failed[i] = FALSE;
+      flags[i] = fcntl (conns[i]->c->fd, F_GETFL);
+      if (flags[i] >= 0)
+        fcntl (conns[i]->c->fd, F_SETFL, flags[i] | O_NONBLOCK);
+      if (expected[i] > 0)
+        active++;
+    }
+  while (active > 0)
+    {
+      gint64 left_ms = (deadline - g_get_monotonic_time () + 999) / 1000;
+      guint nfds = 0;
+      int rc;
+
+      for (guint i = 0; i < n; i++)
+        if (!failed[i] && got[i] < expected[i])
+          {
+            pfds[nfds].fd = conns[i]->c->fd;
+            pfds[nfds].events = (short) (POLLIN | (written[i] ? 0 : POLLOUT));
+            pfds[nfds].revents = 0;
+            index[nfds++] = i;
+          }
+      rc = left_ms > 0 ? poll (pfds, nfds, (int) MIN (left_ms, G_MAXINT)) : 0;
+      if (rc < 0 && errno == EINTR)
+        continue;
+      if (rc <= 0)
+        {
+          for (guint k = 0; k < nfds; k++)
+            {
+              context_fail (conns[index[k]]->c, rc == 0 ? "Redis timed out" : g_strerror (errno));
+              failed[index[k]] = TRUE;
+              n_failed++;
+            }
+          break;
+        }
+      for (guint k = 0; k < nfds; k++)
+        {
+          guint i = index[k];
+          redisContext *c = conns[i]->c;
+          gboolean ok = TRUE;
+
+          if ((pfds[k].revents & POLLOUT) != 0)
+            {
+              int done = 0;
+              ok = redisBufferWrite (c, &done) == REDIS_OK;
+              written[i] = done;
+            }
+          if (ok && (pfds[k].revents & (POLLIN | POLLHUP | POLLERR)) != 0)
+            ok = redisBufferRead (c) == REDIS_OK;
+          while (ok && got[i] < expected[i])
+            {
+              void *reply = NULL;
+              ok = redisGetReplyFromReader (c, &reply) == REDIS_OK;
+              if (!ok || reply == NULL)
+                break;
+              got[i]++;
+              func (i, reply, user_data);
+            }
+          if (!ok)
+            {
+              context_fail (c, "Redis connection failed");
+              failed[i] = TRUE;
+              n_failed++;
+            }
+          if (!ok || got[i] == expected[i])
+            active--;
+        }
+    }
+  for (guint i = 0; i < n; i++)
+    if (flags[i] >= 0)
+      fcntl (conns[i]->c->fd, F_SETFL, flags[i]);
+  return n_failed;
 }
 
 redisReply *

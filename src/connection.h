@@ -41,6 +41,19 @@ void rl_conn_append (RlConn *conn, int argc, const char **argv);
 /* rl_conn_append() and read the reply: NULL when the connection failed. */
 redisReply *rl_conn_roundtrip (RlConn *conn, int argc, const char **argv);
 
+/* Called by rl_conns_exchange() with each reply, which it takes, and the index of
+ * the connection that read it. */
+typedef void (*RlReplyFunc) (guint conn_index, redisReply *reply, gpointer user_data);
+
+/* Sends what is queued on each of the @n connections and reads @expected[i] replies
+ * from conns[i], every connection at once, so that the servers work in parallel and
+ * the whole exchange costs the slowest one's round trip, not the sum. Bounded by
+ * @timeout_ms as a whole. A connection that fails (its context then says why, and
+ * the pool will close it) is marked in @failed[i]; the others go on. Returns how many
+ * failed. */
+guint rl_conns_exchange (RlConn **conns, guint n, const guint *expected, gint64 timeout_ms,
+                         RlReplyFunc func, gpointer user_data, gboolean *failed);
+
 /* Sets @error from the context's failure (REDIS_LOCK_ERROR_CONNECTION). */
 void rl_set_error_from_context (GError **error, redisContext *c, const char *what);
 /* TRUE when the context broke in a way that means "the peer went away before this

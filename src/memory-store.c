@@ -247,6 +247,22 @@ listeners_deliver (GPtrArray *targets, const char *key)
   g_ptr_array_unref (targets);
 }
 
+/* Whether writes must be acknowledged by replicas, which this store has none of:
+ * what a Redis server without replicas answers to WAIT. */
+static gboolean
+wants_replicas (RlStore *store, const char *what, const char *key, GError **error)
+{
+  gint64 n = RL_ATOMIC_GET (store->ctx->min_replicas);
+
+  if (n == 0)
+    return FALSE;
+  g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_REPLICATED,
+               "The %s of “%s” was acknowledged by fewer than %" G_GINT64_FORMAT
+               " replicas: a memory:// store has none",
+               what, key, n);
+  return TRUE;
+}
+
 /* The vtable ------------------------------------------------------------------- */
 
 static RlLeaseResult
@@ -259,6 +275,8 @@ memory_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
   MemoryLease *lease;
 
   count_request (store, 1);
+  if (wants_replicas (store, "acquisition", key, error))
+    return RL_LEASE_ERROR;
   rl_mutex_lock (&memory_mutex);
   lease = lease_lookup (self->space, key, now);
   if (lease == NULL)
@@ -287,6 +305,8 @@ memory_renew (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
   if (lease != NULL)
     lease->expires_us = expiry_after (now, ttl_ms);
   rl_mutex_unlock (&memory_mutex);
+  if (lease != NULL && wants_replicas (store, "renewal", key, error))
+    return RL_LEASE_ERROR;
   return lease != NULL ? RL_LEASE_OK : RL_LEASE_LOST;
 }
 
@@ -306,6 +326,9 @@ memory_release (RlStore *store, const char *key, const char *value, gint64 keep_
 
   *others = FALSE;
   count_request (store, 1);
+  /* A kept streak is a write no replica would acknowledge: release instead. */
+  if (RL_ATOMIC_GET (store->ctx->min_replicas) > 0)
+    keep_ttl_ms = 0;
   rl_mutex_lock (&memory_mutex);
   lease = lease_lookup_ours (self, key, value, now);
   if (lease != NULL)
@@ -349,7 +372,9 @@ memory_renew_batch (RlStore *store, guint n, const char *const *keys, const char
       MemoryLease *lease = lease_lookup_ours (self, keys[i], values[i], now);
       if (lease != NULL)
         lease->expires_us = expiry_after (now, ttls[i]);
-      results[i] = lease != NULL ? RL_LEASE_OK : RL_LEASE_LOST;
+      results[i] = lease == NULL                                      ? RL_LEASE_LOST
+                   : RL_ATOMIC_GET (store->ctx->min_replicas) > 0 ? RL_LEASE_ERROR
+                                                                  : RL_LEASE_OK;
     }
   rl_mutex_unlock (&memory_mutex);
   return TRUE;

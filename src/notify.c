@@ -12,9 +12,14 @@
  * (released (NULL)): waiters re-check, fall back to SPIN timing while it is down, and
  * cannot sleep through a release published while nobody listened.
  *
+ * The topology names the node to subscribe on: the one server, the Sentinel
+ * deployment's master, any master of a Cluster (a Cluster broadcasts every PUBLISH to
+ * all its nodes). When the subscription breaks, the node is reported failed and the
+ * next attempt asks the topology again, so it moves to another node.
+ *
  * The thread polls the socket together with a wake-up pipe, so close() stops it at
- * once, and PINGs an otherwise silent connection so a dead server is noticed.
- * Reconnection backs off from 50 ms to 5 s.
+ * once and restart() makes it resubscribe at once, and PINGs an otherwise silent
+ * connection so a dead server is noticed. Reconnection backs off from 50 ms to 5 s.
  *
  * A server that refuses the subscription (a Redis user without permission on the
  * channels, Redis 7's default for new ACL users) gets one warning naming the missing
@@ -42,7 +47,7 @@
 struct _RlNotifier
 {
   RlStore *store;
-  RlPool *pool;
+  RlTopology *topology;
   char *pattern;
 
   RlMutex mutex; /* guards everything below */
@@ -50,12 +55,13 @@ struct _RlNotifier
   gboolean started;
   gboolean joined;
   gboolean stop;
+  gboolean restart; /* resubscribe now, on the node the topology names */
   gboolean subscribed;
   gboolean refused; /* the server answered the PSUBSCRIBE with an error */
   gboolean warned;  /* the refusal was reported */
   guint64 failures; /* connection attempts that failed, and subscriptions that broke */
   pthread_t thread;
-  int wake[2]; /* wake[1] is written to stop the thread */
+  int wake[2]; /* wake[1] is written to stop or restart the thread */
 };
 
 static void
@@ -84,6 +90,25 @@ should_stop (RlNotifier *self)
   return stop;
 }
 
+/* Whether a restart was asked; clears the request and drains the wake-up pipe. */
+static gboolean
+take_restart (RlNotifier *self)
+{
+  gboolean restart;
+  char buf[16];
+
+  rl_mutex_lock (&self->mutex);
+  restart = self->restart && !self->stop;
+  if (restart)
+    {
+      self->restart = FALSE;
+      while (read (self->wake[0], buf, sizeof buf) > 0)
+        ;
+    }
+  rl_mutex_unlock (&self->mutex);
+  return restart;
+}
+
 /* Sleeps @ms unless woken by stop. Returns FALSE when told to stop. */
 static gboolean
 backoff_sleep (RlNotifier *self, gint64 ms)
@@ -96,7 +121,7 @@ backoff_sleep (RlNotifier *self, gint64 ms)
       gint64 left = (end - g_get_monotonic_time ()) / 1000;
       if (should_stop (self))
         return FALSE;
-      if (left <= 0)
+      if (left <= 0 || take_restart (self))
         return TRUE;
       poll (&pfd, 1, (int) left);
     }
@@ -152,8 +177,9 @@ handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
   return TRUE;
 }
 
-/* Runs one subscription until it breaks or stop is asked. */
-static void
+/* Runs one subscription until it breaks (returns FALSE) or stop or restart is asked
+ * (returns TRUE). */
+static gboolean
 subscribe_once (RlNotifier *self, RlConn *conn)
 {
   redisContext *c = conn->c;
@@ -172,18 +198,18 @@ subscribe_once (RlNotifier *self, RlConn *conn)
       /* Flush what is queued (the PSUBSCRIBE, a PING). */
       while (!done)
         if (redisBufferWrite (c, &done) != REDIS_OK)
-          return;
+          return FALSE;
       /* Hand over every complete reply already buffered. */
       for (;;)
         {
           if (redisGetReplyFromReader (c, &reply) != REDIS_OK)
-            return;
+            return FALSE;
           if (reply == NULL)
             break;
           if (!handle_reply (self, reply, &ping_out))
             {
               freeReplyObject (reply);
-              return;
+              return FALSE;
             }
           freeReplyObject (reply);
         }
@@ -194,7 +220,7 @@ subscribe_once (RlNotifier *self, RlConn *conn)
           if (ping_out)
             {
               g_debug ("subscription: no answer to PING, reconnecting");
-              return;
+              return FALSE;
             }
           redisAppendCommandArgv (c, 1, ping, NULL);
           ping_out = TRUE;
@@ -202,13 +228,13 @@ subscribe_once (RlNotifier *self, RlConn *conn)
           continue;
         }
       if (poll (pfd, 2, (int) idle_ms) < 0 && errno != EINTR)
-        return;
-      if (should_stop (self))
-        return;
+        return FALSE;
+      if (should_stop (self) || take_restart (self))
+        return TRUE;
       if (pfd[0].revents != 0)
         {
           if (redisBufferRead (c) != REDIS_OK)
-            return;
+            return FALSE;
           last_traffic = g_get_monotonic_time ();
         }
     }
@@ -223,12 +249,14 @@ notifier_thread (gpointer data)
   while (!should_stop (self))
     {
       g_autoptr (GError) error = NULL;
-      RlConn *conn = rl_pool_connect (self->pool, &error);
+      g_autoptr (RlNode) node = self->topology->vt->subscriber (self->topology, &error);
+      RlConn *conn = node != NULL ? rl_pool_connect (node->pool, &error) : NULL;
+      gboolean restarted = FALSE;
 
       if (conn != NULL)
         {
           gint64 started = g_get_monotonic_time ();
-          subscribe_once (self, conn);
+          restarted = subscribe_once (self, conn);
           rl_conn_free (conn);
           /* A subscription that lived a while resets the backoff. */
           if (g_get_monotonic_time () - started > 10 * G_USEC_PER_SEC)
@@ -238,7 +266,11 @@ notifier_thread (gpointer data)
         g_debug ("subscription: %s", error->message);
       if (should_stop (self))
         break;
+      if (!restarted && node != NULL)
+        self->topology->vt->failed (self->topology, node);
       set_state (self, FALSE, TRUE);
+      if (restarted)
+        continue;
       rl_mutex_lock (&self->mutex);
       if (self->refused)
         backoff = RL_NOTIFY_BACKOFF_MAX_MS;
@@ -262,12 +294,12 @@ notifier_thread_main (void *data)
 }
 
 RlNotifier *
-rl_notifier_new (RlStore *store, RlPool *pool, const char *pattern)
+rl_notifier_new (RlStore *store, RlTopology *topology, const char *pattern)
 {
   RlNotifier *self = g_new0 (RlNotifier, 1);
 
   self->store = store;
-  self->pool = pool;
+  self->topology = topology;
   self->pattern = g_strdup (pattern);
   self->wake[0] = self->wake[1] = -1;
   rl_mutex_init (&self->mutex);
@@ -286,6 +318,8 @@ rl_notifier_watch (RlNotifier *self, gint64 timeout_ms)
   if (!self->started && !self->stop)
     {
       if (g_unix_open_pipe (self->wake, FD_CLOEXEC, NULL)
+          && g_unix_set_fd_nonblocking (self->wake[0], TRUE, NULL)
+          && g_unix_set_fd_nonblocking (self->wake[1], TRUE, NULL)
           && pthread_create (&self->thread, NULL, notifier_thread_main, self) == 0)
         self->started = TRUE;
       else
@@ -311,6 +345,27 @@ rl_notifier_is_subscribed (RlNotifier *self)
   subscribed = self->subscribed;
   rl_mutex_unlock (&self->mutex);
   return subscribed;
+}
+
+void
+rl_notifier_restart (RlNotifier *self)
+{
+  gboolean wake;
+
+  /* The byte is written under the mutex, so the thread cannot take the request and
+   * drain the pipe between the flag and the byte (a byte left behind would keep
+   * waking it). */
+  rl_mutex_lock (&self->mutex);
+  wake = self->started && !self->stop && !self->restart;
+  if (wake)
+    {
+      ssize_t rc;
+      self->restart = TRUE;
+      do
+        rc = write (self->wake[1], "r", 1);
+      while (rc < 0 && errno == EINTR);
+    }
+  rl_mutex_unlock (&self->mutex);
 }
 
 void

@@ -5,12 +5,17 @@
 
 #include "connection.h"
 #include "store.h"
+#include "topology.h"
 
 typedef struct _RlNotifier RlNotifier;
 
-/* Subscribes to @pattern on a connection of @pool from a thread of its own, started
- * on the first rl_notifier_watch(); calls store->released for each message. */
-RlNotifier *rl_notifier_new (RlStore *store, RlPool *pool, const char *pattern);
+/* Subscribes to @pattern on the node @topology names for it, from a thread of its
+ * own started on the first rl_notifier_watch(); calls store->released for each
+ * message. */
+RlNotifier *rl_notifier_new (RlStore *store, RlTopology *topology, const char *pattern);
+/* Drops the subscription and makes a new one at once, on the node the topology names
+ * now (after a failover). */
+void rl_notifier_restart (RlNotifier *notifier);
 gboolean rl_notifier_watch (RlNotifier *notifier, gint64 timeout_ms);
 /* Whether the subscription is confirmed now; never starts it. */
 gboolean rl_notifier_is_subscribed (RlNotifier *notifier);

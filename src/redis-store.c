@@ -28,6 +28,7 @@
 
 #include "connection.h"
 #include "store.h"
+#include "topology.h"
 #include "sync.h"
 #include "notify.h"
 
@@ -104,12 +105,19 @@ typedef struct
 typedef struct
 {
   RlStore parent;
-  RlPool *pool;
+  RlTopology *topology;
   RlNotifier *notifier;
   char *channel_prefix; /* registry_key "-channel:" */
   RlScript acquire, release, renew;
   gint publish_refused; /* atomic: the missing channel permission was reported */
 } RlRedisStore;
+
+/* Redirections (MOVED, ASK) one call follows before it gives up: a slot moves once per
+ * migration, so more means the cluster disagrees with itself. */
+#define RL_MAX_REDIRECTS 5
+/* The first pause before a command that got TRYAGAIN, CLUSTERDOWN, LOADING or
+ * MASTERDOWN is sent again; it doubles, with jitter, within the call's time. */
+#define RL_RETRY_BACKOFF_MS 10
 
 static void
 script_init (RlScript *script, const char *text)
@@ -126,27 +134,131 @@ is_noscript (redisReply *reply)
   return reply->type == REDIS_REPLY_ERROR && g_str_has_prefix (reply->str, "NOSCRIPT");
 }
 
-/* Sends @argv on a pooled connection and returns the reply (NULL with @error on
- * failure or an error reply). Retries once on a fresh connection when a pooled one
- * turns out stale. With @script, argv[0..1] are EVALSHA and its SHA-1, and a NOSCRIPT
- * answer is followed by EVAL of the script text on the same connection. @timeout_ms
- * bounds each exchange (0: the command timeout). */
+/* One exchange on @conn: @argv, preceded by ASKING when @asking (the answer to ASKING
+ * is read and dropped). NULL when the connection failed. */
 static redisReply *
-call (RlRedisStore *self, int argc, const char **argv, const RlScript *script, gint64 timeout_ms,
-      gboolean *retried, GError **error)
+exchange (RlConn *conn, gboolean asking, int argc, const char **argv)
 {
+  const char *asking_argv[] = { "ASKING" };
+  redisReply *reply = NULL;
+
+  if (!asking)
+    return rl_conn_roundtrip (conn, argc, argv);
+  rl_conn_append (conn, 1, asking_argv);
+  rl_conn_append (conn, argc, argv);
+  if (redisGetReply (conn->c, (void **) &reply) != REDIS_OK)
+    return NULL;
+  freeReplyObject (reply);
+  if (redisGetReply (conn->c, (void **) &reply) != REDIS_OK)
+    return NULL;
+  return reply;
+}
+
+/* Sleeps before a command that the node could not serve is sent again: @attempt-th
+ * doubling of RL_RETRY_BACKOFF_MS, ±50 % jitter so that many clients do not come back
+ * at once, never past @deadline. */
+static void
+retry_pause (guint attempt, gint64 deadline)
+{
+  gint64 ms = RL_RETRY_BACKOFF_MS << MIN (attempt, 8);
+  gint64 us = ms * 500 + g_random_int_range (0, (gint32) (ms * 1000));
+
+  g_usleep ((gulong) MAX (MIN (us, deadline - g_get_monotonic_time ()), 0));
+}
+
+/* Whether a reply says the command wrote the lease (so replicas must acknowledge it). */
+typedef gboolean (*RlWroteFunc) (const redisReply *reply);
+
+/* The replicas redis_lock_registry_set_min_replicas() asks for, 0 when off. */
+static gint64
+min_replicas (RlRedisStore *self)
+{
+  return RL_ATOMIC_GET (self->parent.ctx->min_replicas);
+}
+
+/* `WAIT n timeout` on @conn, right after a write: whether enough replicas acknowledged
+ * it. @budget_ms (0: none) caps the wait, for a caller whose own time is shorter. */
+static gboolean
+replicated (RlRedisStore *self, RlConn *conn, gint64 budget_ms)
+{
+  RlStoreContext *ctx = self->parent.ctx;
+  gint64 n = min_replicas (self);
+  gint64 timeout_ms = RL_ATOMIC_GET (ctx->replica_timeout_ms);
+  char count[24], timeout[24];
+  const char *argv[] = { "WAIT", count, timeout };
+  redisReply *reply;
+  gboolean ok;
+
+  if (n == 0)
+    return TRUE;
+  if (timeout_ms <= 0)
+    timeout_ms = RL_ATOMIC_GET (ctx->command_timeout_ms);
+  if (budget_ms > 0)
+    timeout_ms = MAX (MIN (timeout_ms, budget_ms), 1);
+  rl_format_uint (count, n);
+  rl_format_uint (timeout, timeout_ms);
+  /* The socket waits for WAIT's own timeout plus a command's. */
+  rl_conn_set_timeout (conn, timeout_ms + RL_ATOMIC_GET (ctx->command_timeout_ms));
+  RL_ATOMIC_ADD (ctx->stats->round_trips, 1);
+  RL_ATOMIC_ADD (ctx->stats->commands, 1);
+  reply = rl_conn_roundtrip (conn, 3, argv);
+  ok = reply != NULL && reply->type == REDIS_REPLY_INTEGER && reply->integer >= n;
+  if (reply != NULL)
+    freeReplyObject (reply);
+  return ok;
+}
+
+static void
+set_not_replicated (RlRedisStore *self, GError **error, const char *what, const char *key)
+{
+  g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_REPLICATED,
+               "The %s of “%s” was acknowledged by fewer than %" G_GINT64_FORMAT
+               " replicas within %" G_GINT64_FORMAT " ms",
+               what, key, min_replicas (self), RL_ATOMIC_GET (self->parent.ctx->replica_timeout_ms));
+}
+
+/* Sends @argv for @key (NULL: any master) to the node that serves it and returns the
+ * reply (NULL with @error on failure or an error reply). When @wrote says the reply
+ * is a write and replicas must acknowledge writes, *@acked tells whether enough did
+ * (`WAIT` on the same connection); otherwise it is TRUE. Follows MOVED and ASK (at
+ * most RL_MAX_REDIRECTS), sends again after TRYAGAIN-like answers with a pause, and
+ * retries once on a fresh connection when a pooled one turns out stale; all within
+ * @timeout_ms (0: the command timeout), which also bounds each exchange. With
+ * @script, argv[0..1] are EVALSHA and its SHA-1, and a NOSCRIPT answer is followed by
+ * EVAL of the script text on the same connection. */
+static redisReply *
+call (RlRedisStore *self, const char *key, int argc, const char **argv, const RlScript *script,
+      gint64 timeout_ms, gboolean *retried, RlWroteFunc wrote, gboolean *acked, GError **error)
+{
+  RlTopology *topology = self->topology;
   RedisLockRegistryStats *stats = self->parent.ctx->stats;
+  gint64 budget_ms = timeout_ms > 0 ? timeout_ms : RL_ATOMIC_GET (self->parent.ctx->command_timeout_ms);
+  gint64 deadline = g_get_monotonic_time () + budget_ms * 1000;
+  RlNode *node = topology->vt->route (topology, key, error);
+  gboolean asking = FALSE, stale_retried = FALSE;
+  guint redirects = 0, pauses = 0;
+  redisReply *reply = NULL;
 
   if (retried != NULL)
     *retried = FALSE;
-  for (int attempt = 0;; attempt++)
+  if (acked != NULL)
+    *acked = TRUE;
+  while (node != NULL)
     {
+      gint64 left_ms = (deadline - g_get_monotonic_time ()) / 1000;
       gboolean reused;
-      RlConn *conn = rl_pool_get (self->pool, timeout_ms, &reused, error);
-      redisReply *reply;
+      RlConn *conn;
+      RlNode *target = NULL;
+      RlReplyKind kind;
 
+      /* The first exchange has the whole budget even when routing took a moment. */
+      conn = rl_pool_get (node->pool, redirects + pauses == 0 ? budget_ms : MAX (left_ms, 1),
+                          &reused, error);
       if (conn == NULL)
-        return NULL;
+        {
+          topology->vt->failed (topology, node);
+          break;
+        }
       if (script != NULL)
         {
           argv[0] = "EVALSHA";
@@ -154,7 +266,7 @@ call (RlRedisStore *self, int argc, const char **argv, const RlScript *script, g
         }
       RL_ATOMIC_ADD (stats->round_trips, 1);
       RL_ATOMIC_ADD (stats->commands, 1);
-      reply = rl_conn_roundtrip (conn, argc, argv);
+      reply = exchange (conn, asking, argc, argv);
       if (reply != NULL && script != NULL && is_noscript (reply))
         {
           freeReplyObject (reply);
@@ -162,40 +274,81 @@ call (RlRedisStore *self, int argc, const char **argv, const RlScript *script, g
           argv[1] = script->text;
           RL_ATOMIC_ADD (stats->round_trips, 1);
           RL_ATOMIC_ADD (stats->commands, 1);
-          reply = rl_conn_roundtrip (conn, argc, argv);
+          reply = exchange (conn, asking, argc, argv);
         }
       if (reply == NULL)
         {
-          gboolean retry = reused && attempt == 0 && rl_context_is_stale (conn->c);
+          gboolean retry = reused && !stale_retried && rl_context_is_stale (conn->c);
           if (!retry)
-            rl_set_error_from_context (error, conn->c, argv[0]);
-          rl_pool_put (self->pool, conn);
+            {
+              g_autofree char *what = g_strdup_printf ("%s on %s", argv[0], node->name);
+              rl_set_error_from_context (error, conn->c, what);
+            }
+          rl_pool_put (node->pool, conn);
           if (retry)
             {
+              stale_retried = TRUE;
               if (retried != NULL)
                 *retried = TRUE;
               continue;
             }
-          return NULL;
+          topology->vt->failed (topology, node);
+          break;
         }
-      rl_pool_put (self->pool, conn);
-      if (reply->type == REDIS_REPLY_ERROR)
+      if (reply->type != REDIS_REPLY_ERROR && wrote != NULL && acked != NULL && wrote (reply))
+        *acked = replicated (self, conn, 0);
+      rl_pool_put (node->pool, conn);
+      if (reply->type != REDIS_REPLY_ERROR)
+        break;
+
+      kind = topology->vt->classify (topology, node, reply, &target);
+      if ((kind == RL_REPLY_MOVED || kind == RL_REPLY_ASK) && redirects < RL_MAX_REDIRECTS
+          && g_get_monotonic_time () < deadline)
         {
-          g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS, "Redis lock %s failed: %s",
-                       script != NULL ? "script" : "command", reply->str);
-          freeReplyObject (reply);
-          return NULL;
+          rl_node_unref (node);
+          node = target;
+          asking = kind == RL_REPLY_ASK;
+          redirects++;
+          g_clear_pointer (&reply, freeReplyObject);
+          continue;
         }
-      return reply;
+      if (target != NULL)
+        rl_node_unref (target);
+      if (kind == RL_REPLY_RETRY && g_get_monotonic_time () < deadline)
+        {
+          g_clear_pointer (&reply, freeReplyObject);
+          retry_pause (pauses++, deadline);
+          rl_node_unref (node);
+          node = topology->vt->route (topology, key, error);
+          asking = FALSE;
+          continue;
+        }
+      if (kind == RL_REPLY_RETRY)
+        g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                     "Redis at %s could not serve the lock command in time: %s", node->name,
+                     reply->str);
+      else
+        g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS, "Redis lock %s failed%s: %s",
+                     script != NULL ? "script" : "command",
+                     kind == RL_REPLY_MOVED || kind == RL_REPLY_ASK ? " (too many redirections)"
+                                                                    : "",
+                     reply->str);
+      g_clear_pointer (&reply, freeReplyObject);
+      break;
     }
+  if (node != NULL)
+    rl_node_unref (node);
+  return reply;
 }
 
 /* Runs @script with the EVALSHA command line @argv; its reply must be an integer. */
 static redisReply *
 run_script_argv (RlRedisStore *self, RlScript *script, int argc, const char **argv,
-                 gint64 timeout_ms, gboolean *retried, GError **error)
+                 gint64 timeout_ms, gboolean *retried, RlWroteFunc wrote, gboolean *acked,
+                 GError **error)
 {
-  redisReply *reply = call (self, argc, argv, script, timeout_ms, retried, error);
+  redisReply *reply
+      = call (self, argv[3], argc, argv, script, timeout_ms, retried, wrote, acked, error);
 
   if (reply != NULL && reply->type != REDIS_REPLY_INTEGER)
     {
@@ -210,11 +363,52 @@ run_script_argv (RlRedisStore *self, RlScript *script, int argc, const char **ar
 /* Runs @script on @key with two arguments; its reply must be an integer. */
 static redisReply *
 run_script (RlRedisStore *self, RlScript *script, const char *key, const char *arg1,
-            const char *arg2, gint64 timeout_ms, GError **error)
+            const char *arg2, gint64 timeout_ms, RlWroteFunc wrote, gboolean *acked,
+            GError **error)
 {
   const char *argv[6] = { "EVALSHA", script->sha, "1", key, arg1, arg2 };
 
-  return run_script_argv (self, script, 6, argv, timeout_ms, NULL, error);
+  return run_script_argv (self, script, 6, argv, timeout_ms, NULL, wrote, acked, error);
+}
+
+static gboolean
+wrote_set (const redisReply *reply)
+{
+  return reply->type == REDIS_REPLY_STATUS;
+}
+
+static gboolean
+wrote_acquire (const redisReply *reply)
+{
+  return reply->type == REDIS_REPLY_INTEGER && reply->integer == RL_ACQUIRED;
+}
+
+static gboolean
+wrote_renew (const redisReply *reply)
+{
+  return reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+}
+
+static gboolean
+wrote_kept (const redisReply *reply)
+{
+  return reply->type == REDIS_REPLY_INTEGER && reply->integer == RL_RELEASE_KEPT;
+}
+
+static RlLeaseResult redis_release (RlStore *store, const char *key, const char *value,
+                                    gint64 keep_ttl_ms, gboolean *others, GError **error);
+
+/* An acquisition too few replicas acknowledged: released again, and NOT_REPLICATED. */
+static RlLeaseResult
+unreplicated_acquisition (RlRedisStore *self, const char *key, const char *value, GError **error)
+{
+  g_autoptr (GError) release_error = NULL;
+  gboolean others;
+
+  if (redis_release (&self->parent, key, value, 0, &others, &release_error) == RL_LEASE_ERROR)
+    g_debug ("releasing the unreplicated lease of “%s”: %s", key, release_error->message);
+  set_not_replicated (self, error, "acquisition", key);
+  return RL_LEASE_ERROR;
 }
 
 static RlLeaseResult
@@ -225,6 +419,7 @@ redis_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_ms
   char ttl[24];
   redisReply *reply;
   long long result;
+  gboolean acked;
 
   rl_format_uint (ttl, ttl_ms);
 
@@ -235,22 +430,23 @@ redis_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_ms
     const char *argv[6] = { "SET", key, value, "NX", "PX", ttl };
     gboolean taken;
 
-    reply = call (self, 6, argv, NULL, timeout_ms, NULL, error);
+    reply = call (self, key, 6, argv, NULL, timeout_ms, NULL, wrote_set, &acked, error);
     if (reply == NULL)
       return RL_LEASE_ERROR;
     taken = reply->type == REDIS_REPLY_STATUS;
     freeReplyObject (reply);
     if (taken)
-      return RL_LEASE_OK;
+      return acked ? RL_LEASE_OK : unreplicated_acquisition (self, key, value, error);
   }
 
-  reply = run_script (self, &self->acquire, key, value, ttl, timeout_ms, error);
+  reply = run_script (self, &self->acquire, key, value, ttl, timeout_ms, wrote_acquire, &acked,
+                      error);
   if (reply == NULL)
     return RL_LEASE_ERROR;
   result = reply->integer;
   freeReplyObject (reply);
   if (result == RL_ACQUIRED)
-    return RL_LEASE_OK;
+    return acked ? RL_LEASE_OK : unreplicated_acquisition (self, key, value, error);
   *pttl_ms = result;
   return RL_LEASE_HELD;
 }
@@ -263,12 +459,20 @@ redis_renew (RlStore *store, const char *key, const char *value, gint64 ttl_ms, 
   redisReply *reply;
   gboolean kept;
 
+  gboolean acked;
+
   rl_format_uint (ttl, ttl_ms);
-  reply = run_script (self, &self->renew, key, value, ttl, 0, error);
+  reply = run_script (self, &self->renew, key, value, ttl, 0, wrote_renew, &acked, error);
   if (reply == NULL)
     return RL_LEASE_ERROR;
   kept = reply->integer == 1;
   freeReplyObject (reply);
+  if (kept && !acked)
+    {
+      /* Kept on the master, but a failover now could lose it: not confirmed. */
+      set_not_replicated (self, error, "renewal", key);
+      return RL_LEASE_ERROR;
+    }
   return kept ? RL_LEASE_OK : RL_LEASE_LOST;
 }
 
@@ -288,7 +492,7 @@ redis_release (RlStore *store, const char *key, const char *value, gint64 keep_t
                           rl_notifier_is_subscribed (self->notifier) ? "1" : "0", keep };
   redisReply *reply;
   long long result;
-  gboolean retried;
+  gboolean retried, acked;
 
   *others = FALSE;
   memcpy (channel, self->channel_prefix, prefix_len);
@@ -297,7 +501,7 @@ redis_release (RlStore *store, const char *key, const char *value, gint64 keep_t
     rl_format_uint (keep, keep_ttl_ms);
 
   reply = run_script_argv (self, &self->release, keep_ttl_ms > 0 ? 8 : 7, argv, 0, &retried,
-                           error);
+                           wrote_kept, &acked, error);
   if (reply == NULL)
     return RL_LEASE_ERROR;
   result = reply->integer;
@@ -308,6 +512,9 @@ redis_release (RlStore *store, const char *key, const char *value, gint64 keep_t
                "permission on the channels “%s*” (ACL `&%s*`). Locks are still released, but "
                "waiters elsewhere learn of it only by polling or when the holder's TTL ends",
                channel, self->channel_prefix, self->channel_prefix);
+  /* A kept streak too few replicas acknowledged ends with a release instead. */
+  if (result == RL_RELEASE_KEPT && !acked)
+    return redis_release (store, key, value, 0, others, error);
   if (result == RL_RELEASE_KEPT)
     return RL_LEASE_KEPT;
   if (result == RL_RELEASE_LOST && retried)
@@ -324,75 +531,269 @@ redis_release (RlStore *store, const char *key, const char *value, gint64 keep_t
   return result == RL_RELEASE_LOST ? RL_LEASE_LOST : RL_LEASE_OK;
 }
 
-/* Appends one renew per lease to the output buffer, then reads the N replies: one
- * write and one round trip for the whole batch. Leases the server answered NOSCRIPT
- * for are sent again by EVAL in a second batch. */
+/* The leases of one batch that one node serves, and the connection they go on. */
+typedef struct
+{
+  RlNode *node;
+  RlConn *conn;
+  GArray *items; /* guint: indexes into the batch, in the order they are sent */
+  guint next;    /* the position in items where the next reply's lease is looked for */
+  guint sent;    /* leases sent in the exchange under way */
+  guint answered; /* of them, answered: the reply after the last is WAIT's */
+  gboolean unreplicated; /* a WAIT counted too few replicas */
+} Group;
+
+/* Where each lease of a batch stands. */
+enum
+{
+  ITEM_UNSENT,
+  ITEM_SENT,     /* in the exchange under way */
+  ITEM_DONE,     /* results[i] is final */
+  ITEM_NOSCRIPT, /* to be sent again by EVAL */
+  ITEM_ROUTE,    /* redirected or "try again": to be renewed alone through call() */
+};
+
+typedef struct
+{
+  Group **groups; /* the groups of the exchange, by connection index */
+  guint8 *state;
+  RlLeaseResult *results;
+  gint64 min_replicas;
+} BatchReplies;
+
+static void
+on_batch_reply (guint g, redisReply *reply, gpointer user_data)
+{
+  BatchReplies *b = user_data;
+  Group *group = b->groups[g];
+  guint i;
+
+  if (group->answered == group->sent)
+    {
+      /* WAIT, after the renewals. */
+      if (reply->type != REDIS_REPLY_INTEGER || reply->integer < b->min_replicas)
+        group->unreplicated = TRUE;
+      freeReplyObject (reply);
+      return;
+    }
+  group->answered++;
+  /* Replies come in the order the leases were sent; leases not sent in this exchange
+   * have no reply. */
+  do
+    i = g_array_index (group->items, guint, group->next++);
+  while (b->state[i] != ITEM_SENT);
+  b->state[i] = ITEM_DONE;
+  if (reply->type == REDIS_REPLY_INTEGER)
+    b->results[i] = reply->integer == 1 ? RL_LEASE_OK : RL_LEASE_LOST;
+  else if (is_noscript (reply))
+    b->state[i] = ITEM_NOSCRIPT;
+  else if (reply->type == REDIS_REPLY_ERROR
+           && (rl_topology_classify_common (reply) == RL_REPLY_RETRY
+               || g_str_has_prefix (reply->str, "MOVED ") || g_str_has_prefix (reply->str, "ASK ")))
+    b->state[i] = ITEM_ROUTE;
+  freeReplyObject (reply);
+}
+
+/* Groups the leases of a batch by the node that serves each; a lease no node serves
+ * stays unconfirmed. */
+static GPtrArray *
+group_by_node (RlTopology *topology, guint n, const char *const *keys, GError **first_error)
+{
+  GPtrArray *groups = g_ptr_array_new ();
+
+  for (guint i = 0; i < n; i++)
+    {
+      g_autoptr (GError) local_error = NULL;
+      g_autoptr (RlNode) node = topology->vt->route (topology, keys[i], &local_error);
+      Group *group = NULL;
+
+      if (node == NULL)
+        {
+          if (*first_error == NULL)
+            *first_error = g_steal_pointer (&local_error);
+          continue;
+        }
+      for (guint g = 0; g < groups->len && group == NULL; g++)
+        if (((Group *) g_ptr_array_index (groups, g))->node == node)
+          group = g_ptr_array_index (groups, g);
+      if (group == NULL)
+        {
+          group = g_new0 (Group, 1);
+          group->node = rl_node_ref (node);
+          group->items = g_array_new (FALSE, FALSE, sizeof (guint));
+          g_ptr_array_add (groups, group);
+        }
+      g_array_append_val (group->items, i);
+    }
+  return groups;
+}
+
+/* Renews the leases in one pipelined batch per node that serves some of them (one on
+ * a single server, one per master on a Cluster), all nodes at once: one write and
+ * one round trip of wall time. Leases a node answered NOSCRIPT for are sent again by
+ * EVAL in a second exchange; leases that were redirected (a slot migrating) or met a
+ * "try again" answer are renewed one by one through call(), which follows the
+ * redirection. A node that cannot be reached leaves its leases unconfirmed
+ * (RL_LEASE_ERROR); the batch fails as a whole only when no node answered. */
 static gboolean
 redis_renew_batch (RlStore *store, guint n, const char *const *keys, const char *const *values,
                    const gint64 *ttls, RlLeaseResult *results, gint64 timeout_ms,
                    guint *round_trips, GError **error)
 {
-  RlRedisStore *self = (RlRedisStore *)store;
+  RlRedisStore *self = (RlRedisStore *) store;
+  RlTopology *topology = self->topology;
   RedisLockRegistryStats *stats = store->ctx->stats;
-  g_autofree gboolean *noscript = g_new0 (gboolean, n);
-  gboolean reused;
-  RlConn *conn;
-  guint pending = n;
-  gboolean by_eval = FALSE;
+  g_autoptr (GError) first_error = NULL;
+  g_autofree guint8 *state = g_new0 (guint8, n);
+  gint64 deadline = g_get_monotonic_time () + timeout_ms * 1000;
+  g_autoptr (GPtrArray) groups = NULL;
+  g_autofree RlConn **conns = NULL;
+  g_autofree guint *expected = NULL;
+  g_autofree gboolean *failed = NULL;
+  g_autofree Group **live = NULL;
+  BatchReplies b = { NULL, state, results, min_replicas (self) };
+  gboolean answered = FALSE;
 
   *round_trips = 0;
+  for (guint i = 0; i < n; i++)
+    results[i] = RL_LEASE_ERROR;
   if (n == 0)
     return TRUE;
-  conn = rl_pool_get (self->pool, timeout_ms, &reused, error);
-  if (conn == NULL)
-    return FALSE;
+  groups = group_by_node (topology, n, keys, &first_error);
+  conns = g_new0 (RlConn *, groups->len + 1);
+  expected = g_new0 (guint, groups->len + 1);
+  failed = g_new0 (gboolean, groups->len + 1);
+  live = g_new0 (Group *, groups->len + 1);
+  b.groups = live;
 
-  while (pending > 0)
+  for (int round = 0; round < 2; round++)
     {
-      guint sent = 0;
-      for (guint i = 0; i < n; i++)
+      guint wanted = round == 0 ? ITEM_UNSENT : ITEM_NOSCRIPT;
+      guint n_live = 0, sent = 0;
+
+      for (guint g = 0; g < groups->len; g++)
         {
-          char ttl[24];
-          const char *argv[6];
-          if (by_eval && !noscript[i])
+          Group *group = g_ptr_array_index (groups, g);
+          guint count = 0;
+
+          for (guint k = 0; k < group->items->len; k++)
+            count += state[g_array_index (group->items, guint, k)] == wanted;
+          if (count == 0)
             continue;
-          rl_format_uint (ttl, ttls[i]);
-          argv[0] = by_eval ? "EVAL" : "EVALSHA";
-          argv[1] = by_eval ? self->renew.text : self->renew.sha;
-          argv[2] = "1";
-          argv[3] = keys[i];
-          argv[4] = values[i];
-          argv[5] = ttl;
-          rl_conn_append (conn, 6, argv);
-          sent++;
+          if (group->conn == NULL)
+            {
+              g_autoptr (GError) local_error = NULL;
+              gboolean reused;
+              group->conn = rl_pool_get (group->node->pool, MAX (timeout_ms, 1), &reused,
+                                         &local_error);
+              if (group->conn == NULL)
+                {
+                  topology->vt->failed (topology, group->node);
+                  if (first_error == NULL)
+                    first_error = g_steal_pointer (&local_error);
+                  continue;
+                }
+            }
+          for (guint k = 0; k < group->items->len; k++)
+            {
+              guint i = g_array_index (group->items, guint, k);
+              char ttl[24];
+              const char *argv[6] = { round == 0 ? "EVALSHA" : "EVAL",
+                                      round == 0 ? self->renew.sha : self->renew.text,
+                                      "1",
+                                      keys[i],
+                                      values[i],
+                                      ttl };
+              if (state[i] != wanted)
+                continue;
+              rl_format_uint (ttl, ttls[i]);
+              rl_conn_append (group->conn, 6, argv);
+              state[i] = ITEM_SENT;
+            }
+          if (b.min_replicas > 0)
+            {
+              /* Every renewal above is acknowledged, or the group counts as unconfirmed. */
+              char count_s[24], timeout_s[24];
+              gint64 wait_ms = RL_ATOMIC_GET (store->ctx->replica_timeout_ms);
+              const char *wait[] = { "WAIT", count_s, timeout_s };
+              rl_format_uint (count_s, b.min_replicas);
+              rl_format_uint (timeout_s, MAX (MIN (wait_ms, timeout_ms * 3 / 4), 1));
+              rl_conn_append (group->conn, 3, wait);
+            }
+          group->next = 0;
+          group->sent = count;
+          group->answered = 0;
+          conns[n_live] = group->conn;
+          expected[n_live] = count + (b.min_replicas > 0 ? 1 : 0);
+          live[n_live++] = group;
+          sent += count;
         }
+      if (n_live == 0)
+        break;
       RL_ATOMIC_ADD (stats->round_trips, 1);
       RL_ATOMIC_ADD (stats->commands, sent);
       (*round_trips)++;
-      pending = 0;
-      for (guint i = 0; i < n; i++)
+      rl_conns_exchange (conns, n_live, expected,
+                         MAX ((deadline - g_get_monotonic_time ()) / 1000, 1), on_batch_reply, &b,
+                         failed);
+      for (guint k = 0; k < n_live; k++)
         {
-          redisReply *reply;
-          if (by_eval && !noscript[i])
-            continue;
-          if (redisGetReply (conn->c, (void **)&reply) != REDIS_OK)
+          Group *group = live[k];
+          if (!failed[k])
             {
-              rl_set_error_from_context (error, conn->c, "Renewing leases");
-              rl_pool_put (self->pool, conn);
-              return FALSE;
+              answered = TRUE;
+              continue;
             }
-          noscript[i] = !by_eval && is_noscript (reply);
-          if (noscript[i])
-            pending++;
-          else if (reply->type == REDIS_REPLY_INTEGER)
-            results[i] = reply->integer == 1 ? RL_LEASE_OK : RL_LEASE_LOST;
-          else
-            results[i] = RL_LEASE_ERROR;
-          freeReplyObject (reply);
+          if (first_error == NULL)
+            {
+              g_autofree char *what = g_strdup_printf ("Renewing leases on %s", group->node->name);
+              rl_set_error_from_context (&first_error, group->conn->c, what);
+            }
+          topology->vt->failed (topology, group->node);
+          for (guint j = 0; j < group->items->len; j++)
+            {
+              guint i = g_array_index (group->items, guint, j);
+              if (state[i] == ITEM_SENT)
+                state[i] = ITEM_DONE;
+            }
+          rl_pool_put (group->node->pool, group->conn);
+          group->conn = NULL;
         }
-      by_eval = TRUE;
     }
-  rl_pool_put (self->pool, conn);
+
+  for (guint g = 0; g < groups->len; g++)
+    {
+      Group *group = g_ptr_array_index (groups, g);
+      /* Renewed on the master alone: a failover now could lose them. */
+      for (guint k = 0; group->unreplicated && k < group->items->len; k++)
+        {
+          guint i = g_array_index (group->items, guint, k);
+          if (results[i] == RL_LEASE_OK)
+            results[i] = RL_LEASE_ERROR;
+        }
+      if (group->conn != NULL)
+        rl_pool_put (group->node->pool, group->conn);
+      rl_node_unref (group->node);
+      g_array_unref (group->items);
+      g_free (group);
+    }
+
+  /* Leases of a slot on the move: one by one, following the redirection. */
+  for (guint i = 0; i < n; i++)
+    {
+      g_autoptr (GError) local_error = NULL;
+      if (state[i] != ITEM_ROUTE || g_get_monotonic_time () >= deadline)
+        continue;
+      (*round_trips)++;
+      results[i] = redis_renew (store, keys[i], values[i], ttls[i], &local_error);
+      answered = answered || results[i] != RL_LEASE_ERROR;
+    }
+
+  if (!answered && first_error != NULL)
+    {
+      g_propagate_error (error, g_steal_pointer (&first_error));
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -405,7 +806,12 @@ redis_watch (RlStore *store, gint64 timeout_ms)
 static void
 redis_close (RlStore *store)
 {
-  rl_notifier_stop (((RlRedisStore *)store)->notifier);
+  RlRedisStore *self = (RlRedisStore *) store;
+
+  if (self->notifier != NULL)
+    rl_notifier_stop (self->notifier);
+  if (self->topology != NULL)
+    self->topology->vt->close (self->topology);
 }
 
 static void
@@ -414,7 +820,7 @@ redis_free (RlStore *store)
   RlRedisStore *self = (RlRedisStore *)store;
 
   rl_notifier_free (self->notifier);
-  rl_pool_free (self->pool);
+  rl_topology_free (self->topology);
   g_free (self->channel_prefix);
   g_free (self);
 }
@@ -440,8 +846,12 @@ read_lease (RlConn *conn, const char *key, gboolean skip_others, char **value, g
         ok = FALSE;
         break;
       }
+  /* Passed over in a listing: a key that is no string, and a key whose slot moved
+   * away after SCAN found it (its new owner lists it). */
   if (ok && skip_others && replies[0]->type == REDIS_REPLY_ERROR
-      && g_str_has_prefix (replies[0]->str, "WRONGTYPE"))
+      && (g_str_has_prefix (replies[0]->str, "WRONGTYPE")
+          || g_str_has_prefix (replies[0]->str, "MOVED ")
+          || g_str_has_prefix (replies[0]->str, "ASK ")))
     {
       *exists = FALSE;
       freeReplyObject (replies[0]);
@@ -467,34 +877,49 @@ read_lease (RlConn *conn, const char *key, gboolean skip_others, char **value, g
   return ok;
 }
 
+/* GET, then PTTL, each routed to the key's node (following a migration). */
 static gboolean
 redis_inspect (RlStore *store, const char *key, char **value, gint64 *pttl_ms, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *) store;
-  gboolean reused, exists = FALSE;
-  RlConn *conn = rl_pool_get (self->pool, 0, &reused, error);
+  const char *get[] = { "GET", key };
+  const char *pttl[] = { "PTTL", key };
+  redisReply *reply = call (self, key, 2, get, NULL, 0, NULL, NULL, NULL, error);
+  gboolean exists;
 
-  if (conn == NULL)
+  if (reply == NULL)
     return FALSE;
-  RL_ATOMIC_ADD (store->ctx->stats->round_trips, 1);
-  RL_ATOMIC_ADD (store->ctx->stats->commands, 2);
-  read_lease (conn, key, FALSE, value, pttl_ms, &exists, error);
-  rl_pool_put (self->pool, conn);
+  if (reply->type != REDIS_REPLY_STRING)
+    {
+      if (reply->type != REDIS_REPLY_NIL)
+        g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                     "Reading lock “%s”: unexpected reply", key);
+      freeReplyObject (reply);
+      return FALSE;
+    }
+  *value = g_strndup (reply->str, reply->len);
+  freeReplyObject (reply);
+  reply = call (self, key, 2, pttl, NULL, 0, NULL, NULL, NULL, error);
+  /* A key that vanished between GET and PTTL (-2) was released. */
+  exists = reply != NULL && reply->type == REDIS_REPLY_INTEGER && reply->integer != -2;
+  if (exists)
+    *pttl_ms = reply->integer;
+  else
+    g_clear_pointer (value, g_free);
+  if (reply != NULL)
+    freeReplyObject (reply);
   return exists;
 }
 
 static char *glob_escape (const char *prefix);
 
-/* SCAN for `registry_key:*`, then GET + PTTL of each batch of keys found. */
+/* SCAN @node for @pattern, then GET + PTTL of each key found. */
 static gboolean
-redis_list (RlStore *store, GArray *entries, GError **error)
+list_node (RlStore *store, RlNode *node, const char *pattern, GArray *entries, GError **error)
 {
-  RlRedisStore *self = (RlRedisStore *) store;
-  g_autofree char *prefix = g_strconcat (store->registry_key, ":", NULL);
-  g_autofree char *pattern = glob_escape (prefix);
   g_autofree char *cursor = g_strdup ("0");
   gboolean reused, ok = TRUE;
-  RlConn *conn = rl_pool_get (self->pool, 0, &reused, error);
+  RlConn *conn = rl_pool_get (node->pool, 0, &reused, error);
 
   if (conn == NULL)
     return FALSE;
@@ -543,8 +968,25 @@ redis_list (RlStore *store, GArray *entries, GError **error)
       freeReplyObject (reply);
     }
   while (ok && strcmp (cursor, "0") != 0);
-  rl_pool_put (self->pool, conn);
+  rl_pool_put (node->pool, conn);
   return ok;
+}
+
+/* Every master's keys `registry_key:*` (on a Cluster, each master holds its slots'). */
+static gboolean
+redis_list (RlStore *store, GArray *entries, GError **error)
+{
+  RlRedisStore *self = (RlRedisStore *) store;
+  g_autofree char *prefix = g_strconcat (store->registry_key, ":", NULL);
+  g_autofree char *pattern = glob_escape (prefix);
+  g_autoptr (GPtrArray) masters = self->topology->vt->masters (self->topology, error);
+
+  if (masters == NULL)
+    return FALSE;
+  for (guint i = 0; i < masters->len; i++)
+    if (!list_node (store, g_ptr_array_index (masters, i), pattern, entries, error))
+      return FALSE;
+  return TRUE;
 }
 
 static const RlStoreVTable redis_store_vtable = {
@@ -576,22 +1018,22 @@ glob_escape (const char *prefix)
   return g_string_free (out, FALSE);
 }
 
-/* Checks the server now, so that redis_lock_registry_new() fails early and clearly:
+/* Checks a node now, so that redis_lock_registry_new() fails early and clearly:
  * connect, AUTH, SELECT, then in one round trip load the three scripts (so the first
  * watchdog tick or release does not pay a NOSCRIPT retry) and PING. A server that
  * refuses SCRIPT LOAD still works: EVALSHA falls back to EVAL. The connection stays
  * in the pool for the first lock. */
-static RlStore *
-redis_store_open (RlRedisStore *self, GError **error)
+static gboolean
+check_node (RlRedisStore *self, RlNode *node, GError **error)
 {
   const RlScript *scripts[] = { &self->acquire, &self->release, &self->renew };
   const char *ping[] = { "PING" };
   gboolean reused;
-  RlConn *conn = rl_pool_get (self->pool, 0, &reused, error);
+  RlConn *conn = rl_pool_get (node->pool, 0, &reused, error);
   redisReply *reply = NULL;
 
   if (conn == NULL)
-    return NULL;
+    return FALSE;
   for (gsize i = 0; i < G_N_ELEMENTS (scripts); i++)
     {
       const char *load[] = { "SCRIPT", "LOAD", scripts[i]->text };
@@ -600,11 +1042,12 @@ redis_store_open (RlRedisStore *self, GError **error)
   rl_conn_append (conn, 1, ping);
   for (gsize i = 0; i <= G_N_ELEMENTS (scripts); i++)
     {
-      if (redisGetReply (conn->c, (void **)&reply) != REDIS_OK)
+      if (redisGetReply (conn->c, (void **) &reply) != REDIS_OK)
         {
-          rl_set_error_from_context (error, conn->c, "Checking the Redis server");
-          rl_pool_put (self->pool, conn);
-          return NULL;
+          g_autofree char *what = g_strdup_printf ("Checking the Redis server at %s", node->name);
+          rl_set_error_from_context (error, conn->c, what);
+          rl_pool_put (node->pool, conn);
+          return FALSE;
         }
       if (i < G_N_ELEMENTS (scripts))
         {
@@ -613,18 +1056,30 @@ redis_store_open (RlRedisStore *self, GError **error)
           freeReplyObject (reply);
         }
     }
-  rl_pool_put (self->pool, conn);
-  if (reply->type == REDIS_REPLY_ERROR)
-    {
-      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS, "Redis refused PING: %s",
-                   reply->str);
-      freeReplyObject (reply);
-      return NULL;
-    }
-  freeReplyObject (reply);
+  rl_pool_put (node->pool, conn);
   RL_ATOMIC_ADD (self->parent.ctx->stats->round_trips, 1);
   RL_ATOMIC_ADD (self->parent.ctx->stats->commands, 4);
-  return &self->parent;
+  if (reply->type == REDIS_REPLY_ERROR)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                   "Redis at %s refused PING: %s", node->name, reply->str);
+      freeReplyObject (reply);
+      return FALSE;
+    }
+  freeReplyObject (reply);
+  return TRUE;
+}
+
+/* The topology says the master changed (a failover): waiters and the watchdog are
+ * told that any lease may have gone (the registry then checks every held lease at
+ * once), and the subscription moves to the new master. */
+static void
+on_topology_changed (gpointer user_data)
+{
+  RlRedisStore *self = user_data;
+
+  rl_notifier_restart (self->notifier);
+  self->parent.released (NULL, self->parent.released_data);
 }
 
 RlStore *
@@ -632,11 +1087,12 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
                      RlStoreContext *ctx, RlStoreReleasedFunc released, gpointer released_data,
                      GError **error)
 {
-  RlConnConfig config;
+  RlUrl parsed;
   RlRedisStore *self;
   g_autofree char *pattern = NULL;
+  g_autoptr (GPtrArray) masters = NULL;
 
-  if (!rl_conn_config_parse (url, &config, error))
+  if (!rl_url_parse (url, &parsed, error))
     return NULL;
 
   self = g_new0 (RlRedisStore, 1);
@@ -646,15 +1102,25 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
   self->parent.ctx = ctx;
   self->parent.released = released;
   self->parent.released_data = released_data;
-  self->pool = rl_pool_new (&config, ctx);
   self->channel_prefix = g_strconcat (registry_key, "-channel:", NULL);
   script_init (&self->acquire, acquire_script);
   script_init (&self->release, release_script);
   script_init (&self->renew, renew_script);
+  self->topology = rl_topology_open (&parsed, ctx, on_topology_changed, self, error);
+  rl_url_clear (&parsed);
+  if (self->topology == NULL)
+    {
+      rl_store_free (&self->parent);
+      return NULL;
+    }
   pattern = glob_escape (self->channel_prefix);
-  self->notifier = rl_notifier_new (&self->parent, self->pool, pattern);
+  self->notifier = rl_notifier_new (&self->parent, self->topology, pattern);
 
-  if (redis_store_open (self, error) == NULL)
+  masters = self->topology->vt->masters (self->topology, error);
+  for (guint i = 0; masters != NULL && i < masters->len; i++)
+    if (!check_node (self, g_ptr_array_index (masters, i), error))
+      g_clear_pointer (&masters, g_ptr_array_unref);
+  if (masters == NULL)
     {
       rl_store_free (&self->parent);
       return NULL;

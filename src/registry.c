@@ -325,6 +325,15 @@ redis_lock_registry_set_command_timeout_ms (RedisLockRegistry *registry, gint64 
 }
 
 void
+redis_lock_registry_set_min_replicas (RedisLockRegistry *registry, guint n, gint64 timeout_ms)
+{
+  g_return_if_fail (registry != NULL);
+  g_return_if_fail (n == 0 || timeout_ms > 0);
+  RL_ATOMIC_SET (registry->store_ctx.replica_timeout_ms, n > 0 ? timeout_ms : 0);
+  RL_ATOMIC_SET (registry->store_ctx.min_replicas, (gint64) n);
+}
+
+void
 redis_lock_registry_set_lease_lost_callback (RedisLockRegistry *registry,
                                              RedisLockLeaseLostFunc func,
                                              gpointer user_data,

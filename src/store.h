@@ -45,6 +45,8 @@ typedef struct
 {
   gint64 connect_timeout_ms; /* atomic */
   gint64 command_timeout_ms; /* atomic */
+  gint64 min_replicas;       /* atomic: replicas that must acknowledge a write; 0: none */
+  gint64 replica_timeout_ms; /* atomic: how long WAIT waits for them */
   RedisLockRegistryStats *stats;
 } RlStoreContext;
 

@@ -37,6 +37,9 @@ G_BEGIN_DECLS
  *   in use.
  * @REDIS_LOCK_ERROR_FORKED: a registry was used in a child process after fork().
  * @REDIS_LOCK_ERROR_CLOSED: the registry was closed.
+ * @REDIS_LOCK_ERROR_NOT_REPLICATED: fewer replicas than
+ *   redis_lock_registry_set_min_replicas() asks for acknowledged the acquisition within
+ *   its timeout; the lease was released again.
  *
  * Error codes of the %REDIS_LOCK_ERROR domain.
  */
@@ -50,6 +53,7 @@ typedef enum
   REDIS_LOCK_ERROR_CACHE_FULL,
   REDIS_LOCK_ERROR_FORKED,
   REDIS_LOCK_ERROR_CLOSED,
+  REDIS_LOCK_ERROR_NOT_REPLICATED,
 } RedisLockErrorCode;
 
 /**

@@ -244,6 +244,33 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_command_timeout_ms (RedisLockRegi
                                                                    gint64 ms);
 
 /**
+ * redis_lock_registry_set_min_replicas:
+ * @registry: a registry
+ * @n: replicas that must acknowledge each write of a lease; 0 turns the check off
+ *   (the default)
+ * @timeout_ms: how long to wait for them, > 0 when @n > 0
+ *
+ * Replica acknowledgement. With @n > 0, an acquisition, a kept streak and a renewal
+ * count only once at least @n replicas of the master acknowledged the write: `WAIT n
+ * timeout_ms` runs on the same connection right after it. An acquisition that too few
+ * replicas acknowledge within @timeout_ms is released again and fails with
+ * %REDIS_LOCK_ERROR_NOT_REPLICATED (redis_lock_lock() and redis_lock_try_lock_for() do
+ * not retry it, as for any other failure); a kept streak that too few acknowledge
+ * releases the lease instead of keeping it; a renewal that too few acknowledge counts
+ * as unconfirmed, so the lease is lost once it stays unconfirmed past its TTL minus the
+ * drift margin, as when the server cannot be reached.
+ *
+ * It narrows, and does not close, the window in which a failover loses a lease:
+ * `WAIT` makes Redis wait for the copies, not agree on them, and a replica that
+ * acknowledged may still lose the election to one that did not. On a Cluster, each
+ * key's own master and replicas are asked. The `memory://` store has no replicas:
+ * with @n > 0 every acquisition there fails with %REDIS_LOCK_ERROR_NOT_REPLICATED.
+ */
+REDIS_LOCK_EXPORT void redis_lock_registry_set_min_replicas (RedisLockRegistry *registry,
+                                                             guint n,
+                                                             gint64 timeout_ms);
+
+/**
  * redis_lock_registry_set_lease_lost_callback:
  * @registry: a registry
  * @func: (nullable): called once per lost lease, see #RedisLockLeaseLostFunc
