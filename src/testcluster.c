@@ -17,7 +17,7 @@
  * each replica once it knows its master. Replicas sync diskless with no delay (Redis 7
  * waits 5 s by default for more replicas to share the transfer).
  *
- * Nothing waits a fixed time for the cluster's state: wait_until() polls every node
+ * Nothing waits a fixed time for the cluster's state: rl_test_wait_until() polls every node
  * every few milliseconds over cached connections with timeouts, until the check holds
  * or the deadline passes, and a timeout says which node was not there yet and why.
  * "Whole" (check_whole()) means what a test needs before it acts: every running node
@@ -51,8 +51,6 @@
 #define MIGRATE_TIMEOUT_MS 5000
 /* Keys moved per MIGRATE while finishing a migration. */
 #define MIGRATE_BATCH 100
-/* Pause between two looks at the cluster. */
-#define POLL_US (5 * 1000)
 /* How long the cluster may take to form, and to agree on a migrated slot. */
 #define FORM_TIMEOUT_MS 30000
 #define AGREE_TIMEOUT_MS 10000
@@ -349,54 +347,7 @@ view_myself (const View *view)
   return NULL;
 }
 
-/* The field @name of an INFO-style reply ("name:value\r\n" lines), or NULL. */
-static char *
-info_field (const char *info, const char *name)
-{
-  gsize len = strlen (name);
-
-  const char *p = info;
-
-  while (p != NULL)
-    {
-      if (strncmp (p, name, len) == 0 && p[len] == ':')
-        return g_strndup (p + len + 1, strcspn (p + len + 1, "\r\n"));
-      p = strchr (p, '\n');
-      if (p != NULL)
-        p++;
-    }
-  return NULL;
-}
-
 /* --- Waiting for the cluster ------------------------------------------------------- */
-
-/* One look at the cluster: TRUE when the condition holds, else FALSE with what is
- * missing in @why. */
-typedef gboolean (*CheckFunc) (RedisLockTestCluster *cluster, gpointer data, GString *why);
-
-/* Polls @check until it holds or @timeout_ms pass (G_IO_ERROR_TIMED_OUT, saying what
- * was still missing: @what and the last answer of @check). */
-static gboolean
-wait_until (RedisLockTestCluster *cluster, CheckFunc check, gpointer data, gint64 timeout_ms,
-            const char *what, GError **error)
-{
-  gint64 deadline = g_get_monotonic_time () + timeout_ms * G_TIME_SPAN_MILLISECOND;
-  g_autoptr (GString) why = g_string_new (NULL);
-
-  for (;;)
-    {
-      g_string_truncate (why, 0);
-      if (check (cluster, data, why))
-        return TRUE;
-      if (g_get_monotonic_time () >= deadline)
-        {
-          g_set_error (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
-                       "%s within %" G_GINT64_FORMAT " ms: %s", what, timeout_ms, why->str);
-          return FALSE;
-        }
-      g_usleep (POLL_US);
-    }
-}
 
 /* The views of the running nodes (views[i].lines NULL for the others); FALSE with
  * @why when a running node does not answer. */
@@ -430,8 +381,9 @@ clear_views (RedisLockTestCluster *cluster, View *views)
 /* Every running node knows every node (no handshake left) and is linked to every
  * running one: the cluster has met. */
 static gboolean
-check_met (RedisLockTestCluster *cluster, gpointer data, GString *why)
+check_met (gpointer data, GString *why)
 {
+  RedisLockTestCluster *cluster = data;
   View *views = g_new0 (View, cluster->n_nodes);
   gboolean ok = get_views (cluster, views, why);
 
@@ -456,8 +408,9 @@ check_met (RedisLockTestCluster *cluster, gpointer data, GString *why)
 
 /* The cluster is whole: see the opening comment. */
 static gboolean
-check_whole (RedisLockTestCluster *cluster, gpointer data, GString *why)
+check_whole (gpointer data, GString *why)
 {
+  RedisLockTestCluster *cluster = data;
   View *views = g_new0 (View, cluster->n_nodes);
   gboolean ok = get_views (cluster, views, why);
   int first = -1;
@@ -479,7 +432,7 @@ check_whole (RedisLockTestCluster *cluster, gpointer data, GString *why)
           ok = FALSE;
           break;
         }
-      state = info_field (info, "cluster_state");
+      state = rl_test_info_field (info, "cluster_state");
       if (g_strcmp0 (state, "ok") != 0)
         {
           g_string_printf (why, "node %u says cluster_state:%s", i, state ? state : "?");
@@ -547,7 +500,7 @@ check_whole (RedisLockTestCluster *cluster, gpointer data, GString *why)
         {
           g_autofree char *replication = node_string (cluster, i, &error, "INFO replication");
           g_autofree char *link
-              = replication ? info_field (replication, "master_link_status") : NULL;
+              = replication ? rl_test_info_field (replication, "master_link_status") : NULL;
 
           if (replication == NULL)
             {
@@ -576,7 +529,7 @@ redis_lock_test_cluster_wait_ok (RedisLockTestCluster *cluster, gint64 timeout_m
 {
   g_return_val_if_fail (cluster != NULL, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-  return wait_until (cluster, check_whole, NULL, timeout_ms, "The cluster is not whole", error);
+  return rl_test_wait_until (check_whole, cluster, timeout_ms, "The cluster is not whole", error);
 }
 
 /* --- Making the cluster ------------------------------------------------------------ */
@@ -679,14 +632,14 @@ form (RedisLockTestCluster *cluster, GError **error)
       if (!node_run (cluster, i, error, "CLUSTER MEET 127.0.0.1 %d %d",
                      cluster->nodes[j].process->port, cluster->nodes[j].bus_port))
         return FALSE;
-  if (!wait_until (cluster, check_met, NULL, FORM_TIMEOUT_MS, "The cluster nodes did not meet",
+  if (!rl_test_wait_until (check_met, cluster, FORM_TIMEOUT_MS, "The cluster nodes did not meet",
                    error))
     return FALSE;
   for (guint r = cluster->n_masters; r < cluster->n_nodes; r++)
     if (!node_run (cluster, r, error, "CLUSTER REPLICATE %s",
                    cluster->nodes[intended_master (cluster, r)].id))
       return FALSE;
-  return wait_until (cluster, check_whole, NULL, FORM_TIMEOUT_MS, "The cluster did not form",
+  return rl_test_wait_until (check_whole, cluster, FORM_TIMEOUT_MS, "The cluster did not form",
                      error);
 }
 
@@ -1000,15 +953,62 @@ migrate_remaining_keys (RedisLockTestCluster *cluster, const Migration *m, GErro
 
 typedef struct
 {
+  RedisLockTestCluster *cluster;
   guint slot;
   int owner;
 } SlotOwner;
 
 /* Every running master says @data->owner owns @data->slot. */
+/* Whether every running node knows the same current epoch. A migration's new owner
+ * takes an epoch above every epoch it knows; until the last bump has reached every
+ * node, the next one could take an epoch that a late message of the former owner
+ * beats, and the slot would flip back on some nodes. */
 static gboolean
-check_slot_owner (RedisLockTestCluster *cluster, gpointer data, GString *why)
+check_epochs_agree (gpointer data, GString *why)
+{
+  RedisLockTestCluster *cluster = data;
+  g_autofree char *first = NULL;
+
+  for (guint i = 0; i < cluster->n_nodes; i++)
+    {
+      GError *error = NULL;
+      redisReply *reply;
+      g_autofree char *epoch = NULL;
+
+      if (!node_is_up (cluster, i))
+        continue;
+      reply = node_command (cluster, i, &error, "CLUSTER INFO");
+      if (reply == NULL)
+        {
+          g_string_printf (why, "%s", error->message);
+          g_error_free (error);
+          return FALSE;
+        }
+      epoch = reply->type == REDIS_REPLY_STRING
+                  ? rl_test_info_field (reply->str, "cluster_current_epoch")
+                  : NULL;
+      freeReplyObject (reply);
+      if (epoch == NULL)
+        {
+          g_string_printf (why, "node %u tells no cluster_current_epoch", i);
+          return FALSE;
+        }
+      if (first == NULL)
+        first = g_steal_pointer (&epoch);
+      else if (strcmp (first, epoch) != 0)
+        {
+          g_string_printf (why, "node %u knows epoch %s, another %s", i, epoch, first);
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+static gboolean
+check_slot_owner (gpointer data, GString *why)
 {
   const SlotOwner *want = data;
+  RedisLockTestCluster *cluster = want->cluster;
 
   for (guint i = 0; i < cluster->n_nodes; i++)
     {
@@ -1081,10 +1081,13 @@ redis_lock_test_cluster_migrate_slot_finish (RedisLockTestCluster *cluster, guin
           node_run (cluster, i, NULL, "CLUSTER SETSLOT %u NODE %s", slot, to_id);
         view_clear (&view);
       }
+  want.cluster = cluster;
   want.slot = slot;
   want.owner = (int)m.to;
-  return wait_until (cluster, check_slot_owner, &want, AGREE_TIMEOUT_MS,
-                     "The masters did not agree on the migrated slot", error);
+  return rl_test_wait_until (check_slot_owner, &want, AGREE_TIMEOUT_MS,
+                             "The masters did not agree on the migrated slot", error)
+         && rl_test_wait_until (check_epochs_agree, cluster, AGREE_TIMEOUT_MS,
+                                "The nodes did not agree on the current epoch", error);
 }
 
 gboolean
