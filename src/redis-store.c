@@ -305,6 +305,7 @@ call (RlRedisStore *self, const char *key, int argc, const char **argv, const Rl
       if ((kind == RL_REPLY_MOVED || kind == RL_REPLY_ASK) && redirects < RL_MAX_REDIRECTS
           && g_get_monotonic_time () < deadline)
         {
+          g_debug ("%s from %s: %s", argv[0], node->name, reply->str);
           rl_node_unref (node);
           node = target;
           asking = kind == RL_REPLY_ASK;
