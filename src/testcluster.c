@@ -15,11 +15,13 @@
  * nodes 0 … n_masters − 1 in that order (CLUSTER ADDSLOTSRANGE), every node MEETs every
  * later one (so nobody waits for gossip to learn a peer), then CLUSTER REPLICATE on
  * each replica once it knows its master. Replicas sync diskless with no delay (Redis 7
- * waits 5 s by default for more replicas to share the transfer).
+ * waits 5 s by default for more replicas to share the transfer) and load straight from
+ * the socket, so no node ever writes a dump.rdb that a restart would load: a restarted
+ * node comes back empty, as persistence off promises.
  *
- * Nothing waits a fixed time for the cluster's state: rl_test_wait_until() polls every node
- * every few milliseconds over cached connections with timeouts, until the check holds
- * or the deadline passes, and a timeout says which node was not there yet and why.
+ * Nothing waits a fixed time for the cluster's state: rl_test_wait_until() polls every
+ * node every few milliseconds over cached connections with timeouts, until the check
+ * holds or the deadline passes, and a timeout says which node was not there yet and why.
  * "Whole" (check_whole()) means what a test needs before it acts: every running node
  * says cluster_state:ok, knows all nodes and sees no running node failing, the running
  * nodes agree on the owner of every slot and on who replicates whom, every owner runs,
@@ -27,7 +29,10 @@
  * is the truth about its role, CLUSTER NODES the only source of views (slots included),
  * so one reply per node and poll is parsed. Note that a master refuses to report
  * cluster_state:ok during its first two seconds (Redis's writable delay), which bounds
- * how fast a cluster forms or a restarted master rejoins.
+ * how fast a cluster forms or a restarted master rejoins. A migration is over when
+ * every running master names the new owner and every running node knows the same
+ * current epoch (check_epochs_agree()), so the next migration starts from a settled
+ * cluster.
  *
  * The slot of a key is computed here with its own CRC16 (redis_lock_test_cluster_key_slot())
  * so a test checks the library's routing against an independent implementation.
@@ -554,6 +559,7 @@ write_node_conf (RedisLockTestCluster *cluster, guint node, GError **error)
                           "appendonly no\n"
                           "repl-diskless-sync yes\n"
                           "repl-diskless-sync-delay 0\n"
+                          "repl-diskless-load swapdb\n"
                           "daemonize no\n"
                           "logfile \"\"\n"
                           "dir ",
@@ -633,14 +639,14 @@ form (RedisLockTestCluster *cluster, GError **error)
                      cluster->nodes[j].process->port, cluster->nodes[j].bus_port))
         return FALSE;
   if (!rl_test_wait_until (check_met, cluster, FORM_TIMEOUT_MS, "The cluster nodes did not meet",
-                   error))
+                           error))
     return FALSE;
   for (guint r = cluster->n_masters; r < cluster->n_nodes; r++)
     if (!node_run (cluster, r, error, "CLUSTER REPLICATE %s",
                    cluster->nodes[intended_master (cluster, r)].id))
       return FALSE;
   return rl_test_wait_until (check_whole, cluster, FORM_TIMEOUT_MS, "The cluster did not form",
-                     error);
+                             error);
 }
 
 RedisLockTestCluster *
@@ -958,7 +964,6 @@ typedef struct
   int owner;
 } SlotOwner;
 
-/* Every running master says @data->owner owns @data->slot. */
 /* Whether every running node knows the same current epoch. A migration's new owner
  * takes an epoch above every epoch it knows; until the last bump has reached every
  * node, the next one could take an epoch that a late message of the former owner
@@ -1004,6 +1009,7 @@ check_epochs_agree (gpointer data, GString *why)
   return TRUE;
 }
 
+/* Every running master says @data->owner owns @data->slot. */
 static gboolean
 check_slot_owner (gpointer data, GString *why)
 {

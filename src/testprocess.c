@@ -58,8 +58,9 @@
 #define REDIS_SERVER_PATH "no"
 #endif
 
-/* Pause between two readiness probes. */
+/* Pause between two readiness probes, and between two looks of rl_test_wait_until(). */
 #define READY_POLL_US (5 * 1000)
+#define WAIT_POLL_US (5 * 1000)
 /* Timeout of one readiness probe, on connecting and on the reply. */
 #define PROBE_TIMEOUT_MS 250
 
@@ -630,6 +631,45 @@ rl_test_process_command_argv (RlTestProcess *process, int timeout_ms, int argc, 
   if (c == NULL)
     return NULL;
   return check_reply (process, redisCommandArgv (c, argc, argv, argv_len), error);
+}
+
+char *
+rl_test_info_field (const char *info, const char *name)
+{
+  gsize len = strlen (name);
+  const char *p = info;
+
+  while (p != NULL)
+    {
+      if (strncmp (p, name, len) == 0 && p[len] == ':')
+        return g_strndup (p + len + 1, strcspn (p + len + 1, "\r\n"));
+      p = strchr (p, '\n');
+      if (p != NULL)
+        p++;
+    }
+  return NULL;
+}
+
+gboolean
+rl_test_wait_until (RlTestCheckFunc check, gpointer data, gint64 timeout_ms, const char *what,
+                    GError **error)
+{
+  gint64 deadline = g_get_monotonic_time () + timeout_ms * G_TIME_SPAN_MILLISECOND;
+  g_autoptr (GString) why = g_string_new (NULL);
+
+  for (;;)
+    {
+      g_string_truncate (why, 0);
+      if (check (data, why))
+        return TRUE;
+      if (g_get_monotonic_time () >= deadline)
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
+                       "%s within %" G_GINT64_FORMAT " ms: %s", what, timeout_ms, why->str);
+          return FALSE;
+        }
+      g_usleep (WAIT_POLL_US);
+    }
 }
 
 void

@@ -94,6 +94,19 @@ redisReply *rl_test_process_command_argv (RlTestProcess *process, int timeout_ms
                                           const char **argv, const size_t *argv_len,
                                           GError **error);
 
+/* The value of the field @name in an INFO-style reply ("name:value\r\n" lines), or
+ * NULL. Free with g_free(). */
+char *rl_test_info_field (const char *info, const char *name);
+
+/* One look at a deployment: TRUE when the condition holds, else FALSE with what is
+ * still missing written in @why. */
+typedef gboolean (*RlTestCheckFunc) (gpointer data, GString *why);
+
+/* Calls @check every few milliseconds until it holds; after @timeout_ms fails with
+ * G_IO_ERROR_TIMED_OUT, a message made of @what and the last @why. */
+gboolean rl_test_wait_until (RlTestCheckFunc check, gpointer data, gint64 timeout_ms,
+                             const char *what, GError **error);
+
 /* Stops the process, removes its directory and frees @process. */
 void rl_test_process_free (RlTestProcess *process);
 

@@ -475,6 +475,210 @@ test_cluster_failover (void)
   g_assert_cmpint (redis_lock_test_cluster_get_slot_owner (cluster, slot), ==, replica);
 }
 
+/* --- Sentinel ---------------------------------------------------------------------- */
+
+#define N_REPLICAS 2
+#define N_SENTINELS 3
+
+/* The deployment the Sentinel tests share: a master, 2 replicas, 3 Sentinels. */
+static RedisLockTestSentinel *shared_sentinel;
+static gboolean sentinel_skipped;
+
+static RedisLockTestSentinel *
+get_sentinel (void)
+{
+  if (shared_sentinel == NULL && !sentinel_skipped)
+    {
+      gint64 start = g_get_monotonic_time ();
+
+      shared_sentinel = redis_lock_test_sentinel_new_or_skip (N_REPLICAS, N_SENTINELS);
+      sentinel_skipped = shared_sentinel == NULL;
+      if (shared_sentinel != NULL)
+        g_test_message ("Sentinel deployment up in %" G_GINT64_FORMAT " ms",
+                        (g_get_monotonic_time () - start) / 1000);
+    }
+  else if (sentinel_skipped)
+    g_test_skip ("redis-server is not installed");
+  return shared_sentinel;
+}
+
+/* The port of data node @node, from its URL. */
+static int
+node_port (RedisLockTestSentinel *sentinel, guint node)
+{
+  const char *url = redis_lock_test_sentinel_get_node_url (sentinel, node);
+
+  g_assert_true (g_str_has_prefix (url, "redis://127.0.0.1:"));
+  return (int)g_ascii_strtoll (url + strlen ("redis://127.0.0.1:"), NULL, 10);
+}
+
+/* The port of Sentinel @index, from the deployment's URL. */
+static int
+sentinel_port (RedisLockTestSentinel *sentinel, guint index)
+{
+  const char *url = redis_lock_test_sentinel_get_url (sentinel);
+  g_auto (GStrv) hosts = NULL;
+  g_autofree char *list = NULL;
+
+  g_assert_true (g_str_has_prefix (url, "redis-sentinel://"));
+  list = g_strndup (url + strlen ("redis-sentinel://"),
+                    strcspn (url, "#") - strlen ("redis-sentinel://"));
+  hosts = g_strsplit (list, ",", -1);
+  g_assert_cmpuint (index, <, g_strv_length (hosts));
+  g_assert_true (g_str_has_prefix (hosts[index], "127.0.0.1:"));
+  return (int)g_ascii_strtoll (hosts[index] + strlen ("127.0.0.1:"), NULL, 10);
+}
+
+/* The port Sentinel @index names for the master. */
+static int
+port_named_by (RedisLockTestSentinel *sentinel, guint index)
+{
+  redisReply *reply
+      = command_on (sentinel_port (sentinel, index), "SENTINEL get-master-addr-by-name %s",
+                    redis_lock_test_sentinel_get_master_name (sentinel));
+  int port;
+
+  g_assert_cmpint (reply->type, ==, REDIS_REPLY_ARRAY);
+  g_assert_cmpuint (reply->elements, ==, 2);
+  g_assert_cmpstr (reply->element[0]->str, ==, "127.0.0.1");
+  port = (int)g_ascii_strtoll (reply->element[1]->str, NULL, 10);
+  freeReplyObject (reply);
+  return port;
+}
+
+static void
+test_sentinel_forms (void)
+{
+  RedisLockTestSentinel *sentinel;
+  g_autoptr (GString) url = g_string_new ("redis-sentinel://");
+
+  g_test_summary ("A master, two replicas and three Sentinels come up: node 0 is master, the "
+                  "others replicate it, every Sentinel names it and knows every replica.");
+  sentinel = get_sentinel ();
+  if (sentinel == NULL)
+    return;
+
+  g_assert_cmpuint (redis_lock_test_sentinel_get_n_nodes (sentinel), ==, 1 + N_REPLICAS);
+  g_assert_cmpstr (redis_lock_test_sentinel_get_master_name (sentinel), ==, "mymaster");
+  g_assert_cmpint (redis_lock_test_sentinel_get_master (sentinel), ==, 0);
+  for (guint i = 0; i <= N_REPLICAS; i++)
+    {
+      g_autofree char *role = role_of (node_port (sentinel, i));
+
+      g_assert_cmpint (redis_lock_test_sentinel_get_pid (sentinel, i), >, 0);
+      g_assert_cmpstr (role, ==, i == 0 ? "master" : "slave");
+    }
+  for (guint s = 0; s < N_SENTINELS; s++)
+    {
+      g_autofree char *role = role_of (sentinel_port (sentinel, s));
+      redisReply *reply;
+
+      g_assert_cmpstr (role, ==, "sentinel");
+      g_assert_cmpint (port_named_by (sentinel, s), ==, node_port (sentinel, 0));
+      reply = command_on (sentinel_port (sentinel, s), "SENTINEL REPLICAS mymaster");
+      g_assert_cmpint (reply->type, ==, REDIS_REPLY_ARRAY);
+      g_assert_cmpuint (reply->elements, ==, N_REPLICAS);
+      freeReplyObject (reply);
+      g_string_append_printf (url, "%s127.0.0.1:%d", s > 0 ? "," : "", sentinel_port (sentinel, s));
+    }
+  g_string_append (url, "#mymaster");
+  g_assert_cmpstr (redis_lock_test_sentinel_get_url (sentinel), ==, url->str);
+}
+
+static void
+test_sentinel_restart_replica (void)
+{
+  RedisLockTestSentinel *sentinel;
+  g_autoptr (GError) error = NULL;
+  redisReply *reply;
+
+  g_test_summary ("A data node stopped and started again answers on its port.");
+  sentinel = get_sentinel ();
+  if (sentinel == NULL)
+    return;
+
+  redis_lock_test_sentinel_stop_node (sentinel, N_REPLICAS);
+  g_assert_cmpint (redis_lock_test_sentinel_get_pid (sentinel, N_REPLICAS), ==, 0);
+  redis_lock_test_sentinel_stop_node (sentinel, N_REPLICAS);
+  g_assert_true (redis_lock_test_sentinel_start_node (sentinel, N_REPLICAS, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (redis_lock_test_sentinel_get_pid (sentinel, N_REPLICAS), >, 0);
+  reply = command_on (node_port (sentinel, N_REPLICAS), "PING");
+  g_assert_cmpstr (reply->str, ==, "PONG");
+  freeReplyObject (reply);
+
+  redis_lock_test_sentinel_pause_node (sentinel, N_REPLICAS);
+  redis_lock_test_sentinel_resume_node (sentinel, N_REPLICAS);
+  reply = command_on (node_port (sentinel, N_REPLICAS), "PING");
+  g_assert_cmpstr (reply->str, ==, "PONG");
+  freeReplyObject (reply);
+  g_assert_cmpint (redis_lock_test_sentinel_get_master (sentinel), ==, 0);
+}
+
+static void
+test_sentinel_failover (void)
+{
+  RedisLockTestSentinel *sentinel;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *role = NULL;
+  gint64 start;
+  int master;
+
+  g_test_summary ("failover() returns a new master that answers ROLE as master and that every "
+                  "Sentinel names.");
+  sentinel = get_sentinel ();
+  if (sentinel == NULL)
+    return;
+
+  start = g_get_monotonic_time ();
+  master = redis_lock_test_sentinel_failover (sentinel, 30000, &error);
+  g_assert_no_error (error);
+  g_test_message ("failover took %" G_GINT64_FORMAT " ms",
+                  (g_get_monotonic_time () - start) / 1000);
+  g_assert_cmpint (master, >=, 1);
+  g_assert_cmpint (master, <=, N_REPLICAS);
+  role = role_of (node_port (sentinel, (guint)master));
+  g_assert_cmpstr (role, ==, "master");
+  for (guint s = 0; s < N_SENTINELS; s++)
+    g_assert_cmpint (port_named_by (sentinel, s), ==, node_port (sentinel, (guint)master));
+  g_assert_cmpint (redis_lock_test_sentinel_get_master (sentinel), ==, master);
+}
+
+static void
+test_sentinel_stop_sentinel (void)
+{
+  RedisLockTestSentinel *sentinel;
+  g_autoptr (GError) error = NULL;
+  struct timeval tv = { 1, 0 };
+  redisContext *c;
+  gint64 start;
+  int before;
+  int master;
+
+  g_test_summary ("A stopped Sentinel no longer answers; the others still fail over.");
+  sentinel = get_sentinel ();
+  if (sentinel == NULL)
+    return;
+
+  redis_lock_test_sentinel_stop_sentinel (sentinel, 0);
+  redis_lock_test_sentinel_stop_sentinel (sentinel, 0);
+  c = redisConnectWithTimeout ("127.0.0.1", sentinel_port (sentinel, 0), tv);
+  g_assert_nonnull (c);
+  g_assert_cmpint (c->err, !=, 0);
+  redisFree (c);
+
+  before = redis_lock_test_sentinel_get_master (sentinel);
+  start = g_get_monotonic_time ();
+  master = redis_lock_test_sentinel_failover (sentinel, 30000, &error);
+  g_assert_no_error (error);
+  g_test_message ("second failover took %" G_GINT64_FORMAT " ms",
+                  (g_get_monotonic_time () - start) / 1000);
+  g_assert_cmpint (master, >=, 0);
+  g_assert_cmpint (master, !=, before);
+  for (guint s = 1; s < N_SENTINELS; s++)
+    g_assert_cmpint (port_named_by (sentinel, s), ==, node_port (sentinel, (guint)master));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -488,8 +692,13 @@ main (int argc, char **argv)
   g_test_add_func ("/topology-helpers/cluster/migrate-in-steps", test_cluster_migrate_in_steps);
   g_test_add_func ("/topology-helpers/cluster/pause", test_cluster_pause);
   g_test_add_func ("/topology-helpers/cluster/failover", test_cluster_failover);
+  g_test_add_func ("/topology-helpers/sentinel/forms", test_sentinel_forms);
+  g_test_add_func ("/topology-helpers/sentinel/restart-replica", test_sentinel_restart_replica);
+  g_test_add_func ("/topology-helpers/sentinel/failover", test_sentinel_failover);
+  g_test_add_func ("/topology-helpers/sentinel/stop-sentinel", test_sentinel_stop_sentinel);
 
   status = g_test_run ();
   g_clear_pointer (&shared_cluster, redis_lock_test_cluster_free);
+  g_clear_pointer (&shared_sentinel, redis_lock_test_sentinel_free);
   return status;
 }

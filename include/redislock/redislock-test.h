@@ -237,7 +237,9 @@ REDIS_LOCK_EXPORT guint redis_lock_test_cluster_key_slot (const char *key);
  * @cluster: a cluster
  * @slot: a slot, 0 … 16383
  *
- * Asks a running node which master owns @slot now.
+ * Asks the running nodes which master owns @slot now (`CLUSTER NODES`) and takes the
+ * answer most of them give: just after a failover or a migration, a node may not have
+ * heard of it yet.
  *
  * Returns: the owner's node number, or -1 when no running node knows one.
  */
@@ -254,7 +256,7 @@ REDIS_LOCK_EXPORT int redis_lock_test_cluster_get_slot_owner (RedisLockTestClust
  * Moves @slot with its keys as `redis-cli --cluster reshard` would: marks it
  * IMPORTING on @to_node and MIGRATING on its owner, MIGRATEs its keys, then assigns
  * it to @to_node on every master. Equivalent to migrate_slot_begin() followed by
- * migrate_slot_finish().
+ * migrate_slot_finish(); a no-op when @to_node owns the slot already.
  *
  * Returns: %TRUE when @to_node owns the slot on every running master.
  */
@@ -302,7 +304,9 @@ REDIS_LOCK_EXPORT gboolean redis_lock_test_cluster_migrate_key (RedisLockTestClu
  * MIGRATEs the keys of @slot still on its owner, then assigns the slot to the
  * importing node on every master (`CLUSTER SETSLOT slot NODE id`).
  *
- * Returns: %TRUE when the importing node owns the slot on every running master.
+ * Returns: %TRUE when the importing node owns the slot on every running master and
+ *   every running node knows the same current epoch (so a later migration's epoch
+ *   bump cannot lose to a late message of the former owner).
  */
 REDIS_LOCK_EXPORT gboolean redis_lock_test_cluster_migrate_slot_finish (RedisLockTestCluster *cluster,
                                                                         guint slot, GError **error);
@@ -356,7 +360,11 @@ REDIS_LOCK_EXPORT void redis_lock_test_cluster_resume_node (RedisLockTestCluster
  *
  * Waits until every running node reports `cluster_state:ok`, every slot has an owner
  * that is running, and the running nodes agree on the owners (after a node was
- * stopped: until the cluster has failed over). Polls the nodes every few milliseconds.
+ * stopped: until the cluster has failed over). Also until every running node knows all
+ * nodes, sees no running node as failing, agrees with every running node on its role
+ * (master, or replica of which master), and every running replica's link to its master
+ * is up (after a node was started again: until it has rejoined and synced). A paused
+ * node counts as not running. Polls the nodes every few milliseconds.
  *
  * Returns: %TRUE when the cluster is whole again; %FALSE with %G_IO_ERROR_TIMED_OUT
  *   otherwise.
@@ -393,9 +401,12 @@ typedef struct _RedisLockTestSentinel RedisLockTestSentinel;
  * @error: return location for a #GError
  *
  * Starts the nodes and Sentinels and waits (polling, up to 30 s) until every replica
- * is in sync and every Sentinel knows the master and all its replicas.
+ * is in sync and every Sentinel knows the master, all its replicas and every other
+ * Sentinel. Takes about a quarter of a second with one Sentinel; with several, up to
+ * two seconds more, until their hello messages have met.
  *
- * Errors: %G_IO_ERROR_NOT_FOUND when redis-server or redis-sentinel is not installed,
+ * Errors: %G_IO_ERROR_NOT_FOUND when redis-server is not installed (Sentinel runs as
+ * `redis-sentinel` when installed, else as `redis-server --sentinel`),
  * %G_IO_ERROR_FAILED when the deployment does not come up.
  *
  * Returns: (transfer full) (nullable): the running deployment.
@@ -464,7 +475,9 @@ REDIS_LOCK_EXPORT GPid redis_lock_test_sentinel_get_pid (RedisLockTestSentinel *
  * redis_lock_test_sentinel_get_master:
  * @sentinel: a deployment
  *
- * Asks the data nodes (`ROLE`) which one is master now.
+ * Asks the data nodes (`ROLE`) which one is master now. When two say so (a former
+ * master still running after a failover, until the Sentinels demote it some ten
+ * seconds later), the one the Sentinels name.
  *
  * Returns: its node number, or -1 when no running node says it is master.
  */
@@ -476,10 +489,15 @@ REDIS_LOCK_EXPORT int redis_lock_test_sentinel_get_master (RedisLockTestSentinel
  * @timeout_ms: how long to wait at most
  * @error: return location for a #GError
  *
- * Forces a failover (`SENTINEL FAILOVER`) and waits until every running Sentinel names
- * a new master and that node answers `ROLE` as master.
+ * Forces a failover (`SENTINEL FAILOVER`, asked again while a Sentinel answers that a
+ * failover is in progress or that it knows no replica fit to promote) and waits until
+ * every running Sentinel names a new master and that node answers `ROLE` as master:
+ * about a second. The former master, still running, goes on saying it is master (and
+ * taking writes) until the Sentinels demote it some ten seconds later; the failover
+ * does not wait for that.
  *
- * Returns: the new master's node number, or -1 with @error.
+ * Returns: the new master's node number, or -1 with @error (%G_IO_ERROR_TIMED_OUT
+ *   when @timeout_ms passed, %G_IO_ERROR_INVALID_ARGUMENT without replicas).
  */
 REDIS_LOCK_EXPORT int redis_lock_test_sentinel_failover (RedisLockTestSentinel *sentinel,
                                                          gint64 timeout_ms, GError **error);
