@@ -12,6 +12,10 @@
 
 #include "bench.h"
 
+/* The sections of section-cluster.c, each on a private Redis Cluster. */
+void section_cluster_uncontended (Bench *b, Section *s);
+void section_cluster_watchdog (Bench *b, Section *s);
+
 typedef struct
 {
   const char *name;
@@ -28,6 +32,10 @@ static const SectionEntry section_table[] = {
   { "independent", "Independent keys: 8 threads, one name each", section_independent },
   { "contention", "Same-process contention: 8 threads on one name", section_contention },
   { "watchdog", "Watchdog tick with many held leases", section_watchdog },
+  { "cluster-uncontended", "Uncontended lock+unlock on a 3-master Redis Cluster",
+    section_cluster_uncontended },
+  { "cluster-watchdog", "Watchdog tick with leases spread over 3 cluster masters",
+    section_cluster_watchdog },
   { "memory", "Memory of the lock cache", section_memory },
 };
 
