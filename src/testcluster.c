@@ -41,7 +41,6 @@
 
 #include <redislock/redislock-test.h>
 
-#include <stdlib.h>
 #include <string.h>
 
 #include <gio/gio.h>
@@ -127,18 +126,18 @@ crc16 (const char *data, gsize len)
 guint
 redis_lock_test_cluster_key_slot (const char *key)
 {
-  const char *open;
-  const char *close;
+  const char *tag_start;
+  const char *tag_end;
 
   g_return_val_if_fail (key != NULL, 0);
   /* Only the first '{' counts, up to the first '}' after it, and only when something
    * lies between them. */
-  open = strchr (key, '{');
-  if (open != NULL)
+  tag_start = strchr (key, '{');
+  if (tag_start != NULL)
     {
-      close = strchr (open + 1, '}');
-      if (close != NULL && close > open + 1)
-        return crc16 (open + 1, (gsize)(close - open - 1)) % N_SLOTS;
+      tag_end = strchr (tag_start + 1, '}');
+      if (tag_end != NULL && tag_end > tag_start + 1)
+        return crc16 (tag_start + 1, (gsize)(tag_end - tag_start - 1)) % N_SLOTS;
     }
   return crc16 (key, strlen (key)) % N_SLOTS;
 }
@@ -482,8 +481,12 @@ check_whole (gpointer data, GString *why)
 
           if (owner < 0 || !node_is_up (cluster, (guint)owner))
             {
-              g_string_printf (why, "node %u sees slot %u %s", i, s,
-                               owner < 0 ? "unassigned" : "owned by a node that is down");
+              if (owner < 0)
+                g_string_printf (why, "node %u sees slot %u unassigned", i, s);
+              else
+                g_string_printf (why, "node %u sees slot %u owned by node %d, which is %s", i, s,
+                                 owner,
+                                 cluster->nodes[owner].process->pid == 0 ? "stopped" : "paused");
               ok = FALSE;
               break;
             }

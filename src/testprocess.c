@@ -21,7 +21,10 @@
  * it is the one listening: `INFO server` must name its pid, since a port picked free
  * (rl_test_pick_free_ports()) can be taken by someone else before the process binds it.
  * When that happens the process exits, the log says "Address already in use", and the
- * start fails with G_IO_ERROR_ADDRESS_IN_USE so the caller can pick another port.
+ * start fails with G_IO_ERROR_ADDRESS_IN_USE so the caller can pick another port. The
+ * same rule holds for every later state a helper waits for (a cluster that agrees, a
+ * failover that is over): rl_test_wait_until() looks every few milliseconds until a
+ * deadline, and its error says what was still missing at the last look.
  *
  * Every connection to a process has a timeout on connecting and on each reply, so a
  * frozen or dead process never hangs a test; the connection of

@@ -430,6 +430,31 @@ test_cluster_pause (void)
 }
 
 static void
+test_cluster_wait_times_out (void)
+{
+  RedisLockTestCluster *cluster;
+  g_autoptr (GError) error = NULL;
+  gint64 start;
+
+  g_test_summary ("wait_ok() fails with G_IO_ERROR_TIMED_OUT while a master is paused (its "
+                  "slots have no running owner), and succeeds once it is resumed.");
+  cluster = get_cluster ();
+  if (cluster == NULL)
+    return;
+
+  redis_lock_test_cluster_pause_node (cluster, 0);
+  start = g_get_monotonic_time ();
+  g_assert_false (redis_lock_test_cluster_wait_ok (cluster, 100, &error));
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT);
+  g_test_message ("%s", error->message);
+  g_clear_error (&error);
+  redis_lock_test_cluster_resume_node (cluster, 0);
+  g_assert_cmpint (g_get_monotonic_time () - start, <, 5 * G_USEC_PER_SEC);
+  g_assert_true (redis_lock_test_cluster_wait_ok (cluster, 20000, &error));
+  g_assert_no_error (error);
+}
+
+static void
 test_cluster_failover (void)
 {
   RedisLockTestCluster *cluster;
@@ -645,6 +670,26 @@ test_sentinel_failover (void)
 }
 
 static void
+test_sentinel_no_replica (void)
+{
+  g_autoptr (RedisLockTestSentinel) sentinel = NULL;
+  g_autoptr (GError) error = NULL;
+
+  g_test_summary ("A master without replicas and one Sentinel come up; a failover is refused.");
+  sentinel = redis_lock_test_sentinel_new_or_skip (0, 1);
+  if (sentinel == NULL)
+    return;
+
+  g_assert_cmpuint (redis_lock_test_sentinel_get_n_nodes (sentinel), ==, 1);
+  g_assert_cmpint (redis_lock_test_sentinel_get_master (sentinel), ==, 0);
+  g_assert_cmpint (port_named_by (sentinel, 0), ==, node_port (sentinel, 0));
+  g_assert_cmpint (redis_lock_test_sentinel_failover (sentinel, 1000, &error), ==, -1);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
+  redis_lock_test_sentinel_stop_node (sentinel, 0);
+  g_assert_cmpint (redis_lock_test_sentinel_get_master (sentinel), ==, -1);
+}
+
+static void
 test_sentinel_stop_sentinel (void)
 {
   RedisLockTestSentinel *sentinel;
@@ -691,11 +736,13 @@ main (int argc, char **argv)
   g_test_add_func ("/topology-helpers/cluster/migrate-slot", test_cluster_migrate_slot);
   g_test_add_func ("/topology-helpers/cluster/migrate-in-steps", test_cluster_migrate_in_steps);
   g_test_add_func ("/topology-helpers/cluster/pause", test_cluster_pause);
+  g_test_add_func ("/topology-helpers/cluster/wait-times-out", test_cluster_wait_times_out);
   g_test_add_func ("/topology-helpers/cluster/failover", test_cluster_failover);
   g_test_add_func ("/topology-helpers/sentinel/forms", test_sentinel_forms);
   g_test_add_func ("/topology-helpers/sentinel/restart-replica", test_sentinel_restart_replica);
   g_test_add_func ("/topology-helpers/sentinel/failover", test_sentinel_failover);
   g_test_add_func ("/topology-helpers/sentinel/stop-sentinel", test_sentinel_stop_sentinel);
+  g_test_add_func ("/topology-helpers/sentinel/no-replica", test_sentinel_no_replica);
 
   status = g_test_run ();
   g_clear_pointer (&shared_cluster, redis_lock_test_cluster_free);
