@@ -57,8 +57,7 @@ start_cluster (Section *s, const char *metric)
   if (cluster != NULL)
     return cluster;
   if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
-    add_na (s, metric, "skipped: redis-server is not installed, so no cluster can be started (%s)",
-            error->message);
+    add_na (s, metric, "skipped, no cluster can be started: %s", error->message);
   else
     add_na (s, metric, "cannot start a cluster of %d masters: %s", CLUSTER_MASTERS, error->message);
   return NULL;
@@ -556,7 +555,7 @@ section_cluster_watchdog (Bench *b, Section *s)
         slowest_master = (int)m;
     }
 
-  add_row (s, "tick wall time", tick, "us", 0, tick / slowest, "slowest master's raw pipeline",
+  add_row (s, "tick wall time", tick, "us", 0, tick / slowest, "slowest master's pipeline",
            "<= 1.5x", tick <= 1.5 * slowest);
   add_row (s, "  the same, vs the sum", tick, "us", 0, tick / sum, "sum of the raw pipelines", NULL,
            FALSE);
@@ -565,21 +564,21 @@ section_cluster_watchdog (Bench *b, Section *s)
   add_row (s, "tick round trips", median (rt, got), "", 0, NAN, NULL, "= 1", max_rt == 1);
   add_row (s, "tick leases", (double)st.last_tick_leases, "", 0, (double)st.last_tick_leases / n,
            "leases held", NULL, FALSE);
-  add_row (s, "slowest master's pipeline (baseline)", slowest, "us", 0, 1.0,
-           "slowest master's raw pipeline", NULL, FALSE);
+  add_row (s, "slowest master (baseline)", slowest, "us", 0, 1.0,
+           "slowest master's pipeline", NULL, FALSE);
   add_row (s, "sum of the 3 pipelines", sum, "us", 0, sum / slowest,
-           "slowest master's raw pipeline", NULL, FALSE);
-  add_row (s, "3 pipelines at once, one thread", at_once, "us", 0, at_once / slowest,
-           "slowest master's raw pipeline", NULL, FALSE);
-  add_row (s, "servers' CPU in the 3 pipelines", cpu, "us", 0, cpu / slowest,
-           "slowest master's raw pipeline", NULL, FALSE);
+           "slowest master's pipeline", NULL, FALSE);
+  add_row (s, "3 pipelines at once", at_once, "us", 0, at_once / slowest,
+           "slowest master's pipeline", NULL, FALSE);
+  add_row (s, "servers' CPU, 3 pipelines", cpu, "us", 0, cpu / slowest,
+           "slowest master's pipeline", NULL, FALSE);
   for (m = 0; m < CLUSTER_MASTERS; m++)
     {
       g_autofree char *metric
           = g_strdup_printf ("  master %u: %u leases", m, masters[m].shadow_keys->len);
 
       add_row (s, metric, per_master[m], "us", 0, per_master[m] / slowest,
-               "slowest master's raw pipeline", NULL, FALSE);
+               "slowest master's pipeline", NULL, FALSE);
     }
   add_row (s, "leases lost", (double)st.leases_lost, "", 0, NAN, NULL, "= 0", st.leases_lost == 0);
   counts = g_strdup_printf ("%u / %u / %u", masters[0].shadow_keys->len,
