@@ -203,6 +203,10 @@ replicated (RlRedisStore *self, RlConn *conn, gint64 budget_ms)
   RL_ATOMIC_ADD (ctx->stats->commands, 1);
   reply = rl_conn_roundtrip (conn, 3, argv);
   ok = reply != NULL && reply->type == REDIS_REPLY_INTEGER && reply->integer >= n;
+  if (!ok)
+    g_debug ("WAIT %s %s answered %s%lld%s", count, timeout,
+             reply == NULL ? "nothing: " : "", reply != NULL && reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1,
+             reply != NULL && reply->type == REDIS_REPLY_ERROR ? reply->str : "");
   if (reply != NULL)
     freeReplyObject (reply);
   return ok;
@@ -498,6 +502,10 @@ redis_release (RlStore *store, const char *key, const char *value, gint64 keep_t
   *others = FALSE;
   memcpy (channel, self->channel_prefix, prefix_len);
   memcpy (channel + prefix_len, key, key_len + 1);
+  /* Keeping the lease when nobody else listens needs a count of every listener; on a
+   * Cluster every streak ends with a release instead. */
+  if (!self->topology->publish_counts_all)
+    keep_ttl_ms = 0;
   if (keep_ttl_ms > 0)
     rl_format_uint (keep, keep_ttl_ms);
 
@@ -507,7 +515,12 @@ redis_release (RlStore *store, const char *key, const char *value, gint64 keep_t
     return RL_LEASE_ERROR;
   result = reply->integer;
   freeReplyObject (reply);
-  *others = result == RL_RELEASE_OTHERS;
+  /* A Cluster's count is one node's: a waiter subscribed elsewhere may have been
+   * told, so a release counts as heard (the cost: a short yield at the end of a
+   * streak of hand-offs). */
+  *others = result == RL_RELEASE_OTHERS
+            || (!self->topology->publish_counts_all
+                && (result == 1 || result == RL_RELEASE_UNPUBLISHED));
   if (result == RL_RELEASE_UNPUBLISHED && g_atomic_int_compare_and_exchange (&self->publish_refused, 0, 1))
     g_warning ("Redis refused the unlock notification on channel “%s”: the Redis user lacks "
                "permission on the channels “%s*” (ACL `&%s*`). Locks are still released, but "

@@ -570,6 +570,7 @@ rl_sentinel_open (const RlUrl *url, RlStoreContext *ctx, GError **error)
 
   self->parent.vt = &sentinel_vtable;
   self->parent.ctx = ctx;
+  self->parent.publish_counts_all = TRUE;
   self->wake[0] = self->wake[1] = -1;
   rl_conn_config_copy (&url->node, &self->node_config);
   self->master_name = g_strdup (url->master_name);

@@ -149,6 +149,7 @@ rl_topology_open (const RlUrl *url, RlStoreContext *ctx, RlTopologyChangedFunc c
         RlConnConfig config;
         rl_conn_config_copy (&url->node, &config);
         self->parent.vt = &single_vtable;
+        self->parent.publish_counts_all = TRUE;
         self->node = rl_node_new (&config, ctx);
         topology = &self->parent;
         break;

@@ -79,6 +79,10 @@ struct _RlTopology
 {
   const RlTopologyVTable *vt;
   RlStoreContext *ctx;
+  /* Whether PUBLISH answers how many clients of the whole deployment received the
+   * message. On a Cluster it counts only the clients of the node that ran it, though
+   * every node delivers it: "nobody else listens" cannot be known there. */
+  gboolean publish_counts_all;
   RlTopologyChangedFunc changed;
   gpointer changed_data;
 };

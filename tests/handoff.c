@@ -124,7 +124,8 @@ test_fewer_commands (TestFixture *fx, gconstpointer data)
   g_test_summary ("8 threads on one name: with hand-offs (bound 16) the store sees at most 1/16 "
                   "of the commands it sees without them, and exclusion holds in both. With no "
                   "other client listening, every other streak keeps the lease: at most 0.1 "
-                  "command per critical section.");
+                  "command per critical section (0.12 on a Cluster, where every streak "
+                  "releases).");
   TEST_SKIP_IF_NO_STORE (fx);
 
   plain = commands_for_sections (fx, 0, FALSE, &handoffs_plain);
@@ -137,7 +138,12 @@ test_fewer_commands (TestFixture *fx, gconstpointer data)
   g_assert_cmpuint (plain, >=, 2 * sections);
   g_assert_cmpuint (handoffs, >, 0);
   g_assert_cmpuint (retained * 16, <=, plain);
-  g_assert_cmpuint (retained * 10, <=, sections);
+  /* A Cluster cannot tell that nobody else listens (PUBLISH counts one node's
+   * subscribers): every streak ends with a release, 2 commands per 17 sections. */
+  if (fx->store == TEST_STORE_CLUSTER)
+    g_assert_cmpuint (retained * 100, <=, sections * 12);
+  else
+    g_assert_cmpuint (retained * 10, <=, sections);
 }
 
 static void

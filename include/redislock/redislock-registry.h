@@ -204,6 +204,8 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_watchdog (RedisLockRegistry *regi
  * free, so the lease is kept instead (one command, TTL reset) for one more streak;
  * the streak after that always releases, which leaves the key free for a moment for
  * waiters that poll (%REDIS_LOCK_WAIT_SPIN, or other clients of the wire format).
+ * On a Redis Cluster, whose PUBLISH counts only the listeners of one node, nobody can
+ * tell that no other client listens: there every streak ends with a release.
  * The receiving thread inherits the lease with its TTL (a TTL given to
  * redis_lock_try_lock_full() by the receiver is not applied); with the watchdog off,
  * the TTL is refreshed at each hand-off.
