@@ -543,6 +543,74 @@ test_fixture_setup_memory (TestFixture *fixture, gconstpointer data)
   fixture->counters = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
 }
 
+/* The cluster the /cluster tests of this program share: started by the first, stopped
+ * when the program exits (and by the kernel, should it crash: the nodes die with it). */
+static RedisLockTestCluster *shared_cluster;
+
+static void
+free_shared_cluster (void)
+{
+  g_clear_pointer (&shared_cluster, redis_lock_test_cluster_free);
+}
+
+/* A raw connection to node @node of @cluster. */
+static redisContext *
+cluster_node_connect (RedisLockTestCluster *cluster, guint node)
+{
+  struct timeval tv = { 10, 0 };
+  redisContext *c
+      = redisConnectWithTimeout ("127.0.0.1", redis_lock_test_cluster_get_port (cluster, node), tv);
+
+  g_assert_nonnull (c);
+  if (c->err != 0)
+    g_error ("cannot connect to the test cluster: %s", c->errstr);
+  g_assert_cmpint (redisSetTimeout (c, tv), ==, REDIS_OK);
+  return c;
+}
+
+/* A raw connection to the master that serves @key. */
+static redisContext *
+cluster_connect_for_key (RedisLockTestCluster *cluster, const char *key)
+{
+  /* The helper is driven by one thread at a time; store helpers run on many. */
+  static pthread_mutex_t helper_mutex = PTHREAD_MUTEX_INITIALIZER;
+  int owner;
+
+  pthread_mutex_lock (&helper_mutex);
+  owner = redis_lock_test_cluster_get_slot_owner (cluster, redis_lock_test_cluster_key_slot (key));
+  pthread_mutex_unlock (&helper_mutex);
+
+  g_assert_cmpint (owner, >=, 0);
+  return cluster_node_connect (cluster, (guint) owner);
+}
+
+void
+test_fixture_setup_cluster (TestFixture *fixture, gconstpointer data)
+{
+  GError *error = NULL;
+
+  fixture_init (fixture, TEST_STORE_CLUSTER);
+  if (shared_cluster == NULL)
+    {
+      shared_cluster = redis_lock_test_cluster_new_or_skip (3, 0);
+      if (shared_cluster == NULL)
+        return;
+      atexit (free_shared_cluster);
+    }
+  fixture->cluster = shared_cluster;
+  for (guint node = 0; node < redis_lock_test_cluster_get_n_nodes (shared_cluster); node++)
+    {
+      redisContext *c = cluster_node_connect (shared_cluster, node);
+      g_autofree char *ok = test_redis_string (c, "FLUSHALL");
+      g_assert_cmpstr (ok, ==, "OK");
+      redisFree (c);
+    }
+  fixture->url = g_strdup (redis_lock_test_cluster_get_url (shared_cluster));
+  fixture->registry = redis_lock_registry_new (fixture->url, TEST_REGISTRY_KEY, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (fixture->registry);
+}
+
 void
 test_fixture_teardown (TestFixture *fixture, gconstpointer data)
 {
@@ -571,6 +639,7 @@ test_add_stores (const char *path, gconstpointer data, TestFixtureFunc func)
 {
   add_one ("/redis", path, data, test_fixture_setup_redis, func);
   add_one ("/memory", path, data, test_fixture_setup_memory, func);
+  add_one ("/cluster", path, data, test_fixture_setup_cluster, func);
 }
 
 void
@@ -605,18 +674,21 @@ void
 test_lock_ok (RedisLock *lock)
 {
   GError *error = NULL;
+  gboolean ok = redis_lock_lock (lock, &error);
 
-  g_assert_true (redis_lock_lock (lock, &error));
+  /* The error first: its message says why. */
   g_assert_no_error (error);
+  g_assert_true (ok);
 }
 
 void
 test_unlock_ok (RedisLock *lock)
 {
   GError *error = NULL;
+  gboolean ok = redis_lock_unlock (lock, &error);
 
-  g_assert_true (redis_lock_unlock (lock, &error));
   g_assert_no_error (error);
+  g_assert_true (ok);
 }
 
 void
@@ -635,11 +707,14 @@ test_unlock_lease_lost (RedisLock *lock)
 /* --- The store, seen from outside, on either store ---------------------------------- */
 
 /* On Redis: takes the fixture's raw connection for the calling thread and returns it
- * (give it back with redis_end()). On the memory store: NULL. */
+ * (give it back with redis_end()). On a cluster: a new connection to the master that
+ * serves @key, closed by redis_end(). On the memory store: NULL. */
 static redisContext *
-redis_begin (TestFixture *fixture)
+redis_begin (TestFixture *fixture, const char *key)
 {
   g_assert_nonnull (fixture->url);
+  if (fixture->store == TEST_STORE_CLUSTER)
+    return cluster_connect_for_key (fixture->cluster, key);
   if (fixture->store != TEST_STORE_REDIS)
     {
       g_assert_nonnull (fixture->memory_name);
@@ -651,47 +726,50 @@ redis_begin (TestFixture *fixture)
 }
 
 static void
-redis_end (TestFixture *fixture)
+redis_end (TestFixture *fixture, redisContext *redis)
 {
-  pthread_mutex_unlock (&fixture->mutex);
+  if (fixture->store == TEST_STORE_CLUSTER)
+    redisFree (redis);
+  else
+    pthread_mutex_unlock (&fixture->mutex);
 }
 
 char *
 test_store_get_owner (TestFixture *fixture, const char *key)
 {
-  redisContext *redis = redis_begin (fixture);
+  redisContext *redis = redis_begin (fixture, key);
   char *owner;
 
   if (redis == NULL)
     return redis_lock_memory_store_get_owner (fixture->memory_name, key);
   owner = test_redis_get (redis, key);
-  redis_end (fixture);
+  redis_end (fixture, redis);
   return owner;
 }
 
 gint64
 test_store_get_pttl (TestFixture *fixture, const char *key)
 {
-  redisContext *redis = redis_begin (fixture);
+  redisContext *redis = redis_begin (fixture, key);
   gint64 pttl;
 
   if (redis == NULL)
     return redis_lock_memory_store_get_pttl (fixture->memory_name, key);
   pttl = test_redis_pttl (redis, key);
-  redis_end (fixture);
+  redis_end (fixture, redis);
   return pttl;
 }
 
 gboolean
 test_store_exists (TestFixture *fixture, const char *key)
 {
-  redisContext *redis = redis_begin (fixture);
+  redisContext *redis = redis_begin (fixture, key);
   long long n;
 
   if (redis == NULL)
     return redis_lock_memory_store_get_pttl (fixture->memory_name, key) != -2;
   n = test_redis_integer (redis, "EXISTS %b", key, strlen (key));
-  redis_end (fixture);
+  redis_end (fixture, redis);
   g_assert_cmpint (n, >=, 0);
   g_assert_cmpint (n, <=, 1);
   return n == 1;
@@ -700,13 +778,13 @@ test_store_exists (TestFixture *fixture, const char *key)
 gboolean
 test_store_delete (TestFixture *fixture, const char *key)
 {
-  redisContext *redis = redis_begin (fixture);
+  redisContext *redis = redis_begin (fixture, key);
   long long n;
 
   if (redis == NULL)
     return redis_lock_memory_store_expire (fixture->memory_name, key);
   n = test_redis_integer (redis, "DEL %b", key, strlen (key));
-  redis_end (fixture);
+  redis_end (fixture, redis);
   return n == 1;
 }
 
@@ -717,7 +795,7 @@ test_store_set_owner (TestFixture *fixture, const char *key, const char *owner, 
   g_autofree char *ok = NULL;
 
   g_assert_cmpint (ttl_ms, !=, 0);
-  redis = redis_begin (fixture);
+  redis = redis_begin (fixture, key);
   if (redis == NULL)
     {
       g_assert_true (redis_lock_memory_store_steal (fixture->memory_name, key, owner, ttl_ms));
@@ -728,7 +806,7 @@ test_store_set_owner (TestFixture *fixture, const char *key, const char *owner, 
   else
     ok = test_redis_string (redis, "SET %b %s PX %lld XX", key, strlen (key), owner,
                             (long long)ttl_ms);
-  redis_end (fixture);
+  redis_end (fixture, redis);
   /* nil: the key did not exist. */
   g_assert_cmpstr (ok, ==, "OK");
 }
@@ -790,6 +868,11 @@ test_counter_open (TestFixture *fixture, const char *name)
   if (fixture->store == TEST_STORE_REDIS)
     {
       counter->redis = test_redis_connect (fixture->server);
+      return counter;
+    }
+  if (fixture->store == TEST_STORE_CLUSTER)
+    {
+      counter->redis = cluster_connect_for_key (fixture->cluster, name);
       return counter;
     }
   pthread_mutex_lock (&fixture->mutex);
