@@ -1,0 +1,447 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* sentinel.c: locks on a master watched by Sentinels (redis-sentinel:// URLs), and
+ * replica acknowledgement (redis_lock_registry_set_min_replicas()).
+ *
+ * Every test runs against real redis-server and redis-sentinel processes on loopback
+ * ports, started by the public test helper: discovery, a forced failover while idle,
+ * a failover that loses a lease (the replica forgot it: the registry must say so
+ * within about a second, long before any watchdog tick would), a failover under load
+ * with every write acknowledged by the replica, WAIT against a paused replica, and
+ * the errors of unreachable Sentinels and unknown master names.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define REGISTRY_KEY TEST_REGISTRY_KEY
+
+static int
+node_port (RedisLockTestSentinel *s, guint node)
+{
+  const char *url = redis_lock_test_sentinel_get_node_url (s, node);
+  const char *colon = strrchr (url, ':');
+
+  g_assert_nonnull (colon);
+  return atoi (colon + 1);
+}
+
+static redisContext *
+node_connect (RedisLockTestSentinel *s, guint node)
+{
+  struct timeval tv = { 5, 0 };
+  redisContext *c = redisConnectWithTimeout ("127.0.0.1", node_port (s, node), tv);
+
+  g_assert_nonnull (c);
+  g_assert_cmpint (c->err, ==, 0);
+  redisSetTimeout (c, tv);
+  return c;
+}
+
+static char *
+node_get (RedisLockTestSentinel *s, guint node, const char *key)
+{
+  redisContext *c = node_connect (s, node);
+  char *value = test_redis_get (c, key);
+
+  redisFree (c);
+  return value;
+}
+
+static void
+wait_replicated (RedisLockTestSentinel *s, guint node, const char *key, const char *value)
+{
+  gint64 end = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+
+  for (;;)
+    {
+      g_autofree char *got = node_get (s, node, key);
+      if (g_strcmp0 (got, value) == 0)
+        return;
+      g_assert_cmpint (g_get_monotonic_time (), <, end);
+      g_usleep (2000);
+    }
+}
+
+static RedisLockRegistry *
+registry_on (const char *url)
+{
+  GError *error = NULL;
+  RedisLockRegistry *registry = redis_lock_registry_new (url, REGISTRY_KEY, &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (registry);
+  return registry;
+}
+
+static int
+free_port (void)
+{
+  struct sockaddr_in addr = { 0 };
+  socklen_t len = sizeof addr;
+  int fd = socket (AF_INET, SOCK_STREAM, 0);
+  int port;
+
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+  g_assert_cmpint (bind (fd, (struct sockaddr *) &addr, sizeof addr), ==, 0);
+  g_assert_cmpint (getsockname (fd, (struct sockaddr *) &addr, &len), ==, 0);
+  port = ntohs (addr.sin_port);
+  close (fd);
+  return port;
+}
+
+/* --- Discovery and failover --------------------------------------------------------- */
+
+static void
+test_basic (void)
+{
+  g_autoptr (RedisLockTestSentinel) s = redis_lock_test_sentinel_new_or_skip (1, 1);
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autofree char *value = NULL;
+  int master;
+
+  g_test_summary ("Through a Sentinel URL the registry finds the master: the key is written "
+                  "there, and unlock deletes it");
+  if (s == NULL)
+    return;
+  registry = registry_on (redis_lock_test_sentinel_get_url (s));
+  lock = test_obtain (registry, "basic");
+  test_lock_ok (lock);
+  master = redis_lock_test_sentinel_get_master (s);
+  g_assert_cmpint (master, ==, 0);
+  value = node_get (s, 0, redis_lock_get_key (lock));
+  test_assert_value_of (value, registry);
+  test_unlock_ok (lock);
+  g_assert_null (node_get (s, 0, redis_lock_get_key (lock)));
+}
+
+static void
+test_failover_idle (void)
+{
+  g_autoptr (RedisLockTestSentinel) s = redis_lock_test_sentinel_new_or_skip (1, 1);
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *value = NULL;
+  int master;
+  gboolean acquired = FALSE;
+  gint64 t0;
+
+  g_test_summary ("After a forced failover while idle, the next acquisitions go to the new "
+                  "master");
+  if (s == NULL)
+    return;
+  registry = registry_on (redis_lock_test_sentinel_get_url (s));
+  lock = test_obtain (registry, "idle");
+  test_lock_ok (lock);
+  test_unlock_ok (lock);
+
+  master = redis_lock_test_sentinel_failover (s, 30000, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (master, ==, 1);
+  /* The old master keeps answering as master for seconds after the Sentinels
+   * switched: the registry follows the Sentinels' +switch-master event, which reaches
+   * it a moment after they agreed. From then on, every acquisition goes to the new
+   * master. */
+  t0 = test_now_ms ();
+  while (!acquired && test_now_ms () - t0 < 3000)
+    {
+      g_autofree char *there = NULL;
+      g_clear_error (&error);
+      if (!redis_lock_try_lock (lock, &error))
+        continue;
+      there = node_get (s, 1, redis_lock_get_key (lock));
+      acquired = there != NULL;
+      /* Taken on the old master just before the switch: lost with it. */
+      if (!redis_lock_unlock (lock, &error))
+        g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+    }
+  g_clear_error (&error);
+  g_test_message ("acquisitions reach the new master %" G_GINT64_FORMAT " ms after the switch",
+                  test_now_ms () - t0);
+  g_assert_true (acquired);
+  for (int i = 0; i < 20; i++)
+    {
+      g_autofree char *there = NULL;
+      test_lock_ok (lock);
+      there = node_get (s, 1, redis_lock_get_key (lock));
+      test_assert_value_of (there, registry);
+      test_unlock_ok (lock);
+    }
+  test_lock_ok (lock);
+  value = node_get (s, 1, redis_lock_get_key (lock));
+  test_assert_value_of (value, registry);
+  test_unlock_ok (lock);
+}
+
+static void
+test_failover_audit (void)
+{
+  g_autoptr (RedisLockTestSentinel) s = redis_lock_test_sentinel_new_or_skip (1, 1);
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLock) kept = NULL;
+  g_autoptr (RedisLock) dropped = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *kept_value = NULL, *dropped_value = NULL;
+  TestLeaseLost lost;
+  redisContext *replica;
+  gint64 switched;
+
+  g_test_summary ("A lease the new master does not have after a failover is reported lost "
+                  "within about a second of the switch, with a 30 s TTL whose watchdog tick "
+                  "cannot explain it; a lease that did replicate survives and unlocks cleanly");
+  if (s == NULL)
+    return;
+  test_lease_lost_init (&lost);
+  registry = registry_on (redis_lock_test_sentinel_get_url (s));
+  redis_lock_registry_set_expire_after_ms (registry, 30000);
+  redis_lock_registry_set_lease_lost_callback (registry, test_lease_lost_cb, &lost, NULL);
+  kept = test_obtain (registry, "kept");
+  dropped = test_obtain (registry, "dropped");
+  test_lock_ok (kept);
+  test_lock_ok (dropped);
+  kept_value = redis_lock_dup_lease_value (kept);
+  dropped_value = redis_lock_dup_lease_value (dropped);
+  wait_replicated (s, 1, redis_lock_get_key (kept), kept_value);
+  wait_replicated (s, 1, redis_lock_get_key (dropped), dropped_value);
+  /* As if replication had not delivered it yet. */
+  replica = node_connect (s, 1);
+  freeReplyObject (test_redis_command (replica, "CONFIG SET replica-read-only no"));
+  g_assert_cmpint (test_redis_integer (replica, "DEL %s", redis_lock_get_key (dropped)), ==, 1);
+  redisFree (replica);
+  /* The leases were taken a moment ago: the watchdog's next tick is 10 s away (a third
+   * of the TTL), far beyond the failover. */
+
+  g_assert_cmpint (redis_lock_test_sentinel_failover (s, 30000, &error), ==, 1);
+  g_assert_no_error (error);
+  switched = test_now_ms ();
+  g_assert_cmpuint (test_lease_lost_wait (&lost, 5000), ==, 1);
+  g_test_message ("lost reported %" G_GINT64_FORMAT " ms after the Sentinels agreed",
+                  lost.at_ms - switched);
+  g_assert_cmpint (lost.at_ms - switched, <, 2000);
+  g_assert_true (lost.lock == dropped);
+  g_assert_true (redis_lock_is_lease_lost (dropped));
+  g_assert_false (redis_lock_is_lease_lost (kept));
+  test_unlock_lease_lost (dropped);
+  test_unlock_ok (kept);
+  g_assert_null (node_get (s, 1, redis_lock_get_key (kept)));
+  redis_lock_registry_close (registry);
+  test_lease_lost_clear (&lost);
+}
+
+/* Threads of two registries take one lock in turns during a failover; each section
+ * checks nobody else is inside. */
+typedef struct
+{
+  RedisLock *locks[2];
+  gint inside;
+  gint overlaps;
+  gint sections;
+  gint failures;
+  gint lost;
+  gint stop;
+} LoadRun;
+
+static void
+load_worker (guint index, gpointer data)
+{
+  LoadRun *run = data;
+  RedisLock *lock = run->locks[index % 2];
+
+  while (!g_atomic_int_get (&run->stop))
+    {
+      g_autoptr (GError) error = NULL;
+      if (!redis_lock_try_lock_for (lock, 2000, NULL, &error))
+        {
+          g_atomic_int_inc (&run->failures);
+          g_usleep (1000);
+          continue;
+        }
+      if (g_atomic_int_add (&run->inside, 1) != 0)
+        g_atomic_int_inc (&run->overlaps);
+      g_thread_yield ();
+      g_atomic_int_add (&run->inside, -1);
+      g_atomic_int_inc (&run->sections);
+      if (!redis_lock_unlock (lock, &error))
+        {
+          if (g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST))
+            g_atomic_int_inc (&run->lost);
+          else
+            g_atomic_int_inc (&run->failures);
+        }
+    }
+}
+
+static void
+test_failover_under_load (void)
+{
+  g_autoptr (RedisLockTestSentinel) s = redis_lock_test_sentinel_new_or_skip (2, 1);
+  g_autoptr (RedisLockRegistry) a = NULL;
+  g_autoptr (RedisLockRegistry) b = NULL;
+  g_autoptr (GError) error = NULL;
+  LoadRun run = { 0 };
+  GThread *workers;
+  gint before;
+
+  g_test_summary ("Under load from two registries, with every write acknowledged by a "
+                  "replica, a failover loses no lease and never lets two holders in");
+  if (s == NULL)
+    return;
+  a = registry_on (redis_lock_test_sentinel_get_url (s));
+  b = registry_on (redis_lock_test_sentinel_get_url (s));
+  for (guint i = 0; i < 2; i++)
+    {
+      RedisLockRegistry *r = i == 0 ? a : b;
+      redis_lock_registry_set_min_replicas (r, 1, 1000);
+      redis_lock_registry_set_max_local_handoffs (r, 0);
+    }
+  run.locks[0] = test_obtain (a, "load");
+  run.locks[1] = test_obtain (b, "load");
+  workers = test_run_threads_in_background (4, load_worker, &run);
+  TEST_WAIT_UNTIL (g_atomic_int_get (&run.sections) >= 50, 20000);
+
+  g_assert_cmpint (redis_lock_test_sentinel_failover (s, 30000, &error), >, 0);
+  g_assert_no_error (error);
+  before = g_atomic_int_get (&run.sections);
+  TEST_WAIT_UNTIL (g_atomic_int_get (&run.sections) >= before + 50, 20000);
+  g_atomic_int_set (&run.stop, 1);
+  g_thread_join (workers);
+
+  g_test_message ("%d sections, %d failed attempts during the failover", run.sections,
+                  run.failures);
+  g_assert_cmpint (run.overlaps, ==, 0);
+  g_assert_cmpint (run.lost, ==, 0);
+  redis_lock_unref (run.locks[0]);
+  redis_lock_unref (run.locks[1]);
+}
+
+/* --- Replica acknowledgement -------------------------------------------------------- */
+
+static void
+test_min_replicas_paused_replica (void)
+{
+  g_autoptr (RedisLockTestSentinel) s = redis_lock_test_sentinel_new_or_skip (1, 1);
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLock) first = NULL;
+  g_autoptr (RedisLock) second = NULL;
+  g_autoptr (GError) error = NULL;
+  redisContext *master;
+  gint64 t0;
+
+  g_test_summary ("With min_replicas 1 on a single server whose replica is paused, an "
+                  "acquisition fails NOT_REPLICATED within the timeout and leaves no key; with "
+                  "the replica back, acquisitions succeed again");
+  if (s == NULL)
+    return;
+  /* The master alone, by its own URL: a single server with a replica. */
+  registry = registry_on (redis_lock_test_sentinel_get_node_url (s, 0));
+  redis_lock_registry_set_min_replicas (registry, 1, 300);
+  first = test_obtain (registry, "first");
+  second = test_obtain (registry, "second");
+  test_lock_ok (first);
+  test_unlock_ok (first);
+
+  redis_lock_test_sentinel_pause_node (s, 1);
+  t0 = test_now_ms ();
+  g_assert_false (redis_lock_try_lock (second, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_REPLICATED);
+  g_assert_cmpint (test_now_ms () - t0, >=, 300);
+  g_assert_cmpint (test_now_ms () - t0, <, 300 + 2000);
+  g_assert_false (redis_lock_is_held_by_current_thread (second));
+  master = node_connect (s, 0);
+  g_assert_cmpint (test_redis_integer (master, "EXISTS %s", redis_lock_get_key (second)), ==, 0);
+  redisFree (master);
+  g_clear_error (&error);
+
+  redis_lock_test_sentinel_resume_node (s, 1);
+  test_lock_ok (second);
+  test_unlock_ok (second);
+}
+
+static void
+test_min_replicas_renewal (void)
+{
+  g_autoptr (RedisLockTestSentinel) s = redis_lock_test_sentinel_new_or_skip (1, 1);
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+
+  g_test_summary ("With min_replicas on, a renewal the paused replica does not acknowledge "
+                  "fails NOT_REPLICATED; with it back, renewals succeed");
+  if (s == NULL)
+    return;
+  registry = registry_on (redis_lock_test_sentinel_get_node_url (s, 0));
+  redis_lock_registry_set_watchdog (registry, FALSE);
+  redis_lock_registry_set_min_replicas (registry, 1, 200);
+  lock = test_obtain (registry, "renewed");
+  test_lock_ok (lock);
+  redis_lock_test_sentinel_pause_node (s, 1);
+  g_assert_false (redis_lock_registry_renew (registry, "renewed", 60000, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_REPLICATED);
+  g_clear_error (&error);
+  redis_lock_test_sentinel_resume_node (s, 1);
+  g_assert_true (redis_lock_registry_renew (registry, "renewed", 60000, &error));
+  g_assert_no_error (error);
+  test_unlock_ok (lock);
+}
+
+/* --- Bad input ---------------------------------------------------------------------- */
+
+static void
+test_sentinels_down (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *url = g_strdup_printf ("redis-sentinel://127.0.0.1:%d,127.0.0.1:%d#mymaster",
+                                          free_port (), free_port ());
+  RedisLockRegistry *registry;
+  gint64 t0 = test_now_ms ();
+
+  g_test_summary ("When no Sentinel answers, redis_lock_registry_new() fails with CONNECTION "
+                  "within the connect timeout");
+  registry = redis_lock_registry_new (url, REGISTRY_KEY, &error);
+  g_assert_null (registry);
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION);
+  g_assert_cmpint (test_now_ms () - t0, <, 3000 + 2000);
+}
+
+static void
+test_unknown_master (void)
+{
+  g_autoptr (RedisLockTestSentinel) s = redis_lock_test_sentinel_new_or_skip (0, 1);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *url = NULL;
+  g_autofree char *sentinels = NULL;
+  const char *good;
+
+  g_test_summary ("A master name no Sentinel knows fails at once with CONNECTION naming it");
+  if (s == NULL)
+    return;
+  good = redis_lock_test_sentinel_get_url (s);
+  sentinels = g_strndup (good, (gsize) (strchr (good, '#') - good));
+  url = g_strconcat (sentinels, "#no-such-master", NULL);
+  g_assert_null (redis_lock_registry_new (url, REGISTRY_KEY, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION);
+  g_assert_nonnull (strstr (error->message, "no-such-master"));
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/sentinel/basic", test_basic);
+  g_test_add_func ("/sentinel/failover/idle", test_failover_idle);
+  g_test_add_func ("/sentinel/failover/audit-held-leases", test_failover_audit);
+  g_test_add_func ("/sentinel/failover/under-load", test_failover_under_load);
+  g_test_add_func ("/sentinel/min-replicas/paused-replica", test_min_replicas_paused_replica);
+  g_test_add_func ("/sentinel/min-replicas/renewal", test_min_replicas_renewal);
+  g_test_add_func ("/sentinel/bad-input/sentinels-down", test_sentinels_down);
+  g_test_add_func ("/sentinel/bad-input/unknown-master", test_unknown_master);
+  return g_test_run ();
+}
