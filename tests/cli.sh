@@ -365,6 +365,15 @@ expect_rc "run against a dead socket: 2" 2 $?
 check "error message on stderr" test -s "$tmp/err"
 check "the command did not run" test ! -e "$tmp/dead.ran"
 rl run --url redis://127.0.0.1:1 x -- true 2>"$tmp/err"; expect_rc "run against a closed port: 2" 2 $?
+# A server without replicas cannot acknowledge: the lease is given back, the command
+# does not run, and no key is left.
+rl run --min-replicas 1 unrepl -- touch "$tmp/unrepl.ran" 2>"$tmp/err"
+expect_rc "--min-replicas 1 without replicas: 2" 2 $?
+check "the unreplicated run's command did not run" test ! -e "$tmp/unrepl.ran"
+check "the unreplicated run names the cause" grep -q "replicas" "$tmp/err"
+check "the unreplicated lease was released" test "$(redis-cli -s "$sock" EXISTS redislock:unrepl)" = 0
+rl run --min-replicas 0 repl0 -- true 2>"$tmp/err"; expect_rc "--min-replicas 0 is off: 0" 0 $?
+rl run --min-replicas x y -- true 2>"$tmp/err"; expect_rc "--min-replicas x rejected: 64" 64 $?
 rl status --url "unix://$tmp/nothing.sock" x 2>"$tmp/err"; expect_rc "status against a dead server: 2" 2 $?
 rl list --url "unix://$tmp/nothing.sock" 2>"$tmp/err"; expect_rc "list against a dead server: 2" 2 $?
 

@@ -579,9 +579,12 @@ option_takes_next (const char *arg, const GOptionEntry *const *tables)
   return FALSE;
 }
 
+/* How long --min-replicas waits for the replicas' acknowledgement. */
+#define MIN_REPLICAS_TIMEOUT_MS 1000
+
 static const char run_usage[] = "run [OPTION…] [--] NAME [--] COMMAND [ARG…]";
 
-static char *opt_wait, *opt_ttl, *opt_kill_after;
+static char *opt_wait, *opt_ttl, *opt_kill_after, *opt_min_replicas;
 static const GOptionEntry run_entries[] = {
   { "wait", 'w', 0, G_OPTION_ARG_STRING, &opt_wait,
     "Give up (exit 1) when the lock is not acquired within DURATION; 0 tries once "
@@ -595,6 +598,10 @@ static const GOptionEntry run_entries[] = {
     "When the lease is lost, send SIGKILL this long after SIGTERM (default: 5s), at most "
     "the lease margin, 5% of the TTL (3s at the default TTL)",
     "DURATION" },
+  { "min-replicas", 0, 0, G_OPTION_ARG_STRING, &opt_min_replicas,
+    "Count the lease taken and renewed only once N replicas acknowledged it (WAIT, 1s); "
+    "fewer: exit 2 without running the command (default: 0, off)",
+    "N" },
   { NULL },
 };
 
@@ -606,6 +613,7 @@ typedef struct
   gint64 wait_ms; /* -1: forever */
   gint64 ttl_ms;
   gint64 kill_after_ms;
+  guint min_replicas;
 } RunArgs;
 
 /* Where the options of `run` end: at the first "--" (*@sep set), NAME following it, or
@@ -671,6 +679,15 @@ parse_run_durations (RunArgs *args)
   if (opt_kill_after != NULL && !parse_duration (opt_kill_after, &args->kill_after_ms))
     return usage_error ("run", run_usage, "invalid duration for --kill-after: '%s'",
                         opt_kill_after);
+  if (opt_min_replicas != NULL)
+    {
+      guint64 n;
+      if (!g_ascii_string_to_unsigned (opt_min_replicas, 10, 0, 1000, &n, NULL))
+        return usage_error ("run", run_usage,
+                            "invalid number for --min-replicas: '%s' (0 to 1000)",
+                            opt_min_replicas);
+      args->min_replicas = (guint) n;
+    }
   return -1;
 }
 
@@ -849,6 +866,8 @@ cmd_run (int argc, char **argv)
       die_message ("%s", error->message);
       return exit_status_for_error (error);
     }
+  if (args.min_replicas > 0)
+    redis_lock_registry_set_min_replicas (registry, args.min_replicas, MIN_REPLICAS_TIMEOUT_MS);
   lock = redis_lock_registry_obtain (registry, args.name, &error);
   if (lock == NULL)
     {
