@@ -696,6 +696,92 @@ test_master_down_without_replica (void)
   test_unlock_ok (la);
 }
 
+/* --- A Spring peer -------------------------------------------------------------------- */
+
+/* Spring Integration's RedisLockRegistry scripts (6.x, with the channel in ARGV as a
+ * cluster needs it), run as a Java process would run them. */
+static const char spring_obtain[]
+    = "local lockClientId = redis.call('GET', KEYS[1])\n"
+      "if lockClientId == ARGV[1] then\n"
+      "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+      "  return true\n"
+      "elseif not lockClientId then\n"
+      "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+      "  return true\n"
+      "end\n"
+      "return false";
+static const char spring_unlock[]
+    = "local lockClientId = redis.call('GET', KEYS[1])\n"
+      "if (lockClientId == ARGV[1] and redis.call('DEL', KEYS[1]) == 1) then\n"
+      "  redis.call('PUBLISH', ARGV[2], KEYS[1])\n"
+      "  return true\n"
+      "end\n"
+      "return false";
+
+#define SPRING_ID "7d0c1e7a-5a3e-4c61-9d4e-spring-peer"
+
+/* Runs a Spring script on the master of @key; TRUE when it returned true. */
+static gboolean
+spring_run (RedisLockTestCluster *cluster, const char *script, const char *key, const char *arg2)
+{
+  redisContext *c = node_connect (cluster, key_owner (cluster, key));
+  redisReply *reply = test_redis_command (c, "EVAL %s 1 %s %s %s", script, key, SPRING_ID, arg2);
+  gboolean ok;
+
+  g_assert_cmpint (reply->type, !=, REDIS_REPLY_ERROR);
+  ok = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+  freeReplyObject (reply);
+  redisFree (c);
+  return ok;
+}
+
+static void
+test_spring_peer (void)
+{
+  RedisLockTestCluster *cluster = shared_cluster ();
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *name = NULL, *key = NULL, *channel = NULL;
+  Waiter w = { 0 };
+  GThread *thread;
+  gint64 unlocked_ms;
+
+  g_test_summary ("A Spring peer running its own scripts on the cluster excludes our registry "
+                  "and is excluded by it, and its unlock (PUBLISH on the classic channel, from "
+                  "the key's master) wakes our waiter wherever its subscription is");
+  if (cluster == NULL)
+    return;
+  registry = registry_on (redis_lock_test_cluster_get_url (cluster));
+  /* Only a notification can wake the waiter quickly. */
+  redis_lock_registry_set_idle_between_tries_ms (registry, 20000);
+  /* A key on another master than the subscription's (the first master's). */
+  name = name_on (cluster, 2, "spring", 0);
+  key = g_strconcat (REGISTRY_KEY ":", name, NULL);
+  channel = g_strconcat (REGISTRY_KEY "-channel:", key, NULL);
+  lock = test_obtain (registry, name);
+
+  test_lock_ok (lock);
+  g_assert_false (spring_run (cluster, spring_obtain, key, "30000"));
+  test_unlock_ok (lock);
+
+  g_assert_true (spring_run (cluster, spring_obtain, key, "30000"));
+  g_assert_false (redis_lock_try_lock (lock, &error));
+  g_assert_no_error (error);
+  w.lock = lock;
+  thread = g_thread_new ("waiter", waiter_main, &w);
+  g_assert_true (test_wait_contended (registry, test_stats (registry).contended_attempts + 1,
+                                      10000));
+  unlocked_ms = test_now_ms ();
+  g_assert_true (spring_run (cluster, spring_unlock, key, channel));
+  g_thread_join (thread);
+  g_assert_true (w.acquired);
+  g_test_message ("woken %" G_GINT64_FORMAT " ms after the Spring unlock",
+                  w.returned_ms - unlocked_ms);
+  g_assert_cmpint (w.returned_ms - unlocked_ms, <, 5000);
+  g_assert_null (node_get (cluster, 2, key));
+}
+
 /* --- Bad input ---------------------------------------------------------------------- */
 
 static void
@@ -782,6 +868,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cluster/migrate/stress", test_migrate_stress);
   g_test_add_func ("/cluster/failover/with-replica", test_failover_with_replica);
   g_test_add_func ("/cluster/failover/without-replica", test_master_down_without_replica);
+  g_test_add_func ("/cluster/interop/spring-peer", test_spring_peer);
   g_test_add_func ("/cluster/bad-input/seeds-down", test_seeds_down);
   g_test_add_func ("/cluster/bad-input/not-a-cluster", test_seed_not_cluster);
   g_test_add_func ("/cluster/bad-input/slot-without-owner", test_slot_without_owner);
