@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -782,6 +783,77 @@ test_spring_peer (void)
   g_assert_null (node_get (cluster, 2, key));
 }
 
+/* --- The command-line tool ----------------------------------------------------------- */
+
+/* Runs the built `redislock` with @argv (NULL-terminated, after the program name);
+ * returns its exit status and its standard output in *@out. */
+static int
+run_tool (char **out, const char *const *argv)
+{
+  g_autoptr (GPtrArray) args = g_ptr_array_new ();
+  g_autofree char *tool = g_test_build_filename (G_TEST_BUILT, "..", "tools", "redislock", NULL);
+  g_autoptr (GError) error = NULL;
+  int status = 0;
+
+  g_ptr_array_add (args, tool);
+  for (guint i = 0; argv[i] != NULL; i++)
+    g_ptr_array_add (args, (gpointer) argv[i]);
+  g_ptr_array_add (args, NULL);
+  g_assert_true (g_spawn_sync (NULL, (char **) args->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+                               out, NULL, &status, &error));
+  g_assert_no_error (error);
+  g_assert_true (WIFEXITED (status));
+  return WEXITSTATUS (status);
+}
+
+static void
+test_tool (void)
+{
+  RedisLockTestCluster *cluster = shared_cluster ();
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  RedisLock *locks[3];
+  const char *url;
+  g_autofree char *list = NULL, *status = NULL, *ran = NULL;
+
+  g_test_summary ("redislock list finds the locks held on every master of a cluster, status "
+                  "reads each from its master, and run holds a lock there");
+  if (cluster == NULL)
+    return;
+  url = redis_lock_test_cluster_get_url (cluster);
+  registry = registry_on (url);
+  for (guint node = 0; node < 3; node++)
+    {
+      g_autofree char *name = name_on (cluster, node, "tool", 0);
+      locks[node] = test_obtain (registry, name);
+      test_lock_ok (locks[node]);
+    }
+
+  g_assert_cmpint (run_tool (&list, (const char *[]) { "list", "--url", url, "--registry",
+                                                      REGISTRY_KEY, NULL }),
+                   ==, 0);
+  for (guint node = 0; node < 3; node++)
+    {
+      const char *name = redis_lock_get_name (locks[node]);
+      g_autofree char *status_out = NULL;
+      g_assert_nonnull (strstr (list, name));
+      g_assert_cmpint (run_tool (&status_out, (const char *[]) { "status", "--url", url,
+                                                                "--registry", REGISTRY_KEY,
+                                                                name, NULL }),
+                       ==, 0);
+      g_assert_nonnull (strstr (status_out, redis_lock_registry_get_client_id (registry)));
+      test_unlock_ok (locks[node]);
+      redis_lock_unref (locks[node]);
+    }
+  g_assert_cmpint (run_tool (&status, (const char *[]) { "status", "--url", url, "--registry",
+                                                        REGISTRY_KEY, "tool-free", NULL }),
+                   ==, 1);
+  g_assert_cmpint (run_tool (&ran, (const char *[]) { "run", "--url", url, "--registry",
+                                                     REGISTRY_KEY, "tool-run", "--", "sh", "-c",
+                                                     "echo \"$REDIS_LOCK_KEY\"", NULL }),
+                   ==, 0);
+  g_assert_cmpstr (ran, ==, REGISTRY_KEY ":tool-run\n");
+}
+
 /* --- Bad input ---------------------------------------------------------------------- */
 
 static void
@@ -869,6 +941,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cluster/failover/with-replica", test_failover_with_replica);
   g_test_add_func ("/cluster/failover/without-replica", test_master_down_without_replica);
   g_test_add_func ("/cluster/interop/spring-peer", test_spring_peer);
+  g_test_add_func ("/cluster/tool/list-status-run", test_tool);
   g_test_add_func ("/cluster/bad-input/seeds-down", test_seeds_down);
   g_test_add_func ("/cluster/bad-input/not-a-cluster", test_seed_not_cluster);
   g_test_add_func ("/cluster/bad-input/slot-without-owner", test_slot_without_owner);

@@ -56,6 +56,9 @@ static const char url_help[] =
   "URL forms:\n"
   "  redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]\n"
   "  unix:///PATH/TO/SOCKET[?db=N&password=P&username=U]\n"
+  "  redis-sentinel://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]…][/DB]"
+  "[?sentinel_username=U&sentinel_password=P]#MASTER\n"
+  "  redis-cluster://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]…]\n"
   "\n";
 static const char duration_help[] =
   "Durations: a number with a unit, 500ms, 10s, 2m, 1h; a plain number is seconds\n"
