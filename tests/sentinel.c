@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -322,6 +323,74 @@ test_failover_under_load (void)
   redis_lock_unref (run.locks[1]);
 }
 
+static void
+test_subscription_moves (void)
+{
+  g_autoptr (RedisLockTestSentinel) s = redis_lock_test_sentinel_new_or_skip (1, 3);
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLock) dropped = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *value = NULL;
+  TestLeaseLost lost;
+  redisContext *replica;
+  gint64 switched;
+
+  g_test_summary ("With the Sentinel the registry listened to down, the +switch-master event "
+                  "still reaches it through another Sentinel: a lease the failover lost is "
+                  "reported within about a second, with no call failing to give it away");
+  if (s == NULL)
+    return;
+  test_lease_lost_init (&lost);
+  registry = registry_on (redis_lock_test_sentinel_get_url (s));
+  redis_lock_registry_set_expire_after_ms (registry, 30000);
+  redis_lock_registry_set_lease_lost_callback (registry, test_lease_lost_cb, &lost, NULL);
+  dropped = test_obtain (registry, "dropped");
+  test_lock_ok (dropped);
+  value = redis_lock_dup_lease_value (dropped);
+  wait_replicated (s, 1, redis_lock_get_key (dropped), value);
+  replica = node_connect (s, 1);
+  freeReplyObject (test_redis_command (replica, "CONFIG SET replica-read-only no"));
+  g_assert_cmpint (test_redis_integer (replica, "DEL %s", redis_lock_get_key (dropped)), ==, 1);
+  redisFree (replica);
+
+  /* The registry subscribes to the first Sentinel of the URL first. */
+  redis_lock_test_sentinel_stop_sentinel (s, 0);
+  g_assert_cmpint (redis_lock_test_sentinel_failover (s, 30000, &error), ==, 1);
+  g_assert_no_error (error);
+  switched = test_now_ms ();
+  g_assert_cmpuint (test_lease_lost_wait (&lost, 5000), ==, 1);
+  g_test_message ("lost reported %" G_GINT64_FORMAT " ms after the Sentinels agreed",
+                  lost.at_ms - switched);
+  g_assert_cmpint (lost.at_ms - switched, <, 2000);
+  test_unlock_lease_lost (dropped);
+  redis_lock_registry_close (registry);
+  test_lease_lost_clear (&lost);
+}
+
+static void
+test_tool (void)
+{
+  g_autoptr (RedisLockTestSentinel) s = redis_lock_test_sentinel_new_or_skip (1, 1);
+  g_autofree char *tool = NULL, *out = NULL;
+  g_autoptr (GError) error = NULL;
+  const char *argv[] = { NULL, "run", "--url", NULL, "--min-replicas", "1", "tool", "--",
+                         "sh", "-c", "echo \"$REDIS_LOCK_KEY\"", NULL };
+  int status = 0;
+
+  g_test_summary ("redislock run works through a Sentinel URL with --min-replicas");
+  if (s == NULL)
+    return;
+  tool = g_test_build_filename (G_TEST_BUILT, "..", "tools", "redislock", NULL);
+  argv[0] = tool;
+  argv[3] = redis_lock_test_sentinel_get_url (s);
+  g_assert_true (g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
+                               NULL, &status, &error));
+  g_assert_no_error (error);
+  g_assert_true (WIFEXITED (status));
+  g_assert_cmpint (WEXITSTATUS (status), ==, 0);
+  g_assert_cmpstr (out, ==, "redislock:tool\n");
+}
+
 /* --- Replica acknowledgement -------------------------------------------------------- */
 
 static void
@@ -439,6 +508,8 @@ main (int argc, char **argv)
   g_test_add_func ("/sentinel/failover/idle", test_failover_idle);
   g_test_add_func ("/sentinel/failover/audit-held-leases", test_failover_audit);
   g_test_add_func ("/sentinel/failover/under-load", test_failover_under_load);
+  g_test_add_func ("/sentinel/failover/subscription-moves", test_subscription_moves);
+  g_test_add_func ("/sentinel/tool/run", test_tool);
   g_test_add_func ("/sentinel/min-replicas/paused-replica", test_min_replicas_paused_replica);
   g_test_add_func ("/sentinel/min-replicas/renewal", test_min_replicas_renewal);
   g_test_add_func ("/sentinel/bad-input/sentinels-down", test_sentinels_down);
