@@ -277,7 +277,7 @@ fetch_map (RlCluster *self, RlNode *node, GArray *ranges, GError **error)
     {
       g_autofree char *what = g_strdup_printf ("Reading the Redis Cluster slot map from %s",
                                                node->name);
-      rl_set_error_from_context (error, conn->c, what);
+      rl_set_error_from_conn (error, conn, what);
       rl_pool_put (node->pool, conn);
       return FALSE;
     }

@@ -1,25 +1,21 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* connection.c: the connection pool, timeouts and error translation for Redis.
+/* connection.c: the connection pool, several connections at once, and the commands
+ * every connection starts with.
  *
- * hiredis contexts are not thread-safe, so the pool hands each caller a context of its
- * own for the duration of one operation and takes it back afterwards; idle contexts
- * are kept for reuse, a context that failed is closed, and a new one is made on the
- * next use, which is all "reconnect" needs to mean. Every socket has a bounded
- * connect and command timeout, so a dead or frozen server turns into a
- * REDIS_LOCK_ERROR_CONNECTION within the timeout instead of a hang.
- *
- * redis-store.c and notify.c use hiredis's contexts and replies too, but this is the
- * one place that knows which hiredis it was built against: the HAVE_DECL_* checks
- * from configure stay in this file.
+ * A connection is used by one caller at a time, so the pool hands each caller one of
+ * its own for the duration of one operation and takes it back afterwards; idle
+ * connections are kept for reuse, one that failed is closed, and a new one is made on
+ * the next use, which is all "reconnect" needs to mean. Every connection is set up
+ * under the connect timeout (AUTH and SELECT included: a server that accepts but does
+ * not answer is unreachable, not slow) and then bounded by the command timeout, so a
+ * dead or frozen server turns into REDIS_LOCK_ERROR_CONNECTION within the timeout
+ * instead of a hang. The bytes themselves (plain or TLS) are transport.c's.
  */
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
-#include <stdio.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include "connection.h"
 #include "sync.h"
@@ -30,157 +26,26 @@ struct _RlPool
   RlStoreContext *ctx;
   RlMutex mutex;
   GPtrArray *idle; /* RlConn*, most recently returned last */
+  RlTls *tls;      /* TLS credentials, loaded by the first connection; NULL: plain */
 };
 
 /* Idle connections kept beyond this are closed: enough for a busy thread pool. */
 #define RL_POOL_MAX_IDLE 64
 
-/* Errors ----------------------------------------------------------------------- */
-
-static gboolean
-context_timed_out (redisContext *c)
-{
-#if HAVE_DECL_REDIS_ERR_TIMEOUT
-  if (c->err == REDIS_ERR_TIMEOUT)
-    return TRUE;
-#endif
-  return c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ETIMEDOUT
-                                    || strstr (c->errstr, "temporarily unavailable") != NULL
-                                    || strstr (c->errstr, "timed out") != NULL);
-}
-
-void
-rl_set_error_from_context (GError **error, redisContext *c, const char *what)
-{
-  if (c == NULL)
-    g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
-                 "%s: out of memory for a Redis connection", what);
-  else if (context_timed_out (c))
-    g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION, "%s: Redis timed out", what);
-  else if (c->err == REDIS_ERR_EOF)
-    g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
-                 "%s: Redis closed the connection", what);
-  else
-    g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION, "%s: %s", what,
-                 c->errstr[0] ? c->errstr : "Redis connection failed");
-}
-
-gboolean
-rl_context_is_stale (redisContext *c)
-{
-  if (c->err == REDIS_ERR_EOF)
-    return TRUE;
-  return c->err == REDIS_ERR_IO
-         && (strstr (c->errstr, "reset") != NULL || strstr (c->errstr, "Broken pipe") != NULL);
-}
-
-/* Connections ------------------------------------------------------------------ */
-
-static struct timeval
-ms_to_timeval (gint64 ms)
-{
-  struct timeval tv;
-  tv.tv_sec = ms / 1000;
-  tv.tv_usec = (ms % 1000) * 1000;
-  return tv;
-}
-
-void
-rl_conn_set_timeout (RlConn *conn, gint64 timeout_ms)
-{
-  if (conn->timeout_ms == timeout_ms)
-    return;
-  redisSetTimeout (conn->c, ms_to_timeval (timeout_ms));
-  conn->timeout_ms = timeout_ms;
-}
-
-void
-rl_conn_free (RlConn *conn)
-{
-  if (conn == NULL)
-    return;
-  if (conn->c != NULL)
-    redisFree (conn->c);
-  g_free (conn);
-}
-
-/* Appends the decimal digits of @value. */
-static char *
-put_uint (char *p, gsize value)
-{
-  char digits[24];
-  int n = 0;
-
-  do
-    digits[n++] = (char) ('0' + value % 10);
-  while ((value /= 10) != 0);
-  while (n > 0)
-    *p++ = digits[--n];
-  return p;
-}
-
 void
 rl_format_uint (char buf[24], gint64 value)
 {
-  *put_uint (buf, (gsize) MAX (value, 0)) = '\0';
-}
+  char digits[24];
+  gsize v = (gsize) MAX (value, 0);
+  int n = 0;
+  char *p = buf;
 
-void
-rl_conn_append (RlConn *conn, int argc, const char **argv)
-{
-  char stack[1024];
-  gsize lens[16];
-  gsize size = 16;
-  char *buf, *p;
-
-  g_assert (argc <= (int) G_N_ELEMENTS (lens));
-  for (int i = 0; i < argc; i++)
-    {
-      lens[i] = strlen (argv[i]);
-      size += lens[i] + 32;
-    }
-  buf = size <= sizeof stack ? stack : g_malloc (size);
-  p = buf;
-  *p++ = '*';
-  p = put_uint (p, (gsize) argc);
-  *p++ = '\r';
-  *p++ = '\n';
-  for (int i = 0; i < argc; i++)
-    {
-      *p++ = '$';
-      p = put_uint (p, lens[i]);
-      *p++ = '\r';
-      *p++ = '\n';
-      memcpy (p, argv[i], lens[i]);
-      p += lens[i];
-      *p++ = '\r';
-      *p++ = '\n';
-    }
-  redisAppendFormattedCommand (conn->c, buf, (gsize) (p - buf));
-  if (buf != stack)
-    g_free (buf);
-}
-
-redisReply *
-rl_conn_roundtrip (RlConn *conn, int argc, const char **argv)
-{
-  void *reply = NULL;
-
-  rl_conn_append (conn, argc, argv);
-  if (redisGetReply (conn->c, &reply) != REDIS_OK)
-    return NULL;
-  return reply;
-}
-
-/* Marks @c failed with @why, so the pool closes it: a connection whose replies were
- * not all read cannot serve another caller. */
-static void
-context_fail (redisContext *c, const char *why)
-{
-  if (c->err != 0)
-    return;
-  c->err = REDIS_ERR_IO;
-  g_snprintf (c->errstr, sizeof c->errstr, "%s", why);
+  do
+    digits[n++] = (char) ('0' + v % 10);
+  while ((v /= 10) != 0);
+  while (n > 0)
+    *p++ = digits[--n];
+  *p = '\0';
 }
 
 guint
@@ -190,44 +55,45 @@ rl_conns_exchange (RlConn **conns, guint n, const guint *expected, gint64 timeou
   g_autofree struct pollfd *pfds = g_new0 (struct pollfd, n);
   g_autofree guint *index = g_new0 (guint, n);
   g_autofree guint *got = g_new0 (guint, n);
-  g_autofree gboolean *written = g_new0 (gboolean, n);
-  g_autofree int *flags = g_new0 (int, n);
   gint64 deadline = g_get_monotonic_time () + timeout_ms * 1000;
   guint active = 0, n_failed = 0;
 
-  /* Non-blocking while the exchange lasts: poll() says when a socket can take more or
-   * has replies, and no write to one server waits for another's. */
   for (guint i = 0; i < n; i++)
     {
       failed[i] = FALSE;
-      flags[i] = fcntl (conns[i]->c->fd, F_GETFL);
-      if (flags[i] >= 0)
-        fcntl (conns[i]->c->fd, F_SETFL, flags[i] | O_NONBLOCK);
       if (expected[i] > 0)
         active++;
     }
   while (active > 0)
     {
       gint64 left_ms = (deadline - g_get_monotonic_time () + 999) / 1000;
+      gboolean pending = FALSE;
       guint nfds = 0;
       int rc;
 
       for (guint i = 0; i < n; i++)
         if (!failed[i] && got[i] < expected[i])
           {
-            pfds[nfds].fd = conns[i]->c->fd;
-            pfds[nfds].events = (short) (POLLIN | (written[i] ? 0 : POLLOUT));
+            pfds[nfds].fd = conns[i]->fd;
+            pfds[nfds].events = (short) (POLLIN | (rl_conn_wants_write (conns[i]) ? POLLOUT : 0));
             pfds[nfds].revents = 0;
+            /* Decrypted bytes poll() cannot see: handle them without sleeping. */
+            if (rl_conn_has_pending (conns[i]))
+              {
+                pfds[nfds].revents = POLLIN;
+                pending = TRUE;
+              }
             index[nfds++] = i;
           }
-      rc = left_ms > 0 ? poll (pfds, nfds, (int) MIN (left_ms, G_MAXINT)) : 0;
+      rc = pending ? 1 : left_ms > 0 ? poll (pfds, nfds, (int) MIN (left_ms, G_MAXINT)) : 0;
       if (rc < 0 && errno == EINTR)
         continue;
       if (rc <= 0)
         {
           for (guint k = 0; k < nfds; k++)
             {
-              context_fail (conns[index[k]]->c, rc == 0 ? "Redis timed out" : g_strerror (errno));
+              rl_conn_fail (conns[index[k]], rc == 0 ? RL_CONN_ERR_TIMEOUT : RL_CONN_ERR_IO,
+                            rc == 0 ? "Redis timed out" : g_strerror (errno));
               failed[index[k]] = TRUE;
               n_failed++;
             }
@@ -236,21 +102,17 @@ rl_conns_exchange (RlConn **conns, guint n, const guint *expected, gint64 timeou
       for (guint k = 0; k < nfds; k++)
         {
           guint i = index[k];
-          redisContext *c = conns[i]->c;
+          RlConn *conn = conns[i];
           gboolean ok = TRUE;
 
           if ((pfds[k].revents & POLLOUT) != 0)
-            {
-              int done = 0;
-              ok = redisBufferWrite (c, &done) == REDIS_OK;
-              written[i] = done;
-            }
+            ok = rl_conn_write_some (conn);
           if (ok && (pfds[k].revents & (POLLIN | POLLHUP | POLLERR)) != 0)
-            ok = redisBufferRead (c) == REDIS_OK;
+            ok = rl_conn_read_some (conn);
           while (ok && got[i] < expected[i])
             {
-              void *reply = NULL;
-              ok = redisGetReplyFromReader (c, &reply) == REDIS_OK;
+              redisReply *reply = NULL;
+              ok = rl_conn_next_reply (conn, &reply);
               if (!ok || reply == NULL)
                 break;
               got[i]++;
@@ -258,7 +120,7 @@ rl_conns_exchange (RlConn **conns, guint n, const guint *expected, gint64 timeou
             }
           if (!ok)
             {
-              context_fail (c, "Redis connection failed");
+              rl_conn_fail (conn, RL_CONN_ERR_IO, "Redis connection failed");
               failed[i] = TRUE;
               n_failed++;
             }
@@ -266,20 +128,17 @@ rl_conns_exchange (RlConn **conns, guint n, const guint *expected, gint64 timeou
             active--;
         }
     }
-  for (guint i = 0; i < n; i++)
-    if (flags[i] >= 0)
-      fcntl (conns[i]->c->fd, F_SETFL, flags[i]);
   return n_failed;
 }
 
 redisReply *
-rl_command_argv (RlConn *conn, int argc, const char **argv, const size_t *lens, GError **error)
+rl_command_argv (RlConn *conn, int argc, const char **argv, GError **error)
 {
-  redisReply *reply = redisCommandArgv (conn->c, argc, argv, lens);
+  redisReply *reply = rl_conn_roundtrip (conn, argc, argv);
 
   if (reply == NULL)
     {
-      rl_set_error_from_context (error, conn->c, argv[0]);
+      rl_set_error_from_conn (error, conn, argv[0]);
       return NULL;
     }
   if (reply->type == REDIS_REPLY_ERROR)
@@ -294,11 +153,28 @@ rl_command_argv (RlConn *conn, int argc, const char **argv, const size_t *lens, 
 static gboolean
 simple_command (RlConn *conn, GError **error, int argc, const char **argv)
 {
-  redisReply *reply = rl_command_argv (conn, argc, argv, NULL, error);
+  redisReply *reply = rl_command_argv (conn, argc, argv, error);
   if (reply == NULL)
     return FALSE;
   freeReplyObject (reply);
   return TRUE;
+}
+
+/* The pool's TLS credentials, loaded on first use; NULL for a plain node, or with
+ * @error when they cannot be loaded. */
+static RlTls *
+pool_tls (RlPool *pool, GError **error)
+{
+  RlTls *tls;
+
+  if (!pool->config.tls)
+    return NULL;
+  rl_mutex_lock (&pool->mutex);
+  if (pool->tls == NULL)
+    pool->tls = rl_tls_new (&pool->config, error);
+  tls = pool->tls;
+  rl_mutex_unlock (&pool->mutex);
+  return tls;
 }
 
 RlConn *
@@ -307,40 +183,15 @@ rl_pool_connect (RlPool *pool, GError **error)
   RlConnConfig *cfg = &pool->config;
   gint64 connect_ms = RL_ATOMIC_GET (pool->ctx->connect_timeout_ms);
   gint64 command_ms = RL_ATOMIC_GET (pool->ctx->command_timeout_ms);
-  struct timeval tv = ms_to_timeval (connect_ms);
   g_autoptr (GError) local_error = NULL;
-  redisContext *c;
+  RlTls *tls = pool_tls (pool, error);
   RlConn *conn;
 
-  if (cfg->path != NULL)
-    c = redisConnectUnixWithTimeout (cfg->path, tv);
-  else
-    c = redisConnectWithTimeout (cfg->host, cfg->port, tv);
-  /* hiredis 0.14 makes its sockets without SOCK_CLOEXEC: without this, every program
-   * the application fork-execs would inherit its Redis connections (and could write
-   * to them, or keep the server's side open). */
-  if (c != NULL && c->fd >= 0)
-    {
-      int flags = fcntl (c->fd, F_GETFD);
-      if (flags >= 0)
-        fcntl (c->fd, F_SETFD, flags | FD_CLOEXEC);
-    }
-  if (c == NULL || c->err)
-    {
-      g_autofree char *server = rl_conn_config_describe (cfg);
-      g_autofree char *where = g_strdup_printf ("Cannot connect to Redis at %s", server);
-      rl_set_error_from_context (error, c, where);
-      if (c != NULL)
-        redisFree (c);
-      return NULL;
-    }
-
-  conn = g_new0 (RlConn, 1);
-  conn->c = c;
-  /* The setup commands run under the connect timeout: a server that accepts but does
-   * not answer is "unreachable", not a slow command. */
-  conn->timeout_ms = -1;
-  rl_conn_set_timeout (conn, connect_ms);
+  if (cfg->tls && tls == NULL)
+    return NULL;
+  conn = rl_conn_open (cfg, tls, connect_ms, error);
+  if (conn == NULL)
+    return NULL;
 
   if (cfg->password != NULL)
     {
@@ -353,8 +204,9 @@ rl_pool_connect (RlPool *pool, GError **error)
     }
   if (cfg->db != 0)
     {
-      g_autofree char *db = g_strdup_printf ("%d", cfg->db);
+      char db[24];
       const char *select[] = { "SELECT", db };
+      rl_format_uint (db, cfg->db);
       if (!simple_command (conn, &local_error, 2, select))
         goto fail;
     }
@@ -393,6 +245,7 @@ rl_pool_free (RlPool *pool)
     rl_conn_free (g_ptr_array_index (pool->idle, i));
   g_ptr_array_unref (pool->idle);
   rl_mutex_clear (&pool->mutex);
+  rl_tls_free (pool->tls);
   rl_conn_config_clear (&pool->config);
   g_free (pool);
 }
@@ -420,7 +273,7 @@ rl_pool_get (RlPool *pool, gint64 timeout_ms, gboolean *reused, GError **error)
 void
 rl_pool_put (RlPool *pool, RlConn *conn)
 {
-  if (conn->c->err != 0)
+  if (conn->err != RL_CONN_OK || rl_conn_wants_write (conn))
     {
       rl_conn_free (conn);
       return;

@@ -182,27 +182,26 @@ handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
 static gboolean
 subscribe_once (RlNotifier *self, RlConn *conn)
 {
-  redisContext *c = conn->c;
   gboolean ping_out = FALSE;
   gint64 last_traffic = g_get_monotonic_time ();
   const char *argv[2] = { "PSUBSCRIBE", self->pattern };
 
-  redisAppendCommandArgv (c, 2, argv, NULL);
+  rl_conn_append (conn, 2, argv);
   for (;;)
     {
-      int done = 0;
-      struct pollfd pfd[2] = { { c->fd, POLLIN, 0 }, { self->wake[0], POLLIN, 0 } };
+      struct pollfd pfd[2] = { { conn->fd, POLLIN, 0 }, { self->wake[0], POLLIN, 0 } };
       gint64 idle_ms;
-      void *reply;
+      redisReply *reply;
 
-      /* Flush what is queued (the PSUBSCRIBE, a PING). */
-      while (!done)
-        if (redisBufferWrite (c, &done) != REDIS_OK)
-          return FALSE;
-      /* Hand over every complete reply already buffered. */
+      /* Send what is queued (the PSUBSCRIBE, a PING) as far as the socket takes it. */
+      if (!rl_conn_write_some (conn))
+        return FALSE;
+      if (rl_conn_wants_write (conn))
+        pfd[0].events |= POLLOUT;
+      /* Hand over every complete reply already read. */
       for (;;)
         {
-          if (redisGetReplyFromReader (c, &reply) != REDIS_OK)
+          if (!rl_conn_next_reply (conn, &reply))
             return FALSE;
           if (reply == NULL)
             break;
@@ -222,18 +221,21 @@ subscribe_once (RlNotifier *self, RlConn *conn)
               g_debug ("subscription: no answer to PING, reconnecting");
               return FALSE;
             }
-          redisAppendCommandArgv (c, 1, ping, NULL);
+          rl_conn_append (conn, 1, ping);
           ping_out = TRUE;
           last_traffic = g_get_monotonic_time ();
           continue;
         }
-      if (poll (pfd, 2, (int) idle_ms) < 0 && errno != EINTR)
+      /* Decrypted bytes poll() cannot see are read at once. */
+      if (rl_conn_has_pending (conn))
+        pfd[0].revents = POLLIN;
+      else if (poll (pfd, 2, (int) idle_ms) < 0 && errno != EINTR)
         return FALSE;
       if (should_stop (self) || take_restart (self))
         return TRUE;
-      if (pfd[0].revents != 0)
+      if ((pfd[0].revents & ~POLLOUT) != 0)
         {
-          if (redisBufferRead (c) != REDIS_OK)
+          if (!rl_conn_read_some (conn))
             return FALSE;
           last_traffic = g_get_monotonic_time ();
         }

@@ -146,10 +146,10 @@ exchange (RlConn *conn, gboolean asking, int argc, const char **argv)
     return rl_conn_roundtrip (conn, argc, argv);
   rl_conn_append (conn, 1, asking_argv);
   rl_conn_append (conn, argc, argv);
-  if (redisGetReply (conn->c, (void **) &reply) != REDIS_OK)
+  if (!rl_conn_get_reply (conn, &reply))
     return NULL;
   freeReplyObject (reply);
-  if (redisGetReply (conn->c, (void **) &reply) != REDIS_OK)
+  if (!rl_conn_get_reply (conn, &reply))
     return NULL;
   return reply;
 }
@@ -282,11 +282,11 @@ call (RlRedisStore *self, const char *key, int argc, const char **argv, const Rl
         }
       if (reply == NULL)
         {
-          gboolean retry = reused && !stale_retried && rl_context_is_stale (conn->c);
+          gboolean retry = reused && !stale_retried && rl_conn_is_stale (conn);
           if (!retry)
             {
               g_autofree char *what = g_strdup_printf ("%s on %s", argv[0], node->name);
-              rl_set_error_from_context (error, conn->c, what);
+              rl_set_error_from_conn (error, conn, what);
             }
           rl_pool_put (node->pool, conn);
           if (retry)
@@ -761,7 +761,7 @@ redis_renew_batch (RlStore *store, guint n, const char *const *keys, const char 
           if (first_error == NULL)
             {
               g_autofree char *what = g_strdup_printf ("Renewing leases on %s", group->node->name);
-              rl_set_error_from_context (&first_error, group->conn->c, what);
+              rl_set_error_from_conn (&first_error, group->conn, what);
             }
           topology->vt->failed (topology, group->node);
           for (guint j = 0; j < group->items->len; j++)
@@ -854,9 +854,9 @@ read_lease (RlConn *conn, const char *key, gboolean skip_others, char **value, g
   rl_conn_append (conn, 2, get);
   rl_conn_append (conn, 2, pttl);
   for (int i = 0; i < 2; i++)
-    if (redisGetReply (conn->c, (void **) &replies[i]) != REDIS_OK)
+    if (!rl_conn_get_reply (conn, &replies[i]))
       {
-        rl_set_error_from_context (error, conn->c, "Reading a lock");
+        rl_set_error_from_conn (error, conn, "Reading a lock");
         ok = FALSE;
         break;
       }
@@ -945,7 +945,7 @@ list_node (RlStore *store, RlNode *node, const char *pattern, GArray *entries, G
       RL_ATOMIC_ADD (store->ctx->stats->round_trips, 1);
       if (reply == NULL)
         {
-          rl_set_error_from_context (error, conn->c, "Listing locks");
+          rl_set_error_from_conn (error, conn, "Listing locks");
           ok = FALSE;
           break;
         }
@@ -1056,10 +1056,10 @@ check_node (RlRedisStore *self, RlNode *node, GError **error)
   rl_conn_append (conn, 1, ping);
   for (gsize i = 0; i <= G_N_ELEMENTS (scripts); i++)
     {
-      if (redisGetReply (conn->c, (void **) &reply) != REDIS_OK)
+      if (!rl_conn_get_reply (conn, &reply))
         {
           g_autofree char *what = g_strdup_printf ("Checking the Redis server at %s", node->name);
-          rl_set_error_from_context (error, conn->c, what);
+          rl_set_error_from_conn (error, conn, what);
           rl_pool_put (node->pool, conn);
           return FALSE;
         }

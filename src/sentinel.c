@@ -98,7 +98,7 @@ ask_sentinel (RlSentinel *self, RlNode *sentinel, gint64 timeout_ms, char **host
   if (reply == NULL)
     {
       g_autofree char *what = g_strdup_printf ("Asking the Sentinel at %s", sentinel->name);
-      rl_set_error_from_context (error, conn->c, what);
+      rl_set_error_from_conn (error, conn, what);
     }
   rl_pool_put (sentinel->pool, conn);
   if (reply == NULL)
@@ -140,7 +140,7 @@ is_master (RlSentinel *self, RlNode *node, gint64 timeout_ms, GError **error)
   if (reply == NULL)
     {
       g_autofree char *what = g_strdup_printf ("Asking %s for its role", node->name);
-      rl_set_error_from_context (error, conn->c, what);
+      rl_set_error_from_conn (error, conn, what);
     }
   rl_pool_put (node->pool, conn);
   if (reply == NULL)
@@ -354,12 +354,12 @@ is_our_switch (RlSentinel *self, const redisReply *reply)
 static gboolean
 read_subscription (RlSentinel *self, RlConn *sub, gboolean *pong)
 {
-  if (redisBufferRead (sub->c) != REDIS_OK)
+  if (!rl_conn_read_some (sub))
     return FALSE;
   for (;;)
     {
-      void *reply = NULL;
-      if (redisGetReplyFromReader (sub->c, &reply) != REDIS_OK)
+      redisReply *reply = NULL;
+      if (!rl_conn_next_reply (sub, &reply))
         return FALSE;
       if (reply == NULL)
         return TRUE;
@@ -431,7 +431,6 @@ sentinel_thread (void *data)
           if (idle_ms <= 0)
             {
               const char *ping[] = { "PING" };
-              int done = 0;
               if (ping_out)
                 {
                   g_debug ("sentinel: no answer to PING, subscribing again");
@@ -440,17 +439,19 @@ sentinel_thread (void *data)
                   continue;
                 }
               rl_conn_append (sub, 1, ping);
-              while (!done)
-                if (redisBufferWrite (sub->c, &done) != REDIS_OK)
-                  break;
+              /* A PING is a few bytes: the socket takes it at once; a failure shows at
+               * the next read. */
+              rl_conn_write_some (sub);
               ping_out = TRUE;
               last_traffic = now;
               continue;
             }
           wait_ms = MIN (wait_ms, idle_ms);
-          pfd[1].fd = sub->c->fd;
+          pfd[1].fd = sub->fd;
         }
-      if (poll (pfd, sub != NULL ? 2 : 1, (int) MAX (wait_ms, 1)) < 0 && errno != EINTR)
+      if (sub != NULL && rl_conn_has_pending (sub))
+        pfd[1].revents = POLLIN;
+      else if (poll (pfd, sub != NULL ? 2 : 1, (int) MAX (wait_ms, 1)) < 0 && errno != EINTR)
         break;
       if (sub != NULL && pfd[1].revents != 0)
         {

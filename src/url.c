@@ -7,8 +7,9 @@
  * of hosts GUri cannot read ("h1:p1,h2:p2"), so the authority is cut here, where GUri
  * cuts it (the user info ends at its first "@", the authority at the first "/", "?" or
  * "#"), and each host of the list is read by GUri as the host of a redis:// URL; GUri
- * reads the rest with a stand-in host. The rediss forms are refused until TLS is built
- * in. Every message about a URL shows it redacted: rebuilt from parts that cannot hold
+ * reads the rest with a stand-in host. The rediss forms are the same with TLS on every
+ * connection and ?ca=&cert=&key=&sni= in the query (a build without TLS refuses them).
+ * Every message about a URL shows it redacted: rebuilt from parts that cannot hold
  * a secret (user info, unknown parameters and fragments become "***"; a URL that does
  * not parse shows only its scheme), and a reason never quotes a piece of the URL. The
  * library, the command-line tool and the benchmark all use this file (it is built into
@@ -17,7 +18,9 @@
 #include "config.h"
 
 #include <string.h>
+#include <errno.h>
 #include <sys/un.h>
+#include <glib/gstdio.h>
 
 #include "url.h"
 
@@ -28,6 +31,10 @@ rl_conn_config_clear (RlConnConfig *config)
   g_clear_pointer (&config->path, g_free);
   g_clear_pointer (&config->username, g_free);
   g_clear_pointer (&config->password, g_free);
+  g_clear_pointer (&config->tls_ca, g_free);
+  g_clear_pointer (&config->tls_cert, g_free);
+  g_clear_pointer (&config->tls_key, g_free);
+  g_clear_pointer (&config->tls_sni, g_free);
 }
 
 void
@@ -39,6 +46,11 @@ rl_conn_config_copy (const RlConnConfig *config, RlConnConfig *copy)
   copy->username = g_strdup (config->username);
   copy->password = g_strdup (config->password);
   copy->db = config->db;
+  copy->tls = config->tls;
+  copy->tls_ca = g_strdup (config->tls_ca);
+  copy->tls_cert = g_strdup (config->tls_cert);
+  copy->tls_key = g_strdup (config->tls_key);
+  copy->tls_sni = g_strdup (config->tls_sni);
 }
 
 /* The non-empty "&"-separated parts of a query. */
@@ -137,6 +149,11 @@ static const DeploymentForm deployment_forms[] = {
 static const char *const single_params[] = { "db", "password", "username", NULL };
 static const char *const sentinel_params[] = { "sentinel_password", "sentinel_username", NULL };
 static const char *const no_params[] = { NULL };
+/* The TLS parameters, accepted by the rediss forms (with the form's own). */
+static const char *const tls_params[] = { "ca", "cert", "key", "sni", NULL };
+static const char *const tls_single_params[] = { "ca", "cert", "key", "sni", NULL };
+static const char *const tls_sentinel_params[]
+    = { "ca", "cert", "key", "sni", "sentinel_password", "sentinel_username", NULL };
 
 /* The deployment form @url has, by its scheme (in any case), or NULL. */
 static const DeploymentForm *
@@ -340,7 +357,9 @@ redact_deployment_url (const char *url, const DeploymentForm *form)
     }
   append_redacted_path (out, g_uri_get_path (rest), TRUE);
   append_redacted_query (out, g_uri_get_query (rest),
-                         form->kind == RL_TOPOLOGY_SENTINEL ? sentinel_params : no_params);
+                         form->kind == RL_TOPOLOGY_SENTINEL
+                             ? (form->tls ? tls_sentinel_params : sentinel_params)
+                             : (form->tls ? tls_params : no_params));
   fragment = g_uri_get_fragment (rest);
   if (fragment != NULL)
     {
@@ -399,7 +418,8 @@ redact_url (const char *url)
       append_redacted_host (out, host, g_uri_get_port (uri));
     }
   append_redacted_path (out, g_uri_get_path (uri), strcmp (scheme, "unix") != 0);
-  append_redacted_query (out, g_uri_get_query (uri), single_params);
+  append_redacted_query (out, g_uri_get_query (uri),
+                         strcmp (scheme, "rediss") == 0 ? tls_single_params : single_params);
   if (g_uri_get_fragment (uri) != NULL)
     g_string_append (out, "#***");
   return g_string_free (out, FALSE);
@@ -436,9 +456,15 @@ invalid_url (GError **error, const char *url, const char *why)
   return FALSE;
 }
 
-/* redis://[[user]:password@]host[:port][/db] */
+static GHashTable *parse_query (const char *query, const char *const *names, const char *url,
+                                GError **error);
+static gboolean apply_tls_params (GHashTable *params, RlConnConfig **configs, const char *url,
+                                  GError **error);
+
+/* redis://[[user]:password@]host[:port][/db], and rediss://…[?ca=&cert=&key=&sni=] with
+ * @tls */
 static gboolean
-parse_tcp (GUri *uri, const char *url, RlConnConfig *config, GError **error)
+parse_tcp (GUri *uri, const char *url, gboolean tls, RlConnConfig *config, GError **error)
 {
   const char *host = g_uri_get_host (uri);
   const char *path = g_uri_get_path (uri);
@@ -455,10 +481,11 @@ parse_tcp (GUri *uri, const char *url, RlConnConfig *config, GError **error)
       return invalid_url (error, url, "the host contains white space or control characters");
   if (port == 0)
     return invalid_url (error, url, "port 0");
-  if (g_uri_get_query (uri) != NULL || g_uri_get_fragment (uri) != NULL)
+  if ((!tls && g_uri_get_query (uri) != NULL) || g_uri_get_fragment (uri) != NULL)
     return invalid_url (error, url,
-                        "redis:// URLs take no query or fragment (in a password, write “?” "
-                        "and “#” as %3F and %23)");
+                        tls ? "rediss:// URLs take no fragment (in a password, write “#” as %23)"
+                            : "redis:// URLs take no query or fragment (in a password, write “?” "
+                              "and “#” as %3F and %23)");
   if (path[0] == '/')
     path++;
   if (*path != '\0' && !parse_db (path, &config->db, url, error))
@@ -469,6 +496,18 @@ parse_tcp (GUri *uri, const char *url, RlConnConfig *config, GError **error)
     config->username = g_strdup (g_uri_get_user (uri));
   if (g_uri_get_password (uri) != NULL)
     config->password = g_strdup (g_uri_get_password (uri));
+  if (tls)
+    {
+      g_autoptr (GHashTable) params = NULL;
+      RlConnConfig *configs[] = { config, NULL };
+      if (g_uri_get_query (uri) != NULL)
+        {
+          params = parse_query (g_uri_get_query (uri), tls_single_params, url, error);
+          if (params == NULL)
+            return FALSE;
+        }
+      return apply_tls_params (params, configs, url, error);
+    }
   return TRUE;
 }
 
@@ -520,6 +559,60 @@ parse_query (const char *query, const char *const *names, const char *url, GErro
       return NULL;
     }
   return g_steal_pointer (&params);
+}
+
+/* The TLS parameters of @params (ca, cert, key, sni) into every config of @configs (a
+ * NULL-terminated array), with tls set. A file that cannot be read is INVALID; the
+ * message names the parameter, not the path (which a misplaced password could reach). */
+static gboolean
+apply_tls_params (GHashTable *params, RlConnConfig **configs, const char *url, GError **error)
+{
+  static const char *const files[] = { "ca", "cert", "key" };
+  const char *ca = params != NULL ? g_hash_table_lookup (params, "ca") : NULL;
+  const char *cert = params != NULL ? g_hash_table_lookup (params, "cert") : NULL;
+  const char *key = params != NULL ? g_hash_table_lookup (params, "key") : NULL;
+  const char *sni = params != NULL ? g_hash_table_lookup (params, "sni") : NULL;
+
+#ifndef RL_HAVE_GNUTLS
+  return invalid_url (error, url,
+                      "TLS (rediss) is not supported by this build: it was built without TLS");
+#endif
+  for (gsize i = 0; i < G_N_ELEMENTS (files); i++)
+    {
+      const char *path = params != NULL ? g_hash_table_lookup (params, files[i]) : NULL;
+      if (path != NULL && (*path == '\0' || g_access (path, R_OK) != 0))
+        {
+          g_autofree char *why = g_strdup_printf ("the file named by %s= cannot be read (%s)",
+                                                  files[i],
+                                                  *path == '\0' ? "empty name" : g_strerror (errno));
+          return invalid_url (error, url, why);
+        }
+    }
+  if ((cert == NULL) != (key == NULL))
+    return invalid_url (error, url, "a client certificate needs both cert= and key=");
+  if (sni != NULL && (*sni == '\0' || !is_plain (sni, ".-_")))
+    return invalid_url (error, url, "sni= is not a host name");
+  for (guint i = 0; configs[i] != NULL; i++)
+    {
+      configs[i]->tls = TRUE;
+      configs[i]->tls_ca = g_strdup (ca);
+      configs[i]->tls_cert = g_strdup (cert);
+      configs[i]->tls_key = g_strdup (key);
+      configs[i]->tls_sni = g_strdup (sni);
+    }
+  return TRUE;
+}
+
+/* Every config of a deployment (@parsed's node and hosts), for apply_tls_params(). */
+static RlConnConfig **
+deployment_configs (RlUrl *parsed)
+{
+  RlConnConfig **configs = g_new0 (RlConnConfig *, parsed->hosts->len + 2);
+
+  configs[0] = &parsed->node;
+  for (guint i = 0; i < parsed->hosts->len; i++)
+    configs[i + 1] = &g_array_index (parsed->hosts, RlConnConfig, i);
+  return configs;
 }
 
 /* The ?db=&password=&username= of a unix:// URL. */
@@ -637,7 +730,7 @@ parse_host_list (const char *hosts, int default_port, const char *url, GArray *o
 /* The hosts of a Sentinel URL connect with the sentinel_username and sentinel_password
  * of its query; the data nodes with the user info; the master name is the fragment. */
 static gboolean
-parse_sentinel_parts (GUri *rest, const char *url, RlUrl *parsed, GError **error)
+parse_sentinel_parts (GUri *rest, const char *url, gboolean tls, RlUrl *parsed, GError **error)
 {
   const char *query = g_uri_get_query (rest);
   const char *master = g_uri_get_fragment (rest);
@@ -647,7 +740,7 @@ parse_sentinel_parts (GUri *rest, const char *url, RlUrl *parsed, GError **error
 
   if (query != NULL)
     {
-      params = parse_query (query, sentinel_params, url, error);
+      params = parse_query (query, tls ? tls_sentinel_params : sentinel_params, url, error);
       if (params == NULL)
         return FALSE;
       username = g_hash_table_lookup (params, "sentinel_username");
@@ -668,18 +761,33 @@ parse_sentinel_parts (GUri *rest, const char *url, RlUrl *parsed, GError **error
       sentinel->password = g_strdup (password);
     }
   parsed->master_name = g_strdup (master);
+  if (tls)
+    {
+      g_autofree RlConnConfig **configs = deployment_configs (parsed);
+      return apply_tls_params (params, configs, url, error);
+    }
   return TRUE;
 }
 
 /* A Cluster URL has no query and no fragment, and only database 0; its seeds connect
  * with the credentials of the data nodes. */
 static gboolean
-parse_cluster_parts (GUri *rest, const char *url, RlUrl *parsed, GError **error)
+parse_cluster_parts (GUri *rest, const char *url, gboolean tls, RlUrl *parsed, GError **error)
 {
-  if (g_uri_get_query (rest) != NULL || g_uri_get_fragment (rest) != NULL)
+  g_autoptr (GHashTable) params = NULL;
+
+  if ((!tls && g_uri_get_query (rest) != NULL) || g_uri_get_fragment (rest) != NULL)
     return invalid_url (error, url,
-                        "redis-cluster:// URLs take no query or fragment (in a password, write "
-                        "“?” and “#” as %3F and %23)");
+                        tls ? "rediss-cluster:// URLs take no fragment (in a password, write "
+                              "“#” as %23)"
+                            : "redis-cluster:// URLs take no query or fragment (in a password, "
+                              "write “?” and “#” as %3F and %23)");
+  if (tls && g_uri_get_query (rest) != NULL)
+    {
+      params = parse_query (g_uri_get_query (rest), tls_params, url, error);
+      if (params == NULL)
+        return FALSE;
+    }
   if (parsed->node.db != 0)
     return invalid_url (error, url, "a Redis Cluster has only database 0");
   for (guint i = 0; i < parsed->hosts->len; i++)
@@ -688,6 +796,11 @@ parse_cluster_parts (GUri *rest, const char *url, RlUrl *parsed, GError **error)
 
       seed->username = g_strdup (parsed->node.username);
       seed->password = g_strdup (parsed->node.password);
+    }
+  if (tls)
+    {
+      g_autofree RlConnConfig **configs = deployment_configs (parsed);
+      return apply_tls_params (params, configs, url, error);
     }
   return TRUE;
 }
@@ -713,12 +826,6 @@ parse_deployment (const char *url, const DeploymentForm *form, RlUrl *parsed, GE
   const char *path;
   const char *user;
 
-  if (form->tls)
-    {
-      g_autofree char *tls_why
-          = g_strdup_printf ("TLS (%s://) is not supported by this build", form->scheme);
-      return invalid_url (error, url, tls_why);
-    }
   why = split_deployment_url (url, form, &hosts, &rest);
   if (why != NULL)
     return invalid_url (error, url, why);
@@ -735,8 +842,9 @@ parse_deployment (const char *url, const DeploymentForm *form, RlUrl *parsed, GE
   if (user != NULL && *user != '\0')
     parsed->node.username = g_strdup (user);
   parsed->node.password = g_strdup (g_uri_get_password (rest));
-  return form->kind == RL_TOPOLOGY_SENTINEL ? parse_sentinel_parts (rest, url, parsed, error)
-                                            : parse_cluster_parts (rest, url, parsed, error);
+  return form->kind == RL_TOPOLOGY_SENTINEL
+             ? parse_sentinel_parts (rest, url, form->tls, parsed, error)
+             : parse_cluster_parts (rest, url, form->tls, parsed, error);
 }
 
 /* redis:// or unix:// into @config; @expected lists the schemes the caller takes, for
@@ -754,9 +862,7 @@ parse_single (const char *url, const char *expected, RlConnConfig *config, GErro
   if (form != NULL)
     {
       g_autofree char *why
-          = form->tls
-                ? g_strdup_printf ("TLS (%s://) is not supported by this build", form->scheme)
-                : g_strdup_printf ("a %s:// URL names a deployment, not one server", form->scheme);
+          = g_strdup_printf ("a %s:// URL names a deployment, not one server", form->scheme);
       return invalid_url (error, url, why);
     }
   uri = g_uri_parse (url, RL_URL_FLAGS, &local_error);
@@ -764,10 +870,8 @@ parse_single (const char *url, const char *expected, RlConnConfig *config, GErro
     return invalid_url (error, url, uri_error_reason (local_error));
 
   scheme = g_uri_get_scheme (uri);
-  if (g_ascii_strcasecmp (scheme, "rediss") == 0)
-    return invalid_url (error, url, "TLS (rediss://) is not supported by this build");
-  if (g_ascii_strcasecmp (scheme, "redis") == 0)
-    ok = parse_tcp (uri, url, config, error);
+  if (g_ascii_strcasecmp (scheme, "redis") == 0 || g_ascii_strcasecmp (scheme, "rediss") == 0)
+    ok = parse_tcp (uri, url, g_ascii_strcasecmp (scheme, "rediss") == 0, config, error);
   else if (g_ascii_strcasecmp (scheme, "unix") == 0)
     ok = parse_unix (uri, url, config, error);
   else

@@ -15,6 +15,11 @@ typedef struct
   char *username; /* NULL: none */
   char *password; /* NULL: none */
   int db;
+  gboolean tls;   /* rediss forms: TLS over TCP, certificates always verified */
+  char *tls_ca;   /* CA bundle file; NULL: the system's trust store */
+  char *tls_cert; /* client certificate file, or NULL */
+  char *tls_key;  /* its private key file, or NULL */
+  char *tls_sni;  /* name sent in the handshake and verified; NULL: the host */
 } RlConnConfig;
 
 /* Parses @url (redis:// or unix://) into @config; FALSE with REDIS_LOCK_ERROR_INVALID

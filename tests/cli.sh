@@ -305,7 +305,7 @@ rl run --url "unix://$psock?password=wrong" pw -- true 2>"$tmp/err"; expect_rc "
 rl status --url "unix://$psock?password=wrong" pw 2>"$tmp/err"; expect_rc "status with a wrong password: 2" 2 $?
 rl status --url "unix://$psock" pw 2>"$tmp/err"; expect_rc "status without the password: 2" 2 $?
 rl status --url "unix://$psock?colour=blue" pw 2>"$tmp/err"; expect_rc "unknown URL parameter: 64" 64 $?
-rl status --url "rediss://localhost" pw 2>"$tmp/err"; expect_rc "rediss:// refused: 64" 64 $?
+rl status --url "rediss://localhost?ca=$tmp/no-such-ca.pem" pw 2>"$tmp/err"; expect_rc "rediss:// with an unreadable CA refused: 64" 64 $?
 
 # --- passwords never reach the output: redacted in every URL and message ----------------
 # Each URL holds the password S3cr3t<c>Tail9 (or S3cr3tTail9), against a dead socket, a
@@ -344,7 +344,7 @@ redis:// password in the query too|redis://:S3cr3tTail9@127.0.0.1:1?password=S3c
 no scheme, user and password|user:S3cr3tTail9@127.0.0.1:1
 no scheme, password only|:S3cr3tTail9@127.0.0.1:1
 no scheme, //user:password|//user:S3cr3tTail9@127.0.0.1:1
-rediss:// (refused) with a password|rediss://:S3cr3tTail9@127.0.0.1:1
+rediss:// with a password|rediss://:S3cr3tTail9@127.0.0.1:1
 unknown scheme with a password|ftp://:S3cr3tTail9@127.0.0.1:1
 unix:// ?password=|unix://$dead?password=S3cr3tTail9
 unix:// ?PASSWORD= (unknown parameter)|unix://$dead?PASSWORD=S3cr3tTail9

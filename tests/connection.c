@@ -41,7 +41,7 @@ test_malformed_urls (void)
     "unix://relative",
     "unix://",
     "redis://h/notanumber",
-    "rediss://h",
+    "rediss://h?ca=/nonexistent/ca.pem",
     "",
     "redis://local host:6379",
     "unix:///tmp/redislock.sock?db=1&db=2",

@@ -332,10 +332,15 @@ static const BadUrl bad_urls[] = {
   { "redis-sentinel://h?sentinel_password=a&sentinel_password=b#m", "more than once" },
   { "redis-sentinel://h?sentinel_password=" SECRET "%zz#m", "the query is not valid" },
   /* TLS. */
-  { "rediss://:" SECRET "@h", "TLS (rediss://) is not supported by this build" },
-  { "rediss-sentinel://:" SECRET "@h#m",
-    "TLS (rediss-sentinel://) is not supported by this build" },
-  { "rediss-cluster://h1,h2", "TLS (rediss-cluster://) is not supported by this build" },
+  { "rediss://:" SECRET "@h?ca=/nonexistent/ca.pem", "the file named by ca= cannot be read" },
+  { "rediss://h?cert=/etc/hostname", "a client certificate needs both cert= and key=" },
+  { "rediss://h?ca=", "the file named by ca= cannot be read (empty name)" },
+  { "rediss://h?sni=a%20b", "sni= is not a host name" },
+  { "rediss://h?db=1", "an unknown parameter (accepted: ca, cert, key, sni)" },
+  { "rediss://h#x", "rediss:// URLs take no fragment" },
+  { "rediss-sentinel://:" SECRET "@h?key=/nonexistent#m", "the file named by key= cannot be read" },
+  { "rediss-cluster://h1,h2?colour=blue", "an unknown parameter (accepted: ca, cert, key, sni)" },
+  { "redis-cluster://h1?ca=/etc/hostname", "redis-cluster:// URLs take no query or fragment" },
   /* Schemes. */
   { "redis-cluster:h1", "not a valid absolute URL" },
   { "http://h", "unsupported scheme “http” (expected redis://, unix://, redis-sentinel:// or "
@@ -367,8 +372,8 @@ test_conn_config_refuses_deployments (void)
     "redis-cluster://:" SECRET "@h1:1:2",
   };
 
-  g_test_summary ("rl_conn_config_parse() takes one server: a Sentinel or Cluster URL is "
-                  "INVALID, naming a deployment; a rediss form is TLS not supported.");
+  g_test_summary ("rl_conn_config_parse() takes one server: a Sentinel or Cluster URL, "
+                  "rediss forms included, is INVALID, naming a deployment.");
   for (gsize i = 0; i < G_N_ELEMENTS (urls); i++)
     {
       g_autoptr (GError) error = NULL;
@@ -386,7 +391,7 @@ test_conn_config_refuses_deployments (void)
 
     g_assert_false (rl_conn_config_parse ("rediss-cluster://h", &config, &error));
     g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
-    g_assert_nonnull (strstr (error->message, "TLS (rediss-cluster://) is not supported"));
+    g_assert_nonnull (strstr (error->message, "names a deployment, not one server"));
   }
   {
     g_autoptr (GError) error = NULL;
@@ -422,6 +427,9 @@ test_redact (void)
                    "redis-cluster://h/***?***#***");
   assert_redacted ("REDIS-CLUSTER://h", "redis-cluster://h");
   assert_redacted ("rediss-cluster://:" SECRET "@h1,h2", "rediss-cluster://***@h1,h2");
+  assert_redacted ("rediss://:" SECRET "@h:6380?ca=/etc/ca.pem&sni=redis.example",
+                   "rediss://***@h:6380?ca=***&sni=***");
+  assert_redacted ("rediss-cluster://h1,h2?ca=/x&" SECRET "=1", "rediss-cluster://h1,h2?ca=***&***");
   assert_redacted ("redis-cluster:" SECRET, "redis-cluster:***");
   /* Whatever GUri or the host list cannot read shows nothing after the scheme. */
   assert_redacted ("redis-cluster://h1:" SECRET ",h2", "redis-cluster://***");
