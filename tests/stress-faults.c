@@ -126,30 +126,26 @@ killer_main (gpointer data)
   return NULL;
 }
 
-/* The section id the frozen worker @victim left in a holder key (its thread 0 of
- * registry 0 freezes), and the lock name in @name. */
+/* The section the frozen worker @victim stopped in (its thread 0 of registry 0
+ * freezes), as it recorded it just before, and the lock name in @name. */
 static char *
 frozen_holder (Controller *c, guint victim, char **name)
 {
   g_autofree char *prefix = g_strdup_printf ("p%u.r0.t0.", victim);
+  redisReply *reply = controller_command (c, "GETDEL " DATA_PREFIX ":frozen");
+  const char *colon;
+  char *id = NULL;
 
-  for (guint i = 0; i < c->s->names; i++)
+  /* NAME:ID, written by the worker right before it stopped itself. */
+  if (reply != NULL && reply->type == REDIS_REPLY_STRING
+      && (colon = strchr (reply->str, ':')) != NULL && g_str_has_prefix (colon + 1, prefix))
     {
-      redisReply *reply = controller_command (c, "GET " DATA_PREFIX ":holder:name-%u", i);
-      char *id = NULL;
-
-      if (reply != NULL && reply->type == REDIS_REPLY_STRING
-          && g_str_has_prefix (reply->str, prefix))
-        id = g_strdup (reply->str);
-      if (reply != NULL)
-        freeReplyObject (reply);
-      if (id != NULL)
-        {
-          *name = g_strdup_printf ("name-%u", i);
-          return id;
-        }
+      *name = g_strndup (reply->str, (gsize) (colon - reply->str));
+      id = g_strdup (colon + 1);
     }
-  return NULL;
+  if (reply != NULL)
+    freeReplyObject (reply);
+  return id;
 }
 
 /* Polls the holder key of @name until it no longer holds @id. */
@@ -229,7 +225,7 @@ pause_worker (Controller *c, guint victim)
           if (reply != NULL)
             freeReplyObject (reply);
         }
-      problem (c, "worker %u froze, but no holder key names its section", victim);
+      problem (c, "worker %u froze, but recorded no section it froze in", victim);
     }
   else if (!wait_takeover (c, frozen_name, frozen, 30000))
     problem (c, "nobody took over %s within 30 s of worker %u freezing in it", frozen_name, victim);

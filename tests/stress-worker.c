@@ -285,7 +285,15 @@ critical_section (WorkerThread *t, const char *name, const char *id, gboolean fr
   /* raise() sends to the calling thread, which stops before it returns; kill (getpid
    * ()) could be taken by another thread and let this one run on for a while. */
   if (freeze)
-    raise (SIGSTOP);
+    {
+      /* Which section froze, for the controller: the holder key may already name a
+       * later one by the time it looks (the lease expires while this thread sleeps). */
+      reply = redisCommand (t->raw, "SET " DATA_PREFIX ":frozen %s:%s", name, id);
+      if (reply == NULL)
+        goto broken;
+      freeReplyObject (reply);
+      raise (SIGSTOP);
+    }
 
   value = g_strdup_printf ("%" G_GUINT64_FORMAT " %s", read_n + 1, id);
   reply = redisCommand (t->raw, "SET %s %s GET", counter_key, value);
