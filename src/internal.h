@@ -40,6 +40,7 @@ struct _RedisLockRegistry
   RlStoreContext store_ctx;
   RedisLockRegistryStats stats; /* atomic counters */
   RlSettings settings;          /* written by registry.c's setters, atomically */
+  gint fencing;                 /* atomic, written by registry.c: acquisitions take a token */
   RlLeases *leases;
 
   /* The lock cache. */
@@ -162,5 +163,62 @@ void rl_lock_unref_memory (RedisLock *lock);
 gboolean rl_lock_is_idle (RedisLock *lock);
 void rl_lock_notify (RedisLock *lock);
 void rl_lock_wake_all (RedisLock *lock);
+/* With fencing on, the key of @lock's fencing counter (g_free()); NULL with fencing
+ * off. FALSE with INVALID when that counter could not share the lock key's slot. */
+gboolean rl_lock_fence_key (RedisLock *lock, char **fence_key, GError **error);
+
+/* lock.c's steps, for multilock.c, which takes and releases several locks with them.
+ * An acquisition is the local mutex, then the lease; an unlock, the local part, then
+ * the outermost unlock's plan. */
+
+/* How the calling thread came to own the local mutex. */
+typedef enum
+{
+  RL_LOCAL_FAILED,      /* it did not: timeout (no error), cancelled or closed */
+  RL_LOCAL_REENTERED,   /* it held it already: one more hold, the lease is there */
+  RL_LOCAL_NEEDS_LEASE, /* it owns it now, without a lease */
+  RL_LOCAL_WITH_LEASE,  /* it owns it now, with the lease handed over by the previous owner */
+} RlLocalTake;
+
+/* Takes the local mutex of @lock until @deadline (the caller wakes it on cancel). */
+RlLocalTake rl_lock_take_local (RedisLock *lock, gint64 deadline, GCancellable *cancellable,
+                                GError **error);
+/* Undoes rl_lock_take_local() (@taken: what it returned) when the acquisition as a
+ * whole failed: one hold less, or the mutex free again (a lease handed over goes on as
+ * at an unlock). Only for a lock whose lease this acquisition did not take. */
+void rl_lock_give_back_local (RedisLock *lock, RlLocalTake taken);
+/* The lock's notification number, to read before an attempt and sleep on after it. */
+guint16 rl_lock_notify_seq (RedisLock *lock);
+/* Sleeps until the notification number moves past @seq, @wake_at, close or cancel. */
+void rl_lock_sleep_for_notification (RedisLock *lock, guint16 seq, gint64 wake_at,
+                                     GCancellable *cancellable);
+/* TRUE with @error when a wait must end: the registry closed, or cancelled. */
+gboolean rl_lock_wait_error (RedisLock *lock, GCancellable *cancellable, GError **error);
+
+/* What the local part of an unlock left to do. */
+typedef enum
+{
+  RL_UNLOCK_FAILED,    /* not the owner, or the registry is closed or forked: @error */
+  RL_UNLOCK_INNER,     /* done: one hold less */
+  RL_UNLOCK_OUTERMOST, /* the last hold: rl_lock_unlock_outermost(), or a release */
+} RlUnlockStep;
+
+RlUnlockStep rl_lock_unlock_local (RedisLock *lock, GError **error);
+gboolean rl_lock_unlock_outermost (RedisLock *lock, GError **error);
+/* Whether the outermost unlock of @lock would simply release its lease (nobody to hand
+ * it to, nothing to keep), with the lease's view and the hand-off bound for the two
+ * halves below; FALSE: rl_lock_unlock_outermost() it. */
+gboolean rl_lock_plans_release (RedisLock *lock, RlLeaseView *view, guint *max);
+/* A release in two halves around the store's answer, so that several can share one
+ * request: the value and the lease dropped from the table (FALSE: close() released it,
+ * the hold is over, @error says CLOSED); then, with the store's @result (OK, LOST or
+ * ERROR with @store_error, taken), the hold ended and reported as redis_lock_unlock()
+ * reports it. */
+gboolean rl_lock_release_begin (RedisLock *lock, const RlLeaseView *view, guint max,
+                                char value[RL_LEASE_VALUE_MAX], gboolean *lost, GError **error);
+RlLeaseResult rl_lock_release_end (RedisLock *lock, const RlLeaseView *view, guint max,
+                                   const char *value, gboolean lost, RlLeaseResult result,
+                                   gboolean others, gint64 start_us, GError *store_error,
+                                   GError **error);
 
 #endif /* RL_INTERNAL_H */

@@ -4,8 +4,9 @@
  *
  * One file owns this state so that its rules can be read in one place: the held
  * table, the lease fields of each lock (RlLeaseState, inline in the lock for memory,
- * touched by no other file), the acquisition numbers that make each hold's value
- * unique, lost-lease detection and reporting, the lease-lost callback, the background
+ * touched by no other file; with fencing, the token the lease was taken with, which
+ * hand-offs and kept streaks keep since the lease does not change hands), the
+ * acquisition numbers that make each hold's value unique, lost-lease detection and reporting, the lease-lost callback, the background
  * release of acquisitions whose outcome was unknown, and the watchdog that renews the
  * held leases in one batch per tick (watchdog.c runs the thread, the work is here).
  *
@@ -343,7 +344,8 @@ rl_leases_set_callback (RlLeases *self, RedisLockLeaseLostFunc func, gpointer us
 /* Holds ------------------------------------------------------------------------- */
 
 gboolean
-rl_leases_take (RlLeases *self, RedisLock *lock, guint64 serial, gint64 ttl_ms, gint64 sent_us)
+rl_leases_take (RlLeases *self, RedisLock *lock, guint64 serial, gint64 ttl_ms, gint64 sent_us,
+                guint64 token)
 {
   RlLeaseState *lease = &lock->lease;
 
@@ -358,6 +360,7 @@ rl_leases_take (RlLeases *self, RedisLock *lock, guint64 serial, gint64 ttl_ms, 
   lease->serial = serial;
   lease->ttl_ms = ttl_ms;
   lease->confirmed = sent_us;
+  lease->token = token;
   g_hash_table_add (self->held, lock);
   if (g_atomic_int_get (&self->settings->watchdog_enabled))
     {
@@ -386,6 +389,7 @@ rl_leases_drop (RlLeases *self, RedisLock *lock, gboolean *lost)
     g_hash_table_remove (self->held, lock);
   lock->lease_flags.held = FALSE;
   lock->lease_flags.lost = FALSE;
+  lock->lease.token = 0;
   rl_mutex_unlock (&self->mutex);
   return was_held;
 }
@@ -400,6 +404,7 @@ rl_leases_view (RlLeases *self, RedisLock *lock)
   view.lost = lock->lease_flags.lost;
   view.serial = lock->lease.serial;
   view.ttl_ms = lock->lease.ttl_ms;
+  view.token = lock->lease.token;
   view.lose_at = lose_at (&lock->lease);
   rl_mutex_unlock (&self->mutex);
   return view;
@@ -465,6 +470,17 @@ rl_leases_is_lost (RlLeases *self, RedisLock *lock)
   lost = lock->lease_flags.lost;
   rl_mutex_unlock (&self->mutex);
   return lost;
+}
+
+guint64
+rl_leases_get_token (RlLeases *self, RedisLock *lock)
+{
+  guint64 token;
+
+  rl_mutex_lock (&self->mutex);
+  token = lock->lease_flags.held ? lock->lease.token : 0;
+  rl_mutex_unlock (&self->mutex);
+  return token;
 }
 
 GCancellable *

@@ -35,6 +35,7 @@ typedef struct
   guint64 serial;            /* the acquisition's number, the tail of its value */
   gint64 ttl_ms;             /* TTL the lease is renewed with */
   gint64 confirmed;          /* monotonic µs when the last confirmed request was sent */
+  guint64 token;             /* fencing token the lease was taken with; 0: none */
   GCancellable *cancellable; /* made on demand, cancelled when lost */
 } RlLeaseState;
 
@@ -45,6 +46,7 @@ typedef struct
   gboolean lost; /* found lost */
   guint64 serial;
   gint64 ttl_ms;
+  guint64 token;  /* fencing token, 0: none */
   gint64 lose_at; /* monotonic µs when an unconfirmed lease counts as lost */
 } RlLeaseView;
 
@@ -62,10 +64,10 @@ guint64 rl_leases_next_serial (RlLeases *leases);
 void rl_leases_value (RlLeases *leases, guint64 serial, char value[RL_LEASE_VALUE_MAX]);
 
 /* Records the lease of @lock, just taken (or kept) in the store by a request sent at
- * @sent_us. Returns FALSE, recording nothing, once the table is closed: the lease is
- * the caller's to release. */
+ * @sent_us, with its fencing @token (0: none). Returns FALSE, recording nothing, once
+ * the table is closed: the lease is the caller's to release. */
 gboolean rl_leases_take (RlLeases *leases, RedisLock *lock, guint64 serial, gint64 ttl_ms,
-                         gint64 sent_us);
+                         gint64 sent_us, guint64 token);
 /* Forgets the lease of @lock at its outermost unlock. Returns FALSE when it was no
  * longer in the table (close released it). *lost tells whether it had been found lost. */
 gboolean rl_leases_drop (RlLeases *leases, RedisLock *lock, gboolean *lost);
@@ -83,6 +85,9 @@ gboolean rl_leases_refresh (RlLeases *leases, RedisLock *lock);
 /* Drops a cancelled lease cancellable: it belonged to a hold that has ended. */
 void rl_leases_forget_cancelled (RlLeases *leases, RedisLock *lock);
 gboolean rl_leases_is_lost (RlLeases *leases, RedisLock *lock);
+/* The fencing token of the held lease of @lock; 0 when it has none or is not held. It
+ * stays the lease's through hand-offs and kept streaks, and goes with it. */
+guint64 rl_leases_get_token (RlLeases *leases, RedisLock *lock);
 /* The lease cancellable of the current hold, made on demand; cancelled when lost. */
 GCancellable *rl_leases_get_cancellable (RlLeases *leases, RedisLock *lock);
 /* Whether a library thread has the lock in hand: the cache must not drop it. */

@@ -318,7 +318,7 @@ sleep_for_notification (RedisLock *lock, guint16 seq, gint64 wake_at, GCancellab
  * 0 makes its one attempt within the command timeout). */
 static gboolean
 acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms,
-               GCancellable *cancellable, GError **error)
+               const char *fence_key, GCancellable *cancellable, GError **error)
 {
   RedisLockRegistry *registry = lock->registry;
   RlStore *store = registry->store;
@@ -349,7 +349,7 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
     {
       gboolean watching = pubsub && need_watch && store->vt->watch (store, 0);
       gint64 pttl = -1, now, sent, wake_at, bound_ms = 0;
-      guint64 serial = rl_leases_next_serial (leases);
+      guint64 serial = rl_leases_next_serial (leases), token = 0;
       char value[RL_LEASE_VALUE_MAX];
       g_autoptr (GError) local_error = NULL;
 
@@ -362,12 +362,12 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
       if (bounded && deadline != RL_FOREVER
           && (deadline - sent) / 1000 < RL_ATOMIC_GET (registry->store_ctx.command_timeout_ms))
         bound_ms = MAX ((deadline - sent) / 1000, 1);
-      switch (store->vt->acquire (store, lock->key_data, value, ttl_ms, bound_ms, &pttl,
-                                  &local_error))
+      switch (store->vt->acquire (store, lock->key_data, value, ttl_ms, bound_ms, fence_key,
+                                  &token, &pttl, &local_error))
         {
         case RL_LEASE_OK:
           RL_ATOMIC_ADD (registry->stats.acquisitions, 1);
-          if (rl_leases_take (leases, lock, serial, ttl_ms, sent))
+          if (rl_leases_take (leases, lock, serial, ttl_ms, sent, token))
             return TRUE;
           release_after_close (lock, value, error);
           return FALSE;
@@ -422,11 +422,32 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
     }
 }
 
+/* With fencing on, the key of @lock's fencing counter in *fence_key (g_free()); NULL
+ * with fencing off. FALSE with INVALID when the counter cannot share the lock key's
+ * slot, on every store, so that code does not change meaning on a Cluster. */
+gboolean
+rl_lock_fence_key (RedisLock *lock, char **fence_key, GError **error)
+{
+  *fence_key = NULL;
+  if (!g_atomic_int_get (&lock->registry->fencing))
+    return TRUE;
+  *fence_key = rl_store_fence_key (lock->key_data);
+  if (*fence_key != NULL)
+    return TRUE;
+  g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
+               "Lock “%s” cannot be taken with fencing: its key has a “}” but no hash tag, so "
+               "its fencing counter could not share its Cluster slot; rename it or give its key "
+               "a hash tag such as “{%s}”",
+               rl_lock_name (lock), rl_lock_name (lock));
+  return FALSE;
+}
+
 static gboolean
 acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellable, GError **error)
 {
   RedisLockRegistry *registry = lock->registry;
   gpointer self = g_thread_self ();
+  g_autofree char *fence_key = NULL;
   gint64 deadline;
   gulong handler = 0;
   gboolean owned;
@@ -436,6 +457,10 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
   if (!rl_registry_check (registry, error))
     return FALSE;
   if (g_cancellable_set_error_if_cancelled (cancellable, error))
+    return FALSE;
+  /* Before any wait: a name that cannot be fenced fails at once (re-entry too, so the
+   * rule does not depend on who holds the lock). */
+  if (!rl_lock_fence_key (lock, &fence_key, error))
     return FALSE;
   /* No clock read for a wait without end: re-entry must stay a few nanoseconds. */
   deadline = wait_ms < 0 ? RL_FOREVER : rl_deadline_after (g_get_monotonic_time (), wait_ms);
@@ -467,12 +492,93 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
     ok = FALSE;
   else
     ok = (kept && accept_kept_lease (lock))
-         || acquire_lease (lock, deadline, wait_ms != 0, ttl_ms, cancellable, error);
+         || acquire_lease (lock, deadline, wait_ms != 0, ttl_ms, fence_key, cancellable, error);
   g_cancellable_disconnect (cancellable, handler);
   if (!ok)
     release_local (lock);
   RL_ATOMIC_SET (lock->last_used, g_get_monotonic_time ());
   return ok;
+}
+
+/* The steps of an acquisition, for multilock.c ----------------------------------- */
+
+RlLocalTake
+rl_lock_take_local (RedisLock *lock, gint64 deadline, GCancellable *cancellable, GError **error)
+{
+  gpointer self = g_thread_self ();
+  gboolean owned, kept = FALSE;
+
+  rl_mutex_lock (&lock->m);
+  if (lock->owner == self)
+    {
+      lock->count++;
+      rl_mutex_unlock (&lock->m);
+      return RL_LOCAL_REENTERED;
+    }
+  owned = lock->owner == NULL && !lock->reserved;
+  if (owned)
+    kept = take_ownership_locked (lock, self, FALSE);
+  rl_mutex_unlock (&lock->m);
+  if (!owned && !acquire_local (lock, self, deadline, cancellable, &kept, error))
+    return RL_LOCAL_FAILED;
+  if (!rl_registry_check (lock->registry, error))
+    {
+      /* Closed while waiting for the local mutex: a lease handed over went with close. */
+      release_local (lock);
+      return RL_LOCAL_FAILED;
+    }
+  return kept && accept_kept_lease (lock) ? RL_LOCAL_WITH_LEASE : RL_LOCAL_NEEDS_LEASE;
+}
+
+void
+rl_lock_give_back_local (RedisLock *lock, RlLocalTake taken)
+{
+  g_autoptr (GError) error = NULL;
+
+  switch (taken)
+    {
+    case RL_LOCAL_REENTERED:
+      rl_mutex_lock (&lock->m);
+      lock->count--;
+      rl_mutex_unlock (&lock->m);
+      break;
+    case RL_LOCAL_NEEDS_LEASE:
+      release_local (lock);
+      RL_ATOMIC_SET (lock->last_used, g_get_monotonic_time ());
+      break;
+    case RL_LOCAL_WITH_LEASE:
+      /* The lease handed over goes on to the next local waiter, or is released. */
+      if (!unlock_outermost (lock, &error))
+        g_debug ("giving back lock %s: %s", lock->key_data, error->message);
+      break;
+    case RL_LOCAL_FAILED:
+    default:
+      break;
+    }
+}
+
+guint16
+rl_lock_notify_seq (RedisLock *lock)
+{
+  guint16 seq;
+
+  rl_mutex_lock (&lock->m);
+  seq = lock->notify_seq;
+  rl_mutex_unlock (&lock->m);
+  return seq;
+}
+
+void
+rl_lock_sleep_for_notification (RedisLock *lock, guint16 seq, gint64 wake_at,
+                                GCancellable *cancellable)
+{
+  sleep_for_notification (lock, seq, wake_at, cancellable);
+}
+
+gboolean
+rl_lock_wait_error (RedisLock *lock, GCancellable *cancellable, GError **error)
+{
+  return set_wait_error (lock, cancellable, error);
 }
 
 gboolean
@@ -623,45 +729,37 @@ snapshot (RedisLock *lock, UnlockState *s)
   s->lease_ok = s->lease.held && !s->lease.lost;
 }
 
-/* Releases the lease of @view (the hold's, just read) in the store (@keep: unless no
- * other client listens, then keeps it with its TTL reset, and the result is
- * RL_LEASE_KEPT with the lease held again); otherwise ends the hold and reports: TRUE,
- * or FALSE with @error. Only the holding thread changes the hold's serial and TTL, so
- * the view is current for them; whether the lease was lost is read as it is dropped. */
-static RlLeaseResult
-release_lease (RedisLock *lock, const RlLeaseView *view, guint max, gboolean keep,
-               GError **error)
+/* The first half of a release: the value of the hold of @view, and the lease dropped
+ * from the table (*lost: it had been found lost). FALSE when close() released it
+ * between our check and now: the hold is ended and @error says CLOSED. */
+gboolean
+rl_lock_release_begin (RedisLock *lock, const RlLeaseView *view, guint max,
+                       char value[RL_LEASE_VALUE_MAX], gboolean *lost, GError **error)
 {
   RedisLockRegistry *registry = lock->registry;
-  g_autoptr (GError) local_error = NULL;
-  char value[RL_LEASE_VALUE_MAX];
-  RlLeaseResult result;
-  gboolean lost, others = FALSE;
-  gint64 start;
 
   rl_leases_value (registry->leases, view->serial, value);
-  if (!rl_leases_drop (registry->leases, lock, &lost))
-    {
-      /* close() released the lease between our check and now. */
-      end_hold (lock, max, 0, FALSE);
-      g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED,
-                           "The lock registry is closed");
-      return RL_LEASE_ERROR;
-    }
-  start = g_get_monotonic_time ();
-  result = registry->store->vt->release (registry->store, lock->key_data, value,
-                                         keep && !lost ? view->ttl_ms : 0, &others, &local_error);
-  if (result == RL_LEASE_KEPT)
-    {
-      if (rl_leases_take (registry->leases, lock, view->serial, view->ttl_ms, start))
-        return RL_LEASE_KEPT;
-      /* Closed meanwhile: close() did not see this lease. */
-      release_after_close (lock, value, error);
-      end_hold (lock, max, 0, FALSE);
-      return RL_LEASE_ERROR;
-    }
+  if (rl_leases_drop (registry->leases, lock, lost))
+    return TRUE;
+  end_hold (lock, max, 0, FALSE);
+  g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED,
+                       "The lock registry is closed");
+  return FALSE;
+}
+
+/* The second half, once the store answered @result (not KEPT), @others and
+ * @store_error (taken) to the release of @value sent at @start_us: ends the hold and
+ * reports. */
+RlLeaseResult
+rl_lock_release_end (RedisLock *lock, const RlLeaseView *view, guint max, const char *value,
+                     gboolean lost, RlLeaseResult result, gboolean others, gint64 start_us,
+                     GError *store_error, GError **error)
+{
+  RedisLockRegistry *registry = lock->registry;
+  g_autoptr (GError) local_error = store_error;
+
   RL_ATOMIC_ADD (registry->stats.releases, 1);
-  end_hold (lock, max, g_get_monotonic_time () - start, others);
+  end_hold (lock, max, g_get_monotonic_time () - start_us, others);
   if (result == RL_LEASE_ERROR)
     /* The release may not have reached Redis: the key would stay until its TTL, and
      * this registry's next acquisition, with another value, would wait for it. It is
@@ -692,6 +790,55 @@ release_lease (RedisLock *lock, const RlLeaseView *view, guint max, gboolean kee
       return RL_LEASE_ERROR;
     }
   return RL_LEASE_OK;
+}
+
+/* Releases the lease of @view (the hold's, just read) in the store (@keep: unless no
+ * other client listens, then keeps it with its TTL reset, and the result is
+ * RL_LEASE_KEPT with the lease held again); otherwise ends the hold and reports: TRUE,
+ * or FALSE with @error. Only the holding thread changes the hold's serial and TTL, so
+ * the view is current for them; whether the lease was lost is read as it is dropped. */
+static RlLeaseResult
+release_lease (RedisLock *lock, const RlLeaseView *view, guint max, gboolean keep,
+               GError **error)
+{
+  RedisLockRegistry *registry = lock->registry;
+  GError *store_error = NULL;
+  char value[RL_LEASE_VALUE_MAX];
+  RlLeaseResult result;
+  gboolean lost, others = FALSE;
+  gint64 start;
+
+  if (!rl_lock_release_begin (lock, view, max, value, &lost, error))
+    return RL_LEASE_ERROR;
+  start = g_get_monotonic_time ();
+  result = registry->store->vt->release (registry->store, lock->key_data, value,
+                                         keep && !lost ? view->ttl_ms : 0, &others, &store_error);
+  if (result == RL_LEASE_KEPT)
+    {
+      if (rl_leases_take (registry->leases, lock, view->serial, view->ttl_ms, start,
+                          view->token))
+        return RL_LEASE_KEPT;
+      /* Closed meanwhile: close() did not see this lease. */
+      release_after_close (lock, value, error);
+      end_hold (lock, max, 0, FALSE);
+      return RL_LEASE_ERROR;
+    }
+  return rl_lock_release_end (lock, view, max, value, lost, result, others, start, store_error,
+                              error);
+}
+
+gboolean
+rl_lock_plans_release (RedisLock *lock, RlLeaseView *view, guint *max)
+{
+  RedisLockRegistry *registry = lock->registry;
+  UnlockState s = { 0 };
+
+  s.max = g_atomic_int_get (&registry->settings.max_local_handoffs);
+  s.watchdog = g_atomic_int_get (&registry->settings.watchdog_enabled) != 0;
+  snapshot (lock, &s);
+  *view = s.lease;
+  *max = s.max;
+  return s.lease_ok && plan_unlock (&s) == UNLOCK_RELEASE;
 }
 
 /* The outermost unlock: the caller owns the lock with a hold count of 1. Plans, carries
@@ -749,17 +896,14 @@ unlock_outermost (RedisLock *lock, GError **error)
     }
 }
 
-gboolean
-redis_lock_unlock (RedisLock *lock, GError **error)
+RlUnlockStep
+rl_lock_unlock_local (RedisLock *lock, GError **error)
 {
-  RedisLockRegistry *registry;
+  RedisLockRegistry *registry = lock->registry;
   gpointer self = g_thread_self ();
   g_autoptr (GError) local_error = NULL;
   gboolean owner;
 
-  g_return_val_if_fail (lock != NULL, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-  registry = lock->registry;
   if (!rl_registry_check (registry, &local_error))
     {
       if (local_error->code == REDIS_LOCK_ERROR_CLOSED)
@@ -771,7 +915,7 @@ redis_lock_unlock (RedisLock *lock, GError **error)
           rl_mutex_unlock (&lock->m);
         }
       g_propagate_error (error, g_steal_pointer (&local_error));
-      return FALSE;
+      return RL_UNLOCK_FAILED;
     }
 
   rl_mutex_lock (&lock->m);
@@ -780,16 +924,39 @@ redis_lock_unlock (RedisLock *lock, GError **error)
     {
       lock->count--;
       rl_mutex_unlock (&lock->m);
-      return TRUE;
+      return RL_UNLOCK_INNER;
     }
   rl_mutex_unlock (&lock->m);
   if (!owner)
     {
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_OWNER,
                    "The calling thread does not hold lock “%s”", rl_lock_name (lock));
+      return RL_UNLOCK_FAILED;
+    }
+  return RL_UNLOCK_OUTERMOST;
+}
+
+gboolean
+rl_lock_unlock_outermost (RedisLock *lock, GError **error)
+{
+  return unlock_outermost (lock, error);
+}
+
+gboolean
+redis_lock_unlock (RedisLock *lock, GError **error)
+{
+  g_return_val_if_fail (lock != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+  switch (rl_lock_unlock_local (lock, error))
+    {
+    case RL_UNLOCK_INNER:
+      return TRUE;
+    case RL_UNLOCK_OUTERMOST:
+      return unlock_outermost (lock, error);
+    case RL_UNLOCK_FAILED:
+    default:
       return FALSE;
     }
-  return unlock_outermost (lock, error);
 }
 
 const char *
@@ -878,4 +1045,13 @@ redis_lock_dup_lease_value (RedisLock *lock)
   leases = lock->registry->leases;
   rl_leases_value (leases, rl_leases_view (leases, lock).serial, value);
   return g_strdup (value);
+}
+
+guint64
+redis_lock_get_fencing_token (RedisLock *lock)
+{
+  g_return_val_if_fail (lock != NULL, 0);
+  if (!redis_lock_is_held_by_current_thread (lock))
+    return 0;
+  return rl_leases_get_token (lock->registry->leases, lock);
 }

@@ -20,6 +20,12 @@
  * then lock->m (see internal.h); a store counts the callbacks running into it, and
  * close/free wait for them, so a registry is never called back after its store closed.
  * A child made by fork() starts with no memory stores: it is another process.
+ *
+ * Fencing counters live in a second table of the space, under the key a Redis store
+ * would use (rl_store_fence_key()), so that a token means the same on both stores: a
+ * counter rises by one in the same critical section that takes the lease, and never
+ * expires. Requests on several leases (acquire_many, release_many) run under the mutex
+ * once, all or none, and count as one round trip, as a Redis store's pipeline does.
  */
 #include "config.h"
 
@@ -42,6 +48,7 @@ typedef struct
   char *name;
   guint refs;             /* stores open on it */
   GHashTable *leases;     /* full key -> MemoryLease */
+  GHashTable *counters;   /* fencing counter key -> guint64 *, never removed */
   GQueue listeners;       /* of RlMemoryStore, those not closed */
   guint inserts;          /* new keys since the last sweep */
   guint size_after_sweep; /* leases left by the last sweep */
@@ -263,11 +270,50 @@ wants_replicas (RlStore *store, const char *what, const char *key, GError **erro
   return TRUE;
 }
 
+/* Fencing counters --------------------------------------------------------------- */
+
+/* Increments the counter @fence_key and returns its new value. memory_mutex held. */
+static guint64
+counter_increment (MemorySpace *space, const char *fence_key)
+{
+  guint64 *counter = g_hash_table_lookup (space->counters, fence_key);
+
+  if (counter == NULL)
+    {
+      counter = g_new0 (guint64, 1);
+      g_hash_table_insert (space->counters, g_strdup (fence_key), counter);
+    }
+  return ++*counter;
+}
+
 /* The vtable ------------------------------------------------------------------- */
+
+/* The live lease @key when another owner than @value holds it. memory_mutex held. */
+static MemoryLease *
+lease_held_by_other (MemorySpace *space, const char *key, const char *value, gint64 now)
+{
+  MemoryLease *lease = lease_lookup (space, key, now);
+
+  return lease != NULL && strcmp (lease->owner, value) != 0 ? lease : NULL;
+}
+
+/* Takes @key for @value: inserts it, or refreshes the TTL when it holds @value
+ * already. The caller checked that no other owner holds it. memory_mutex held. */
+static void
+lease_take (MemorySpace *space, const char *key, const char *value, gint64 ttl_ms, gint64 now)
+{
+  MemoryLease *lease = lease_lookup (space, key, now);
+
+  if (lease == NULL)
+    lease_insert (space, key, value, expiry_after (now, ttl_ms), now);
+  else
+    lease->expires_us = expiry_after (now, ttl_ms);
+}
 
 static RlLeaseResult
 memory_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
-                gint64 timeout_ms, gint64 *pttl_ms, GError **error)
+                gint64 timeout_ms, const char *fence_key, guint64 *token, gint64 *pttl_ms,
+                GError **error)
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
   gint64 now = g_get_monotonic_time ();
@@ -278,11 +324,13 @@ memory_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
   if (wants_replicas (store, "acquisition", key, error))
     return RL_LEASE_ERROR;
   rl_mutex_lock (&memory_mutex);
-  lease = lease_lookup (self->space, key, now);
+  lease = lease_held_by_other (self->space, key, value, now);
   if (lease == NULL)
-    lease_insert (self->space, key, value, expiry_after (now, ttl_ms), now);
-  else if (strcmp (lease->owner, value) == 0)
-    lease->expires_us = expiry_after (now, ttl_ms);
+    {
+      lease_take (self->space, key, value, ttl_ms, now);
+      if (fence_key != NULL)
+        *token = counter_increment (self->space, fence_key);
+    }
   else
     {
       *pttl_ms = lease_pttl (lease, now);
@@ -290,6 +338,47 @@ memory_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
     }
   rl_mutex_unlock (&memory_mutex);
   return result;
+}
+
+/* All or none, in one critical section: the first lease held by another owner makes
+ * every item not taken. */
+static gboolean
+memory_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
+                     gint64 timeout_ms, GError **error)
+{
+  RlMemoryStore *self = (RlMemoryStore *) store;
+  gint64 now = g_get_monotonic_time ();
+  MemoryLease *held = NULL;
+  guint i;
+
+  count_request (store, n);
+  if (wants_replicas (store, "acquisition", items[0].key, error))
+    {
+      for (i = 0; i < n; i++)
+        items[i].result = RL_LEASE_ERROR;
+      return FALSE;
+    }
+  rl_mutex_lock (&memory_mutex);
+  for (i = 0; i < n && held == NULL; i++)
+    held = lease_held_by_other (self->space, items[i].key, items[i].value, now);
+  for (guint k = 0; k < n; k++)
+    {
+      RlLeaseItem *item = &items[k];
+      item->token = 0;
+      if (held != NULL)
+        {
+          item->result = k + 1 == i ? RL_LEASE_HELD : RL_LEASE_SKIPPED;
+          if (k + 1 == i)
+            item->pttl_ms = lease_pttl (held, now);
+          continue;
+        }
+      lease_take (self->space, item->key, item->value, ttl_ms, now);
+      if (item->fence_key != NULL)
+        item->token = counter_increment (self->space, item->fence_key);
+      item->result = RL_LEASE_OK;
+    }
+  rl_mutex_unlock (&memory_mutex);
+  return TRUE;
 }
 
 static RlLeaseResult
@@ -354,6 +443,43 @@ memory_release (RlStore *store, const char *key, const char *value, gint64 keep_
 }
 
 static gboolean
+memory_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error)
+{
+  RlMemoryStore *self = (RlMemoryStore *) store;
+  gint64 now = g_get_monotonic_time ();
+  g_autoptr (GPtrArray) deliveries = g_ptr_array_new ();
+  guint i;
+
+  count_request (store, n);
+  rl_mutex_lock (&memory_mutex);
+  for (i = 0; i < n; i++)
+    {
+      RlLeaseItem *item = &items[i];
+      GPtrArray *targets;
+
+      item->others = FALSE;
+      item->result = RL_LEASE_LOST;
+      if (lease_lookup_ours (self, item->key, item->value, now) == NULL)
+        continue;
+      targets = listeners_take (self->space, item->key);
+      for (guint k = 0; k < targets->len; k++)
+        {
+          RlMemoryStore *target = g_ptr_array_index (targets, k);
+          if (target != self && target->watched)
+            item->others = TRUE;
+        }
+      g_hash_table_remove (self->space->leases, item->key);
+      item->result = RL_LEASE_OK;
+      g_ptr_array_add (deliveries, targets);
+      g_ptr_array_add (deliveries, (gpointer) item->key);
+    }
+  rl_mutex_unlock (&memory_mutex);
+  for (i = 0; i < deliveries->len; i += 2)
+    listeners_deliver (g_ptr_array_index (deliveries, i), g_ptr_array_index (deliveries, i + 1));
+  return TRUE;
+}
+
+static gboolean
 memory_renew_batch (RlStore *store, guint n, const char *const *keys, const char *const *values,
                     const gint64 *ttls, RlLeaseResult *results, gint64 timeout_ms,
                     guint *round_trips, GError **error)
@@ -397,6 +523,20 @@ memory_inspect (RlStore *store, const char *key, char **value, gint64 *pttl_ms, 
     }
   rl_mutex_unlock (&memory_mutex);
   return lease != NULL;
+}
+
+static gboolean
+memory_read_counter (RlStore *store, const char *fence_key, guint64 *value, GError **error)
+{
+  RlMemoryStore *self = (RlMemoryStore *) store;
+  guint64 *counter;
+
+  count_request (store, 1);
+  rl_mutex_lock (&memory_mutex);
+  counter = g_hash_table_lookup (self->space->counters, fence_key);
+  *value = counter != NULL ? *counter : 0;
+  rl_mutex_unlock (&memory_mutex);
+  return counter != NULL;
 }
 
 static gboolean
@@ -466,6 +606,7 @@ space_unref (MemorySpace *space)
     return;
   g_hash_table_remove (memory_spaces, space->name);
   g_hash_table_unref (space->leases);
+  g_hash_table_unref (space->counters);
   g_free (space->name);
   g_free (space);
 }
@@ -486,10 +627,13 @@ memory_free (RlStore *store)
 
 static const RlStoreVTable memory_store_vtable = {
   .acquire = memory_acquire,
+  .acquire_many = memory_acquire_many,
   .renew = memory_renew,
   .release = memory_release,
+  .release_many = memory_release_many,
   .renew_batch = memory_renew_batch,
   .inspect = memory_inspect,
+  .read_counter = memory_read_counter,
   .list = memory_list,
   .watch = memory_watch,
   .close = memory_close,
@@ -554,6 +698,7 @@ rl_memory_store_open (const char *url, const char *registry_key, const char *cli
       space = g_new0 (MemorySpace, 1);
       space->name = g_strdup (name);
       space->leases = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, lease_free);
+      space->counters = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
       g_queue_init (&space->listeners);
       g_hash_table_insert (memory_spaces, space->name, space);
     }

@@ -51,6 +51,52 @@ static const char acquire_script[]
       "return redis.call('PTTL', KEYS[1])\n";
 #define RL_ACQUIRED (-3)
 
+/* FENCED ACQUIRE: KEYS[1] = lock key, KEYS[2] = its fencing counter (in the same slot),
+ * ARGV[1] = this acquisition's value, ARGV[2] = TTL in ms. ACQUIRE, and whenever it
+ * takes the lease (free, or ours already after a lost reply), INCR of the counter in
+ * the same atomic step, so that no two acquisitions of the name can get the same token
+ * or take them out of order. Taken: returns {token}, the counter's new value (a retry
+ * of the same acquisition gets a new, higher one: tokens only have to rise). Held by
+ * another owner: returns its PTTL, as ACQUIRE does, and the counter is untouched. Used
+ * only with fencing on, so that without it the keys touched stay Spring's. */
+static const char fenced_acquire_script[]
+    = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
+      "  return {redis.call('INCR', KEYS[2])}\n"
+      "end\n"
+      "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+      "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+      "  return {redis.call('INCR', KEYS[2])}\n"
+      "end\n"
+      "return redis.call('PTTL', KEYS[1])\n";
+
+/* ACQUIRE ALL: several leases, all or none. KEYS[1..n] = lock keys, then with fencing
+ * KEYS[n+1..2n] = their counters; ARGV[1] = TTL in ms, ARGV[2] = '1' with fencing,
+ * ARGV[3..n+2] = each acquisition's value. Every key is looked at before any is
+ * written: the first held by another owner ends the script with nothing written and
+ * returns {i, PTTL of KEYS[i]}; otherwise each key is set (taken, or ours already with
+ * its TTL refreshed) and, with fencing, its counter incremented, and the script
+ * returns {0, token of KEYS[1], …} (tokens 0 without fencing). One script, so two
+ * clients taking overlapping sets never each get a part, and a set is never seen half
+ * taken. On a Cluster its keys must share a slot, so it runs once per slot. */
+static const char acquire_all_script[]
+    = "local n = #ARGV - 2\n"
+      "for i = 1, n do\n"
+      "  local v = redis.call('GET', KEYS[i])\n"
+      "  if v and v ~= ARGV[i + 2] then\n"
+      "    return {i, redis.call('PTTL', KEYS[i])}\n"
+      "  end\n"
+      "end\n"
+      "local result = {0}\n"
+      "for i = 1, n do\n"
+      "  redis.call('SET', KEYS[i], ARGV[i + 2], 'PX', ARGV[1])\n"
+      "  if ARGV[2] == '1' then\n"
+      "    result[i + 1] = redis.call('INCR', KEYS[n + i])\n"
+      "  else\n"
+      "    result[i + 1] = 0\n"
+      "  end\n"
+      "end\n"
+      "return result\n";
+
 /* RELEASE: KEYS[1] = lock key, ARGV[1] = the hold's value, ARGV[2] = notification channel,
  * ARGV[3] = how many of the receivers are our own subscription (0 or 1), ARGV[4]
  * (optional) = a TTL in ms to keep the lease with when nobody else listens.
@@ -109,6 +155,8 @@ typedef struct
   RlNotifier *notifier;
   char *channel_prefix; /* registry_key "-channel:" */
   RlScript acquire, release, renew;
+  RlScript fenced_acquire, acquire_all; /* with fencing, and for several leases at once */
+  gboolean slotted; /* a Cluster: a script's keys must share a slot */
   gint publish_refused; /* atomic: the missing channel permission was reported */
 } RlRedisStore;
 
@@ -416,9 +464,58 @@ unreplicated_acquisition (RlRedisStore *self, const char *key, const char *value
   return RL_LEASE_ERROR;
 }
 
+static gboolean
+wrote_fenced (const redisReply *reply)
+{
+  return reply->type == REDIS_REPLY_ARRAY;
+}
+
+/* The token in a reply of FENCED ACQUIRE or ACQUIRE ALL, >= 0. */
+static gboolean
+reply_token (const redisReply *reply, guint64 *token)
+{
+  if (reply->type != REDIS_REPLY_INTEGER || reply->integer < 0)
+    return FALSE;
+  *token = (guint64) reply->integer;
+  return TRUE;
+}
+
+/* One round trip: FENCED ACQUIRE. */
+static RlLeaseResult
+acquire_fenced (RlRedisStore *self, const char *key, const char *value, const char *ttl,
+                gint64 timeout_ms, const char *fence_key, guint64 *token, gint64 *pttl_ms,
+                GError **error)
+{
+  const char *argv[7] = { "EVALSHA", self->fenced_acquire.sha, "2", key, fence_key, value, ttl };
+  gboolean acked;
+  redisReply *reply = call (self, key, 7, argv, &self->fenced_acquire, timeout_ms, NULL,
+                            wrote_fenced, &acked, error);
+
+  if (reply == NULL)
+    return RL_LEASE_ERROR;
+  if (reply->type == REDIS_REPLY_INTEGER)
+    {
+      *pttl_ms = reply->integer;
+      freeReplyObject (reply);
+      return RL_LEASE_HELD;
+    }
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 1
+      || !reply_token (reply->element[0], token))
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                   "Redis fenced lock script returned an unexpected reply (type %d)", reply->type);
+      freeReplyObject (reply);
+      /* The lease may have been taken: the caller releases it in the background. */
+      return RL_LEASE_ERROR;
+    }
+  freeReplyObject (reply);
+  return acked ? RL_LEASE_OK : unreplicated_acquisition (self, key, value, error);
+}
+
 static RlLeaseResult
 redis_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
-               gint64 timeout_ms, gint64 *pttl_ms, GError **error)
+               gint64 timeout_ms, const char *fence_key, guint64 *token, gint64 *pttl_ms,
+               GError **error)
 {
   RlRedisStore *self = (RlRedisStore *)store;
   char ttl[24];
@@ -427,6 +524,8 @@ redis_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_ms
   gboolean acked;
 
   rl_format_uint (ttl, ttl_ms);
+  if (fence_key != NULL)
+    return acquire_fenced (self, key, value, ttl, timeout_ms, fence_key, token, pttl_ms, error);
 
   /* Fast path: a free key is taken by a plain SET NX PX, the cheapest command Redis
    * has for it (no script runs). Only when the key exists does the acquire script
@@ -481,6 +580,24 @@ redis_renew (RlStore *store, const char *key, const char *value, gint64 ttl_ms, 
   return kept ? RL_LEASE_OK : RL_LEASE_LOST;
 }
 
+/* Whether a client other than our registry heard the release that RELEASE answered
+ * @result to on @channel; warns once when the notification was refused. */
+static gboolean
+release_heard (RlRedisStore *self, long long result, const char *channel)
+{
+  if (result == RL_RELEASE_UNPUBLISHED && g_atomic_int_compare_and_exchange (&self->publish_refused, 0, 1))
+    g_warning ("Redis refused the unlock notification on channel “%s”: the Redis user lacks "
+               "permission on the channels “%s*” (ACL `&%s*`). Locks are still released, but "
+               "waiters elsewhere learn of it only by polling or when the holder's TTL ends",
+               channel, self->channel_prefix, self->channel_prefix);
+  /* A Cluster's count is one node's: a waiter subscribed elsewhere may have been
+   * told, so a release counts as heard (the cost: a short yield at the end of a
+   * streak of hand-offs). */
+  return result == RL_RELEASE_OTHERS
+         || (!self->topology->publish_counts_all
+             && (result == 1 || result == RL_RELEASE_UNPUBLISHED));
+}
+
 static RlLeaseResult
 redis_release (RlStore *store, const char *key, const char *value, gint64 keep_ttl_ms,
                gboolean *others, GError **error)
@@ -515,17 +632,7 @@ redis_release (RlStore *store, const char *key, const char *value, gint64 keep_t
     return RL_LEASE_ERROR;
   result = reply->integer;
   freeReplyObject (reply);
-  /* A Cluster's count is one node's: a waiter subscribed elsewhere may have been
-   * told, so a release counts as heard (the cost: a short yield at the end of a
-   * streak of hand-offs). */
-  *others = result == RL_RELEASE_OTHERS
-            || (!self->topology->publish_counts_all
-                && (result == 1 || result == RL_RELEASE_UNPUBLISHED));
-  if (result == RL_RELEASE_UNPUBLISHED && g_atomic_int_compare_and_exchange (&self->publish_refused, 0, 1))
-    g_warning ("Redis refused the unlock notification on channel “%s”: the Redis user lacks "
-               "permission on the channels “%s*” (ACL `&%s*`). Locks are still released, but "
-               "waiters elsewhere learn of it only by polling or when the holder's TTL ends",
-               channel, self->channel_prefix, self->channel_prefix);
+  *others = release_heard (self, result, channel);
   /* A kept streak too few replicas acknowledged ends with a release instead. */
   if (result == RL_RELEASE_KEPT && !acked)
     return redis_release (store, key, value, 0, others, error);
@@ -543,6 +650,530 @@ redis_release (RlStore *store, const char *key, const char *value, gint64 keep_t
       return RL_LEASE_ERROR;
     }
   return result == RL_RELEASE_LOST ? RL_LEASE_LOST : RL_LEASE_OK;
+}
+
+/* Several leases at once ---------------------------------------------------------- */
+
+/* One command of a pipelined request: EVALSHA of @script with @argv (argv[0] and
+ * argv[1] are set here), sent to the node that serves @route. */
+typedef struct
+{
+  const RlScript *script;
+  const char *route;
+  int argc;
+  const char **argv;
+  redisReply *reply;     /* out: the reply, never an error reply; NULL with @error */
+  GError *error;         /* out */
+  gboolean retried;      /* out: sent again after a stale connection broke (see call()) */
+  gboolean unreplicated; /* out: with @wrote, too few replicas acknowledged its write */
+  guint8 state;          /* where it stands, below */
+} PipeCommand;
+
+enum
+{
+  PIPE_UNSENT,
+  PIPE_SENT,     /* in the exchange under way */
+  PIPE_DONE,     /* reply or error final */
+  PIPE_NOSCRIPT, /* to be sent again by EVAL */
+  PIPE_ALONE,    /* redirected, "try again", or its connection went stale: through call() */
+};
+
+/* The commands of a request that one node serves, and the connection they go on. */
+typedef struct
+{
+  RlNode *node;
+  RlConn *conn;
+  gboolean reused;
+  GArray *cmds;    /* guint: indexes of the commands, in the order they are sent */
+  guint next;      /* where the next reply's command is looked for */
+  guint sent;      /* commands sent in the exchange under way */
+  guint answered;  /* of them, answered: the reply after the last is WAIT's */
+  gboolean waited; /* a WAIT follows them */
+  gboolean unreplicated;
+} PipeNode;
+
+typedef struct
+{
+  PipeNode **live; /* the nodes of the exchange, by connection index */
+  PipeCommand *cmds;
+  gint64 min_replicas;
+} PipeReplies;
+
+static void
+on_pipe_reply (guint g, redisReply *reply, gpointer user_data)
+{
+  PipeReplies *p = user_data;
+  PipeNode *pn = p->live[g];
+  PipeCommand *cmd;
+
+  if (pn->answered == pn->sent)
+    {
+      /* WAIT, after the commands. */
+      if (reply->type != REDIS_REPLY_INTEGER || reply->integer < p->min_replicas)
+        pn->unreplicated = TRUE;
+      freeReplyObject (reply);
+      return;
+    }
+  pn->answered++;
+  /* Replies come in the order the commands were sent; commands not sent in this
+   * exchange have none. */
+  do
+    cmd = &p->cmds[g_array_index (pn->cmds, guint, pn->next++)];
+  while (cmd->state != PIPE_SENT);
+  cmd->state = PIPE_DONE;
+  if (is_noscript (reply))
+    cmd->state = PIPE_NOSCRIPT;
+  else if (reply->type == REDIS_REPLY_ERROR
+           && (rl_topology_classify_common (reply) == RL_REPLY_RETRY
+               || g_str_has_prefix (reply->str, "MOVED ") || g_str_has_prefix (reply->str, "ASK ")))
+    cmd->state = PIPE_ALONE;
+  else
+    {
+      cmd->reply = reply;
+      return;
+    }
+  freeReplyObject (reply);
+}
+
+/* The node of @node in @nodes, added when new. */
+static PipeNode *
+pipe_node_for (GPtrArray *nodes, RlNode *node)
+{
+  PipeNode *pn;
+
+  for (guint g = 0; g < nodes->len; g++)
+    if (((PipeNode *) g_ptr_array_index (nodes, g))->node == node)
+      return g_ptr_array_index (nodes, g);
+  pn = g_new0 (PipeNode, 1);
+  pn->node = rl_node_ref (node);
+  pn->cmds = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_ptr_array_add (nodes, pn);
+  return pn;
+}
+
+/* Sends the @n commands of @cmds, pipelined on one connection per node that serves
+ * some of them, all nodes at once: one write and one round trip of wall time. Commands
+ * a node answered NOSCRIPT for go again by EVAL in a second exchange; commands
+ * redirected (a slot migrating), answered "try again", or whose pooled connection had
+ * gone stale, go one by one through call(), which follows the redirection or retries
+ * on a fresh connection. With @wrote and replicas required, a WAIT follows each node's
+ * commands (or each command sent alone whose reply @wrote says is a write). Bounded by
+ * @timeout_ms as a whole (0: the command timeout). Each command ends with its reply or
+ * its error. */
+static void
+pipeline (RlRedisStore *self, guint n, PipeCommand *cmds, RlWroteFunc wrote, gint64 timeout_ms)
+{
+  RlTopology *topology = self->topology;
+  RedisLockRegistryStats *stats = self->parent.ctx->stats;
+  gint64 budget_ms = timeout_ms > 0 ? timeout_ms : RL_ATOMIC_GET (self->parent.ctx->command_timeout_ms);
+  gint64 deadline = g_get_monotonic_time () + budget_ms * 1000;
+  g_autoptr (GPtrArray) nodes = g_ptr_array_new ();
+  g_autofree RlConn **conns = NULL;
+  g_autofree guint *expected = NULL;
+  g_autofree gboolean *failed = NULL;
+  g_autofree PipeNode **live = NULL;
+  PipeReplies p = { NULL, cmds, wrote != NULL ? min_replicas (self) : 0 };
+
+  for (guint i = 0; i < n; i++)
+    {
+      g_autoptr (RlNode) node = NULL;
+
+      cmds[i].state = PIPE_UNSENT;
+      cmds[i].reply = NULL;
+      cmds[i].error = NULL;
+      cmds[i].retried = cmds[i].unreplicated = FALSE;
+      node = topology->vt->route (topology, cmds[i].route, &cmds[i].error);
+      if (node == NULL)
+        {
+          cmds[i].state = PIPE_DONE;
+          continue;
+        }
+      g_array_append_val (pipe_node_for (nodes, node)->cmds, i);
+    }
+  conns = g_new0 (RlConn *, nodes->len + 1);
+  expected = g_new0 (guint, nodes->len + 1);
+  failed = g_new0 (gboolean, nodes->len + 1);
+  live = g_new0 (PipeNode *, nodes->len + 1);
+  p.live = live;
+
+  for (int round = 0; round < 2; round++)
+    {
+      guint wanted = round == 0 ? PIPE_UNSENT : PIPE_NOSCRIPT;
+      guint n_live = 0, sent = 0;
+
+      for (guint g = 0; g < nodes->len; g++)
+        {
+          PipeNode *pn = g_ptr_array_index (nodes, g);
+          guint count = 0;
+
+          for (guint k = 0; k < pn->cmds->len; k++)
+            count += cmds[g_array_index (pn->cmds, guint, k)].state == wanted;
+          if (count == 0)
+            continue;
+          if (pn->conn == NULL)
+            {
+              g_autoptr (GError) local_error = NULL;
+              gint64 left_ms = MAX ((deadline - g_get_monotonic_time ()) / 1000, 1);
+              pn->conn = rl_pool_get (pn->node->pool, round == 0 ? budget_ms : left_ms,
+                                      &pn->reused, &local_error);
+              if (pn->conn == NULL)
+                {
+                  topology->vt->failed (topology, pn->node);
+                  for (guint k = 0; k < pn->cmds->len; k++)
+                    {
+                      PipeCommand *cmd = &cmds[g_array_index (pn->cmds, guint, k)];
+                      if (cmd->state != wanted)
+                        continue;
+                      cmd->state = PIPE_DONE;
+                      cmd->error = g_error_copy (local_error);
+                    }
+                  continue;
+                }
+            }
+          for (guint k = 0; k < pn->cmds->len; k++)
+            {
+              PipeCommand *cmd = &cmds[g_array_index (pn->cmds, guint, k)];
+              if (cmd->state != wanted)
+                continue;
+              cmd->argv[0] = round == 0 ? "EVALSHA" : "EVAL";
+              cmd->argv[1] = round == 0 ? cmd->script->sha : cmd->script->text;
+              rl_conn_append (pn->conn, cmd->argc, cmd->argv);
+              cmd->state = PIPE_SENT;
+            }
+          pn->waited = p.min_replicas > 0;
+          if (pn->waited)
+            {
+              char count_s[24], timeout_s[24];
+              gint64 wait_ms = RL_ATOMIC_GET (self->parent.ctx->replica_timeout_ms);
+              const char *wait[] = { "WAIT", count_s, timeout_s };
+              rl_format_uint (count_s, p.min_replicas);
+              rl_format_uint (timeout_s, MAX (MIN (wait_ms, budget_ms * 3 / 4), 1));
+              rl_conn_append (pn->conn, 3, wait);
+            }
+          pn->next = 0;
+          pn->sent = count;
+          pn->answered = 0;
+          conns[n_live] = pn->conn;
+          expected[n_live] = count + (pn->waited ? 1 : 0);
+          live[n_live++] = pn;
+          sent += count + (pn->waited ? 1 : 0);
+        }
+      if (n_live == 0)
+        break;
+      RL_ATOMIC_ADD (stats->round_trips, 1);
+      RL_ATOMIC_ADD (stats->commands, sent);
+      rl_conns_exchange (conns, n_live, expected,
+                         MAX ((deadline - g_get_monotonic_time ()) / 1000, 1), on_pipe_reply, &p,
+                         failed);
+      for (guint k = 0; k < n_live; k++)
+        {
+          PipeNode *pn = live[k];
+          g_autoptr (GError) local_error = NULL;
+          /* Nothing answered on a pooled connection the server had closed: the
+           * commands are sent again, alone, on fresh ones. */
+          gboolean stale = pn->reused && pn->answered == 0 && rl_conn_is_stale (pn->conn);
+
+          if (!failed[k])
+            continue;
+          if (!stale)
+            {
+              g_autofree char *what = g_strdup_printf ("EVALSHA on %s", pn->node->name);
+              rl_set_error_from_conn (&local_error, pn->conn, what);
+              topology->vt->failed (topology, pn->node);
+            }
+          /* The WAIT did not answer: the writes count as unacknowledged. */
+          pn->unreplicated = pn->waited;
+          for (guint j = 0; j < pn->cmds->len; j++)
+            {
+              PipeCommand *cmd = &cmds[g_array_index (pn->cmds, guint, j)];
+              if (cmd->state != PIPE_SENT)
+                continue;
+              cmd->state = stale ? PIPE_ALONE : PIPE_DONE;
+              if (!stale)
+                cmd->error = g_error_copy (local_error);
+            }
+          rl_pool_put (pn->node->pool, pn->conn);
+          pn->conn = NULL;
+        }
+    }
+
+  for (guint g = 0; g < nodes->len; g++)
+    {
+      PipeNode *pn = g_ptr_array_index (nodes, g);
+      for (guint k = 0; pn->unreplicated && k < pn->cmds->len; k++)
+        cmds[g_array_index (pn->cmds, guint, k)].unreplicated = TRUE;
+      if (pn->conn != NULL)
+        rl_pool_put (pn->node->pool, pn->conn);
+      rl_node_unref (pn->node);
+      g_array_unref (pn->cmds);
+      g_free (pn);
+    }
+
+  for (guint i = 0; i < n; i++)
+    {
+      PipeCommand *cmd = &cmds[i];
+      gint64 left_ms = (deadline - g_get_monotonic_time ()) / 1000;
+      gboolean acked = TRUE;
+
+      /* A NOSCRIPT left over: its node failed before the second exchange. */
+      if (cmd->state == PIPE_ALONE || cmd->state == PIPE_NOSCRIPT)
+        {
+          if (left_ms <= 0)
+            g_set_error (&cmd->error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                         "Redis did not answer the lock command for “%s” in time", cmd->route);
+          else
+            {
+              cmd->reply = call (self, cmd->route, cmd->argc, cmd->argv, cmd->script, left_ms,
+                                 &cmd->retried, wrote, &acked, &cmd->error);
+              cmd->unreplicated = !acked;
+            }
+          cmd->state = PIPE_DONE;
+        }
+      if (cmd->reply != NULL && cmd->reply->type == REDIS_REPLY_ERROR)
+        {
+          g_set_error (&cmd->error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                       "Redis lock script failed: %s", cmd->reply->str);
+          g_clear_pointer (&cmd->reply, freeReplyObject);
+        }
+    }
+}
+
+static void
+pipe_command_clear (PipeCommand *cmd)
+{
+  g_clear_pointer (&cmd->reply, freeReplyObject);
+  g_clear_error (&cmd->error);
+}
+
+/* What a key is hashed by on a Cluster: its hash tag, or all of it. */
+static char *
+slot_source (const char *key)
+{
+  const char *open = strchr (key, '{');
+  const char *close = open != NULL ? strchr (open + 1, '}') : NULL;
+
+  if (close != NULL && close > open + 1)
+    return g_strndup (open + 1, (gsize) (close - open - 1));
+  return g_strdup (key);
+}
+
+static gboolean
+wrote_all (const redisReply *reply)
+{
+  return reply->type == REDIS_REPLY_ARRAY && reply->elements > 0
+         && reply->element[0]->type == REDIS_REPLY_INTEGER && reply->element[0]->integer == 0;
+}
+
+/* Reads the reply of ACQUIRE ALL for the items @idx of @items. FALSE when it makes no
+ * sense (the items' outcome is unknown). */
+static gboolean
+read_acquire_all (const redisReply *reply, RlLeaseItem *items, const guint *idx, guint m)
+{
+  long long first;
+
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2
+      || reply->element[0]->type != REDIS_REPLY_INTEGER
+      || reply->element[1]->type != REDIS_REPLY_INTEGER)
+    return FALSE;
+  first = reply->element[0]->integer;
+  if (first == 0)
+    {
+      if (reply->elements != m + 1)
+        return FALSE;
+      for (guint j = 0; j < m; j++)
+        {
+          RlLeaseItem *item = &items[idx[j]];
+          if (!reply_token (reply->element[j + 1], &item->token))
+            return FALSE;
+          item->result = RL_LEASE_OK;
+        }
+      return TRUE;
+    }
+  if (first < 1 || first > (long long) m)
+    return FALSE;
+  for (guint j = 0; j < m; j++)
+    items[idx[j]].result = RL_LEASE_SKIPPED;
+  items[idx[first - 1]].result = RL_LEASE_HELD;
+  items[idx[first - 1]].pttl_ms = reply->element[1]->integer;
+  return TRUE;
+}
+
+/* The most arguments one command may have (rl_conn_append() encodes at most 16). */
+#define RL_ARGV_MAX 16
+
+/* ACQUIRE ALL once per atomic group: the leases on one server; on a Cluster, those
+ * whose keys hash alike (the same hash tag, or the same key); each group on its slot's
+ * master, one pipeline per master. A group has at most as many leases as one command's
+ * arguments can name (5 with fencing 3); a larger set is taken in several groups, all
+ * in the same round trip, each all or none. */
+static gboolean
+redis_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
+                    gint64 timeout_ms, GError **error)
+{
+  RlRedisStore *self = (RlRedisStore *) store;
+  gboolean fenced = n > 0 && items[0].fence_key != NULL;
+  guint max_keys = (RL_ARGV_MAX - 5) / (fenced ? 3 : 2);
+  g_autoptr (GHashTable) by_source = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr (GPtrArray) groups = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  g_autofree PipeCommand *cmds = NULL;
+  g_autoptr (GPtrArray) argvs = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GError) first_error = NULL;
+  gboolean unreplicated = FALSE;
+  char ttl[24];
+
+  rl_format_uint (ttl, ttl_ms);
+  for (guint i = 0; i < n; i++)
+    {
+      char *source = g_strdup ("");
+      GArray *group;
+
+      g_assert ((items[i].fence_key != NULL) == fenced);
+      items[i].result = RL_LEASE_ERROR;
+      items[i].token = 0;
+      if (self->slotted)
+        {
+          g_free (source);
+          source = slot_source (items[i].key);
+        }
+      group = g_hash_table_lookup (by_source, source);
+      if (group == NULL || group->len == max_keys)
+        {
+          group = g_array_new (FALSE, FALSE, sizeof (guint));
+          g_ptr_array_add (groups, group);
+          g_hash_table_replace (by_source, g_strdup (source), group);
+        }
+      g_free (source);
+      g_array_append_val (group, i);
+    }
+
+  cmds = g_new0 (PipeCommand, groups->len);
+  for (guint g = 0; g < groups->len; g++)
+    {
+      GArray *group = g_ptr_array_index (groups, g);
+      guint m = group->len;
+      int argc = 3 + (int) (fenced ? 2 * m : m) + 2 + (int) m;
+      const char **argv = g_new0 (const char *, argc);
+      char *numkeys = g_strdup_printf ("%u", fenced ? 2 * m : m);
+      int a = 0;
+
+      g_ptr_array_add (argvs, argv);
+      g_ptr_array_add (argvs, numkeys);
+      argv[a++] = "EVALSHA";
+      argv[a++] = self->acquire_all.sha;
+      argv[a++] = numkeys;
+      for (guint j = 0; j < m; j++)
+        argv[a++] = items[g_array_index (group, guint, j)].key;
+      for (guint j = 0; fenced && j < m; j++)
+        argv[a++] = items[g_array_index (group, guint, j)].fence_key;
+      argv[a++] = ttl;
+      argv[a++] = fenced ? "1" : "0";
+      for (guint j = 0; j < m; j++)
+        argv[a++] = items[g_array_index (group, guint, j)].value;
+      cmds[g].script = &self->acquire_all;
+      cmds[g].route = items[g_array_index (group, guint, 0)].key;
+      cmds[g].argc = argc;
+      cmds[g].argv = argv;
+    }
+  pipeline (self, groups->len, cmds, wrote_all, timeout_ms);
+
+  for (guint g = 0; g < groups->len; g++)
+    {
+      GArray *group = g_ptr_array_index (groups, g);
+      const guint *idx = (const guint *) group->data;
+      PipeCommand *cmd = &cmds[g];
+
+      if (cmd->reply != NULL && !read_acquire_all (cmd->reply, items, idx, group->len))
+        {
+          g_set_error (&cmd->error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                       "Redis lock script returned an unexpected reply (type %d)",
+                       cmd->reply->type);
+          for (guint j = 0; j < group->len; j++)
+            items[idx[j]].result = RL_LEASE_ERROR;
+        }
+      else if (cmd->reply != NULL && cmd->unreplicated && wrote_all (cmd->reply))
+        /* Taken on the master alone: the caller releases them. */
+        unreplicated = TRUE;
+      if (cmd->error != NULL && first_error == NULL)
+        first_error = g_steal_pointer (&cmd->error);
+      pipe_command_clear (cmd);
+    }
+  if (first_error != NULL)
+    {
+      g_propagate_error (error, g_steal_pointer (&first_error));
+      return FALSE;
+    }
+  if (unreplicated)
+    {
+      set_not_replicated (self, error, "acquisition", items[0].key);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* RELEASE of each item, pipelined: one round trip per node. */
+static gboolean
+redis_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error)
+{
+  RlRedisStore *self = (RlRedisStore *) store;
+  g_autofree PipeCommand *cmds = g_new0 (PipeCommand, n);
+  g_autofree const char **argvs = g_new0 (const char *, (gsize) n * 7);
+  g_autoptr (GPtrArray) channels = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GError) first_error = NULL;
+  const char *subscribed = rl_notifier_is_subscribed (self->notifier) ? "1" : "0";
+
+  for (guint i = 0; i < n; i++)
+    {
+      const char **argv = argvs + (gsize) i * 7;
+      char *channel = g_strconcat (self->channel_prefix, items[i].key, NULL);
+
+      g_ptr_array_add (channels, channel);
+      argv[2] = "1";
+      argv[3] = items[i].key;
+      argv[4] = items[i].value;
+      argv[5] = channel;
+      argv[6] = subscribed;
+      cmds[i].script = &self->release;
+      cmds[i].route = items[i].key;
+      cmds[i].argc = 7;
+      cmds[i].argv = argv;
+    }
+  pipeline (self, n, cmds, NULL, 0);
+
+  for (guint i = 0; i < n; i++)
+    {
+      RlLeaseItem *item = &items[i];
+      PipeCommand *cmd = &cmds[i];
+      long long result;
+
+      item->others = FALSE;
+      item->result = RL_LEASE_ERROR;
+      if (cmd->reply != NULL && cmd->reply->type != REDIS_REPLY_INTEGER)
+        g_set_error (&cmd->error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                     "Redis lock script returned an unexpected reply (type %d)",
+                     cmd->reply->type);
+      else if (cmd->reply != NULL)
+        {
+          result = cmd->reply->integer;
+          item->others = release_heard (self, result, g_ptr_array_index (channels, i));
+          if (result == RL_RELEASE_LOST && cmd->retried)
+            g_set_error (&cmd->error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                         "The connection to Redis broke during the release of “%s”; it may or "
+                         "may not have been released by it (a lease left behind expires with "
+                         "its TTL)",
+                         item->key);
+          else
+            item->result = result == RL_RELEASE_LOST ? RL_LEASE_LOST : RL_LEASE_OK;
+        }
+      if (cmd->error != NULL && first_error == NULL)
+        first_error = g_steal_pointer (&cmd->error);
+      pipe_command_clear (cmd);
+    }
+  if (first_error != NULL)
+    {
+      g_propagate_error (error, g_steal_pointer (&first_error));
+      return FALSE;
+    }
+  return TRUE;
 }
 
 /* The leases of one batch that one node serves, and the connection they go on. */
@@ -925,6 +1556,32 @@ redis_inspect (RlStore *store, const char *key, char **value, gint64 *pttl_ms, G
   return exists;
 }
 
+/* GET of the counter, routed to its node. */
+static gboolean
+redis_read_counter (RlStore *store, const char *fence_key, guint64 *value, GError **error)
+{
+  RlRedisStore *self = (RlRedisStore *) store;
+  const char *get[] = { "GET", fence_key };
+  redisReply *reply = call (self, fence_key, 2, get, NULL, 0, NULL, NULL, NULL, error);
+  gboolean exists;
+
+  *value = 0;
+  if (reply == NULL)
+    return FALSE;
+  exists = reply->type == REDIS_REPLY_STRING;
+  if (exists && !g_ascii_string_to_unsigned (reply->str, 10, 0, G_MAXUINT64, value, NULL))
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                   "The fencing counter “%s” does not hold a number", fence_key);
+      exists = FALSE;
+    }
+  else if (!exists && reply->type != REDIS_REPLY_NIL)
+    g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                 "Reading the fencing counter “%s”: unexpected reply", fence_key);
+  freeReplyObject (reply);
+  return exists;
+}
+
 static char *glob_escape (const char *prefix);
 
 /* SCAN @node for @pattern, then GET + PTTL of each key found. */
@@ -1005,10 +1662,13 @@ redis_list (RlStore *store, GArray *entries, GError **error)
 
 static const RlStoreVTable redis_store_vtable = {
   .acquire = redis_acquire,
+  .acquire_many = redis_acquire_many,
   .renew = redis_renew,
   .release = redis_release,
+  .release_many = redis_release_many,
   .renew_batch = redis_renew_batch,
   .inspect = redis_inspect,
+  .read_counter = redis_read_counter,
   .list = redis_list,
   .watch = redis_watch,
   .close = redis_close,
@@ -1120,6 +1780,9 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
   script_init (&self->acquire, acquire_script);
   script_init (&self->release, release_script);
   script_init (&self->renew, renew_script);
+  script_init (&self->fenced_acquire, fenced_acquire_script);
+  script_init (&self->acquire_all, acquire_all_script);
+  self->slotted = parsed.kind == RL_TOPOLOGY_CLUSTER;
   self->topology = rl_topology_open (&parsed, ctx, on_topology_changed, self, error);
   rl_url_clear (&parsed);
   if (self->topology == NULL)

@@ -334,6 +334,20 @@ redis_lock_registry_set_min_replicas (RedisLockRegistry *registry, guint n, gint
 }
 
 void
+redis_lock_registry_set_fencing (RedisLockRegistry *registry, gboolean enabled)
+{
+  g_return_if_fail (registry != NULL);
+  g_atomic_int_set (&registry->fencing, enabled ? 1 : 0);
+}
+
+gboolean
+redis_lock_registry_get_fencing (RedisLockRegistry *registry)
+{
+  g_return_val_if_fail (registry != NULL, FALSE);
+  return g_atomic_int_get (&registry->fencing) != 0;
+}
+
+void
 redis_lock_registry_set_lease_lost_callback (RedisLockRegistry *registry,
                                              RedisLockLeaseLostFunc func,
                                              gpointer user_data,
@@ -611,6 +625,30 @@ redis_lock_registry_get_lease_info (RedisLockRegistry *registry, const char *nam
   info->owner = owner;
   info->pttl_ms = pttl_ms;
   return info;
+}
+
+gboolean
+redis_lock_registry_get_last_fencing_token (RedisLockRegistry *registry, const char *name,
+                                            guint64 *token, GError **error)
+{
+  g_autofree char *key = NULL;
+  g_autofree char *fence_key = NULL;
+
+  g_return_val_if_fail (registry != NULL, FALSE);
+  g_return_val_if_fail (token != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+  *token = 0;
+  if (!check_name (name, error) || !rl_registry_check (registry, error))
+    return FALSE;
+  key = g_strconcat (registry->registry_key, ":", name, NULL);
+  fence_key = rl_store_fence_key (key);
+  if (fence_key == NULL)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
+                   "Lock “%s” has no fencing counter: its key has a “}” but no hash tag", name);
+      return FALSE;
+    }
+  return registry->store->vt->read_counter (registry->store, fence_key, token, error);
 }
 
 GPtrArray *

@@ -13,6 +13,8 @@
 #define RL_STORE_H
 
 #include <glib.h>
+#include <string.h>
+
 #include "redislock/redislock.h"
 #include "settings.h"
 
@@ -23,6 +25,8 @@ typedef enum
   RL_LEASE_LOST,  /* renew/release: the key is gone or belongs to another owner */
   RL_LEASE_ERROR, /* the store failed; the GError says how */
   RL_LEASE_KEPT,  /* release with keep_ttl_ms only: nobody else listened, lease kept */
+  RL_LEASE_SKIPPED, /* acquire_many only: free, but not taken because another lease of
+                       its request was held */
 } RlLeaseResult;
 
 typedef struct _RlStore RlStore;
@@ -34,6 +38,18 @@ typedef struct
   char *value;
   gint64 pttl_ms;
 } RlStoreEntry;
+
+/* One lease of a request on several at once (acquire_many, release_many). */
+typedef struct
+{
+  const char *key;
+  const char *value;     /* this acquisition's, or the hold's */
+  const char *fence_key; /* acquire_many: NULL, or a counter as for acquire's */
+  RlLeaseResult result;  /* out */
+  guint64 token;         /* out: acquire_many with a fence_key, when taken */
+  gint64 pttl_ms;        /* out: acquire_many, when HELD */
+  gboolean others;       /* out: release_many, as release's *others */
+} RlLeaseItem;
 
 /* Called from a store thread when the lease @key (the full key) may have been
  * released; @key NULL means "any lease may have been": notifications were missed, or
@@ -56,9 +72,22 @@ typedef struct
    * free or already holds @value. When another owner holds it: RL_LEASE_HELD with its
    * remaining TTL in *pttl_ms (-1: no expiry). @timeout_ms bounds the call (0: the
    * command timeout); when it runs out the outcome is unknown and the result is
-   * RL_LEASE_ERROR. */
+   * RL_LEASE_ERROR. With @fence_key (see rl_store_fence_key()), taking the lease and
+   * incrementing that counter are one atomic step, and *token is its new value;
+   * without, nothing but the lease is touched. */
   RlLeaseResult (*acquire) (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
-                            gint64 timeout_ms, gint64 *pttl_ms, GError **error);
+                            gint64 timeout_ms, const char *fence_key, guint64 *token,
+                            gint64 *pttl_ms, GError **error);
+  /* Takes the @n leases of @items (distinct keys) for @ttl_ms each, as acquire does
+   * one, in as few round trips as the store can (one per server); the leases that can
+   * be taken in one atomic step (all of them on one server; those of one slot on a
+   * Cluster) are taken all or none. Each item ends OK (taken, with its token when it
+   * has a fence_key), HELD (another owner holds it, for pttl_ms), SKIPPED (free, but
+   * not taken along with a held one) or ERROR (outcome unknown). Returns FALSE with
+   * @error when an item ended ERROR; items taken meanwhile are the caller's to
+   * release. @timeout_ms as for acquire. */
+  gboolean (*acquire_many) (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
+                            gint64 timeout_ms, GError **error);
   /* Extends the lease @key holding @value to @ttl_ms; RL_LEASE_LOST when it is gone or
    * holds another value. */
   RlLeaseResult (*renew) (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
@@ -71,6 +100,11 @@ typedef struct
    * result is RL_LEASE_KEPT. Either way, as one atomic step in the store. */
   RlLeaseResult (*release) (RlStore *store, const char *key, const char *value,
                             gint64 keep_ttl_ms, gboolean *others, GError **error);
+  /* Releases the @n leases of @items (distinct keys, each holding its value) as
+   * release does with no keep_ttl_ms, in one round trip per server. Each item ends
+   * OK, LOST or ERROR (with others set as release sets it); returns FALSE with the
+   * first item's @error when one ended ERROR. */
+  gboolean (*release_many) (RlStore *store, guint n, RlLeaseItem *items, GError **error);
   /* Renews @n leases (@keys[i] holding @values[i]) in one batch, bounded by
    * @timeout_ms as a whole. Fills @results (OK or LOST each) and returns TRUE, or
    * returns FALSE with @error when the batch failed as a whole; *round_trips counts
@@ -82,6 +116,10 @@ typedef struct
    * (-1: no expiry) when it exists; FALSE without @error when it does not. */
   gboolean (*inspect) (RlStore *store, const char *key, char **value, gint64 *pttl_ms,
                        GError **error);
+  /* The fencing counter @fence_key: TRUE with its value when it exists; FALSE without
+   * @error when it does not. */
+  gboolean (*read_counter) (RlStore *store, const char *fence_key, guint64 *value,
+                            GError **error);
   /* Every lease of this store's registry key (keys `registry_key:*`): appends one
    * RlStoreEntry per key to @entries. */
   gboolean (*list) (RlStore *store, GArray *entries, GError **error);
@@ -99,6 +137,24 @@ typedef struct
  * the acquisition in the registry, so that a request that reaches the store late can
  * never match a later hold of the same registry. */
 #define RL_LEASE_VALUE_MAX 192
+
+/* The key of the fencing counter of the lease @key, in the same Cluster slot as @key on
+ * every store, so that fenced code means the same wherever it runs: `fence:{KEY}`, or
+ * `fence:KEY` when @key has a hash tag of its own (its first `{`, then the first `}`
+ * after it, with something between). NULL when the two cannot share a slot: @key has
+ * no hash tag but a `}`, which would end the added tag early. Free with g_free(). */
+static inline char *
+rl_store_fence_key (const char *key)
+{
+  const char *open = strchr (key, '{');
+  const char *close = open != NULL ? strchr (open + 1, '}') : NULL;
+
+  if (close != NULL && close > open + 1)
+    return g_strconcat ("fence:", key, NULL);
+  if (strchr (key, '}') != NULL)
+    return NULL;
+  return g_strconcat ("fence:{", key, "}", NULL);
+}
 
 struct _RlStore
 {

@@ -218,6 +218,79 @@ REDIS_LOCK_EXPORT GCancellable *redis_lock_get_lease_cancellable (RedisLock *loc
 REDIS_LOCK_EXPORT char *redis_lock_dup_lease_value (RedisLock *lock);
 
 /**
+ * redis_lock_get_fencing_token:
+ * @lock: a lock
+ *
+ * The fencing token of the calling thread's current hold (see
+ * redis_lock_registry_set_fencing()): the value of the name's counter when the lease
+ * was taken. Pass it with every write to the resource the lock protects, and have the
+ * resource refuse a token lower than the highest it has seen. Re-entry, a local
+ * hand-off and a kept streak keep the token, as they keep the lease. Local only: never
+ * asks Redis.
+ *
+ * Returns: the token (>= 1); 0 when the calling thread does not hold @lock or its
+ *   lease was taken with fencing off.
+ */
+REDIS_LOCK_EXPORT guint64 redis_lock_get_fencing_token (RedisLock *lock);
+
+/**
+ * redis_lock_try_lock_all:
+ * @locks: (array length=n): the locks to take; they may come from different
+ *   registries, and a lock may be listed more than once (it is taken once)
+ * @n: the number of locks in @locks, > 0
+ * @wait_ms: total wait for all of them, as for redis_lock_try_lock_for() (0: one
+ *   attempt, < 0: forever)
+ * @cancellable: (nullable): cancels the wait with %G_IO_ERROR_CANCELLED
+ * @error: return location for a #GError
+ *
+ * Takes every lock of @locks, or none. The locks are taken in one canonical order
+ * (registry, then key), the local mutexes first and then the leases, so two threads
+ * that take overlapping sets in any order never deadlock. The leases of one registry
+ * are requested together: one round trip for those on one server (on a Cluster, one per
+ * master, the leases of one slot taken all or none in one step); when one of them is
+ * held elsewhere, the ones this attempt took are released at once and the call waits
+ * for the holder's release (or its TTL) before trying the whole set again, so it never
+ * keeps some while waiting for others. Locks the calling thread already holds count
+ * one more hold, without Redis, and lose it again on failure. With fencing on (see
+ * redis_lock_registry_set_fencing()) each lease gets its own token.
+ *
+ * %NULL @locks, @n == 0 or a %NULL element is a programming error (a critical).
+ *
+ * Returns: %TRUE when the calling thread holds every lock (each one hold more);
+ *   %FALSE with @error unset when not all could be had within @wait_ms; %FALSE with
+ *   @error set on failure (Redis, cancelled, a closed or forked registry, a name that
+ *   cannot be fenced). When it returns %FALSE this call holds none of them: every
+ *   lease it took was released before it returned.
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_try_lock_all (RedisLock *const *locks,
+                                                    guint n,
+                                                    gint64 wait_ms,
+                                                    GCancellable *cancellable,
+                                                    GError **error);
+
+/**
+ * redis_lock_unlock_all:
+ * @locks: (array length=n): the locks to release; a lock listed more than once is
+ *   released once
+ * @n: the number of locks in @locks, > 0
+ * @error: return location for a #GError
+ *
+ * Releases one hold of the calling thread on every lock of @locks, as
+ * redis_lock_unlock() does each, in the reverse of the canonical order; the outermost
+ * releases of one registry's leases go to Redis together (one round trip per server).
+ * A failure does not stop it: every lock is released, and the first error is
+ * reported.
+ *
+ * %NULL @locks, @n == 0 or a %NULL element is a programming error (a critical).
+ *
+ * Returns: %TRUE when every unlock succeeded; %FALSE with the first error otherwise
+ *   (as redis_lock_unlock(): %REDIS_LOCK_ERROR_NOT_OWNER, %REDIS_LOCK_ERROR_LEASE_LOST…).
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_unlock_all (RedisLock *const *locks,
+                                                  guint n,
+                                                  GError **error);
+
+/**
  * RedisLockLocker:
  *
  * Holds a lock for a scope: redis_lock_locker_new() locks, redis_lock_locker_free()

@@ -273,6 +273,66 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_min_replicas (RedisLockRegistry *
                                                              gint64 timeout_ms);
 
 /**
+ * redis_lock_registry_set_fencing:
+ * @registry: a registry
+ * @enabled: whether acquisitions take a fencing token (default %FALSE)
+ *
+ * Fencing tokens. With fencing on, every acquisition of a lease in the store
+ * increments a counter kept per lock name in the same atomic step, and the holder gets
+ * the new value from redis_lock_get_fencing_token(). The tokens of one name strictly
+ * increase across every process and registry that takes the lock with fencing on,
+ * also after a lease expired or was lost, so a resource that remembers the highest
+ * token it has accepted can refuse a holder whose lease ran out while it was paused.
+ * Re-entry, local hand-offs and kept streaks keep the token of the lease they share;
+ * the fast path stays one round trip.
+ *
+ * The counter key is `fence:{KEY}` for the lock key KEY (`registry_key:name`), or
+ * `fence:KEY` when KEY has a hash tag of its own (its first `{`, the first `}` after
+ * it, something between), so it lives in the lock key's Cluster slot; it has no expiry
+ * and the library never deletes it. A name whose key has a `}` but no hash tag cannot
+ * have its counter in its slot: while fencing is on, the lock calls fail for it with
+ * %REDIS_LOCK_ERROR_INVALID, on every store (a single server and `memory://` too, so
+ * that code does not change meaning when moved to a Cluster).
+ *
+ * Only holders with fencing on bump the counter (a Spring registry does not), and a
+ * token protects a resource only if the resource checks it. With fencing off, the
+ * library sends exactly what it sends without this feature (no counter key). Applies
+ * to acquisitions that start afterwards: a lease held or handed over when it changes
+ * keeps the token it was taken with (0 when none).
+ */
+REDIS_LOCK_EXPORT void redis_lock_registry_set_fencing (RedisLockRegistry *registry,
+                                                        gboolean enabled);
+
+/**
+ * redis_lock_registry_get_fencing:
+ * @registry: a registry
+ *
+ * Returns: whether acquisitions take a fencing token (see
+ *   redis_lock_registry_set_fencing()).
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_registry_get_fencing (RedisLockRegistry *registry);
+
+/**
+ * redis_lock_registry_get_last_fencing_token:
+ * @registry: a registry
+ * @name: a lock name
+ * @token: (out): the last token handed out for @name; 0 when there is none
+ * @error: return location for a #GError
+ *
+ * Reads the fencing counter of @name from the store (one round trip on Redis): the
+ * token of the latest acquisition with fencing by any process or registry, whether
+ * or not it still holds the lock. For operators and tools (`redislock status`).
+ *
+ * Returns: %TRUE when the counter exists; %FALSE without an error when no fenced
+ *   acquisition of @name ever happened; %FALSE with @error on failure
+ *   (%REDIS_LOCK_ERROR_INVALID for a bad name, or one that cannot be fenced).
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_registry_get_last_fencing_token (RedisLockRegistry *registry,
+                                                                       const char *name,
+                                                                       guint64 *token,
+                                                                       GError **error);
+
+/**
  * redis_lock_registry_set_lease_lost_callback:
  * @registry: a registry
  * @func: (nullable): called once per lost lease, see #RedisLockLeaseLostFunc

@@ -1,0 +1,534 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* multilock.c: several locks at once, all or none (redis_lock_try_lock_all(),
+ * redis_lock_unlock_all()).
+ *
+ * Built from the steps of lock.c, in the order a single acquisition takes them: the
+ * local mutexes first, then the leases. The locks are sorted into one canonical order
+ * (registry, then key) and listed once each. The local mutexes are taken in that
+ * order, each waiting until the call's one deadline: two threads of a process that
+ * take overlapping sets then meet on the first lock they share and never hold one
+ * another's next lock, so they cannot deadlock locally. Locks the thread holds already
+ * just count one more hold.
+ *
+ * The leases cannot rely on an order: another process sorts its registries by other
+ * addresses, and a holder of one lock need not be taking sets at all. So no lease is
+ * kept while waiting for another. Each attempt asks each registry's store for all of
+ * its leases in one request (one round trip per server; on one server they are taken
+ * all or none in one script, on a Cluster per slot); if any is held elsewhere, the
+ * leases the attempt took are released at once (one request again), and the call sleeps
+ * until the holder's unlock notification, its remaining TTL or the deadline, as a
+ * single acquisition does, then tries the whole set again. After an attempt that had
+ * taken part of the set, the retry also waits a short random time, so that two
+ * processes that each took a part do not collide again in step.
+ *
+ * On failure everything this call took is given back before it returns: leases
+ * released, local mutexes freed (a lease handed over with one goes on as at an unlock),
+ * extra holds dropped. The leases are recorded in the lease table only once the whole
+ * set is had, so the watchdog never renews part of a failed attempt.
+ *
+ * redis_lock_unlock_all() unlocks in the reverse order. The outermost unlocks that
+ * simply release their lease (no local waiter to hand it to) go to each registry's
+ * store in one request; the others take the single unlock's path.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* The longest random pause before a retry that follows a partly taken set. */
+#define RL_MULTI_JITTER_MAX_MS 20
+
+/* A request to the store cut short by the caller's deadline with less than this left
+ * for it ran out of time (as in lock.c). */
+#define RL_MIN_REQUEST_MS 20
+
+/* One lock of the set, and where its acquisition stands. */
+typedef struct
+{
+  RedisLock *lock;
+  RlLocalTake local;
+  char *fence_key;
+  guint64 serial;
+  gint64 ttl_ms;
+  guint16 seq;
+  char value[RL_LEASE_VALUE_MAX];
+} Entry;
+
+static int
+compare_locks (const void *a, const void *b)
+{
+  const RedisLock *x = *(RedisLock *const *) a;
+  const RedisLock *y = *(RedisLock *const *) b;
+
+  if (x->registry != y->registry)
+    return (guintptr) x->registry < (guintptr) y->registry ? -1 : 1;
+  return strcmp (x->key_data, y->key_data);
+}
+
+/* @locks sorted into the canonical order, each once; *m says how many. */
+static RedisLock **
+canonical_set (RedisLock *const *locks, guint n, guint *m)
+{
+  RedisLock **sorted = g_memdup2 (locks, sizeof (RedisLock *) * n);
+  guint k = 0;
+
+  qsort (sorted, n, sizeof (RedisLock *), compare_locks);
+  for (guint i = 0; i < n; i++)
+    if (k == 0 || sorted[k - 1] != sorted[i])
+      sorted[k++] = sorted[i];
+  *m = k;
+  return sorted;
+}
+
+/* Wakes every lock of the set when the call is cancelled. */
+typedef struct
+{
+  Entry *entries;
+  guint m;
+} WakeSet;
+
+static void
+on_cancelled (GCancellable *cancellable, gpointer data)
+{
+  WakeSet *set = data;
+
+  for (guint i = 0; i < set->m; i++)
+    rl_lock_wake_all (set->entries[i].lock);
+}
+
+/* The store phase --------------------------------------------------------------- */
+
+/* One request per registry: entries [start, end) of @need (indexes into @entries),
+ * all of one registry. */
+typedef struct
+{
+  guint start, end;
+  gboolean watching; /* its notifications were confirmed before the attempt was sent */
+} Group;
+
+/* Releases the leases of @items that ended OK (the attempt took them): one request per
+ * registry. A release that fails is left to the background (doubtful). */
+static void
+release_taken (Entry *entries, const guint *need, RlLeaseItem *items, const Group *groups,
+               guint n_groups)
+{
+  for (guint g = 0; g < n_groups; g++)
+    {
+      RedisLockRegistry *registry = entries[need[groups[g].start]].lock->registry;
+      RlStore *store = registry->store;
+      g_autofree RlLeaseItem *taken = g_new0 (RlLeaseItem, groups[g].end - groups[g].start);
+      g_autofree guint *which = g_new0 (guint, groups[g].end - groups[g].start);
+      g_autoptr (GError) error = NULL;
+      guint k = 0;
+
+      for (guint i = groups[g].start; i < groups[g].end; i++)
+        if (items[i].result == RL_LEASE_OK)
+          {
+            taken[k].key = items[i].key;
+            taken[k].value = items[i].value;
+            which[k++] = i;
+          }
+      if (k == 0)
+        continue;
+      if (!store->vt->release_many (store, k, taken, &error))
+        g_debug ("releasing a partly taken set: %s", error->message);
+      for (guint j = 0; j < k; j++)
+        {
+          Entry *e = &entries[need[which[j]]];
+          if (taken[j].result == RL_LEASE_ERROR)
+            rl_leases_add_doubtful (registry->leases, e->lock->key_data, e->value, e->ttl_ms);
+          else
+            RL_ATOMIC_ADD (registry->stats.releases, 1);
+        }
+    }
+}
+
+/* Records the leases just taken in each lock's lease table. FALSE with CLOSED when a
+ * registry closed meanwhile: the leases not recorded are released here, those recorded
+ * before went with close(), and the table forgets them. */
+static gboolean
+record_taken (Entry *entries, const guint *need, guint n_need, const RlLeaseItem *items,
+              gint64 sent, GError **error)
+{
+  guint i;
+
+  for (i = 0; i < n_need; i++)
+    {
+      Entry *e = &entries[need[i]];
+      RedisLockRegistry *registry = e->lock->registry;
+
+      if (!rl_leases_take (registry->leases, e->lock, e->serial, e->ttl_ms, sent, items[i].token))
+        break;
+      RL_ATOMIC_ADD (registry->stats.acquisitions, 1);
+    }
+  if (i == n_need)
+    return TRUE;
+  for (guint j = 0; j < n_need; j++)
+    {
+      Entry *e = &entries[need[j]];
+      RlStore *store = e->lock->registry->store;
+      gboolean lost, others;
+
+      if (j < i)
+        {
+          rl_leases_drop (e->lock->registry->leases, e->lock, &lost);
+          rl_leases_forget_cancelled (e->lock->registry->leases, e->lock);
+        }
+      else if (store->vt->release (store, e->lock->key_data, e->value, 0, &others, NULL)
+               == RL_LEASE_OK)
+        RL_ATOMIC_ADD (e->lock->registry->stats.releases, 1);
+    }
+  g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED,
+                       "The lock registry was closed during this call; the leases it had just "
+                       "taken were released");
+  return FALSE;
+}
+
+/* Takes the leases of the entries that need one, with every local mutex of the set
+ * owned. TRUE when all are taken and recorded; FALSE with @error on failure, without
+ * on timeout, and then none is held. */
+static gboolean
+acquire_leases (Entry *entries, guint m, gint64 deadline, gboolean bounded,
+                GCancellable *cancellable, GError **error)
+{
+  g_autofree guint *need = g_new0 (guint, m);
+  g_autofree Group *groups = g_new0 (Group, m);
+  g_autofree RlLeaseItem *items = g_new0 (RlLeaseItem, m);
+  guint n_need = 0, n_groups = 0;
+  gboolean need_watch = FALSE;
+
+  for (guint i = 0; i < m; i++)
+    if (entries[i].local == RL_LOCAL_NEEDS_LEASE)
+      {
+        if (n_groups == 0 || entries[need[n_need - 1]].lock->registry != entries[i].lock->registry)
+          groups[n_groups++].start = n_need;
+        need[n_need++] = i;
+        groups[n_groups - 1].end = n_need;
+      }
+  if (n_need == 0)
+    return TRUE;
+
+  for (guint attempt = 0;; attempt++)
+    {
+      g_autoptr (GError) local_error = NULL;
+      Entry *held = NULL;
+      const Group *held_group = NULL;
+      gboolean failed = FALSE, partial = FALSE;
+      gint64 held_pttl = -1, sent, now, wake_at, bound_ms = 0;
+
+      for (guint i = 0; i < n_need; i++)
+        if (!rl_registry_check (entries[need[i]].lock->registry, error))
+          return FALSE;
+
+      /* Notification numbers before the attempt: a release between the attempt and
+       * the sleep is not missed. */
+      for (guint i = 0; i < n_need; i++)
+        {
+          Entry *e = &entries[need[i]];
+          RlLeases *leases = e->lock->registry->leases;
+
+          e->seq = rl_lock_notify_seq (e->lock);
+          e->serial = rl_leases_next_serial (leases);
+          rl_leases_value (leases, e->serial, e->value);
+          e->ttl_ms = RL_ATOMIC_GET (e->lock->registry->settings.expire_after_ms);
+          items[i] = (RlLeaseItem) { .key = e->lock->key_data, .value = e->value,
+                                     .fence_key = e->fence_key, .result = RL_LEASE_SKIPPED };
+        }
+
+      sent = g_get_monotonic_time ();
+      for (guint g = 0; g < n_groups && !failed; g++)
+        {
+          RedisLockRegistry *registry = entries[need[groups[g].start]].lock->registry;
+          RlStore *store = registry->store;
+          gboolean pubsub
+              = g_atomic_int_get (&registry->settings.wait_mode) == REDIS_LOCK_WAIT_PUBSUB;
+
+          groups[g].watching = pubsub && need_watch && store->vt->watch (store, 0);
+          bound_ms = 0;
+          if (bounded && deadline != RL_FOREVER
+              && (deadline - g_get_monotonic_time ()) / 1000
+                     < RL_ATOMIC_GET (registry->store_ctx.command_timeout_ms))
+            bound_ms = MAX ((deadline - g_get_monotonic_time ()) / 1000, 1);
+          if (!store->vt->acquire_many (store, groups[g].end - groups[g].start,
+                                        items + groups[g].start,
+                                        entries[need[groups[g].start]].ttl_ms, bound_ms,
+                                        &local_error))
+            failed = TRUE;
+        }
+
+      for (guint g = 0; g < n_groups; g++)
+        for (guint i = groups[g].start; i < groups[g].end; i++)
+        {
+          Entry *e = &entries[need[i]];
+          if (items[i].result == RL_LEASE_OK)
+            partial = TRUE;
+          else if (items[i].result == RL_LEASE_HELD && held == NULL)
+            {
+              held = e;
+              held_group = &groups[g];
+              held_pttl = items[i].pttl_ms;
+              RL_ATOMIC_ADD (e->lock->registry->stats.contended_attempts, 1);
+            }
+          else if (items[i].result == RL_LEASE_ERROR)
+            /* It may have reached the store and taken the key after all. */
+            rl_leases_add_doubtful (e->lock->registry->leases, e->lock->key_data, e->value,
+                                    e->ttl_ms);
+        }
+      if (!failed && held == NULL)
+        return record_taken (entries, need, n_need, items, sent, error);
+
+      release_taken (entries, need, items, groups, n_groups);
+      if (failed)
+        {
+          if (bound_ms > 0 && bound_ms < RL_MIN_REQUEST_MS && g_get_monotonic_time () >= deadline
+              && g_error_matches (local_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION))
+            {
+              g_debug ("acquiring %u locks: the wait ended during the request: %s", n_need,
+                       local_error->message);
+              return FALSE;
+            }
+          g_propagate_error (error, g_steal_pointer (&local_error));
+          return FALSE;
+        }
+
+      now = g_get_monotonic_time ();
+      if (now >= deadline)
+        return FALSE;
+      {
+        RedisLockRegistry *registry = held->lock->registry;
+        RlStore *store = registry->store;
+        gboolean pubsub
+            = g_atomic_int_get (&registry->settings.wait_mode) == REDIS_LOCK_WAIT_PUBSUB;
+
+        gboolean watching = held_group->watching;
+
+        if (pubsub && !watching)
+          {
+            /* The attempt only counts once notifications are confirmed: retry at once
+             * if they come up, or fall back to SPIN timing while they are down. */
+            gint64 limit = MIN ((deadline - now) / 1000 + 1,
+                                RL_ATOMIC_GET (registry->store_ctx.connect_timeout_ms));
+            need_watch = TRUE;
+            if (store->vt->watch (store, limit))
+              continue;
+          }
+        if (watching)
+          {
+            wake_at = deadline;
+            if (held_pttl >= 0)
+              wake_at = MIN (wake_at, rl_deadline_after (now, held_pttl + 1));
+          }
+        else
+          wake_at = MIN (deadline,
+                         rl_deadline_after (now, RL_ATOMIC_GET (registry->settings.idle_between_tries_ms)));
+      }
+      if (partial)
+        {
+          /* Part of the set was ours for a moment: someone else may have taken the rest
+           * at the same time and be about to retry too. */
+          gint64 jitter_us = g_random_int_range (0, 1000 * MIN (1 << MIN (attempt, 5),
+                                                                RL_MULTI_JITTER_MAX_MS) + 1);
+          g_usleep ((gulong) MAX (MIN (jitter_us, deadline - now), 0));
+          if (rl_lock_wait_error (held->lock, cancellable, error))
+            return FALSE;
+        }
+      rl_lock_sleep_for_notification (held->lock, held->seq, wake_at, cancellable);
+      if (rl_lock_wait_error (held->lock, cancellable, error))
+        return FALSE;
+    }
+}
+
+/* Try lock all ------------------------------------------------------------------ */
+
+gboolean
+redis_lock_try_lock_all (RedisLock *const *locks, guint n, gint64 wait_ms,
+                         GCancellable *cancellable, GError **error)
+{
+  g_autofree RedisLock **set = NULL;
+  g_autofree Entry *entries = NULL;
+  WakeSet wake = { NULL, 0 };
+  gulong handler = 0;
+  gint64 deadline;
+  gboolean ok = TRUE;
+  guint m, taken = 0;
+
+  g_return_val_if_fail (locks != NULL, FALSE);
+  g_return_val_if_fail (n > 0, FALSE);
+  for (guint i = 0; i < n; i++)
+    g_return_val_if_fail (locks[i] != NULL, FALSE);
+  g_return_val_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable), FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  set = canonical_set (locks, n, &m);
+  entries = g_new0 (Entry, m);
+  for (guint i = 0; i < m; i++)
+    entries[i].lock = set[i];
+  for (guint i = 0; ok && i < m; i++)
+    ok = rl_registry_check (set[i]->registry, error)
+         && rl_lock_fence_key (set[i], &entries[i].fence_key, error);
+  if (ok && g_cancellable_set_error_if_cancelled (cancellable, error))
+    ok = FALSE;
+  if (!ok)
+    goto out;
+
+  deadline = wait_ms < 0 ? RL_FOREVER : rl_deadline_after (g_get_monotonic_time (), wait_ms);
+  wake.entries = entries;
+  wake.m = m;
+  if (cancellable != NULL && wait_ms != 0)
+    handler = g_cancellable_connect (cancellable, G_CALLBACK (on_cancelled), &wake, NULL);
+
+  /* The local mutexes, in the canonical order. */
+  for (; taken < m; taken++)
+    {
+      entries[taken].local = rl_lock_take_local (set[taken], deadline, cancellable, error);
+      if (entries[taken].local == RL_LOCAL_FAILED)
+        break;
+    }
+  /* Then the leases. */
+  ok = taken == m && acquire_leases (entries, m, deadline, wait_ms != 0, cancellable, error);
+  g_cancellable_disconnect (cancellable, handler);
+  if (!ok)
+    for (guint i = taken; i > 0; i--)
+      rl_lock_give_back_local (set[i - 1], entries[i - 1].local);
+  for (guint i = 0; i < m; i++)
+    RL_ATOMIC_SET (set[i]->last_used, g_get_monotonic_time ());
+
+out:
+  for (guint i = 0; i < m; i++)
+    g_free (entries[i].fence_key);
+  return ok;
+}
+
+/* Unlock all -------------------------------------------------------------------- */
+
+/* The outermost unlock of a lock that releases its lease in a shared request. */
+typedef struct
+{
+  RedisLock *lock;
+  RlLeaseView view;
+  guint max;
+  gboolean lost;
+  char value[RL_LEASE_VALUE_MAX];
+} Release;
+
+static void
+keep_first (GError **first, GError *error)
+{
+  if (error == NULL)
+    return;
+  if (*first == NULL)
+    *first = error;
+  else
+    g_error_free (error);
+}
+
+/* Releases the leases of @batch, all of one registry, in one request. */
+static void
+release_batch (GArray *batch, GError **first)
+{
+  RlStore *store;
+  g_autofree RlLeaseItem *items = NULL;
+  g_autoptr (GError) store_error = NULL;
+  g_autofree guint *sent = NULL;
+  guint k = 0;
+  gint64 start;
+
+  if (batch->len == 0)
+    return;
+  if (batch->len == 1)
+    {
+      /* One lease alone takes the single unlock's path (and its plan). */
+      GError *error = NULL;
+      rl_lock_unlock_outermost (g_array_index (batch, Release, 0).lock, &error);
+      keep_first (first, error);
+      return;
+    }
+  store = g_array_index (batch, Release, 0).lock->registry->store;
+  items = g_new0 (RlLeaseItem, batch->len);
+  sent = g_new0 (guint, batch->len);
+  for (guint i = 0; i < batch->len; i++)
+    {
+      Release *r = &g_array_index (batch, Release, i);
+      GError *error = NULL;
+
+      if (!rl_lock_release_begin (r->lock, &r->view, r->max, r->value, &r->lost, &error))
+        {
+          keep_first (first, error);
+          continue;
+        }
+      items[k].key = r->lock->key_data;
+      items[k].value = r->value;
+      sent[k++] = i;
+    }
+  if (k == 0)
+    return;
+  start = g_get_monotonic_time ();
+  store->vt->release_many (store, k, items, &store_error);
+  for (guint j = 0; j < k; j++)
+    {
+      Release *r = &g_array_index (batch, Release, sent[j]);
+      GError *error = NULL;
+
+      rl_lock_release_end (r->lock, &r->view, r->max, r->value, r->lost, items[j].result,
+                           items[j].others, start,
+                           items[j].result == RL_LEASE_ERROR && store_error != NULL
+                               ? g_error_copy (store_error)
+                               : NULL,
+                           &error);
+      keep_first (first, error);
+    }
+}
+
+gboolean
+redis_lock_unlock_all (RedisLock *const *locks, guint n, GError **error)
+{
+  g_autofree RedisLock **set = NULL;
+  g_autoptr (GArray) batch = g_array_new (FALSE, FALSE, sizeof (Release));
+  GError *first = NULL;
+  guint m;
+
+  g_return_val_if_fail (locks != NULL, FALSE);
+  g_return_val_if_fail (n > 0, FALSE);
+  for (guint i = 0; i < n; i++)
+    g_return_val_if_fail (locks[i] != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  set = canonical_set (locks, n, &m);
+  for (guint i = m; i > 0; i--)
+    {
+      RedisLock *lock = set[i - 1];
+      GError *local_error = NULL;
+      Release r = { .lock = lock };
+
+      /* Another registry: the leases gathered so far go first. */
+      if (batch->len > 0 && g_array_index (batch, Release, 0).lock->registry != lock->registry)
+        {
+          release_batch (batch, &first);
+          g_array_set_size (batch, 0);
+        }
+      switch (rl_lock_unlock_local (lock, &local_error))
+        {
+        case RL_UNLOCK_OUTERMOST:
+          if (rl_lock_plans_release (lock, &r.view, &r.max))
+            g_array_append_val (batch, r);
+          else
+            rl_lock_unlock_outermost (lock, &local_error);
+          break;
+        case RL_UNLOCK_INNER:
+        case RL_UNLOCK_FAILED:
+        default:
+          break;
+        }
+      keep_first (&first, local_error);
+    }
+  release_batch (batch, &first);
+
+  if (first != NULL)
+    {
+      g_propagate_error (error, first);
+      return FALSE;
+    }
+  return TRUE;
+}
