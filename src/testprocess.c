@@ -30,6 +30,14 @@
  * frozen or dead process never hangs a test; the connection of
  * rl_test_process_command() is cached, because polling a cluster every few
  * milliseconds over fresh connections would leave thousands of sockets in TIME_WAIT.
+ *
+ * Some processes need files made by other programs first (the certificates of a TLS
+ * test server, made with the openssl command line). rl_test_run_programs() runs such
+ * short commands side by side, since each costs a few tens of milliseconds that are
+ * mostly its own start-up, with stdin on /dev/null so that none can wait for an answer,
+ * each one's output in a log of its own to quote when it fails, and a deadline. They
+ * run in the test's working directory (their paths are absolute), because a tool that
+ * runs the test and follows its children, valgrind, was given paths relative to it.
  */
 /* kill(), waitpid(WCONTINUED), O_CLOEXEC and prctl() are POSIX/Linux, not ISO C. */
 #ifndef _GNU_SOURCE
@@ -66,6 +74,10 @@
 #define WAIT_POLL_US (5 * 1000)
 /* Timeout of one readiness probe, on connecting and on the reply. */
 #define PROBE_TIMEOUT_MS 250
+/* Pause between two looks of rl_test_run_programs(), and how much of a failed
+ * program's output its error quotes. */
+#define RUN_POLL_US (1 * 1000)
+#define RUN_LOG_QUOTE 2000
 
 char *
 rl_test_find_program (const char *name, const char *configured_path)
@@ -673,6 +685,128 @@ rl_test_wait_until (RlTestCheckFunc check, gpointer data, gint64 timeout_ms, con
         }
       g_usleep (WAIT_POLL_US);
     }
+}
+
+/* The output a failed program left in @log_path, its last RUN_LOG_QUOTE bytes at most. */
+static char *
+quote_program_log (const char *log_path)
+{
+  g_autofree char *contents = NULL;
+  gsize len = 0;
+
+  if (!g_file_get_contents (log_path, &contents, &len, NULL) || len == 0)
+    return g_strdup ("(no output)");
+  g_strchomp (contents);
+  len = strlen (contents);
+  if (len > RUN_LOG_QUOTE)
+    return g_strdup_printf ("…%s", contents + len - RUN_LOG_QUOTE);
+  return g_steal_pointer (&contents);
+}
+
+gboolean
+rl_test_run_programs (const char *log_dir, const RlTestProgram *programs, guint n_programs,
+                      GError **error)
+{
+  g_autofree GPid *pids = g_new0 (GPid, n_programs);         /* 0 once reaped */
+  g_autofree gboolean *started = g_new0 (gboolean, n_programs);
+  g_autofree int *statuses = g_new0 (int, n_programs);
+  GError *local = NULL;
+  guint running = 0;
+  gint64 deadline;
+  int null_fd;
+
+  g_return_val_if_fail (log_dir != NULL, FALSE);
+  g_return_val_if_fail (programs != NULL || n_programs == 0, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  null_fd = g_open ("/dev/null", O_RDONLY | O_CLOEXEC, 0);
+  for (guint i = 0; i < n_programs && local == NULL; i++)
+    {
+      g_autofree char *log_path = g_build_filename (log_dir, programs[i].log_name, NULL);
+      int log_fd = g_open (log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+      if (log_fd < 0)
+        {
+          int saved = errno;
+          g_set_error (&local, G_IO_ERROR, g_io_error_from_errno (saved), "Cannot open %s: %s",
+                       log_path, g_strerror (saved));
+          break;
+        }
+      if (g_spawn_async_with_fds (NULL, (char **)programs[i].argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD,
+#ifdef __linux__
+                                  child_setup, GINT_TO_POINTER ((int)getpid ()),
+#else
+                                  NULL, NULL,
+#endif
+                                  &pids[i], null_fd, log_fd, log_fd, &local))
+        {
+          started[i] = TRUE;
+          running++;
+        }
+      else
+        g_prefix_error (&local, "Cannot run %s: ", programs[i].argv[0]);
+      close (log_fd);
+    }
+  if (null_fd >= 0)
+    close (null_fd);
+
+  /* Even after a failure to start one, the others are waited for: none is left behind. */
+  deadline = g_get_monotonic_time () + RL_TEST_READY_TIMEOUT_MS * G_TIME_SPAN_MILLISECOND;
+  while (running > 0)
+    {
+      gboolean late = g_get_monotonic_time () >= deadline;
+
+      for (guint i = 0; i < n_programs; i++)
+        {
+          pid_t r;
+
+          if (pids[i] == 0)
+            continue;
+          if (late)
+            {
+              kill (pids[i], SIGKILL);
+              if (local == NULL)
+                g_set_error (&local, G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
+                             "%s did not finish within %d s", programs[i].argv[0],
+                             RL_TEST_READY_TIMEOUT_MS / 1000);
+            }
+          do
+            r = waitpid (pids[i], &statuses[i], late ? 0 : WNOHANG);
+          while (r < 0 && errno == EINTR);
+          if (r == pids[i] || (r < 0 && errno == ECHILD))
+            {
+              g_spawn_close_pid (pids[i]);
+              pids[i] = 0;
+              running--;
+            }
+        }
+      if (running > 0)
+        g_usleep (RUN_POLL_US);
+    }
+
+  for (guint i = 0; i < n_programs && local == NULL; i++)
+    {
+      int status = statuses[i];
+
+      if (!started[i] || (WIFEXITED (status) && WEXITSTATUS (status) == 0))
+        continue;
+      {
+        g_autofree char *log_path = g_build_filename (log_dir, programs[i].log_name, NULL);
+        g_autofree char *command = g_strjoinv (" ", (char **)programs[i].argv);
+        g_autofree char *output = quote_program_log (log_path);
+
+        g_set_error (&local, G_IO_ERROR, G_IO_ERROR_FAILED, "`%s` %s %d; %s says:\n%s", command,
+                     WIFEXITED (status) ? "exited with code" : "was killed by signal",
+                     WIFEXITED (status) ? WEXITSTATUS (status) : WTERMSIG (status), log_path,
+                     output);
+      }
+    }
+  if (local != NULL)
+    {
+      g_propagate_error (error, local);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 void

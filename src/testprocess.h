@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* testprocess.h: one private redis-server or Sentinel process of the test helpers
- * (see testprocess.c). testserver.c, testcluster.c and testsentinel.c build on it. */
+ * (see testprocess.c), and the short commands that prepare one (openssl making the
+ * certificates of a TLS server). testserver.c, testcluster.c and testsentinel.c build on
+ * it. */
 #ifndef RL_TEST_PROCESS_H
 #define RL_TEST_PROCESS_H
 
@@ -106,6 +108,24 @@ typedef gboolean (*RlTestCheckFunc) (gpointer data, GString *why);
  * G_IO_ERROR_TIMED_OUT, a message made of @what and the last @why. */
 gboolean rl_test_wait_until (RlTestCheckFunc check, gpointer data, gint64 timeout_ms,
                              const char *what, GError **error);
+
+/* One program for rl_test_run_programs(). */
+typedef struct
+{
+  const char *const *argv; /* NULL-terminated; argv[0] is an absolute path */
+  const char *log_name;    /* the file of log_dir that gets its stdout and stderr */
+} RlTestProgram;
+
+/* Runs the @n_programs @programs at the same time, stdin from /dev/null, the stdout and
+ * stderr of each into log_dir/log_name, and waits until they have all exited, for up to
+ * RL_TEST_READY_TIMEOUT_MS (then kills them). They run in the caller's working
+ * directory, not in @log_dir: a tool running the test (valgrind following children) may
+ * have been given paths relative to it; so give them absolute paths. TRUE when every
+ * one exited with code 0; else G_IO_ERROR_FAILED naming the first that did not (in
+ * @programs order) and quoting its log, or G_IO_ERROR_TIMED_OUT. Only for short
+ * commands (openssl) that need no input: whatever they ask, they read end-of-file. */
+gboolean rl_test_run_programs (const char *log_dir, const RlTestProgram *programs,
+                               guint n_programs, GError **error);
 
 /* Stops the process, removes its directory and frees @process. */
 void rl_test_process_free (RlTestProcess *process);
