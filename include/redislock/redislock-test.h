@@ -5,7 +5,9 @@
  * a Unix socket in a fresh temporary directory, with persistence off, so tests can run
  * in parallel without touching anyone's Redis. It can be stopped, started again on the
  * same socket (an outage), paused with SIGSTOP (a hung server) and is removed with
- * everything it wrote on free. It plays the role GTestDBus plays for D-Bus. Not part
+ * everything it wrote on free. A TLS variant listens for TLS on a free port of
+ * 127.0.0.1 as well, with certificates made for it by the openssl command line. It plays
+ * the role GTestDBus plays for D-Bus. Not part
  * of the umbrella header: include it from tests, benchmarks and demonstrations (the
  * `redislock demo` command starts one when no server is given), never from code that
  * serves production traffic.
@@ -62,11 +64,94 @@ REDIS_LOCK_EXPORT RedisLockTestServer *redis_lock_test_server_new (const char *c
 REDIS_LOCK_EXPORT RedisLockTestServer *redis_lock_test_server_new_or_skip (const char *const *config_lines);
 
 /**
+ * RedisLockTestTlsFlags:
+ * @REDIS_LOCK_TEST_TLS_DEFAULT: a valid server certificate; clients need no certificate
+ * @REDIS_LOCK_TEST_TLS_REQUIRE_CLIENT_CERT: clients must present a certificate signed by
+ *   the CA (`tls-auth-clients yes`); the server's URL names the client certificate and
+ *   key
+ * @REDIS_LOCK_TEST_TLS_EXPIRED: the server certificate expired yesterday (it was valid
+ *   from two days ago until a day ago), so verifying it fails for that reason alone
+ *
+ * How redis_lock_test_server_new_tls() sets up its TLS port.
+ */
+typedef enum
+{
+  REDIS_LOCK_TEST_TLS_DEFAULT = 0,
+  REDIS_LOCK_TEST_TLS_REQUIRE_CLIENT_CERT = 1 << 0,
+  REDIS_LOCK_TEST_TLS_EXPIRED = 1 << 1,
+} RedisLockTestTlsFlags;
+
+/**
+ * RedisLockTestTlsFile:
+ * @REDIS_LOCK_TEST_TLS_CA: the CA certificate (self-signed) that signed the server and
+ *   client certificates
+ * @REDIS_LOCK_TEST_TLS_CLIENT_CERT: a client certificate signed by that CA
+ * @REDIS_LOCK_TEST_TLS_CLIENT_KEY: the private key of the client certificate
+ * @REDIS_LOCK_TEST_TLS_OTHER_CA: the certificate of an unrelated CA, which signed
+ *   nothing here: verifying the server certificate against it must fail
+ *
+ * The PEM files of a TLS server that a test may hand to a client, for
+ * redis_lock_test_server_get_tls_file(). Keys are EC P-256, unencrypted.
+ */
+typedef enum
+{
+  REDIS_LOCK_TEST_TLS_CA,
+  REDIS_LOCK_TEST_TLS_CLIENT_CERT,
+  REDIS_LOCK_TEST_TLS_CLIENT_KEY,
+  REDIS_LOCK_TEST_TLS_OTHER_CA,
+} RedisLockTestTlsFile;
+
+/**
+ * redis_lock_test_server_new_tls:
+ * @flags: how the TLS port is set up
+ * @config_lines: (nullable) (array zero-terminated=1): extra redis.conf lines, as for
+ *   redis_lock_test_server_new()
+ * @error: return location for a #GError
+ *
+ * Starts a server that listens on its Unix socket exactly as one of
+ * redis_lock_test_server_new() does (a test can look at it with plain hiredis through
+ * redis_lock_test_server_get_socket_path()) and for TLS on a free port of 127.0.0.1
+ * (redis_lock_test_server_get_port()), and waits until it answers PING on the socket.
+ * Its certificates are made first in its temporary directory with the `openssl`
+ * command line (a few tens of milliseconds): a self-signed CA, a server certificate
+ * for `DNS:localhost` and `IP:127.0.0.1` signed by it, a client certificate signed by
+ * it and an unrelated CA, all with EC P-256 keys. redis_lock_test_server_get_url()
+ * returns a `rediss://` URL that trusts that CA.
+ *
+ * Errors: %G_IO_ERROR_NOT_FOUND when redis-server or openssl is not installed (see
+ * redis_lock_test_server_new_tls_or_skip()), %G_IO_ERROR_FAILED when a certificate
+ * cannot be made or the server does not start.
+ *
+ * Returns: (transfer full) (nullable): the running server.
+ */
+REDIS_LOCK_EXPORT RedisLockTestServer *redis_lock_test_server_new_tls (RedisLockTestTlsFlags flags,
+                                                                       const char *const *config_lines,
+                                                                       GError **error);
+
+/**
+ * redis_lock_test_server_new_tls_or_skip:
+ * @flags: as for redis_lock_test_server_new_tls()
+ * @config_lines: (nullable): as for redis_lock_test_server_new_tls()
+ *
+ * As redis_lock_test_server_new_or_skip(), for a TLS server: skips the test case when
+ * redis-server or openssl is not installed.
+ *
+ * Returns: (transfer full) (nullable): the running server, or %NULL when skipped.
+ */
+REDIS_LOCK_EXPORT RedisLockTestServer *
+redis_lock_test_server_new_tls_or_skip (RedisLockTestTlsFlags flags, const char *const *config_lines);
+
+/**
  * redis_lock_test_server_get_url:
  * @server: a server
  *
- * Returns: (transfer none): a `unix://` URL for redis_lock_registry_new(), with the
- *   password when one was configured with `requirepass`.
+ * For a TLS server, `rediss://127.0.0.1:PORT?ca=CA` followed by `&cert=CERT&key=KEY`
+ * when it requires a client certificate (the paths of the files
+ * redis_lock_test_server_get_tls_file() returns, %-encoded but for "/").
+ *
+ * Returns: (transfer none): a `unix://` URL for redis_lock_registry_new(), or a
+ *   `rediss://` one for a TLS server, with the password when one was configured with
+ *   `requirepass`.
  */
 REDIS_LOCK_EXPORT const char *redis_lock_test_server_get_url (RedisLockTestServer *server);
 
@@ -77,6 +162,28 @@ REDIS_LOCK_EXPORT const char *redis_lock_test_server_get_url (RedisLockTestServe
  * Returns: (transfer none): the path of the server's Unix socket.
  */
 REDIS_LOCK_EXPORT const char *redis_lock_test_server_get_socket_path (RedisLockTestServer *server);
+
+/**
+ * redis_lock_test_server_get_port:
+ * @server: a server
+ *
+ * Returns: the TCP port the server listens on at 127.0.0.1 (for a TLS server, its TLS
+ *   port; it keeps it across a stop and a start), or 0 when it has none (a server of
+ *   redis_lock_test_server_new() listens on its Unix socket only).
+ */
+REDIS_LOCK_EXPORT int redis_lock_test_server_get_port (RedisLockTestServer *server);
+
+/**
+ * redis_lock_test_server_get_tls_file:
+ * @server: a server
+ * @file: which file
+ *
+ * Returns: (transfer none) (nullable): the absolute path of that PEM file of a TLS
+ *   server, in its temporary directory (removed on free), or %NULL for a server of
+ *   redis_lock_test_server_new().
+ */
+REDIS_LOCK_EXPORT const char *redis_lock_test_server_get_tls_file (RedisLockTestServer *server,
+                                                                   RedisLockTestTlsFile file);
 
 /**
  * redis_lock_test_server_get_pid:
@@ -100,7 +207,9 @@ REDIS_LOCK_EXPORT void redis_lock_test_server_stop (RedisLockTestServer *server)
  * @server: a stopped server
  * @error: return location for a #GError
  *
- * Starts the server again on the same socket and waits until it answers PING.
+ * Starts the server again on the same socket and waits until it answers PING. A TLS
+ * server keeps its port and certificates (it waits, up to 10 s, while another socket
+ * holds the port).
  *
  * Returns: %TRUE when it runs.
  */
