@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* topology.h: which Redis node a command goes to (see topology.c, cluster.c).
+/* topology.h: which Redis node a command goes to (see topology.c, sentinel.c,
+ * cluster.c, and node.c for the nodes).
  *
  * The Redis store speaks the lease protocol; a topology tells it where: the one server
  * of a redis:// or unix:// URL, the master of a Sentinel deployment, or the owner of
