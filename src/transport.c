@@ -247,13 +247,36 @@ handshake (RlConn *conn, RlTls *tls, const char *where, gint64 deadline, GError 
           return FALSE;
         }
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
-                   "TLS handshake with %s failed: %s%s", where, gnutls_strerror (rc),
+                   "TLS handshake with %s failed: %s%s%s%s", where, gnutls_strerror (rc),
+                   rc == GNUTLS_E_FATAL_ALERT_RECEIVED ? ": " : "",
+                   rc == GNUTLS_E_FATAL_ALERT_RECEIVED
+                       ? gnutls_alert_get_name (gnutls_alert_get (s->session))
+                       : "",
                    rc == GNUTLS_E_UNEXPECTED_PACKET_LENGTH || rc == GNUTLS_E_UNEXPECTED_PACKET
                            || rc == GNUTLS_E_PULL_ERROR || rc == GNUTLS_E_PREMATURE_TERMINATION
                        ? " (is it a TLS port?)"
                        : "");
       return FALSE;
     }
+}
+
+/* Marks @conn failed by the TLS error @rc, naming the alert the server sent, if any
+ * (in TLS 1.3 a refused client certificate shows only as an alert on the first read). */
+static void
+tls_fail (RlConn *conn, int rc)
+{
+  g_autofree char *why = NULL;
+
+  if (rc == GNUTLS_E_FATAL_ALERT_RECEIVED || rc == GNUTLS_E_WARNING_ALERT_RECEIVED)
+    why = g_strdup_printf ("TLS: the server sent the alert “%s”%s",
+                           gnutls_alert_get_name (gnutls_alert_get (conn->tls->session)),
+                           gnutls_alert_get (conn->tls->session) == GNUTLS_A_CERTIFICATE_REQUIRED
+                                   || gnutls_alert_get (conn->tls->session) == GNUTLS_A_HANDSHAKE_FAILURE
+                               ? " (does it require a client certificate: cert= and key=?)"
+                               : "");
+  else
+    why = g_strdup_printf ("TLS: %s", gnutls_strerror (rc));
+  rl_conn_fail (conn, RL_CONN_ERR_TLS, why);
 }
 
 static gssize
@@ -270,7 +293,7 @@ tls_recv (RlConn *conn, char *buf, gsize len)
     }
   if (n == GNUTLS_E_PREMATURE_TERMINATION)
     return 0;
-  rl_conn_fail (conn, RL_CONN_ERR_TLS, gnutls_strerror ((int) n));
+  tls_fail (conn, (int) n);
   errno = EPROTO;
   return -2;
 }
@@ -287,7 +310,7 @@ tls_send (RlConn *conn, const char *buf, gsize len)
       errno = EAGAIN;
       return -1;
     }
-  rl_conn_fail (conn, RL_CONN_ERR_TLS, gnutls_strerror ((int) n));
+  tls_fail (conn, (int) n);
   errno = EPROTO;
   return -2;
 }
