@@ -344,7 +344,7 @@ memory_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
  * every item not taken. */
 static gboolean
 memory_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
-                     gint64 timeout_ms, GError **error)
+                     gint64 timeout_ms, gboolean contended, GError **error)
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
   gint64 now = g_get_monotonic_time ();

@@ -254,7 +254,7 @@ acquire_leases (Entry *entries, guint m, gint64 deadline, gboolean bounded,
           if (!store->vt->acquire_many (store, groups[g].end - groups[g].start,
                                         items + groups[g].start,
                                         entries[need[groups[g].start]].ttl_ms, bound_ms,
-                                        &local_error))
+                                        attempt > 0, &local_error))
             failed = TRUE;
         }
 

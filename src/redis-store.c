@@ -655,10 +655,11 @@ redis_release (RlStore *store, const char *key, const char *value, gint64 keep_t
 /* Several leases at once ---------------------------------------------------------- */
 
 /* One command of a pipelined request: EVALSHA of @script with @argv (argv[0] and
- * argv[1] are set here), sent to the node that serves @route. */
+ * argv[1] are set here), or @argv as it is without a script, sent to the node that
+ * serves @route. */
 typedef struct
 {
-  const RlScript *script;
+  const RlScript *script; /* NULL: a plain command */
   const char *route;
   int argc;
   const char **argv;
@@ -835,8 +836,11 @@ pipeline (RlRedisStore *self, guint n, PipeCommand *cmds, RlWroteFunc wrote, gin
               PipeCommand *cmd = &cmds[g_array_index (pn->cmds, guint, k)];
               if (cmd->state != wanted)
                 continue;
-              cmd->argv[0] = round == 0 ? "EVALSHA" : "EVAL";
-              cmd->argv[1] = round == 0 ? cmd->script->sha : cmd->script->text;
+              if (cmd->script != NULL)
+                {
+                  cmd->argv[0] = round == 0 ? "EVALSHA" : "EVAL";
+                  cmd->argv[1] = round == 0 ? cmd->script->sha : cmd->script->text;
+                }
               rl_conn_append (pn->conn, cmd->argc, cmd->argv);
               cmd->state = PIPE_SENT;
             }
@@ -862,9 +866,25 @@ pipeline (RlRedisStore *self, guint n, PipeCommand *cmds, RlWroteFunc wrote, gin
         break;
       RL_ATOMIC_ADD (stats->round_trips, 1);
       RL_ATOMIC_ADD (stats->commands, sent);
-      rl_conns_exchange (conns, n_live, expected,
-                         MAX ((deadline - g_get_monotonic_time ()) / 1000, 1), on_pipe_reply, &p,
-                         failed);
+      if (n_live == 1)
+        {
+          /* One node (the common case): send, then read the replies in order, as a
+           * single command is read; no poll for writability first. */
+          failed[0] = FALSE;
+          rl_conn_set_timeout (conns[0], MAX ((deadline - g_get_monotonic_time ()) / 1000, 1));
+          for (guint r = 0; r < expected[0] && !failed[0]; r++)
+            {
+              redisReply *reply = NULL;
+              if (rl_conn_get_reply (conns[0], &reply))
+                on_pipe_reply (0, reply, &p);
+              else
+                failed[0] = TRUE;
+            }
+        }
+      else
+        rl_conns_exchange (conns, n_live, expected,
+                           MAX ((deadline - g_get_monotonic_time ()) / 1000, 1), on_pipe_reply,
+                           &p, failed);
       for (guint k = 0; k < n_live; k++)
         {
           PipeNode *pn = live[k];
@@ -1001,17 +1021,84 @@ read_acquire_all (const redisReply *reply, RlLeaseItem *items, const guint *idx,
 /* The most arguments one command may have (rl_conn_append() encodes at most 16). */
 #define RL_ARGV_MAX 16
 
-/* ACQUIRE ALL once per atomic group: the leases on one server; on a Cluster, those
- * whose keys hash alike (the same hash tag, or the same key); each group on its slot's
- * master, one pipeline per master. A group has at most as many leases as one command's
- * arguments can name (5 with fencing 3); a larger set is taken in several groups, all
+/* The cheap way first, as a single acquisition goes: a plain `SET key value NX PX ttl`
+ * per lease (no script runs), all pipelined, one round trip. TRUE when every lease was
+ * taken (or with @error, when one failed); otherwise the leases it took are OK in
+ * @items, the others SKIPPED, and @taken says which it took. */
+static gboolean
+acquire_many_plain (RlRedisStore *self, guint n, RlLeaseItem *items, const char *ttl,
+                    gint64 timeout_ms, gboolean *taken, GError **error)
+{
+  g_autofree PipeCommand *cmds = g_new0 (PipeCommand, n);
+  g_autofree const char **argvs = g_new0 (const char *, (gsize) n * 6);
+  g_autoptr (GError) first_error = NULL;
+  gboolean all = TRUE, unreplicated = FALSE;
+
+  for (guint i = 0; i < n; i++)
+    {
+      const char **argv = argvs + (gsize) i * 6;
+
+      argv[0] = "SET";
+      argv[1] = items[i].key;
+      argv[2] = items[i].value;
+      argv[3] = "NX";
+      argv[4] = "PX";
+      argv[5] = ttl;
+      cmds[i].route = items[i].key;
+      cmds[i].argc = 6;
+      cmds[i].argv = argv;
+    }
+  pipeline (self, n, cmds, wrote_set, timeout_ms);
+  for (guint i = 0; i < n; i++)
+    {
+      PipeCommand *cmd = &cmds[i];
+
+      taken[i] = cmd->reply != NULL && cmd->reply->type == REDIS_REPLY_STATUS;
+      if (cmd->reply != NULL && !taken[i] && cmd->reply->type != REDIS_REPLY_NIL)
+        g_set_error (&cmd->error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                     "Redis lock command returned an unexpected reply (type %d)",
+                     cmd->reply->type);
+      items[i].result = taken[i] ? RL_LEASE_OK : cmd->error != NULL ? RL_LEASE_ERROR
+                                                                    : RL_LEASE_SKIPPED;
+      all = all && taken[i];
+      unreplicated = unreplicated || (taken[i] && cmd->unreplicated);
+      if (cmd->error != NULL && first_error == NULL)
+        first_error = g_steal_pointer (&cmd->error);
+      pipe_command_clear (cmd);
+    }
+  if (first_error != NULL)
+    {
+      g_propagate_error (error, g_steal_pointer (&first_error));
+      return TRUE;
+    }
+  if (unreplicated)
+    {
+      /* Taken on the master alone: the caller releases them. */
+      set_not_replicated (self, error, "acquisition", items[0].key);
+      return TRUE;
+    }
+  return all;
+}
+
+/* Without fencing and unless an earlier attempt met a held lease, the plain way first
+ * (acquire_many_plain()); when that took every lease, done. Otherwise ACQUIRE ALL once
+ * per atomic group: the leases on one server; on a Cluster, those whose keys hash alike
+ * (the same hash tag, or the same key); each group on its slot's master, one pipeline
+ * per master. The leases the plain way took hold our values, so the script finds them
+ * ours already; when the script finds one held by another owner, they stay OK (taken)
+ * for the caller to release. A group has at most as many leases as one command's
+ * arguments can name (5, with fencing 3); a larger set is taken in several groups, all
  * in the same round trip, each all or none. */
 static gboolean
 redis_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
-                    gint64 timeout_ms, GError **error)
+                    gint64 timeout_ms, gboolean contended, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   gboolean fenced = n > 0 && items[0].fence_key != NULL;
+  g_autofree gboolean *taken = g_new0 (gboolean, n);
+  gint64 deadline = g_get_monotonic_time ()
+                    + (timeout_ms > 0 ? timeout_ms : RL_ATOMIC_GET (store->ctx->command_timeout_ms))
+                          * 1000;
   guint max_keys = (RL_ARGV_MAX - 5) / (fenced ? 3 : 2);
   g_autoptr (GHashTable) by_source = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr (GPtrArray) groups = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
@@ -1024,12 +1111,29 @@ redis_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
   rl_format_uint (ttl, ttl_ms);
   for (guint i = 0; i < n; i++)
     {
+      g_assert ((items[i].fence_key != NULL) == fenced);
+      items[i].token = 0;
+    }
+  if (!fenced && !contended)
+    {
+      g_autoptr (GError) plain_error = NULL;
+
+      if (acquire_many_plain (self, n, items, ttl, timeout_ms, taken, &plain_error))
+        {
+          if (plain_error == NULL)
+            return TRUE;
+          g_propagate_error (error, g_steal_pointer (&plain_error));
+          return FALSE;
+        }
+      timeout_ms = MAX ((deadline - g_get_monotonic_time ()) / 1000, 1);
+    }
+
+  for (guint i = 0; i < n; i++)
+    {
       char *source = g_strdup ("");
       GArray *group;
 
-      g_assert ((items[i].fence_key != NULL) == fenced);
       items[i].result = RL_LEASE_ERROR;
-      items[i].token = 0;
       if (self->slotted)
         {
           g_free (source);
@@ -1093,6 +1197,10 @@ redis_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
       else if (cmd->reply != NULL && cmd->unreplicated && wrote_all (cmd->reply))
         /* Taken on the master alone: the caller releases them. */
         unreplicated = TRUE;
+      /* Taken by the plain way, not by the script: still ours, to be released. */
+      for (guint j = 0; cmd->reply != NULL && j < group->len; j++)
+        if (taken[idx[j]] && items[idx[j]].result == RL_LEASE_SKIPPED)
+          items[idx[j]].result = RL_LEASE_OK;
       if (cmd->error != NULL && first_error == NULL)
         first_error = g_steal_pointer (&cmd->error);
       pipe_command_clear (cmd);

@@ -85,9 +85,12 @@ typedef struct
    * has a fence_key), HELD (another owner holds it, for pttl_ms), SKIPPED (free, but
    * not taken along with a held one) or ERROR (outcome unknown). Returns FALSE with
    * @error when an item ended ERROR; items taken meanwhile are the caller's to
-   * release. @timeout_ms as for acquire. */
+   * release. @timeout_ms as for acquire. Either all items have a fence_key or none.
+   * @contended: an earlier attempt of the caller met a held lease; a store that tries
+   * a cheaper way first (which can take part of a set) then goes straight to the all
+   * or none one. */
   gboolean (*acquire_many) (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
-                            gint64 timeout_ms, GError **error);
+                            gint64 timeout_ms, gboolean contended, GError **error);
   /* Extends the lease @key holding @value to @ttl_ms; RL_LEASE_LOST when it is gone or
    * holds another value. */
   RlLeaseResult (*renew) (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
