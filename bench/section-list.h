@@ -15,6 +15,8 @@
 /* The sections of section-cluster.c, each on a private Redis Cluster. */
 void section_cluster_uncontended (Bench *b, Section *s);
 void section_cluster_watchdog (Bench *b, Section *s);
+/* section-fencing.c: fencing tokens and several locks at once. */
+void section_fencing (Bench *b, Section *s);
 
 typedef struct
 {
@@ -32,6 +34,7 @@ static const SectionEntry section_table[] = {
   { "independent", "Independent keys: 8 threads, one name each", section_independent },
   { "contention", "Same-process contention: 8 threads on one name", section_contention },
   { "watchdog", "Watchdog tick with many held leases", section_watchdog },
+  { "fencing", "Fencing on vs off, and try_lock_all of 10 free locks", section_fencing },
   { "cluster-uncontended", "Uncontended lock+unlock on a 3-master Redis Cluster",
     section_cluster_uncontended },
   { "cluster-watchdog", "Watchdog tick with leases spread over 3 cluster masters",
