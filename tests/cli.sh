@@ -4,6 +4,8 @@
 # `redislock run` (the command's status, 1 not acquired, 2 Redis error, 3 lease lost,
 # 64 usage), where its options end and the command begins, the command's environment,
 # lease loss (SIGKILL within the lease margin), mutual exclusion of concurrent runs,
+# --fencing (REDIS_LOCK_TOKEN, the counter, the last token in status), several locks with
+# --lock (all or none, one line per lock in the environment),
 # signal forwarding (one SIGINT reaching the command once, on a terminal or sent to the
 # process group: Linux, python3), `status` / `list` output (text and JSON), escaped
 # holders, passwords kept out of every message, and `demo`. Prints TAP.
@@ -183,6 +185,60 @@ check "the owner is host:pid:hex:N of redislock" \
 pttl=$(cat "$tmp/pttl")
 check "--ttl 10s sets the lease TTL ($pttl ms)" test "$pttl" -gt 0 -a "$pttl" -le 10000
 check "the key is gone after the command" test "$(rcli EXISTS clitest:envlock)" = 0
+
+# --- --fencing: REDIS_LOCK_TOKEN rises with each run; status shows the last token --------
+rl run --fencing fenced -- sh -c 'printf "%s\n" "$REDIS_LOCK_TOKEN" >"$0/token1"' "$tmp" 2>"$tmp/err"
+expect_rc "--fencing run: 0" 0 $?
+rl run -f fenced -- sh -c 'printf "%s\n" "$REDIS_LOCK_TOKEN" >"$0/token2"' "$tmp" 2>"$tmp/err"
+expect_rc "second --fencing run: 0" 0 $?
+check "REDIS_LOCK_TOKEN is 1, then 2" test "$(cat "$tmp/token1") $(cat "$tmp/token2")" = "1 2"
+check "the counter is fence:{redislock:fenced}, left in place" \
+  test "$(rcli GET 'fence:{redislock:fenced}')" = 2
+check "the lock key itself is gone" test "$(rcli EXISTS redislock:fenced)" = 0
+rl run fenced -- sh -c 'printf "%s\n" "${REDIS_LOCK_TOKEN-unset}" >"$0/token3"' "$tmp" 2>"$tmp/err"
+expect_rc "run without --fencing: 0" 0 $?
+check "without --fencing REDIS_LOCK_TOKEN is not set, the counter untouched" \
+  test "$(cat "$tmp/token3") $(rcli GET 'fence:{redislock:fenced}')" = "unset 2"
+rl status fenced plain >"$tmp/out" 2>"$tmp/err"; expect_rc "status of free locks: 1" 1 $?
+check "status shows a TOKEN column" grep -q '^NAME  *STATE  *TTL  *TOKEN  *OWNER$' "$tmp/out"
+check "status shows the last token of a fenced name" grep -q '^fenced  *free  *-  *2  *-$' "$tmp/out"
+check "status shows - for a name never fenced" grep -q '^plain  *free  *-  *-  *-$' "$tmp/out"
+rl status --json fenced plain >"$tmp/out" 2>"$tmp/err"; expect_rc "status --json of fenced: 1" 1 $?
+check "status --json: last_token 2, then null" json_check "$tmp/out" \
+  "d[0]['last_token'] == 2 and d[1]['last_token'] is None"
+rl status plain >"$tmp/out" 2>"$tmp/err"
+check "no TOKEN column without a counter" grep -q '^NAME  *STATE  *TTL  *OWNER$' "$tmp/out"
+rl run --fencing 'odd}name' -- true 2>"$tmp/err"; expect_rc "--fencing of a name with } and no hash tag: 64" 64 $?
+check "the message says why" grep -q 'hash tag' "$tmp/err"
+
+# --- several locks: --lock a --lock b, all or none ------------------------------------------
+rl run --lock la --lock lb --fencing -- sh -c '
+  printf "%s\n" "$REDIS_LOCK_NAME" >"$0/names"
+  printf "%s\n" "$REDIS_LOCK_KEY" >"$0/keys"
+  printf "%s\n" "$REDIS_LOCK_TOKEN" >"$0/tokens"
+  redis-cli -s "$1" EXISTS redislock:la redislock:lb >"$0/both"' "$tmp" "$sock" 2>"$tmp/err"
+expect_rc "--lock la --lock lb: 0" 0 $?
+check "REDIS_LOCK_NAME has one line per lock" args_are "$tmp/names" la lb
+check "REDIS_LOCK_KEY has one line per lock" args_are "$tmp/keys" redislock:la redislock:lb
+check "REDIS_LOCK_TOKEN has one token per lock" args_are "$tmp/tokens" 1 1
+check "both keys held while the command ran" test "$(cat "$tmp/both")" = 2
+check "both keys gone after" test "$(rcli EXISTS redislock:la redislock:lb)" = 0
+start_bg "$RL" run lb -- $(hold lb)
+lbholder=$bg
+check "lb holder started" wait_for "$tmp/lb.started"
+rl run --lock la --lock lb --wait 300ms -- touch "$tmp/lab.never" 2>"$tmp/err"
+expect_rc "--lock la --lock lb with lb held, --wait 300ms: 1" 1 $?
+check "the command did not run" test ! -e "$tmp/lab.never"
+check "the message names the held lock" grep -q "waiting for lock 'lb'" "$tmp/err"
+check "la was not left taken" test "$(rcli EXISTS redislock:la)" = 0
+start_bg "$RL" run --lock lb --lock la -- touch "$tmp/lab.ran"
+labwaiter=$bg
+touch "$tmp/lb.release"
+wait "$lbholder"; expect_rc "lb holder: 0" 0 $?
+wait "$labwaiter"; expect_rc "--lock lb --lock la waits and runs: 0" 0 $?
+check "the command ran once both were free" test -e "$tmp/lab.ran"
+rl run --lock la 2>"$tmp/err"; expect_rc "--lock without COMMAND: 64" 64 $?
+rl run --lock '' -- true 2>"$tmp/err"; expect_rc "--lock with an empty NAME: 64" 64 $?
 
 # --- a held lock: --wait 0 and --wait 300ms give 1; status and list show it -------------
 start_bg "$RL" run held -- $(hold held)

@@ -2,7 +2,8 @@
 /* redislock-run.c: `redislock run NAME -- COMMAND`, a distributed flock(1).
  *
  * Takes the lock NAME through libredislock (the registry's watchdog keeps renewing the
- * lease) on a holder thread, runs COMMAND as a child process, a job of its own (its own
+ * lease) on a holder thread (several locks, all or none, with `--lock A --lock B`; a
+ * fencing token for each with `--fencing`), runs COMMAND as a child process, a job of its own (its own
  * process group, given the terminal while redislock has it, with signals forwarded to
  * it), releases the lock when it ends and exits with its status; if the lease is lost
  * while the command runs, the command is terminated, SIGKILL coming before the key can
@@ -37,7 +38,8 @@ typedef struct
   int wake_fd[2];
 
   /* read-only while the holder thread runs */
-  RedisLock *lock;
+  RedisLock **locks;
+  guint n_locks;
   gint64 wait_ms;
   gint64 ttl_ms;
   GCancellable *cancellable;
@@ -45,7 +47,8 @@ typedef struct
   /* holder thread → main */
   gboolean acquire_done;
   gboolean acquired;
-  char *lease_value; /* the value of the key while held: redis_lock_dup_lease_value() */
+  char **lease_values; /* each key's value while held: redis_lock_dup_lease_value() */
+  guint64 *tokens;     /* each hold's fencing token (0: fencing off) */
   GError *acquire_error;
   gboolean release_done;
   GError *release_error;
@@ -54,6 +57,7 @@ typedef struct
   /* lease-lost callback → main */
   gboolean lease_lost;
   gint64 lease_lost_us; /* monotonic time of the report */
+  char *lost_name;      /* the name of the first lock whose lease was lost */
 } Holder;
 
 /* The command runs as a job of its own: its own process group, which is given the
@@ -63,7 +67,8 @@ typedef struct
   Holder *holder;
   GMainLoop *loop;
   RedisLockRegistry *registry;
-  const char *name;
+  const char *name;         /* the name of the lock, or the first of several */
+  const char *const *names; /* every name, in the order given */
   char **command;
   gint64 kill_after_us; /* SIGTERM to SIGKILL on a lost lease, at most the lease margin */
 
@@ -99,12 +104,23 @@ holder_thread (gpointer data)
   GError *error = NULL;
   gboolean ok;
 
-  ok = redis_lock_try_lock_full (h->lock, h->wait_ms, h->ttl_ms, h->cancellable, &error);
+  /* Several locks: all or none, the leases of one registry requested together. The
+   * registry's TTL is the --ttl then. */
+  if (h->n_locks == 1)
+    ok = redis_lock_try_lock_full (h->locks[0], h->wait_ms, h->ttl_ms, h->cancellable, &error);
+  else
+    ok = redis_lock_try_lock_all (h->locks, h->n_locks, h->wait_ms, h->cancellable, &error);
   pthread_mutex_lock (&h->mu);
   h->acquire_done = TRUE;
   h->acquired = ok;
-  /* only the holding thread may ask for the value of its hold */
-  h->lease_value = ok ? redis_lock_dup_lease_value (h->lock) : NULL;
+  /* only the holding thread may ask for the value and token of its hold */
+  h->lease_values = g_new0 (char *, h->n_locks + 1);
+  h->tokens = g_new0 (guint64, h->n_locks);
+  for (guint i = 0; ok && i < h->n_locks; i++)
+    {
+      h->lease_values[i] = redis_lock_dup_lease_value (h->locks[i]);
+      h->tokens[i] = redis_lock_get_fencing_token (h->locks[i]);
+    }
   h->acquire_error = error;
   pthread_mutex_unlock (&h->mu);
   holder_wake (h);
@@ -115,8 +131,10 @@ holder_thread (gpointer data)
   pthread_mutex_unlock (&h->mu);
 
   error = NULL;
-  if (ok)
-    redis_lock_unlock (h->lock, &error);
+  if (ok && h->n_locks == 1)
+    redis_lock_unlock (h->locks[0], &error);
+  else if (ok)
+    redis_lock_unlock_all (h->locks, h->n_locks, &error);
   pthread_mutex_lock (&h->mu);
   h->release_error = error;
   h->release_done = TRUE;
@@ -143,7 +161,10 @@ on_lease_lost (RedisLock *lock, gpointer user_data)
 
   pthread_mutex_lock (&h->mu);
   if (!h->lease_lost)
-    h->lease_lost_us = now;
+    {
+      h->lease_lost_us = now;
+      h->lost_name = g_strdup (redis_lock_get_name (lock));
+    }
   h->lease_lost = TRUE;
   pthread_mutex_unlock (&h->mu);
   holder_wake (h);
@@ -319,19 +340,70 @@ on_kill_timer (gpointer data)
   return G_SOURCE_REMOVE;
 }
 
+/* One line per lock held (one lock: no newline), for the command's environment. */
+static char *
+join_lines (const Holder *h, const char *(*item) (const Holder *h, guint i, char buf[24]))
+{
+  GString *out = g_string_new (NULL);
+  char buf[24];
+
+  for (guint i = 0; i < h->n_locks; i++)
+    {
+      if (i > 0)
+        g_string_append_c (out, '\n');
+      g_string_append (out, item (h, i, buf));
+    }
+  return g_string_free (out, FALSE);
+}
+
+static const char *
+item_key (const Holder *h, guint i, char buf[24])
+{
+  return redis_lock_get_key (h->locks[i]);
+}
+
+static const char *
+item_name (const Holder *h, guint i, char buf[24])
+{
+  return redis_lock_get_name (h->locks[i]);
+}
+
+/* written by the holder thread before acquire_done, which on_wake() read under the
+ * mutex */
+static const char *
+item_owner (const Holder *h, guint i, char buf[24])
+{
+  return h->lease_values[i] != NULL ? h->lease_values[i] : "";
+}
+
+static const char *
+item_token (const Holder *h, guint i, char buf[24])
+{
+  g_snprintf (buf, 24, "%" G_GUINT64_FORMAT, h->tokens[i]);
+  return buf;
+}
+
 static void
 start_command (RunState *st)
 {
   g_autoptr (GError) error = NULL;
   g_auto (GStrv) env = g_get_environ ();
+  g_autofree char *keys = join_lines (st->holder, item_key);
+  g_autofree char *owners = join_lines (st->holder, item_owner);
+  g_autofree char *names = join_lines (st->holder, item_name);
   gboolean spawned;
 
-  env = g_environ_setenv (env, "REDIS_LOCK_KEY", redis_lock_get_key (st->holder->lock), TRUE);
-  /* written by the holder thread before acquire_done, which on_wake() read under the
-   * mutex */
-  env = g_environ_setenv (env, "REDIS_LOCK_OWNER",
-                          st->holder->lease_value != NULL ? st->holder->lease_value : "", TRUE);
-  env = g_environ_setenv (env, "REDIS_LOCK_NAME", st->name, TRUE);
+  /* With several locks, each variable has one line per lock, in the order given. */
+  env = g_environ_setenv (env, "REDIS_LOCK_KEY", keys, TRUE);
+  env = g_environ_setenv (env, "REDIS_LOCK_OWNER", owners, TRUE);
+  env = g_environ_setenv (env, "REDIS_LOCK_NAME", names, TRUE);
+  if (redis_lock_registry_get_fencing (st->registry))
+    {
+      g_autofree char *tokens = join_lines (st->holder, item_token);
+      env = g_environ_setenv (env, "REDIS_LOCK_TOKEN", tokens, TRUE);
+    }
+  else
+    env = g_environ_unsetenv (env, "REDIS_LOCK_TOKEN");
   /* The command's group gets the terminal only if redislock's group has it: a job in the
    * background stays there. */
   child_tty_fd = terminal_owned_by (st, getpgrp ()) ? st->tty_fd : -1;
@@ -359,10 +431,18 @@ start_command (RunState *st)
 static void
 report_not_acquired (RunState *st)
 {
-  g_autofree char *name = escape_for_display (st->name);
+  g_autofree char *name = NULL;
   g_autofree char *holder = NULL;
   g_autofree char *waited = format_duration (st->holder->wait_ms);
-  RedisLockLeaseInfo *lease = redis_lock_registry_get_lease_info (st->registry, st->name, NULL);
+  RedisLockLeaseInfo *lease = NULL;
+
+  /* Of several locks, the first that the store says is held. */
+  for (guint i = 0; lease == NULL && st->names[i] != NULL; i++)
+    {
+      lease = redis_lock_registry_get_lease_info (st->registry, st->names[i], NULL);
+      if (lease != NULL || st->names[i + 1] == NULL)
+        name = escape_for_display (st->names[i]);
+    }
 
   if (lease != NULL)
     {
@@ -412,9 +492,13 @@ handle_acquired (RunState *st, gboolean acquired, const GError *error)
 static void
 handle_lease_lost (RunState *st, gint64 lost_us)
 {
-  g_autofree char *name = escape_for_display (st->name);
+  g_autofree char *name = NULL;
   g_autofree char *grace = format_duration (st->kill_after_us / 1000);
   gint64 remaining_us;
+
+  pthread_mutex_lock (&st->holder->mu);
+  name = escape_for_display (st->holder->lost_name != NULL ? st->holder->lost_name : st->name);
+  pthread_mutex_unlock (&st->holder->mu);
 
   st->lease_lost_handled = TRUE;
   if (!st->child_running)
@@ -582,9 +666,12 @@ option_takes_next (const char *arg, const GOptionEntry *const *tables)
 /* How long --min-replicas waits for the replicas' acknowledgement. */
 #define MIN_REPLICAS_TIMEOUT_MS 1000
 
-static const char run_usage[] = "run [OPTION…] [--] NAME [--] COMMAND [ARG…]";
+static const char run_usage[] = "run [OPTION…] [--] NAME [--] COMMAND [ARG…]\n"
+                                "       redislock run --lock NAME [--lock NAME…] [OPTION…] [--] COMMAND [ARG…]";
 
 static char *opt_wait, *opt_ttl, *opt_kill_after, *opt_min_replicas;
+static char **opt_locks;
+static gboolean opt_fencing;
 static const GOptionEntry run_entries[] = {
   { "wait", 'w', 0, G_OPTION_ARG_STRING, &opt_wait,
     "Give up (exit 1) when the lock is not acquired within DURATION; 0 tries once "
@@ -602,14 +689,21 @@ static const GOptionEntry run_entries[] = {
     "Count the lease taken and renewed only once N replicas acknowledged it (WAIT, 1s); "
     "fewer: exit 2 without running the command (default: 0, off)",
     "N" },
+  { "lock", 'l', 0, G_OPTION_ARG_STRING_ARRAY, &opt_locks,
+    "Hold lock NAME; repeat for several locks, taken all or none. With --lock there is no "
+    "NAME argument: the command follows the options",
+    "NAME" },
+  { "fencing", 'f', 0, G_OPTION_ARG_NONE, &opt_fencing,
+    "Take each lock with a fencing token, passed to the command as REDIS_LOCK_TOKEN", NULL },
   { NULL },
 };
 
 /* What the command line of `run` asks for. */
 typedef struct
 {
-  const char *name;
+  GPtrArray *names; /* the lock names (const char *), NULL-terminated */
   char **command;
+  gboolean fencing;
   gint64 wait_ms; /* -1: forever */
   gint64 ttl_ms;
   gint64 kill_after_ms;
@@ -651,7 +745,8 @@ parse_run_options (int end, char **argv)
 
   memcpy (opt_argv, argv, sizeof (char *) * (gsize) opt_argc);
   rc = parse_options ("run", run_usage, "[--] NAME [--] COMMAND [ARG…]",
-                      "Holds lock NAME while COMMAND runs, and exits with its status.\n"
+                      "Holds lock NAME (or every --lock NAME) while COMMAND runs, and exits\n"
+                      "with its status.\n"
                       "Exit status: the command's; 1 when the lock was not acquired within\n"
                       "--wait; 2 on a Redis error; 3 when the lease was lost while the command\n"
                       "ran; 64 on a usage error; 126/127 when the command cannot be run;\n"
@@ -691,9 +786,21 @@ parse_run_durations (RunArgs *args)
   return -1;
 }
 
+/* Checks a lock name of the command line. Returns -1 when good, else an exit status. */
+static int
+check_name (const char *name)
+{
+  if (*name == '\0')
+    return usage_error ("run", run_usage, "the lock NAME must not be empty");
+  if (strlen (name) > REDIS_LOCK_NAME_MAX)
+    return usage_error ("run", run_usage, "lock NAME longer than %d bytes", REDIS_LOCK_NAME_MAX);
+  return -1;
+}
+
 /* The command line of `run`: options, NAME, COMMAND. One "--" right after NAME is
- * skipped; all the rest, other "--" included, is the command's. Returns -1 to go on,
- * else an exit status. */
+ * skipped; all the rest, other "--" included, is the command's. With --lock, there is
+ * no NAME: the command follows the options (and one "--"). Returns -1 to go on, else an
+ * exit status. */
 static int
 parse_run_arguments (int argc, char **argv, RunArgs *args)
 {
@@ -705,25 +812,33 @@ parse_run_arguments (int argc, char **argv, RunArgs *args)
   if (rc >= 0)
     return rc;
   i = sep ? end + 1 : end;
-  if (i >= argc)
-    return usage_error ("run", run_usage, "no lock NAME given");
-  args->name = argv[i++];
-  if (i < argc && strcmp (argv[i], "--") == 0)
-    i++;
+  args->names = g_ptr_array_new ();
+  if (opt_locks != NULL)
+    for (char **l = opt_locks; *l != NULL; l++)
+      g_ptr_array_add (args->names, *l);
+  else
+    {
+      if (i >= argc)
+        return usage_error ("run", run_usage, "no lock NAME given");
+      g_ptr_array_add (args->names, argv[i++]);
+      if (i < argc && strcmp (argv[i], "--") == 0)
+        i++;
+    }
+  g_ptr_array_add (args->names, NULL);
   args->command = argv + i;
   if (args->command[0] == NULL)
     return usage_error ("run", run_usage, "no COMMAND given");
-  if (*args->name == '\0')
-    return usage_error ("run", run_usage, "the lock NAME must not be empty");
-  if (strlen (args->name) > REDIS_LOCK_NAME_MAX)
-    return usage_error ("run", run_usage, "lock NAME longer than %d bytes", REDIS_LOCK_NAME_MAX);
+  for (guint j = 0; j + 1 < args->names->len; j++)
+    if ((rc = check_name (g_ptr_array_index (args->names, j))) >= 0)
+      return rc;
+  args->fencing = opt_fencing;
   return parse_run_durations (args);
 }
 
 /* A holder for @lock, its wake-up pipe open; NULL (errno set) when the pipe cannot be
  * made. */
 static Holder *
-holder_new (RedisLock *lock, const RunArgs *args, GCancellable *cancellable)
+holder_new (RedisLock **locks, guint n_locks, const RunArgs *args, GCancellable *cancellable)
 {
   Holder *h = g_new0 (Holder, 1);
 
@@ -736,7 +851,8 @@ holder_new (RedisLock *lock, const RunArgs *args, GCancellable *cancellable)
     }
   pthread_mutex_init (&h->mu, NULL);
   pthread_cond_init (&h->cond, NULL);
-  h->lock = lock;
+  h->locks = locks;
+  h->n_locks = n_locks;
   h->wait_ms = args->wait_ms;
   h->ttl_ms = args->ttl_ms;
   h->cancellable = cancellable;
@@ -748,7 +864,9 @@ holder_free (Holder *h)
 {
   g_clear_error (&h->acquire_error);
   g_clear_error (&h->release_error);
-  g_free (h->lease_value);
+  g_strfreev (h->lease_values);
+  g_free (h->tokens);
+  g_free (h->lost_name);
   close (h->wake_fd[0]);
   close (h->wake_fd[1]);
   pthread_mutex_destroy (&h->mu);
@@ -795,7 +913,8 @@ run_result (const RunState *st)
     {
       if (!st->lease_lost_handled)
         {
-          g_autofree char *shown = escape_for_display (st->name);
+          g_autofree char *shown
+              = escape_for_display (h->lost_name != NULL ? h->lost_name : st->name);
 
           die_message ("lost the lease on lock '%s' while the command ran", shown);
         }
@@ -807,10 +926,19 @@ run_result (const RunState *st)
   return st->child_status;
 }
 
-/* Holds @lock (transfer full) of @registry while the command runs, then closes the
- * registry; returns the exit status of `run`. */
+/* Unrefs the @n locks of @locks and frees the array. */
+static void
+free_locks (RedisLock **locks, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    redis_lock_unref (locks[i]);
+  g_free (locks);
+}
+
+/* Holds @locks (@n of them, transfer full) of @registry while the command runs, then
+ * closes the registry; returns the exit status of `run`. */
 static int
-run_with_lock (RedisLockRegistry *registry, RedisLock *lock, const RunArgs *args)
+run_with_locks (RedisLockRegistry *registry, RedisLock **locks, guint n, const RunArgs *args)
 {
   g_autoptr (GMainLoop) loop = g_main_loop_new (NULL, FALSE);
   g_autoptr (GCancellable) cancellable = g_cancellable_new ();
@@ -818,18 +946,19 @@ run_with_lock (RedisLockRegistry *registry, RedisLock *lock, const RunArgs *args
   Holder *h;
   int result;
 
-  h = holder_new (lock, args, cancellable);
+  h = holder_new (locks, n, args, cancellable);
   if (h == NULL)
     {
       die_message ("cannot create a pipe: %s", g_strerror (errno));
-      redis_lock_unref (lock);
+      free_locks (locks, n);
       return EXIT_REDIS;
     }
   redis_lock_registry_set_lease_lost_callback (registry, on_lease_lost, h, NULL);
   st.holder = h;
   st.loop = loop;
   st.registry = registry;
-  st.name = args->name;
+  st.name = g_ptr_array_index (args->names, 0);
+  st.names = (const char *const *) args->names->pdata;
   st.command = args->command;
   st.kill_after_us = MIN (args->kill_after_ms * 1000, lease_margin_us (args->ttl_ms));
   run_holder (&st);
@@ -837,7 +966,7 @@ run_with_lock (RedisLockRegistry *registry, RedisLock *lock, const RunArgs *args
 
   /* The registry's threads stop before the state they may call back into is freed. */
   redis_lock_registry_set_lease_lost_callback (registry, NULL, NULL, NULL);
-  redis_lock_unref (lock);
+  free_locks (locks, n);
   redis_lock_registry_close (registry);
   holder_free (h);
   return result;
@@ -848,31 +977,49 @@ cmd_run (int argc, char **argv)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (RedisLockRegistry) registry = NULL;
-  g_autoptr (RedisLock) lock = NULL;
+  RedisLock **locks;
   RunArgs args = { 0 };
+  guint n;
   int rc;
 
   rc = parse_run_arguments (argc, argv, &args);
   if (rc >= 0)
-    return rc;
+    goto out;
   if (!install_signal_handlers ())
     {
       die_message ("cannot create a pipe: %s", g_strerror (errno));
-      return EXIT_REDIS;
+      rc = EXIT_REDIS;
+      goto out;
     }
   registry = redis_lock_registry_new (effective_url (), effective_registry (), &error);
   if (registry == NULL)
     {
       die_message ("%s", error->message);
-      return exit_status_for_error (error);
+      rc = exit_status_for_error (error);
+      goto out;
     }
   if (args.min_replicas > 0)
     redis_lock_registry_set_min_replicas (registry, args.min_replicas, MIN_REPLICAS_TIMEOUT_MS);
-  lock = redis_lock_registry_obtain (registry, args.name, &error);
-  if (lock == NULL)
+  redis_lock_registry_set_fencing (registry, args.fencing);
+  /* try_lock_all takes the registry's TTL. */
+  redis_lock_registry_set_expire_after_ms (registry, args.ttl_ms);
+  n = args.names->len - 1;
+  locks = g_new0 (RedisLock *, n);
+  for (guint i = 0; i < n; i++)
     {
-      die_message ("%s", error->message);
-      return exit_status_for_error (error);
+      locks[i] = redis_lock_registry_obtain (registry, g_ptr_array_index (args.names, i), &error);
+      if (locks[i] == NULL)
+        {
+          die_message ("%s", error->message);
+          rc = exit_status_for_error (error);
+          free_locks (locks, i);
+          goto out;
+        }
     }
-  return run_with_lock (registry, g_steal_pointer (&lock), &args);
+  rc = run_with_locks (registry, locks, n, &args);
+
+out:
+  if (args.names != NULL)
+    g_ptr_array_unref (args.names);
+  return rc;
 }

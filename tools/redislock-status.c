@@ -4,7 +4,9 @@
  * Both show locks as a table or, with --json, as a JSON array: name, key, held or
  * free, the owner (the value of the key; split into host and pid when it is a client
  * id of libredislock) and the remaining TTL. status reads the named locks
- * (redis_lock_registry_get_lease_info()) and exits 1 when one is free; list finds every
+ * (redis_lock_registry_get_lease_info()) and the last fencing token of each, when one
+ * was ever handed out (redis_lock_registry_get_last_fencing_token()), and exits 1 when
+ * one is free; list finds every
  * lock of a registry (redis_lock_registry_list_leases()). Both read through a registry
  * of the library, so the key layout and the commands that read it stay the library's.
  * They share one file because they share the printing.
@@ -25,6 +27,8 @@ typedef struct
   gboolean held;
   char *owner;   /* NULL when free */
   gint64 ttl_ms; /* -1: no expiry; meaningless when free */
+  gboolean has_token; /* a fenced acquisition of the name ever happened */
+  guint64 token;      /* then the last token handed out */
 } LockInfo;
 
 static void
@@ -159,8 +163,18 @@ format_ttl (const LockInfo *info)
   return g_strdup_printf ("%.1fs", (double) info->ttl_ms / 1000.0);
 }
 
+/* The TOKEN column and the "last_token" field: for status, when @locks have a token. */
+static gboolean
+any_token (GPtrArray *locks)
+{
+  for (guint i = 0; i < locks->len; i++)
+    if (((const LockInfo *) g_ptr_array_index (locks, i))->has_token)
+      return TRUE;
+  return FALSE;
+}
+
 static void
-print_locks (GPtrArray *locks, gboolean json)
+print_locks (GPtrArray *locks, gboolean json, gboolean with_tokens)
 {
   guint i;
 
@@ -190,9 +204,14 @@ print_locks (GPtrArray *locks, gboolean json)
           else
             g_string_append (out, ", \"pid\": null");
           if (info->held && info->ttl_ms >= 0)
-            g_string_append_printf (out, ", \"ttl_ms\": %" G_GINT64_FORMAT "}", info->ttl_ms);
+            g_string_append_printf (out, ", \"ttl_ms\": %" G_GINT64_FORMAT, info->ttl_ms);
           else
-            g_string_append (out, ", \"ttl_ms\": null}");
+            g_string_append (out, ", \"ttl_ms\": null");
+          if (with_tokens && info->has_token)
+            g_string_append_printf (out, ", \"last_token\": %" G_GUINT64_FORMAT, info->token);
+          else if (with_tokens)
+            g_string_append (out, ", \"last_token\": null");
+          g_string_append_c (out, '}');
         }
       g_string_append (out, locks->len ? "\n]\n" : "]\n");
       fputs (out->str, stdout);
@@ -203,7 +222,9 @@ print_locks (GPtrArray *locks, gboolean json)
     {
       g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
       g_autoptr (GPtrArray) ttls = g_ptr_array_new_with_free_func (g_free);
-      glong name_w = 4, ttl_w = 3;
+      g_autoptr (GPtrArray) tokens = g_ptr_array_new_with_free_func (g_free);
+      gboolean token_column = with_tokens && any_token (locks);
+      glong name_w = 4, ttl_w = 3, token_w = 5;
 
       for (i = 0; i < locks->len; i++)
         {
@@ -211,12 +232,24 @@ print_locks (GPtrArray *locks, gboolean json)
           char *name = escape_for_display (info->name);
           char *ttl = format_ttl (info);
 
+          char *token = info->has_token ? g_strdup_printf ("%" G_GUINT64_FORMAT, info->token)
+                                        : g_strdup ("-");
+
           name_w = MAX (name_w, g_utf8_strlen (name, -1));
           ttl_w = MAX (ttl_w, (glong) strlen (ttl));
+          token_w = MAX (token_w, (glong) strlen (token));
           g_ptr_array_add (names, name);
           g_ptr_array_add (ttls, ttl);
+          g_ptr_array_add (tokens, token);
         }
-      printf ("%-*s  %-5s  %*s  %s\n", (int) name_w, "NAME", "STATE", (int) ttl_w, "TTL", "OWNER");
+      /* The TOKEN column only when a name has a fencing counter: the table stays as it
+       * was for locks taken without fencing. */
+      if (token_column)
+        printf ("%-*s  %-5s  %*s  %*s  %s\n", (int) name_w, "NAME", "STATE", (int) ttl_w, "TTL",
+                (int) token_w, "TOKEN", "OWNER");
+      else
+        printf ("%-*s  %-5s  %*s  %s\n", (int) name_w, "NAME", "STATE", (int) ttl_w, "TTL",
+                "OWNER");
       for (i = 0; i < locks->len; i++)
         {
           const LockInfo *info = g_ptr_array_index (locks, i);
@@ -224,8 +257,13 @@ print_locks (GPtrArray *locks, gboolean json)
           g_autofree char *owner = info->owner ? escape_for_display (info->owner) : g_strdup ("-");
           int pad = (int) (name_w - g_utf8_strlen (name, -1));
 
-          printf ("%s%*s  %-5s  %*s  %s\n", name, pad, "", info->held ? "held" : "free",
-                  (int) ttl_w, (const char *) g_ptr_array_index (ttls, i), owner);
+          if (token_column)
+            printf ("%s%*s  %-5s  %*s  %*s  %s\n", name, pad, "", info->held ? "held" : "free",
+                    (int) ttl_w, (const char *) g_ptr_array_index (ttls, i), (int) token_w,
+                    (const char *) g_ptr_array_index (tokens, i), owner);
+          else
+            printf ("%s%*s  %-5s  %*s  %s\n", name, pad, "", info->held ? "held" : "free",
+                    (int) ttl_w, (const char *) g_ptr_array_index (ttls, i), owner);
         }
     }
 }
@@ -252,14 +290,24 @@ read_named_locks (RedisLockRegistry *registry, GPtrArray *names)
       g_autoptr (GError) error = NULL;
       const char *name = g_ptr_array_index (names, j);
       RedisLockLeaseInfo *lease = redis_lock_registry_get_lease_info (registry, name, &error);
+      LockInfo *info;
 
       if (lease == NULL && error != NULL)
         {
           die_message ("%s", error->message);
           return NULL;
         }
-      g_ptr_array_add (locks, lock_info_new (name, lease));
+      info = lock_info_new (name, lease);
       redis_lock_lease_info_free (lease);
+      g_ptr_array_add (locks, info);
+      /* A name that cannot have a counter (INVALID) simply has none. */
+      info->has_token = redis_lock_registry_get_last_fencing_token (registry, name, &info->token,
+                                                                    &error);
+      if (error != NULL && !g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID))
+        {
+          die_message ("%s", error->message);
+          return NULL;
+        }
     }
   return g_steal_pointer (&locks);
 }
@@ -283,7 +331,8 @@ cmd_status (int argc, char **argv)
   for (i = opt_argc + 1; i < argc; i++)
     g_ptr_array_add (names, argv[i]);
   rc = parse_options ("status", status_usage, "NAME…",
-                      "Shows whether each lock NAME is held, by which client, and for how long.\n"
+                      "Shows whether each lock NAME is held, by which client, for how long, and\n"
+                      "the last fencing token handed out for it (when one ever was).\n"
                       "Exit status: 0 when every NAME is held, 1 when one is free, 2 on a Redis\n"
                       "error, 64 on a usage error.",
                       json_entries, TRUE, FALSE, &opt_argc, &opt_argv);
@@ -309,7 +358,7 @@ cmd_status (int argc, char **argv)
   locks = read_named_locks (registry, names);
   if (locks == NULL)
     return EXIT_REDIS;
-  print_locks (locks, opt_json);
+  print_locks (locks, opt_json, TRUE);
   for (j = 0; j < locks->len; j++)
     if (!((LockInfo *) g_ptr_array_index (locks, j))->held)
       all_held = FALSE;
@@ -360,6 +409,6 @@ cmd_list (int argc, char **argv)
       if (j == 0 || compare_leases (&g_ptr_array_index (leases, j - 1), &lease) != 0)
         g_ptr_array_add (locks, lock_info_new (lease->name, lease));
     }
-  print_locks (locks, opt_json);
+  print_locks (locks, opt_json, FALSE);
   return 0;
 }
