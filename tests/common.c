@@ -611,12 +611,57 @@ test_fixture_setup_cluster (TestFixture *fixture, gconstpointer data)
   g_assert_nonnull (fixture->registry);
 }
 
+/* The TLS server the /tls tests of this program share. */
+static RedisLockTestServer *shared_tls;
+
+static void
+free_shared_tls (void)
+{
+  g_clear_pointer (&shared_tls, redis_lock_test_server_free);
+}
+
+void
+test_fixture_setup_tls (TestFixture *fixture, gconstpointer data)
+{
+  GError *error = NULL;
+  g_autofree char *ok = NULL;
+
+  fixture_init (fixture, TEST_STORE_TLS);
+  if (shared_tls == NULL)
+    {
+      /* A build without TLS refuses rediss:// URLs: nothing to test. */
+      RedisLockRegistry *probe = redis_lock_registry_new ("rediss://127.0.0.1:1", "probe", &error);
+      g_assert_null (probe);
+      if (g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID))
+        {
+          g_error_free (error);
+          g_test_skip ("this build has no TLS");
+          return;
+        }
+      g_clear_error (&error);
+      shared_tls = redis_lock_test_server_new_tls_or_skip (REDIS_LOCK_TEST_TLS_DEFAULT, NULL);
+      if (shared_tls == NULL)
+        return;
+      atexit (free_shared_tls);
+    }
+  fixture->server = shared_tls;
+  fixture->redis = test_redis_connect (shared_tls);
+  ok = test_redis_string (fixture->redis, "FLUSHALL");
+  g_assert_cmpstr (ok, ==, "OK");
+  fixture->url = g_strdup (redis_lock_test_server_get_url (shared_tls));
+  fixture->registry = redis_lock_registry_new (fixture->url, TEST_REGISTRY_KEY, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (fixture->registry);
+}
+
 void
 test_fixture_teardown (TestFixture *fixture, gconstpointer data)
 {
   g_clear_pointer (&fixture->registry, redis_lock_registry_unref);
   g_clear_pointer (&fixture->keeper, redis_lock_registry_unref);
   g_clear_pointer (&fixture->redis, redisFree);
+  if (fixture->store == TEST_STORE_TLS)
+    fixture->server = NULL; /* the program's, shared */
   g_clear_pointer (&fixture->server, redis_lock_test_server_free);
   g_clear_pointer (&fixture->counters, g_hash_table_unref);
   g_clear_pointer (&fixture->url, g_free);
@@ -640,6 +685,7 @@ test_add_stores (const char *path, gconstpointer data, TestFixtureFunc func)
   add_one ("/redis", path, data, test_fixture_setup_redis, func);
   add_one ("/memory", path, data, test_fixture_setup_memory, func);
   add_one ("/cluster", path, data, test_fixture_setup_cluster, func);
+  add_one ("/tls", path, data, test_fixture_setup_tls, func);
 }
 
 void
@@ -715,7 +761,7 @@ redis_begin (TestFixture *fixture, const char *key)
   g_assert_nonnull (fixture->url);
   if (fixture->store == TEST_STORE_CLUSTER)
     return cluster_connect_for_key (fixture->cluster, key);
-  if (fixture->store != TEST_STORE_REDIS)
+  if (fixture->store == TEST_STORE_MEMORY)
     {
       g_assert_nonnull (fixture->memory_name);
       return NULL;
@@ -865,7 +911,7 @@ test_counter_open (TestFixture *fixture, const char *name)
   TestCounter *counter = g_new0 (TestCounter, 1);
 
   counter->name = g_strdup (name);
-  if (fixture->store == TEST_STORE_REDIS)
+  if (fixture->store == TEST_STORE_REDIS || fixture->store == TEST_STORE_TLS)
     {
       counter->redis = test_redis_connect (fixture->server);
       return counter;

@@ -185,12 +185,16 @@ typedef enum
   TEST_STORE_MEMORY,  /* memory://NAME with a NAME of its own */
   TEST_STORE_CLUSTER, /* a Redis Cluster of three masters on loopback ports, shared by the
                        * tests of the program and emptied before each */
+  TEST_STORE_TLS,     /* a redis-server reached over TLS (rediss://), shared by the tests
+                       * of the program and emptied before each; fixture->redis is a
+                       * plain connection to its Unix socket */
 } TestStore;
 
 typedef struct
 {
-  RedisLockTestServer *server; /* Redis: the test's server; NULL for the other stores, and
-                                * when redis-server is missing (test skipped) */
+  RedisLockTestServer *server; /* Redis: the test's server; TLS: the program's (not owned);
+                                * NULL for the other stores, and when redis-server is
+                                * missing (test skipped) */
   RedisLockTestCluster *cluster; /* Cluster: the program's cluster (not owned); else NULL */
   RedisLockRegistry *registry; /* on the store, key TEST_REGISTRY_KEY; NULL when skipped */
   redisContext *redis;         /* Redis: raw connection to server; NULL for the memory store */
@@ -212,14 +216,16 @@ void test_fixture_setup (TestFixture *fixture, gconstpointer data);
 void test_fixture_setup_redis (TestFixture *fixture, gconstpointer data);
 void test_fixture_setup_memory (TestFixture *fixture, gconstpointer data);
 void test_fixture_setup_cluster (TestFixture *fixture, gconstpointer data);
+void test_fixture_setup_tls (TestFixture *fixture, gconstpointer data);
 /* Tears down any of the fixtures above. */
 void test_fixture_teardown (TestFixture *fixture, gconstpointer data);
 
 typedef void (*TestFixtureFunc) (TestFixture *fixture, gconstpointer data);
 
-/* Registers @func once per store, as "/redis" @path, "/memory" @path and "/cluster"
- * @path (@path starts with "/"), so one test source checks that every store behaves
- * alike. @func gets @data as its second argument and the store in fixture->store. */
+/* Registers @func once per store, as "/redis" @path, "/memory" @path, "/cluster" @path
+ * and "/tls" @path (@path starts with "/"), so one test source checks that every store
+ * behaves alike. @func gets @data as its second argument and the store in
+ * fixture->store. */
 void test_add_stores (const char *path, gconstpointer data, TestFixtureFunc func);
 
 /* Registers @func as "/redis" @path only, for what only a Redis server has (commands
