@@ -60,6 +60,20 @@ fail_errno (RlConn *conn, int errnum)
 void
 rl_set_error_from_conn (GError **error, RlConn *conn, const char *what)
 {
+  /* A server that requires client certificates accepts the handshake (TLS 1.3) and
+   * then drops the connection; whether its alert arrives before the drop is a race. */
+  if (conn->without_cert && !conn->answered && conn->err != RL_CONN_ERR_TIMEOUT
+      && strstr (conn->errstr, "client certificate") == NULL)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                   "%s: %s, before any reply (does the server require a client certificate: "
+                   "cert= and key=?)",
+                   what,
+                   conn->err == RL_CONN_ERR_EOF ? "Redis closed the connection"
+                   : conn->errstr[0] != '\0'   ? conn->errstr
+                                                : "the connection failed");
+      return;
+    }
   switch (conn->err)
     {
     case RL_CONN_ERR_TIMEOUT:
@@ -505,6 +519,7 @@ rl_conn_open (const RlConnConfig *config, RlTls *tls, gint64 timeout_ms, GError 
       rl_conn_free (conn);
       return NULL;
     }
+  conn->without_cert = tls != NULL && config->tls_cert == NULL;
 #endif
   return conn;
 }
@@ -666,6 +681,8 @@ rl_conn_next_reply (RlConn *conn, redisReply **reply)
       return FALSE;
     }
   *reply = r;
+  if (r != NULL)
+    conn->answered = TRUE;
   return TRUE;
 }
 

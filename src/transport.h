@@ -37,6 +37,8 @@ typedef struct
   RlConnError err;
   int sys_errno;
   char errstr[256];
+  gboolean answered;    /* a reply has been read: the server accepted the connection */
+  gboolean without_cert; /* TLS without a client certificate */
 } RlConn;
 
 /* TLS settings shared by the connections of one node (credentials loaded once).
