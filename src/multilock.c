@@ -82,19 +82,22 @@ canonical_set (RedisLock *const *locks, guint n, guint *m)
   return sorted;
 }
 
-/* Wakes every lock of the set when the call is cancelled. */
+/* Wakes every lock of the set when the call is cancelled. The callback may run on the
+ * cancelling thread: the set is published with an atomic store (GCancellable's own
+ * mutex is one ThreadSanitizer cannot see). */
 typedef struct
 {
   Entry *entries;
-  guint m;
+  gint m; /* atomic */
 } WakeSet;
 
 static void
 on_cancelled (GCancellable *cancellable, gpointer data)
 {
   WakeSet *set = data;
+  gint m = g_atomic_int_get (&set->m);
 
-  for (guint i = 0; i < set->m; i++)
+  for (gint i = 0; i < m; i++)
     rl_lock_wake_all (set->entries[i].lock);
 }
 
@@ -375,7 +378,7 @@ redis_lock_try_lock_all (RedisLock *const *locks, guint n, gint64 wait_ms,
 
   deadline = wait_ms < 0 ? RL_FOREVER : rl_deadline_after (g_get_monotonic_time (), wait_ms);
   wake.entries = entries;
-  wake.m = m;
+  g_atomic_int_set (&wake.m, (gint) m);
   if (cancellable != NULL && wait_ms != 0)
     handler = g_cancellable_connect (cancellable, G_CALLBACK (on_cancelled), &wake, NULL);
 
@@ -470,13 +473,15 @@ release_batch (GArray *batch, GError **first)
     {
       Release *r = &g_array_index (batch, Release, sent[j]);
       GError *error = NULL;
+      GError *item_error = NULL;
 
+      if (items[j].result == RL_LEASE_ERROR)
+        item_error = store_error != NULL
+                         ? g_error_copy (store_error)
+                         : g_error_new_literal (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                                                "The release did not complete");
       rl_lock_release_end (r->lock, &r->view, r->max, r->value, r->lost, items[j].result,
-                           items[j].others, start,
-                           items[j].result == RL_LEASE_ERROR && store_error != NULL
-                               ? g_error_copy (store_error)
-                               : NULL,
-                           &error);
+                           items[j].others, start, item_error, &error);
       keep_first (first, error);
     }
 }
