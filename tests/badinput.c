@@ -30,6 +30,33 @@ static const char *const acl_config[] = { "user alice on >alicepw ~* &* +@all", 
     .run = run_url, .arg = u, .code = c                                                            \
   }
 
+/* The faulty calls of the fencing rows (the others are in badinput-calls.c). */
+static void
+call_set_fencing_null (RedisLockRegistry *r)
+{
+  redis_lock_registry_set_fencing (NULL, TRUE);
+}
+
+static void
+call_get_fencing_token_null (RedisLockRegistry *r)
+{
+  redis_lock_get_fencing_token (NULL);
+}
+
+static void
+call_last_fencing_token_null_out (RedisLockRegistry *r)
+{
+  redis_lock_registry_get_last_fencing_token (r, "x", NULL, NULL);
+}
+
+static void
+call_try_lock_all_empty (RedisLockRegistry *r)
+{
+  RedisLock *none = NULL;
+
+  redis_lock_try_lock_all (&none, 0, 0, NULL, NULL);
+}
+
 static const BadCase cases[] = {
   /* Malformed URLs: INVALID before any connection. */
   URL_ROW ("empty", "", REDIS_LOCK_ERROR_INVALID),
@@ -449,6 +476,31 @@ static const BadCase cases[] = {
     .code = REDIS_LOCK_ERROR_INVALID,
     .call = call_error_already_set,
     .needs_server = TRUE },
+  { .path = "critical/set-fencing-null",
+    .summary = "set_fencing (NULL): critical",
+    .run = run_critical,
+    .arg = "*registry != NULL*",
+    .code = REDIS_LOCK_ERROR_INVALID,
+    .call = call_set_fencing_null },
+  { .path = "critical/get-fencing-token-null",
+    .summary = "get_fencing_token (NULL): critical",
+    .run = run_critical,
+    .arg = "*lock != NULL*",
+    .code = REDIS_LOCK_ERROR_INVALID,
+    .call = call_get_fencing_token_null },
+  { .path = "critical/last-fencing-token-null-out",
+    .summary = "get_last_fencing_token without a place for the token: critical",
+    .run = run_critical,
+    .arg = "*token != NULL*",
+    .code = REDIS_LOCK_ERROR_INVALID,
+    .call = call_last_fencing_token_null_out,
+    .needs_server = TRUE },
+  { .path = "critical/try-lock-all-empty",
+    .summary = "try_lock_all of an empty set (n == 0): critical",
+    .run = run_critical,
+    .arg = "*n > 0*",
+    .code = REDIS_LOCK_ERROR_INVALID,
+    .call = call_try_lock_all_empty },
   { .path = "critical/unref-null-is-fine",
     .summary = "redis_lock_unref, registry_unref and locker_free accept NULL "
                "silently",
