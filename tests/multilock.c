@@ -43,14 +43,23 @@ assert_all_held (RedisLock **locks, guint n, guint count)
     g_assert_cmpuint (redis_lock_get_hold_count (locks[i]), ==, count);
 }
 
-/* Asserts that no lock of @locks is held in this process nor present in the store. */
+/* Asserts that the key of @lock is not in the store: at once, or, when a request was cut
+ * short by the caller's deadline (its outcome unknown, as under valgrind), once the
+ * registry's background release has run; well before the 60 s TTL could remove it. */
+static void
+assert_gone (TestFixture *fx, RedisLock *lock)
+{
+  TEST_WAIT_UNTIL (!test_store_exists (fx, redis_lock_get_key (lock)), 10000);
+}
+
+/* Asserts that no lock of @locks is held in this process nor left in the store. */
 static void
 assert_none_anywhere (TestFixture *fx, RedisLock **locks, guint n)
 {
   for (guint i = 0; i < n; i++)
     {
       g_assert_false (redis_lock_is_acquired_in_this_process (locks[i]));
-      g_assert_false (test_store_exists (fx, redis_lock_get_key (locks[i])));
+      assert_gone (fx, locks[i]);
     }
 }
 
@@ -103,12 +112,12 @@ test_one_held_elsewhere (TestFixture *fx, gconstpointer data)
   took = test_now_ms () - start;
   g_assert_no_error (error);
   g_assert_cmpint (took, >=, 190);
-  g_assert_cmpint (took, <, 1500);
+  g_assert_cmpint (took, <, 2500);
   for (guint i = 0; i < 4; i++)
     {
       g_assert_false (redis_lock_is_acquired_in_this_process (locks[i]));
       if (i != 2)
-        g_assert_false (test_store_exists (fx, redis_lock_get_key (locks[i])));
+        assert_gone (fx, locks[i]);
     }
   test_assert_held_by (fx, "set2", other, 60000);
 
@@ -116,7 +125,7 @@ test_one_held_elsewhere (TestFixture *fx, gconstpointer data)
   g_assert_no_error (error);
   for (guint i = 0; i < 4; i++)
     if (i != 2)
-      g_assert_false (test_store_exists (fx, redis_lock_get_key (locks[i])));
+      assert_gone (fx, locks[i]);
   g_assert_false (redis_lock_is_acquired_in_this_process (locks[0]));
 
   test_unlock_ok (blocker);
@@ -225,11 +234,11 @@ test_local_holder (TestFixture *fx, gconstpointer data)
   start = test_now_ms ();
   g_assert_false (redis_lock_try_lock_all (locks, 3, 100, NULL, &error));
   g_assert_no_error (error);
-  g_assert_cmpint (test_now_ms () - start, <, 1500);
+  g_assert_cmpint (test_now_ms () - start, <, 2500);
   g_assert_false (redis_lock_is_held_by_current_thread (locks[0]));
   g_assert_false (redis_lock_is_acquired_in_this_process (locks[0]));
   g_assert_false (redis_lock_is_acquired_in_this_process (locks[1]));
-  g_assert_false (test_store_exists (fx, redis_lock_get_key (locks[0])));
+  assert_gone (fx, locks[0]);
   holder_finish (&h);
   g_assert_true (redis_lock_try_lock_all (locks, 3, 1000, NULL, &error));
   g_assert_no_error (error);
@@ -399,7 +408,7 @@ test_reentrant (TestFixture *fx, gconstpointer data)
   g_assert_cmpuint (redis_lock_get_hold_count (locks[0]), ==, 1);
   g_assert_false (redis_lock_is_acquired_in_this_process (locks[1]));
   g_assert_true (test_store_exists (fx, redis_lock_get_key (locks[0])));
-  g_assert_false (test_store_exists (fx, redis_lock_get_key (locks[1])));
+  assert_gone (fx, locks[1]);
 
   /* The set cannot be had: the extra hold goes again, the first one stays. */
   test_lock_ok (blocker);
@@ -408,7 +417,7 @@ test_reentrant (TestFixture *fx, gconstpointer data)
   g_assert_cmpuint (redis_lock_get_hold_count (locks[0]), ==, 1);
   g_assert_false (redis_lock_is_acquired_in_this_process (locks[1]));
   g_assert_true (test_store_exists (fx, redis_lock_get_key (locks[0])));
-  g_assert_false (test_store_exists (fx, redis_lock_get_key (locks[1])));
+  assert_gone (fx, locks[1]);
   test_unlock_ok (blocker);
   test_unlock_ok (locks[0]);
   assert_none_anywhere (fx, locks, 3);
@@ -469,7 +478,7 @@ test_several_registries (TestFixture *fx, gconstpointer data)
   for (guint i = 0; i < 3; i++)
     {
       g_assert_false (redis_lock_is_acquired_in_this_process (locks[i]));
-      g_assert_false (test_store_exists (fx, redis_lock_get_key (locks[i])));
+      assert_gone (fx, locks[i]);
     }
   test_unlock_ok (blocker);
   unref_set (locks, 4);
