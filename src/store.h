@@ -2,9 +2,9 @@
 /* store.h: the seam between the lock logic and where leases live.
  *
  * lock.c, registry.c and leases.c speak only in the terms of this file: a lease is
- * acquired, held by another owner (for so many milliseconds), kept, released or lost,
- * and a store tells the registry when a lease may have been released so waiters can
- * retry. The Redis store (redis-store.c for the protocol, notify.c for the wake-ups)
+ * acquired (with a fencing token when asked), held by another owner (for so many
+ * milliseconds), kept, released or lost, alone or several in one request, and a store
+ * tells the registry when a lease may have been released so waiters can retry. The Redis store (redis-store.c for the protocol, notify.c for the wake-ups)
  * is one implementation, the memory store another; store.c picks one by URL, and a new
  * store slots in behind the same table without the layers above learning which one
  * they talk to.
