@@ -225,7 +225,8 @@ typedef void (*TestFixtureFunc) (TestFixture *fixture, gconstpointer data);
 /* Registers @func once per store, as "/redis" @path, "/memory" @path, "/cluster" @path
  * and "/tls" @path (@path starts with "/"), so one test source checks that every store
  * behaves alike. @func gets @data as its second argument and the store in
- * fixture->store. */
+ * fixture->store. The environment variable REDISLOCK_TEST_STORES (for example
+ * "redis,memory") limits the stores. */
 void test_add_stores (const char *path, gconstpointer data, TestFixtureFunc func);
 
 /* Registers @func as "/redis" @path only, for what only a Redis server has (commands
