@@ -252,7 +252,10 @@ REDIS_LOCK_EXPORT guint64 redis_lock_get_fencing_token (RedisLock *lock);
  * for the holder's release (or its TTL) before trying the whole set again, so it never
  * keeps some while waiting for others. Locks the calling thread already holds count
  * one more hold, without Redis, and lose it again on failure. With fencing on (see
- * redis_lock_registry_set_fencing()) each lease gets its own token.
+ * redis_lock_registry_set_fencing()) each lease gets its own token. The order covers
+ * the locks a call takes: a thread that already holds a lock of another thread's set,
+ * taken before and outside its own set, can still deadlock with it as with any two
+ * locks taken in opposite orders (a finite @wait_ms bounds that).
  *
  * %NULL @locks, @n == 0 or a %NULL element is a programming error (a critical).
  *
