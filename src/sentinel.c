@@ -565,12 +565,15 @@ static const RlTopologyVTable sentinel_vtable = {
 };
 
 RlTopology *
-rl_sentinel_open (const RlUrl *url, RlStoreContext *ctx, GError **error)
+rl_sentinel_open (const RlUrl *url, RlStoreContext *ctx, RlTopologyChangedFunc changed,
+                  gpointer changed_data, GError **error)
 {
   RlSentinel *self = g_new0 (RlSentinel, 1);
 
   self->parent.vt = &sentinel_vtable;
   self->parent.ctx = ctx;
+  self->parent.changed = changed;
+  self->parent.changed_data = changed_data;
   self->parent.publish_counts_all = TRUE;
   self->wake[0] = self->wake[1] = -1;
   rl_conn_config_copy (&url->node, &self->node_config);

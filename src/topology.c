@@ -95,25 +95,22 @@ rl_topology_open (const RlUrl *url, RlStoreContext *ctx, RlTopologyChangedFunc c
         RlConnConfig config;
         rl_conn_config_copy (&url->node, &config);
         self->parent.vt = &single_vtable;
+        self->parent.ctx = ctx;
         self->parent.publish_counts_all = TRUE;
         self->node = rl_node_new (&config, ctx);
         topology = &self->parent;
         break;
       }
     case RL_TOPOLOGY_CLUSTER:
+      /* A cluster's master never changes as a whole: no @changed. */
       topology = rl_cluster_open (url, ctx, error);
       break;
     case RL_TOPOLOGY_SENTINEL:
-      topology = rl_sentinel_open (url, ctx, error);
+      /* Its thread may call @changed as soon as it runs: given before it starts. */
+      topology = rl_sentinel_open (url, ctx, changed, changed_data, error);
       break;
     default:
       g_assert_not_reached ();
-    }
-  if (topology != NULL)
-    {
-      topology->ctx = ctx;
-      topology->changed = changed;
-      topology->changed_data = changed_data;
     }
   return topology;
 }

@@ -96,7 +96,9 @@ RlTopology *rl_topology_open (const RlUrl *url, RlStoreContext *ctx,
 /* Redis Cluster (cluster.c). */
 RlTopology *rl_cluster_open (const RlUrl *url, RlStoreContext *ctx, GError **error);
 /* Redis Sentinel (sentinel.c). */
-RlTopology *rl_sentinel_open (const RlUrl *url, RlStoreContext *ctx, GError **error);
+RlTopology *rl_sentinel_open (const RlUrl *url, RlStoreContext *ctx,
+                              RlTopologyChangedFunc changed, gpointer changed_data,
+                              GError **error);
 
 static inline void
 rl_topology_free (RlTopology *topology)
