@@ -17,6 +17,8 @@ void section_cluster_uncontended (Bench *b, Section *s);
 void section_cluster_watchdog (Bench *b, Section *s);
 /* section-fencing.c: fencing tokens and several locks at once. */
 void section_fencing (Bench *b, Section *s);
+/* section-tls.c: lock+unlock over rediss://, on a private TLS server. */
+void section_tls (Bench *b, Section *s);
 
 typedef struct
 {
@@ -39,6 +41,7 @@ static const SectionEntry section_table[] = {
     section_cluster_uncontended },
   { "cluster-watchdog", "Watchdog tick with leases spread over 3 cluster masters",
     section_cluster_watchdog },
+  { "tls", "Uncontended lock+unlock over TLS (rediss://)", section_tls },
   { "memory", "Memory of the lock cache", section_memory },
 };
 
