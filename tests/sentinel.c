@@ -358,12 +358,13 @@ test_failover_under_load (gconstpointer data)
   run.locks[0] = test_obtain (a, "load");
   run.locks[1] = test_obtain (b, "load");
   workers = test_run_threads_in_background (LOAD_THREADS, load_worker, &run);
-  TEST_WAIT_UNTIL (g_atomic_int_get (&run.sections) >= 50, 20000);
+  TEST_WAIT_UNTIL (g_atomic_int_get (&run.sections) >= 20, 60000);
 
   g_assert_cmpint (redis_lock_test_sentinel_failover (s, 30000, &error), >, 0);
   g_assert_no_error (error);
   before = g_atomic_int_get (&run.sections);
-  TEST_WAIT_UNTIL (g_atomic_int_get (&run.sections) >= before + 50, 20000);
+  /* Generous: under valgrind a section takes milliseconds. */
+  TEST_WAIT_UNTIL (g_atomic_int_get (&run.sections) >= before + 20, 60000);
   g_atomic_int_set (&run.stop, 1);
   g_thread_join (workers);
 
