@@ -579,11 +579,12 @@ put_uint (char *p, gsize value)
 void
 rl_conn_append (RlConn *conn, int argc, const char **argv)
 {
-  gsize lens[16];
+  gsize stack_lens[16];
+  g_autofree gsize *heap_lens = argc > 16 ? g_new (gsize, argc) : NULL;
+  gsize *lens = heap_lens != NULL ? heap_lens : stack_lens;
   gsize size = 16;
   char *p;
 
-  g_assert (argc <= (int) G_N_ELEMENTS (lens));
   for (int i = 0; i < argc; i++)
     {
       lens[i] = strlen (argv[i]);

@@ -54,8 +54,8 @@ RlConn *rl_conn_open (const RlConnConfig *config, RlTls *tls, gint64 timeout_ms,
 void rl_conn_free (RlConn *conn);
 void rl_conn_set_timeout (RlConn *conn, gint64 timeout_ms);
 
-/* Queues one command, encoded here (half of the client's instructions per lock/unlock
- * pair went to hiredis's printf-style formatter). */
+/* Queues one command of any number of arguments, encoded here (half of the client's
+ * instructions per lock/unlock pair went to hiredis's printf-style formatter). */
 void rl_conn_append (RlConn *conn, int argc, const char **argv);
 /* Sends what is queued and reads the next reply, within the connection's timeout.
  * FALSE when the connection failed (conn->err says how). */
