@@ -15,8 +15,6 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -95,41 +93,12 @@ name_on (RedisLockTestCluster *cluster, guint node, const char *prefix, guint nt
     }
 }
 
-static RedisLockRegistry *
-registry_on (const char *url)
-{
-  GError *error = NULL;
-  RedisLockRegistry *registry = redis_lock_registry_new (url, REGISTRY_KEY, &error);
-
-  g_assert_no_error (error);
-  g_assert_nonnull (registry);
-  return registry;
-}
-
 /* The URL naming only node @node as seed. */
 static char *
 single_seed_url (RedisLockTestCluster *cluster, guint node)
 {
   return g_strdup_printf ("redis-cluster://127.0.0.1:%d",
                           redis_lock_test_cluster_get_port (cluster, node));
-}
-
-/* A TCP port of 127.0.0.1 that nothing listens on now. */
-static int
-free_port (void)
-{
-  struct sockaddr_in addr = { 0 };
-  socklen_t len = sizeof addr;
-  int fd = socket (AF_INET, SOCK_STREAM, 0);
-  int port;
-
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
-  g_assert_cmpint (bind (fd, (struct sockaddr *) &addr, sizeof addr), ==, 0);
-  g_assert_cmpint (getsockname (fd, (struct sockaddr *) &addr, &len), ==, 0);
-  port = ntohs (addr.sin_port);
-  close (fd);
-  return port;
 }
 
 /* --- Routing ------------------------------------------------------------------------ */
@@ -149,7 +118,7 @@ test_spread (void)
   if (cluster == NULL)
     return;
   url = single_seed_url (cluster, 1);
-  registry = registry_on (url);
+  registry = test_registry_new_on (url);
 
   for (guint i = 0; i < G_N_ELEMENTS (locks); i++)
     {
@@ -239,7 +208,7 @@ test_watchdog_batch_per_master (void)
                   "pipelined batch per master, sent to all at once");
   if (cluster == NULL)
     return;
-  registry = registry_on (redis_lock_test_cluster_get_url (cluster));
+  registry = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
   redis_lock_registry_set_expire_after_ms (registry, 900);
   for (guint i = 0; i < G_N_ELEMENTS (locks); i++)
     {
@@ -291,8 +260,8 @@ test_migrate_held_lock (void)
                   "key there; after the migration, MOVED leads to the new owner");
   if (cluster == NULL)
     return;
-  a = registry_on (redis_lock_test_cluster_get_url (cluster));
-  b = registry_on (redis_lock_test_cluster_get_url (cluster));
+  a = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
+  b = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
   redis_lock_registry_set_watchdog (a, FALSE);
   la = test_obtain (a, "migrating");
   lb = test_obtain (b, "migrating");
@@ -351,7 +320,7 @@ test_migrate_watchdog (void)
                   "renewals follow ASK, then MOVED");
   if (cluster == NULL)
     return;
-  a = registry_on (redis_lock_test_cluster_get_url (cluster));
+  a = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
   redis_lock_registry_set_expire_after_ms (a, 600);
   la = test_obtain (a, "watched");
   key = redis_lock_get_key (la);
@@ -439,8 +408,8 @@ test_migrate_stress (void)
                   "lost, no call fails");
   if (cluster == NULL)
     return;
-  a = registry_on (redis_lock_test_cluster_get_url (cluster));
-  b = registry_on (redis_lock_test_cluster_get_url (cluster));
+  a = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
+  b = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
   /* Each registry must go to Redis for each section: no hand-offs that would hide
    * the cross-registry exclusion. */
   redis_lock_registry_set_max_local_handoffs (a, 0);
@@ -527,7 +496,7 @@ test_failover_with_replica (void)
     return;
   replica_node = 3 + master;
   test_lease_lost_init (&lost);
-  registry = registry_on (redis_lock_test_cluster_get_url (cluster));
+  registry = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
   redis_lock_registry_set_expire_after_ms (registry, 30000);
   redis_lock_registry_set_command_timeout_ms (registry, 500);
   redis_lock_registry_set_connect_timeout_ms (registry, 500);
@@ -583,28 +552,6 @@ test_failover_with_replica (void)
   test_lease_lost_clear (&lost);
 }
 
-/* A waiter of registry @data that takes @lock for up to 20 s. */
-typedef struct
-{
-  RedisLock *lock;
-  gboolean acquired;
-  gint64 returned_ms;
-} Waiter;
-
-static gpointer
-waiter_main (gpointer data)
-{
-  Waiter *w = data;
-  g_autoptr (GError) error = NULL;
-
-  w->acquired = redis_lock_try_lock_for (w->lock, 20000, NULL, &error);
-  g_assert_no_error (error);
-  w->returned_ms = test_now_ms ();
-  if (w->acquired)
-    test_unlock_ok (w->lock);
-  return NULL;
-}
-
 /* PUBSUB NUMPAT of one node: the pattern subscriptions made there. */
 static long long
 node_numpat (RedisLockTestCluster *cluster, guint node)
@@ -627,7 +574,7 @@ test_master_down_without_replica (void)
   g_autoptr (RedisLock) lb = NULL;
   g_autoptr (GError) error = NULL;
   g_autofree char *dead_name = NULL, *live_name = NULL;
-  Waiter w = { 0 };
+  TestWaiter w = { 0 };
   GThread *thread;
   gint64 t0, unlocked_ms;
   guint64 notifications;
@@ -645,8 +592,8 @@ test_master_down_without_replica (void)
       freeReplyObject (test_redis_command (c, "CONFIG SET cluster-require-full-coverage no"));
       redisFree (c);
     }
-  a = registry_on (redis_lock_test_cluster_get_url (cluster));
-  b = registry_on (redis_lock_test_cluster_get_url (cluster));
+  a = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
+  b = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
   for (guint i = 0; i < 2; i++)
     {
       RedisLockRegistry *r = i == 0 ? a : b;
@@ -685,7 +632,7 @@ test_master_down_without_replica (void)
   TEST_WAIT_UNTIL (node_numpat (cluster, 1) + node_numpat (cluster, 2) == 1, 10000);
   notifications = test_stats (b).notifications;
   w.lock = lb;
-  thread = g_thread_new ("waiter", waiter_main, &w);
+  thread = g_thread_new ("waiter", test_waiter_main, &w);
   g_assert_true (test_wait_contended (b, test_stats (b).contended_attempts + 1, 10000));
   unlocked_ms = test_now_ms ();
   test_unlock_ok (la);
@@ -744,7 +691,7 @@ test_spring_peer (void)
   g_autoptr (RedisLock) lock = NULL;
   g_autoptr (GError) error = NULL;
   g_autofree char *name = NULL, *key = NULL, *channel = NULL;
-  Waiter w = { 0 };
+  TestWaiter w = { 0 };
   GThread *thread;
   gint64 unlocked_ms;
 
@@ -753,7 +700,7 @@ test_spring_peer (void)
                   "the key's master) wakes our waiter wherever its subscription is");
   if (cluster == NULL)
     return;
-  registry = registry_on (redis_lock_test_cluster_get_url (cluster));
+  registry = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
   /* Only a notification can wake the waiter quickly. */
   redis_lock_registry_set_idle_between_tries_ms (registry, 20000);
   /* A key on another master than the subscription's (the first master's). */
@@ -770,7 +717,7 @@ test_spring_peer (void)
   g_assert_false (redis_lock_try_lock (lock, &error));
   g_assert_no_error (error);
   w.lock = lock;
-  thread = g_thread_new ("waiter", waiter_main, &w);
+  thread = g_thread_new ("waiter", test_waiter_main, &w);
   g_assert_true (test_wait_contended (registry, test_stats (registry).contended_attempts + 1,
                                       10000));
   unlocked_ms = test_now_ms ();
@@ -820,7 +767,7 @@ test_tool (void)
   if (cluster == NULL)
     return;
   url = redis_lock_test_cluster_get_url (cluster);
-  registry = registry_on (url);
+  registry = test_registry_new_on (url);
   for (guint node = 0; node < 3; node++)
     {
       g_autofree char *name = name_on (cluster, node, "tool", 0);
@@ -861,7 +808,7 @@ test_seeds_down (void)
 {
   g_autoptr (GError) error = NULL;
   g_autofree char *url = g_strdup_printf ("redis-cluster://127.0.0.1:%d,127.0.0.1:%d",
-                                          free_port (), free_port ());
+                                          test_free_tcp_port (), test_free_tcp_port ());
   gint64 t0 = test_now_ms ();
   RedisLockRegistry *registry = redis_lock_registry_new (url, REGISTRY_KEY, &error);
 
@@ -875,7 +822,7 @@ test_seeds_down (void)
 static void
 test_seed_not_cluster (void)
 {
-  int port = free_port ();
+  int port = test_free_tcp_port ();
   g_autofree char *port_line = g_strdup_printf ("port %d", port);
   const char *lines[] = { "bind 127.0.0.1", port_line, NULL };
   g_autoptr (RedisLockTestServer) server = redis_lock_test_server_new_or_skip (lines);
@@ -910,7 +857,7 @@ test_slot_without_owner (void)
                   "command timeout, not a hang");
   if (cluster == NULL)
     return;
-  registry = registry_on (redis_lock_test_cluster_get_url (cluster));
+  registry = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
   redis_lock_registry_set_command_timeout_ms (registry, 300);
   lock = test_obtain (registry, "orphan");
   slot = redis_lock_test_cluster_key_slot (redis_lock_get_key (lock));

@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -709,6 +711,49 @@ void
 test_add_redis (const char *path, gconstpointer data, TestFixtureFunc func)
 {
   add_one ("/redis", path, data, test_fixture_setup_redis, func);
+}
+
+int
+test_free_tcp_port (void)
+{
+  struct sockaddr_in addr = { 0 };
+  socklen_t len = sizeof addr;
+  int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int port;
+
+  g_assert_cmpint (fd, >=, 0);
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+  g_assert_cmpint (bind (fd, (struct sockaddr *) &addr, sizeof addr), ==, 0);
+  g_assert_cmpint (getsockname (fd, (struct sockaddr *) &addr, &len), ==, 0);
+  port = ntohs (addr.sin_port);
+  close (fd);
+  return port;
+}
+
+RedisLockRegistry *
+test_registry_new_on (const char *url)
+{
+  GError *error = NULL;
+  RedisLockRegistry *registry = redis_lock_registry_new (url, TEST_REGISTRY_KEY, &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (registry);
+  return registry;
+}
+
+gpointer
+test_waiter_main (gpointer data)
+{
+  TestWaiter *w = data;
+  GError *error = NULL;
+
+  w->acquired = redis_lock_try_lock_for (w->lock, 20000, NULL, &error);
+  g_assert_no_error (error);
+  w->returned_ms = test_now_ms ();
+  if (w->acquired)
+    test_unlock_ok (w->lock);
+  return NULL;
 }
 
 RedisLockRegistry *

@@ -253,6 +253,24 @@ void test_add_redis (const char *path, gconstpointer data, TestFixtureFunc func)
   }                                                                                                \
   G_STMT_END
 
+/* A TCP port of 127.0.0.1 that nothing listens on now. */
+int test_free_tcp_port (void);
+
+/* A registry on @url under TEST_REGISTRY_KEY, asserting success. */
+RedisLockRegistry *test_registry_new_on (const char *url);
+
+/* A thread that takes a lock with try_lock_for (up to 20 s), records whether and when
+ * it returned, and unlocks it at once when it got it. */
+typedef struct
+{
+  RedisLock *lock;
+  gboolean acquired;
+  gint64 returned_ms;
+} TestWaiter;
+
+/* The thread function: g_thread_new (name, test_waiter_main, waiter). */
+gpointer test_waiter_main (gpointer waiter);
+
 /* Another registry on the fixture's store and key, as another process would have. */
 RedisLockRegistry *test_registry_new (TestFixture *fixture);
 

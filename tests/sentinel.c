@@ -13,8 +13,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <netinet/in.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,34 +67,6 @@ wait_replicated (RedisLockTestSentinel *s, guint node, const char *key, const ch
     }
 }
 
-static RedisLockRegistry *
-registry_on (const char *url)
-{
-  GError *error = NULL;
-  RedisLockRegistry *registry = redis_lock_registry_new (url, REGISTRY_KEY, &error);
-
-  g_assert_no_error (error);
-  g_assert_nonnull (registry);
-  return registry;
-}
-
-static int
-free_port (void)
-{
-  struct sockaddr_in addr = { 0 };
-  socklen_t len = sizeof addr;
-  int fd = socket (AF_INET, SOCK_STREAM, 0);
-  int port;
-
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
-  g_assert_cmpint (bind (fd, (struct sockaddr *) &addr, sizeof addr), ==, 0);
-  g_assert_cmpint (getsockname (fd, (struct sockaddr *) &addr, &len), ==, 0);
-  port = ntohs (addr.sin_port);
-  close (fd);
-  return port;
-}
-
 /* --- Discovery and failover --------------------------------------------------------- */
 
 static void
@@ -112,7 +82,7 @@ test_basic (void)
                   "there, and unlock deletes it");
   if (s == NULL)
     return;
-  registry = registry_on (redis_lock_test_sentinel_get_url (s));
+  registry = test_registry_new_on (redis_lock_test_sentinel_get_url (s));
   lock = test_obtain (registry, "basic");
   test_lock_ok (lock);
   master = redis_lock_test_sentinel_get_master (s);
@@ -139,7 +109,7 @@ test_failover_idle (void)
                   "master");
   if (s == NULL)
     return;
-  registry = registry_on (redis_lock_test_sentinel_get_url (s));
+  registry = test_registry_new_on (redis_lock_test_sentinel_get_url (s));
   lock = test_obtain (registry, "idle");
   test_lock_ok (lock);
   test_unlock_ok (lock);
@@ -201,7 +171,7 @@ test_failover_audit (void)
   if (s == NULL)
     return;
   test_lease_lost_init (&lost);
-  registry = registry_on (redis_lock_test_sentinel_get_url (s));
+  registry = test_registry_new_on (redis_lock_test_sentinel_get_url (s));
   redis_lock_registry_set_expire_after_ms (registry, 30000);
   redis_lock_registry_set_lease_lost_callback (registry, test_lease_lost_cb, &lost, NULL);
   kept = test_obtain (registry, "kept");
@@ -346,8 +316,8 @@ test_failover_under_load (gconstpointer data)
   run.lost_in = g_new0 (guint8, LOAD_MAX_SECTIONS);
   run.pairs = g_array_new (FALSE, FALSE, sizeof (SectionPair));
   g_mutex_init (&run.pairs_mutex);
-  a = registry_on (redis_lock_test_sentinel_get_url (s));
-  b = registry_on (redis_lock_test_sentinel_get_url (s));
+  a = test_registry_new_on (redis_lock_test_sentinel_get_url (s));
+  b = test_registry_new_on (redis_lock_test_sentinel_get_url (s));
   for (guint i = 0; i < 2; i++)
     {
       RedisLockRegistry *r = i == 0 ? a : b;
@@ -407,7 +377,7 @@ test_subscription_moves (void)
   if (s == NULL)
     return;
   test_lease_lost_init (&lost);
-  registry = registry_on (redis_lock_test_sentinel_get_url (s));
+  registry = test_registry_new_on (redis_lock_test_sentinel_get_url (s));
   redis_lock_registry_set_expire_after_ms (registry, 30000);
   redis_lock_registry_set_lease_lost_callback (registry, test_lease_lost_cb, &lost, NULL);
   dropped = test_obtain (registry, "dropped");
@@ -476,7 +446,7 @@ test_min_replicas_paused_replica (void)
   if (s == NULL)
     return;
   /* The master alone, by its own URL: a single server with a replica. */
-  registry = registry_on (redis_lock_test_sentinel_get_node_url (s, 0));
+  registry = test_registry_new_on (redis_lock_test_sentinel_get_node_url (s, 0));
   redis_lock_registry_set_min_replicas (registry, 1, 300);
   first = test_obtain (registry, "first");
   second = test_obtain (registry, "second");
@@ -512,7 +482,7 @@ test_min_replicas_renewal (void)
                   "fails NOT_REPLICATED; with it back, renewals succeed");
   if (s == NULL)
     return;
-  registry = registry_on (redis_lock_test_sentinel_get_node_url (s, 0));
+  registry = test_registry_new_on (redis_lock_test_sentinel_get_node_url (s, 0));
   redis_lock_registry_set_watchdog (registry, FALSE);
   redis_lock_registry_set_min_replicas (registry, 1, 200);
   lock = test_obtain (registry, "renewed");
@@ -534,7 +504,7 @@ test_sentinels_down (void)
 {
   g_autoptr (GError) error = NULL;
   g_autofree char *url = g_strdup_printf ("redis-sentinel://127.0.0.1:%d,127.0.0.1:%d#mymaster",
-                                          free_port (), free_port ());
+                                          test_free_tcp_port (), test_free_tcp_port ());
   RedisLockRegistry *registry;
   gint64 t0 = test_now_ms ();
 

@@ -12,8 +12,6 @@
 #include "config.h"
 
 #include <string.h>
-#include <sys/socket.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -36,17 +34,6 @@ tls_server_new (RedisLockTestTlsFlags flags)
       return NULL;
     }
   return redis_lock_test_server_new_tls_or_skip (flags, NULL);
-}
-
-static RedisLockRegistry *
-registry_on (const char *url)
-{
-  GError *error = NULL;
-  RedisLockRegistry *registry = redis_lock_registry_new (url, REGISTRY_KEY, &error);
-
-  g_assert_no_error (error);
-  g_assert_nonnull (registry);
-  return registry;
 }
 
 /* redis_lock_registry_new (@url) must fail with CONNECTION within the connect timeout
@@ -81,23 +68,6 @@ url_with (RedisLockTestServer *server, const char *ca, const char *sni)
                           sni != NULL ? "&sni=" : "", sni != NULL ? sni : "");
 }
 
-static int
-free_port (void)
-{
-  struct sockaddr_in addr = { 0 };
-  socklen_t len = sizeof addr;
-  int fd = socket (AF_INET, SOCK_STREAM, 0);
-  int port;
-
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
-  g_assert_cmpint (bind (fd, (struct sockaddr *) &addr, sizeof addr), ==, 0);
-  g_assert_cmpint (getsockname (fd, (struct sockaddr *) &addr, &len), ==, 0);
-  port = ntohs (addr.sin_port);
-  close (fd);
-  return port;
-}
-
 /* --- Working over TLS -------------------------------------------------------------- */
 
 static void
@@ -115,7 +85,7 @@ test_lock_unlock (void)
   if (server == NULL)
     return;
   g_assert_true (g_str_has_prefix (redis_lock_test_server_get_url (server), "rediss://"));
-  registry = registry_on (redis_lock_test_server_get_url (server));
+  registry = test_registry_new_on (redis_lock_test_server_get_url (server));
   lock = test_obtain (registry, "tls");
   test_lock_ok (lock);
   raw = test_redis_connect (server);
@@ -141,7 +111,7 @@ test_by_host_name (void)
     return;
   url = g_strdup_printf ("rediss://localhost:%d?ca=%s", redis_lock_test_server_get_port (server),
                          redis_lock_test_server_get_tls_file (server, REDIS_LOCK_TEST_TLS_CA));
-  registry = registry_on (url);
+  registry = test_registry_new_on (url);
   lock = test_obtain (registry, "named");
   test_lock_ok (lock);
   test_unlock_ok (lock);
@@ -149,32 +119,10 @@ test_by_host_name (void)
   g_clear_pointer (&registry, redis_lock_registry_unref);
   g_free (url);
   url = url_with (server, NULL, "localhost");
-  registry = registry_on (url);
+  registry = test_registry_new_on (url);
   lock = test_obtain (registry, "named");
   test_lock_ok (lock);
   test_unlock_ok (lock);
-}
-
-/* A thread that waits up to 20 s for a lock. */
-typedef struct
-{
-  RedisLock *lock;
-  gboolean acquired;
-  gint64 returned_ms;
-} Waiter;
-
-static gpointer
-waiter_main (gpointer data)
-{
-  Waiter *w = data;
-  g_autoptr (GError) error = NULL;
-
-  w->acquired = redis_lock_try_lock_for (w->lock, 20000, NULL, &error);
-  g_assert_no_error (error);
-  w->returned_ms = test_now_ms ();
-  if (w->acquired)
-    test_unlock_ok (w->lock);
-  return NULL;
 }
 
 static void
@@ -186,7 +134,7 @@ test_notification_and_watchdog (void)
   g_autoptr (RedisLockRegistry) b = NULL;
   g_autoptr (RedisLock) la = NULL;
   g_autoptr (RedisLock) lb = NULL;
-  Waiter w = { 0 };
+  TestWaiter w = { 0 };
   GThread *thread;
   gint64 unlocked_ms;
   guint64 notifications;
@@ -196,8 +144,8 @@ test_notification_and_watchdog (void)
                   "subscription is a TLS connection too)");
   if (server == NULL)
     return;
-  a = registry_on (redis_lock_test_server_get_url (server));
-  b = registry_on (redis_lock_test_server_get_url (server));
+  a = test_registry_new_on (redis_lock_test_server_get_url (server));
+  b = test_registry_new_on (redis_lock_test_server_get_url (server));
   redis_lock_registry_set_expire_after_ms (a, 600);
   /* Polling could not explain a quick wake-up. */
   redis_lock_registry_set_idle_between_tries_ms (b, 20000);
@@ -211,7 +159,7 @@ test_notification_and_watchdog (void)
 
   notifications = test_stats (b).notifications;
   w.lock = lb;
-  thread = g_thread_new ("waiter", waiter_main, &w);
+  thread = g_thread_new ("waiter", test_waiter_main, &w);
   g_assert_true (test_wait_contended (b, test_stats (b).contended_attempts + 1, 10000));
   unlocked_ms = test_now_ms ();
   test_unlock_ok (la);
@@ -235,7 +183,7 @@ test_client_certificate (void)
   if (server == NULL)
     return;
   g_assert_nonnull (strstr (redis_lock_test_server_get_url (server), "cert="));
-  registry = registry_on (redis_lock_test_server_get_url (server));
+  registry = test_registry_new_on (redis_lock_test_server_get_url (server));
   lock = test_obtain (registry, "client-cert");
   test_lock_ok (lock);
   test_unlock_ok (lock);
@@ -323,7 +271,7 @@ test_plain_client_tls_port (void)
 static void
 test_tls_client_plain_port (void)
 {
-  int port = free_port ();
+  int port = test_free_tcp_port ();
   g_autofree char *port_line = g_strdup_printf ("port %d", port);
   const char *lines[] = { "bind 127.0.0.1", port_line, NULL };
   g_autoptr (RedisLockTestServer) tls
