@@ -156,6 +156,12 @@ test_notification_and_watchdog (void)
   for (int i = 0; i < 3; i++)
     test_wait_full_tick (a);
   g_assert_false (redis_lock_is_lease_lost (la));
+  test_unlock_ok (la);
+
+  /* A long lease now: the waiter's sleep, bounded by the holder's PTTL, cannot end
+   * before the unlock by itself. */
+  redis_lock_registry_set_expire_after_ms (a, 30000);
+  test_lock_ok (la);
 
   notifications = test_stats (b).notifications;
   w.lock = lb;
