@@ -1018,8 +1018,29 @@ read_acquire_all (const redisReply *reply, RlLeaseItem *items, const guint *idx,
   return TRUE;
 }
 
-/* The most arguments one command may have (rl_conn_append() encodes at most 16). */
+/* The most arguments one ACQUIRE ALL command is given: it bounds how many leases one
+ * all-or-none group holds (5, with fencing 3), so that a script's work stays short. */
 #define RL_ARGV_MAX 16
+
+/* How a pipelined batch of acquisitions ended: with @first_error (propagated), or
+ * NOT_REPLICATED when a lease was taken on the master alone (the caller releases it);
+ * FALSE in both cases. */
+static gboolean
+acquisitions_failed (RlRedisStore *self, GError **first_error, gboolean unreplicated,
+                     const char *key, GError **error)
+{
+  if (*first_error != NULL)
+    {
+      g_propagate_error (error, g_steal_pointer (first_error));
+      return TRUE;
+    }
+  if (unreplicated)
+    {
+      set_not_replicated (self, error, "acquisition", key);
+      return TRUE;
+    }
+  return FALSE;
+}
 
 /* The cheap way first, as a single acquisition goes: a plain `SET key value NX PX ttl`
  * per lease (no script runs), all pipelined, one round trip. TRUE when every lease was
@@ -1066,17 +1087,8 @@ acquire_many_plain (RlRedisStore *self, guint n, RlLeaseItem *items, const char 
         first_error = g_steal_pointer (&cmd->error);
       pipe_command_clear (cmd);
     }
-  if (first_error != NULL)
-    {
-      g_propagate_error (error, g_steal_pointer (&first_error));
-      return TRUE;
-    }
-  if (unreplicated)
-    {
-      /* Taken on the master alone: the caller releases them. */
-      set_not_replicated (self, error, "acquisition", items[0].key);
-      return TRUE;
-    }
+  if (acquisitions_failed (self, &first_error, unreplicated, items[0].key, error))
+    return TRUE;
   return all;
 }
 
@@ -1205,17 +1217,7 @@ redis_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
         first_error = g_steal_pointer (&cmd->error);
       pipe_command_clear (cmd);
     }
-  if (first_error != NULL)
-    {
-      g_propagate_error (error, g_steal_pointer (&first_error));
-      return FALSE;
-    }
-  if (unreplicated)
-    {
-      set_not_replicated (self, error, "acquisition", items[0].key);
-      return FALSE;
-    }
-  return TRUE;
+  return !acquisitions_failed (self, &first_error, unreplicated, items[0].key, error);
 }
 
 /* RELEASE of each item, pipelined: one round trip per node. */
