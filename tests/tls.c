@@ -138,6 +138,7 @@ test_notification_and_watchdog (void)
   GThread *thread;
   gint64 unlocked_ms;
   guint64 notifications;
+  redisContext *raw;
 
   g_test_summary ("Over TLS, the watchdog keeps a short lease alive through several ticks, and "
                   "a waiter of another registry is woken by the unlock notification (its "
@@ -163,6 +164,12 @@ test_notification_and_watchdog (void)
   redis_lock_registry_set_expire_after_ms (a, 30000);
   test_lock_ok (la);
 
+  /* b's subscription is up before its waiter starts: the subscription coming up wakes
+   * waiters too, and must not stand in for the notification. */
+  g_assert_false (redis_lock_try_lock_for (lb, 50, NULL, NULL));
+  raw = test_redis_connect (server);
+  TEST_WAIT_UNTIL (test_redis_integer (raw, "PUBSUB NUMPAT") == 1, 10000);
+  redisFree (raw);
   notifications = test_stats (b).notifications;
   w.lock = lb;
   thread = g_thread_new ("waiter", test_waiter_main, &w);
