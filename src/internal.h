@@ -41,6 +41,7 @@ struct _RedisLockRegistry
   RedisLockRegistryStats stats; /* atomic counters */
   RlSettings settings;          /* written by registry.c's setters, atomically */
   gint fencing;                 /* atomic, written by registry.c: acquisitions take a token */
+  gboolean quorum;              /* set at creation: the store is a quorum store (no fencing) */
   RlLeases *leases;
 
   /* The lock cache. */

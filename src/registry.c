@@ -79,12 +79,11 @@ on_released (const char *key, gpointer user_data)
   rl_mutex_unlock (&registry->cache_mutex);
 }
 
-RedisLockRegistry *
-redis_lock_registry_new (const char *url, const char *registry_key, GError **error)
+/* A registry on the store of @url, or the quorum store of @urls when it is not NULL. */
+static RedisLockRegistry *
+registry_new (const char *url, const char *const *urls, const char *registry_key, GError **error)
 {
   RedisLockRegistry *registry;
-
-  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
   if (registry_key == NULL || *registry_key == '\0')
     {
@@ -92,8 +91,6 @@ redis_lock_registry_new (const char *url, const char *registry_key, GError **err
                            "The registry key must be a non-empty string");
       return NULL;
     }
-  if (url == NULL)
-    url = "redis://127.0.0.1:6379";
 
   rl_fork_guard_init ();
   registry = g_new0 (RedisLockRegistry, 1);
@@ -111,11 +108,16 @@ redis_lock_registry_new (const char *url, const char *registry_key, GError **err
   registry->store_ctx.connect_timeout_ms = RL_DEFAULT_CONNECT_TIMEOUT_MS;
   registry->store_ctx.command_timeout_ms = RL_DEFAULT_COMMAND_TIMEOUT_MS;
   registry->store_ctx.stats = &registry->stats;
+  registry->quorum = urls != NULL;
   rl_mutex_init (&registry->cache_mutex);
   registry->locks = g_hash_table_new (g_str_hash, g_str_equal);
 
-  registry->store = rl_store_open (url, registry_key, registry->client_id, &registry->store_ctx,
-                                   on_released, registry, error);
+  if (urls != NULL)
+    registry->store = rl_quorum_store_open (urls, registry_key, registry->client_id,
+                                            &registry->store_ctx, on_released, registry, error);
+  else
+    registry->store = rl_store_open (url, registry_key, registry->client_id,
+                                     &registry->store_ctx, on_released, registry, error);
   if (registry->store == NULL)
     {
       registry->closed = TRUE;
@@ -125,6 +127,26 @@ redis_lock_registry_new (const char *url, const char *registry_key, GError **err
   registry->leases = rl_leases_new (registry->store, registry->client_id, &registry->settings,
                                     &registry->stats);
   return registry;
+}
+
+RedisLockRegistry *
+redis_lock_registry_new (const char *url, const char *registry_key, GError **error)
+{
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  if (url == NULL)
+    url = "redis://127.0.0.1:6379";
+  return registry_new (url, NULL, registry_key, error);
+}
+
+RedisLockRegistry *
+redis_lock_registry_new_quorum (const char *const *urls, const char *registry_key,
+                                GError **error)
+{
+  g_return_val_if_fail (urls != NULL && urls[0] != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  return registry_new (NULL, urls, registry_key, error);
 }
 
 RedisLockRegistry *
@@ -337,6 +359,7 @@ void
 redis_lock_registry_set_fencing (RedisLockRegistry *registry, gboolean enabled)
 {
   g_return_if_fail (registry != NULL);
+  g_return_if_fail (!enabled || !registry->quorum);
   g_atomic_int_set (&registry->fencing, enabled ? 1 : 0);
 }
 

@@ -185,6 +185,14 @@ RlStore *rl_memory_store_open (const char *url, const char *registry_key, const 
                                RlStoreContext *ctx, RlStoreReleasedFunc released,
                                gpointer released_data, GError **error);
 
+/* The quorum store of quorum-store.c: the NULL-terminated @urls (N >= 1, each any
+ * single-master URL) as N child stores, a lease being held when a majority holds it
+ * (Redlock). Fails with CONNECTION when fewer than a majority can be opened. */
+RlStore *rl_quorum_store_open (const char *const *urls, const char *registry_key,
+                               const char *client_id, RlStoreContext *ctx,
+                               RlStoreReleasedFunc released, gpointer released_data,
+                               GError **error);
+
 static inline void
 rl_store_free (RlStore *store)
 {

@@ -107,6 +107,39 @@ REDIS_LOCK_EXPORT RedisLockRegistry *redis_lock_registry_new (const char *url,
                                                               GError **error);
 
 /**
+ * redis_lock_registry_new_quorum:
+ * @urls: (array zero-terminated=1): N >= 1 URLs of independent masters, each in any
+ *   single-master form redis_lock_registry_new() accepts (`memory://NAME` for tests).
+ * @registry_key: non-empty namespace, as for redis_lock_registry_new(); give a quorum
+ *   registry a key of its own.
+ * @error: return location for a #GError.
+ *
+ * Creates a registry whose leases live on a majority (N/2 + 1) of N independent
+ * masters (the Redlock algorithm). Every request goes to all N in parallel; an
+ * acquisition succeeds when a majority took the key, each node bounded by a per-node
+ * timeout of min(50 ms, TTL/20), and the time spent leaves a validity of
+ * TTL − elapsed − (TTL/100 + 2 ms) greater than zero. Otherwise the key is released
+ * again on every node and the attempt counts as failed: contention when a majority
+ * answered (the wait is bounded by the time until a majority could be free),
+ * %REDIS_LOCK_ERROR_CONNECTION when fewer than a majority answered. Renewal and
+ * release go to all N; a lease is lost when a majority reports it gone, and
+ * unconfirmed (lost after its TTL, as with one server) while fewer than a majority
+ * confirm it. Waiters are woken by a release notification from any node.
+ *
+ * A client that takes the same keys on one of the servers alone (a Spring registry,
+ * or a registry made by redis_lock_registry_new()) does not take part in the quorum.
+ * Fencing is not available: redis_lock_registry_set_fencing() with %TRUE is a
+ * programming error on a quorum registry.
+ *
+ * Returns: (transfer full) (nullable): a new registry, or %NULL with @error set:
+ * %REDIS_LOCK_ERROR_CONNECTION when fewer than a majority of the nodes can be reached,
+ * %REDIS_LOCK_ERROR_INVALID for a bad URL or key (as redis_lock_registry_new()).
+ */
+REDIS_LOCK_EXPORT RedisLockRegistry *redis_lock_registry_new_quorum (const char *const *urls,
+                                                                     const char *registry_key,
+                                                                     GError **error);
+
+/**
  * redis_lock_registry_ref:
  * @registry: a registry
  *
