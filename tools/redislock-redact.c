@@ -175,7 +175,7 @@ is_quoted (const char *text, gsize i, gsize j)
 char *
 redact_text (const char *text)
 {
-  const char *urls[] = { opt_url, g_getenv ("REDIS_URL") };
+  g_autoptr (GPtrArray) urls = g_ptr_array_new ();
   g_autoptr (GPtrArray) owned = g_ptr_array_new_with_free_func (g_free);
   g_autoptr (GArray) sources = g_array_new (FALSE, FALSE, sizeof (SecretSource));
   g_autoptr (GPtrArray) span_sets = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
@@ -184,9 +184,15 @@ redact_text (const char *text)
   gsize i, n;
   guint u, k;
 
-  for (u = 0; u < G_N_ELEMENTS (urls); u++)
+  /* every --url (a quorum has several), then $REDIS_URL */
+  for (u = 0; opt_urls != NULL && opt_urls[u] != NULL; u++)
+    g_ptr_array_add (urls, opt_urls[u]);
+  if (opt_url != NULL && (opt_urls == NULL || opt_url != opt_urls[0]))
+    g_ptr_array_add (urls, opt_url);
+  g_ptr_array_add (urls, (gpointer) g_getenv ("REDIS_URL"));
+  for (u = 0; u < urls->len; u++)
     {
-      const char *url = urls[u];
+      const char *url = g_ptr_array_index (urls, u);
       GArray *spans;
 
       if (url == NULL || *url == '\0')

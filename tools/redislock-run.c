@@ -991,7 +991,7 @@ cmd_run (int argc, char **argv)
       rc = EXIT_REDIS;
       goto out;
     }
-  registry = redis_lock_registry_new (effective_url (), effective_registry (), &error);
+  registry = tool_registry_new (&error);
   if (registry == NULL)
     {
       die_message ("%s", error->message);

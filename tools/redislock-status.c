@@ -65,8 +65,7 @@ static RedisLockRegistry *
 open_registry (int *status)
 {
   g_autoptr (GError) error = NULL;
-  RedisLockRegistry *registry = redis_lock_registry_new (effective_url (), effective_registry (),
-                                                         &error);
+  RedisLockRegistry *registry = tool_registry_new (&error);
 
   if (registry == NULL)
     {

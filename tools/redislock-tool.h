@@ -46,6 +46,7 @@ int demo_worker (int argc, char **argv);
 
 /* redislock.c: options every command takes, parsing, usage errors. */
 extern char *opt_url;
+extern char **opt_urls;
 extern char *opt_registry;
 extern const char *tool_argv0;     /* main()'s argv[0] */
 extern int pipe_disposition_ignored; /* SIGPIPE was ignored when redislock started */
@@ -53,6 +54,9 @@ extern const GOptionEntry common_entries[];
 
 const char *effective_url (void);
 const char *effective_registry (void);
+/* The registry of --registry on --url: a quorum registry when --url was given more
+ * than once (redis_lock_registry_new_quorum()). */
+RedisLockRegistry *tool_registry_new (GError **error);
 /* Parses the options of a subcommand. Returns -1 to go on, else an exit status. */
 int parse_options (const char *cmd, const char *usage, const char *params, const char *summary,
                    const GOptionEntry *entries, gboolean with_common, gboolean strict_posix,

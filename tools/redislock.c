@@ -21,6 +21,7 @@
 /* Options shared by the subcommands                                                     */
 
 char *opt_url;
+char **opt_urls; /* every --url given, in order; several make a quorum registry */
 char *opt_registry;
 const char *tool_argv0;
 int pipe_disposition_ignored;
@@ -43,9 +44,39 @@ effective_registry (void)
 {
   return opt_registry != NULL ? opt_registry : DEFAULT_REGISTRY;
 }
+
+/* --url, once or more: the first is opt_url, all are in opt_urls. */
+static gboolean
+add_url (const char *option_name, const char *value, gpointer data, GError **error)
+{
+  guint n = opt_urls != NULL ? g_strv_length (opt_urls) : 0;
+
+  if (*value == '\0')
+    {
+      g_set_error_literal (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                           "the URL must not be empty");
+      return FALSE;
+    }
+  opt_urls = g_renew (char *, opt_urls, n + 2);
+  opt_urls[n] = g_strdup (value);
+  opt_urls[n + 1] = NULL;
+  if (opt_url == NULL)
+    opt_url = opt_urls[0];
+  return TRUE;
+}
+
+RedisLockRegistry *
+tool_registry_new (GError **error)
+{
+  if (opt_urls != NULL && g_strv_length (opt_urls) > 1)
+    return redis_lock_registry_new_quorum ((const char *const *) opt_urls, effective_registry (),
+                                           error);
+  return redis_lock_registry_new (effective_url (), effective_registry (), error);
+}
 const GOptionEntry common_entries[] = {
-  { "url", 'u', 0, G_OPTION_ARG_STRING, &opt_url,
-    "Redis server (default: $REDIS_URL, else " DEFAULT_URL ")", "URL" },
+  { "url", 'u', 0, G_OPTION_ARG_CALLBACK, (gpointer) add_url,
+    "Redis server (default: $REDIS_URL, else " DEFAULT_URL "); given several times: "
+    "independent masters, a lock held on a majority of them", "URL" },
   { "registry", 'r', 0, G_OPTION_ARG_STRING, &opt_registry,
     "Registry key: lock NAME is the Redis key KEY:NAME (default: " DEFAULT_REGISTRY ")",
     "KEY" },
@@ -133,7 +164,8 @@ static const char main_help[] =
   "  -V, --version    show the version\n"
   "\n"
   "Common command options:\n"
-  "  -u, --url URL        Redis server (default: $REDIS_URL, else " DEFAULT_URL ")\n"
+  "  -u, --url URL        Redis server (default: $REDIS_URL, else " DEFAULT_URL ");\n"
+  "                       several --url: independent masters, locks on a majority\n"
   "  -r, --registry KEY   lock NAME is the Redis key KEY:NAME (default: " DEFAULT_REGISTRY ")\n"
   "\n"
   "Examples:\n"
