@@ -551,7 +551,9 @@ quorum_renew (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
     result = RL_LEASE_LOST;
   else
     {
-      set_no_majority (self, job, seen, ok, "Renewing a quorum lease (confirmed by)", error);
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                   "Renewing a quorum lease: confirmed by %u and found lost by %u of %u "
+                   "nodes, a majority is %u", ok, lost, self->n, self->majority);
       result = RL_LEASE_ERROR;
     }
   job_unref (job);

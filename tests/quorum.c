@@ -419,6 +419,55 @@ test_fencing_refused (QuorumFixture *f, gconstpointer data)
   g_assert_false (redis_lock_registry_get_fencing (f->registry));
 }
 
+static void
+test_no_validity (QuorumFixture *f, gconstpointer data)
+{
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+
+  g_test_summary ("A TTL that leaves no validity after the drift allowance (2 ms): never "
+                  "acquired, although every node took the key, and no key is left behind.");
+  SKIP_IF_NO_SERVERS (f);
+  lock = test_obtain (f->registry, NAME);
+
+  redis_lock_registry_set_expire_after_ms (f->registry, 2);
+  redis_lock_registry_set_watchdog (f->registry, FALSE);
+  g_assert_false (redis_lock_try_lock_for (lock, 0, NULL, &error));
+  g_assert_no_error (error);
+  for (guint i = 0; i < N_NODES; i++)
+    assert_absent_on (f, i);
+}
+
+static void
+test_memory_nodes (void)
+{
+  const char *urls[] = { "memory://quorum-a", "memory://quorum-b", "memory://quorum-c", NULL };
+  g_autoptr (GError) error = NULL;
+  g_autoptr (RedisLockRegistry) a = NULL, b = NULL;
+  g_autoptr (RedisLock) la = NULL, lb = NULL;
+  g_autofree char *owner = NULL;
+
+  g_test_summary ("A quorum of memory:// stores: two registries exclude each other, and a "
+                  "lease expired on 2 of 3 stores is free for the other registry.");
+  a = redis_lock_registry_new_quorum (urls, TEST_REGISTRY_KEY, &error);
+  g_assert_no_error (error);
+  b = redis_lock_registry_new_quorum (urls, TEST_REGISTRY_KEY, &error);
+  g_assert_no_error (error);
+  la = test_obtain (a, NAME);
+  lb = test_obtain (b, NAME);
+  test_lock_ok (la);
+  g_assert_false (redis_lock_try_lock_for (lb, 50, NULL, &error));
+  g_assert_no_error (error);
+  owner = redis_lock_memory_store_get_owner ("quorum-c", KEY);
+  test_assert_value_of (owner, a);
+  redis_lock_memory_store_expire ("quorum-a", KEY);
+  redis_lock_memory_store_expire ("quorum-b", KEY);
+  g_assert_true (redis_lock_try_lock_for (lb, 0, NULL, &error));
+  g_assert_no_error (error);
+  test_unlock_ok (lb);
+  test_unlock_lease_lost (la);
+}
+
 /* --- Exclusion while a node is killed and restarted --------------------------------- */
 
 typedef struct
@@ -502,7 +551,7 @@ test_stress_exclusion (QuorumFixture *f, gconstpointer data)
   g_test_message ("%d sections", g_atomic_int_get (&s.sections));
   g_assert_cmpint (s.overlaps, ==, 0);
   g_assert_cmpint (s.counter, ==, s.sections);
-  g_assert_cmpint (s.sections, >=, (gint) (4 * s.rounds * 9 / 10));
+  g_assert_cmpint (s.sections, >=, (gint) (4 * s.rounds / 2));
   redis_lock_registry_unref (s.registries[0]);
   redis_lock_registry_unref (s.registries[1]);
 }
@@ -527,6 +576,8 @@ main (int argc, char **argv)
   ADD ("open-majority", test_open_majority);
   ADD ("waiter-woken", test_waiter_woken);
   ADD ("fencing-refused", test_fencing_refused);
+  ADD ("no-validity", test_no_validity);
+  g_test_add_func ("/quorum/memory-nodes", test_memory_nodes);
   ADD ("stress-exclusion", test_stress_exclusion);
 
   return g_test_run ();
