@@ -12,8 +12,11 @@
  * it is gone; in between the answer is "unconfirmed" (RL_LEASE_ERROR) and leases.c
  * decides by its confirmation time.
  *
- * Fan-out: each child has a small GThreadPool of its own, so a request to N nodes
- * costs one round trip, not N, and a paused node ties up only its own workers. The
+ * Fan-out: each child has a small pool of worker threads of its own (exclusive: a
+ * shared pool keeps too few idle threads and would create one per request), so a
+ * request to N nodes costs one round trip, not N, and a paused node ties up only its
+ * own workers; the first child's acquisition, bounded by the per-node timeout, runs in
+ * the calling thread, which would only wait otherwise. The
  * caller waits on a job (a pthread mutex and condition, which ThreadSanitizer sees)
  * until every node answered, or a deadline passed: the per-node timeout for acquire
  * (min(50 ms, TTL/20), or the call's bound when smaller), a short grace after a
@@ -37,7 +40,7 @@
 #define QUORUM_NODE_TIMEOUT_MS 50   /* the per-node bound of acquire, at most */
 #define QUORUM_SLACK_US 10000       /* what a waiting caller adds to a child's own bound */
 #define QUORUM_REOPEN_US G_USEC_PER_SEC
-#define QUORUM_POOL_THREADS 8
+#define QUORUM_POOL_THREADS 4
 
 typedef struct _RlQuorumStore RlQuorumStore;
 
@@ -289,11 +292,16 @@ task_run (gpointer data, gpointer user_data)
   g_free (task);
 }
 
-/* Sends @job to every child. The caller filled in the request before. */
+/* Sends @job to every child. The caller filled in the request before. With @inline,
+ * the request to the first child runs in the calling thread, which would only wait
+ * otherwise (one thread hand-off less); only for requests bounded by a short timeout
+ * of their own, and only when that child is open (opening it can take the connect
+ * timeout). */
 static void
-job_start (QuorumJob *job)
+job_start (QuorumJob *job, gboolean inline_first)
 {
   RlQuorumStore *self = job->self;
+  QuorumTask *first = NULL;
 
   g_atomic_int_add (&job->refs, (gint) self->n);
   /* Every field of the request was written before this unlock (see task_run). */
@@ -304,8 +312,13 @@ job_start (QuorumJob *job)
       QuorumTask *task = g_new (QuorumTask, 1);
       task->job = job;
       task->index = i;
-      g_thread_pool_push (self->children[i].pool, task, NULL);
+      if (i == 0 && inline_first && child_peek (&self->children[0]) != NULL)
+        first = task;
+      else
+        g_thread_pool_push (self->children[i].pool, task, NULL);
     }
+  if (first != NULL)
+    task_run (first, &self->children[0]);
 }
 
 /* Waits until every child finished, or @end_us passed, or @grace_us passed since a
@@ -434,7 +447,7 @@ quorum_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
   job->value = g_strdup (value);
   job->ttl_ms = ttl_ms;
   job->timeout_ms = node_timeout;
-  job_start (job);
+  job_start (job, TRUE);
   answered = job_wait (job, start + node_timeout * 1000 + QUORUM_SLACK_US, -1, seen);
   elapsed_ms = (g_get_monotonic_time () - start) / 1000;
   for (guint i = 0; i < self->n; i++)
@@ -525,7 +538,7 @@ run_single (RlQuorumStore *self, QuorumOp op, const char *key, const char *value
   job->key = g_strdup (key);
   job->value = g_strdup (value);
   job->ttl_ms = ttl_ms;
-  job_start (job);
+  job_start (job, FALSE);
   *answered = job_wait (job, command_end (self, start), QUORUM_NODE_TIMEOUT_MS * 1000, seen);
   return job;
 }
@@ -642,7 +655,7 @@ quorum_renew_batch (RlStore *store, guint n, const char *const *keys, const char
       job->values[i] = g_strdup (values[i]);
     }
   job->timeout_ms = timeout_ms;
-  job_start (job);
+  job_start (job, FALSE);
   end = start + timeout_ms * 1000 + QUORUM_SLACK_US;
   answered = job_wait (job, end, QUORUM_NODE_TIMEOUT_MS * 1000, seen);
   if (answered < self->majority)
@@ -735,7 +748,7 @@ quorum_list (RlStore *store, GArray *entries, GError **error)
   QuorumJob *job = job_new (self, OP_LIST);
   guint answered;
 
-  job_start (job);
+  job_start (job, FALSE);
   answered = job_wait (job, command_end (self, start), QUORUM_NODE_TIMEOUT_MS * 1000, seen);
   if (answered < self->majority)
     {
@@ -790,7 +803,7 @@ quorum_watch (RlStore *store, gint64 timeout_ms)
   seen = g_new0 (gboolean, self->n);
   job = job_new (self, OP_WATCH);
   job->timeout_ms = timeout_ms;
-  job_start (job);
+  job_start (job, FALSE);
   running = job_wait (job, start + timeout_ms * 1000 + QUORUM_SLACK_US, 0, seen);
   job_unref (job);
   return running >= self->majority;
@@ -882,14 +895,14 @@ rl_quorum_store_open (const char *const *urls, const char *registry_key, const c
       child->self = self;
       child->url = g_strdup (urls[i]);
       rl_mutex_init (&child->mutex);
-      child->pool = g_thread_pool_new (task_run, child, QUORUM_POOL_THREADS, FALSE, NULL);
+      child->pool = g_thread_pool_new (task_run, child, QUORUM_POOL_THREADS, TRUE, NULL);
     }
 
   /* Every node at once; a node that is down now is retried later. */
   start = g_get_monotonic_time ();
   seen = g_new0 (gboolean, n);
   job = job_new (self, OP_OPEN);
-  job_start (job);
+  job_start (job, FALSE);
   answered = job_wait (job,
                        start + (RL_ATOMIC_GET (ctx->connect_timeout_ms)
                                 + RL_ATOMIC_GET (ctx->command_timeout_ms)) * 1000,
