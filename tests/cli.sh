@@ -4,7 +4,8 @@
 # `redislock run` (the command's status, 1 not acquired, 2 Redis error, 3 lease lost,
 # 64 usage), where its options end and the command begins, the command's environment,
 # lease loss (SIGKILL within the lease margin), mutual exclusion of concurrent runs,
-# --fencing (REDIS_LOCK_TOKEN, the counter, the last token in status), several locks with
+# --fencing (REDIS_LOCK_TOKEN, the counter, the last token in status), several --url (a
+# quorum over three servers, two of them enough), several locks with
 # --lock (all or none, one line per lock in the environment),
 # signal forwarding (one SIGINT reaching the command once, on a terminal or sent to the
 # process group: Linux, python3), `status` / `list` output (text and JSON), escaped
@@ -689,6 +690,31 @@ if [ "$(uname -s)" = Linux ]; then
   check "the command was killed when redislock was" test $i -lt 100
   rcli DEL redislock:orphan >/dev/null
 fi
+
+# --- several --url: a quorum ------------------------------------------------------------
+for q in 2 3; do
+  redis-server --port 0 --unixsocket "$tmp/q$q.sock" --unixsocketperm 700 --save '' \
+    --appendonly no --daemonize no --dir "$tmp" >"$tmp/redis-q$q.log" 2>&1 &
+  bg_pids="$bg_pids $!"
+done
+i=0
+until [ "$(redis-cli -s "$tmp/q2.sock" PING 2>/dev/null)" = PONG ] \
+  && [ "$(redis-cli -s "$tmp/q3.sock" PING 2>/dev/null)" = PONG ]; do
+  i=$((i + 1)); [ $i -gt 200 ] && break; sleep 0.05
+done
+qurls="--url unix://$sock --url unix://$tmp/q2.sock --url unix://$tmp/q3.sock"
+# shellcheck disable=SC2086
+rl run $qurls qjob -- sh -c "for s in $sock $tmp/q2.sock $tmp/q3.sock; do redis-cli -s \$s EXISTS redislock:qjob; done" \
+  >"$tmp/out" 2>"$tmp/err"
+expect_rc "run with three --url: 0" 0 $?
+check "three --url: the key is on all three servers while the command runs" args_are "$tmp/out" 1 1 1
+check "three --url: the key is gone from all three afterwards" \
+  test "$(rcli EXISTS redislock:qjob)$(redis-cli -s "$tmp/q2.sock" EXISTS redislock:qjob)$(redis-cli -s "$tmp/q3.sock" EXISTS redislock:qjob)" = 000
+# shellcheck disable=SC2086
+rl run --url "unix://$sock" --url "unix://$tmp/q2.sock" --url "unix://$tmp/none.sock" qjob -- true 2>"$tmp/err"
+expect_rc "run with 2 of 3 servers reachable: 0" 0 $?
+rl run --url "unix://$sock" --url "unix://$tmp/none2.sock" --url "unix://$tmp/none.sock" qjob -- true 2>"$tmp/err"
+expect_rc "run with 1 of 3 servers reachable: 2" 2 $?
 
 # --- demo ----------------------------------------------------------------------------------
 rl demo --processes 2 --threads 2 --stock 300 >"$tmp/out" 2>"$tmp/err"; expect_rc "demo: 0" 0 $?
