@@ -288,11 +288,11 @@ task_run (gpointer data, gpointer user_data)
   job_unref (job);
 }
 
-/* Sends @job to every child. The caller filled in the request before. With @inline_first,
- * the request to the first child runs in the calling thread, which would only wait
- * otherwise (one thread hand-off less); only for requests bounded by a short timeout
- * of their own, and only when that child is open (opening it can take the connect
- * timeout). */
+/* Sends @job to every child. The caller filled in the request before. With
+ * @inline_first, the request to the first child runs in the calling thread, which
+ * would only wait otherwise (one thread hand-off less); only for requests bounded by
+ * a short timeout of their own, and only when that child is open (opening it can take
+ * the connect timeout). */
 static void
 job_start (QuorumJob *job, gboolean inline_first)
 {
