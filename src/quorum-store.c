@@ -12,12 +12,11 @@
  * it is gone; in between the answer is "unconfirmed" (RL_LEASE_ERROR) and leases.c
  * decides by its confirmation time.
  *
- * Fan-out: each child has a small pool of worker threads of its own (exclusive: a
- * shared pool keeps too few idle threads and would create one per request), so a
- * request to N nodes costs one round trip, not N, and a paused node ties up only its
- * own workers; the first child's acquisition, bounded by the per-node timeout, runs in
- * the calling thread, which would only wait otherwise. The
- * caller waits on a job (a pthread mutex and condition, which ThreadSanitizer sees)
+ * Fan-out: each child has a few worker threads of its own (a shared GThreadPool
+ * keeps too few idle threads and would create one per request), so a request to N
+ * nodes costs one round trip, not N, and a paused node ties up only its own workers;
+ * the first child's acquisition, bounded by the per-node timeout, runs in the calling
+ * thread, which would only wait otherwise. The caller waits on a job (a pthread mutex and condition, which ThreadSanitizer sees)
  * until every node answered, or a deadline passed: the per-node timeout for acquire
  * (min(50 ms, TTL/20), or the call's bound when smaller), a short grace after a
  * majority answered for the others. Requests still running then finish in the
@@ -36,6 +35,7 @@
 
 #include "store.h"
 #include "sync.h"
+#include "url.h"
 
 #define QUORUM_NODE_TIMEOUT_MS 50   /* the per-node bound of acquire, at most */
 #define QUORUM_SLACK_US 10000       /* what a waiting caller adds to a child's own bound */
@@ -48,7 +48,13 @@ typedef struct
 {
   RlQuorumStore *self;
   char *url;
-  GThreadPool *pool;
+  /* The child's workers: a queue of jobs under a pthread mutex, which
+   * ThreadSanitizer sees (a GThreadPool hands jobs over through futexes it cannot). */
+  RlMutex queue_mutex; /* guards queue and stopping */
+  RlCond queue_cond;
+  GQueue queue;
+  gboolean stopping;
+  GThread *workers[QUORUM_POOL_THREADS];
   RlMutex mutex; /* guards the three fields below */
   RlStore *store;
   gboolean opening;
@@ -216,10 +222,8 @@ job_unref (QuorumJob *job)
   g_free (job);
 }
 
-/* Runs the request of the job @data on the child @user_data (a worker of the child's
- * pool). The pool hands over nothing but the job's pointer: no memory is written by
- * the caller and read here without the job's mutex in between, which ThreadSanitizer
- * could not see through GLib's futex-based queue. */
+/* Runs the request of the job @data on the child @user_data (in one of the child's
+ * workers, or inline). */
 static void
 task_run (gpointer data, gpointer user_data)
 {
@@ -230,9 +234,6 @@ task_run (gpointer data, gpointer user_data)
   gboolean answered = FALSE;
   RlStore *store;
 
-  /* Pairs with the caller's unlock after it filled in the request. */
-  rl_mutex_lock (&job->m);
-  rl_mutex_unlock (&job->m);
 
   store = child_get (child, job->op == OP_OPEN, &r.error);
   if (store != NULL)
@@ -293,6 +294,39 @@ task_run (gpointer data, gpointer user_data)
  * would only wait otherwise (one thread hand-off less); only for requests bounded by
  * a short timeout of their own, and only when that child is open (opening it can take
  * the connect timeout). */
+/* A worker of @data (a QuorumChild): runs its jobs in order until it is stopping
+ * and its queue is empty. */
+static gpointer
+worker_main (gpointer data)
+{
+  QuorumChild *child = data;
+
+  rl_mutex_lock (&child->queue_mutex);
+  for (;;)
+    {
+      QuorumJob *job;
+      while (g_queue_is_empty (&child->queue) && !child->stopping)
+        rl_cond_wait_until (&child->queue_cond, &child->queue_mutex, RL_FOREVER);
+      job = g_queue_pop_head (&child->queue);
+      if (job == NULL)
+        break;
+      rl_mutex_unlock (&child->queue_mutex);
+      task_run (job, child);
+      rl_mutex_lock (&child->queue_mutex);
+    }
+  rl_mutex_unlock (&child->queue_mutex);
+  return NULL;
+}
+
+static void
+child_push (QuorumChild *child, QuorumJob *job)
+{
+  rl_mutex_lock (&child->queue_mutex);
+  g_queue_push_tail (&child->queue, job);
+  rl_cond_signal (&child->queue_cond);
+  rl_mutex_unlock (&child->queue_mutex);
+}
+
 static void
 job_start (QuorumJob *job, gboolean inline_first)
 {
@@ -300,11 +334,8 @@ job_start (QuorumJob *job, gboolean inline_first)
   gboolean first = inline_first && child_peek (&self->children[0]) != NULL;
 
   g_atomic_int_add (&job->refs, (gint) self->n);
-  /* Every field of the request was written before this unlock (see task_run). */
-  rl_mutex_lock (&job->m);
-  rl_mutex_unlock (&job->m);
   for (guint i = first ? 1 : 0; i < self->n; i++)
-    g_thread_pool_push (self->children[i].pool, job, NULL);
+    child_push (&self->children[i], job);
   if (first)
     task_run (job, &self->children[0]);
 }
@@ -818,14 +849,24 @@ quorum_free (RlStore *store)
   RlQuorumStore *self = (RlQuorumStore *) store;
 
   for (guint i = 0; i < self->n; i++)
-    if (self->children[i].pool != NULL)
-      g_thread_pool_free (self->children[i].pool, FALSE, TRUE);
+    {
+      QuorumChild *child = &self->children[i];
+      rl_mutex_lock (&child->queue_mutex);
+      child->stopping = TRUE;
+      rl_cond_broadcast (&child->queue_cond);
+      rl_mutex_unlock (&child->queue_mutex);
+    }
+  for (guint i = 0; i < self->n; i++)
+    for (guint k = 0; k < QUORUM_POOL_THREADS; k++)
+      g_thread_join (self->children[i].workers[k]);
   for (guint i = 0; i < self->n; i++)
     {
       QuorumChild *child = &self->children[i];
       if (child->store != NULL)
         rl_store_free (child->store);
       rl_mutex_clear (&child->mutex);
+      rl_mutex_clear (&child->queue_mutex);
+      rl_cond_clear (&child->queue_cond);
       g_free (child->url);
     }
   g_free (self->children);
@@ -867,6 +908,21 @@ rl_quorum_store_open (const char *const *urls, const char *registry_key, const c
                            "A quorum registry needs at least one URL");
       return NULL;
     }
+  /* A bad URL is INVALID at once, and what parsing sets up once per process in GLib
+   * is set up in this thread before N threads parse at the same time. */
+  for (guint i = 0; i < n; i++)
+    {
+      RlUrl parsed;
+      if (g_str_has_prefix (urls[i], "memory://"))
+        continue;
+      if (!rl_url_parse (urls[i], &parsed, error))
+        {
+          g_prefix_error (error, "Quorum node %u: ", i + 1);
+          return NULL;
+        }
+      rl_url_clear (&parsed);
+    }
+
   self = g_new0 (RlQuorumStore, 1);
   self->parent.vt = &quorum_store_vtable;
   self->parent.client_id = g_strdup (client_id);
@@ -883,7 +939,11 @@ rl_quorum_store_open (const char *const *urls, const char *registry_key, const c
       child->self = self;
       child->url = g_strdup (urls[i]);
       rl_mutex_init (&child->mutex);
-      child->pool = g_thread_pool_new (task_run, child, QUORUM_POOL_THREADS, TRUE, NULL);
+      rl_mutex_init (&child->queue_mutex);
+      rl_cond_init (&child->queue_cond);
+      g_queue_init (&child->queue);
+      for (guint k = 0; k < QUORUM_POOL_THREADS; k++)
+        child->workers[k] = g_thread_new ("rl-quorum", worker_main, child);
     }
 
   /* Every node at once; a node that is down now is retried later. */
