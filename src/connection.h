@@ -39,6 +39,17 @@ typedef void (*RlReplyFunc) (guint conn_index, redisReply *reply, gpointer user_
 guint rl_conns_exchange (RlConn **conns, guint n, const guint *expected, gint64 timeout_ms,
                          RlReplyFunc func, gpointer user_data, gboolean *failed);
 
+/* Whether the caller of rl_conns_exchange_until() has the replies it needs. */
+typedef gboolean (*RlEnoughFunc) (gpointer user_data);
+
+/* rl_conns_exchange() with an earlier, soft end: once @soft_timeout_ms passed, the
+ * exchange ends as soon as @enough says the replies so far suffice (checked then and
+ * after each read), and the connections still waiting fail as timed out. Until
+ * @enough says so, it goes on to @timeout_ms. */
+guint rl_conns_exchange_until (RlConn **conns, guint n, const guint *expected, gint64 timeout_ms,
+                               gint64 soft_timeout_ms, RlEnoughFunc enough, RlReplyFunc func,
+                               gpointer user_data, gboolean *failed);
+
 /* Sends one command and reads its reply. NULL with @error on I/O failure or an error
  * reply (REDIS_LOCK_ERROR_REDIS); the reply otherwise. */
 redisReply *rl_command_argv (RlConn *conn, int argc, const char **argv, GError **error);

@@ -7,58 +7,54 @@
  * (N/2 + 1) took it and the time the request took still leaves it a validity of
  * TTL − elapsed − drift (drift = TTL/100 + 2 ms). Anything short of that releases the
  * lease again on all N nodes (also those that did not answer: their request may have
- * arrived), so a failed attempt leaves nothing behind. Renewals and releases count a
- * lease as kept while a majority confirms it, and as lost only when a majority says
- * it is gone; in between the answer is "unconfirmed" (RL_LEASE_ERROR) and leases.c
- * decides by its confirmation time.
+ * arrived), so a failed attempt leaves nothing behind. Renewals count a lease as kept
+ * while a majority renews it (and set it again on a node that answered "gone", a node
+ * restarted empty, when the key is free there), as lost once too many nodes said it
+ * is gone for a majority to be left, and as unconfirmed (RL_LEASE_ERROR, leases.c
+ * decides by its confirmation time) in between. A release is LEASE_LOST only when no
+ * majority can still have held it.
  *
- * Fan-out: each child has a few worker threads of its own (a shared GThreadPool
- * keeps too few idle threads and would create one per request), so a request to N
- * nodes costs one round trip, not N, and a paused node ties up only its own workers;
- * the first child's acquisition, bounded by the per-node timeout, runs in the calling
- * thread, which would only wait otherwise. The caller waits on a job (a pthread mutex and condition, which ThreadSanitizer sees)
- * until every node answered, or a deadline passed: the per-node timeout for acquire
- * (min(50 ms, TTL/20), or the call's bound when smaller), a short grace after a
- * majority answered for the others. Requests still running then finish in the
- * background and keep the job alive through its reference count; freeing the store
- * waits for them. A node that could not be opened is retried from its worker (at most
- * once a second) and counts as not answering until then.
+ * Fan-out, in the calling thread: each Redis child queues the request on a
+ * connection of its own (the stepwise requests of the store seam: the protocol and
+ * the scripts stay redis-store.c's), then one poll (rl_conns_exchange_until()) sends
+ * to every node and collects every reply, so a request to N nodes costs the slowest
+ * node's round trip, not N, with no thread hand-off. A child answering at once
+ * (memory://) is simply called. Each node is bounded by the per-node timeout
+ * (min(50 ms, TTL/20) unless set, see redis_lock_registry_set_quorum_node_timeout_ms()):
+ * an acquisition waits for nothing beyond it; a renewal or release also stops waiting
+ * for the rest then once a majority answered, and otherwise waits for a majority up
+ * to the command timeout, since giving up on it would leave keys or report a lease
+ * unconfirmed for nothing. A paused node thus costs one per-node timeout.
+ *
+ * A node that could not be opened with the registry is opened later by a thread of
+ * the store, once a second, which exists only while a node is missing; until then it
+ * counts as not answering. Reading calls (inspect, list) ask the nodes one after
+ * another: only the command-line tool uses them.
  *
  * Fencing has no meaning over independent counters (API.md, "Quorum"): the fenced
- * calls fail here, and the registry refuses to turn fencing on. Requests on several
- * leases fall back to one lease at a time.
+ * calls fail here, and the registry refuses to turn fencing on. An all-or-none
+ * request on several leases takes them one at a time (releasing those taken when one
+ * is held); releases on several leases go out in one fan-out.
  */
 #include "config.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "connection.h"
 #include "store.h"
 #include "sync.h"
 #include "url.h"
 
-#define QUORUM_NODE_TIMEOUT_MS 50   /* the per-node bound of acquire, at most */
-#define QUORUM_SLACK_US 10000       /* what a waiting caller adds to a child's own bound */
+#define QUORUM_NODE_TIMEOUT_MS 50 /* the default per-node bound, at most */
 #define QUORUM_REOPEN_US G_USEC_PER_SEC
-#define QUORUM_POOL_THREADS 4
 
 typedef struct _RlQuorumStore RlQuorumStore;
 
 typedef struct
 {
-  RlQuorumStore *self;
   char *url;
-  /* The child's workers: a queue of jobs under a pthread mutex, which
-   * ThreadSanitizer sees (a GThreadPool hands jobs over through futexes it cannot). */
-  RlMutex queue_mutex; /* guards queue and stopping */
-  RlCond queue_cond;
-  GQueue queue;
-  gboolean stopping;
-  GThread *workers[QUORUM_POOL_THREADS];
-  RlMutex mutex; /* guards the three fields below */
-  RlStore *store;
-  gboolean opening;
-  gint64 last_try_us;
+  RlStore *store; /* atomic: NULL until opened (by rl_quorum_store_open() or the opener) */
 } QuorumChild;
 
 struct _RlQuorumStore
@@ -67,55 +63,12 @@ struct _RlQuorumStore
   guint n;
   guint majority;
   QuorumChild *children;
+  /* The opener of the children missing at creation. */
+  GThread *opener;
+  RlMutex opener_mutex; /* guards stopping */
+  RlCond opener_cond;
+  gboolean stopping;
 };
-
-typedef enum
-{
-  OP_OPEN,
-  OP_ACQUIRE,
-  OP_RELEASE,
-  OP_RENEW,
-  OP_RENEW_BATCH,
-  OP_INSPECT,
-  OP_LIST,
-  OP_WATCH,
-} QuorumOp;
-
-/* What one child answered. */
-typedef struct
-{
-  RlLeaseResult result;
-  gint64 pttl_ms;
-  gboolean others;
-  gboolean ok;           /* renew_batch, inspect, list, watch, open */
-  guint round_trips;     /* renew_batch */
-  RlLeaseResult *results; /* renew_batch */
-  char *value;           /* inspect */
-  GArray *entries;       /* list */
-  GError *error;
-} QuorumReply;
-
-typedef struct
-{
-  gint refs; /* atomic: the caller and each request not finished */
-  RlQuorumStore *self;
-  QuorumOp op;
-  RlMutex m; /* guards done, answered, finished */
-  RlCond c;
-  guint done;
-  guint answered;
-  gboolean *finished;
-  QuorumReply *replies;
-  /* the request, copied so it outlives the caller */
-  char *key;
-  char *value;
-  gint64 ttl_ms;
-  gint64 timeout_ms;
-  guint count;
-  char **keys;
-  char **values;
-  gint64 *ttls;
-} QuorumJob;
 
 /* Children --------------------------------------------------------------------- */
 
@@ -127,286 +80,310 @@ child_released (const char *key, gpointer user_data)
   self->parent.released (key, self->parent.released_data);
 }
 
-/* The child's store, opened now if it is not yet and the last attempt is a second
- * old (@force: whatever its age). NULL with @error when it is not available. */
 static RlStore *
-child_get (QuorumChild *child, gboolean force, GError **error)
+child_store (RlQuorumStore *self, guint i)
 {
-  RlQuorumStore *self = child->self;
-  RlStore *store;
-  gint64 now = g_get_monotonic_time ();
-
-  rl_mutex_lock (&child->mutex);
-  store = child->store;
-  if (store != NULL || child->opening
-      || (!force && child->last_try_us != 0 && now - child->last_try_us < QUORUM_REOPEN_US))
-    {
-      rl_mutex_unlock (&child->mutex);
-      if (store == NULL)
-        g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
-                             "not connected");
-      return store;
-    }
-  child->opening = TRUE;
-  child->last_try_us = now;
-  rl_mutex_unlock (&child->mutex);
-
-  store = rl_store_open (child->url, self->parent.registry_key, self->parent.client_id,
-                         self->parent.ctx, child_released, self, error);
-  rl_mutex_lock (&child->mutex);
-  child->store = store;
-  child->opening = FALSE;
-  rl_mutex_unlock (&child->mutex);
-  return store;
+  return g_atomic_pointer_get (&self->children[i].store);
 }
 
 static RlStore *
-child_peek (QuorumChild *child)
+child_open (RlQuorumStore *self, guint i, GError **error)
 {
-  RlStore *store;
-
-  rl_mutex_lock (&child->mutex);
-  store = child->store;
-  rl_mutex_unlock (&child->mutex);
-  return store;
+  return rl_store_open (self->children[i].url, self->parent.registry_key, self->parent.client_id,
+                        self->parent.ctx, child_released, self, error);
 }
 
-/* Jobs ------------------------------------------------------------------------- */
-
-static QuorumJob *
-job_new (RlQuorumStore *self, QuorumOp op)
-{
-  QuorumJob *job = g_new0 (QuorumJob, 1);
-
-  job->refs = 1;
-  job->self = self;
-  job->op = op;
-  rl_mutex_init (&job->m);
-  rl_cond_init (&job->c);
-  job->finished = g_new0 (gboolean, self->n);
-  job->replies = g_new0 (QuorumReply, self->n);
-  return job;
-}
-
-static void
-job_unref (QuorumJob *job)
-{
-  if (!g_atomic_int_dec_and_test (&job->refs))
-    return;
-  for (guint i = 0; i < job->self->n; i++)
-    {
-      QuorumReply *r = &job->replies[i];
-      g_clear_error (&r->error);
-      g_free (r->results);
-      g_free (r->value);
-      if (r->entries != NULL)
-        {
-          for (guint k = 0; k < r->entries->len; k++)
-            {
-              RlStoreEntry *e = &g_array_index (r->entries, RlStoreEntry, k);
-              g_free (e->key);
-              g_free (e->value);
-            }
-          g_array_unref (r->entries);
-        }
-    }
-  g_free (job->finished);
-  g_free (job->replies);
-  g_free (job->key);
-  g_free (job->value);
-  g_strfreev (job->keys);
-  g_strfreev (job->values);
-  g_free (job->ttls);
-  rl_cond_clear (&job->c);
-  rl_mutex_clear (&job->m);
-  g_free (job);
-}
-
-/* Runs the request of the job @data on the child @user_data (in one of the child's
- * workers, or inline). */
-static void
-task_run (gpointer data, gpointer user_data)
-{
-  QuorumJob *job = data;
-  QuorumChild *child = user_data;
-  guint index = (guint) (child - child->self->children);
-  QuorumReply r = { .result = RL_LEASE_ERROR };
-  gboolean answered = FALSE;
-  RlStore *store;
-
-
-  store = child_get (child, job->op == OP_OPEN, &r.error);
-  if (store != NULL)
-    switch (job->op)
-      {
-      case OP_OPEN:
-        r.ok = answered = TRUE;
-        break;
-      case OP_ACQUIRE:
-        r.result = store->vt->acquire (store, job->key, job->value, job->ttl_ms, job->timeout_ms,
-                                       NULL, NULL, &r.pttl_ms, &r.error);
-        answered = r.result == RL_LEASE_OK || r.result == RL_LEASE_HELD;
-        break;
-      case OP_RELEASE:
-        r.result = store->vt->release (store, job->key, job->value, 0, &r.others, &r.error);
-        answered = r.result == RL_LEASE_OK || r.result == RL_LEASE_LOST;
-        break;
-      case OP_RENEW:
-        r.result = store->vt->renew (store, job->key, job->value, job->ttl_ms, &r.error);
-        answered = r.result == RL_LEASE_OK || r.result == RL_LEASE_LOST;
-        break;
-      case OP_RENEW_BATCH:
-        r.results = g_new0 (RlLeaseResult, job->count);
-        r.ok = store->vt->renew_batch (store, job->count, (const char *const *) job->keys,
-                                       (const char *const *) job->values, job->ttls, r.results,
-                                       job->timeout_ms, &r.round_trips, &r.error);
-        answered = r.ok;
-        break;
-      case OP_INSPECT:
-        r.ok = store->vt->inspect (store, job->key, &r.value, &r.pttl_ms, &r.error);
-        answered = r.ok || r.error == NULL;
-        break;
-      case OP_LIST:
-        r.entries = g_array_new (FALSE, FALSE, sizeof (RlStoreEntry));
-        r.ok = store->vt->list (store, r.entries, &r.error);
-        answered = r.ok;
-        break;
-      case OP_WATCH:
-        r.ok = answered = store->vt->watch (store, job->timeout_ms);
-        break;
-      default:
-        g_assert_not_reached ();
-      }
-
-  rl_mutex_lock (&job->m);
-  job->replies[index] = r;
-  job->finished[index] = TRUE;
-  job->done++;
-  if (answered)
-    job->answered++;
-  rl_cond_broadcast (&job->c);
-  rl_mutex_unlock (&job->m);
-  job_unref (job);
-}
-
-/* Sends @job to every child. The caller filled in the request before. With
- * @inline_first, the request to the first child runs in the calling thread, which
- * would only wait otherwise (one thread hand-off less); only for requests bounded by
- * a short timeout of their own, and only when that child is open (opening it can take
- * the connect timeout). */
-/* A worker of @data (a QuorumChild): runs its jobs in order until it is stopping
- * and its queue is empty. */
+/* Opens the missing children once a second until none is missing or the store
+ * closes. */
 static gpointer
-worker_main (gpointer data)
+opener_main (gpointer data)
 {
-  QuorumChild *child = data;
+  RlQuorumStore *self = data;
+  gboolean missing = TRUE;
 
-  rl_mutex_lock (&child->queue_mutex);
-  for (;;)
+  rl_mutex_lock (&self->opener_mutex);
+  while (missing && !self->stopping)
     {
-      QuorumJob *job;
-      while (g_queue_is_empty (&child->queue) && !child->stopping)
-        rl_cond_wait_until (&child->queue_cond, &child->queue_mutex, RL_FOREVER);
-      job = g_queue_pop_head (&child->queue);
-      if (job == NULL)
-        break;
-      rl_mutex_unlock (&child->queue_mutex);
-      task_run (job, child);
-      rl_mutex_lock (&child->queue_mutex);
+      missing = FALSE;
+      for (guint i = 0; i < self->n && !self->stopping; i++)
+        {
+          g_autoptr (GError) error = NULL;
+          RlStore *store;
+
+          if (child_store (self, i) != NULL)
+            continue;
+          rl_mutex_unlock (&self->opener_mutex);
+          store = child_open (self, i, &error);
+          rl_mutex_lock (&self->opener_mutex);
+          if (store == NULL)
+            {
+              g_debug ("quorum node %u: %s", i + 1, error->message);
+              missing = TRUE;
+              continue;
+            }
+          /* Opened while the store closed: its threads stop at once. */
+          if (self->stopping)
+            store->vt->close (store);
+          g_atomic_pointer_set (&self->children[i].store, store);
+          /* Waiters may have missed a release on it while it was away. */
+          self->parent.released (NULL, self->parent.released_data);
+        }
+      if (missing && !self->stopping)
+        rl_cond_wait_until (&self->opener_cond, &self->opener_mutex,
+                            g_get_monotonic_time () + QUORUM_REOPEN_US);
     }
-  rl_mutex_unlock (&child->queue_mutex);
+  rl_mutex_unlock (&self->opener_mutex);
   return NULL;
 }
 
-static void
-child_push (QuorumChild *child, QuorumJob *job)
+/* The per-node timeout of a request with @ttl_ms (0: not known). */
+static gint64
+node_timeout_ms (RlQuorumStore *self, gint64 ttl_ms)
 {
-  rl_mutex_lock (&child->queue_mutex);
-  g_queue_push_tail (&child->queue, job);
-  rl_cond_signal (&child->queue_cond);
-  rl_mutex_unlock (&child->queue_mutex);
+  gint64 set = RL_ATOMIC_GET (self->parent.ctx->quorum_node_timeout_ms);
+
+  if (set > 0)
+    return set;
+  return ttl_ms > 0 ? MIN (QUORUM_NODE_TIMEOUT_MS, MAX (ttl_ms / 20, 1)) : QUORUM_NODE_TIMEOUT_MS;
+}
+
+/* Fan-out ---------------------------------------------------------------------- */
+
+/* One request to every node: each node's copy of the leases, and how it stands. */
+typedef struct
+{
+  RlQuorumStore *self;
+  RlRequestKind kind;
+  RlLeaseItem **items; /* per node: NULL when the node is not asked */
+  guint *counts;       /* per node: leases asked */
+  RlRequest **requests; /* per node: under way */
+  GError **errors;     /* per node: the first error of its leases */
+  guint *live;         /* the nodes of the exchange under way, by connection index */
+  guint *got;          /* replies read in it, by connection index */
+  guint *expected;     /* by connection index */
+  guint n_live;
+  guint answered;      /* nodes whose request ended without an error */
+} FanOut;
+
+static FanOut *
+fan_out_new (RlQuorumStore *self, RlRequestKind kind)
+{
+  FanOut *f = g_new0 (FanOut, 1);
+
+  f->self = self;
+  f->kind = kind;
+  f->items = g_new0 (RlLeaseItem *, self->n);
+  f->counts = g_new0 (guint, self->n);
+  f->requests = g_new0 (RlRequest *, self->n);
+  f->errors = g_new0 (GError *, self->n);
+  f->live = g_new0 (guint, self->n);
+  f->got = g_new0 (guint, self->n);
+  f->expected = g_new0 (guint, self->n);
+  return f;
 }
 
 static void
-job_start (QuorumJob *job, gboolean inline_first)
+fan_out_free (FanOut *f)
 {
-  RlQuorumStore *self = job->self;
-  gboolean first = inline_first && child_peek (&self->children[0]) != NULL;
-
-  g_atomic_int_add (&job->refs, (gint) self->n);
-  for (guint i = first ? 1 : 0; i < self->n; i++)
-    child_push (&self->children[i], job);
-  if (first)
-    task_run (job, &self->children[0]);
+  for (guint i = 0; i < f->self->n; i++)
+    {
+      g_free (f->items[i]);
+      g_clear_error (&f->errors[i]);
+    }
+  g_free (f->items);
+  g_free (f->counts);
+  g_free (f->requests);
+  g_free (f->errors);
+  g_free (f->live);
+  g_free (f->got);
+  g_free (f->expected);
+  g_free (f);
 }
 
-/* Waits until every child finished, or @end_us passed, or @grace_us passed since a
- * majority answered (@grace_us < 0: no such early end). Fills @seen with the children
- * whose reply can be read from now on. Returns the number that answered. */
+/* Asks node @i for the @n leases of @items (copied). */
+static void
+fan_out_ask (FanOut *f, guint i, guint n, const RlLeaseItem *items)
+{
+  f->items[i] = g_memdup2 (items, n * sizeof *items);
+  f->counts[i] = n;
+}
+
+/* Asks every node for the same leases. */
+static FanOut *
+fan_out_all (RlQuorumStore *self, RlRequestKind kind, guint n, const RlLeaseItem *items)
+{
+  FanOut *f = fan_out_new (self, kind);
+
+  for (guint i = 0; i < self->n; i++)
+    fan_out_ask (f, i, n, items);
+  return f;
+}
+
+static void
+on_fan_reply (guint conn_index, redisReply *reply, gpointer user_data)
+{
+  FanOut *f = user_data;
+  RlRequest *request = f->requests[f->live[conn_index]];
+
+  f->got[conn_index]++;
+  child_store (f->self, f->live[conn_index])->vt->request_reply (request, reply);
+}
+
+/* A majority answered: those done without an error, and those of the exchange under
+ * way that have every reply they wait for. */
+static gboolean
+fan_out_enough (gpointer user_data)
+{
+  FanOut *f = user_data;
+  guint answered = f->answered;
+
+  for (guint k = 0; k < f->n_live; k++)
+    answered += f->got[k] == f->expected[k];
+  return answered >= f->self->majority;
+}
+
+static void
+fan_out_end_request (FanOut *f, guint i)
+{
+  RlStore *store = child_store (f->self, i);
+
+  if (store->vt->request_end (f->requests[i], &f->errors[i]))
+    f->answered++;
+  f->requests[i] = NULL;
+}
+
+/* A child without stepwise requests answers each lease by a call. */
+static void
+fan_out_call (FanOut *f, guint i, RlStore *store, gint64 timeout_ms)
+{
+  gboolean ok = TRUE;
+
+  for (guint k = 0; k < f->counts[i]; k++)
+    {
+      RlLeaseItem *item = &f->items[i][k];
+      g_autoptr (GError) error = NULL;
+
+      item->others = FALSE;
+      switch (f->kind)
+        {
+        case RL_REQUEST_ACQUIRE:
+          item->result = store->vt->acquire (store, item->key, item->value, item->ttl_ms,
+                                             timeout_ms, NULL, NULL, &item->pttl_ms, &error);
+          break;
+        case RL_REQUEST_RENEW:
+          item->result = store->vt->renew (store, item->key, item->value, item->ttl_ms, &error);
+          break;
+        case RL_REQUEST_RELEASE:
+          item->result
+              = store->vt->release (store, item->key, item->value, 0, &item->others, &error);
+          break;
+        default:
+          g_assert_not_reached ();
+        }
+      if (item->result == RL_LEASE_ERROR)
+        {
+          ok = FALSE;
+          if (f->errors[i] == NULL)
+            f->errors[i] = g_steal_pointer (&error);
+        }
+    }
+  f->answered += ok;
+}
+
+/* Runs the request on every node asked, all at once. Each node is bounded by
+ * @node_ms; with @soft, a node slower than that is waited for only while fewer than a
+ * majority answered, up to @timeout_ms. Every lease ends with a result (ERROR for a
+ * node that did not answer in time). */
+static void
+fan_out_run (FanOut *f, gint64 node_ms, gboolean soft, gint64 timeout_ms)
+{
+  RlQuorumStore *self = f->self;
+  gint64 start = g_get_monotonic_time ();
+  gint64 end = start + (soft ? MAX (timeout_ms, node_ms) : node_ms) * 1000;
+  gint64 soft_end = start + node_ms * 1000;
+  g_autofree RlConn **conns = g_new0 (RlConn *, self->n);
+  g_autofree gboolean *failed = g_new0 (gboolean, self->n);
+
+  for (guint i = 0; i < self->n; i++)
+    {
+      RlStore *store = child_store (self, i);
+
+      if (f->items[i] == NULL)
+        continue;
+      for (guint k = 0; k < f->counts[i]; k++)
+        f->items[i][k].result = RL_LEASE_ERROR;
+      if (store == NULL)
+        g_set_error_literal (&f->errors[i], REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                             "not connected");
+      else if (store->vt->request_begin == NULL)
+        fan_out_call (f, i, store, node_ms);
+      else
+        f->requests[i] = store->vt->request_begin (store, f->kind, f->counts[i], f->items[i],
+                                                   &f->errors[i]);
+    }
+
+  for (;;)
+    {
+      gint64 now = g_get_monotonic_time ();
+
+      f->n_live = 0;
+      for (guint i = 0; i < self->n; i++)
+        if (f->requests[i] != NULL)
+          {
+            conns[f->n_live] = f->requests[i]->conn;
+            f->expected[f->n_live] = f->requests[i]->expected;
+            f->got[f->n_live] = 0;
+            f->live[f->n_live++] = i;
+          }
+      if (f->n_live == 0 || now >= end)
+        break;
+      rl_conns_exchange_until (conns, f->n_live, f->expected, MAX ((end - now) / 1000, 1),
+                               MAX ((soft_end - now) / 1000, 0), soft ? fan_out_enough : NULL,
+                               on_fan_reply, f, failed);
+      for (guint k = 0; k < f->n_live; k++)
+        {
+          guint i = f->live[k];
+          if (!child_store (self, i)->vt->request_step (f->requests[i], failed[k]))
+            fan_out_end_request (f, i);
+        }
+      f->n_live = 0;
+      /* Past the per-node bound, a node still stepping waits only for a majority. */
+      if (soft && g_get_monotonic_time () >= soft_end && f->answered >= self->majority)
+        break;
+    }
+  /* Requests cut short by the time: their leases end ERROR. */
+  for (guint i = 0; i < self->n; i++)
+    if (f->requests[i] != NULL)
+      fan_out_end_request (f, i);
+}
+
+/* The nodes that answered for at least one lease. */
 static guint
-job_wait (QuorumJob *job, gint64 end_us, gint64 grace_us, gboolean *seen)
+nodes_answered (FanOut *f)
 {
-  RlQuorumStore *self = job->self;
-  gint64 majority_at = 0;
   guint answered = 0;
 
-  rl_mutex_lock (&job->m);
-  while (job->done < self->n)
-    {
-      gint64 now = g_get_monotonic_time (), until = end_us;
-      if (grace_us >= 0 && job->answered >= self->majority)
+  for (guint i = 0; i < f->self->n; i++)
+    for (guint k = 0; k < f->counts[i]; k++)
+      if (f->items[i][k].result != RL_LEASE_ERROR)
         {
-          if (majority_at == 0)
-            majority_at = now;
-          until = MIN (until, majority_at + grace_us);
+          answered++;
+          break;
         }
-      if (now >= until)
-        break;
-      rl_cond_wait_until (&job->c, &job->m, until);
-    }
-  memcpy (seen, job->finished, self->n * sizeof *seen);
-  rl_mutex_unlock (&job->m);
-  for (guint i = 0; i < self->n; i++)
-    if (seen[i])
-      {
-        QuorumReply *r = &job->replies[i];
-        switch (job->op)
-          {
-          case OP_ACQUIRE:
-            answered += r->result == RL_LEASE_OK || r->result == RL_LEASE_HELD;
-            break;
-          case OP_RELEASE:
-          case OP_RENEW:
-            answered += r->result == RL_LEASE_OK || r->result == RL_LEASE_LOST;
-            break;
-          case OP_INSPECT:
-            answered += r->ok || r->error == NULL;
-            break;
-          default:
-            answered += r->ok;
-            break;
-          }
-      }
   return answered;
 }
 
-static gint64
-command_end (RlQuorumStore *self, gint64 start)
-{
-  return start + RL_ATOMIC_GET (self->parent.ctx->command_timeout_ms) * 1000 + QUORUM_SLACK_US;
-}
-
-/* The error of fewer than a majority answering, with the first child's error. */
+/* The error of fewer than a majority answering, with the first node's error. */
 static void
-set_no_majority (RlQuorumStore *self, QuorumJob *job, const gboolean *seen, guint answered,
-                 const char *what, GError **error)
+set_no_majority (FanOut *f, guint answered, const char *what, GError **error)
 {
+  RlQuorumStore *self = f->self;
   const char *cause = "no answer in time";
 
   for (guint i = 0; i < self->n; i++)
-    if (seen[i] && job->replies[i].error != NULL)
+    if (f->errors[i] != NULL)
       {
-        cause = job->replies[i].error->message;
+        cause = f->errors[i]->message;
         break;
       }
   g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
@@ -439,8 +416,18 @@ compare_pttl (gconstpointer a, gconstpointer b)
   return x < y ? -1 : x > y;
 }
 
-static RlLeaseResult quorum_release (RlStore *store, const char *key, const char *value,
-                                     gint64 keep_ttl_ms, gboolean *others, GError **error);
+static gboolean quorum_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error);
+
+/* Releases @key holding @value on every node, in the background of a failed attempt. */
+static void
+release_everywhere (RlQuorumStore *self, const char *key, const char *value)
+{
+  RlLeaseItem item = { .key = key, .value = value };
+  g_autoptr (GError) error = NULL;
+
+  if (!quorum_release_many (&self->parent, 1, &item, &error))
+    g_debug ("releasing the failed quorum attempt on “%s”: %s", key, error->message);
+}
 
 static RlLeaseResult
 quorum_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
@@ -448,48 +435,43 @@ quorum_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
                 GError **error)
 {
   RlQuorumStore *self = (RlQuorumStore *) store;
-  gint64 start = g_get_monotonic_time (), node_timeout, elapsed_ms, validity_ms;
-  g_autofree gboolean *seen = g_new0 (gboolean, self->n);
+  RlLeaseItem item = { .key = key, .value = value, .ttl_ms = ttl_ms };
+  gint64 start = g_get_monotonic_time (), node_ms, elapsed_ms, validity_ms;
   g_autofree gint64 *held = g_new0 (gint64, self->n);
   guint ok = 0, n_held = 0, answered;
-  gboolean others;
-  QuorumJob *job;
+  FanOut *f;
 
   if (refuse_fencing (fence_key, error))
     return RL_LEASE_ERROR;
-  node_timeout = MIN (QUORUM_NODE_TIMEOUT_MS, MAX (ttl_ms / 20, 1));
+  node_ms = node_timeout_ms (self, ttl_ms);
   if (timeout_ms > 0)
-    node_timeout = MIN (node_timeout, timeout_ms);
+    node_ms = MIN (node_ms, timeout_ms);
 
-  job = job_new (self, OP_ACQUIRE);
-  job->key = g_strdup (key);
-  job->value = g_strdup (value);
-  job->ttl_ms = ttl_ms;
-  job->timeout_ms = node_timeout;
-  job_start (job, TRUE);
-  answered = job_wait (job, start + node_timeout * 1000 + QUORUM_SLACK_US, -1, seen);
+  f = fan_out_all (self, RL_REQUEST_ACQUIRE, 1, &item);
+  fan_out_run (f, node_ms, FALSE, node_ms);
   elapsed_ms = (g_get_monotonic_time () - start) / 1000;
   for (guint i = 0; i < self->n; i++)
-    if (seen[i] && job->replies[i].result == RL_LEASE_OK)
+    if (f->items[i][0].result == RL_LEASE_OK)
       ok++;
-    else if (seen[i] && job->replies[i].result == RL_LEASE_HELD)
-      held[n_held++] = job->replies[i].pttl_ms;
+    else if (f->items[i][0].result == RL_LEASE_HELD)
+      held[n_held++] = f->items[i][0].pttl_ms;
+  answered = ok + n_held;
 
   validity_ms = ttl_ms - elapsed_ms - (ttl_ms / 100 + 2);
   if (ok >= self->majority && validity_ms > 0)
     {
-      job_unref (job);
+      fan_out_free (f);
       return RL_LEASE_OK;
     }
 
   /* Not ours: undo it everywhere, also where no answer came (it may still arrive). */
   if (ok > 0 || answered < self->n)
-    quorum_release (store, key, value, 0, &others, NULL);
+    release_everywhere (self, key, value);
 
   if (answered < self->majority)
     {
-      set_no_majority (self, job, seen, answered, "Acquiring a quorum lease", error);
-      job_unref (job);
+      set_no_majority (f, answered, "Acquiring a quorum lease", error);
+      fan_out_free (f);
       return RL_LEASE_ERROR;
     }
   /* Contention: the wait is bounded by the time until a majority could be free. */
@@ -497,11 +479,11 @@ quorum_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
     *pttl_ms = 0;
   else
     {
-      guint k = self->majority > ok ? self->majority - ok : 1;
+      guint k = self->majority - ok;
       qsort (held, n_held, sizeof *held, compare_pttl);
       *pttl_ms = held[MIN (k, n_held) - 1];
     }
-  job_unref (job);
+  fan_out_free (f);
   return RL_LEASE_HELD;
 }
 
@@ -534,62 +516,156 @@ quorum_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
         return FALSE;
       if (item->result == RL_LEASE_HELD)
         {
-          for (guint k = 0; k < i; k++)
+          if (i > 0)
             {
-              gboolean others;
-              quorum_release (store, items[k].key, items[k].value, 0, &others, NULL);
-              items[k].result = RL_LEASE_SKIPPED;
+              g_autoptr (GError) release_error = NULL;
+              if (!quorum_release_many (store, i, items, &release_error))
+                g_debug ("releasing a partial quorum set: %s", release_error->message);
             }
+          for (guint k = 0; k < i; k++)
+            items[k].result = RL_LEASE_SKIPPED;
+          item->result = RL_LEASE_HELD;
           return TRUE;
         }
     }
   return TRUE;
 }
 
-/* Runs a release or renewal of @key on all children. */
-static QuorumJob *
-run_single (RlQuorumStore *self, QuorumOp op, const char *key, const char *value,
-            gint64 ttl_ms, gboolean *seen, guint *answered)
+/* Renews @n leases on every node. Per lease: OK when a majority renewed it, LOST when
+ * so many nodes found it gone that no majority is left, ERROR (unconfirmed)
+ * otherwise. A lease kept by a majority is set again where it was gone, when the key
+ * is free there (a node restarted empty). FALSE with @error when fewer than a
+ * majority of the nodes answered at all. */
+static gboolean
+renew_leases (RlQuorumStore *self, guint n, RlLeaseItem *items, gint64 timeout_ms,
+              GError **error)
 {
-  gint64 start = g_get_monotonic_time ();
-  QuorumJob *job = job_new (self, op);
+  gint64 ttl = 0;
+  FanOut *f, *reset = NULL;
 
-  job->key = g_strdup (key);
-  job->value = g_strdup (value);
-  job->ttl_ms = ttl_ms;
-  job_start (job, FALSE);
-  *answered = job_wait (job, command_end (self, start), QUORUM_NODE_TIMEOUT_MS * 1000, seen);
-  return job;
+  for (guint k = 0; k < n; k++)
+    ttl = MAX (ttl, items[k].ttl_ms);
+  if (timeout_ms <= 0)
+    timeout_ms = RL_ATOMIC_GET (self->parent.ctx->command_timeout_ms);
+  f = fan_out_all (self, RL_REQUEST_RENEW, n, items);
+  fan_out_run (f, node_timeout_ms (self, ttl), TRUE, timeout_ms);
+  if (nodes_answered (f) < self->majority)
+    {
+      set_no_majority (f, nodes_answered (f), "Renewing quorum leases", error);
+      fan_out_free (f);
+      return FALSE;
+    }
+  for (guint k = 0; k < n; k++)
+    {
+      guint renewed = 0, lost = 0;
+      for (guint i = 0; i < self->n; i++)
+        {
+          renewed += f->items[i][k].result == RL_LEASE_OK;
+          lost += f->items[i][k].result == RL_LEASE_LOST;
+        }
+      items[k].result = renewed >= self->majority       ? RL_LEASE_OK
+                        : lost > self->n - self->majority ? RL_LEASE_LOST
+                                                          : RL_LEASE_ERROR;
+      if (items[k].result != RL_LEASE_OK || lost == 0)
+        continue;
+      for (guint i = 0; i < self->n; i++)
+        if (f->items[i][k].result == RL_LEASE_LOST)
+          {
+            RlLeaseItem *grown;
+            if (reset == NULL)
+              reset = fan_out_new (self, RL_REQUEST_ACQUIRE);
+            grown = g_renew (RlLeaseItem, reset->items[i], reset->counts[i] + 1);
+            grown[reset->counts[i]++] = items[k];
+            reset->items[i] = grown;
+          }
+    }
+  if (reset != NULL)
+    {
+      /* SET NX: a key another owner took there meanwhile stays theirs. */
+      fan_out_run (reset, node_timeout_ms (self, ttl), FALSE, 0);
+      fan_out_free (reset);
+    }
+  fan_out_free (f);
+  return TRUE;
 }
 
 static RlLeaseResult
 quorum_renew (RlStore *store, const char *key, const char *value, gint64 ttl_ms, GError **error)
 {
   RlQuorumStore *self = (RlQuorumStore *) store;
-  g_autofree gboolean *seen = g_new0 (gboolean, self->n);
-  guint ok = 0, lost = 0, answered;
-  QuorumJob *job = run_single (self, OP_RENEW, key, value, ttl_ms, seen, &answered);
-  RlLeaseResult result;
+  RlLeaseItem item = { .key = key, .value = value, .ttl_ms = ttl_ms };
 
-  for (guint i = 0; i < self->n; i++)
-    if (seen[i])
-      {
-        ok += job->replies[i].result == RL_LEASE_OK;
-        lost += job->replies[i].result == RL_LEASE_LOST;
-      }
-  if (ok >= self->majority)
-    result = RL_LEASE_OK;
-  else if (lost >= self->majority)
-    result = RL_LEASE_LOST;
-  else
+  if (!renew_leases (self, 1, &item, 0, error))
+    return RL_LEASE_ERROR;
+  if (item.result == RL_LEASE_ERROR)
+    g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                 "Renewing a quorum lease: fewer than a majority (%u of %u) confirmed it",
+                 self->majority, self->n);
+  return item.result;
+}
+
+static gboolean
+quorum_renew_batch (RlStore *store, guint n, const char *const *keys, const char *const *values,
+                    const gint64 *ttls, RlLeaseResult *results, gint64 timeout_ms,
+                    guint *round_trips, GError **error)
+{
+  RlQuorumStore *self = (RlQuorumStore *) store;
+  g_autofree RlLeaseItem *items = g_new0 (RlLeaseItem, MAX (n, 1));
+
+  *round_trips = 0;
+  if (n == 0)
+    return TRUE;
+  for (guint k = 0; k < n; k++)
     {
-      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
-                   "Renewing a quorum lease: confirmed by %u and found lost by %u of %u "
-                   "nodes, a majority is %u", ok, lost, self->n, self->majority);
-      result = RL_LEASE_ERROR;
+      items[k].key = keys[k];
+      items[k].value = values[k];
+      items[k].ttl_ms = ttls[k];
     }
-  job_unref (job);
-  return result;
+  *round_trips = 1;
+  if (!renew_leases (self, n, items, timeout_ms, error))
+    return FALSE;
+  for (guint k = 0; k < n; k++)
+    results[k] = items[k].result;
+  return TRUE;
+}
+
+/* Per lease: LOST only when so many nodes found it gone or foreign that no majority
+ * can still have held it; OK when the others answered enough for a majority; ERROR
+ * (with the first such lease's error) otherwise. */
+static gboolean
+quorum_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error)
+{
+  RlQuorumStore *self = (RlQuorumStore *) store;
+  FanOut *f = fan_out_all (self, RL_REQUEST_RELEASE, n, items);
+  gboolean all = TRUE;
+
+  fan_out_run (f, node_timeout_ms (self, 0), TRUE,
+               RL_ATOMIC_GET (self->parent.ctx->command_timeout_ms));
+  for (guint k = 0; k < n; k++)
+    {
+      guint released = 0, lost = 0;
+
+      items[k].others = FALSE;
+      for (guint i = 0; i < self->n; i++)
+        {
+          released += f->items[i][k].result == RL_LEASE_OK;
+          lost += f->items[i][k].result == RL_LEASE_LOST;
+          items[k].others = items[k].others || f->items[i][k].others;
+        }
+      if (lost > self->n - self->majority)
+        items[k].result = RL_LEASE_LOST;
+      else if (released + lost >= self->majority)
+        items[k].result = RL_LEASE_OK;
+      else
+        {
+          items[k].result = RL_LEASE_ERROR;
+          if (all)
+            set_no_majority (f, released + lost, "Releasing a quorum lease", error);
+          all = FALSE;
+        }
+    }
+  fan_out_free (f);
+  return all;
 }
 
 /* Never keeps a lease (keep_ttl_ms is ignored): keeping it on some nodes and deleting
@@ -598,153 +674,66 @@ static RlLeaseResult
 quorum_release (RlStore *store, const char *key, const char *value, gint64 keep_ttl_ms,
                 gboolean *others, GError **error)
 {
-  RlQuorumStore *self = (RlQuorumStore *) store;
-  g_autofree gboolean *seen = g_new0 (gboolean, self->n);
-  guint ok = 0, lost = 0, answered;
-  QuorumJob *job = run_single (self, OP_RELEASE, key, value, 0, seen, &answered);
-  RlLeaseResult result;
+  RlLeaseItem item = { .key = key, .value = value };
 
-  *others = FALSE;
-  for (guint i = 0; i < self->n; i++)
-    if (seen[i])
-      {
-        ok += job->replies[i].result == RL_LEASE_OK;
-        lost += job->replies[i].result == RL_LEASE_LOST;
-        *others = *others || job->replies[i].others;
-      }
-  /* LOST only when no majority can still have had it. */
-  if (lost > self->n - self->majority)
-    result = RL_LEASE_LOST;
-  else if (ok >= self->majority || ok + lost >= self->majority)
-    result = RL_LEASE_OK;
-  else
-    {
-      set_no_majority (self, job, seen, answered, "Releasing a quorum lease", error);
-      result = RL_LEASE_ERROR;
-    }
-  job_unref (job);
-  return result;
+  quorum_release_many (store, 1, &item, error);
+  *others = item.others;
+  return item.result;
 }
 
-static gboolean
-quorum_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error)
-{
-  gboolean ok = TRUE;
-
-  for (guint i = 0; i < n; i++)
-    {
-      g_autoptr (GError) local_error = NULL;
-      items[i].result = quorum_release (store, items[i].key, items[i].value, 0, &items[i].others,
-                                        &local_error);
-      if (items[i].result == RL_LEASE_ERROR && ok)
-        {
-          ok = FALSE;
-          g_propagate_error (error, g_steal_pointer (&local_error));
-        }
-    }
-  return ok;
-}
-
-/* Per lease: OK when a majority renewed it, LOST when a majority found it gone, ERROR
- * (unconfirmed) otherwise. */
-static gboolean
-quorum_renew_batch (RlStore *store, guint n, const char *const *keys, const char *const *values,
-                    const gint64 *ttls, RlLeaseResult *results, gint64 timeout_ms,
-                    guint *round_trips, GError **error)
-{
-  RlQuorumStore *self = (RlQuorumStore *) store;
-  gint64 start = g_get_monotonic_time (), end;
-  g_autofree gboolean *seen = g_new0 (gboolean, self->n);
-  QuorumJob *job;
-  guint answered;
-
-  *round_trips = 0;
-  if (n == 0)
-    return TRUE;
-  if (timeout_ms <= 0)
-    timeout_ms = RL_ATOMIC_GET (self->parent.ctx->command_timeout_ms);
-  job = job_new (self, OP_RENEW_BATCH);
-  job->count = n;
-  job->keys = g_new0 (char *, n + 1);
-  job->values = g_new0 (char *, n + 1);
-  job->ttls = g_memdup2 (ttls, n * sizeof *ttls);
-  for (guint i = 0; i < n; i++)
-    {
-      job->keys[i] = g_strdup (keys[i]);
-      job->values[i] = g_strdup (values[i]);
-    }
-  job->timeout_ms = timeout_ms;
-  job_start (job, FALSE);
-  end = start + timeout_ms * 1000 + QUORUM_SLACK_US;
-  answered = job_wait (job, end, QUORUM_NODE_TIMEOUT_MS * 1000, seen);
-  if (answered < self->majority)
-    {
-      set_no_majority (self, job, seen, answered, "Renewing quorum leases", error);
-      job_unref (job);
-      return FALSE;
-    }
-  for (guint i = 0; i < self->n; i++)
-    if (seen[i] && job->replies[i].ok)
-      *round_trips = MAX (*round_trips, job->replies[i].round_trips);
-  for (guint k = 0; k < n; k++)
-    {
-      guint ok = 0, lost = 0;
-      for (guint i = 0; i < self->n; i++)
-        if (seen[i] && job->replies[i].ok)
-          {
-            ok += job->replies[i].results[k] == RL_LEASE_OK;
-            lost += job->replies[i].results[k] == RL_LEASE_LOST;
-          }
-      results[k] = ok >= self->majority     ? RL_LEASE_OK
-                   : lost >= self->majority ? RL_LEASE_LOST
-                                            : RL_LEASE_ERROR;
-    }
-  job_unref (job);
-  return TRUE;
-}
-
-/* The value a majority of the nodes holds for @key, with the shortest of their TTLs. */
+/* The value a majority of the nodes holds for @key, with the shortest of their TTLs;
+ * the nodes asked one after another. */
 static gboolean
 quorum_inspect (RlStore *store, const char *key, char **value, gint64 *pttl_ms, GError **error)
 {
   RlQuorumStore *self = (RlQuorumStore *) store;
-  g_autofree gboolean *seen = g_new0 (gboolean, self->n);
+  g_autofree char **values = g_new0 (char *, self->n + 1);
+  g_autofree gint64 *pttls = g_new0 (gint64, self->n);
+  g_autoptr (GError) first_error = NULL;
   gboolean found = FALSE;
-  guint answered;
-  QuorumJob *job = run_single (self, OP_INSPECT, key, NULL, 0, seen, &answered);
+  guint answered = 0;
 
-  if (answered < self->majority)
+  for (guint i = 0; i < self->n; i++)
     {
-      set_no_majority (self, job, seen, answered, "Inspecting a quorum lease", error);
-      job_unref (job);
-      return FALSE;
+      RlStore *child = child_store (self, i);
+      g_autoptr (GError) local_error = NULL;
+
+      if (child == NULL)
+        continue;
+      if (child->vt->inspect (child, key, &values[i], &pttls[i], &local_error)
+          || local_error == NULL)
+        answered++;
+      else if (first_error == NULL)
+        first_error = g_steal_pointer (&local_error);
     }
-  for (guint i = 0; i < self->n && !found; i++)
+  if (answered < self->majority)
+    g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                 "Inspecting a quorum lease: %u of %u quorum nodes answered, a majority is %u (%s)",
+                 answered, self->n, self->majority,
+                 first_error != NULL ? first_error->message : "not connected");
+  for (guint i = 0; answered >= self->majority && i < self->n && !found; i++)
     {
-      QuorumReply *a = &job->replies[i];
       guint count = 0;
-      gint64 pttl = a->pttl_ms;
+      gint64 pttl = pttls[i];
 
-      if (!seen[i] || !a->ok)
+      if (values[i] == NULL)
         continue;
       for (guint k = 0; k < self->n; k++)
-        {
-          QuorumReply *b = &job->replies[k];
-          if (seen[k] && b->ok && strcmp (a->value, b->value) == 0)
-            {
-              count++;
-              if (compare_pttl (&b->pttl_ms, &pttl) < 0)
-                pttl = b->pttl_ms;
-            }
-        }
+        if (values[k] != NULL && strcmp (values[i], values[k]) == 0)
+          {
+            count++;
+            if (compare_pttl (&pttls[k], &pttl) < 0)
+              pttl = pttls[k];
+          }
       if (count >= self->majority)
         {
-          *value = g_strdup (a->value);
+          *value = g_strdup (values[i]);
           *pttl_ms = pttl;
           found = TRUE;
         }
     }
-  job_unref (job);
+  for (guint i = 0; i < self->n; i++)
+    g_free (values[i]);
   return found;
 }
 
@@ -756,35 +745,59 @@ quorum_read_counter (RlStore *store, const char *fence_key, guint64 *value, GErr
   return FALSE;
 }
 
-/* The leases a majority of the nodes hold with the same value. */
+static void
+entries_free (GArray *entries)
+{
+  for (guint k = 0; k < entries->len; k++)
+    {
+      RlStoreEntry *e = &g_array_index (entries, RlStoreEntry, k);
+      g_free (e->key);
+      g_free (e->value);
+    }
+  g_array_unref (entries);
+}
+
+/* The leases a majority of the nodes hold with the same value; the nodes asked one
+ * after another. */
 static gboolean
 quorum_list (RlStore *store, GArray *entries, GError **error)
 {
   RlQuorumStore *self = (RlQuorumStore *) store;
-  gint64 start = g_get_monotonic_time ();
-  g_autofree gboolean *seen = g_new0 (gboolean, self->n);
-  g_autoptr (GHashTable) counts = NULL;
-  QuorumJob *job = job_new (self, OP_LIST);
-  guint answered;
+  g_autoptr (GHashTable) counts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr (GError) first_error = NULL;
+  g_autofree GArray **lists = g_new0 (GArray *, self->n);
+  guint answered = 0;
 
-  job_start (job, FALSE);
-  answered = job_wait (job, command_end (self, start), QUORUM_NODE_TIMEOUT_MS * 1000, seen);
-  if (answered < self->majority)
-    {
-      set_no_majority (self, job, seen, answered, "Listing quorum leases", error);
-      job_unref (job);
-      return FALSE;
-    }
-  /* "key\nvalue" -> the first entry seen and how many nodes have it */
-  counts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   for (guint i = 0; i < self->n; i++)
     {
-      GArray *list = job->replies[i].entries;
-      if (!seen[i] || !job->replies[i].ok)
+      RlStore *child = child_store (self, i);
+      g_autoptr (GError) local_error = NULL;
+
+      if (child == NULL)
         continue;
-      for (guint k = 0; k < list->len; k++)
+      lists[i] = g_array_new (FALSE, FALSE, sizeof (RlStoreEntry));
+      if (child->vt->list (child, lists[i], &local_error))
+        answered++;
+      else
         {
-          RlStoreEntry *e = &g_array_index (list, RlStoreEntry, k);
+          if (first_error == NULL)
+            first_error = g_steal_pointer (&local_error);
+          g_clear_pointer (&lists[i], entries_free);
+        }
+    }
+  if (answered < self->majority)
+    g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                 "Listing quorum leases: %u of %u quorum nodes answered, a majority is %u (%s)",
+                 answered, self->n, self->majority,
+                 first_error != NULL ? first_error->message : "not connected");
+  /* "key\nvalue" -> how many nodes have it */
+  for (guint i = 0; i < self->n; i++)
+    {
+      if (lists[i] == NULL)
+        continue;
+      for (guint k = 0; answered >= self->majority && k < lists[i]->len; k++)
+        {
+          RlStoreEntry *e = &g_array_index (lists[i], RlStoreEntry, k);
           char *id = g_strconcat (e->key, "\n", e->value, NULL);
           guint count = GPOINTER_TO_UINT (g_hash_table_lookup (counts, id)) + 1;
           g_hash_table_replace (counts, id, GUINT_TO_POINTER (count));
@@ -794,38 +807,50 @@ quorum_list (RlStore *store, GArray *entries, GError **error)
               g_array_append_val (entries, copy);
             }
         }
+      entries_free (lists[i]);
     }
-  job_unref (job);
-  return TRUE;
+  return answered >= self->majority;
 }
 
 /* Confirmed when notifications run on a majority: a holder's release reaches a
- * majority, so at least one of them wakes this store. */
+ * majority, so at least one of them wakes this store. Every node's are started
+ * first, then waited for one after another within @timeout_ms. */
 static gboolean
 quorum_watch (RlStore *store, gint64 timeout_ms)
 {
   RlQuorumStore *self = (RlQuorumStore *) store;
-  g_autofree gboolean *seen = NULL;
-  gint64 start = g_get_monotonic_time ();
-  guint running = 0;
-  QuorumJob *job;
+  gint64 end = g_get_monotonic_time () + MAX (timeout_ms, 0) * 1000;
+  g_autofree gboolean *running = g_new0 (gboolean, self->n);
+  guint count = 0;
 
   for (guint i = 0; i < self->n; i++)
     {
-      RlStore *child = child_peek (&self->children[i]);
-      if (child != NULL && child->vt->watch (child, 0))
-        running++;
+      RlStore *child = child_store (self, i);
+      running[i] = child != NULL && child->vt->watch (child, 0);
+      count += running[i];
     }
-  if (running >= self->majority || timeout_ms <= 0)
-    return running >= self->majority;
+  for (guint i = 0; i < self->n && count < self->majority && timeout_ms > 0; i++)
+    {
+      RlStore *child = child_store (self, i);
+      gint64 left_ms = (end - g_get_monotonic_time ()) / 1000;
 
-  seen = g_new0 (gboolean, self->n);
-  job = job_new (self, OP_WATCH);
-  job->timeout_ms = timeout_ms;
-  job_start (job, FALSE);
-  running = job_wait (job, start + timeout_ms * 1000 + QUORUM_SLACK_US, 0, seen);
-  job_unref (job);
-  return running >= self->majority;
+      if (running[i] || child == NULL || left_ms <= 0)
+        continue;
+      count += child->vt->watch (child, left_ms);
+    }
+  return count >= self->majority;
+}
+
+/* Ends the opener, which might otherwise open a child after this. */
+static void
+stop_opener (RlQuorumStore *self)
+{
+  rl_mutex_lock (&self->opener_mutex);
+  self->stopping = TRUE;
+  rl_cond_broadcast (&self->opener_cond);
+  rl_mutex_unlock (&self->opener_mutex);
+  if (self->opener != NULL)
+    g_clear_pointer (&self->opener, g_thread_join);
 }
 
 static void
@@ -833,42 +858,31 @@ quorum_close (RlStore *store)
 {
   RlQuorumStore *self = (RlQuorumStore *) store;
 
+  stop_opener (self);
   for (guint i = 0; i < self->n; i++)
     {
-      RlStore *child = child_peek (&self->children[i]);
+      RlStore *child = child_store (self, i);
       if (child != NULL)
         child->vt->close (child);
     }
 }
 
-/* rl_store_free() has already freed the common fields: the children's requests still
- * running use only their own store's. */
+/* rl_store_free() has already freed the common fields. */
 static void
 quorum_free (RlStore *store)
 {
   RlQuorumStore *self = (RlQuorumStore *) store;
 
-  for (guint i = 0; i < self->n; i++)
-    {
-      QuorumChild *child = &self->children[i];
-      rl_mutex_lock (&child->queue_mutex);
-      child->stopping = TRUE;
-      rl_cond_broadcast (&child->queue_cond);
-      rl_mutex_unlock (&child->queue_mutex);
-    }
-  for (guint i = 0; i < self->n; i++)
-    for (guint k = 0; k < QUORUM_POOL_THREADS; k++)
-      g_thread_join (self->children[i].workers[k]);
+  stop_opener (self);
   for (guint i = 0; i < self->n; i++)
     {
       QuorumChild *child = &self->children[i];
       if (child->store != NULL)
         rl_store_free (child->store);
-      rl_mutex_clear (&child->mutex);
-      rl_mutex_clear (&child->queue_mutex);
-      rl_cond_clear (&child->queue_cond);
       g_free (child->url);
     }
+  rl_mutex_clear (&self->opener_mutex);
+  rl_cond_clear (&self->opener_cond);
   g_free (self->children);
   g_free (self);
 }
@@ -896,11 +910,9 @@ rl_quorum_store_open (const char *const *urls, const char *registry_key, const c
                       GError **error)
 {
   RlQuorumStore *self;
-  g_autofree gboolean *seen = NULL;
+  g_autoptr (GError) first_error = NULL;
   guint n = urls != NULL ? g_strv_length ((char **) urls) : 0;
-  guint answered;
-  gint64 start;
-  QuorumJob *job;
+  guint opened = 0;
 
   if (n == 0)
     {
@@ -908,11 +920,12 @@ rl_quorum_store_open (const char *const *urls, const char *registry_key, const c
                            "A quorum registry needs at least one URL");
       return NULL;
     }
-  /* A bad URL is INVALID at once, and what parsing sets up once per process in GLib
-   * is set up in this thread before N threads parse at the same time. */
+  /* A bad URL is INVALID at once, before any node is contacted. */
   for (guint i = 0; i < n; i++)
     {
       RlUrl parsed;
+      gboolean cluster;
+
       if (g_str_has_prefix (urls[i], "memory://"))
         continue;
       if (!rl_url_parse (urls[i], &parsed, error))
@@ -920,7 +933,15 @@ rl_quorum_store_open (const char *const *urls, const char *registry_key, const c
           g_prefix_error (error, "Quorum node %u: ", i + 1);
           return NULL;
         }
+      cluster = parsed.kind == RL_TOPOLOGY_CLUSTER;
       rl_url_clear (&parsed);
+      if (cluster)
+        {
+          g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
+                       "Quorum node %u: a quorum node must be a single master, not a Cluster",
+                       i + 1);
+          return NULL;
+        }
     }
 
   self = g_new0 (RlQuorumStore, 1);
@@ -933,47 +954,43 @@ rl_quorum_store_open (const char *const *urls, const char *registry_key, const c
   self->n = n;
   self->majority = n / 2 + 1;
   self->children = g_new0 (QuorumChild, n);
+  rl_mutex_init (&self->opener_mutex);
+  rl_cond_init (&self->opener_cond);
   for (guint i = 0; i < n; i++)
-    {
-      QuorumChild *child = &self->children[i];
-      child->self = self;
-      child->url = g_strdup (urls[i]);
-      rl_mutex_init (&child->mutex);
-      rl_mutex_init (&child->queue_mutex);
-      rl_cond_init (&child->queue_cond);
-      g_queue_init (&child->queue);
-      for (guint k = 0; k < QUORUM_POOL_THREADS; k++)
-        child->workers[k] = g_thread_new ("rl-quorum", worker_main, child);
-    }
+    self->children[i].url = g_strdup (urls[i]);
 
-  /* Every node at once; a node that is down now is retried later. */
-  start = g_get_monotonic_time ();
-  seen = g_new0 (gboolean, n);
-  job = job_new (self, OP_OPEN);
-  job_start (job, FALSE);
-  answered = job_wait (job,
-                       start + (RL_ATOMIC_GET (ctx->connect_timeout_ms)
-                                + RL_ATOMIC_GET (ctx->command_timeout_ms)) * 1000,
-                       -1, seen);
   for (guint i = 0; i < n; i++)
-    if (seen[i] && job->replies[i].error != NULL
-        && !g_error_matches (job->replies[i].error, REDIS_LOCK_ERROR,
-                             REDIS_LOCK_ERROR_CONNECTION))
-      {
-        /* A bad URL, password or database is not a node being down. */
-        g_propagate_prefixed_error (error, g_steal_pointer (&job->replies[i].error),
-                                    "Quorum node %u: ", i + 1);
-        job_unref (job);
-        rl_store_free (&self->parent);
-        return NULL;
-      }
-  if (answered < self->majority)
     {
-      set_no_majority (self, job, seen, answered, "Opening a quorum registry", error);
-      job_unref (job);
+      g_autoptr (GError) local_error = NULL;
+      RlStore *child = child_open (self, i, &local_error);
+
+      if (child != NULL)
+        {
+          g_atomic_pointer_set (&self->children[i].store, child);
+          opened++;
+          continue;
+        }
+      /* A bad password or database is not a node being down. */
+      if (!g_error_matches (local_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION))
+        {
+          g_propagate_prefixed_error (error, g_steal_pointer (&local_error), "Quorum node %u: ",
+                                      i + 1);
+          rl_store_free (&self->parent);
+          return NULL;
+        }
+      if (first_error == NULL)
+        first_error = g_steal_pointer (&local_error);
+    }
+  if (opened < self->majority)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                   "Opening a quorum registry: %u of %u quorum nodes answered, a majority is %u "
+                   "(%s)",
+                   opened, n, self->majority, first_error->message);
       rl_store_free (&self->parent);
       return NULL;
     }
-  job_unref (job);
+  if (opened < n)
+    self->opener = g_thread_new ("rl-quorum-open", opener_main, self);
   return &self->parent;
 }

@@ -1770,6 +1770,398 @@ redis_list (RlStore *store, GArray *entries, GError **error)
   return TRUE;
 }
 
+/* Stepwise requests -------------------------------------------------------------- */
+
+/* The command each lease of a stepwise request is sent next. */
+enum
+{
+  STEP_SET,     /* acquire: SET NX PX, the fast path of redis_acquire() */
+  STEP_EVALSHA, /* the kind's script by EVALSHA (acquire: the key existed) */
+  STEP_EVAL,    /* the kind's script by EVAL, after NOSCRIPT */
+  STEP_DONE,    /* the lease's result is final */
+};
+
+/* The requests of redis_request_begin(): the leases of one request on one node, on
+ * one connection, each lease moving through the steps above as its replies come. The
+ * replies of one exchange come in the order the leases were sent (a WAIT last). */
+typedef struct
+{
+  RlRequest pub;
+  RlRedisStore *self;
+  RlRequestKind kind;
+  const RlScript *script;
+  guint n;
+  RlLeaseItem *items;
+  RlNode *node;
+  gboolean reused;  /* the connection came from the pool */
+  gboolean retried; /* sent again on a fresh connection after a stale one broke */
+  guint8 *step;     /* per lease */
+  gboolean *sent;   /* per lease: in the exchange under way */
+  gboolean *wrote;  /* per lease: wrote in the exchange under way (WAIT's to confirm) */
+  gboolean *unreplicated;
+  GError **errors;  /* per lease, with result ERROR */
+  char (*ttls)[24];
+  char **channels; /* release: each lease's notification channel */
+  const char *subscribed;
+  guint next;       /* where the next reply's lease is looked for */
+  guint n_sent;     /* leases sent in the exchange under way */
+  guint answered;   /* of them, answered */
+  gboolean waited;  /* a WAIT follows them */
+} RedisRequest;
+
+/* Queues the next command of every lease not done, and WAIT after writes when
+ * replicas must acknowledge them; sets pub.expected. */
+static void
+request_queue (RedisRequest *req)
+{
+  RlRedisStore *self = req->self;
+  RlStoreContext *ctx = self->parent.ctx;
+  guint count = 0;
+
+  for (guint i = 0; i < req->n; i++)
+    {
+      RlLeaseItem *item = &req->items[i];
+      const char *argv[7];
+      int argc = 6;
+
+      req->sent[i] = req->wrote[i] = FALSE;
+      if (req->step[i] == STEP_DONE)
+        continue;
+      if (req->step[i] == STEP_SET)
+        {
+          argv[0] = "SET";
+          argv[1] = item->key;
+          argv[2] = item->value;
+          argv[3] = "NX";
+          argv[4] = "PX";
+          argv[5] = req->ttls[i];
+        }
+      else
+        {
+          argv[0] = req->step[i] == STEP_EVALSHA ? "EVALSHA" : "EVAL";
+          argv[1] = req->step[i] == STEP_EVALSHA ? req->script->sha : req->script->text;
+          argv[2] = "1";
+          argv[3] = item->key;
+          argv[4] = item->value;
+          if (req->kind == RL_REQUEST_RELEASE)
+            {
+              argv[5] = req->channels[i];
+              argv[6] = req->subscribed;
+              argc = 7;
+            }
+          else
+            argv[5] = req->ttls[i];
+        }
+      rl_conn_append (req->pub.conn, argc, argv);
+      req->sent[i] = TRUE;
+      count++;
+    }
+  req->waited = count > 0 && req->kind != RL_REQUEST_RELEASE && min_replicas (self) > 0;
+  if (req->waited)
+    {
+      char count_s[24], timeout_s[24];
+      gint64 wait_ms = RL_ATOMIC_GET (ctx->replica_timeout_ms);
+      const char *wait[] = { "WAIT", count_s, timeout_s };
+
+      rl_format_uint (count_s, min_replicas (self));
+      rl_format_uint (timeout_s, wait_ms > 0 ? wait_ms : RL_ATOMIC_GET (ctx->command_timeout_ms));
+      rl_conn_append (req->pub.conn, 3, wait);
+    }
+  req->next = 0;
+  req->n_sent = count;
+  req->answered = 0;
+  req->pub.expected = count + (req->waited ? 1 : 0);
+  RL_ATOMIC_ADD (ctx->stats->round_trips, 1);
+  RL_ATOMIC_ADD (ctx->stats->commands, req->pub.expected);
+}
+
+static void
+request_fail_item (RedisRequest *req, guint i, GError *error)
+{
+  req->items[i].result = RL_LEASE_ERROR;
+  req->step[i] = STEP_DONE;
+  g_clear_error (&req->errors[i]);
+  req->errors[i] = error;
+}
+
+static void
+redis_request_reply (RlRequest *request, redisReply *reply)
+{
+  RedisRequest *req = (RedisRequest *) request;
+  RlLeaseItem *item;
+  guint i;
+
+  if (req->answered == req->n_sent)
+    {
+      /* WAIT, after the commands. */
+      gboolean acked = reply->type == REDIS_REPLY_INTEGER && reply->integer >= min_replicas (req->self);
+      for (guint k = 0; k < req->n; k++)
+        if (req->wrote[k] && !acked)
+          req->unreplicated[k] = TRUE;
+      freeReplyObject (reply);
+      return;
+    }
+  req->answered++;
+  do
+    i = req->next++;
+  while (!req->sent[i]);
+  item = &req->items[i];
+
+  if (reply->type == REDIS_REPLY_ERROR)
+    {
+      RlTopology *topology = req->self->topology;
+      RlNode *target = NULL;
+      RlReplyKind kind;
+
+      if (req->step[i] == STEP_EVALSHA && is_noscript (reply))
+        {
+          req->step[i] = STEP_EVAL;
+          freeReplyObject (reply);
+          return;
+        }
+      /* The topology learns of a failover from it (READONLY, a master no more). */
+      kind = topology->vt->classify (topology, req->node, reply, &target);
+      if (target != NULL)
+        rl_node_unref (target);
+      request_fail_item (req, i,
+                         g_error_new (REDIS_LOCK_ERROR,
+                                      kind == RL_REPLY_RETRY ? REDIS_LOCK_ERROR_CONNECTION
+                                                             : REDIS_LOCK_ERROR_REDIS,
+                                      "Redis at %s refused the lock command: %s",
+                                      req->node->name, reply->str));
+    }
+  else if (req->step[i] == STEP_SET)
+    {
+      if (reply->type == REDIS_REPLY_STATUS)
+        {
+          item->result = RL_LEASE_OK;
+          req->wrote[i] = TRUE;
+          req->step[i] = STEP_DONE;
+        }
+      else if (reply->type == REDIS_REPLY_NIL)
+        req->step[i] = STEP_EVALSHA; /* the key exists: ours already, or whose for how long */
+      else
+        request_fail_item (req, i,
+                           g_error_new (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                                        "Redis lock command returned an unexpected reply (type %d)",
+                                        reply->type));
+    }
+  else if (reply->type != REDIS_REPLY_INTEGER)
+    request_fail_item (req, i,
+                       g_error_new (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                                    "Redis lock script returned an unexpected reply (type %d)",
+                                    reply->type));
+  else
+    {
+      long long result = reply->integer;
+
+      req->step[i] = STEP_DONE;
+      switch (req->kind)
+        {
+        case RL_REQUEST_ACQUIRE:
+          item->result = result == RL_ACQUIRED ? RL_LEASE_OK : RL_LEASE_HELD;
+          req->wrote[i] = result == RL_ACQUIRED;
+          if (result != RL_ACQUIRED)
+            item->pttl_ms = result;
+          break;
+        case RL_REQUEST_RENEW:
+          item->result = result == 1 ? RL_LEASE_OK : RL_LEASE_LOST;
+          req->wrote[i] = result == 1;
+          break;
+        case RL_REQUEST_RELEASE:
+          item->others = release_heard (req->self, result, req->channels[i]);
+          if (result == RL_RELEASE_LOST && req->retried)
+            /* As in redis_release(): the first attempt may have deleted it itself. */
+            request_fail_item (req, i,
+                               g_error_new (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                                            "The connection to Redis broke during the release of "
+                                            "“%s”; it may or may not have been released by it",
+                                            item->key));
+          else
+            item->result = result == RL_RELEASE_LOST ? RL_LEASE_LOST : RL_LEASE_OK;
+          break;
+        default:
+          g_assert_not_reached ();
+        }
+    }
+  freeReplyObject (reply);
+}
+
+static gboolean
+redis_request_step (RlRequest *request, gboolean failed)
+{
+  RedisRequest *req = (RedisRequest *) request;
+  RlPool *pool = req->node->pool;
+  gboolean pending = FALSE;
+
+  if (failed)
+    {
+      RlConn *conn = req->pub.conn;
+      /* Nothing answered on a pooled connection the server had closed (restarted):
+       * sent again, once, on a fresh one, as call() does. */
+      gboolean stale = req->reused && !req->retried && req->answered == 0 && rl_conn_is_stale (conn);
+      g_autoptr (GError) error = NULL;
+
+      if (!stale)
+        {
+          g_autofree char *what = g_strdup_printf ("Lock request on %s", req->node->name);
+          rl_set_error_from_conn (&error, conn, what);
+          req->self->topology->vt->failed (req->self->topology, req->node);
+        }
+      rl_pool_put (pool, conn);
+      req->pub.conn = NULL;
+      req->pub.expected = 0;
+      if (stale)
+        {
+          req->retried = TRUE;
+          req->pub.conn = rl_pool_get (pool, 0, &req->reused, &error);
+        }
+      for (guint i = 0; i < req->n; i++)
+        {
+          if (req->waited && req->wrote[i])
+            req->unreplicated[i] = TRUE;
+          if (req->sent[i] && req->step[i] != STEP_DONE && req->pub.conn == NULL)
+            request_fail_item (req, i, g_error_copy (error));
+        }
+      if (req->pub.conn == NULL)
+        return FALSE;
+    }
+  for (guint i = 0; i < req->n; i++)
+    pending = pending || req->step[i] != STEP_DONE;
+  if (!pending)
+    return FALSE;
+  request_queue (req);
+  return TRUE;
+}
+
+static gboolean
+redis_request_end (RlRequest *request, GError **error)
+{
+  RedisRequest *req = (RedisRequest *) request;
+  GError *first = NULL;
+
+  if (req->pub.conn != NULL)
+    rl_pool_put (req->node->pool, req->pub.conn);
+  for (guint i = 0; i < req->n; i++)
+    {
+      RlLeaseItem *item = &req->items[i];
+
+      /* Ended by the caller before its answer came. */
+      if (req->step[i] != STEP_DONE)
+        request_fail_item (req, i,
+                           g_error_new (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                                        "Redis at %s did not answer the lock request in time",
+                                        req->node->name));
+      /* Written on the master alone: a failover now could lose it, so it does not
+       * count (an acquisition is released by the caller, which asked for it). */
+      if (req->unreplicated[i] && item->result == RL_LEASE_OK && req->kind != RL_REQUEST_RELEASE)
+        {
+          GError *e = NULL;
+          set_not_replicated (req->self, &e,
+                              req->kind == RL_REQUEST_ACQUIRE ? "acquisition" : "renewal",
+                              item->key);
+          request_fail_item (req, i, e);
+        }
+      if (req->errors[i] != NULL && first == NULL)
+        first = g_steal_pointer (&req->errors[i]);
+      g_clear_error (&req->errors[i]);
+    }
+  rl_node_unref (req->node);
+  g_strfreev (req->channels);
+  g_free (req->step);
+  g_free (req->sent);
+  g_free (req->wrote);
+  g_free (req->unreplicated);
+  g_free (req->errors);
+  g_free (req->ttls);
+  g_free (req);
+  if (first != NULL)
+    {
+      g_propagate_error (error, first);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* A request for leases of one server: every key is routed to its node, and they must
+ * be the same (a Cluster's keys of different slots are refused: INVALID). */
+static RlRequest *
+redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem *items,
+                     GError **error)
+{
+  RlRedisStore *self = (RlRedisStore *) store;
+  RlTopology *topology = self->topology;
+  g_autoptr (GError) local_error = NULL;
+  RedisRequest *req;
+  RlNode *node;
+
+  g_return_val_if_fail (n > 0, NULL);
+  for (guint i = 0; i < n; i++)
+    {
+      items[i].result = RL_LEASE_ERROR;
+      items[i].others = FALSE;
+      items[i].pttl_ms = 0;
+      items[i].token = 0;
+    }
+  node = topology->vt->route (topology, items[0].key, &local_error);
+  for (guint i = 1; node != NULL && i < n; i++)
+    {
+      RlNode *other = topology->vt->route (topology, items[i].key, &local_error);
+      if (other != NULL)
+        rl_node_unref (other);
+      if (other != node)
+        {
+          if (other != NULL)
+            g_set_error_literal (&local_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
+                                 "A stepwise lock request must be for keys of one server");
+          g_clear_pointer (&node, rl_node_unref);
+        }
+    }
+  if (node == NULL)
+    {
+      g_propagate_error (error, g_steal_pointer (&local_error));
+      return NULL;
+    }
+
+  req = g_new0 (RedisRequest, 1);
+  req->self = self;
+  req->kind = kind;
+  req->script = kind == RL_REQUEST_ACQUIRE ? &self->acquire
+                : kind == RL_REQUEST_RENEW ? &self->renew
+                                           : &self->release;
+  req->n = n;
+  req->items = items;
+  req->node = node;
+  req->step = g_new0 (guint8, n);
+  req->sent = g_new0 (gboolean, n);
+  req->wrote = g_new0 (gboolean, n);
+  req->unreplicated = g_new0 (gboolean, n);
+  req->errors = g_new0 (GError *, n);
+  req->ttls = g_malloc0 (sizeof *req->ttls * n);
+  if (kind == RL_REQUEST_RELEASE)
+    {
+      req->channels = g_new0 (char *, n + 1);
+      req->subscribed = rl_notifier_is_subscribed (self->notifier) ? "1" : "0";
+    }
+  for (guint i = 0; i < n; i++)
+    {
+      req->step[i] = kind == RL_REQUEST_ACQUIRE ? STEP_SET : STEP_EVALSHA;
+      rl_format_uint (req->ttls[i], items[i].ttl_ms);
+      if (req->channels != NULL)
+        req->channels[i] = g_strconcat (self->channel_prefix, items[i].key, NULL);
+    }
+  req->pub.conn = rl_pool_get (node->pool, 0, &req->reused, &local_error);
+  if (req->pub.conn == NULL)
+    {
+      topology->vt->failed (topology, node);
+      redis_request_end (&req->pub, NULL);
+      g_propagate_error (error, g_steal_pointer (&local_error));
+      return NULL;
+    }
+  request_queue (req);
+  return &req->pub;
+}
+
 static const RlStoreVTable redis_store_vtable = {
   .acquire = redis_acquire,
   .acquire_many = redis_acquire_many,
@@ -1780,6 +2172,10 @@ static const RlStoreVTable redis_store_vtable = {
   .inspect = redis_inspect,
   .read_counter = redis_read_counter,
   .list = redis_list,
+  .request_begin = redis_request_begin,
+  .request_reply = redis_request_reply,
+  .request_step = redis_request_step,
+  .request_end = redis_request_end,
   .watch = redis_watch,
   .close = redis_close,
   .free = redis_free,

@@ -347,6 +347,14 @@ redis_lock_registry_set_command_timeout_ms (RedisLockRegistry *registry, gint64 
 }
 
 void
+redis_lock_registry_set_quorum_node_timeout_ms (RedisLockRegistry *registry, gint64 ms)
+{
+  g_return_if_fail (registry != NULL);
+  g_return_if_fail (ms >= 0);
+  RL_ATOMIC_SET (registry->store_ctx.quorum_node_timeout_ms, ms);
+}
+
+void
 redis_lock_registry_set_min_replicas (RedisLockRegistry *registry, guint n, gint64 timeout_ms)
 {
   g_return_if_fail (registry != NULL);

@@ -39,11 +39,13 @@ typedef struct
   gint64 pttl_ms;
 } RlStoreEntry;
 
-/* One lease of a request on several at once (acquire_many, release_many). */
+/* One lease of a request on several at once (acquire_many, release_many, and the
+ * stepwise requests below). */
 typedef struct
 {
   const char *key;
   const char *value;     /* this acquisition's, or the hold's */
+  gint64 ttl_ms;         /* stepwise acquire and renew: the TTL to set */
   const char *fence_key; /* acquire_many: NULL, or a counter as for acquire's */
   RlLeaseResult result;  /* out */
   guint64 token;         /* out: acquire_many with a fence_key, when taken */
@@ -56,6 +58,29 @@ typedef struct
  * the notification channel went up or down. */
 typedef void (*RlStoreReleasedFunc) (const char *key, gpointer user_data);
 
+/* What a stepwise request (RlStoreVTable.request_begin) does to each of its leases:
+ * what acquire, renew and release (without keep_ttl_ms) do to one. */
+typedef enum
+{
+  RL_REQUEST_ACQUIRE,
+  RL_REQUEST_RENEW,
+  RL_REQUEST_RELEASE,
+} RlRequestKind;
+
+typedef struct _RlConn RlConn; /* transport.h */
+struct redisReply;             /* hiredis */
+
+/* A request on several leases of one store, run in steps so that one thread can have
+ * requests on several stores under way at once and wait for all of them with one
+ * poll (rl_conns_exchange()). The store that made it owns everything but the two
+ * fields below, which tell the caller what to do next: send what is queued on @conn
+ * and read @expected replies from it. */
+typedef struct
+{
+  RlConn *conn;
+  guint expected;
+} RlRequest;
+
 /* Shared settings and counters the store reads and updates; owned by the registry. */
 typedef struct
 {
@@ -63,6 +88,7 @@ typedef struct
   gint64 command_timeout_ms; /* atomic */
   gint64 min_replicas;       /* atomic: replicas that must acknowledge a write; 0: none */
   gint64 replica_timeout_ms; /* atomic: how long WAIT waits for them */
+  gint64 quorum_node_timeout_ms; /* atomic: the quorum store's per-node bound; 0: min(50 ms, TTL/20) */
   RedisLockRegistryStats *stats;
 } RlStoreContext;
 
@@ -131,6 +157,24 @@ typedef struct
    * that follows it. Waits at most @timeout_ms (0: just tells), returning FALSE early
    * when an attempt to start them fails. */
   gboolean (*watch) (RlStore *store, gint64 timeout_ms);
+  /* Stepwise requests; NULL in a store that answers at once (the memory store), whose
+   * acquire, renew and release the caller calls instead. request_begin queues @kind
+   * on each of the @n @items (distinct keys, on one server) on a connection of the
+   * request's own, or returns NULL with @error (every item ERROR) when none can be
+   * had; @items stay the caller's and must outlive the request. The caller sends and
+   * reads (conn, expected), handing each reply to request_reply, which takes it; then
+   * request_step, with @failed when the connection failed or the caller's time ran out
+   * first: TRUE when the request queued a follow-up (conn and expected are set anew:
+   * the script by EVAL after NOSCRIPT, the acquire script for a key SET NX found
+   * taken, a fresh connection for one that had gone stale), FALSE when it is done.
+   * request_end gives the connection back, fills each item's result (and pttl_ms,
+   * others) as acquire, renew and release would, frees the request, and returns FALSE
+   * with the first item's @error when an item ended ERROR. */
+  RlRequest *(*request_begin) (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem *items,
+                               GError **error);
+  void (*request_reply) (RlRequest *request, struct redisReply *reply);
+  gboolean (*request_step) (RlRequest *request, gboolean failed);
+  gboolean (*request_end) (RlRequest *request, GError **error);
   /* Stops background threads; the store stays usable for single calls. */
   void (*close) (RlStore *store);
   void (*free) (RlStore *store);

@@ -24,7 +24,7 @@ typedef struct _RlTls RlTls;
 /* One connection: a non-blocking socket, TLS over it or not, the commands queued to
  * be sent, and hiredis's reply parser fed with what was read. Used by one thread at a
  * time. */
-typedef struct
+typedef struct _RlConn
 {
   int fd;
   struct _RlTlsSession *tls; /* NULL: plain */

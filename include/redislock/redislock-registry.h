@@ -279,6 +279,21 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_command_timeout_ms (RedisLockRegi
                                                                    gint64 ms);
 
 /**
+ * redis_lock_registry_set_quorum_node_timeout_ms:
+ * @registry: a registry
+ * @ms: the per-node timeout of a quorum registry, >= 0; 0 (the default) means
+ *   min(50 ms, TTL/20) of each acquisition's TTL (50 ms for a release)
+ *
+ * On a registry made by redis_lock_registry_new_quorum(): how long an acquisition
+ * waits for each node (a node slower than that counts as not having taken the key),
+ * and how long a renewal or release waits for the nodes beyond a majority. Keep it
+ * well below the TTL: the time an acquisition takes is subtracted from its validity.
+ * No effect on other registries.
+ */
+REDIS_LOCK_EXPORT void redis_lock_registry_set_quorum_node_timeout_ms (RedisLockRegistry *registry,
+                                                                       gint64 ms);
+
+/**
  * redis_lock_registry_set_min_replicas:
  * @registry: a registry
  * @n: replicas that must acknowledge each write of a lease; 0 turns the check off
