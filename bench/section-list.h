@@ -19,6 +19,8 @@ void section_cluster_watchdog (Bench *b, Section *s);
 void section_fencing (Bench *b, Section *s);
 /* section-tls.c: lock+unlock over rediss://, on a private TLS server. */
 void section_tls (Bench *b, Section *s);
+/* section-quorum.c: a quorum registry on 3 private servers against one of them alone. */
+void section_quorum (Bench *b, Section *s);
 
 typedef struct
 {
@@ -42,6 +44,8 @@ static const SectionEntry section_table[] = {
   { "cluster-watchdog", "Watchdog tick with leases spread over 3 cluster masters",
     section_cluster_watchdog },
   { "tls", "Uncontended lock+unlock over TLS (rediss://)", section_tls },
+  { "quorum", "Quorum (Redlock) on 3 private servers vs 1 node: lock+unlock and hand-off",
+    section_quorum },
   { "memory", "Memory of the lock cache", section_memory },
 };
 
