@@ -444,8 +444,10 @@ quorum_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
   if (refuse_fencing (fence_key, error))
     return RL_LEASE_ERROR;
   node_ms = node_timeout_ms (self, ttl_ms);
+  /* The call's bound, in whole ms rounded down by the caller: one more ms lets the
+   * caller's deadline pass before a cut-short attempt returns. */
   if (timeout_ms > 0)
-    node_ms = MIN (node_ms, timeout_ms);
+    node_ms = MIN (node_ms, timeout_ms + 1);
 
   f = fan_out_all (self, RL_REQUEST_ACQUIRE, 1, &item);
   fan_out_run (f, node_ms, FALSE, node_ms);

@@ -657,13 +657,35 @@ test_fixture_setup_tls (TestFixture *fixture, gconstpointer data)
 }
 
 void
+test_fixture_setup_quorum (TestFixture *fixture, gconstpointer data)
+{
+  fixture_init (fixture, TEST_STORE_QUORUM);
+  for (guint i = 0; i < TEST_QUORUM_NODES; i++)
+    {
+      fixture->nodes[i] = redis_lock_test_server_new_or_skip (NULL);
+      if (fixture->nodes[i] == NULL)
+        return;
+      fixture->urls[i] = g_strdup (redis_lock_test_server_get_url (fixture->nodes[i]));
+    }
+  fixture->server = fixture->nodes[0];
+  fixture->redis = test_redis_connect (fixture->server);
+  fixture->url = g_strdup (fixture->urls[0]);
+  fixture->registry = test_registry_new (fixture);
+}
+
+void
 test_fixture_teardown (TestFixture *fixture, gconstpointer data)
 {
   g_clear_pointer (&fixture->registry, redis_lock_registry_unref);
   g_clear_pointer (&fixture->keeper, redis_lock_registry_unref);
   g_clear_pointer (&fixture->redis, redisFree);
-  if (fixture->store == TEST_STORE_TLS)
-    fixture->server = NULL; /* the program's, shared */
+  if (fixture->store == TEST_STORE_TLS || fixture->store == TEST_STORE_QUORUM)
+    fixture->server = NULL; /* the program's, shared; or the first node */
+  for (guint i = 0; i < TEST_QUORUM_NODES; i++)
+    {
+      g_clear_pointer (&fixture->nodes[i], redis_lock_test_server_free);
+      g_clear_pointer (&fixture->urls[i], g_free);
+    }
   g_clear_pointer (&fixture->server, redis_lock_test_server_free);
   g_clear_pointer (&fixture->counters, g_hash_table_unref);
   g_clear_pointer (&fixture->url, g_free);
@@ -681,8 +703,8 @@ add_one (const char *prefix, const char *path, gconstpointer data,
   g_test_add (full, TestFixture, data, setup, func, test_fixture_teardown);
 }
 
-void
-test_add_stores (const char *path, gconstpointer data, TestFixtureFunc func)
+static void
+add_stores (const char *path, gconstpointer data, TestFixtureFunc func, gboolean quorum)
 {
   static const struct
   {
@@ -693,6 +715,7 @@ test_add_stores (const char *path, gconstpointer data, TestFixtureFunc func)
     { "memory", test_fixture_setup_memory },
     { "cluster", test_fixture_setup_cluster },
     { "tls", test_fixture_setup_tls },
+    { "quorum", test_fixture_setup_quorum },
   };
   /* REDISLOCK_TEST_STORES=redis,memory picks stores (default: all); the sanitizer
    * builds of CI leave out the cluster, whose own program still runs there. */
@@ -700,11 +723,30 @@ test_add_stores (const char *path, gconstpointer data, TestFixtureFunc func)
   g_auto (GStrv) names = picked != NULL ? g_strsplit (picked, ",", -1) : NULL;
 
   for (gsize i = 0; i < G_N_ELEMENTS (stores); i++)
-    if (names == NULL || g_strv_contains ((const char *const *) names, stores[i].name))
+    if ((names == NULL || g_strv_contains ((const char *const *) names, stores[i].name))
+        && (quorum || stores[i].setup != test_fixture_setup_quorum))
       {
         g_autofree char *prefix = g_strconcat ("/", stores[i].name, NULL);
         add_one (prefix, path, data, stores[i].setup, func);
       }
+}
+
+void
+test_add_stores (const char *path, gconstpointer data, TestFixtureFunc func)
+{
+  add_stores (path, data, func, TRUE);
+}
+
+void
+test_add_stores_but_quorum (const char *path, gconstpointer data, TestFixtureFunc func)
+{
+  add_stores (path, data, func, FALSE);
+}
+
+guint
+test_store_nodes (TestFixture *fixture)
+{
+  return fixture->store == TEST_STORE_QUORUM ? TEST_QUORUM_NODES : 1;
 }
 
 void
@@ -760,7 +802,11 @@ RedisLockRegistry *
 test_registry_new (TestFixture *fixture)
 {
   GError *error = NULL;
-  RedisLockRegistry *registry = redis_lock_registry_new (fixture->url, TEST_REGISTRY_KEY, &error);
+  RedisLockRegistry *registry
+      = fixture->store == TEST_STORE_QUORUM
+            ? redis_lock_registry_new_quorum ((const char *const *) fixture->urls,
+                                              TEST_REGISTRY_KEY, &error)
+            : redis_lock_registry_new (fixture->url, TEST_REGISTRY_KEY, &error);
 
   g_assert_no_error (error);
   g_assert_nonnull (registry);
@@ -842,11 +888,76 @@ redis_end (TestFixture *fixture, redisContext *redis)
     pthread_mutex_unlock (&fixture->mutex);
 }
 
+/* A new raw connection to quorum node @i. */
+static redisContext *
+quorum_node (TestFixture *fixture, guint i)
+{
+  return test_redis_connect (fixture->nodes[i]);
+}
+
+/* Quorum: the value a majority of the nodes holds for @key, with the shortest TTL
+ * among them in *pttl (-2 and NULL when no majority holds one value). */
+static char *
+quorum_get (TestFixture *fixture, const char *key, gint64 *pttl)
+{
+  char *values[TEST_QUORUM_NODES];
+  gint64 pttls[TEST_QUORUM_NODES];
+  char *found = NULL;
+
+  *pttl = -2;
+  for (guint i = 0; i < TEST_QUORUM_NODES; i++)
+    {
+      redisContext *c = quorum_node (fixture, i);
+      values[i] = test_redis_get (c, key);
+      pttls[i] = test_redis_pttl (c, key);
+      redisFree (c);
+    }
+  for (guint i = 0; i < TEST_QUORUM_NODES && found == NULL; i++)
+    {
+      guint count = 0;
+      gint64 least = G_MAXINT64;
+      for (guint k = 0; values[i] != NULL && k < TEST_QUORUM_NODES; k++)
+        if (g_strcmp0 (values[i], values[k]) == 0)
+          {
+            count++;
+            least = MIN (least, pttls[k] < 0 ? G_MAXINT64 - 1 : pttls[k]);
+          }
+      if (count > TEST_QUORUM_NODES / 2)
+        {
+          found = g_strdup (values[i]);
+          *pttl = least == G_MAXINT64 - 1 ? -1 : least;
+        }
+    }
+  for (guint i = 0; i < TEST_QUORUM_NODES; i++)
+    g_free (values[i]);
+  return found;
+}
+
+/* Quorum: runs the integer command @format on @key on every node; the sum. */
+static long long
+quorum_integer (TestFixture *fixture, const char *format, const char *key)
+{
+  long long sum = 0;
+
+  for (guint i = 0; i < TEST_QUORUM_NODES; i++)
+    {
+      redisContext *c = quorum_node (fixture, i);
+      sum += test_redis_integer (c, format, key, strlen (key));
+      redisFree (c);
+    }
+  return sum;
+}
+
 char *
 test_store_get_owner (TestFixture *fixture, const char *key)
 {
-  redisContext *redis = redis_begin (fixture, key);
+  redisContext *redis;
   char *owner;
+  gint64 pttl;
+
+  if (fixture->store == TEST_STORE_QUORUM)
+    return quorum_get (fixture, key, &pttl);
+  redis = redis_begin (fixture, key);
 
   if (redis == NULL)
     return redis_lock_memory_store_get_owner (fixture->memory_name, key);
@@ -858,8 +969,15 @@ test_store_get_owner (TestFixture *fixture, const char *key)
 gint64
 test_store_get_pttl (TestFixture *fixture, const char *key)
 {
-  redisContext *redis = redis_begin (fixture, key);
+  redisContext *redis;
   gint64 pttl;
+
+  if (fixture->store == TEST_STORE_QUORUM)
+    {
+      g_free (quorum_get (fixture, key, &pttl));
+      return pttl;
+    }
+  redis = redis_begin (fixture, key);
 
   if (redis == NULL)
     return redis_lock_memory_store_get_pttl (fixture->memory_name, key);
@@ -871,8 +989,12 @@ test_store_get_pttl (TestFixture *fixture, const char *key)
 gboolean
 test_store_exists (TestFixture *fixture, const char *key)
 {
-  redisContext *redis = redis_begin (fixture, key);
+  redisContext *redis;
   long long n;
+
+  if (fixture->store == TEST_STORE_QUORUM)
+    return quorum_integer (fixture, "EXISTS %b", key) > 0;
+  redis = redis_begin (fixture, key);
 
   if (redis == NULL)
     return redis_lock_memory_store_get_pttl (fixture->memory_name, key) != -2;
@@ -886,8 +1008,12 @@ test_store_exists (TestFixture *fixture, const char *key)
 gboolean
 test_store_delete (TestFixture *fixture, const char *key)
 {
-  redisContext *redis = redis_begin (fixture, key);
+  redisContext *redis;
   long long n;
+
+  if (fixture->store == TEST_STORE_QUORUM)
+    return quorum_integer (fixture, "DEL %b", key) > 0;
+  redis = redis_begin (fixture, key);
 
   if (redis == NULL)
     return redis_lock_memory_store_expire (fixture->memory_name, key);
@@ -903,6 +1029,23 @@ test_store_set_owner (TestFixture *fixture, const char *key, const char *owner, 
   g_autofree char *ok = NULL;
 
   g_assert_cmpint (ttl_ms, !=, 0);
+  if (fixture->store == TEST_STORE_QUORUM)
+    {
+      guint set = 0;
+      for (guint i = 0; i < TEST_QUORUM_NODES; i++)
+        {
+          redisContext *c = quorum_node (fixture, i);
+          g_autofree char *reply
+              = ttl_ms < 0 ? test_redis_string (c, "SET %b %s XX", key, strlen (key), owner)
+                           : test_redis_string (c, "SET %b %s PX %lld XX", key, strlen (key),
+                                                owner, (long long) ttl_ms);
+          set += g_strcmp0 (reply, "OK") == 0;
+          redisFree (c);
+        }
+      /* The key existed on a majority. */
+      g_assert_cmpuint (set, >, TEST_QUORUM_NODES / 2);
+      return;
+    }
   redis = redis_begin (fixture, key);
   if (redis == NULL)
     {
@@ -973,7 +1116,8 @@ test_counter_open (TestFixture *fixture, const char *name)
   TestCounter *counter = g_new0 (TestCounter, 1);
 
   counter->name = g_strdup (name);
-  if (fixture->store == TEST_STORE_REDIS || fixture->store == TEST_STORE_TLS)
+  if (fixture->store == TEST_STORE_REDIS || fixture->store == TEST_STORE_TLS
+      || fixture->store == TEST_STORE_QUORUM)
     {
       counter->redis = test_redis_connect (fixture->server);
       return counter;

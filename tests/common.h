@@ -188,7 +188,11 @@ typedef enum
   TEST_STORE_TLS,     /* a redis-server reached over TLS (rediss://), shared by the tests
                        * of the program and emptied before each; fixture->redis is a
                        * plain connection to its Unix socket */
+  TEST_STORE_QUORUM,  /* a quorum registry over three private redis-servers on Unix
+                       * sockets; fixture->server and fixture->redis are the first's */
 } TestStore;
+
+#define TEST_QUORUM_NODES 3
 
 typedef struct
 {
@@ -196,10 +200,14 @@ typedef struct
                                 * NULL for the other stores, and when redis-server is
                                 * missing (test skipped) */
   RedisLockTestCluster *cluster; /* Cluster: the program's cluster (not owned); else NULL */
+  RedisLockTestServer *nodes[TEST_QUORUM_NODES]; /* Quorum: the servers; else NULL */
+  char *urls[TEST_QUORUM_NODES + 1];             /* Quorum: their URLs; else NULL */
   RedisLockRegistry *registry; /* on the store, key TEST_REGISTRY_KEY; NULL when skipped */
   redisContext *redis;         /* Redis: raw connection to server; NULL for the memory store */
   TestStore store;
-  char *url;         /* the store's URL, for redis_lock_registry_new() */
+  char *url;         /* the store's URL, for redis_lock_registry_new(); Quorum: the
+                      * first node's (a registry there does not take part in the quorum:
+                      * use test_registry_new()) */
   char *memory_name; /* memory: the NAME of memory://NAME, unique per test; else NULL */
 
   /* Private to common.c. */
@@ -217,17 +225,28 @@ void test_fixture_setup_redis (TestFixture *fixture, gconstpointer data);
 void test_fixture_setup_memory (TestFixture *fixture, gconstpointer data);
 void test_fixture_setup_cluster (TestFixture *fixture, gconstpointer data);
 void test_fixture_setup_tls (TestFixture *fixture, gconstpointer data);
+void test_fixture_setup_quorum (TestFixture *fixture, gconstpointer data);
 /* Tears down any of the fixtures above. */
 void test_fixture_teardown (TestFixture *fixture, gconstpointer data);
 
 typedef void (*TestFixtureFunc) (TestFixture *fixture, gconstpointer data);
 
-/* Registers @func once per store, as "/redis" @path, "/memory" @path, "/cluster" @path
- * and "/tls" @path (@path starts with "/"), so one test source checks that every store
- * behaves alike. @func gets @data as its second argument and the store in
+/* Registers @func once per store, as "/redis" @path, "/memory" @path, "/cluster" @path,
+ * "/tls" @path and "/quorum" @path (@path starts with "/"), so one test source checks
+ * that every store behaves alike. On the quorum, the store helpers below see a key as
+ * held by the value a majority of the nodes holds (with the shortest TTL among them),
+ * as existing when any node has it, and delete or give it away on every node. @func gets @data as its second argument and the store in
  * fixture->store. The environment variable REDISLOCK_TEST_STORES (for example
  * "redis,memory") limits the stores. */
 void test_add_stores (const char *path, gconstpointer data, TestFixtureFunc func);
+
+/* test_add_stores() without the quorum, for what a quorum registry does not have
+ * (fencing). */
+void test_add_stores_but_quorum (const char *path, gconstpointer data, TestFixtureFunc func);
+
+/* How many servers each request of the fixture's registry goes to: the quorum's nodes,
+ * else 1 (its statistics count the commands and round trips of each). */
+guint test_store_nodes (TestFixture *fixture);
 
 /* Registers @func as "/redis" @path only, for what only a Redis server has (commands
  * sent, PUBLISH, server faults). */

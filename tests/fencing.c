@@ -566,18 +566,18 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
-  test_add_stores ("/fencing/off/zero", NULL, test_off_is_zero);
+  test_add_stores_but_quorum ("/fencing/off/zero", NULL, test_off_is_zero);
   test_add_redis ("/fencing/off/wire-unchanged", NULL, test_off_wire_unchanged);
   test_add_redis ("/fencing/on/one-round-trip", NULL, test_on_one_round_trip);
-  test_add_stores ("/fencing/increase/registries-and-threads", NULL,
+  test_add_stores_but_quorum ("/fencing/increase/registries-and-threads", NULL,
                    test_increase_over_registries_and_threads);
-  test_add_stores ("/fencing/increase/alternating-with-expiry", NULL,
+  test_add_stores_but_quorum ("/fencing/increase/alternating-with-expiry", NULL,
                    test_increase_alternating_with_expiry);
-  test_add_stores ("/fencing/keep/handoff", NULL, test_handoff_keeps_token);
-  test_add_stores ("/fencing/keep/other-thread-sees-zero", NULL, test_other_thread_sees_zero);
-  test_add_stores ("/fencing/storage/refuses-paused-holder", NULL,
+  test_add_stores_but_quorum ("/fencing/keep/handoff", NULL, test_handoff_keeps_token);
+  test_add_stores_but_quorum ("/fencing/keep/other-thread-sees-zero", NULL, test_other_thread_sees_zero);
+  test_add_stores_but_quorum ("/fencing/storage/refuses-paused-holder", NULL,
                    test_storage_refuses_paused_holder);
-  test_add_stores ("/fencing/keys/counter-key-and-slot", NULL, test_counter_key_and_slot);
-  test_add_stores ("/fencing/keys/invalid-name", NULL, test_invalid_name);
+  test_add_stores_but_quorum ("/fencing/keys/counter-key-and-slot", NULL, test_counter_key_and_slot);
+  test_add_stores_but_quorum ("/fencing/keys/invalid-name", NULL, test_invalid_name);
   return g_test_run ();
 }

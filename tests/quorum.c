@@ -109,6 +109,14 @@ assert_absent_on (QuorumFixture *f, guint i)
   g_assert_null (value);
 }
 
+static gboolean
+node_has_ours (QuorumFixture *f, guint i)
+{
+  g_autofree char *value = node_get (f, i, KEY);
+
+  return value != NULL && test_value_is_of (value, f->registry);
+}
+
 static void
 node_restart (QuorumFixture *f, guint i)
 {
@@ -264,6 +272,40 @@ test_paused_node (QuorumFixture *f, gconstpointer data)
 }
 
 static void
+test_node_timeout_setting (QuorumFixture *f, gconstpointer data)
+{
+  g_autoptr (RedisLock) lock = NULL;
+  gint64 start, locked_ms;
+
+  g_test_summary ("redis_lock_registry_set_quorum_node_timeout_ms() sets how long an "
+                  "acquisition waits for a frozen node: at least the 600 ms set, then back to "
+                  "the default (50 ms) with 0.");
+  SKIP_IF_NO_SERVERS (f);
+  lock = test_obtain (f->registry, NAME);
+  test_lock_ok (lock);
+  test_unlock_ok (lock);
+
+  redis_lock_test_server_pause (f->servers[2]);
+  redis_lock_registry_set_quorum_node_timeout_ms (f->registry, 600);
+  start = test_now_ms ();
+  test_lock_ok (lock);
+  locked_ms = test_now_ms () - start;
+  g_test_message ("lock with a 600 ms node timeout: %" G_GINT64_FORMAT " ms", locked_ms);
+  g_assert_cmpint (locked_ms, >=, 600);
+  g_assert_cmpint (locked_ms, <, 2500);
+  test_unlock_ok (lock);
+
+  redis_lock_registry_set_quorum_node_timeout_ms (f->registry, 0);
+  start = test_now_ms ();
+  test_lock_ok (lock);
+  locked_ms = test_now_ms () - start;
+  g_test_message ("lock with the default node timeout: %" G_GINT64_FORMAT " ms", locked_ms);
+  g_assert_cmpint (locked_ms, <, 400);
+  test_unlock_ok (lock);
+  redis_lock_test_server_resume (f->servers[2]);
+}
+
+static void
 test_deleted_on_majority (QuorumFixture *f, gconstpointer data)
 {
   g_autoptr (RedisLock) lock = NULL;
@@ -320,7 +362,8 @@ test_restarted_empty (QuorumFixture *f, gconstpointer data)
   TestLeaseLost lost;
 
   g_test_summary ("A node restarted empty while the lease is held: the lease stays confirmed "
-                  "(a majority still holds it) over several TTLs.");
+                  "(a majority still holds it) over several TTLs, and the next renewal sets "
+                  "the key on the restarted node again.");
   SKIP_IF_NO_SERVERS (f);
   lock = test_obtain (f->registry, NAME);
 
@@ -330,6 +373,8 @@ test_restarted_empty (QuorumFixture *f, gconstpointer data)
   test_lock_ok (lock);
   node_restart (f, 0);
   assert_absent_on (f, 0);
+  /* Renewals run every TTL/3: well within two TTLs the key is back on node 0. */
+  TEST_WAIT_UNTIL (node_has_ours (f, 0), 1200);
   g_assert_cmpuint (test_lease_lost_wait (&lost, 2000), ==, 0);
   g_assert_true (redis_lock_is_acquired_in_this_process (lock));
   assert_ours_on (f, 1);
@@ -432,6 +477,9 @@ test_no_validity (QuorumFixture *f, gconstpointer data)
 
   redis_lock_registry_set_expire_after_ms (f->registry, 2);
   redis_lock_registry_set_watchdog (f->registry, FALSE);
+  /* Every node answers within it (a 1 ms default would not, on a busy machine): the
+   * validity, not the nodes' silence, is what refuses the lease. */
+  redis_lock_registry_set_quorum_node_timeout_ms (f->registry, 1000);
   g_assert_false (redis_lock_try_lock_for (lock, 0, NULL, &error));
   g_assert_no_error (error);
   for (guint i = 0; i < N_NODES; i++)
@@ -570,6 +618,7 @@ main (int argc, char **argv)
   ADD ("foreign-on-majority", test_foreign_majority);
   ADD ("foreign-on-minority", test_foreign_minority);
   ADD ("paused-node", test_paused_node);
+  ADD ("node-timeout-setting", test_node_timeout_setting);
   ADD ("deleted-on-majority", test_deleted_on_majority);
   ADD ("deleted-on-minority", test_deleted_on_minority);
   ADD ("restarted-empty", test_restarted_empty);

@@ -445,9 +445,10 @@ test_inspect_leases (TestFixture *f, gconstpointer data)
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
   g_clear_error (&error);
 
-  if (f->redis != NULL)
+  if (f->redis != NULL && f->store != TEST_STORE_QUORUM)
     {
-      /* A key of another type under the registry key is no lease. */
+      /* A key of another type under the registry key is no lease (on a quorum, one
+       * node's key of another type is outvoted by the others). */
       redisReply *reply = test_redis_command (f->redis, "RPUSH %s x", TEST_REGISTRY_KEY ":alist");
       freeReplyObject (reply);
       g_assert_null (redis_lock_registry_get_lease_info (f->registry, "alist", &error));
