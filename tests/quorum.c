@@ -527,6 +527,7 @@ typedef struct
   gint inside;
   gint overlaps;
   gint sections;
+  gint faults;
   gint stop;
 } Stress;
 
@@ -559,6 +560,8 @@ stress_worker (guint index, gpointer data)
     }
 }
 
+/* One fault at a time on a random node, so a majority stays healthy: killed and
+ * restarted empty, or frozen (SIGSTOP) for 50-250 ms. */
 static gpointer
 stress_faults (gpointer data)
 {
@@ -566,8 +569,18 @@ stress_faults (gpointer data)
 
   while (!g_atomic_int_get (&s->stop))
     {
+      guint node = (guint) g_random_int_range (0, N_NODES);
+
       g_usleep (g_random_int_range (30, 120) * 1000);
-      node_restart (s->f, 0);
+      if (g_random_boolean ())
+        node_restart (s->f, node);
+      else
+        {
+          redis_lock_test_server_pause (s->f->servers[node]);
+          g_usleep (g_random_int_range (50, 250) * 1000);
+          redis_lock_test_server_resume (s->f->servers[node]);
+        }
+      g_atomic_int_inc (&s->faults);
     }
   return NULL;
 }
@@ -580,8 +593,8 @@ test_stress_exclusion (QuorumFixture *f, gconstpointer data)
   GThread *faults;
 
   g_test_summary ("2 quorum registries x 2 threads on one lock with a read / +1 / write "
-                  "counter, while node 0 is killed and restarted empty over and over: no "
-                  "overlap and no lost increment.");
+                  "counter, while random nodes, one at a time, are killed and restarted empty "
+                  "or frozen (SIGSTOP): no overlap and no lost increment.");
   SKIP_IF_NO_SERVERS (f);
 
   s.f = f;
@@ -596,7 +609,9 @@ test_stress_exclusion (QuorumFixture *f, gconstpointer data)
   test_run_threads (4, stress_worker, &s);
   g_atomic_int_set (&s.stop, 1);
   g_thread_join (faults);
-  g_test_message ("%d sections", g_atomic_int_get (&s.sections));
+  g_test_message ("%d sections, %d faults", g_atomic_int_get (&s.sections),
+                  g_atomic_int_get (&s.faults));
+  g_assert_cmpint (s.faults, >, 0);
   g_assert_cmpint (s.overlaps, ==, 0);
   g_assert_cmpint (s.counter, ==, s.sections);
   g_assert_cmpint (s.sections, >=, (gint) (4 * s.rounds / 2));
