@@ -228,11 +228,10 @@ pool_tls (RlPool *pool, GError **error)
   return tls;
 }
 
-RlConn *
-rl_pool_connect (RlPool *pool, GError **error)
+static RlConn *
+pool_connect (RlPool *pool, gint64 connect_ms, GError **error)
 {
   RlConnConfig *cfg = &pool->config;
-  gint64 connect_ms = RL_ATOMIC_GET (pool->ctx->connect_timeout_ms);
   gint64 command_ms = RL_ATOMIC_GET (pool->ctx->command_timeout_ms);
   g_autoptr (GError) local_error = NULL;
   RlTls *tls = pool_tls (pool, error);
@@ -274,6 +273,12 @@ fail:
   return NULL;
 }
 
+RlConn *
+rl_pool_connect (RlPool *pool, GError **error)
+{
+  return pool_connect (pool, RL_ATOMIC_GET (pool->ctx->connect_timeout_ms), error);
+}
+
 RlPool *
 rl_pool_new (RlConnConfig *config, RlStoreContext *ctx)
 {
@@ -304,6 +309,14 @@ rl_pool_free (RlPool *pool)
 RlConn *
 rl_pool_get (RlPool *pool, gint64 timeout_ms, gboolean *reused, GError **error)
 {
+  return rl_pool_get_within (pool, timeout_ms, 0, reused, error);
+}
+
+RlConn *
+rl_pool_get_within (RlPool *pool, gint64 timeout_ms, gint64 connect_ms, gboolean *reused,
+                    GError **error)
+{
+  gint64 default_ms = RL_ATOMIC_GET (pool->ctx->connect_timeout_ms);
   RlConn *conn = NULL;
 
   rl_mutex_lock (&pool->mutex);
@@ -313,7 +326,8 @@ rl_pool_get (RlPool *pool, gint64 timeout_ms, gboolean *reused, GError **error)
 
   *reused = conn != NULL;
   if (conn == NULL)
-    conn = rl_pool_connect (pool, error);
+    conn = pool_connect (pool, connect_ms > 0 ? MIN (connect_ms, default_ms) : default_ms,
+                         error);
   if (conn == NULL)
     return NULL;
   rl_conn_set_timeout (conn,

@@ -319,7 +319,7 @@ fan_out_run (FanOut *f, gint64 node_ms, gboolean soft, gint64 timeout_ms)
         fan_out_call (f, i, store, node_ms);
       else
         f->requests[i] = store->vt->request_begin (store, f->kind, f->counts[i], f->items[i],
-                                                   &f->errors[i]);
+                                                   node_ms, &f->errors[i]);
     }
 
   for (;;)

@@ -1795,6 +1795,7 @@ typedef struct
   RlNode *node;
   gboolean reused;  /* the connection came from the pool */
   gboolean retried; /* sent again on a fresh connection after a stale one broke */
+  gint64 timeout_ms; /* bounds setting up a new connection */
   guint8 *step;     /* per lease */
   gboolean *sent;   /* per lease: in the exchange under way */
   gboolean *wrote;  /* per lease: wrote in the exchange under way (WAIT's to confirm) */
@@ -2014,7 +2015,7 @@ redis_request_step (RlRequest *request, gboolean failed)
       if (stale)
         {
           req->retried = TRUE;
-          req->pub.conn = rl_pool_get (pool, 0, &req->reused, &error);
+          req->pub.conn = rl_pool_get_within (pool, 0, req->timeout_ms, &req->reused, &error);
         }
       for (guint i = 0; i < req->n; i++)
         {
@@ -2087,7 +2088,7 @@ redis_request_end (RlRequest *request, GError **error)
  * be the same (a Cluster's keys of different slots are refused: INVALID). */
 static RlRequest *
 redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem *items,
-                     GError **error)
+                     gint64 timeout_ms, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   RlTopology *topology = self->topology;
@@ -2132,6 +2133,7 @@ redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem *i
   req->n = n;
   req->items = items;
   req->node = node;
+  req->timeout_ms = timeout_ms;
   req->step = g_new0 (guint8, n);
   req->sent = g_new0 (gboolean, n);
   req->wrote = g_new0 (gboolean, n);
@@ -2150,7 +2152,7 @@ redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem *i
       if (req->channels != NULL)
         req->channels[i] = g_strconcat (self->channel_prefix, items[i].key, NULL);
     }
-  req->pub.conn = rl_pool_get (node->pool, 0, &req->reused, &local_error);
+  req->pub.conn = rl_pool_get_within (node->pool, 0, timeout_ms, &req->reused, &local_error);
   if (req->pub.conn == NULL)
     {
       topology->vt->failed (topology, node);

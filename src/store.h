@@ -160,8 +160,8 @@ typedef struct
   /* Stepwise requests; NULL in a store that answers at once (the memory store), whose
    * acquire, renew and release the caller calls instead. request_begin queues @kind
    * on each of the @n @items (distinct keys, on one server) on a connection of the
-   * request's own, or returns NULL with @error (every item ERROR) when none can be
-   * had; @items stay the caller's and must outlive the request. The caller sends and
+   * request's own (a new one set up within @timeout_ms), or returns NULL with @error
+   * (every item ERROR) when none can be had; @items stay the caller's and must outlive the request. The caller sends and
    * reads (conn, expected), handing each reply to request_reply, which takes it; then
    * request_step, with @failed when the connection failed or the caller's time ran out
    * first: TRUE when the request queued a follow-up (conn and expected are set anew:
@@ -171,7 +171,7 @@ typedef struct
    * others) as acquire, renew and release would, frees the request, and returns FALSE
    * with the first item's @error when an item ended ERROR. */
   RlRequest *(*request_begin) (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem *items,
-                               GError **error);
+                               gint64 timeout_ms, GError **error);
   void (*request_reply) (RlRequest *request, struct redisReply *reply);
   gboolean (*request_step) (RlRequest *request, gboolean failed);
   gboolean (*request_end) (RlRequest *request, GError **error);
