@@ -21,6 +21,11 @@
  * nothing the first run did not (a second acquire finds its own value, a second
  * release finds the key gone). A timeout is not retried: it already used the
  * caller's time.
+ *
+ * The stepwise requests at the end (redis_request_begin() and the rest) are the same
+ * commands and scripts for the quorum store, which sends and reads for several servers
+ * at once: each lease moves from SET NX to the acquire script, or from EVALSHA to EVAL,
+ * as its replies come, on the request's one connection.
  */
 #include "config.h"
 

@@ -4,7 +4,10 @@
  * lock.c, registry.c and leases.c speak only in the terms of this file: a lease is
  * acquired (with a fencing token when asked), held by another owner (for so many
  * milliseconds), kept, released or lost, alone or several in one request, and a store
- * tells the registry when a lease may have been released so waiters can retry. The Redis store (redis-store.c for the protocol, notify.c for the wake-ups)
+ * tells the registry when a lease may have been released so waiters can retry. A
+ * store on the network may also run a request in steps (queue it, let the caller send
+ * and read, take the replies), so that the quorum store can drive its N child stores
+ * from one thread with one poll. The Redis store (redis-store.c for the protocol, notify.c for the wake-ups)
  * is one implementation, the memory store another; store.c picks one by URL, and a new
  * store slots in behind the same table without the layers above learning which one
  * they talk to.
