@@ -48,34 +48,15 @@ rl_format_uint (char buf[24], gint64 value)
   *p = '\0';
 }
 
-/* Fails every connection of @conns still waiting for replies (@got of @expected). */
-static guint
-fail_waiting (RlConn **conns, guint n, const guint *expected, const guint *got, gboolean *failed,
-              RlConnError err, const char *why)
-{
-  guint count = 0;
-
-  for (guint i = 0; i < n; i++)
-    if (!failed[i] && got[i] < expected[i])
-      {
-        rl_conn_fail (conns[i], err, why);
-        failed[i] = TRUE;
-        count++;
-      }
-  return count;
-}
-
 guint
 rl_conns_exchange_until (RlConn **conns, guint n, const guint *expected, gint64 timeout_ms,
-                         gint64 soft_timeout_ms, RlEnoughFunc enough, RlReplyFunc func,
-                         gpointer user_data, gboolean *failed)
+                         RlUntilFunc until, RlReplyFunc func, gpointer user_data,
+                         gboolean *failed)
 {
   g_autofree struct pollfd *pfds = g_new0 (struct pollfd, n);
   g_autofree guint *index = g_new0 (guint, n);
   g_autofree guint *got = g_new0 (guint, n);
-  gint64 start = g_get_monotonic_time ();
-  gint64 deadline = start + timeout_ms * 1000;
-  gint64 soft = enough != NULL ? MIN (start + soft_timeout_ms * 1000, deadline) : deadline;
+  gint64 deadline = g_get_monotonic_time () + timeout_ms * 1000;
   guint active = 0, n_failed = 0;
 
   for (guint i = 0; i < n; i++)
@@ -95,7 +76,8 @@ rl_conns_exchange_until (RlConn **conns, guint n, const guint *expected, gint64 
   while (active > 0)
     {
       gint64 now = g_get_monotonic_time ();
-      gint64 left_ms = ((now < soft ? soft : deadline) - now + 999) / 1000;
+      gint64 end = until != NULL ? MIN (deadline, until (user_data)) : deadline;
+      gint64 left_ms = (end - now + 999) / 1000;
       gboolean pending = FALSE;
       guint nfds = 0;
       int rc;
@@ -117,23 +99,15 @@ rl_conns_exchange_until (RlConn **conns, guint n, const guint *expected, gint64 
       rc = pending ? 1 : left_ms > 0 ? poll (pfds, nfds, (int) MIN (left_ms, G_MAXINT)) : 0;
       if (rc < 0 && errno == EINTR)
         continue;
-      if (rc == 0 && enough != NULL && g_get_monotonic_time () < deadline)
-        {
-          /* The soft end: over when the caller has enough, else on to the deadline. */
-          if (enough (user_data))
-            {
-              n_failed += fail_waiting (conns, n, expected, got, failed, RL_CONN_ERR_TIMEOUT,
-                                        "Redis timed out");
-              break;
-            }
-          soft = deadline;
-          continue;
-        }
       if (rc <= 0)
         {
-          n_failed += fail_waiting (conns, n, expected, got, failed,
-                                    rc == 0 ? RL_CONN_ERR_TIMEOUT : RL_CONN_ERR_IO,
-                                    rc == 0 ? "Redis timed out" : g_strerror (errno));
+          for (guint k = 0; k < nfds; k++)
+            {
+              rl_conn_fail (conns[index[k]], rc == 0 ? RL_CONN_ERR_TIMEOUT : RL_CONN_ERR_IO,
+                            rc == 0 ? "Redis timed out" : g_strerror (errno));
+              failed[index[k]] = TRUE;
+              n_failed++;
+            }
           break;
         }
       for (guint k = 0; k < nfds; k++)
@@ -164,12 +138,6 @@ rl_conns_exchange_until (RlConn **conns, guint n, const guint *expected, gint64 
           if (!ok || got[i] == expected[i])
             active--;
         }
-      if (active > 0 && enough != NULL && g_get_monotonic_time () >= soft && enough (user_data))
-        {
-          n_failed += fail_waiting (conns, n, expected, got, failed, RL_CONN_ERR_TIMEOUT,
-                                    "Redis timed out");
-          break;
-        }
     }
   return n_failed;
 }
@@ -178,8 +146,7 @@ guint
 rl_conns_exchange (RlConn **conns, guint n, const guint *expected, gint64 timeout_ms,
                    RlReplyFunc func, gpointer user_data, gboolean *failed)
 {
-  return rl_conns_exchange_until (conns, n, expected, timeout_ms, timeout_ms, NULL, func,
-                                  user_data, failed);
+  return rl_conns_exchange_until (conns, n, expected, timeout_ms, NULL, func, user_data, failed);
 }
 
 redisReply *

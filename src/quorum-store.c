@@ -21,10 +21,11 @@
  * node's round trip, not N, with no thread hand-off. A child answering at once
  * (memory://) is simply called. Each node is bounded by the per-node timeout
  * (min(50 ms, TTL/20) unless set, see redis_lock_registry_set_quorum_node_timeout_ms()):
- * an acquisition waits for nothing beyond it; a renewal or release also stops waiting
- * for the rest then once a majority answered, and otherwise waits for a majority up
- * to the command timeout, since giving up on it would leave keys or report a lease
- * unconfirmed for nothing. A paused node thus costs one per-node timeout.
+ * an acquisition waits for nothing beyond it; a renewal or release waits for the rest
+ * for that long after a majority answered, and for a majority up to the command
+ * timeout, since giving up on it would leave keys or report a lease unconfirmed for
+ * nothing (a busy machine's slow answers included). A paused node thus costs one
+ * per-node timeout.
  *
  * A node that could not be opened with the registry is opened later by a thread of
  * the store, once a second, which exists only while a node is missing; until then it
@@ -163,6 +164,8 @@ typedef struct
   guint *expected;     /* by connection index */
   guint n_live;
   guint answered;      /* nodes whose request ended without an error */
+  gint64 grace_us;     /* how long the others are waited for once a majority answered */
+  gint64 majority_at;  /* when a majority had answered; 0: not yet */
 } FanOut;
 
 static FanOut *
@@ -229,17 +232,22 @@ on_fan_reply (guint conn_index, redisReply *reply, gpointer user_data)
   child_store (f->self, f->live[conn_index])->vt->request_reply (request, reply);
 }
 
-/* A majority answered: those done without an error, and those of the exchange under
- * way that have every reply they wait for. */
-static gboolean
-fan_out_enough (gpointer user_data)
+/* When the exchange may end: the grace after a majority answered (those done without
+ * an error, and those of the exchange under way that have every reply they wait for),
+ * or never while fewer did. */
+static gint64
+fan_out_until (gpointer user_data)
 {
   FanOut *f = user_data;
   guint answered = f->answered;
 
   for (guint k = 0; k < f->n_live; k++)
     answered += f->got[k] == f->expected[k];
-  return answered >= f->self->majority;
+  if (answered < f->self->majority)
+    return G_MAXINT64;
+  if (f->majority_at == 0)
+    f->majority_at = g_get_monotonic_time ();
+  return f->majority_at + f->grace_us;
 }
 
 static void
@@ -291,19 +299,20 @@ fan_out_call (FanOut *f, guint i, RlStore *store, gint64 timeout_ms)
 }
 
 /* Runs the request on every node asked, all at once. Each node is bounded by
- * @node_ms; with @soft, a node slower than that is waited for only while fewer than a
- * majority answered, up to @timeout_ms. Every lease ends with a result (ERROR for a
- * node that did not answer in time). */
+ * @node_ms; with @soft, the nodes are waited for up to @timeout_ms, but no longer than
+ * @node_ms after a majority answered. Every lease ends with a result (ERROR for a node
+ * that did not answer in time). */
 static void
 fan_out_run (FanOut *f, gint64 node_ms, gboolean soft, gint64 timeout_ms)
 {
   RlQuorumStore *self = f->self;
   gint64 start = g_get_monotonic_time ();
   gint64 end = start + (soft ? MAX (timeout_ms, node_ms) : node_ms) * 1000;
-  gint64 soft_end = start + node_ms * 1000;
   g_autofree RlConn **conns = g_new0 (RlConn *, self->n);
   g_autofree gboolean *failed = g_new0 (gboolean, self->n);
 
+  f->grace_us = node_ms * 1000;
+  f->majority_at = 0;
   for (guint i = 0; i < self->n; i++)
     {
       RlStore *store = child_store (self, i);
@@ -335,11 +344,11 @@ fan_out_run (FanOut *f, gint64 node_ms, gboolean soft, gint64 timeout_ms)
             f->got[f->n_live] = 0;
             f->live[f->n_live++] = i;
           }
-      if (f->n_live == 0 || now >= end)
+      if (f->n_live == 0 || now >= end
+          || (soft && f->majority_at != 0 && now >= f->majority_at + f->grace_us))
         break;
       rl_conns_exchange_until (conns, f->n_live, f->expected, MAX ((end - now) / 1000, 1),
-                               MAX ((soft_end - now) / 1000, 0), soft ? fan_out_enough : NULL,
-                               on_fan_reply, f, failed);
+                               soft ? fan_out_until : NULL, on_fan_reply, f, failed);
       for (guint k = 0; k < f->n_live; k++)
         {
           guint i = f->live[k];
@@ -347,9 +356,8 @@ fan_out_run (FanOut *f, gint64 node_ms, gboolean soft, gint64 timeout_ms)
             fan_out_end_request (f, i);
         }
       f->n_live = 0;
-      /* Past the per-node bound, a node still stepping waits only for a majority. */
-      if (soft && g_get_monotonic_time () >= soft_end && f->answered >= self->majority)
-        break;
+      if (soft)
+        fan_out_until (f);
     }
   /* Requests cut short by the time: their leases end ERROR. */
   for (guint i = 0; i < self->n; i++)
