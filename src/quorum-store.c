@@ -365,6 +365,16 @@ fan_out_run (FanOut *f, gint64 node_ms, gboolean soft, gint64 timeout_ms)
       fan_out_end_request (f, i);
 }
 
+/* Whether every node asked ended its request without an error. */
+static gboolean
+no_errors (FanOut *f)
+{
+  for (guint i = 0; i < f->self->n; i++)
+    if (f->errors[i] != NULL)
+      return FALSE;
+  return TRUE;
+}
+
 /* The nodes that answered for at least one lease. */
 static guint
 nodes_answered (FanOut *f)
@@ -474,8 +484,9 @@ quorum_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
       return RL_LEASE_OK;
     }
 
-  /* Not ours: undo it everywhere, also where no answer came (it may still arrive). */
-  if (ok > 0 || answered < self->n)
+  /* Not ours: undo it everywhere, also where no answer came (it may still arrive) or
+   * an answer came only in part. */
+  if (ok > 0 || answered < self->n || !no_errors (f))
     release_everywhere (self, key, value);
 
   if (answered < self->majority)

@@ -1881,10 +1881,15 @@ request_queue (RedisRequest *req)
   RL_ATOMIC_ADD (ctx->stats->commands, req->pub.expected);
 }
 
+/* Ends lease @i with @error. An acquisition whose SET NX found the key taken stays
+ * HELD (the node did answer that much), with the error saying its follow-up is
+ * unknown. */
 static void
 request_fail_item (RedisRequest *req, guint i, GError *error)
 {
-  req->items[i].result = RL_LEASE_ERROR;
+  if (!(req->kind == RL_REQUEST_ACQUIRE && req->step[i] != STEP_SET
+        && req->items[i].result == RL_LEASE_HELD))
+    req->items[i].result = RL_LEASE_ERROR;
   req->step[i] = STEP_DONE;
   g_clear_error (&req->errors[i]);
   req->errors[i] = error;
@@ -1945,7 +1950,13 @@ redis_request_reply (RlRequest *request, redisReply *reply)
           req->step[i] = STEP_DONE;
         }
       else if (reply->type == REDIS_REPLY_NIL)
-        req->step[i] = STEP_EVALSHA; /* the key exists: ours already, or whose for how long */
+        {
+          /* The key exists: the script says whether it is ours already, or whose for
+           * how long; until it answers, held (-1: for how long is unknown). */
+          item->result = RL_LEASE_HELD;
+          item->pttl_ms = -1;
+          req->step[i] = STEP_EVALSHA;
+        }
       else
         request_fail_item (req, i,
                            g_error_new (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,

@@ -172,7 +172,9 @@ typedef struct
    * taken, a fresh connection for one that had gone stale), FALSE when it is done.
    * request_end gives the connection back, fills each item's result (and pttl_ms,
    * others) as acquire, renew and release would, frees the request, and returns FALSE
-   * with the first item's @error when an item ended ERROR. */
+   * with the first item's @error when an item ended ERROR, or HELD without knowing
+   * for how long (the key existed, the request that would have said more failed: it
+   * may have taken the key after all). */
   RlRequest *(*request_begin) (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem *items,
                                gint64 timeout_ms, GError **error);
   void (*request_reply) (RlRequest *request, struct redisReply *reply);
