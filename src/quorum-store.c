@@ -21,7 +21,9 @@
  * node's round trip, not N, with no thread hand-off. A child answering at once
  * (memory://) is simply called. Each node is bounded by the per-node timeout
  * (min(50 ms, TTL/20) unless set, see redis_lock_registry_set_quorum_node_timeout_ms()):
- * an acquisition waits for nothing beyond it; a renewal or release waits for the rest
+ * an acquisition waits for nothing beyond it once a majority answered (while fewer
+ * did, a busy machine's slow answers, it waits for a majority up to the call's bound,
+ * and the time counts against the validity); a renewal or release waits for the rest
  * for that long after a majority answered, and for a majority up to the command
  * timeout, since giving up on it would leave keys or report a lease unconfirmed for
  * nothing (a busy machine's slow answers included). A paused node thus costs one
@@ -165,8 +167,19 @@ typedef struct
   guint n_live;
   guint answered;      /* nodes whose request ended without an error */
   gint64 grace_us;     /* how long the others are waited for once a majority answered */
+  gint64 not_before;   /* ... but at least until then (monotonic µs) */
   gint64 majority_at;  /* when a majority had answered; 0: not yet */
 } FanOut;
+
+/* How long a fan-out waits for its nodes. */
+typedef enum
+{
+  WAIT_NODE,     /* each node at most the per-node timeout */
+  WAIT_ACQUIRE,  /* each node at most the per-node timeout once a majority answered;
+                  * until then, up to the call's bound */
+  WAIT_MAJORITY, /* up to the call's bound, and the others at most the per-node
+                  * timeout after a majority answered */
+} FanOutWait;
 
 static FanOut *
 fan_out_new (RlQuorumStore *self, RlRequestKind kind)
@@ -232,9 +245,9 @@ on_fan_reply (guint conn_index, redisReply *reply, gpointer user_data)
   child_store (f->self, f->live[conn_index])->vt->request_reply (request, reply);
 }
 
-/* When the exchange may end: the grace after a majority answered (those done without
- * an error, and those of the exchange under way that have every reply they wait for),
- * or never while fewer did. */
+/* When the exchange may end: once a majority answered (those done without an error,
+ * and those of the exchange under way that have every reply they wait for), the grace
+ * after that but not before not_before; never while fewer did. */
 static gint64
 fan_out_until (gpointer user_data)
 {
@@ -247,7 +260,7 @@ fan_out_until (gpointer user_data)
     return G_MAXINT64;
   if (f->majority_at == 0)
     f->majority_at = g_get_monotonic_time ();
-  return f->majority_at + f->grace_us;
+  return MAX (f->majority_at + f->grace_us, f->not_before);
 }
 
 static void
@@ -298,20 +311,21 @@ fan_out_call (FanOut *f, guint i, RlStore *store, gint64 timeout_ms)
   f->answered += ok;
 }
 
-/* Runs the request on every node asked, all at once. Each node is bounded by
- * @node_ms; with @soft, the nodes are waited for up to @timeout_ms, but no longer than
- * @node_ms after a majority answered. Every lease ends with a result (ERROR for a node
- * that did not answer in time). */
+/* Runs the request on every node asked, all at once, waiting for the nodes as @wait
+ * says, with the per-node timeout @node_ms and the call's bound @timeout_ms. Every
+ * lease ends with a result (ERROR for a node that did not answer in time). */
 static void
-fan_out_run (FanOut *f, gint64 node_ms, gboolean soft, gint64 timeout_ms)
+fan_out_run (FanOut *f, gint64 node_ms, FanOutWait wait, gint64 timeout_ms)
 {
   RlQuorumStore *self = f->self;
+  gboolean soft = wait != WAIT_NODE;
   gint64 start = g_get_monotonic_time ();
   gint64 end = start + (soft ? MAX (timeout_ms, node_ms) : node_ms) * 1000;
   g_autofree RlConn **conns = g_new0 (RlConn *, self->n);
   g_autofree gboolean *failed = g_new0 (gboolean, self->n);
 
-  f->grace_us = node_ms * 1000;
+  f->grace_us = wait == WAIT_MAJORITY ? node_ms * 1000 : 0;
+  f->not_before = wait == WAIT_ACQUIRE ? start + node_ms * 1000 : 0;
   f->majority_at = 0;
   for (guint i = 0; i < self->n; i++)
     {
@@ -345,7 +359,8 @@ fan_out_run (FanOut *f, gint64 node_ms, gboolean soft, gint64 timeout_ms)
             f->live[f->n_live++] = i;
           }
       if (f->n_live == 0 || now >= end
-          || (soft && f->majority_at != 0 && now >= f->majority_at + f->grace_us))
+          || (soft && f->majority_at != 0
+              && now >= MAX (f->majority_at + f->grace_us, f->not_before)))
         break;
       rl_conns_exchange_until (conns, f->n_live, f->expected, MAX ((end - now) / 1000, 1),
                                soft ? fan_out_until : NULL, on_fan_reply, f, failed);
@@ -454,7 +469,7 @@ quorum_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
 {
   RlQuorumStore *self = (RlQuorumStore *) store;
   RlLeaseItem item = { .key = key, .value = value, .ttl_ms = ttl_ms };
-  gint64 start = g_get_monotonic_time (), node_ms, elapsed_ms, validity_ms;
+  gint64 start = g_get_monotonic_time (), node_ms, bound_ms, elapsed_ms, validity_ms;
   g_autofree gint64 *held = g_new0 (gint64, self->n);
   guint ok = 0, n_held = 0, answered;
   FanOut *f;
@@ -464,11 +479,11 @@ quorum_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
   node_ms = node_timeout_ms (self, ttl_ms);
   /* The call's bound, in whole ms rounded down by the caller: one more ms lets the
    * caller's deadline pass before a cut-short attempt returns. */
-  if (timeout_ms > 0)
-    node_ms = MIN (node_ms, timeout_ms + 1);
+  bound_ms = timeout_ms > 0 ? timeout_ms + 1 : RL_ATOMIC_GET (store->ctx->command_timeout_ms);
+  node_ms = MIN (node_ms, bound_ms);
 
   f = fan_out_all (self, RL_REQUEST_ACQUIRE, 1, &item);
-  fan_out_run (f, node_ms, FALSE, node_ms);
+  fan_out_run (f, node_ms, WAIT_ACQUIRE, bound_ms);
   elapsed_ms = (g_get_monotonic_time () - start) / 1000;
   for (guint i = 0; i < self->n; i++)
     if (f->items[i][0].result == RL_LEASE_OK)
@@ -569,7 +584,7 @@ renew_leases (RlQuorumStore *self, guint n, RlLeaseItem *items, gint64 timeout_m
   if (timeout_ms <= 0)
     timeout_ms = RL_ATOMIC_GET (self->parent.ctx->command_timeout_ms);
   f = fan_out_all (self, RL_REQUEST_RENEW, n, items);
-  fan_out_run (f, node_timeout_ms (self, ttl), TRUE, timeout_ms);
+  fan_out_run (f, node_timeout_ms (self, ttl), WAIT_MAJORITY, timeout_ms);
   if (nodes_answered (f) < self->majority)
     {
       set_no_majority (f, nodes_answered (f), "Renewing quorum leases", error);
@@ -603,7 +618,7 @@ renew_leases (RlQuorumStore *self, guint n, RlLeaseItem *items, gint64 timeout_m
   if (reset != NULL)
     {
       /* SET NX: a key another owner took there meanwhile stays theirs. */
-      fan_out_run (reset, node_timeout_ms (self, ttl), FALSE, 0);
+      fan_out_run (reset, node_timeout_ms (self, ttl), WAIT_NODE, 0);
       fan_out_free (reset);
     }
   fan_out_free (f);
@@ -660,7 +675,7 @@ quorum_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error
   FanOut *f = fan_out_all (self, RL_REQUEST_RELEASE, n, items);
   gboolean all = TRUE;
 
-  fan_out_run (f, node_timeout_ms (self, 0), TRUE,
+  fan_out_run (f, node_timeout_ms (self, 0), WAIT_MAJORITY,
                RL_ATOMIC_GET (self->parent.ctx->command_timeout_ms));
   for (guint k = 0; k < n; k++)
     {
