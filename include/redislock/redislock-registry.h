@@ -109,7 +109,8 @@ REDIS_LOCK_EXPORT RedisLockRegistry *redis_lock_registry_new (const char *url,
 /**
  * redis_lock_registry_new_quorum:
  * @urls: (array zero-terminated=1): N >= 1 URLs of independent masters, each in any
- *   single-master form redis_lock_registry_new() accepts (`memory://NAME` for tests).
+ *   single-master form redis_lock_registry_new() accepts (`memory://NAME` for tests;
+ *   a `redis-cluster://` URL is %REDIS_LOCK_ERROR_INVALID).
  * @registry_key: non-empty namespace, as for redis_lock_registry_new(); give a quorum
  *   registry a key of its own.
  * @error: return location for a #GError.
@@ -117,14 +118,17 @@ REDIS_LOCK_EXPORT RedisLockRegistry *redis_lock_registry_new (const char *url,
  * Creates a registry whose leases live on a majority (N/2 + 1) of N independent
  * masters (the Redlock algorithm). Every request goes to all N in parallel; an
  * acquisition succeeds when a majority took the key, each node bounded by a per-node
- * timeout of min(50 ms, TTL/20), and the time spent leaves a validity of
+ * timeout of min(50 ms, TTL/20) (see redis_lock_registry_set_quorum_node_timeout_ms()),
+ * and the time spent leaves a validity of
  * TTL − elapsed − (TTL/100 + 2 ms) greater than zero. Otherwise the key is released
  * again on every node and the attempt counts as failed: contention when a majority
  * answered (the wait is bounded by the time until a majority could be free),
  * %REDIS_LOCK_ERROR_CONNECTION when fewer than a majority answered. Renewal and
- * release go to all N; a lease is lost when a majority reports it gone, and
- * unconfirmed (lost after its TTL, as with one server) while fewer than a majority
- * confirm it. Waiters are woken by a release notification from any node.
+ * release go to all N; a lease is lost when so many nodes report it gone that no
+ * majority is left, and unconfirmed (lost after its TTL, as with one server) while
+ * fewer than a majority confirm it; a node that lost the key (restarted empty) gets it
+ * back on renewal while a majority holds it. Waiters are woken by a release
+ * notification from any node.
  *
  * A client that takes the same keys on one of the servers alone (a Spring registry,
  * or a registry made by redis_lock_registry_new()) does not take part in the quorum.
