@@ -516,6 +516,22 @@ test_memory_nodes (void)
   test_unlock_lease_lost (la);
 }
 
+static void
+test_cluster_url_refused (void)
+{
+  const char *urls[] = { "memory://quorum-x", "redis-cluster://127.0.0.1:1",
+                         "memory://quorum-y", NULL };
+  g_autoptr (GError) error = NULL;
+  RedisLockRegistry *r;
+
+  g_test_summary ("A redis-cluster:// URL among the nodes is INVALID at once: a quorum node "
+                  "is a single master.");
+  r = redis_lock_registry_new_quorum (urls, TEST_REGISTRY_KEY, &error);
+  g_assert_null (r);
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
+  g_assert_nonnull (g_strstr_len (error->message, -1, "node 2"));
+}
+
 /* --- Exclusion while a node is killed and restarted --------------------------------- */
 
 typedef struct
@@ -642,6 +658,7 @@ main (int argc, char **argv)
   ADD ("fencing-refused", test_fencing_refused);
   ADD ("no-validity", test_no_validity);
   g_test_add_func ("/quorum/memory-nodes", test_memory_nodes);
+  g_test_add_func ("/quorum/cluster-url-refused", test_cluster_url_refused);
   ADD ("stress-exclusion", test_stress_exclusion);
 
   return g_test_run ();
