@@ -35,6 +35,8 @@ static const SectionEntry section_table[] = {
   { "handoff-spin", "Cross-process hand-off, SPIN wait (for comparison)", section_handoff_spin },
   { "independent", "Independent keys: 8 threads, one name each", section_independent },
   { "contention", "Same-process contention: 8 threads on one name", section_contention },
+  { "processes", "Cross-process contention: 4 single-threaded processes on one name",
+    section_processes },
   { "watchdog", "Watchdog tick with many held leases", section_watchdog },
   { "fencing", "Fencing on vs off, and try_lock_all of 10 free locks", section_fencing },
   { "cluster-uncontended", "Uncontended lock+unlock on a 3-master Redis Cluster",
