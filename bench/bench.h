@@ -283,6 +283,7 @@ void section_reentrant (Bench *b, Section *s);
 void section_uncontended (Bench *b, Section *s);
 void section_handoff (Bench *b, Section *s);
 void section_handoff_spin (Bench *b, Section *s);
+void section_silent (Bench *b, Section *s);
 void section_independent (Bench *b, Section *s);
 void section_contention (Bench *b, Section *s);
 void section_processes (Bench *b, Section *s);

@@ -33,6 +33,7 @@ static const SectionEntry section_table[] = {
   { "uncontended", "Uncontended outermost lock+unlock", section_uncontended },
   { "handoff", "Cross-process hand-off, PUBSUB wait (the default)", section_handoff },
   { "handoff-spin", "Cross-process hand-off, SPIN wait (for comparison)", section_handoff_spin },
+  { "silent", "A waiter woken by a key deleted without an unlock notification", section_silent },
   { "independent", "Independent keys: 8 threads, one name each", section_independent },
   { "contention", "Same-process contention: 8 threads on one name", section_contention },
   { "processes", "Cross-process contention: 4 single-threaded processes on one name",
