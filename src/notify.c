@@ -38,12 +38,15 @@
  * can only be its creation, since an absent key can neither be deleted nor expire (so
  * the next holder's acquisition does not wake the waiters that just lost to it). A
  * client that deletes and then publishes in two separate commands may defeat this,
- * at worst leaving a waiter to its holder's TTL as without tracking. Any other acquisition or a renewal also invalidates: its waiters
- * wake, try once, and sleep again. A server that refuses tracking (Redis before 6, a
- * user without the CLIENT command or the channel) gets one warning, and its waiters
- * are woken by notifications and their holder's TTL as before. On a Cluster each master
- * reports only its own keys, so tracking is off there (store says so: track_prefix
- * NULL) and waiters rely on notifications and TTLs.
+ * at worst leaving a waiter to its holder's TTL as without tracking. Any other
+ * acquisition or a renewal also invalidates: its waiters wake, try once, and sleep
+ * again. A server that refuses tracking (Redis before 6, a user without the CLIENT
+ * command or the channel) gets one warning, and its waiters are woken by
+ * notifications and their holder's TTL as before. On a Cluster each master reports
+ * only its own keys, so tracking is off there (the store passes no track_prefix) and
+ * waiters rely on notifications and TTLs. The three set-up steps wait for their
+ * replies within the connection's command timeout, which bounds how long a stop
+ * waits for a thread caught in them.
  *
  * A server that refuses the subscription (a Redis user without permission on the
  * channels, Redis 7's default for new ACL users) gets one warning naming the missing
@@ -228,10 +231,16 @@ track_keys (RlNotifier *self, RlConn *conn)
     return FALSE;
   if (reply->type != REDIS_REPLY_ARRAY)
     {
-      /* Tracking stays on, redirected to a connection that never reads its messages:
-       * harmless, the server drops them. */
+      const char *off[3] = { "CLIENT", "TRACKING", "off" };
+
       why = "SUBSCRIBE " RL_INVALIDATE_CHANNEL;
       refusal = g_strdup (reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+      freeReplyObject (reply);
+      /* Once subscribed to the notifications, the connection would receive the
+       * invalidations anyway: tracking goes off with the channel refused. */
+      reply = rl_conn_roundtrip (conn, 3, off);
+      if (reply == NULL)
+        return FALSE;
       freeReplyObject (reply);
       goto refused;
     }
