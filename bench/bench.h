@@ -283,14 +283,20 @@ void section_reentrant (Bench *b, Section *s);
 void section_uncontended (Bench *b, Section *s);
 void section_handoff (Bench *b, Section *s);
 void section_handoff_spin (Bench *b, Section *s);
+void section_silent (Bench *b, Section *s);
 void section_independent (Bench *b, Section *s);
 void section_contention (Bench *b, Section *s);
+void section_processes (Bench *b, Section *s);
 void section_watchdog (Bench *b, Section *s);
 void section_memory (Bench *b, Section *s);
 
 /* The other process of the hand-off (`redislock-bench --child`, section-handoff.c);
  * returns the exit status. */
 int child_main (const char *mode, const char *name, guint steps, gint64 hold_us);
+
+/* A contending process of section-processes.c (modes "contend-raw" and "contend-lib"),
+ * number @id; returns the exit status. */
+int processes_child_main (const char *mode, const char *name, guint id);
 
 G_END_DECLS
 

@@ -3,7 +3,8 @@
  *
  * A cross-process hand-off needs the release, the unlock notification and the
  * waiter's acquire, so it is compared with raw round trips and with the same ping-pong
- * done by hand (PUBLISH, a process blocked reading SUBSCRIBE, one EVALSHA): the floor.
+ * done by hand (a release script that publishes, a process blocked reading SUBSCRIBE,
+ * one SET NX PX): the floor.
  * The other process is a second copy of this program (`--child`, started with exec so
  * that it never inherits a registry across fork()), and the two ping-pong one lock.
  * Each side tells the other through a pipe that it is about to wait, and the holder
@@ -255,13 +256,16 @@ pingpong_run (PingPong *pp, guint steps, gboolean first_holder, GError **error)
 /* --- The child process ------------------------------------------------------------- */
 
 /* The floor, the child's side: the same hand-off shape without the library. The child
- * blocks reading a SUBSCRIBE connection; the parent's PUBLISH wakes it and it makes one
- * EVALSHA, as a waiter woken by an unlock notification makes one acquire attempt. */
+ * blocks reading a SUBSCRIBE connection; the parent's release (the hand-made release
+ * script: GET, UNLINK, PUBLISH) wakes it and it takes the key with one `SET NX PX`, as a
+ * waiter woken by an unlock notification makes one acquire attempt; the SET must
+ * succeed. Once it has reported, it deletes the key again (untimed) for the next hold. */
 static gboolean
 floor_child (guint steps, int in_fd, int out_fd, GError **error)
 {
   const char *url = g_getenv ("REDISLOCK_BENCH_URL");
   g_autofree char *channel = g_strdup_printf ("%s-floor", g_getenv ("REDISLOCK_BENCH_KEY"));
+  g_autofree char *key = g_strdup_printf ("%s-floor:lock", g_getenv ("REDISLOCK_BENCH_KEY"));
   g_autoptr (RawConn) cmd = NULL;
   redisContext *sub = NULL;
   redisReply *reply = NULL;
@@ -283,6 +287,7 @@ floor_child (guint steps, int in_fd, int out_fd, GError **error)
     {
       Msg m;
       gint64 acquired;
+      gboolean taken;
 
       if (!msg_send (out_fd, MSG_WAITING, FALSE, 0, error))
         goto out;
@@ -292,12 +297,25 @@ floor_child (guint steps, int in_fd, int out_fd, GError **error)
           goto out;
         }
       freeReplyObject (reply);
-      if (!raw_call (cmd, error))
+      reply = raw_command (cmd->c, error, "SET %s floor-child NX PX 30000", key);
+      if (reply == NULL)
         goto out;
       acquired = now_ns ();
+      taken = reply->type == REDIS_REPLY_STATUS;
+      freeReplyObject (reply);
+      if (!taken)
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED,
+                       "the floor's SET NX found the key still held");
+          goto out;
+        }
       if (!msg_expect (in_fd, MSG_RELEASED, &m, error)
           || !msg_send (out_fd, MSG_ACQUIRED, TRUE, acquired - m.value, error))
         goto out;
+      reply = raw_command (cmd->c, error, "DEL %s", key);
+      if (reply == NULL)
+        goto out;
+      freeReplyObject (reply);
     }
   ok = TRUE;
 out:
@@ -310,7 +328,7 @@ out:
 /* The other side of the hand-off: `redislock-bench --child`, started with exec by the
  * parent, stdin and stdout being the pipes. The URL and registry key come from the
  * environment so that a password never shows in the process list. Mode "raw" runs the
- * floor instead of the library. */
+ * floor instead of the library; modes "contend-*" are section-processes.c's. */
 int
 child_main (const char *mode, const char *name, guint steps, gint64 hold_us)
 {
@@ -321,6 +339,8 @@ child_main (const char *mode, const char *name, guint steps, gint64 hold_us)
   const char *key = g_getenv ("REDISLOCK_BENCH_KEY");
   PingPong pp;
 
+  if (g_str_has_prefix (mode != NULL ? mode : "", "contend-"))
+    return processes_child_main (mode, name, steps);
   memset (&pp, 0, sizeof pp);
   /* Keep the protocol pipe for ourselves; anything else printed goes to stderr. */
   pp.in_fd = dup (STDIN_FILENO);
@@ -405,13 +425,17 @@ child_reap (GPid pid, int to_child, int from_child, gboolean ok, GError **error)
   return ok;
 }
 
-/* The floor, the parent's side: PUBLISH after the same hold, one direction only.
- * Fills @floor with the hand-off distribution (warm-up left out). */
+/* The floor, the parent's side: after the same hold, the hand-made release (GET,
+ * UNLINK, PUBLISH in one script, as the library's release), one direction only: the
+ * parent takes the key with `SET NX PX` when the child announces its wait (the child
+ * deleted its own hold by then). Fills @floor with the hand-off distribution (warm-up
+ * left out). */
 static gboolean
 floor_run (Bench *b, guint steps, Dist *floor_dist, GError **error)
 {
   g_autoptr (RawConn) raw = NULL;
   g_autofree char *channel = g_strdup_printf ("%s-floor", b->key);
+  g_autofree char *key = g_strdup_printf ("%s-floor:lock", b->key);
   g_autofree gint64 *latency = g_new0 (gint64, steps);
   GPid pid = 0;
   int to_child = -1, from_child = -1;
@@ -429,12 +453,24 @@ floor_run (Bench *b, guint steps, Dist *floor_dist, GError **error)
       ok = msg_expect (from_child, MSG_WAITING, &m, error);
       if (!ok)
         break;
-      g_usleep (HANDOFF_HOLD_US);
-      reply = raw_command (raw->c, error, "PUBLISH %s %s", channel, "released");
+      reply = raw_command (raw->c, error, "SET %s floor-parent NX PX 30000", key);
       ok = reply != NULL;
-      if (ok && (reply->type != REDIS_REPLY_INTEGER || reply->integer < 1))
+      if (ok && reply->type != REDIS_REPLY_STATUS)
         {
-          g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "PUBLISH reached no subscriber");
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "the floor's key was not free");
+          ok = FALSE;
+        }
+      if (reply != NULL)
+        freeReplyObject (reply);
+      if (!ok)
+        break;
+      g_usleep (HANDOFF_HOLD_US);
+      reply = raw_command (raw->c, error, "EVALSHA %s 1 %s floor-parent %s", raw->release_sha, key,
+                           channel);
+      ok = reply != NULL;
+      if (ok && (reply->type != REDIS_REPLY_INTEGER || reply->integer != 1))
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "the floor's release failed");
           ok = FALSE;
         }
       if (reply != NULL)
@@ -516,7 +552,7 @@ handoff_floor (Bench *b, Section *s, const Dist *d, const Dist *rt)
   add_row (s, "raw hand-off floor p99", fl.p99 / 1000, "us", 1, fl.p99 / rt->p50, "raw p50", NULL,
            FALSE);
   add_row (s, "hand-off p50 over the floor", (d->p50 - fl.p50) / 1000, "us", 1, d->p50 / fl.p50,
-           "raw floor p50", NULL, FALSE);
+           "raw floor p50", "<= 1.3x", d->p50 <= 1.3 * fl.p50);
 }
 
 /* The figures of @run: the hand-offs whose wait the waiter confirmed (all of them, with
@@ -570,8 +606,9 @@ handoff_report (Bench *b, Section *s, RedisLockWaitMode mode, const HandoffRun *
                "calls, a hot round trip");
   if (pubsub)
     add_note (s,
-              "floor: the same ping-pong without the library (%u hand-offs): PUBLISH, a "
-              "process blocked reading SUBSCRIBE wakes and makes one EVALSHA",
+              "floor: the same hand-off without the library (%u hand-offs): a release script "
+              "(GET, UNLINK, PUBLISH) wakes a process blocked reading SUBSCRIBE, which takes "
+              "the key with one SET NX PX",
               b->floor_handoffs);
   else
     add_note (s,

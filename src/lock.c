@@ -15,6 +15,10 @@
  * flowing. In SPIN mode, and while notifications are down, it sleeps
  * idle_between_tries_ms between attempts.
  *
+ * The owner field is written under lock->m but atomically, so the owning thread can
+ * recognise itself without the mutex: re-entry and an inner unlock are an atomic load
+ * and a change of the hold count, which only the owner touches while it owns the lock.
+ *
  * The local mutex is not strictly fair: a thread that unlocks and locks again at once
  * (a loop) takes it back without a context switch while the woken waiter is still on
  * its way, which is what makes hand-offs cheap. After RL_LOCAL_BARGE_MAX such holds
@@ -146,6 +150,29 @@ on_cancelled (GCancellable *cancellable, gpointer data)
   rl_lock_wake_all (data);
 }
 
+/* The calling thread's GThread, which the owner field holds, kept in a thread-local
+ * variable: g_thread_self() looks it up in a GPrivate on every call, a visible part
+ * of a re-entry's few nanoseconds. */
+static inline gpointer
+current_thread (void)
+{
+  static __thread gpointer self;
+
+  if (G_UNLIKELY (self == NULL))
+    self = g_thread_self ();
+  return self;
+}
+
+/* Whether the calling thread (@self) owns the local mutex, read without taking it:
+ * only @self ever sets the owner to @self, and only the owner clears it, so the answer
+ * cannot change under the caller's feet. While a thread owns the lock, it alone reads
+ * and changes the hold count, so re-entry and an inner unlock need no lock->m either. */
+static inline gboolean
+owned_by_caller (RedisLock *lock, gpointer self)
+{
+  return g_atomic_pointer_get (&lock->owner) == self;
+}
+
 /* Wakes one waiter for the local mutex, unless one was woken and has not run yet:
  * it will look at the mutex anyway, and a thread that unlocks and locks again at once
  * (as in a loop) then costs no system call and no context switch. lock->m held. */
@@ -163,7 +190,7 @@ wake_local_waiter (RedisLock *lock)
 static void
 release_local_locked (RedisLock *lock)
 {
-  lock->owner = NULL;
+  g_atomic_pointer_set (&lock->owner, NULL);
   lock->count = 0;
   if (lock->waiters > 0 && lock->barged < RL_LOCAL_BARGE_MAX
       && ++lock->barged == RL_LOCAL_BARGE_MAX)
@@ -201,7 +228,7 @@ take_ownership_locked (RedisLock *lock, gpointer self, gboolean waited)
 
   if (waited)
     lock->barged = lock->reserved = 0;
-  lock->owner = self;
+  g_atomic_pointer_set (&lock->owner, self);
   lock->count = 1;
   lock->handed_over = FALSE;
   return kept;
@@ -446,7 +473,7 @@ static gboolean
 acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellable, GError **error)
 {
   RedisLockRegistry *registry = lock->registry;
-  gpointer self = g_thread_self ();
+  gpointer self = current_thread ();
   g_autofree char *fence_key = NULL;
   gint64 deadline;
   gulong handler = 0;
@@ -456,22 +483,21 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
 
   if (!rl_registry_check (registry, error))
     return FALSE;
-  if (g_cancellable_set_error_if_cancelled (cancellable, error))
+  if (cancellable != NULL && g_cancellable_set_error_if_cancelled (cancellable, error))
     return FALSE;
   /* Before any wait: a name that cannot be fenced fails at once (re-entry too, so the
    * rule does not depend on who holds the lock). */
-  if (!rl_lock_fence_key (lock, &fence_key, error))
+  if (g_atomic_int_get (&registry->fencing) && !rl_lock_fence_key (lock, &fence_key, error))
     return FALSE;
   /* No clock read for a wait without end: re-entry must stay a few nanoseconds. */
   deadline = wait_ms < 0 ? RL_FOREVER : rl_deadline_after (g_get_monotonic_time (), wait_ms);
 
-  rl_mutex_lock (&lock->m);
-  if (lock->owner == self)
+  if (owned_by_caller (lock, self))
     {
       lock->count++;
-      rl_mutex_unlock (&lock->m);
       return TRUE;
     }
+  rl_mutex_lock (&lock->m);
   owned = lock->owner == NULL && !lock->reserved;
   if (owned)
     kept = take_ownership_locked (lock, self, FALSE);
@@ -505,16 +531,15 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
 RlLocalTake
 rl_lock_take_local (RedisLock *lock, gint64 deadline, GCancellable *cancellable, GError **error)
 {
-  gpointer self = g_thread_self ();
+  gpointer self = current_thread ();
   gboolean owned, kept = FALSE;
 
-  rl_mutex_lock (&lock->m);
-  if (lock->owner == self)
+  if (owned_by_caller (lock, self))
     {
       lock->count++;
-      rl_mutex_unlock (&lock->m);
       return RL_LOCAL_REENTERED;
     }
+  rl_mutex_lock (&lock->m);
   owned = lock->owner == NULL && !lock->reserved;
   if (owned)
     kept = take_ownership_locked (lock, self, FALSE);
@@ -538,9 +563,7 @@ rl_lock_give_back_local (RedisLock *lock, RlLocalTake taken)
   switch (taken)
     {
     case RL_LOCAL_REENTERED:
-      rl_mutex_lock (&lock->m);
       lock->count--;
-      rl_mutex_unlock (&lock->m);
       break;
     case RL_LOCAL_NEEDS_LEASE:
       release_local (lock);
@@ -900,7 +923,7 @@ RlUnlockStep
 rl_lock_unlock_local (RedisLock *lock, GError **error)
 {
   RedisLockRegistry *registry = lock->registry;
-  gpointer self = g_thread_self ();
+  gpointer self = current_thread ();
   g_autoptr (GError) local_error = NULL;
   gboolean owner;
 
@@ -918,15 +941,12 @@ rl_lock_unlock_local (RedisLock *lock, GError **error)
       return RL_UNLOCK_FAILED;
     }
 
-  rl_mutex_lock (&lock->m);
-  owner = lock->owner == self;
+  owner = owned_by_caller (lock, self);
   if (owner && lock->count > 1)
     {
       lock->count--;
-      rl_mutex_unlock (&lock->m);
       return RL_UNLOCK_INNER;
     }
-  rl_mutex_unlock (&lock->m);
   if (!owner)
     {
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_OWNER,
@@ -981,9 +1001,7 @@ redis_lock_is_held_by_current_thread (RedisLock *lock)
   g_return_val_if_fail (lock != NULL, FALSE);
   if (rl_registry_is_forked (lock->registry))
     return FALSE;
-  rl_mutex_lock (&lock->m);
-  held = lock->owner == g_thread_self ();
-  rl_mutex_unlock (&lock->m);
+  held = owned_by_caller (lock, current_thread ());
   return held;
 }
 
@@ -995,9 +1013,7 @@ redis_lock_get_hold_count (RedisLock *lock)
   g_return_val_if_fail (lock != NULL, 0);
   if (rl_registry_is_forked (lock->registry))
     return 0;
-  rl_mutex_lock (&lock->m);
-  count = lock->owner == g_thread_self () ? lock->count : 0;
-  rl_mutex_unlock (&lock->m);
+  count = owned_by_caller (lock, current_thread ()) ? lock->count : 0;
   return count;
 }
 

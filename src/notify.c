@@ -21,6 +21,33 @@
  * once and restart() makes it resubscribe at once, and PINGs an otherwise silent
  * connection so a dead server is noticed. Reconnection backs off from 50 ms to 5 s.
  *
+ * The same connection also hears of keys that change without a notification: a lock
+ * deleted by a client that does not publish (Spring's registry in spin mode), or one
+ * that expires (a crashed holder's). Before subscribing, it turns on Redis's
+ * client-side-caching tracking in broadcasting mode for the prefix `registry_key:`,
+ * redirected to itself (CLIENT TRACKING on REDIRECT <own id> BCAST PREFIX ...), and
+ * subscribes to `__redis__:invalidate`: the RESP2 form, where the server reports every
+ * write, delete and expiry of a key under the prefix as a message on that channel. With
+ * BCAST the connection need not read the keys, so the one subscriber connection does
+ * it all, and since tracking is on before the PSUBSCRIBE is confirmed, a waiter's
+ * confirmed attempt cannot miss the change that follows it either. Each invalidated
+ * key is handed on as a possible release, except two that cannot be one: the
+ * invalidation that comes right after a release's notification for the same key (the
+ * release script publishes and deletes in one atomic step, and the server sends the
+ * invalidation after the script: the same news), and the next one of that key, which
+ * can only be its creation, since an absent key can neither be deleted nor expire (so
+ * the next holder's acquisition does not wake the waiters that just lost to it). A
+ * client that deletes and then publishes in two separate commands may defeat this,
+ * at worst leaving a waiter to its holder's TTL as without tracking. Any other
+ * acquisition or a renewal also invalidates: its waiters wake, try once, and sleep
+ * again. A server that refuses tracking (Redis before 6, a user without the CLIENT
+ * command or the channel) gets one warning, and its waiters are woken by
+ * notifications and their holder's TTL as before. On a Cluster each master reports
+ * only its own keys, so tracking is off there (the store passes no track_prefix) and
+ * waiters rely on notifications and TTLs. The three set-up steps wait for their
+ * replies within the connection's command timeout, which bounds how long a stop
+ * waits for a thread caught in them.
+ *
  * A server that refuses the subscription (a Redis user without permission on the
  * channels, Redis 7's default for new ACL users) gets one warning naming the missing
  * permission; while it refuses, waiters fall back to SPIN timing at once instead of
@@ -49,6 +76,15 @@ struct _RlNotifier
   RlStore *store;
   RlTopology *topology;
   char *pattern;
+  char *track_prefix; /* NULL: no key tracking */
+
+  /* The thread's own: */
+  gboolean tracking;     /* tracking is on for the current connection */
+  gboolean track_warned; /* a refusal of tracking was reported */
+  char *last_published;  /* the key of the message just handed on, when it was an
+                            unlock notification */
+  GHashTable *absent;    /* keys released (heard of, and their deletion seen) and not
+                            changed since: their next change is a creation */
 
   RlMutex mutex; /* guards everything below */
   RlCond cond;   /* subscribed or failures changed */
@@ -144,6 +180,121 @@ refused (RlNotifier *self, const char *why)
                why, self->pattern, self->pattern);
 }
 
+#define RL_INVALIDATE_CHANNEL "__redis__:invalidate"
+
+/* Turns on key tracking for the subscriber connection @conn, redirected to itself, and
+ * subscribes to the invalidation channel, before the PSUBSCRIBE; each step waits for
+ * its reply. A refusal is reported once and leaves tracking off for this connection.
+ * Returns FALSE when the connection failed. */
+static gboolean
+track_keys (RlNotifier *self, RlConn *conn)
+{
+  redisReply *reply;
+  char id[24];
+  const char *why = NULL;
+  const char *client_id[2] = { "CLIENT", "ID" };
+  const char *tracking[7] = { "CLIENT", "TRACKING", "on", "REDIRECT", id, "BCAST", "PREFIX" };
+  const char *track_argv[8];
+  const char *subscribe[2] = { "SUBSCRIBE", RL_INVALIDATE_CHANNEL };
+  g_autofree char *refusal = NULL;
+
+  self->tracking = FALSE;
+  if (self->track_prefix == NULL)
+    return TRUE;
+  reply = rl_conn_roundtrip (conn, 2, client_id);
+  if (reply == NULL)
+    return FALSE;
+  if (reply->type != REDIS_REPLY_INTEGER)
+    {
+      why = "CLIENT ID";
+      refusal = g_strdup (reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+      freeReplyObject (reply);
+      goto refused;
+    }
+  rl_format_uint (id, reply->integer);
+  freeReplyObject (reply);
+  memcpy (track_argv, tracking, sizeof tracking);
+  track_argv[7] = self->track_prefix;
+  reply = rl_conn_roundtrip (conn, 8, track_argv);
+  if (reply == NULL)
+    return FALSE;
+  if (reply->type != REDIS_REPLY_STATUS)
+    {
+      why = "CLIENT TRACKING";
+      refusal = g_strdup (reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+      freeReplyObject (reply);
+      goto refused;
+    }
+  freeReplyObject (reply);
+  reply = rl_conn_roundtrip (conn, 2, subscribe);
+  if (reply == NULL)
+    return FALSE;
+  if (reply->type != REDIS_REPLY_ARRAY)
+    {
+      const char *off[3] = { "CLIENT", "TRACKING", "off" };
+
+      why = "SUBSCRIBE " RL_INVALIDATE_CHANNEL;
+      refusal = g_strdup (reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+      freeReplyObject (reply);
+      /* Once subscribed to the notifications, the connection would receive the
+       * invalidations anyway: tracking goes off with the channel refused. */
+      reply = rl_conn_roundtrip (conn, 3, off);
+      if (reply == NULL)
+        return FALSE;
+      freeReplyObject (reply);
+      goto refused;
+    }
+  freeReplyObject (reply);
+  self->tracking = TRUE;
+  return TRUE;
+
+refused:
+  if (!self->track_warned)
+    g_warning ("Redis refused %s (%s), needed to hear of lock keys deleted or expired without "
+               "an unlock notification (Redis 6 or later; the user needs the CLIENT command "
+               "and permission on the channel “%s”). Waiters are woken by unlock "
+               "notifications and at the end of the holder's TTL",
+               why, refusal, RL_INVALIDATE_CHANNEL);
+  self->track_warned = TRUE;
+  return TRUE;
+}
+
+/* Keys known absent (released) are remembered up to this many; forgetting them costs
+ * spurious wake-ups, never a missed one. */
+#define RL_RELEASED_KEYS_MAX 4096
+
+/* An invalidation message: each key it names (none: the whole database was flushed)
+ * may have been released, except the release's own invalidation, which comes right
+ * after its notification, and the next one of a key known absent, its creation. */
+static void
+handle_invalidation (RlNotifier *self, const redisReply *keys)
+{
+  RlStore *store = self->store;
+  g_autofree char *published = g_steal_pointer (&self->last_published);
+
+  if (keys->type != REDIS_REPLY_ARRAY)
+    {
+      g_hash_table_remove_all (self->absent);
+      store->released (NULL, store->released_data);
+      return;
+    }
+  for (size_t i = 0; i < keys->elements; i++)
+    {
+      const redisReply *key = keys->element[i];
+
+      if (key->type != REDIS_REPLY_STRING)
+        continue;
+      if (published != NULL && strcmp (published, key->str) == 0)
+        {
+          if (g_hash_table_size (self->absent) >= RL_RELEASED_KEYS_MAX)
+            g_hash_table_remove_all (self->absent);
+          g_hash_table_add (self->absent, g_strdup (key->str));
+        }
+      else if (!g_hash_table_remove (self->absent, key->str))
+        store->released (key->str, store->released_data);
+    }
+}
+
 /* Returns FALSE when the subscription was refused. */
 static gboolean
 handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
@@ -164,6 +315,16 @@ handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
     {
       RL_ATOMIC_ADD (self->store->ctx->stats->notifications, 1);
       self->store->released (reply->element[3]->str, self->store->released_data);
+      g_free (self->last_published);
+      self->last_published = self->tracking ? g_strdup (reply->element[3]->str) : NULL;
+      return TRUE;
+    }
+  else if (g_ascii_strcasecmp (kind, "message") == 0 && reply->elements == 3
+           && reply->element[1]->type == REDIS_REPLY_STRING
+           && strcmp (reply->element[1]->str, RL_INVALIDATE_CHANNEL) == 0)
+    {
+      handle_invalidation (self, reply->element[2]);
+      return TRUE;
     }
   else if (g_ascii_strcasecmp (kind, "psubscribe") == 0)
     {
@@ -174,6 +335,7 @@ handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
     }
   else if (g_ascii_strcasecmp (kind, "pong") == 0)
     *ping_out = FALSE;
+  g_clear_pointer (&self->last_published, g_free);
   return TRUE;
 }
 
@@ -186,6 +348,10 @@ subscribe_once (RlNotifier *self, RlConn *conn)
   gint64 last_traffic = g_get_monotonic_time ();
   const char *argv[2] = { "PSUBSCRIBE", self->pattern };
 
+  g_hash_table_remove_all (self->absent);
+  g_clear_pointer (&self->last_published, g_free);
+  if (!track_keys (self, conn))
+    return FALSE;
   rl_conn_append (conn, 2, argv);
   for (;;)
     {
@@ -296,13 +462,16 @@ notifier_thread_main (void *data)
 }
 
 RlNotifier *
-rl_notifier_new (RlStore *store, RlTopology *topology, const char *pattern)
+rl_notifier_new (RlStore *store, RlTopology *topology, const char *pattern,
+                 const char *track_prefix)
 {
   RlNotifier *self = g_new0 (RlNotifier, 1);
 
   self->store = store;
   self->topology = topology;
   self->pattern = g_strdup (pattern);
+  self->track_prefix = g_strdup (track_prefix);
+  self->absent = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->wake[0] = self->wake[1] = -1;
   rl_mutex_init (&self->mutex);
   rl_cond_init (&self->cond);
@@ -405,5 +574,8 @@ rl_notifier_free (RlNotifier *self)
   rl_cond_clear (&self->cond);
   rl_mutex_clear (&self->mutex);
   g_free (self->pattern);
+  g_free (self->track_prefix);
+  g_hash_table_unref (self->absent);
+  g_free (self->last_published);
   g_free (self);
 }

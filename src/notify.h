@@ -11,8 +11,11 @@ typedef struct _RlNotifier RlNotifier;
 
 /* Subscribes to @pattern on the node @topology names for it, from a thread of its
  * own started on the first rl_notifier_watch(); calls store->released for each
- * message. */
-RlNotifier *rl_notifier_new (RlStore *store, RlTopology *topology, const char *pattern);
+ * message. With @track_prefix (NULL: none), also hears of every change of a key
+ * starting with it (Redis key tracking, see notify.c) and calls store->released for
+ * each changed key. */
+RlNotifier *rl_notifier_new (RlStore *store, RlTopology *topology, const char *pattern,
+                             const char *track_prefix);
 /* Drops the subscription and makes a new one at once, on the node the topology names
  * now (after a failover). */
 void rl_notifier_restart (RlNotifier *notifier);

@@ -2288,6 +2288,7 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
   RlUrl parsed;
   RlRedisStore *self;
   g_autofree char *pattern = NULL;
+  g_autofree char *track_prefix = NULL;
   g_autoptr (GPtrArray) masters = NULL;
 
   if (!rl_url_parse (url, &parsed, error))
@@ -2315,7 +2316,11 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
       return NULL;
     }
   pattern = glob_escape (self->channel_prefix);
-  self->notifier = rl_notifier_new (&self->parent, self->topology, pattern);
+  /* Key tracking reports the keys of the node it runs on only: on a Cluster the one
+   * subscriber would hear of a fraction of them, so waiters there rely on
+   * notifications and TTLs alone. */
+  track_prefix = self->slotted ? NULL : g_strconcat (registry_key, ":", NULL);
+  self->notifier = rl_notifier_new (&self->parent, self->topology, pattern, track_prefix);
 
   masters = self->topology->vt->masters (self->topology, error);
   for (guint i = 0; masters != NULL && i < masters->len; i++)

@@ -550,13 +550,29 @@ test_renew_reply_on_next_hold (TestFixture *fx, gconstpointer data)
 
 /* ---- channel permission ---- */
 
-static gint acl_warnings; /* atomic */
+static gint acl_warnings;      /* atomic */
+static gint tracking_warnings; /* atomic */
+
+/* The warning about the unlock-notification channel. */
+static gboolean
+is_channel_warning (const char *domain, const char *message)
+{
+  return g_strcmp0 (domain, "redislock") == 0 && strstr (message, "permission") != NULL
+         && strstr (message, "rltest-channel:") != NULL;
+}
+
+/* The warning about key tracking (CLIENT TRACKING and its invalidation channel). */
+static gboolean
+is_tracking_warning (const char *domain, const char *message)
+{
+  return g_strcmp0 (domain, "redislock") == 0 && strstr (message, "Redis refused") != NULL
+         && strstr (message, "__redis__:invalidate") != NULL;
+}
 
 static gboolean
 is_acl_warning (const char *domain, const char *message)
 {
-  return g_strcmp0 (domain, "redislock") == 0 && strstr (message, "permission") != NULL
-         && strstr (message, "rltest-channel:") != NULL;
+  return is_channel_warning (domain, message) || is_tracking_warning (domain, message);
 }
 
 /* The fatal handler: an expected warning does not abort. */
@@ -571,8 +587,10 @@ acl_warning_not_fatal (const char *domain, GLogLevelFlags level, const char *mes
 static void
 log_acl_warning (const char *domain, GLogLevelFlags level, const char *message, gpointer data)
 {
-  if (is_acl_warning (domain, message))
+  if (is_channel_warning (domain, message))
     g_atomic_int_inc (&acl_warnings);
+  else if (is_tracking_warning (domain, message))
+    g_atomic_int_inc (&tracking_warnings);
   else
     g_log_default_handler (domain, level, message, data);
 }
@@ -603,6 +621,7 @@ test_acl_without_channel_permission (TestFixture *fx, gconstpointer data)
   url = g_strdup_printf ("unix://%s?username=locker&password=pw",
                          redis_lock_test_server_get_socket_path (fx->server));
   g_atomic_int_set (&acl_warnings, 0);
+  g_atomic_int_set (&tracking_warnings, 0);
   handler = g_log_set_handler ("redislock", G_LOG_LEVEL_WARNING | G_LOG_FLAG_FATAL,
                                log_acl_warning, NULL);
   g_test_log_set_fatal_handler (acl_warning_not_fatal, NULL);
@@ -633,6 +652,70 @@ test_acl_without_channel_permission (TestFixture *fx, gconstpointer data)
   /* One about PUBLISH (a's registry), one about PSUBSCRIBE (b's). */
   g_assert_cmpint (g_atomic_int_get (&acl_warnings), >=, 1);
   g_assert_cmpint (g_atomic_int_get (&acl_warnings), <=, 3);
+  /* The invalidation channel is refused too: one warning from the waiting registry. */
+  g_assert_cmpint (g_atomic_int_get (&tracking_warnings), ==, 1);
+  g_clear_pointer (&la, redis_lock_unref);
+  g_clear_pointer (&lb, redis_lock_unref);
+  g_clear_pointer (&a, redis_lock_registry_unref);
+  g_clear_pointer (&b, redis_lock_registry_unref);
+  g_test_log_set_fatal_handler (NULL, NULL);
+  g_log_remove_handler ("redislock", handler);
+}
+
+static void
+test_acl_without_client_command (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) a = NULL;
+  g_autoptr (RedisLockRegistry) b = NULL;
+  g_autoptr (RedisLock) la = NULL;
+  g_autoptr (RedisLock) lb = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *url = NULL;
+  TestTaker taker = { 0 };
+  GThread *thread;
+  redisReply *reply;
+  gint64 unlocked_at;
+  guint handler;
+
+  g_test_summary ("A Redis user that may not run CLIENT (so no key tracking) gets one warning "
+                  "and waits as before: a waiter of another registry is woken by the unlock "
+                  "notification within a second (the holder's TTL is 30 s)");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  reply = test_redis_command (fx->redis, "ACL SETUSER notrack on >pw ~* &* +@all -client");
+  g_assert_cmpint (reply->type, ==, REDIS_REPLY_STATUS);
+  freeReplyObject (reply);
+  url = g_strdup_printf ("unix://%s?username=notrack&password=pw",
+                         redis_lock_test_server_get_socket_path (fx->server));
+  g_atomic_int_set (&acl_warnings, 0);
+  g_atomic_int_set (&tracking_warnings, 0);
+  handler = g_log_set_handler ("redislock", G_LOG_LEVEL_WARNING | G_LOG_FLAG_FATAL,
+                               log_acl_warning, NULL);
+  g_test_log_set_fatal_handler (acl_warning_not_fatal, NULL);
+
+  a = redis_lock_registry_new (url, TEST_REGISTRY_KEY, &error);
+  g_assert_no_error (error);
+  redis_lock_registry_set_expire_after_ms (a, 30000);
+  b = redis_lock_registry_new (url, TEST_REGISTRY_KEY, &error);
+  g_assert_no_error (error);
+  la = test_obtain (a, "notrack");
+  lb = test_obtain (b, "notrack");
+
+  test_lock_ok (la);
+  thread = test_taker_start (&taker, lb, 20000);
+  g_assert_true (test_wait_contended (b, 1, 5000));
+  g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&taker.tid), 5000));
+  TEST_WAIT_UNTIL (g_atomic_int_get (&tracking_warnings) == 1, 5000);
+  unlocked_at = test_now_ms ();
+  test_unlock_ok (la);
+  test_taker_join (&taker, thread, 5000);
+  g_assert_true (taker.result);
+  g_assert_no_error (taker.error);
+  g_assert_cmpint (taker.returned_ms - unlocked_at, <, 1000);
+  test_taker_clear (&taker);
+  test_assert_free (fx, "notrack");
+  g_assert_cmpint (g_atomic_int_get (&tracking_warnings), ==, 1);
+  g_assert_cmpint (g_atomic_int_get (&acl_warnings), ==, 0);
   g_clear_pointer (&la, redis_lock_unref);
   g_clear_pointer (&lb, redis_lock_unref);
   g_clear_pointer (&a, redis_lock_registry_unref);
@@ -734,6 +817,7 @@ main (int argc, char **argv)
   test_add_redis ("/lease/outage/restart-audits-leases", NULL, test_restart_audits_leases);
   test_add_redis ("/lease/deadline/paused-server", NULL, test_paused_server_deadline);
   test_add_redis ("/lease/acl/no-channel-permission", NULL, test_acl_without_channel_permission);
+  test_add_redis ("/lease/acl/no-client-command", NULL, test_acl_without_client_command);
   test_add_redis ("/lease/renew/after-batch-in-flight", NULL, test_renew_after_batch_in_flight);
   test_add_redis ("/lease/late-release/cannot-delete-next-hold", NULL, test_late_release);
   test_add_redis ("/lease/renew/reply-on-next-hold", NULL, test_renew_reply_on_next_hold);

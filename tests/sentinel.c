@@ -7,7 +7,8 @@
  * a failover that loses a lease (the replica forgot it: the registry must say so
  * within about a second, long before any watchdog tick would), a failover under load
  * with every write acknowledged by the replica, WAIT against a paused replica, and
- * the errors of unreachable Sentinels and unknown master names.
+ * the errors of unreachable Sentinels and unknown master names, and a waiter woken
+ * by a key deleted on the master without an unlock notification (key tracking).
  */
 #include "config.h"
 
@@ -91,6 +92,48 @@ test_basic (void)
   test_assert_value_of (value, registry);
   test_unlock_ok (lock);
   g_assert_null (node_get (s, 0, redis_lock_get_key (lock)));
+}
+
+static void
+test_silent_delete (void)
+{
+  g_autoptr (RedisLockTestSentinel) s = redis_lock_test_sentinel_new_or_skip (1, 1);
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  RedisLockRegistryStats stats;
+  TestTaker taker = { 0 };
+  GThread *thread;
+  redisContext *master;
+  gint64 deleted_at;
+
+  g_test_summary ("Through a Sentinel URL, a lock() blocked on a key that a client outside the "
+                  "library holds (30 s TTL) proceeds soon after that client deletes the key "
+                  "without publishing: key tracking runs on the master");
+  if (s == NULL)
+    return;
+  registry = test_registry_new_on (redis_lock_test_sentinel_get_url (s));
+  lock = test_obtain (registry, "silent");
+  master = node_connect (s, redis_lock_test_sentinel_get_master (s));
+  freeReplyObject (test_redis_command (master, "SET %s foreign-holder PX 30000",
+                                       redis_lock_get_key (lock)));
+  /* Wait once first, so the subscription and its key tracking are up. */
+  g_assert_false (redis_lock_try_lock_for (lock, 300, NULL, &error));
+  g_assert_no_error (error);
+  redis_lock_registry_get_stats (registry, &stats);
+  thread = test_taker_start (&taker, lock, G_MININT64);
+  g_assert_true (test_wait_contended (registry, stats.contended_attempts + 1, 10000));
+  g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&taker.tid), 10000));
+  deleted_at = test_now_ms ();
+  g_assert_cmpint (test_redis_integer (master, "DEL %s", redis_lock_get_key (lock)), ==, 1);
+  redisFree (master);
+  test_taker_join (&taker, thread, 5000);
+  g_assert_no_error (taker.error);
+  g_assert_true (taker.result);
+  g_test_message ("the waiter proceeded %" G_GINT64_FORMAT " ms after the DEL",
+                  taker.returned_ms - deleted_at);
+  g_assert_cmpint (taker.returned_ms - deleted_at, <, 1000);
+  test_taker_clear (&taker);
 }
 
 static void
@@ -541,6 +584,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/sentinel/basic", test_basic);
+  g_test_add_func ("/sentinel/silent-delete", test_silent_delete);
   g_test_add_func ("/sentinel/failover/idle", test_failover_idle);
   g_test_add_func ("/sentinel/failover/audit-held-leases", test_failover_audit);
   g_test_add_data_func ("/sentinel/failover/under-load/min-replicas", GINT_TO_POINTER (TRUE),

@@ -13,7 +13,8 @@
  * from this one source, a private redis-server (`/redis/...`) and a `memory://` store
  * of its own (`/memory/...`), where wake-ups come from the store instead of a
  * subscription; the tests about how a registry waits in Redis also run once per wait
- * mode.
+ * mode. The last ones are Redis's alone: a key deleted or expired without an unlock
+ * notification, which the server reports through key tracking.
  */
 #include "config.h"
 
@@ -405,6 +406,159 @@ test_close_wakes_local_waiter (TestFixture *f, gconstpointer data)
   test_taker_clear (&t);
 }
 
+/* ---- keys that change without an unlock notification (Redis key tracking) ---- */
+
+/* Starts a lock() of @name in a PUBSUB registry of its own while the key is held by a
+ * client outside the library (a raw SET with a 30 s TTL), and returns once the waiter
+ * has found it held and sleeps. */
+static GThread *
+start_silent_waiter (TestFixture *f, const char *name, RedisLockRegistry **waiter,
+                     RedisLock **wanted, TestTaker *t)
+{
+  g_autofree char *key = g_strconcat (TEST_REGISTRY_KEY ":", name, NULL);
+  g_autoptr (GError) error = NULL;
+  RedisLockRegistryStats stats;
+  redisReply *reply;
+  GThread *thread;
+
+  reply = test_redis_command (f->redis, "SET %s foreign-holder PX 30000", key);
+  g_assert_cmpint (reply->type, ==, REDIS_REPLY_STATUS);
+  freeReplyObject (reply);
+  *waiter = waiter_registry_new (f, &pubsub_mode);
+  *wanted = test_obtain (*waiter, name);
+  /* Wait once first, so the subscription (and the key tracking) is up. */
+  g_assert_false (redis_lock_try_lock_for (*wanted, 300, NULL, &error));
+  g_assert_no_error (error);
+  redis_lock_registry_get_stats (*waiter, &stats);
+  t->fixture = f;
+  thread = test_taker_start (t, *wanted, G_MININT64);
+  g_assert_true (test_wait_contended (*waiter, stats.contended_attempts + 1, 10000));
+  g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&t->tid), 10000));
+  g_assert_cmpint (g_atomic_int_get (&t->done), ==, 0);
+  return thread;
+}
+
+static void
+test_wakes_on_silent_delete (TestFixture *f, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) waiter = NULL;
+  g_autoptr (RedisLock) wanted = NULL;
+  TestTaker t = { 0 };
+  GThread *thread;
+  gint64 deleted_at;
+
+  g_test_summary ("A lock() blocked on a key held by a client that releases it without "
+                  "publishing (a DEL, as Spring's registry in spin mode does) proceeds soon "
+                  "after the DEL: the holder's TTL is 30 s, so only Redis key tracking "
+                  "explains it.");
+  TEST_SKIP_IF_NO_SERVER (f);
+
+  thread = start_silent_waiter (f, "silent-delete", &waiter, &wanted, &t);
+  deleted_at = test_now_ms ();
+  g_assert_true (test_store_delete (f, TEST_REGISTRY_KEY ":silent-delete"));
+  test_taker_join (&t, thread, 5000);
+
+  g_assert_no_error (t.error);
+  g_assert_true (t.result);
+  g_test_message ("the waiter proceeded %" G_GINT64_FORMAT " ms after the DEL",
+                  t.returned_ms - deleted_at);
+  g_assert_cmpint (t.returned_ms - deleted_at, <, 1000);
+  test_assert_value_of (t.value_while_held, waiter);
+  test_taker_clear (&t);
+}
+
+static void
+test_wakes_on_silent_expiry (TestFixture *f, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) waiter = NULL;
+  g_autoptr (RedisLock) wanted = NULL;
+  TestTaker t = { 0 };
+  GThread *thread;
+  gint64 shortened_at;
+
+  g_test_summary ("A lock() blocked on a key whose holder's TTL is cut to 300 ms behind the "
+                  "waiter's back (it was told 30 s) gets the lock soon after the key expires, "
+                  "and not before.");
+  TEST_SKIP_IF_NO_SERVER (f);
+
+  thread = start_silent_waiter (f, "silent-expiry", &waiter, &wanted, &t);
+  shortened_at = test_now_ms ();
+  test_store_set_owner (f, TEST_REGISTRY_KEY ":silent-expiry", "foreign-holder", 300);
+  test_taker_join (&t, thread, 5000);
+
+  g_assert_no_error (t.error);
+  g_assert_true (t.result);
+  g_test_message ("the waiter proceeded %" G_GINT64_FORMAT " ms after the TTL was cut to 300 ms",
+                  t.returned_ms - shortened_at);
+  g_assert_cmpint (t.returned_ms - shortened_at, >=, 290);
+  g_assert_cmpint (t.returned_ms - shortened_at, <, 1300);
+  test_assert_value_of (t.value_while_held, waiter);
+  test_taker_clear (&t);
+}
+
+static guint64
+notifications_of (RedisLockRegistry *registry)
+{
+  RedisLockRegistryStats stats;
+
+  redis_lock_registry_get_stats (registry, &stats);
+  return stats.notifications;
+}
+
+static void
+test_wakes_on_silent_delete_after_unlock (TestFixture *f, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) waiter = NULL;
+  g_autoptr (RedisLock) held = NULL;
+  g_autoptr (RedisLock) wanted = NULL;
+  g_autoptr (GError) error = NULL;
+  RedisLockRegistryStats stats;
+  TestTaker t = { 0 };
+  GThread *thread;
+  redisReply *reply;
+  gint64 deleted_at;
+
+  g_test_summary ("After an unlock the waiter's registry heard of, a client outside the "
+                  "library takes the key and deletes it without publishing: the waiter "
+                  "blocked on it proceeds soon after the DEL (the taking, which wakes "
+                  "nobody, must not hide the deletion).");
+  TEST_SKIP_IF_NO_SERVER (f);
+
+  held = test_obtain (f->registry, "silent-after-unlock");
+  g_assert_true (redis_lock_lock (held, NULL));
+  waiter = waiter_registry_new (f, &pubsub_mode);
+  wanted = test_obtain (waiter, "silent-after-unlock");
+  g_assert_false (redis_lock_try_lock_for (wanted, 300, NULL, &error));
+  g_assert_no_error (error);
+  redis_lock_registry_get_stats (waiter, &stats);
+  g_assert_true (redis_lock_unlock (held, NULL));
+  /* The waiter's registry has heard of the unlock (its key's deletion follows it on
+   * the same connection, before anything the foreign client does next). */
+  TEST_WAIT_UNTIL (notifications_of (waiter) > stats.notifications, 5000);
+
+  reply = test_redis_command (f->redis, "SET %s foreign-holder PX 30000",
+                              TEST_REGISTRY_KEY ":silent-after-unlock");
+  g_assert_cmpint (reply->type, ==, REDIS_REPLY_STATUS);
+  freeReplyObject (reply);
+  redis_lock_registry_get_stats (waiter, &stats);
+  t.fixture = f;
+  thread = test_taker_start (&t, wanted, G_MININT64);
+  g_assert_true (test_wait_contended (waiter, stats.contended_attempts + 1, 10000));
+  g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&t.tid), 10000));
+  g_assert_cmpint (g_atomic_int_get (&t.done), ==, 0);
+
+  deleted_at = test_now_ms ();
+  g_assert_true (test_store_delete (f, TEST_REGISTRY_KEY ":silent-after-unlock"));
+  test_taker_join (&t, thread, 5000);
+  g_assert_no_error (t.error);
+  g_assert_true (t.result);
+  g_test_message ("the waiter proceeded %" G_GINT64_FORMAT " ms after the DEL",
+                  t.returned_ms - deleted_at);
+  g_assert_cmpint (t.returned_ms - deleted_at, <, 1000);
+  test_assert_value_of (t.value_while_held, waiter);
+  test_taker_clear (&t);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -430,6 +584,11 @@ main (int argc, char **argv)
   test_add_stores ("/wait/close/wakes-remote-waiter/spin", &spin_mode,
                    test_close_wakes_remote_waiter);
   test_add_stores ("/wait/close/wakes-local-waiter", NULL, test_close_wakes_local_waiter);
+
+  test_add_redis ("/wait/silent-release/delete", NULL, test_wakes_on_silent_delete);
+  test_add_redis ("/wait/silent-release/expiry", NULL, test_wakes_on_silent_expiry);
+  test_add_redis ("/wait/silent-release/delete-after-unlock", NULL,
+                  test_wakes_on_silent_delete_after_unlock);
 
   return g_test_run ();
 }

@@ -39,7 +39,10 @@ typedef struct _RedisLock RedisLock;
  * RedisLockWaitMode:
  * @REDIS_LOCK_WAIT_PUBSUB: default: a waiter sleeps until the unlock notification for its
  *   lock arrives, bounded by the holder's remaining TTL, the caller's deadline and
- *   cancellable. Falls back to SPIN timing while the subscription is down.
+ *   cancellable. On a single server or a Sentinel master, a change of the lock's key
+ *   without a notification (a delete by a client that does not publish, an expiry) wakes
+ *   it too, through Redis's key tracking (Redis 6 or later; see README). Falls back to
+ *   SPIN timing while the subscription is down.
  * @REDIS_LOCK_WAIT_SPIN: retry every idle_between_tries_ms.
  *
  * How a thread waits for a lock that another process (or registry) holds in Redis.

@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* section-processes.c: single-threaded processes contending on one name.
+ *
+ * The figure a deployment of many one-thread workers sees: PROCESSES_N copies of this
+ * program (`--child`, started with exec like the hand-off's child), each taking the same
+ * lock over and over, and each critical section doing two Redis round trips of its own
+ * on a plain hiredis connection (LLEN of a shared list, then RPUSH of the process's
+ * number, which must make the list one longer: a section that overlaps another shows as
+ * a wrong length). The list is the order in which the sections ran, so the fraction of
+ * consecutive sections that changed process tells whether the lock is shared or one
+ * process keeps it.
+ *
+ * The baseline is the same run with the protocol written by hand, in its cheapest form:
+ * `SET NX PX`, on failure wait on a SUBSCRIBE connection (subscribed once, drained
+ * before each attempt, so no release is missed) for the release script's PUBLISH, at
+ * most 100 ms; release by the hand-made script (GET, UNLINK, PUBLISH). Both runs last
+ * the same time, every process running until one shared end time, so all of them
+ * contend until the end; the two alternate, rounds of each.
+ *
+ * Children are told the end time through their stdin and report their section count on
+ * stdout; the counts are checked against the list.
+ */
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+#define PROCESSES_N 4
+
+/* A raw waiter sleeps on its subscription at most this long before trying again. */
+#define PROCESSES_RAW_WAIT_MS 100
+
+/* No word from a child for this long is a failure. */
+#define PROCESSES_TIMEOUT_MS 20000
+
+/* Reads exactly @len bytes of @fd within PROCESSES_TIMEOUT_MS. */
+static gboolean
+read_full (int fd, void *buf, gsize len, GError **error)
+{
+  gsize done = 0;
+
+  while (done < len)
+    {
+      struct pollfd p = { fd, POLLIN, 0 };
+      ssize_t n;
+      int ready = poll (&p, 1, PROCESSES_TIMEOUT_MS);
+
+      if (ready < 0 && errno == EINTR)
+        continue;
+      if (ready <= 0)
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT, "no word from a child for %d ms",
+                       PROCESSES_TIMEOUT_MS);
+          return FALSE;
+        }
+      n = read (fd, (char *)buf + done, len - done);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        continue;
+      if (n <= 0)
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_BROKEN_PIPE,
+                       "a child went away (see its messages above)");
+          return FALSE;
+        }
+      done += (gsize)n;
+    }
+  return TRUE;
+}
+
+static gboolean
+write_full (int fd, const void *buf, gsize len, GError **error)
+{
+  ssize_t n;
+
+  do
+    n = write (fd, buf, len);
+  while (n < 0 && errno == EINTR);
+  if (n != (ssize_t)len)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_BROKEN_PIPE, "cannot write to a child");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* --- The child's side -------------------------------------------------------------- */
+
+/* The critical section: LLEN, then RPUSH of @id, which must make the list one longer. */
+static gboolean
+critical_section (redisContext *c, const char *list, guint id, GError **error)
+{
+  redisReply *r = raw_command (c, error, "LLEN %s", list);
+  long long before;
+  gboolean ok;
+
+  if (r == NULL)
+    return FALSE;
+  before = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+  freeReplyObject (r);
+  r = raw_command (c, error, "RPUSH %s %u", list, id);
+  if (r == NULL)
+    return FALSE;
+  ok = r->type == REDIS_REPLY_INTEGER && r->integer == before + 1;
+  freeReplyObject (r);
+  if (!ok)
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED,
+                 "two critical sections overlapped (the list changed under one)");
+  return ok;
+}
+
+/* Reads every message the subscription @sub has for us, waiting up to @timeout_ms for
+ * the first when there is none yet (0: does not wait). */
+static gboolean
+sub_drain (redisContext *sub, int timeout_ms, GError **error)
+{
+  for (;;)
+    {
+      void *reply = NULL;
+      struct pollfd p = { sub->fd, POLLIN, 0 };
+      int ready;
+
+      if (redisGetReplyFromReader (sub, &reply) != REDIS_OK)
+        goto fail;
+      if (reply != NULL)
+        {
+          freeReplyObject (reply);
+          timeout_ms = 0;
+          continue;
+        }
+      ready = poll (&p, 1, timeout_ms);
+      if (ready < 0 && errno == EINTR)
+        continue;
+      if (ready <= 0)
+        return ready == 0;
+      if (redisBufferRead (sub) != REDIS_OK)
+        goto fail;
+    }
+fail:
+  g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "redis: %s", sub->errstr);
+  return FALSE;
+}
+
+/* The hand-made protocol until @end: SET NX PX, a wait for the release's PUBLISH on
+ * failure, the section, the release script. */
+static gboolean
+raw_contend (RawConn *cmd, redisContext *sub, const char *key, const char *channel,
+             const char *list, guint id, gint64 end, guint *sections, GError **error)
+{
+  g_autofree char *owner = g_strdup_printf ("raw-%u", id);
+  redisReply *r;
+
+  r = raw_command (sub, error, "SUBSCRIBE %s", channel);
+  if (r == NULL)
+    return FALSE;
+  freeReplyObject (r);
+  while (now_ns () < end)
+    {
+      gboolean taken;
+
+      if (!sub_drain (sub, 0, error))
+        return FALSE;
+      r = raw_command (cmd->c, error, "SET %s %s NX PX 10000", key, owner);
+      if (r == NULL)
+        return FALSE;
+      taken = r->type == REDIS_REPLY_STATUS;
+      freeReplyObject (r);
+      if (!taken)
+        {
+          if (!sub_drain (sub, PROCESSES_RAW_WAIT_MS, error))
+            return FALSE;
+          continue;
+        }
+      if (!critical_section (cmd->c, list, id, error))
+        return FALSE;
+      r = raw_command (cmd->c, error, "EVALSHA %s 1 %s %s %s", cmd->release_sha, key, owner,
+                       channel);
+      if (r == NULL)
+        return FALSE;
+      freeReplyObject (r);
+      (*sections)++;
+    }
+  return TRUE;
+}
+
+/* The library until @end, with its defaults. */
+static gboolean
+lib_contend (RawConn *cmd, const char *name, const char *list, guint id, gint64 end,
+             guint *sections, GError **error)
+{
+  const char *url = g_getenv ("REDISLOCK_BENCH_URL");
+  const char *key = g_getenv ("REDISLOCK_BENCH_KEY");
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+
+  registry = redis_lock_registry_new (url != NULL && *url != '\0' ? url : NULL,
+                                      key != NULL ? key : "", error);
+  if (registry == NULL)
+    return FALSE;
+  lock = redis_lock_registry_obtain (registry, name, error);
+  if (lock == NULL)
+    return FALSE;
+  while (now_ns () < end)
+    {
+      gboolean ok;
+
+      if (!redis_lock_lock (lock, error))
+        return FALSE;
+      ok = critical_section (cmd->c, list, id, error);
+      if (!redis_lock_unlock (lock, ok ? error : NULL) || !ok)
+        return FALSE;
+      (*sections)++;
+    }
+  return TRUE;
+}
+
+int
+processes_child_main (const char *mode, const char *name, guint id)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (RawConn) cmd = NULL;
+  const char *url = g_getenv ("REDISLOCK_BENCH_URL");
+  const char *key = g_getenv ("REDISLOCK_BENCH_KEY");
+  g_autofree char *list = g_strdup_printf ("%s-%s-order", key, name);
+  g_autofree char *raw_key = g_strdup_printf ("%s-raw:%s", key, name);
+  g_autofree char *channel = g_strdup_printf ("%s-raw-channel:%s", key, name);
+  redisContext *sub = NULL;
+  int in_fd = dup (STDIN_FILENO), out_fd = dup (STDOUT_FILENO);
+  guint sections = 0;
+  gint64 end;
+  RawTarget t;
+  gboolean ok = FALSE;
+  char ready = 'R';
+
+  dup2 (STDERR_FILENO, STDOUT_FILENO);
+  if (!raw_target_parse (url != NULL && *url != '\0' ? url : NULL, &t, &error))
+    goto fail;
+  cmd = raw_open (&t, &error);
+  sub = cmd != NULL ? raw_connect (&t, &error) : NULL;
+  if (sub != NULL && write_full (out_fd, &ready, 1, &error)
+      && read_full (in_fd, &end, sizeof end, &error))
+    ok = g_strcmp0 (mode, "contend-raw") == 0
+             ? raw_contend (cmd, sub, raw_key, channel, list, id, end, &sections, &error)
+             : lib_contend (cmd, name, list, id, end, &sections, &error);
+  if (sub != NULL)
+    redisFree (sub);
+  raw_target_clear (&t);
+  if (ok && write_full (out_fd, &sections, sizeof sections, &error))
+    return 0;
+fail:
+  g_printerr ("redislock-bench --child: %s\n", error->message);
+  return 1;
+}
+
+/* --- The parent's side ------------------------------------------------------------- */
+
+/* One run: PROCESSES_N children in @mode on @name for @ms. Fills the sections per
+ * second and the fraction of consecutive sections that changed process. */
+static gboolean
+processes_run (Bench *b, RawConn *raw, const char *mode, const char *name, gint64 ms,
+               double *rate, double *changes, GError **error)
+{
+  g_autofree char *list = g_strdup_printf ("%s-%s-order", b->key, name);
+  GPid pid[PROCESSES_N];
+  int to[PROCESSES_N], from[PROCESSES_N];
+  guint counts[PROCESSES_N], i, n = 0, total = 0, changed = 0;
+  gboolean ok = TRUE;
+  gint64 end;
+  redisReply *r;
+
+  for (i = 0; ok && i < PROCESSES_N; i++)
+    {
+      g_autofree char *mode_arg = g_strdup_printf ("--child-mode=%s", mode);
+      g_autofree char *name_arg = g_strdup_printf ("--child-name=%s", name);
+      g_autofree char *id_arg = g_strdup_printf ("--child-steps=%u", i);
+      const char *argv[] = { b->self_path, "--child", mode_arg, name_arg, id_arg, NULL };
+      g_auto (GStrv) envp = g_get_environ ();
+
+      envp = g_environ_setenv (envp, "REDISLOCK_BENCH_URL", b->url != NULL ? b->url : "", TRUE);
+      envp = g_environ_setenv (envp, "REDISLOCK_BENCH_KEY", b->key, TRUE);
+      ok = g_spawn_async_with_pipes (NULL, (char **)argv, envp, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+                                     NULL, &pid[i], &to[i], &from[i], NULL, error);
+      if (ok)
+        n++;
+    }
+  for (i = 0; ok && i < n; i++)
+    {
+      char ready;
+
+      ok = read_full (from[i], &ready, 1, error);
+    }
+  end = now_ns () + ms * 1000000;
+  for (i = 0; ok && i < n; i++)
+    ok = write_full (to[i], &end, sizeof end, error);
+  for (i = 0; ok && i < n; i++)
+    {
+      ok = read_full (from[i], &counts[i], sizeof counts[i], error);
+      total += ok ? counts[i] : 0;
+    }
+  for (i = 0; i < n; i++)
+    {
+      int status = 0;
+
+      close (to[i]);
+      close (from[i]);
+      if (!ok)
+        kill (pid[i], SIGKILL);
+      while (waitpid (pid[i], &status, 0) < 0 && errno == EINTR)
+        ;
+      g_spawn_close_pid (pid[i]);
+      if (ok && (!WIFEXITED (status) || WEXITSTATUS (status) != 0))
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "a child failed (status %d)", status);
+          ok = FALSE;
+        }
+    }
+  if (!ok)
+    return FALSE;
+  r = raw_command (raw->c, error, "LRANGE %s 0 -1", list);
+  if (r == NULL)
+    return FALSE;
+  ok = r->type == REDIS_REPLY_ARRAY && r->elements == total && total > 1;
+  for (i = 1; ok && i < r->elements; i++)
+    changed += strcmp (r->element[i]->str, r->element[i - 1]->str) != 0;
+  freeReplyObject (r);
+  if (!ok)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED,
+                   "the order list does not match the %u sections the children counted", total);
+      return FALSE;
+    }
+  r = raw_command (raw->c, error, "DEL %s", list);
+  if (r == NULL)
+    return FALSE;
+  freeReplyObject (r);
+  *rate = total * 1000.0 / ms;
+  *changes = (double)changed / (total - 1);
+  return TRUE;
+}
+
+void
+section_processes (Bench *b, Section *s)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (RawConn) raw = NULL;
+  guint rounds = b->quick ? 1 : 3, r;
+  gint64 ms = b->quick ? 1000 : 2000;
+  double lib_rate[3], lib_changes[3], raw_rate[3], raw_changes[3];
+  double lr, lc, rr, rc;
+
+  raw = raw_open (&b->target, &error);
+  if (raw == NULL)
+    goto fail;
+  for (r = 0; r < rounds; r++)
+    if (!processes_run (b, raw, "contend-raw", "processes", ms, &raw_rate[r], &raw_changes[r],
+                        &error)
+        || !processes_run (b, raw, "contend-lib", "processes", ms, &lib_rate[r], &lib_changes[r],
+                           &error))
+      goto fail;
+  lr = median (lib_rate, rounds);
+  lc = median (lib_changes, rounds);
+  rr = median (raw_rate, rounds);
+  rc = median (raw_changes, rounds);
+  add_row (s, "sections/s", lr, "sections/s", 0, lr / rr, "raw protocol sections/s", ">= 0.8x",
+           lr >= 0.8 * rr);
+  add_row (s, "holder changes", 100 * lc, "%", 0, NAN, NULL, ">= 20 %", lc >= 0.2);
+  add_row (s, "raw protocol sections/s (baseline)", rr, "sections/s", 0, 1.0,
+           "raw protocol sections/s", NULL, FALSE);
+  add_row (s, "raw protocol holder changes", 100 * rc, "%", 0, NAN, NULL, NULL, FALSE);
+  add_note (s,
+            "%d single-threaded processes on one name for %" G_GINT64_FORMAT
+            " ms, %u rounds of the raw protocol then the library (defaults); medians of the "
+            "rounds; each section is LLEN + RPUSH on the process's own connection",
+            PROCESSES_N, ms, rounds);
+  add_note (s, "raw protocol: SET NX PX, on failure wait for the release's PUBLISH on a "
+               "SUBSCRIBE connection (at most 100 ms), release by script (GET, UNLINK, PUBLISH)");
+  add_note (s, "holder changes: consecutive sections (in the order of the shared list) run by "
+               "different processes");
+  return;
+
+fail:
+  add_na (s, "contending processes", "%s", error->message);
+}
