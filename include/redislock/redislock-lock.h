@@ -21,25 +21,26 @@
 G_BEGIN_DECLS
 
 /**
- * redis_lock_ref:
+ * redis_lock_ref: (skip)
  * @lock: a lock
  *
  * Takes another reference. Only a holder of a reference may take another (or the
  * lease-lost callback, see #RedisLockLeaseLostFunc): a lock nobody references may be
  * dropped from the cache and freed at any moment, and taking a reference to such a
- * lock is a critical error.
+ * lock is a critical error. Not introspected: bindings hold references through the
+ * boxed type %REDIS_LOCK_TYPE_LOCK.
  *
  * Returns: (transfer full): @lock, with one more reference.
  */
 REDIS_LOCK_EXPORT RedisLock *redis_lock_ref (RedisLock *lock);
 
 /**
- * redis_lock_unref:
+ * redis_lock_unref: (skip)
  * @lock: (transfer full) (nullable): a lock
  *
  * Drops a reference. An unreferenced lock stays cached (same pointer on the next
  * obtain) until the cache drops it; keep a reference for as long as you call functions
- * on the lock.
+ * on the lock. Not introspected, as redis_lock_ref().
  */
 REDIS_LOCK_EXPORT void redis_lock_unref (RedisLock *lock);
 
@@ -294,15 +295,16 @@ REDIS_LOCK_EXPORT gboolean redis_lock_unlock_all (RedisLock *const *locks,
                                                   GError **error);
 
 /**
- * RedisLockLocker:
+ * RedisLockLocker: (skip)
  *
  * Holds a lock for a scope: redis_lock_locker_new() locks, redis_lock_locker_free()
- * unlocks. Use with g_autoptr(RedisLockLocker).
+ * unlocks. Use with g_autoptr(RedisLockLocker). Not introspected: it is a C scope guard;
+ * bindings call redis_lock_lock() and redis_lock_unlock() (Python: try/finally).
  */
 typedef struct _RedisLockLocker RedisLockLocker;
 
 /**
- * redis_lock_locker_new:
+ * redis_lock_locker_new: (skip)
  * @lock: a lock
  * @error: return location for a #GError
  *
@@ -313,7 +315,7 @@ typedef struct _RedisLockLocker RedisLockLocker;
 REDIS_LOCK_EXPORT RedisLockLocker *redis_lock_locker_new (RedisLock *lock, GError **error);
 
 /**
- * redis_lock_locker_free:
+ * redis_lock_locker_free: (skip)
  * @locker: (transfer full) (nullable): a locker
  *
  * Unlocks; a failure (for example a lost lease) is logged with g_warning().
