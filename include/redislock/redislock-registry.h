@@ -595,8 +595,9 @@ REDIS_LOCK_EXPORT RedisLockLeaseInfo *redis_lock_registry_get_lease_info (RedisL
  * apart. A key under the registry key that is not a string (no lease) is passed over;
  * redis_lock_registry_get_lease_info() of it fails with %REDIS_LOCK_ERROR_REDIS.
  *
- * Returns: (transfer full) (element-type RedisLockLeaseInfo) (nullable): the leases in
- *   no particular order, an array that frees its elements; %NULL with @error on
+ * Returns: (transfer container) (element-type RedisLockLeaseInfo) (nullable): the
+ *   leases in no particular order, an array that frees its elements (so the caller
+ *   owns the array only, and frees it with g_ptr_array_unref()); %NULL with @error on
  *   failure.
  */
 REDIS_LOCK_EXPORT GPtrArray *redis_lock_registry_list_leases (RedisLockRegistry *registry,
