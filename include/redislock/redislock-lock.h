@@ -167,7 +167,7 @@ REDIS_LOCK_EXPORT gboolean redis_lock_unlock (RedisLock *lock, GError **error);
  *   registry TTL
  * @cancellable: (nullable): cancels the wait with %G_IO_ERROR_CANCELLED
  * @callback: (scope async) (closure user_data): called when the call completes
- * @user_data: data for @callback
+ * @user_data: (closure): data for @callback
  *
  * Takes @lock for the calling thread without blocking it, for code that runs a
  * #GMainLoop. @callback is called in the thread-default main context of the calling
@@ -180,7 +180,9 @@ REDIS_LOCK_EXPORT gboolean redis_lock_unlock (RedisLock *lock, GError **error);
  * redis_lock_get_lease_cancellable() and redis_lock_unlock() (or
  * redis_lock_unlock_async()) from that thread. The hold begins when the call
  * completes, just before @callback is dispatched. When the calling thread holds @lock
- * already, the call completes with one more hold.
+ * already, the call completes with one more hold: calls made from one thread do not
+ * exclude each other while it holds @lock, so a loop that serves several requests
+ * with one lock takes them one at a time itself.
  *
  * A pending call costs no thread: it waits in the lock's queue, in order of arrival,
  * together with the threads of this registry that wait in redis_lock_lock() (the two
@@ -223,8 +225,8 @@ REDIS_LOCK_EXPORT gboolean redis_lock_lock_finish (RedisLock *lock,
  * @cancellable: (nullable): when already cancelled, the call completes with
  *   %G_IO_ERROR_CANCELLED and changes nothing; a release under way is not
  *   interrupted
- * @callback: (scope async) (closure user_data): called when the call completes
- * @user_data: data for @callback
+ * @callback: (nullable) (scope async) (closure user_data): called when the call completes
+ * @user_data: (closure): data for @callback
  *
  * Releases one hold of the calling thread as redis_lock_unlock() does, without
  * blocking it: the outermost release's request to Redis runs on a worker thread, and
