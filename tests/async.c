@@ -337,6 +337,37 @@ test_remote_release_wakes (TestFixture *fx, gconstpointer data)
   pending_clear (&p);
 }
 
+/* A lease that expires without a release (no notification) wakes the pending call at
+ * the holder's PTTL. */
+static void
+test_wakes_at_holder_ttl (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) other = NULL;
+  g_autoptr (RedisLock) other_lock = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autofree char *key = test_lock_key ("a");
+  Pending p = { 0 };
+  gint64 start;
+
+  TEST_SKIP_IF_NO_STORE (fx);
+  other = test_registry_new (fx);
+  other_lock = test_obtain (other, "a");
+  lock = test_obtain (fx->registry, "a");
+  g_assert_true (redis_lock_try_lock_full (other_lock, 0, 60000, NULL, NULL));
+  /* Another owner now, whose lease runs out in 400 ms and is never released. */
+  test_store_set_owner (fx, key, "someone-else", 400);
+  start = test_now_ms ();
+  lock_async (&p, lock, -1);
+  ITERATE_UNTIL (p.done, 20000);
+  g_assert_no_error (p.error);
+  g_assert_true (p.result);
+  g_assert_cmpint (p.done_ms - start, >=, 300);
+  test_assert_held_by (fx, "a", fx->registry, 60000);
+  test_unlock_ok (lock);
+  test_unlock_lease_lost (other_lock);
+  pending_clear (&p);
+}
+
 /* Sync threads and async calls from the main loop take one lock in turns: never two
  * inside at once, and the shared counter is exact. */
 #define MIXED_THREADS 3
@@ -717,6 +748,7 @@ main (int argc, char **argv)
   test_add_stores ("/async/many-in-order", NULL, test_many_in_order);
   test_add_stores ("/async/local-handoff", NULL, test_local_handoff);
   test_add_stores ("/async/remote-release-wakes", NULL, test_remote_release_wakes);
+  test_add_stores ("/async/wakes-at-holder-ttl", NULL, test_wakes_at_holder_ttl);
   test_add_stores ("/async/mixed-sync-async", NULL, test_mixed_sync_async);
   test_add_stores ("/async/cancel/before", NULL, test_cancel_before);
   test_add_stores ("/async/cancel/during", NULL, test_cancel_during);
