@@ -121,6 +121,8 @@ def test_try_lock_then_other_registry_cannot(fx):
     assert time.monotonic() - start >= 0.09
     info = other.get_lease_info("excl")
     assert info.name == "excl" and info.owner == value and info.pttl_ms > 0
+    info.free()  # (transfer full): frees a copy, the wrapper keeps its own
+    assert info.name == "excl"
     names = [i.name for i in other.list_leases()]
     assert names == ["excl"], names
     assert lock.unlock() is True

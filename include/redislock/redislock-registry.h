@@ -557,7 +557,7 @@ REDIS_LOCK_EXPORT GType redis_lock_lease_info_get_type (void) G_GNUC_CONST;
 
 /**
  * redis_lock_lease_info_free:
- * @info: (nullable): a lease info
+ * @info: (transfer full) (nullable): a lease info
  *
  * Frees @info and its strings.
  */
