@@ -19,10 +19,14 @@
  * calls block, so they never run in the caller's main context. A call's steps never
  * run two at a time: every event (granted, poked, a timer, cancelled) counts a poke,
  * and only the first uncounted poke schedules the step, which runs until it has seen
- * them all. Timers are sources of the caller's context, so a deadline needs that
- * context running, as the callback does. The pool is made of pthread mutexes and
- * condition variables (sync.h) rather than GThreadPool, so ThreadSanitizer sees the
- * hand-over of each call to its worker.
+ * them all. Each call has one source in the caller's context, made by the calling
+ * thread; the workers only set its ready time, for a timer (the deadline, the PTTL
+ * bound) or for the result, which the source delivers with the GTask in that context.
+ * So a deadline needs that context running, as the callback does, and every GTask and
+ * GMainContext call but g_source_set_ready_time() stays in the caller's thread. The
+ * pool is made of pthread mutexes and condition variables (sync.h) rather than
+ * GThreadPool, and results pass through atomics: GLib's own locks are invisible to
+ * ThreadSanitizer, these are not.
  */
 #include "config.h"
 
@@ -142,7 +146,7 @@ typedef enum
 {
   PHASE_QUEUED, /* in the lock's queue, or granted and not yet seen so */
   PHASE_OWNED,  /* owns the local mutex under its marker: the lease phase */
-  PHASE_DONE,   /* the task has its result */
+  PHASE_DONE,   /* the result is set, for the caller's context to deliver */
 } CallPhase;
 
 struct _AsyncCall
@@ -152,10 +156,14 @@ struct _AsyncCall
   gint pokes;          /* atomic: events not yet seen by a step; the first schedules one */
   CallKind kind;
   RedisLock *lock; /* a user reference */
-  GTask *task;
+  GTask *task;               /* the caller's thread only */
+  GSource *source;           /* in the caller's context: timers and the result */
   GThread *thread;           /* the caller: the owner once the lease is taken */
   GCancellable *cancellable; /* the task's, or NULL */
-  gulong cancel_handler;
+  gulong cancel_handler;     /* the caller's thread only */
+  gint done;                 /* atomic: the result below is set */
+  gint ok;                   /* atomic */
+  gpointer error;            /* atomic: GError, or NULL */
   gint64 deadline; /* monotonic µs, RL_FOREVER */
   gint64 ttl_ms;
   gboolean bounded; /* wait_ms != 0: requests are cut short at the deadline */
@@ -172,9 +180,18 @@ struct _AsyncCall
   gboolean sleeping;    /* sleeps until the notification number moves past seq */
   guint16 seq;
   gint64 wake_at;
-  GSource *timer;       /* in the caller's context, at timer_at */
-  gint64 timer_at;
 };
+
+/* Orders a call's result being set and its source being told, against the source
+ * firing: the source never sees the result before the worker is done with it. */
+static RlMutex result_mutex = { PTHREAD_MUTEX_INITIALIZER };
+
+/* The source of a call, in the caller's context. */
+typedef struct
+{
+  GSource source;
+  AsyncCall *call; /* alive while the source can fire: the result is delivered first */
+} CallSource;
 
 static AsyncCall *
 call_ref (AsyncCall *call)
@@ -190,7 +207,7 @@ call_unref (gpointer data)
 
   if (!g_atomic_int_dec_and_test (&call->ref_count))
     return;
-  g_assert (call->timer == NULL);
+  g_clear_pointer (&call->source, g_source_unref);
   g_clear_object (&call->cancellable);
   g_clear_object (&call->task);
   g_free (call->fence_key);
@@ -229,12 +246,39 @@ on_cancelled (GCancellable *cancellable, gpointer data)
   call_poke (data);
 }
 
+/* The call's source fired, in the caller's context: the result is there (delivered
+ * now, and the call's own reference dropped), or a timer was due (poked). */
 static gboolean
-on_timer (gpointer data)
+call_source_dispatch (GSource *source, GSourceFunc callback, gpointer data)
 {
-  call_poke (data);
+  AsyncCall *call = ((CallSource *) source)->call;
+  GError *error;
+  gboolean done;
+
+  rl_mutex_lock (&result_mutex);
+  g_source_set_ready_time (source, -1);
+  done = g_atomic_int_get (&call->done);
+  rl_mutex_unlock (&result_mutex);
+  if (!done)
+    {
+      call_poke (call);
+      return G_SOURCE_CONTINUE;
+    }
+  g_cancellable_disconnect (call->cancellable, call->cancel_handler);
+  call->cancel_handler = 0;
+  error = g_atomic_pointer_get (&call->error);
+  if (error != NULL)
+    g_task_return_error (call->task, error);
+  else
+    g_task_return_boolean (call->task, g_atomic_int_get (&call->ok));
+  g_clear_object (&call->task);
+  call_unref (call); /* call_start()'s */
   return G_SOURCE_REMOVE;
 }
+
+static GSourceFuncs call_source_funcs = {
+  .dispatch = call_source_dispatch,
+};
 
 static AsyncCall *
 call_new (CallKind kind, RedisLock *lock, GTask *task, GCancellable *cancellable)
@@ -257,51 +301,41 @@ call_new (CallKind kind, RedisLock *lock, GTask *task, GCancellable *cancellable
 }
 
 /* Schedules the first step, with the events counted since call_new(). The call keeps
- * a reference of its own until complete(): the lock's queue and its owner field do
- * not count. */
+ * a reference of its own until its result is delivered: the lock's queue and its
+ * owner field do not count. Its source is made here, in the caller's thread, and only
+ * its ready time is set from the workers: what GLib does across threads under its own
+ * locks stays inside GLib, and the call's state passes through atomics and the pool's
+ * mutex, which ThreadSanitizer sees. */
 static void
 call_start (AsyncCall *call)
 {
+  call->source = g_source_new (&call_source_funcs, sizeof (CallSource));
+  ((CallSource *) call->source)->call = call;
+  g_source_set_static_name (call->source, "redislock async call");
+  g_source_attach (call->source, g_task_get_context (call->task));
   call_ref (call);
   pool_push (call_ref (call));
 }
 
-/* A timer poking the call at @at (RL_FOREVER: none), replacing the one it had. */
+/* Has the call's source poke it at @at (monotonic µs; RL_FOREVER: never). A step that
+ * waits sets it every time: the source clears it when it fires, then pokes. */
 static void
 arm_timer (AsyncCall *call, gint64 at)
 {
-  gint64 now;
-
-  if (call->timer != NULL && call->timer_at == at)
-    return;
-  if (call->timer != NULL)
-    {
-      g_source_destroy (call->timer);
-      g_clear_pointer (&call->timer, g_source_unref);
-    }
-  call->timer_at = at;
-  if (at == RL_FOREVER)
-    return;
-  now = g_get_monotonic_time ();
-  /* Rounded up: a timer that fires early would find nothing to do. */
-  call->timer = g_timeout_source_new ((guint) MIN ((MAX (at - now, 0) + 999) / 1000, G_MAXUINT));
-  g_source_set_static_name (call->timer, "redislock async wait");
-  g_source_set_callback (call->timer, on_timer, call_ref (call), call_unref);
-  g_source_attach (call->timer, g_task_get_context (call->task));
+  g_source_set_ready_time (call->source, at == RL_FOREVER ? -1 : at);
 }
 
+/* Sets the result, for the caller's context to deliver. */
 static void
 complete (AsyncCall *call, gboolean ok, GError *error)
 {
   call->phase = PHASE_DONE;
-  arm_timer (call, RL_FOREVER);
-  g_cancellable_disconnect (call->cancellable, call->cancel_handler);
-  call->cancel_handler = 0;
-  if (error != NULL)
-    g_task_return_error (call->task, error);
-  else
-    g_task_return_boolean (call->task, ok);
-  call_unref (call); /* call_start()'s */
+  g_atomic_pointer_set (&call->error, error);
+  g_atomic_int_set (&call->ok, ok);
+  rl_mutex_lock (&result_mutex);
+  g_atomic_int_set (&call->done, TRUE);
+  g_source_set_ready_time (call->source, 0);
+  rl_mutex_unlock (&result_mutex);
 }
 
 /* The acquisition's steps ------------------------------------------------------------ */
@@ -527,7 +561,6 @@ step_lock (AsyncCall *call)
         }
       call->phase = PHASE_OWNED;
       call->lease_kept = g_atomic_int_get (&call->kept);
-      arm_timer (call, RL_FOREVER);
     }
   if (call->phase == PHASE_OWNED)
     step_lease (call);
