@@ -12,7 +12,8 @@
  * store, so no Redis round trip ever happens under a mutex a lock or unlock may need.
  *
  * The calls between the files go one way: registry.c -> lock.c -> leases.c ->
- * {watchdog.c, the store}. What a lower file needs of the registry (is it closed or
+ * {watchdog.c, the store}; lock-async.c calls lock.c and leases.c, and lock.c reaches
+ * its queued waiters (RlLockWaiter) only through their callbacks. What a lower file needs of the registry (is it closed or
  * forked, its settings, its store) it reads from these structures through the inline
  * functions below, never by calling up.
  */

@@ -167,6 +167,7 @@ test_held_by_caller (TestFixture *fx, gconstpointer data)
   g_autoptr (RedisLock) lock = NULL;
   Pending p = { 0 }, again = { 0 };
 
+  g_test_summary ("A lock taken with lock_async is held by the calling thread in its callback: hold count, lease cancellable, re-entry (sync and async) and plain unlock.");
   TEST_SKIP_IF_NO_STORE (fx);
   lock = test_obtain (fx->registry, "a");
   lock_async (&p, lock, -1);
@@ -205,6 +206,7 @@ test_waits_for_thread (TestFixture *fx, gconstpointer data)
   Holder h = { 0 };
   Pending p = { 0 };
 
+  g_test_summary ("lock_async waits while another thread of the registry holds the lock, then the calling thread holds it.");
   TEST_SKIP_IF_NO_STORE (fx);
   lock = test_obtain (fx->registry, "a");
   holder_start (&h, lock);
@@ -236,6 +238,7 @@ test_many_in_order (TestFixture *fx, gconstpointer data)
   Holder h = { 0 };
   guint threads_before, threads_pending;
 
+  g_test_summary ("2000 pending lock_async calls on one lock complete in the order made, with no more threads than the worker pool.");
   TEST_SKIP_IF_NO_STORE (fx);
   lock = test_obtain (fx->registry, "many");
   holder_start (&h, lock);
@@ -284,6 +287,7 @@ test_local_handoff (TestFixture *fx, gconstpointer data)
   Holder h = { 0 };
   Pending p = { 0 };
 
+  g_test_summary ("A thread's unlock hands the lease to a pending lock_async call without a release or an acquisition in the store.");
   TEST_SKIP_IF_NO_STORE (fx);
   lock = test_obtain (fx->registry, "a");
   holder_start (&h, lock);
@@ -313,6 +317,7 @@ test_remote_release_wakes (TestFixture *fx, gconstpointer data)
   Pending p = { 0 };
   gint64 released_ms;
 
+  g_test_summary ("Another registry's release wakes a pending lock_async call, long before the lease's TTL.");
   TEST_SKIP_IF_NO_STORE (fx);
   other = test_registry_new (fx);
   other_lock = test_obtain (other, "a");
@@ -349,6 +354,7 @@ test_wakes_at_holder_ttl (TestFixture *fx, gconstpointer data)
   Pending p = { 0 };
   gint64 start;
 
+  g_test_summary ("A pending lock_async call wakes at the holder's PTTL when the lease runs out unreleased.");
   TEST_SKIP_IF_NO_STORE (fx);
   other = test_registry_new (fx);
   other_lock = test_obtain (other, "a");
@@ -456,6 +462,7 @@ test_mixed_sync_async (TestFixture *fx, gconstpointer data)
   Mixed m = { 0 };
   GThread *threads;
 
+  g_test_summary ("Sync threads and lock_async calls of one registry exclude each other; the shared counter is exact.");
   TEST_SKIP_IF_NO_STORE (fx);
   lock = test_obtain (fx->registry, "mixed");
   m.fx = fx;
@@ -478,6 +485,7 @@ test_cancel_before (TestFixture *fx, gconstpointer data)
   g_autoptr (RedisLock) lock = NULL;
   Pending p = { 0 };
 
+  g_test_summary ("lock_async with a cancelled cancellable completes with CANCELLED and takes nothing.");
   TEST_SKIP_IF_NO_STORE (fx);
   lock = test_obtain (fx->registry, "a");
   p.cancellable = g_cancellable_new ();
@@ -504,6 +512,7 @@ test_cancel_during (TestFixture *fx, gconstpointer data)
   Pending first = { 0 }, queued = { 0 }, next = { 0 }, remote = { 0 };
   Holder h = { 0 };
 
+  g_test_summary ("Cancelling a queued or lease-waiting lock_async completes it with CANCELLED in its context; the queue goes on.");
   TEST_SKIP_IF_NO_STORE (fx);
   lock = test_obtain (fx->registry, "a");
 
@@ -556,6 +565,7 @@ test_cancel_after (TestFixture *fx, gconstpointer data)
   g_autoptr (RedisLock) lock = NULL;
   Pending p = { 0 };
 
+  g_test_summary ("Cancelling after lock_async completed leaves its TRUE result and the hold.");
   TEST_SKIP_IF_NO_STORE (fx);
   lock = test_obtain (fx->registry, "a");
   p.cancellable = g_cancellable_new ();
@@ -584,6 +594,7 @@ test_close_pending (TestFixture *fx, gconstpointer data)
   g_autoptr (RedisLock) lock = NULL;
   Pending p[CLOSE_PENDING] = { { 0 } };
 
+  g_test_summary ("Closing the registry completes every pending lock_async call with CLOSED in its context.");
   TEST_SKIP_IF_NO_STORE (fx);
   other = test_registry_new (fx);
   other_lock = test_obtain (other, "a");
@@ -617,6 +628,7 @@ test_deadline (TestFixture *fx, gconstpointer data)
   Holder h = { 0 };
   gint64 start;
 
+  g_test_summary ("wait_ms bounds lock_async in total (remote or local holder); 0 never waits.");
   TEST_SKIP_IF_NO_STORE (fx);
   other = test_registry_new (fx);
   other_lock = test_obtain (other, "a");
@@ -657,6 +669,7 @@ test_unlock_async (TestFixture *fx, gconstpointer data)
   g_autoptr (GCancellable) cancelled = g_cancellable_new ();
   Pending p = { 0 }, u = { 0 };
 
+  g_test_summary ("unlock_async: not owner, cancelled before, inner and outermost unlock.");
   TEST_SKIP_IF_NO_STORE (fx);
   lock = test_obtain (fx->registry, "a");
   u.lock = lock;
@@ -720,6 +733,7 @@ test_lease_lost_source (TestFixture *fx, gconstpointer data)
   Pending p = { 0 };
   gboolean lost = FALSE;
 
+  g_test_summary ("The lease cancellable of an async hold reaches the loop through g_cancellable_source_new() on loss.");
   TEST_SKIP_IF_NO_STORE (fx);
   lock = test_obtain (fx->registry, "a");
   key = test_lock_key ("a");
