@@ -478,6 +478,32 @@ test_mixed_sync_async (TestFixture *fx, gconstpointer data)
   test_counter_free (m.counter);
 }
 
+/* A TTL that try_lock_full refuses is refused here too, through the callback. */
+static void
+test_invalid_ttl (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLock) lock = NULL;
+  Pending p = { 0 };
+
+  g_test_summary ("lock_async with a negative TTL or one over 100 years completes with INVALID.");
+  TEST_SKIP_IF_NO_STORE (fx);
+  lock = test_obtain (fx->registry, "a");
+  p.lock = lock;
+  redis_lock_lock_async (lock, -1, -1, NULL, on_locked, &p);
+  ITERATE_UNTIL (p.done, 10000);
+  g_assert_error (p.error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
+  g_assert_false (p.held);
+  pending_clear (&p);
+  memset (&p, 0, sizeof p);
+  p.lock = lock;
+  redis_lock_lock_async (lock, -1, G_MAXINT64, NULL, on_locked, &p);
+  ITERATE_UNTIL (p.done, 10000);
+  g_assert_error (p.error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
+  g_assert_false (redis_lock_is_acquired_in_this_process (lock));
+  test_assert_free (fx, "a");
+  pending_clear (&p);
+}
+
 /* Cancelled before the call: nothing is taken. */
 static void
 test_cancel_before (TestFixture *fx, gconstpointer data)
@@ -764,6 +790,7 @@ main (int argc, char **argv)
   test_add_stores ("/async/remote-release-wakes", NULL, test_remote_release_wakes);
   test_add_stores ("/async/wakes-at-holder-ttl", NULL, test_wakes_at_holder_ttl);
   test_add_stores ("/async/mixed-sync-async", NULL, test_mixed_sync_async);
+  test_add_redis ("/async/invalid-ttl", NULL, test_invalid_ttl);
   test_add_stores ("/async/cancel/before", NULL, test_cancel_before);
   test_add_stores ("/async/cancel/during", NULL, test_cancel_during);
   test_add_stores ("/async/cancel/after", NULL, test_cancel_after);
