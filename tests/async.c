@@ -225,6 +225,61 @@ test_waits_for_thread (TestFixture *fx, gconstpointer data)
   pending_clear (&p);
 }
 
+/* A thread with a context of its own: the callback runs there, in that thread, which
+ * then holds the lock; the main context is never involved. */
+typedef struct
+{
+  RedisLock *lock;
+  Pending p;
+  gboolean unlocked;
+} OtherContext;
+
+static gpointer
+other_context_main (gpointer data)
+{
+  OtherContext *oc = data;
+  GMainContext *context = g_main_context_new ();
+  GError *error = NULL;
+  gint64 deadline = g_get_monotonic_time () + 20 * G_USEC_PER_SEC;
+
+  g_main_context_push_thread_default (context);
+  lock_async (&oc->p, oc->lock, -1);
+  while (!oc->p.done && g_get_monotonic_time () < deadline)
+    g_main_context_iteration (context, TRUE);
+  if (oc->p.done && oc->p.result)
+    oc->unlocked = redis_lock_unlock (oc->lock, &error);
+  g_assert_no_error (error);
+  g_main_context_pop_thread_default (context);
+  g_main_context_unref (context);
+  return NULL;
+}
+
+static void
+test_own_context (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLock) lock = NULL;
+  OtherContext oc = { 0 };
+  GThread *thread;
+
+  g_test_summary ("lock_async from a thread with its own thread-default context completes there, "
+                  "and that thread holds the lock.");
+  TEST_SKIP_IF_NO_STORE (fx);
+  lock = test_obtain (fx->registry, "a");
+  test_lock_ok (lock);
+  oc.lock = lock;
+  thread = g_thread_new ("own-context", other_context_main, &oc);
+  test_unlock_ok (lock);
+  g_thread_join (thread); /* drops the reference: compared below as a pointer only */
+  g_assert_true (oc.p.done);
+  g_assert_no_error (oc.p.error);
+  g_assert_true (oc.p.result);
+  g_assert_true (oc.p.thread == thread);
+  g_assert_true (oc.p.held);
+  g_assert_true (oc.unlocked);
+  g_assert_false (redis_lock_is_acquired_in_this_process (lock));
+  pending_clear (&oc.p);
+}
+
 #define MANY 2000
 
 /* Thousands of pending calls complete in the order they were made, as the holder and
@@ -785,6 +840,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   test_add_stores ("/async/held-by-caller", NULL, test_held_by_caller);
   test_add_stores ("/async/waits-for-thread", NULL, test_waits_for_thread);
+  test_add_stores ("/async/own-context", NULL, test_own_context);
   test_add_stores ("/async/many-in-order", NULL, test_many_in_order);
   test_add_stores ("/async/local-handoff", NULL, test_local_handoff);
   test_add_stores ("/async/remote-release-wakes", NULL, test_remote_release_wakes);
