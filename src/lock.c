@@ -21,6 +21,12 @@
  * in a row with threads waiting, the free mutex is reserved for a waiting thread, so
  * no thread of a busy process starves.
  *
+ * Waiters that are not threads (the _async calls of lock-async.c) wait in a queue on
+ * the lock, in order, counted with the waiting threads so the unlock's plan sees them.
+ * Whoever frees the mutex grants it to the first of them at once (with the lease, on a
+ * hand-off), taking turns with the threads when both wait; they are told of
+ * notifications and close through their callbacks.
+ *
  * The outermost unlock releases the store lease before the local mutex, so that the
  * next local owner can never find our key still present; and it releases the local
  * mutex in every case, so a lost lease or a Redis failure never wedges other threads.
