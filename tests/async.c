@@ -429,6 +429,65 @@ test_wakes_at_holder_ttl (TestFixture *fx, gconstpointer data)
   pending_clear (&p);
 }
 
+/* Queued calls and waiting threads take turns: a thread waiting behind many queued
+ * calls gets the lock right after the first of them. */
+#define TURN_CALLS 10
+
+typedef struct
+{
+  RedisLock *lock;
+  gint completed; /* atomic: calls that got the lock */
+  gint tid;       /* atomic: the thread's kernel id, once it runs */
+  gint seen;      /* completed, as the thread saw it while holding the lock */
+} Turns;
+
+static void
+on_turn_locked (GObject *source, GAsyncResult *result, gpointer data)
+{
+  Turns *t = data;
+
+  g_assert_true (redis_lock_lock_finish (t->lock, result, NULL));
+  g_atomic_int_inc (&t->completed);
+  test_unlock_ok (t->lock);
+}
+
+static gpointer
+turn_thread (gpointer data)
+{
+  Turns *t = data;
+
+  g_atomic_int_set (&t->tid, test_thread_id ());
+  test_lock_ok (t->lock);
+  g_atomic_int_set (&t->seen, g_atomic_int_get (&t->completed));
+  test_unlock_ok (t->lock);
+  return NULL;
+}
+
+static void
+test_turns_with_threads (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLock) lock = NULL;
+  Turns t = { 0 };
+  Holder h = { 0 };
+  GThread *thread;
+
+  g_test_summary ("A thread waiting behind queued lock_async calls gets the lock right after the "
+                  "first of them: the two kinds of waiters take turns.");
+  TEST_SKIP_IF_NO_STORE (fx);
+  lock = test_obtain (fx->registry, "a");
+  t.lock = lock;
+  holder_start (&h, lock);
+  for (guint i = 0; i < TURN_CALLS; i++)
+    redis_lock_lock_async (lock, -1, 0, NULL, on_turn_locked, &t);
+  thread = g_thread_new ("turn", turn_thread, &t);
+  test_wait_threads_blocked (&t.tid, 1, 10000);
+  holder_release (&h);
+  ITERATE_UNTIL (g_atomic_int_get (&t.completed) == TURN_CALLS, 20000);
+  g_thread_join (thread);
+  g_assert_cmpint (t.seen, ==, 1);
+  test_assert_free (fx, "a");
+}
+
 /* Sync threads and async calls from the main loop take one lock in turns: never two
  * inside at once, and the shared counter is exact. */
 #define MIXED_THREADS 3
@@ -845,6 +904,7 @@ main (int argc, char **argv)
   test_add_stores ("/async/local-handoff", NULL, test_local_handoff);
   test_add_stores ("/async/remote-release-wakes", NULL, test_remote_release_wakes);
   test_add_stores ("/async/wakes-at-holder-ttl", NULL, test_wakes_at_holder_ttl);
+  test_add_stores ("/async/turns-with-threads", NULL, test_turns_with_threads);
   test_add_stores ("/async/mixed-sync-async", NULL, test_mixed_sync_async);
   test_add_redis ("/async/invalid-ttl", NULL, test_invalid_ttl);
   test_add_stores ("/async/cancel/before", NULL, test_cancel_before);
