@@ -8,7 +8,7 @@ helper (itself through the typelib), and checks what the annotations promise: th
 boxed registry and lock (one object per name), try_lock's three outcomes as True,
 False and GLib.Error, errors in the redislock domain with its codes as a GEnum, out
 arguments, arrays, the boxed structures, the lease-lost callback and, when the library
-has it, asynchronous acquisition in a GLib main loop.
+has it, asynchronous acquisition and release in a GLib main loop.
 
 It prints TAP for automake's tap-driver (tests/run-python.sh runs it). It exits 77
 after a `1..0 # SKIP` plan when PyGObject, the typelib or redis-server is missing.
@@ -228,7 +228,17 @@ def test_lock_async(fx):
     assert outcome == [True], outcome
     assert lock.is_held_by_current_thread()
     assert theirs.try_lock() is False
-    assert lock.unlock()
+
+    def unlocked(source, result, data):
+        outcome.append(lock.unlock_finish(result))
+        loop.quit()
+
+    outcome.clear()
+    lock.unlock_async(None, unlocked, None)
+    assert not lock.is_held_by_current_thread()
+    loop.run()
+    assert outcome == [True], outcome
+    assert other.get_lease_info("async") is None
     cancellable = Gio.Cancellable()
     assert theirs.try_lock()
     outcome.clear()
