@@ -36,6 +36,8 @@ static const SectionEntry section_table[] = {
   { "independent", "Independent keys: 8 threads, one name each", section_independent },
   { "contention", "Same-process contention: 8 threads on one name", section_contention },
   { "watchdog", "Watchdog tick with many held leases", section_watchdog },
+  { "async", "lock_async/unlock_async from a main loop, and hand-offs to queued calls",
+    section_async },
   { "fencing", "Fencing on vs off, and try_lock_all of 10 free locks", section_fencing },
   { "cluster-uncontended", "Uncontended lock+unlock on a 3-master Redis Cluster",
     section_cluster_uncontended },
