@@ -168,6 +168,7 @@ struct _AsyncCall
   gint64 ttl_ms;
   gboolean bounded; /* wait_ms != 0: requests are cut short at the deadline */
   char *fence_key;
+  gint started; /* atomic: the source is attached (call_start()) */
   gint granted; /* atomic, set by granted() */
   gint kept;    /* atomic, set by granted() before granted */
 
@@ -231,7 +232,12 @@ on_granted (RlLockWaiter *waiter, gboolean kept)
 
   g_atomic_int_set (&call->kept, kept);
   g_atomic_int_set (&call->granted, TRUE);
-  call_poke (call);
+  if (kept && g_atomic_int_get (&call->started))
+    /* The lease came with the mutex: taking it needs no request, so the caller's
+     * context does it (call_source_dispatch()) without a trip through a worker. */
+    g_source_set_ready_time (call->source, 0);
+  else
+    call_poke (call);
 }
 
 static void
@@ -246,8 +252,12 @@ on_cancelled (GCancellable *cancellable, gpointer data)
   call_poke (data);
 }
 
+static gboolean step_kept_inline (AsyncCall *call);
+
 /* The call's source fired, in the caller's context: the result is there (delivered
- * now, and the call's own reference dropped), or a timer was due (poked). */
+ * now, and the call's own reference dropped); or the call was granted the mutex with
+ * the lease, which this thread takes when no step is under way; or a timer was due
+ * (poked). */
 static gboolean
 call_source_dispatch (GSource *source, GSourceFunc callback, gpointer data)
 {
@@ -261,8 +271,18 @@ call_source_dispatch (GSource *source, GSourceFunc callback, gpointer data)
   rl_mutex_unlock (&result_mutex);
   if (!done)
     {
-      call_poke (call);
-      return G_SOURCE_CONTINUE;
+      if (!g_atomic_int_get (&call->granted)
+          || !g_atomic_int_compare_and_exchange (&call->pokes, 0, 1))
+        {
+          call_poke (call);
+          return G_SOURCE_CONTINUE;
+        }
+      /* This thread runs the step now, as a worker would (see run_call()). */
+      done = step_kept_inline (call);
+      if (!done || !g_atomic_int_compare_and_exchange (&call->pokes, 1, 0))
+        pool_push (call_ref (call));
+      if (!done)
+        return G_SOURCE_CONTINUE;
     }
   g_cancellable_disconnect (call->cancellable, call->cancel_handler);
   call->cancel_handler = 0;
@@ -313,6 +333,7 @@ call_start (AsyncCall *call)
   ((CallSource *) call->source)->call = call;
   g_source_set_static_name (call->source, "redislock async call");
   g_source_attach (call->source, g_task_get_context (call->task));
+  g_atomic_int_set (&call->started, TRUE);
   call_ref (call);
   pool_push (call_ref (call));
 }
@@ -535,6 +556,22 @@ step_lease (AsyncCall *call)
     }
 }
 
+/* The first step of a call granted the mutex with the lease, run in the caller's
+ * context: the lease is taken there, without a worker. FALSE when a worker must go on
+ * (cancelled or closed, or the lease was stale and must be acquired afresh). */
+static gboolean
+step_kept_inline (AsyncCall *call)
+{
+  if (call->phase != PHASE_QUEUED || !g_atomic_int_get (&call->kept)
+      || rl_lock_wait_error (call->lock, call->cancellable, NULL))
+    return FALSE;
+  call->phase = PHASE_OWNED;
+  if (!rl_lock_accept_kept_lease (call->lock))
+    return FALSE;
+  succeed (call);
+  return TRUE;
+}
+
 static void
 step_lock (AsyncCall *call)
 {
@@ -549,15 +586,19 @@ step_lock (AsyncCall *call)
           if (!stop && g_get_monotonic_time () < call->deadline)
             {
               arm_timer (call, call->deadline);
-              return;
+              if (!g_atomic_int_get (&call->granted))
+                return;
+              /* Granted meanwhile: setting the timer may have undone the grant's
+               * wake-up of the source, so the lease phase starts here. */
             }
-          if (rl_lock_leave_queue (lock, &call->waiter))
+          else if (rl_lock_leave_queue (lock, &call->waiter))
             {
               complete (call, FALSE, error);
               return;
             }
-          /* Granted meanwhile: the lease phase gives the mutex back. */
-          g_clear_error (&error);
+          else
+            /* Granted meanwhile: the lease phase gives the mutex back. */
+            g_clear_error (&error);
         }
       call->phase = PHASE_OWNED;
       call->lease_kept = g_atomic_int_get (&call->kept);
