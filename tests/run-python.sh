@@ -9,6 +9,10 @@
 # uninstrumented python3 (the sanitizer's runtime must come first in the process), so
 # the script is skipped in such a build; tests/types checks the GTypes there.
 py=${PYTHON:-python3}
+if [ "${REDIS_LOCK_INTROSPECTION:-yes}" = no ]; then
+  echo "1..0 # SKIP this build has no typelib (gobject-introspection not found, or --disable-introspection)"
+  exit 0
+fi
 if ! command -v "$py" >/dev/null 2>&1; then
   echo "1..0 # SKIP $py is not installed"
   exit 0
