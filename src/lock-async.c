@@ -16,7 +16,10 @@
  *
  * What each step does runs on a small worker pool shared by the process
  * (RL_ASYNC_THREADS threads at most, leaving after RL_ASYNC_IDLE_MS idle): the store's
- * calls block, so they never run in the caller's main context. A call's steps never
+ * calls block, so they never run in the caller's main context. The one step that
+ * needs no request, taking a lease handed over with the mutex, runs in the caller's
+ * context when nothing else of the call is under way, so a local hand-off to a
+ * pending call costs no worker either. A call's steps never
  * run two at a time: every event (granted, poked, a timer, cancelled) counts a poke,
  * and only the first uncounted poke schedules the step, which runs until it has seen
  * them all. Each call has one source in the caller's context, made by the calling
