@@ -32,8 +32,7 @@ registry_stats_copy (const RedisLockRegistryStats *stats)
   return g_memdup2 (stats, sizeof *stats);
 }
 
-G_DEFINE_BOXED_TYPE (RedisLockRegistryStats, redis_lock_registry_stats, registry_stats_copy,
-                     g_free)
+G_DEFINE_BOXED_TYPE (RedisLockRegistryStats, redis_lock_registry_stats, registry_stats_copy, g_free)
 
 static RedisLockLeaseInfo *
 lease_info_copy (const RedisLockLeaseInfo *info)

@@ -167,20 +167,19 @@ assert_enum (GType type, const char *const *names, const char *const *nicks, con
 static void
 test_enums (void)
 {
-  static const char *const error_names[]
-      = { "REDIS_LOCK_ERROR_INVALID",    "REDIS_LOCK_ERROR_CONNECTION",
-          "REDIS_LOCK_ERROR_REDIS",      "REDIS_LOCK_ERROR_NOT_OWNER",
-          "REDIS_LOCK_ERROR_LEASE_LOST", "REDIS_LOCK_ERROR_CACHE_FULL",
-          "REDIS_LOCK_ERROR_FORKED",     "REDIS_LOCK_ERROR_CLOSED",
-          "REDIS_LOCK_ERROR_NOT_REPLICATED" };
+  static const char *const error_names[] = {
+    "REDIS_LOCK_ERROR_INVALID",   "REDIS_LOCK_ERROR_CONNECTION", "REDIS_LOCK_ERROR_REDIS",
+    "REDIS_LOCK_ERROR_NOT_OWNER", "REDIS_LOCK_ERROR_LEASE_LOST", "REDIS_LOCK_ERROR_CACHE_FULL",
+    "REDIS_LOCK_ERROR_FORKED",    "REDIS_LOCK_ERROR_CLOSED",     "REDIS_LOCK_ERROR_NOT_REPLICATED"
+  };
   static const char *const error_nicks[]
-      = { "invalid", "connection", "redis",  "not-owner",     "lease-lost",
-          "cache-full", "forked",   "closed", "not-replicated" };
-  static const int error_values[]
-      = { REDIS_LOCK_ERROR_INVALID,     REDIS_LOCK_ERROR_CONNECTION, REDIS_LOCK_ERROR_REDIS,
-          REDIS_LOCK_ERROR_NOT_OWNER,   REDIS_LOCK_ERROR_LEASE_LOST, REDIS_LOCK_ERROR_CACHE_FULL,
-          REDIS_LOCK_ERROR_FORKED,      REDIS_LOCK_ERROR_CLOSED,
-          REDIS_LOCK_ERROR_NOT_REPLICATED };
+      = { "invalid",    "connection", "redis",  "not-owner",     "lease-lost",
+          "cache-full", "forked",     "closed", "not-replicated" };
+  static const int error_values[] = { REDIS_LOCK_ERROR_INVALID,       REDIS_LOCK_ERROR_CONNECTION,
+                                      REDIS_LOCK_ERROR_REDIS,         REDIS_LOCK_ERROR_NOT_OWNER,
+                                      REDIS_LOCK_ERROR_LEASE_LOST,    REDIS_LOCK_ERROR_CACHE_FULL,
+                                      REDIS_LOCK_ERROR_FORKED,        REDIS_LOCK_ERROR_CLOSED,
+                                      REDIS_LOCK_ERROR_NOT_REPLICATED };
   static const char *const wait_names[] = { "REDIS_LOCK_WAIT_PUBSUB", "REDIS_LOCK_WAIT_SPIN" };
   static const char *const wait_nicks[] = { "pubsub", "spin" };
   static const int wait_values[] = { REDIS_LOCK_WAIT_PUBSUB, REDIS_LOCK_WAIT_SPIN };
@@ -188,16 +187,15 @@ test_enums (void)
       = { "REDIS_LOCK_TEST_TLS_DEFAULT", "REDIS_LOCK_TEST_TLS_REQUIRE_CLIENT_CERT",
           "REDIS_LOCK_TEST_TLS_EXPIRED" };
   static const char *const flag_nicks[] = { "default", "require-client-cert", "expired" };
-  static const int flag_values[] = { REDIS_LOCK_TEST_TLS_DEFAULT,
-                                     REDIS_LOCK_TEST_TLS_REQUIRE_CLIENT_CERT,
-                                     REDIS_LOCK_TEST_TLS_EXPIRED };
+  static const int flag_values[]
+      = { REDIS_LOCK_TEST_TLS_DEFAULT, REDIS_LOCK_TEST_TLS_REQUIRE_CLIENT_CERT,
+          REDIS_LOCK_TEST_TLS_EXPIRED };
   static const char *const file_names[]
       = { "REDIS_LOCK_TEST_TLS_CA", "REDIS_LOCK_TEST_TLS_CLIENT_CERT",
           "REDIS_LOCK_TEST_TLS_CLIENT_KEY", "REDIS_LOCK_TEST_TLS_OTHER_CA" };
   static const char *const file_nicks[] = { "ca", "client-cert", "client-key", "other-ca" };
   static const int file_values[] = { REDIS_LOCK_TEST_TLS_CA, REDIS_LOCK_TEST_TLS_CLIENT_CERT,
-                                     REDIS_LOCK_TEST_TLS_CLIENT_KEY,
-                                     REDIS_LOCK_TEST_TLS_OTHER_CA };
+                                     REDIS_LOCK_TEST_TLS_CLIENT_KEY, REDIS_LOCK_TEST_TLS_OTHER_CA };
 
   g_test_summary ("Every public enumeration is a GEnum (the test TLS options a GFlags) "
                   "with every value, named as in C; the error codes' type is named after "
@@ -210,8 +208,7 @@ test_enums (void)
   assert_enum (REDIS_LOCK_TYPE_TEST_TLS_FLAGS, flag_names, flag_nicks, flag_values,
                N (flag_values));
   g_assert_cmpstr (g_type_name (REDIS_LOCK_TYPE_TEST_TLS_FILE), ==, "RedisLockTestTlsFile");
-  assert_enum (REDIS_LOCK_TYPE_TEST_TLS_FILE, file_names, file_nicks, file_values,
-               N (file_values));
+  assert_enum (REDIS_LOCK_TYPE_TEST_TLS_FILE, file_names, file_nicks, file_values, N (file_values));
 }
 
 static void
@@ -239,8 +236,8 @@ test_test_server_ref (void)
 
   /* One reference left: still running and answering. */
   g_assert_cmpint (redis_lock_test_server_get_pid (server), ==, pid);
-  registry = redis_lock_registry_new (redis_lock_test_server_get_url (server),
-                                      TEST_REGISTRY_KEY, &error);
+  registry = redis_lock_registry_new (redis_lock_test_server_get_url (server), TEST_REGISTRY_KEY,
+                                      &error);
   g_assert_no_error (error);
   g_clear_pointer (&registry, redis_lock_registry_unref);
 
