@@ -41,6 +41,8 @@ static const SectionEntry section_table[] = {
   { "processes", "Cross-process contention: 4 single-threaded processes on one name",
     section_processes },
   { "watchdog", "Watchdog tick with many held leases", section_watchdog },
+  { "async", "lock_async/unlock_async from a main loop, and hand-offs to queued calls",
+    section_async },
   { "fencing", "Fencing on vs off, and try_lock_all of 10 free locks", section_fencing },
   { "cluster-uncontended", "Uncontended lock+unlock on a 3-master Redis Cluster",
     section_cluster_uncontended },

@@ -12,7 +12,8 @@
  * store, so no Redis round trip ever happens under a mutex a lock or unlock may need.
  *
  * The calls between the files go one way: registry.c -> lock.c -> leases.c ->
- * {watchdog.c, the store}. What a lower file needs of the registry (is it closed or
+ * {watchdog.c, the store}; lock-async.c calls lock.c and leases.c, and lock.c reaches
+ * its queued waiters (RlLockWaiter) only through their callbacks. What a lower file needs of the registry (is it closed or
  * forked, its settings, its store) it reads from these structures through the inline
  * functions below, never by calling up.
  */
@@ -54,12 +55,32 @@ struct _RedisLockRegistry
 
 /* Condition variables of a lock, made when a thread first has to wait for it: most
  * cached locks are never contended, and a pair of pthread_cond_t is 96 bytes. */
+typedef struct _RlLockWaiter RlLockWaiter;
+
 typedef struct
 {
   RlCond local;       /* owner became NULL, or the registry closed */
   RlCond notify;      /* notify_seq changed, cancelled, or the registry closed */
   gint64 yield_until; /* after a hand-off streak: first attempt not before this */
+  GQueue queue;       /* RlLockWaiter, in order of arrival, counted in lock->waiters */
+  RlLockWaiter *sleeper;    /* the queued waiter that owns the mutex and sleeps until
+                               notify_seq moves past its seq */
+  gboolean queue_went_last; /* threads wait too, and the mutex last went to the queue */
 } RlLockWait;
+
+/* A waiter for the local mutex that is not a blocked thread: an _async call
+ * (lock-async.c). It waits in the lock's queue; whoever frees the mutex grants it
+ * (lock->owner becomes the waiter itself, a marker no thread compares equal to), and
+ * notifications, close and cancellation poke it. Both functions are called with
+ * lock->m held, from any thread, and must only schedule work. */
+struct _RlLockWaiter
+{
+  GList link; /* lock.c: in wait->queue */
+  /* The mutex is the waiter's now (@kept: with the lease handed over). */
+  void (*granted) (RlLockWaiter *waiter, gboolean kept);
+  /* Look again: a notification, close, or a sleep cut short. */
+  void (*poke) (RlLockWaiter *waiter);
+};
 
 /* Laid out small: an idle cached lock costs this struct, its key and a hash slot.
  * Fields guarded by different mutexes never share a memory location. */
@@ -196,6 +217,38 @@ void rl_lock_sleep_for_notification (RedisLock *lock, guint16 seq, gint64 wake_a
                                      GCancellable *cancellable);
 /* TRUE with @error when a wait must end: the registry closed, or cancelled. */
 gboolean rl_lock_wait_error (RedisLock *lock, GCancellable *cancellable, GError **error);
+
+/* lock.c's part of the queued waiters of lock-async.c. */
+
+/* What rl_lock_take_or_queue() did. */
+typedef enum
+{
+  RL_QUEUE_REENTERED, /* @thread held it already: one more hold */
+  RL_QUEUE_OWNED,     /* free: @waiter owns it now, without a lease */
+  RL_QUEUE_KEPT,      /* free: @waiter owns it now, with the lease handed over */
+  RL_QUEUE_QUEUED,    /* busy: @waiter waits in the queue */
+  RL_QUEUE_BUSY,      /* busy, and @may_queue was FALSE */
+} RlQueueTake;
+
+RlQueueTake rl_lock_take_or_queue (RedisLock *lock, gpointer thread, RlLockWaiter *waiter,
+                                   gboolean may_queue);
+/* Takes @waiter out of the queue. FALSE: it was granted the mutex meanwhile (its
+ * granted() has been or is being called). */
+gboolean rl_lock_leave_queue (RedisLock *lock, RlLockWaiter *waiter);
+/* Has the owner @waiter sleep until the notification number moves past @seq (then
+ * poke()); FALSE, without sleeping, when it moved already or the registry closed. */
+gboolean rl_lock_sleep_queued (RedisLock *lock, RlLockWaiter *waiter, guint16 seq);
+/* Ends the sleep of @waiter, if it sleeps. */
+void rl_lock_wake_queued (RedisLock *lock, RlLockWaiter *waiter);
+/* Hands the hold from owner @from to @to (a thread, or a waiter marker). */
+void rl_lock_set_owner (RedisLock *lock, gpointer from, gpointer to);
+/* The lease handed over with the mutex, if still good (else forgotten quietly). */
+gboolean rl_lock_accept_kept_lease (RedisLock *lock);
+/* After a hand-off streak: the time before which the first attempt should wait (0:
+ * none), and cleared. */
+gint64 rl_lock_take_yield (RedisLock *lock);
+/* Releases @value, taken by an attempt after close() released the leases; sets CLOSED. */
+void rl_lock_release_after_close (RedisLock *lock, const char *value, GError **error);
 
 /* What the local part of an unlock left to do. */
 typedef enum

@@ -25,6 +25,12 @@
  * in a row with threads waiting, the free mutex is reserved for a waiting thread, so
  * no thread of a busy process starves.
  *
+ * Waiters that are not threads (the _async calls of lock-async.c) wait in a queue on
+ * the lock, in order, counted with the waiting threads so the unlock's plan sees them.
+ * Whoever frees the mutex grants it to the first of them at once (with the lease, on a
+ * hand-off), taking turns with the threads when both wait; they are told of
+ * notifications and close through their callbacks.
+ *
  * The outermost unlock releases the store lease before the local mutex, so that the
  * next local owner can never find our key still present; and it releases the local
  * mutex in every case, so a lost lease or a Redis failure never wedges other threads.
@@ -122,13 +128,27 @@ lock_wait (RedisLock *lock)
   return lock->wait;
 }
 
+/* Pokes the queued waiter that sleeps for a notification, if any. lock->m held. */
+static void
+wake_sleeper_locked (RedisLock *lock)
+{
+  RlLockWaiter *sleeper = lock->wait->sleeper;
+
+  lock->wait->sleeper = NULL;
+  if (sleeper != NULL)
+    sleeper->poke (sleeper);
+}
+
 void
 rl_lock_notify (RedisLock *lock)
 {
   rl_mutex_lock (&lock->m);
   lock->notify_seq++;
   if (lock->wait != NULL)
-    rl_cond_broadcast (&lock->wait->notify);
+    {
+      rl_cond_broadcast (&lock->wait->notify);
+      wake_sleeper_locked (lock);
+    }
   rl_mutex_unlock (&lock->m);
 }
 
@@ -140,6 +160,9 @@ rl_lock_wake_all (RedisLock *lock)
     {
       rl_cond_broadcast (&lock->wait->local);
       rl_cond_broadcast (&lock->wait->notify);
+      wake_sleeper_locked (lock);
+      for (GList *l = lock->wait->queue.head; l != NULL; l = l->next)
+        ((RlLockWaiter *) l->data)->poke (l->data);
     }
   rl_mutex_unlock (&lock->m);
 }
@@ -164,8 +187,9 @@ current_thread (void)
 }
 
 /* Whether the calling thread (@self) owns the local mutex, read without taking it:
- * only @self ever sets the owner to @self, and only the owner clears it, so the answer
- * cannot change under the caller's feet. While a thread owns the lock, it alone reads
+ * only @self, or an asynchronous call of @self handing its hold over (rl_lock_set_owner(),
+ * with the hold count already set), ever sets the owner to @self, and only the owner
+ * clears it, so the answer cannot change under the caller's feet. While a thread owns the lock, it alone reads
  * and changes the hold count, so re-entry and an inner unlock need no lock->m either. */
 static inline gboolean
 owned_by_caller (RedisLock *lock, gpointer self)
@@ -173,12 +197,41 @@ owned_by_caller (RedisLock *lock, gpointer self)
   return g_atomic_pointer_get (&lock->owner) == self;
 }
 
+static gboolean take_ownership_locked (RedisLock *lock, gpointer self, gboolean waited);
+
+/* Grants the free mutex to the first queued waiter, unless threads wait too and the
+ * mutex went to the queue last time: the two kinds then take turns. lock->m held. */
+static gboolean
+grant_queued_locked (RedisLock *lock)
+{
+  RlLockWait *wait = lock->wait;
+  RlLockWaiter *waiter;
+  gboolean threads_wait;
+
+  if (wait == NULL || wait->queue.length == 0)
+    return FALSE;
+  threads_wait = lock->waiters > wait->queue.length;
+  if (threads_wait && wait->queue_went_last)
+    {
+      wait->queue_went_last = FALSE;
+      return FALSE;
+    }
+  wait->queue_went_last = threads_wait;
+  waiter = g_queue_pop_head_link (&wait->queue)->data;
+  lock->waiters--;
+  waiter->granted (waiter, take_ownership_locked (lock, waiter, TRUE));
+  return TRUE;
+}
+
 /* Wakes one waiter for the local mutex, unless one was woken and has not run yet:
  * it will look at the mutex anyway, and a thread that unlocks and locks again at once
- * (as in a loop) then costs no system call and no context switch. lock->m held. */
+ * (as in a loop) then costs no system call and no context switch. A queued waiter is
+ * granted the mutex at once instead, when it is its turn. lock->m held. */
 static void
 wake_local_waiter (RedisLock *lock)
 {
+  if (grant_queued_locked (lock))
+    return;
   if (lock->waiters > 0 && !lock->waking)
     {
       lock->waking = TRUE;
@@ -578,6 +631,131 @@ rl_lock_give_back_local (RedisLock *lock, RlLocalTake taken)
     default:
       break;
     }
+}
+
+/* The queued waiters of lock-async.c ----------------------------------------------- */
+
+RlQueueTake
+rl_lock_take_or_queue (RedisLock *lock, gpointer thread, RlLockWaiter *waiter, gboolean may_queue)
+{
+  RlQueueTake taken;
+
+  rl_mutex_lock (&lock->m);
+  if (lock->owner == thread)
+    {
+      lock->count++;
+      taken = RL_QUEUE_REENTERED;
+    }
+  else if (lock->owner == NULL && !lock->reserved
+           && (lock->wait == NULL || lock->wait->queue.length == 0))
+    taken = take_ownership_locked (lock, waiter, FALSE) ? RL_QUEUE_KEPT : RL_QUEUE_OWNED;
+  else if (may_queue)
+    {
+      waiter->link.data = waiter;
+      g_queue_push_tail_link (&lock_wait (lock)->queue, &waiter->link);
+      lock->waiters++;
+      taken = RL_QUEUE_QUEUED;
+    }
+  else
+    taken = RL_QUEUE_BUSY;
+  rl_mutex_unlock (&lock->m);
+  return taken;
+}
+
+/* As a thread leaving acquire_local() without the mutex: a lease handed over to
+ * waiters that all left is released; otherwise the next waiter gets its turn. */
+gboolean
+rl_lock_leave_queue (RedisLock *lock, RlLockWaiter *waiter)
+{
+  gboolean orphan = FALSE;
+
+  rl_mutex_lock (&lock->m);
+  if (lock->owner == waiter)
+    {
+      rl_mutex_unlock (&lock->m);
+      return FALSE;
+    }
+  g_queue_unlink (&lock->wait->queue, &waiter->link);
+  lock->waiters--;
+  if (lock->waiters == 0)
+    lock->barged = lock->reserved = 0;
+  if (lock->owner == NULL)
+    {
+      if (lock->handed_over && lock->waiters == 0)
+        {
+          take_ownership_locked (lock, waiter, TRUE);
+          orphan = TRUE;
+        }
+      else if (lock->waiters > 0)
+        wake_local_waiter (lock);
+    }
+  rl_mutex_unlock (&lock->m);
+  if (orphan)
+    {
+      g_autoptr (GError) orphan_error = NULL;
+      if (!unlock_outermost (lock, &orphan_error))
+        g_message ("Releasing the lease of lock “%s”, handed over to waiters that all gave up: %s",
+                   rl_lock_name (lock), orphan_error->message);
+    }
+  return TRUE;
+}
+
+gboolean
+rl_lock_sleep_queued (RedisLock *lock, RlLockWaiter *waiter, guint16 seq)
+{
+  gboolean sleeps;
+
+  rl_mutex_lock (&lock->m);
+  sleeps = lock->notify_seq == seq && !rl_registry_is_closed (lock->registry);
+  if (sleeps)
+    lock_wait (lock)->sleeper = waiter;
+  rl_mutex_unlock (&lock->m);
+  return sleeps;
+}
+
+void
+rl_lock_wake_queued (RedisLock *lock, RlLockWaiter *waiter)
+{
+  rl_mutex_lock (&lock->m);
+  if (lock->wait != NULL && lock->wait->sleeper == waiter)
+    lock->wait->sleeper = NULL;
+  rl_mutex_unlock (&lock->m);
+}
+
+void
+rl_lock_set_owner (RedisLock *lock, gpointer from, gpointer to)
+{
+  rl_mutex_lock (&lock->m);
+  g_assert (lock->owner == from);
+  g_atomic_pointer_set (&lock->owner, to);
+  rl_mutex_unlock (&lock->m);
+}
+
+gboolean
+rl_lock_accept_kept_lease (RedisLock *lock)
+{
+  return accept_kept_lease (lock);
+}
+
+gint64
+rl_lock_take_yield (RedisLock *lock)
+{
+  gint64 yield_until = 0;
+
+  rl_mutex_lock (&lock->m);
+  if (lock->wait != NULL)
+    {
+      yield_until = lock->wait->yield_until;
+      lock->wait->yield_until = 0;
+    }
+  rl_mutex_unlock (&lock->m);
+  return yield_until;
+}
+
+void
+rl_lock_release_after_close (RedisLock *lock, const char *value, GError **error)
+{
+  release_after_close (lock, value, error);
 }
 
 guint16

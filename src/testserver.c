@@ -33,6 +33,10 @@
  * A TLS port picked free may be taken before redis-server binds it: the server then
  * exits saying "Address already in use", and creation picks another port (as the
  * Cluster helper does); a restart keeps the port, waiting until it is free again.
+ *
+ * A server is reference-counted so that a language binding can hold it as a boxed value
+ * (types.c), whose copy is a reference: redis_lock_test_server_free() drops one, and the
+ * last stops the process. C tests never take a second one.
  */
 #include "config.h"
 
@@ -66,6 +70,8 @@ struct _RedisLockTestServer
   char *tls_files[REDIS_LOCK_TEST_TLS_OTHER_CA + 1]; /* by RedisLockTestTlsFile */
   char *server_cert;
   char *server_key;
+
+  gint ref_count; /* atomic; the last redis_lock_test_server_free() stops the server */
 };
 
 /* Returns the password of a `requirepass` line, or NULL when @line is something else.
@@ -393,6 +399,7 @@ server_new (gboolean tls, RedisLockTestTlsFlags flags, const char *const *config
     }
 
   server = g_new0 (RedisLockTestServer, 1);
+  server->ref_count = 1;
   server->process
       = rl_test_process_new (executable, NULL, "redislock-test", "redis.sock", 0, error);
   if (server->process == NULL)
@@ -558,10 +565,19 @@ redis_lock_test_server_resume (RedisLockTestServer *server)
   rl_test_process_resume (server->process);
 }
 
+RedisLockTestServer *
+redis_lock_test_server_ref (RedisLockTestServer *server)
+{
+  g_return_val_if_fail (server != NULL, NULL);
+  g_return_val_if_fail (g_atomic_int_get (&server->ref_count) > 0, NULL);
+  g_atomic_int_inc (&server->ref_count);
+  return server;
+}
+
 void
 redis_lock_test_server_free (RedisLockTestServer *server)
 {
-  if (server == NULL)
+  if (server == NULL || !g_atomic_int_dec_and_test (&server->ref_count))
     return;
   rl_test_process_free (server->process);
   g_free (server->url);

@@ -12,7 +12,7 @@
 #error "Only <redislock/redislock.h> can be included directly."
 #endif
 
-#include <glib.h>
+#include <glib-object.h>
 #include <redislock/redislock-macros.h>
 
 G_BEGIN_DECLS
@@ -55,6 +55,22 @@ typedef enum
   REDIS_LOCK_ERROR_CLOSED,
   REDIS_LOCK_ERROR_NOT_REPLICATED,
 } RedisLockErrorCode;
+
+/**
+ * REDIS_LOCK_TYPE_ERROR:
+ *
+ * The #GType of #RedisLockErrorCode, a #GEnum. It is named after the error domain
+ * rather than the enumeration, as GLib names the types of its error enumerations, so
+ * that introspection pairs the codes with %REDIS_LOCK_ERROR.
+ */
+#define REDIS_LOCK_TYPE_ERROR (redis_lock_error_get_type ())
+
+/**
+ * redis_lock_error_get_type:
+ *
+ * Returns: the #GType of #RedisLockErrorCode, %REDIS_LOCK_TYPE_ERROR.
+ */
+REDIS_LOCK_EXPORT GType redis_lock_error_get_type (void) G_GNUC_CONST;
 
 /**
  * redis_lock_error_quark:

@@ -21,25 +21,26 @@
 G_BEGIN_DECLS
 
 /**
- * redis_lock_ref:
+ * redis_lock_ref: (skip)
  * @lock: a lock
  *
  * Takes another reference. Only a holder of a reference may take another (or the
  * lease-lost callback, see #RedisLockLeaseLostFunc): a lock nobody references may be
  * dropped from the cache and freed at any moment, and taking a reference to such a
- * lock is a critical error.
+ * lock is a critical error. Not introspected: bindings hold references through the
+ * boxed type %REDIS_LOCK_TYPE_LOCK.
  *
  * Returns: (transfer full): @lock, with one more reference.
  */
 REDIS_LOCK_EXPORT RedisLock *redis_lock_ref (RedisLock *lock);
 
 /**
- * redis_lock_unref:
+ * redis_lock_unref: (skip)
  * @lock: (transfer full) (nullable): a lock
  *
  * Drops a reference. An unreferenced lock stays cached (same pointer on the next
  * obtain) until the cache drops it; keep a reference for as long as you call functions
- * on the lock.
+ * on the lock. Not introspected, as redis_lock_ref().
  */
 REDIS_LOCK_EXPORT void redis_lock_unref (RedisLock *lock);
 
@@ -157,6 +158,101 @@ REDIS_LOCK_EXPORT gboolean redis_lock_try_lock_full (RedisLock *lock,
 REDIS_LOCK_EXPORT gboolean redis_lock_unlock (RedisLock *lock, GError **error);
 
 /**
+ * redis_lock_lock_async:
+ * @lock: a lock
+ * @wait_ms: total wait in milliseconds, as for redis_lock_try_lock_for(): < 0 waits
+ *   forever, 0 makes one attempt (and completes with %FALSE at once when another
+ *   thread or call of this registry holds the lock)
+ * @ttl_ms: TTL of this acquisition's lease, as for redis_lock_try_lock_full(); 0: the
+ *   registry TTL
+ * @cancellable: (nullable): cancels the wait with %G_IO_ERROR_CANCELLED
+ * @callback: (scope async) (closure user_data): called when the call completes
+ * @user_data: (closure): data for @callback
+ *
+ * Takes @lock for the calling thread without blocking it, for code that runs a
+ * #GMainLoop. @callback is called in the thread-default main context of the calling
+ * thread (see g_main_context_push_thread_default()); call redis_lock_lock_finish()
+ * there. That context must be running for the call to complete, and for its
+ * @wait_ms to end it.
+ *
+ * When the result is %TRUE the calling thread holds @lock exactly as after
+ * redis_lock_lock(): re-entry, redis_lock_is_held_by_current_thread(),
+ * redis_lock_get_lease_cancellable() and redis_lock_unlock() (or
+ * redis_lock_unlock_async()) from that thread. The hold begins when the call
+ * completes, just before @callback is dispatched. When the calling thread holds @lock
+ * already, the call completes with one more hold: calls made from one thread do not
+ * exclude each other while it holds @lock, so a loop that serves several requests
+ * with one lock takes them one at a time itself.
+ *
+ * A pending call costs no thread: it waits in the lock's queue, in order of arrival,
+ * together with the threads of this registry that wait in redis_lock_lock() (the two
+ * kinds take turns), and an unlock in this registry may hand the lease to it as to a
+ * waiting thread (see redis_lock_unlock()), without a Redis command. Requests to
+ * Redis run on a small pool of worker threads shared by the process. While a call
+ * waits for the lease itself, it is woken by the unlock notification, the holder's
+ * remaining TTL or @wait_ms, as redis_lock_try_lock_for() is.
+ *
+ * Cancelling @cancellable, or closing the registry (redis_lock_registry_close()),
+ * completes a pending call with %G_IO_ERROR_CANCELLED or %REDIS_LOCK_ERROR_CLOSED, in
+ * its own context. A call that completed before the cancellation keeps its result: if
+ * it is %TRUE, the lock is held and must be unlocked.
+ */
+REDIS_LOCK_EXPORT void redis_lock_lock_async (RedisLock *lock,
+                                              gint64 wait_ms,
+                                              gint64 ttl_ms,
+                                              GCancellable *cancellable,
+                                              GAsyncReadyCallback callback,
+                                              gpointer user_data);
+
+/**
+ * redis_lock_lock_finish:
+ * @lock: the lock given to redis_lock_lock_async()
+ * @result: the #GAsyncResult given to the callback
+ * @error: return location for a #GError
+ *
+ * Returns: %TRUE = the calling thread of redis_lock_lock_async() holds @lock now;
+ *   %FALSE with @error unset = not acquired within @wait_ms; %FALSE with @error set =
+ *   failure (Redis, %G_IO_ERROR_CANCELLED, %REDIS_LOCK_ERROR_CLOSED, forked, an
+ *   invalid @ttl_ms), as for redis_lock_try_lock_full().
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_lock_finish (RedisLock *lock,
+                                                   GAsyncResult *result,
+                                                   GError **error);
+
+/**
+ * redis_lock_unlock_async:
+ * @lock: a lock the calling thread holds
+ * @cancellable: (nullable): when already cancelled, the call completes with
+ *   %G_IO_ERROR_CANCELLED and changes nothing; a release under way is not
+ *   interrupted
+ * @callback: (nullable) (scope async) (closure user_data): called when the call completes
+ * @user_data: (closure): data for @callback
+ *
+ * Releases one hold of the calling thread as redis_lock_unlock() does, without
+ * blocking it: the outermost release's request to Redis runs on a worker thread, and
+ * @callback is called in the thread-default main context of the calling thread; call
+ * redis_lock_unlock_finish() there. The calling thread stops holding @lock when this
+ * function returns (an inner unlock only lowers the hold count).
+ */
+REDIS_LOCK_EXPORT void redis_lock_unlock_async (RedisLock *lock,
+                                                GCancellable *cancellable,
+                                                GAsyncReadyCallback callback,
+                                                gpointer user_data);
+
+/**
+ * redis_lock_unlock_finish:
+ * @lock: the lock given to redis_lock_unlock_async()
+ * @result: the #GAsyncResult given to the callback
+ * @error: return location for a #GError
+ *
+ * Returns: as redis_lock_unlock(); %FALSE with %G_IO_ERROR_CANCELLED when the
+ *   cancellable was cancelled before the call.
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_unlock_finish (RedisLock *lock,
+                                                     GAsyncResult *result,
+                                                     GError **error);
+
+/**
  * redis_lock_is_held_by_current_thread:
  * @lock: a lock
  *
@@ -196,7 +292,10 @@ REDIS_LOCK_EXPORT gboolean redis_lock_is_lease_lost (RedisLock *lock);
  * @lock: a lock
  *
  * A cancellable that is cancelled when the lease of the calling thread's current hold
- * is lost, so the holder can pass it to its own GIO calls and have them abort.
+ * is lost, so the holder can pass it to its own GIO calls and have them abort. Code
+ * running a #GMainLoop can hear of the loss in its loop: attach
+ * `g_cancellable_source_new (cancellable)` to the thread-default main context with a
+ * #GCancellableSourceFunc, and destroy the source at the outermost unlock.
  *
  * Returns: (transfer none) (nullable): the cancellable, valid while the calling thread
  *   holds @lock (until its outermost unlock); %NULL when it does not hold @lock.
@@ -294,15 +393,16 @@ REDIS_LOCK_EXPORT gboolean redis_lock_unlock_all (RedisLock *const *locks,
                                                   GError **error);
 
 /**
- * RedisLockLocker:
+ * RedisLockLocker: (skip)
  *
  * Holds a lock for a scope: redis_lock_locker_new() locks, redis_lock_locker_free()
- * unlocks. Use with g_autoptr(RedisLockLocker).
+ * unlocks. Use with g_autoptr(RedisLockLocker). Not introspected: it is a C scope guard;
+ * bindings call redis_lock_lock() and redis_lock_unlock() (Python: try/finally).
  */
 typedef struct _RedisLockLocker RedisLockLocker;
 
 /**
- * redis_lock_locker_new:
+ * redis_lock_locker_new: (skip)
  * @lock: a lock
  * @error: return location for a #GError
  *
@@ -313,7 +413,7 @@ typedef struct _RedisLockLocker RedisLockLocker;
 REDIS_LOCK_EXPORT RedisLockLocker *redis_lock_locker_new (RedisLock *lock, GError **error);
 
 /**
- * redis_lock_locker_free:
+ * redis_lock_locker_free: (skip)
  * @locker: (transfer full) (nullable): a locker
  *
  * Unlocks; a failure (for example a lost lease) is logged with g_warning().

@@ -16,7 +16,7 @@
 #error "Only <redislock/redislock.h> can be included directly."
 #endif
 
-#include <glib.h>
+#include <glib-object.h>
 #include <redislock/redislock-macros.h>
 
 G_BEGIN_DECLS
@@ -34,6 +34,36 @@ typedef struct _RedisLockRegistry RedisLockRegistry;
  * Opaque, reference-counted, thread-safe named lock; see redislock-lock.h.
  */
 typedef struct _RedisLock RedisLock;
+
+/**
+ * REDIS_LOCK_TYPE_REGISTRY:
+ *
+ * The #GType of #RedisLockRegistry: a boxed type whose copy is
+ * redis_lock_registry_ref() and whose free is redis_lock_registry_unref().
+ */
+#define REDIS_LOCK_TYPE_REGISTRY (redis_lock_registry_get_type ())
+
+/**
+ * redis_lock_registry_get_type:
+ *
+ * Returns: the #GType of #RedisLockRegistry, %REDIS_LOCK_TYPE_REGISTRY.
+ */
+REDIS_LOCK_EXPORT GType redis_lock_registry_get_type (void) G_GNUC_CONST;
+
+/**
+ * REDIS_LOCK_TYPE_LOCK:
+ *
+ * The #GType of #RedisLock: a boxed type whose copy is redis_lock_ref() and whose
+ * free is redis_lock_unref().
+ */
+#define REDIS_LOCK_TYPE_LOCK (redis_lock_get_type ())
+
+/**
+ * redis_lock_get_type:
+ *
+ * Returns: the #GType of #RedisLock, %REDIS_LOCK_TYPE_LOCK.
+ */
+REDIS_LOCK_EXPORT GType redis_lock_get_type (void) G_GNUC_CONST;
 
 /**
  * RedisLockWaitMode:
@@ -54,9 +84,23 @@ typedef enum
 } RedisLockWaitMode;
 
 /**
+ * REDIS_LOCK_TYPE_WAIT_MODE:
+ *
+ * The #GType of #RedisLockWaitMode, a #GEnum.
+ */
+#define REDIS_LOCK_TYPE_WAIT_MODE (redis_lock_wait_mode_get_type ())
+
+/**
+ * redis_lock_wait_mode_get_type:
+ *
+ * Returns: the #GType of #RedisLockWaitMode, %REDIS_LOCK_TYPE_WAIT_MODE.
+ */
+REDIS_LOCK_EXPORT GType redis_lock_wait_mode_get_type (void) G_GNUC_CONST;
+
+/**
  * RedisLockLeaseLostFunc:
  * @lock: the lock whose lease was lost; valid for the duration of the call.
- * @user_data: the data given to redis_lock_registry_set_lease_lost_callback().
+ * @user_data: (closure): the data given to redis_lock_registry_set_lease_lost_callback().
  *
  * Called once per lost lease from a library thread (the registry's watchdog thread,
  * started for this even when renewal is off), never from a thread that may hold the
@@ -147,20 +191,23 @@ REDIS_LOCK_EXPORT RedisLockRegistry *redis_lock_registry_new_quorum (const char 
                                                                      GError **error);
 
 /**
- * redis_lock_registry_ref:
+ * redis_lock_registry_ref: (skip)
  * @registry: a registry
+ *
+ * Not introspected: bindings hold references through the boxed type
+ * %REDIS_LOCK_TYPE_REGISTRY.
  *
  * Returns: (transfer full): @registry, with one more reference.
  */
 REDIS_LOCK_EXPORT RedisLockRegistry *redis_lock_registry_ref (RedisLockRegistry *registry);
 
 /**
- * redis_lock_registry_unref:
+ * redis_lock_registry_unref: (skip)
  * @registry: (transfer full) (nullable): a registry
  *
  * Drops a reference. The last one closes the registry (see redis_lock_registry_close())
  * and frees it. Every #RedisLock obtained from the registry keeps a reference to it
- * while the lock is referenced.
+ * while the lock is referenced. Not introspected, as redis_lock_registry_ref().
  */
 REDIS_LOCK_EXPORT void redis_lock_registry_unref (RedisLockRegistry *registry);
 
@@ -390,8 +437,9 @@ REDIS_LOCK_EXPORT gboolean redis_lock_registry_get_last_fencing_token (RedisLock
 /**
  * redis_lock_registry_set_lease_lost_callback:
  * @registry: a registry
- * @func: (nullable): called once per lost lease, see #RedisLockLeaseLostFunc
- * @user_data: passed to @func
+ * @func: (nullable) (scope notified) (closure user_data) (destroy destroy): called
+ *   once per lost lease, from the watchdog thread, see #RedisLockLeaseLostFunc
+ * @user_data: (nullable): passed to @func
  * @destroy: (nullable): called on @user_data when the callback is replaced and when
  *   the registry is freed
  *
@@ -516,6 +564,21 @@ typedef struct
 } RedisLockRegistryStats;
 
 /**
+ * REDIS_LOCK_TYPE_REGISTRY_STATS:
+ *
+ * The #GType of #RedisLockRegistryStats: a boxed type copied by value and freed with
+ * g_free().
+ */
+#define REDIS_LOCK_TYPE_REGISTRY_STATS (redis_lock_registry_stats_get_type ())
+
+/**
+ * redis_lock_registry_stats_get_type:
+ *
+ * Returns: the #GType of #RedisLockRegistryStats, %REDIS_LOCK_TYPE_REGISTRY_STATS.
+ */
+REDIS_LOCK_EXPORT GType redis_lock_registry_stats_get_type (void) G_GNUC_CONST;
+
+/**
  * RedisLockLeaseInfo:
  * @name: the lock name (the key less `registry_key:`)
  * @owner: the value the key holds: a redislock holder's is its registry's client id,
@@ -533,8 +596,23 @@ typedef struct
 } RedisLockLeaseInfo;
 
 /**
+ * REDIS_LOCK_TYPE_LEASE_INFO:
+ *
+ * The #GType of #RedisLockLeaseInfo: a boxed type copied with its strings and freed
+ * with redis_lock_lease_info_free().
+ */
+#define REDIS_LOCK_TYPE_LEASE_INFO (redis_lock_lease_info_get_type ())
+
+/**
+ * redis_lock_lease_info_get_type:
+ *
+ * Returns: the #GType of #RedisLockLeaseInfo, %REDIS_LOCK_TYPE_LEASE_INFO.
+ */
+REDIS_LOCK_EXPORT GType redis_lock_lease_info_get_type (void) G_GNUC_CONST;
+
+/**
  * redis_lock_lease_info_free:
- * @info: (nullable): a lease info
+ * @info: (transfer full) (nullable): a lease info
  *
  * Frees @info and its strings.
  */
@@ -572,8 +650,9 @@ REDIS_LOCK_EXPORT RedisLockLeaseInfo *redis_lock_registry_get_lease_info (RedisL
  * apart. A key under the registry key that is not a string (no lease) is passed over;
  * redis_lock_registry_get_lease_info() of it fails with %REDIS_LOCK_ERROR_REDIS.
  *
- * Returns: (transfer full) (element-type RedisLockLeaseInfo) (nullable): the leases in
- *   no particular order, an array that frees its elements; %NULL with @error on
+ * Returns: (transfer container) (element-type RedisLockLeaseInfo) (nullable): the
+ *   leases in no particular order, an array that frees its elements (so the caller
+ *   owns the array only, and frees it with g_ptr_array_unref()); %NULL with @error on
  *   failure.
  */
 REDIS_LOCK_EXPORT GPtrArray *redis_lock_registry_list_leases (RedisLockRegistry *registry,

@@ -23,7 +23,7 @@
 #include <redislock/redislock-macros.h>
 #undef __REDIS_LOCK_H_INSIDE__
 
-#include <glib.h>
+#include <glib-object.h>
 
 G_BEGIN_DECLS
 
@@ -34,6 +34,21 @@ G_BEGIN_DECLS
  * thread (the test's main thread).
  */
 typedef struct _RedisLockTestServer RedisLockTestServer;
+
+/**
+ * REDIS_LOCK_TYPE_TEST_SERVER:
+ *
+ * The #GType of #RedisLockTestServer: a boxed type whose copy is
+ * redis_lock_test_server_ref() and whose free is redis_lock_test_server_free().
+ */
+#define REDIS_LOCK_TYPE_TEST_SERVER (redis_lock_test_server_get_type ())
+
+/**
+ * redis_lock_test_server_get_type:
+ *
+ * Returns: the #GType of #RedisLockTestServer, %REDIS_LOCK_TYPE_TEST_SERVER.
+ */
+REDIS_LOCK_EXPORT GType redis_lock_test_server_get_type (void) G_GNUC_CONST;
 
 /**
  * redis_lock_test_server_new:
@@ -52,12 +67,14 @@ REDIS_LOCK_EXPORT RedisLockTestServer *redis_lock_test_server_new (const char *c
                                                                    GError **error);
 
 /**
- * redis_lock_test_server_new_or_skip:
- * @config_lines: (nullable): as for redis_lock_test_server_new()
+ * redis_lock_test_server_new_or_skip: (skip)
+ * @config_lines: (nullable) (array zero-terminated=1): as for
+ *   redis_lock_test_server_new()
  *
  * For GLib test cases: starts a server, or calls g_test_skip() with a clear message
  * and returns %NULL when redis-server is not installed. Any other failure is fatal
- * (g_error()).
+ * (g_error()). Not introspected, as it serves GTest programs only: bindings call
+ * redis_lock_test_server_new() and skip on %G_IO_ERROR_NOT_FOUND.
  *
  * Returns: (transfer full) (nullable): the running server, or %NULL when skipped.
  */
@@ -82,6 +99,20 @@ typedef enum
 } RedisLockTestTlsFlags;
 
 /**
+ * REDIS_LOCK_TYPE_TEST_TLS_FLAGS:
+ *
+ * The #GType of #RedisLockTestTlsFlags, a #GFlags.
+ */
+#define REDIS_LOCK_TYPE_TEST_TLS_FLAGS (redis_lock_test_tls_flags_get_type ())
+
+/**
+ * redis_lock_test_tls_flags_get_type:
+ *
+ * Returns: the #GType of #RedisLockTestTlsFlags, %REDIS_LOCK_TYPE_TEST_TLS_FLAGS.
+ */
+REDIS_LOCK_EXPORT GType redis_lock_test_tls_flags_get_type (void) G_GNUC_CONST;
+
+/**
  * RedisLockTestTlsFile:
  * @REDIS_LOCK_TEST_TLS_CA: the CA certificate (self-signed) that signed the server and
  *   client certificates
@@ -100,6 +131,20 @@ typedef enum
   REDIS_LOCK_TEST_TLS_CLIENT_KEY,
   REDIS_LOCK_TEST_TLS_OTHER_CA,
 } RedisLockTestTlsFile;
+
+/**
+ * REDIS_LOCK_TYPE_TEST_TLS_FILE:
+ *
+ * The #GType of #RedisLockTestTlsFile, a #GEnum.
+ */
+#define REDIS_LOCK_TYPE_TEST_TLS_FILE (redis_lock_test_tls_file_get_type ())
+
+/**
+ * redis_lock_test_tls_file_get_type:
+ *
+ * Returns: the #GType of #RedisLockTestTlsFile, %REDIS_LOCK_TYPE_TEST_TLS_FILE.
+ */
+REDIS_LOCK_EXPORT GType redis_lock_test_tls_file_get_type (void) G_GNUC_CONST;
 
 /**
  * redis_lock_test_server_new_tls:
@@ -129,12 +174,14 @@ REDIS_LOCK_EXPORT RedisLockTestServer *redis_lock_test_server_new_tls (RedisLock
                                                                        GError **error);
 
 /**
- * redis_lock_test_server_new_tls_or_skip:
+ * redis_lock_test_server_new_tls_or_skip: (skip)
  * @flags: as for redis_lock_test_server_new_tls()
- * @config_lines: (nullable): as for redis_lock_test_server_new_tls()
+ * @config_lines: (nullable) (array zero-terminated=1): as for
+ *   redis_lock_test_server_new_tls()
  *
  * As redis_lock_test_server_new_or_skip(), for a TLS server: skips the test case when
- * redis-server or openssl is not installed.
+ * redis-server or openssl is not installed. Not introspected, as
+ * redis_lock_test_server_new_or_skip().
  *
  * Returns: (transfer full) (nullable): the running server, or %NULL when skipped.
  */
@@ -232,17 +279,29 @@ REDIS_LOCK_EXPORT void redis_lock_test_server_pause (RedisLockTestServer *server
 REDIS_LOCK_EXPORT void redis_lock_test_server_resume (RedisLockTestServer *server);
 
 /**
+ * redis_lock_test_server_ref:
+ * @server: a server
+ *
+ * Takes another reference, for code that shares one server (a language binding
+ * holding its handle, for one). redis_lock_test_server_free() drops a reference.
+ *
+ * Returns: (transfer full): @server, with one more reference.
+ */
+REDIS_LOCK_EXPORT RedisLockTestServer *redis_lock_test_server_ref (RedisLockTestServer *server);
+
+/**
  * redis_lock_test_server_free:
  * @server: (transfer full) (nullable): a server
  *
- * Stops the server if it runs and removes its temporary directory.
+ * Drops a reference (a server starts with one); the last one stops the server if it
+ * runs and removes its temporary directory.
  */
 REDIS_LOCK_EXPORT void redis_lock_test_server_free (RedisLockTestServer *server);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockTestServer, redis_lock_test_server_free)
 
 /**
- * RedisLockTestCluster:
+ * RedisLockTestCluster: (skip)
  *
  * Opaque handle on a private Redis Cluster: `redis-server --cluster-enabled yes` nodes
  * listening on free TCP ports of 127.0.0.1 only, each in its own temporary directory
@@ -250,7 +309,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockTestServer, redis_lock_test_server_free)
  * n_masters − 1, owning the slots in equal ranges in that order), then the replicas
  * (replica r of master m is node n_masters + m × replicas_per_master + r). After a
  * failover a former replica may own slots: ask redis_lock_test_cluster_get_slot_owner().
- * Not thread-safe: drive it from one thread.
+ * Not thread-safe: drive it from one thread. Not introspected: it is not reference-counted
+ * (no boxed type), so a binding could not free it; multi-node tests are C programs.
  */
 typedef struct _RedisLockTestCluster RedisLockTestCluster;
 
@@ -276,7 +336,7 @@ REDIS_LOCK_EXPORT RedisLockTestCluster *redis_lock_test_cluster_new (guint n_mas
                                                                      GError **error);
 
 /**
- * redis_lock_test_cluster_new_or_skip:
+ * redis_lock_test_cluster_new_or_skip: (skip)
  * @n_masters: as for redis_lock_test_cluster_new()
  * @replicas_per_master: as for redis_lock_test_cluster_new()
  *
@@ -492,14 +552,15 @@ REDIS_LOCK_EXPORT void redis_lock_test_cluster_free (RedisLockTestCluster *clust
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockTestCluster, redis_lock_test_cluster_free)
 
 /**
- * RedisLockTestSentinel:
+ * RedisLockTestSentinel: (skip)
  *
  * Opaque handle on a private master–replica deployment watched by Sentinels: data
  * nodes and Sentinels listen on free TCP ports of 127.0.0.1 only, each in its own
  * temporary directory, persistence off. Data node 0 starts as master, nodes 1 …
  * n_replicas as its replicas. The Sentinels watch the master as
  * redis_lock_test_sentinel_get_master_name() with a quorum of one, `down-after-milliseconds 1000`
- * and `failover-timeout 5000`. Not thread-safe: drive it from one thread.
+ * and `failover-timeout 5000`. Not thread-safe: drive it from one thread. Not
+ * introspected, as #RedisLockTestCluster.
  */
 typedef struct _RedisLockTestSentinel RedisLockTestSentinel;
 
@@ -525,7 +586,7 @@ REDIS_LOCK_EXPORT RedisLockTestSentinel *redis_lock_test_sentinel_new (guint n_r
                                                                        GError **error);
 
 /**
- * redis_lock_test_sentinel_new_or_skip:
+ * redis_lock_test_sentinel_new_or_skip: (skip)
  * @n_replicas: as for redis_lock_test_sentinel_new()
  * @n_sentinels: as for redis_lock_test_sentinel_new()
  *

@@ -1,0 +1,289 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""introspection.py: the library through its typelib, from Python with PyGObject.
+
+What a Python program sees of redislock is what the GIR annotations and the GTypes of
+src/types.c make of the C API, so this test takes and releases locks through
+`gi.repository.Redislock` against a private redis-server started with the test-server
+helper (itself through the typelib), and checks what the annotations promise: the
+boxed registry and lock (one object per name), try_lock's three outcomes as True,
+False and GLib.Error, errors in the redislock domain with its codes as a GEnum, out
+arguments, arrays, the boxed structures, the lease-lost callback and, when the library
+has it, asynchronous acquisition and release in a GLib main loop.
+
+It prints TAP for automake's tap-driver (tests/run-python.sh runs it). It exits 77
+after a `1..0 # SKIP` plan when PyGObject, the typelib or redis-server is missing.
+GI_TYPELIB_PATH and LD_LIBRARY_PATH point into the build tree (tests/Makefile.am);
+REDIS_LOCK_API_VERSION names the namespace version.
+"""
+import os
+import sys
+import threading
+import time
+import traceback
+
+
+def skip(reason):
+    print("1..0 # SKIP " + reason)
+    sys.exit(77)
+
+
+try:
+    import gi
+except ImportError:
+    skip("PyGObject (python3-gi) is not installed for " + sys.executable)
+
+API_VERSION = os.environ.get("REDIS_LOCK_API_VERSION", "0.1")
+try:
+    gi.require_version("GLib", "2.0")
+    gi.require_version("GObject", "2.0")
+    gi.require_version("Gio", "2.0")
+    gi.require_version("Redislock", API_VERSION)
+except ValueError as e:
+    skip("the Redislock-%s typelib is not built (configure --enable-introspection): %s"
+         % (API_VERSION, e))
+
+from gi.repository import GLib, GObject, Gio, Redislock  # noqa: E402
+
+DOMAIN = "redis-lock-error-quark"
+Code = Redislock.LockErrorCode
+
+
+def expect_error(code, func, *args):
+    """Calls func(*args) and returns the GLib.Error it must raise, of @code."""
+    try:
+        func(*args)
+    except GLib.Error as e:
+        assert e.domain == DOMAIN, "domain %r" % e.domain
+        assert e.code == int(code), "code %d, expected %d (%s)" % (e.code, int(code), e.message)
+        assert e.matches(Redislock.lock_error_quark(), int(code))
+        return e
+    raise AssertionError("%s did not raise" % func.__name__)
+
+
+def wait_for(predicate, timeout_s=10.0):
+    """Polls @predicate until it holds or the deadline passes."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+class Fixture:
+    def __init__(self):
+        try:
+            self.server = Redislock.LockTestServer.new(None)
+        except GLib.Error as e:
+            if e.matches(Gio.io_error_quark(), Gio.IOErrorEnum.NOT_FOUND):
+                skip("redis-server is not installed: " + e.message)
+            raise
+        self.url = self.server.get_url()
+
+    def registry(self, key="gi"):
+        return Redislock.LockRegistry.new(self.url, key)
+
+
+def test_types_registered(fx):
+    assert GObject.type_name(Redislock.LockRegistry.__gtype__) == "RedisLockRegistry"
+    assert GObject.type_name(Redislock.Lock.__gtype__) == "RedisLock"
+    assert Redislock.LockErrorCode.__gtype__.name == "RedisLockErrorCode"
+    assert Redislock.LockErrorCode.__gtype__.parent.name == "GEnum"
+    assert Redislock.LockTestTlsFlags.__gtype__.parent.name == "GFlags"
+    assert int(Redislock.LockErrorCode.NOT_REPLICATED) == 8
+    assert int(Redislock.LockWaitMode.SPIN) == 1
+    assert Redislock.LockTestTlsFlags.EXPIRED == 2
+
+
+def test_same_object_for_same_name(fx):
+    reg = fx.registry()
+    a = reg.obtain("same")
+    b = reg.obtain("same")
+    c = reg.obtain("other")
+    assert a == b, "two obtains of one name give two locks"
+    assert a != c
+    assert a.get_name() == "same" and a.get_key() == "gi:same"
+    assert reg.get_cache_size() == 2
+
+
+def test_try_lock_then_other_registry_cannot(fx):
+    reg, other = fx.registry(), fx.registry()
+    lock = reg.obtain("excl")
+    theirs = other.obtain("excl")
+    assert lock.try_lock() is True
+    assert lock.is_held_by_current_thread() and lock.get_hold_count() == 1
+    assert lock.get_lease_cancellable() is not None
+    value = lock.dup_lease_value()
+    assert value.startswith(reg.get_client_id() + ":")
+    assert theirs.try_lock() is False
+    start = time.monotonic()
+    assert theirs.try_lock_for(100, None) is False
+    assert time.monotonic() - start >= 0.09
+    info = other.get_lease_info("excl")
+    assert info.name == "excl" and info.owner == value and info.pttl_ms > 0
+    info.free()  # (transfer full): frees a copy, the wrapper keeps its own
+    assert info.name == "excl"
+    names = [i.name for i in other.list_leases()]
+    assert names == ["excl"], names
+    assert lock.unlock() is True
+    assert not lock.is_held_by_current_thread()
+    assert other.get_lease_info("excl") is None
+    assert theirs.try_lock_full(2000, 5000, None) is True
+    assert theirs.unlock() is True
+
+
+def test_errors(fx):
+    reg = fx.registry()
+    expect_error(Code.INVALID, reg.obtain, "")
+    expect_error(Code.INVALID, Redislock.LockRegistry.new, "bogus://x", "k")
+    lock = reg.obtain("not-held")
+    expect_error(Code.NOT_OWNER, lock.unlock)
+    expect_error(Code.NOT_OWNER, reg.renew, "not-held", 0)
+    reg.close()
+    expect_error(Code.CLOSED, lock.try_lock)
+
+
+def test_out_arguments_and_structs(fx):
+    reg = fx.registry()
+    reg.set_fencing(True)
+    assert reg.get_fencing() is True
+    found, token = reg.get_last_fencing_token("fenced")
+    assert found is False and token == 0
+    lock = reg.obtain("fenced")
+    assert lock.try_lock()
+    first = lock.get_fencing_token()
+    assert first >= 1
+    assert lock.unlock()
+    found, token = reg.get_last_fencing_token("fenced")
+    assert found is True and token == first
+    stats = reg.get_stats()
+    assert isinstance(stats, Redislock.LockRegistryStats)
+    assert stats.acquisitions == 1 and stats.releases == 1 and stats.round_trips >= 2
+
+
+def test_lock_all(fx):
+    reg, other = fx.registry(), fx.registry()
+    locks = [reg.obtain("all-a"), reg.obtain("all-b")]
+    assert Redislock.Lock.try_lock_all(locks, 0, None) is True
+    assert all(l.is_held_by_current_thread() for l in locks)
+    assert other.obtain("all-b").try_lock() is False
+    assert Redislock.Lock.unlock_all(locks) is True
+    assert not any(l.is_acquired_in_this_process() for l in locks)
+
+
+def test_wait_mode_setting(fx):
+    reg = fx.registry()
+    reg.set_wait_mode(Redislock.LockWaitMode.SPIN)
+    reg.set_idle_between_tries_ms(10)
+    try:
+        reg.set_wait_mode("spin-ish")
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("a string was taken for a RedisLockWaitMode")
+    lock = reg.obtain("spin")
+    assert lock.try_lock_for(1000, None) is True
+    assert lock.unlock()
+
+
+def test_lease_lost_callback(fx):
+    store = "gi-lost-%d" % os.getpid()
+    reg = Redislock.LockRegistry.new("memory://" + store, "gi")
+    lost = []
+    reg.set_lease_lost_callback(lambda lock, data: lost.append((lock.get_name(), data)), "tag")
+    lock = reg.obtain("stolen")
+    assert lock.try_lock()
+    assert Redislock.Lock.memory_store_steal(store, "gi:stolen", "someone-else", 60000)
+    assert Redislock.Lock.memory_store_get_owner(store, "gi:stolen") == "someone-else"
+    expect_error(Code.LEASE_LOST, reg.renew, "stolen", 0)
+    assert wait_for(lambda: len(lost) == 1), "the callback was not called"
+    assert lost == [("stolen", "tag")]
+    assert lock.is_lease_lost() and lock.get_lease_cancellable().is_cancelled()
+    expect_error(Code.LEASE_LOST, lock.unlock)
+    reg.set_lease_lost_callback(None, None)
+
+
+def test_lock_async(fx):
+    if not hasattr(Redislock.Lock, "lock_async"):
+        return "SKIP the library has no asynchronous acquisition"
+    reg, other = fx.registry(), fx.registry()
+    lock = reg.obtain("async")
+    theirs = other.obtain("async")
+    assert theirs.try_lock()
+    loop = GLib.MainLoop()
+    outcome = []
+
+    # The source object is None: a RedisLock is a boxed type, not a GObject.
+    def done(source, result, data):
+        try:
+            outcome.append(lock.lock_finish(result))
+        except GLib.Error as e:
+            outcome.append(e)
+        loop.quit()
+
+    lock.lock_async(10000, 0, None, done, None)
+    GLib.idle_add(lambda: (theirs.unlock(), False)[1])
+    GLib.timeout_add_seconds(15, loop.quit)
+    loop.run()
+    assert outcome == [True], outcome
+    assert lock.is_held_by_current_thread()
+    assert theirs.try_lock() is False
+
+    def unlocked(source, result, data):
+        outcome.append(lock.unlock_finish(result))
+        loop.quit()
+
+    outcome.clear()
+    lock.unlock_async(None, unlocked, None)
+    assert not lock.is_held_by_current_thread()
+    loop.run()
+    assert outcome == [True], outcome
+    assert other.get_lease_info("async") is None
+    cancellable = Gio.Cancellable()
+    assert theirs.try_lock()
+    outcome.clear()
+    lock.lock_async(-1, 0, cancellable, done, None)
+    GLib.idle_add(lambda: (cancellable.cancel(), False)[1])
+    loop.run()
+    assert len(outcome) == 1 and isinstance(outcome[0], GLib.Error), outcome
+    assert outcome[0].matches(Gio.io_error_quark(), Gio.IOErrorEnum.CANCELLED)
+    assert not lock.is_held_by_current_thread()
+    assert theirs.unlock()
+
+
+TESTS = [
+    test_types_registered,
+    test_same_object_for_same_name,
+    test_try_lock_then_other_registry_cannot,
+    test_errors,
+    test_out_arguments_and_structs,
+    test_lock_all,
+    test_wait_mode_setting,
+    test_lease_lost_callback,
+    test_lock_async,
+]
+
+
+def main():
+    fx = Fixture()
+    print("1..%d" % len(TESTS))
+    failed = 0
+    for n, test in enumerate(TESTS, 1):
+        name = "/introspection/" + test.__name__[len("test_"):].replace("_", "-")
+        try:
+            note = test(fx)
+        except Exception:
+            failed += 1
+            print("not ok %d %s" % (n, name))
+            for line in traceback.format_exc().splitlines():
+                print("# " + line)
+        else:
+            directive = " # " + note if note else ""
+            print("ok %d %s%s" % (n, name, directive))
+        sys.stdout.flush()
+    del fx
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
