@@ -60,6 +60,7 @@ section_silent (Bench *b, Section *s)
   registry = bench_registry (b, &error);
   if (registry == NULL)
     goto fail;
+  redis_lock_registry_set_key_tracking (registry, TRUE);
   lock = redis_lock_registry_obtain (registry, "silent", &error);
   if (lock == NULL)
     goto fail;

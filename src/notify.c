@@ -21,9 +21,12 @@
  * once and restart() makes it resubscribe at once, and PINGs an otherwise silent
  * connection so a dead server is noticed. Reconnection backs off from 50 ms to 5 s.
  *
- * The same connection also hears of keys that change without a notification: a lock
- * deleted by a client that does not publish (Spring's registry in spin mode), or one
- * that expires (a crashed holder's). Before subscribing, it turns on Redis's
+ * When the registry asks for it (its key_tracking setting, off by default: each write
+ * of a lock key then reaches every process's subscriber), the same connection also
+ * hears of keys that change without a notification: a lock deleted by a client that
+ * does not publish (Spring's registry in spin mode), or one that expires (a crashed
+ * holder's). The setting is read at each (re)subscription, and a change of it
+ * resubscribes (rl_notifier_restart()). Before subscribing, it turns on Redis's
  * client-side-caching tracking in broadcasting mode for the prefix `registry_key:`,
  * redirected to itself (CLIENT TRACKING on REDIRECT <own id> BCAST PREFIX ...), and
  * subscribes to `__redis__:invalidate`: the RESP2 form, where the server reports every
@@ -199,7 +202,7 @@ track_keys (RlNotifier *self, RlConn *conn)
   g_autofree char *refusal = NULL;
 
   self->tracking = FALSE;
-  if (self->track_prefix == NULL)
+  if (self->track_prefix == NULL || !g_atomic_int_get (&self->store->ctx->key_tracking))
     return TRUE;
   reply = rl_conn_roundtrip (conn, 2, client_id);
   if (reply == NULL)

@@ -877,6 +877,20 @@ quorum_watch (RlStore *store, gint64 timeout_ms)
   return count >= self->majority;
 }
 
+static void
+quorum_rewatch (RlStore *store)
+{
+  RlQuorumStore *self = (RlQuorumStore *) store;
+
+  for (guint i = 0; i < self->n; i++)
+    {
+      RlStore *child = child_store (self, i);
+
+      if (child != NULL && child->vt->rewatch != NULL)
+        child->vt->rewatch (child);
+    }
+}
+
 /* Ends the opener, which might otherwise open a child after this. */
 static void
 stop_opener (RlQuorumStore *self)
@@ -934,6 +948,7 @@ static const RlStoreVTable quorum_store_vtable = {
   .read_counter = quorum_read_counter,
   .list = quorum_list,
   .watch = quorum_watch,
+  .rewatch = quorum_rewatch,
   .close = quorum_close,
   .free = quorum_free,
 };

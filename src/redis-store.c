@@ -1564,6 +1564,14 @@ redis_watch (RlStore *store, gint64 timeout_ms)
 }
 
 static void
+redis_rewatch (RlStore *store)
+{
+  RlRedisStore *self = (RlRedisStore *) store;
+
+  rl_notifier_restart (self->notifier);
+}
+
+static void
 redis_close (RlStore *store)
 {
   RlRedisStore *self = (RlRedisStore *) store;
@@ -2195,6 +2203,7 @@ static const RlStoreVTable redis_store_vtable = {
   .request_step = redis_request_step,
   .request_end = redis_request_end,
   .watch = redis_watch,
+  .rewatch = redis_rewatch,
   .close = redis_close,
   .free = redis_free,
 };

@@ -364,6 +364,27 @@ redis_lock_registry_set_min_replicas (RedisLockRegistry *registry, guint n, gint
 }
 
 void
+redis_lock_registry_set_key_tracking (RedisLockRegistry *registry, gboolean enabled)
+{
+  RlStore *store;
+
+  g_return_if_fail (registry != NULL);
+  if (g_atomic_int_exchange (&registry->store_ctx.key_tracking, enabled ? 1 : 0)
+      == (enabled ? 1 : 0))
+    return;
+  store = registry->store;
+  if (store->vt->rewatch != NULL)
+    store->vt->rewatch (store);
+}
+
+gboolean
+redis_lock_registry_get_key_tracking (RedisLockRegistry *registry)
+{
+  g_return_val_if_fail (registry != NULL, FALSE);
+  return g_atomic_int_get (&registry->store_ctx.key_tracking) != 0;
+}
+
+void
 redis_lock_registry_set_fencing (RedisLockRegistry *registry, gboolean enabled)
 {
   g_return_if_fail (registry != NULL);

@@ -92,6 +92,8 @@ typedef struct
   gint64 min_replicas;       /* atomic: replicas that must acknowledge a write; 0: none */
   gint64 replica_timeout_ms; /* atomic: how long WAIT waits for them */
   gint64 quorum_node_timeout_ms; /* atomic: the quorum store's per-node bound; 0: min(50 ms, TTL/20) */
+  gint key_tracking;             /* atomic: waiters also hear of keys changed without a
+                                    notification (Redis key tracking); 0: off */
   RedisLockRegistryStats *stats;
 } RlStoreContext;
 
@@ -160,6 +162,10 @@ typedef struct
    * that follows it. Waits at most @timeout_ms (0: just tells), returning FALSE early
    * when an attempt to start them fails. */
   gboolean (*watch) (RlStore *store, gint64 timeout_ms);
+  /* Sets release notifications up again when they run, so that a changed setting of
+   * how they are made (key_tracking) applies; a release meanwhile is reported as
+   * missed (key NULL). NULL in a store whose notifications have no such setting. */
+  void (*rewatch) (RlStore *store);
   /* Stepwise requests; NULL in a store that answers at once (the memory store), whose
    * acquire, renew and release the caller calls instead. request_begin queues @kind
    * on each of the @n @items (distinct keys, on one server) on a connection of the

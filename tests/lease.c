@@ -630,6 +630,7 @@ test_acl_without_channel_permission (TestFixture *fx, gconstpointer data)
   g_assert_no_error (error);
   b = redis_lock_registry_new (url, TEST_REGISTRY_KEY, &error);
   g_assert_no_error (error);
+  redis_lock_registry_set_key_tracking (b, TRUE);
   la = test_obtain (a, "acl");
   lb = test_obtain (b, "acl");
 
@@ -698,6 +699,7 @@ test_acl_without_client_command (TestFixture *fx, gconstpointer data)
   redis_lock_registry_set_expire_after_ms (a, 30000);
   b = redis_lock_registry_new (url, TEST_REGISTRY_KEY, &error);
   g_assert_no_error (error);
+  redis_lock_registry_set_key_tracking (b, TRUE);
   la = test_obtain (a, "notrack");
   lb = test_obtain (b, "notrack");
 

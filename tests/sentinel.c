@@ -113,6 +113,7 @@ test_silent_delete (void)
   if (s == NULL)
     return;
   registry = test_registry_new_on (redis_lock_test_sentinel_get_url (s));
+  redis_lock_registry_set_key_tracking (registry, TRUE);
   lock = test_obtain (registry, "silent");
   master = node_connect (s, redis_lock_test_sentinel_get_master (s));
   freeReplyObject (test_redis_command (master, "SET %s foreign-holder PX 30000",

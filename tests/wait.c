@@ -408,11 +408,12 @@ test_close_wakes_local_waiter (TestFixture *f, gconstpointer data)
 
 /* ---- keys that change without an unlock notification (Redis key tracking) ---- */
 
-/* Starts a lock() of @name in a PUBSUB registry of its own while the key is held by a
- * client outside the library (a raw SET with a 30 s TTL), and returns once the waiter
- * has found it held and sleeps. */
+/* Starts a lock() of @name in a PUBSUB registry of its own with key tracking on while
+ * the key is held by a client outside the library (a raw SET with a 30 s TTL), and
+ * returns once the waiter has found it held and sleeps. With @late, tracking is turned
+ * on only after the subscription is up. */
 static GThread *
-start_silent_waiter (TestFixture *f, const char *name, RedisLockRegistry **waiter,
+start_silent_waiter (TestFixture *f, const char *name, gboolean late, RedisLockRegistry **waiter,
                      RedisLock **wanted, TestTaker *t)
 {
   g_autofree char *key = g_strconcat (TEST_REGISTRY_KEY ":", name, NULL);
@@ -425,10 +426,16 @@ start_silent_waiter (TestFixture *f, const char *name, RedisLockRegistry **waite
   g_assert_cmpint (reply->type, ==, REDIS_REPLY_STATUS);
   freeReplyObject (reply);
   *waiter = waiter_registry_new (f, &pubsub_mode);
+  g_assert_false (redis_lock_registry_get_key_tracking (*waiter));
+  if (!late)
+    redis_lock_registry_set_key_tracking (*waiter, TRUE);
   *wanted = test_obtain (*waiter, name);
   /* Wait once first, so the subscription (and the key tracking) is up. */
   g_assert_false (redis_lock_try_lock_for (*wanted, 300, NULL, &error));
   g_assert_no_error (error);
+  if (late)
+    redis_lock_registry_set_key_tracking (*waiter, TRUE);
+  g_assert_true (redis_lock_registry_get_key_tracking (*waiter));
   redis_lock_registry_get_stats (*waiter, &stats);
   t->fixture = f;
   thread = test_taker_start (t, *wanted, G_MININT64);
@@ -453,7 +460,7 @@ test_wakes_on_silent_delete (TestFixture *f, gconstpointer data)
                   "explains it.");
   TEST_SKIP_IF_NO_SERVER (f);
 
-  thread = start_silent_waiter (f, "silent-delete", &waiter, &wanted, &t);
+  thread = start_silent_waiter (f, "silent-delete", GPOINTER_TO_INT (data), &waiter, &wanted, &t);
   deleted_at = test_now_ms ();
   g_assert_true (test_store_delete (f, TEST_REGISTRY_KEY ":silent-delete"));
   test_taker_join (&t, thread, 5000);
@@ -481,7 +488,7 @@ test_wakes_on_silent_expiry (TestFixture *f, gconstpointer data)
                   "and not before.");
   TEST_SKIP_IF_NO_SERVER (f);
 
-  thread = start_silent_waiter (f, "silent-expiry", &waiter, &wanted, &t);
+  thread = start_silent_waiter (f, "silent-expiry", FALSE, &waiter, &wanted, &t);
   shortened_at = test_now_ms ();
   test_store_set_owner (f, TEST_REGISTRY_KEY ":silent-expiry", "foreign-holder", 300);
   test_taker_join (&t, thread, 5000);
@@ -527,6 +534,7 @@ test_wakes_on_silent_delete_after_unlock (TestFixture *f, gconstpointer data)
   held = test_obtain (f->registry, "silent-after-unlock");
   g_assert_true (redis_lock_lock (held, NULL));
   waiter = waiter_registry_new (f, &pubsub_mode);
+  redis_lock_registry_set_key_tracking (waiter, TRUE);
   wanted = test_obtain (waiter, "silent-after-unlock");
   g_assert_false (redis_lock_try_lock_for (wanted, 300, NULL, &error));
   g_assert_no_error (error);
@@ -585,7 +593,10 @@ main (int argc, char **argv)
                    test_close_wakes_remote_waiter);
   test_add_stores ("/wait/close/wakes-local-waiter", NULL, test_close_wakes_local_waiter);
 
-  test_add_redis ("/wait/silent-release/delete", NULL, test_wakes_on_silent_delete);
+  test_add_redis ("/wait/silent-release/delete", GINT_TO_POINTER (FALSE),
+                  test_wakes_on_silent_delete);
+  test_add_redis ("/wait/silent-release/delete-tracking-turned-on-later", GINT_TO_POINTER (TRUE),
+                  test_wakes_on_silent_delete);
   test_add_redis ("/wait/silent-release/expiry", NULL, test_wakes_on_silent_expiry);
   test_add_redis ("/wait/silent-release/delete-after-unlock", NULL,
                   test_wakes_on_silent_delete_after_unlock);

@@ -69,10 +69,9 @@ REDIS_LOCK_EXPORT GType redis_lock_get_type (void) G_GNUC_CONST;
  * RedisLockWaitMode:
  * @REDIS_LOCK_WAIT_PUBSUB: default: a waiter sleeps until the unlock notification for its
  *   lock arrives, bounded by the holder's remaining TTL, the caller's deadline and
- *   cancellable. On a single server or a Sentinel master, a change of the lock's key
- *   without a notification (a delete by a client that does not publish, an expiry) wakes
- *   it too, through Redis's key tracking (Redis 6 or later; see README). Falls back to
- *   SPIN timing while the subscription is down.
+ *   cancellable. With redis_lock_registry_set_key_tracking(), a change of the lock's key
+ *   without a notification (a delete by a client that does not publish) wakes it too.
+ *   Falls back to SPIN timing while the subscription is down.
  * @REDIS_LOCK_WAIT_SPIN: retry every idle_between_tries_ms.
  *
  * How a thread waits for a lock that another process (or registry) holds in Redis.
@@ -373,6 +372,42 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_quorum_node_timeout_ms (RedisLock
 REDIS_LOCK_EXPORT void redis_lock_registry_set_min_replicas (RedisLockRegistry *registry,
                                                              guint n,
                                                              gint64 timeout_ms);
+
+/**
+ * redis_lock_registry_set_key_tracking:
+ * @registry: a registry
+ * @enabled: whether waiters also hear of lock keys changed without an unlock
+ *   notification (default %FALSE)
+ *
+ * Wake-ups without a notification. Waiters in %REDIS_LOCK_WAIT_PUBSUB mode are woken
+ * by the unlock notification that every release of this library (and of Spring's
+ * registry in its default mode) publishes, and otherwise at the end of the holder's
+ * remaining TTL. A key deleted by a client that does not publish (Spring's registry
+ * in spin mode, an operator's `DEL`) leaves them waiting until that TTL ends. With
+ * @enabled, the registry's subscriber connection also turns on Redis's key tracking
+ * for the registry's keys (`CLIENT TRACKING on REDIRECT <itself> BCAST PREFIX
+ * registry_key:`, Redis 6 or later, no server configuration), so such a delete wakes
+ * the waiters within a round trip.
+ *
+ * It is off by default because it has a price: every write of a lock key (each
+ * acquisition, renewal and release, by any process) then also sends a message to
+ * every process's subscriber connection, which costs each hand-off and each contended
+ * section measurably (see README, "Performance"). On a single server, a Sentinel
+ * master and each node of a quorum registry; a Cluster registry ignores it (one
+ * subscriber would hear of one master's keys only). A user that may not run `CLIENT`
+ * or subscribe to `__redis__:invalidate` gets one warning and waits as without it.
+ * Changing it while notifications run sets the subscription up again.
+ */
+REDIS_LOCK_EXPORT void redis_lock_registry_set_key_tracking (RedisLockRegistry *registry,
+                                                             gboolean enabled);
+
+/**
+ * redis_lock_registry_get_key_tracking:
+ * @registry: a registry
+ *
+ * Returns: whether key tracking is on (see redis_lock_registry_set_key_tracking()).
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_registry_get_key_tracking (RedisLockRegistry *registry);
 
 /**
  * redis_lock_registry_set_fencing:
