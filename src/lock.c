@@ -289,6 +289,41 @@ take_ownership_locked (RedisLock *lock, gpointer self, gboolean waited)
 
 static gboolean unlock_outermost (RedisLock *lock, GError **error);
 
+/* Counts a waiter (@self: a thread, or a queued waiter's marker) out of the wait for the
+ * local mutex; @owned: it leaves owning the mutex. One that leaves without it may be
+ * the last of the waiters a lease was handed over to: it then takes the mutex, and
+ * TRUE tells the caller to release that lease (release_orphan()) once lock->m is
+ * unlocked, so that it does not stay in Redis with nobody to release it. Otherwise it
+ * may have swallowed a signal meant for another waiter, which goes on. lock->m held. */
+static gboolean
+leave_wait_locked (RedisLock *lock, gpointer self, gboolean owned)
+{
+  lock->waiters--;
+  if (lock->waiters == 0)
+    lock->barged = lock->reserved = 0;
+  if (owned || lock->owner != NULL)
+    return FALSE;
+  if (lock->handed_over && lock->waiters == 0)
+    {
+      take_ownership_locked (lock, self, TRUE);
+      return TRUE;
+    }
+  if (lock->waiters > 0)
+    wake_local_waiter (lock);
+  return FALSE;
+}
+
+/* Releases the lease leave_wait_locked() took over from waiters that all left. */
+static void
+release_orphan (RedisLock *lock)
+{
+  g_autoptr (GError) orphan_error = NULL;
+
+  if (!unlock_outermost (lock, &orphan_error))
+    g_message ("Releasing the lease of lock “%s”, handed over to waiters that all gave up: %s",
+               rl_lock_name (lock), orphan_error->message);
+}
+
 /* Waits for the local mutex until @deadline. Returns TRUE when the calling thread
  * owns it (*kept: with the lease handed over); FALSE with @error on close or cancel,
  * without on timeout. */
@@ -318,31 +353,10 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
       lock->waking = FALSE;
       waited = TRUE;
     }
-  lock->waiters--;
-  if (lock->waiters == 0)
-    lock->barged = lock->reserved = 0;
-  if (!owned && lock->owner == NULL)
-    {
-      if (lock->handed_over && lock->waiters == 0)
-        {
-          /* A lease was handed to the waiters and the last of them is leaving: it
-           * must not stay in Redis with nobody to release it. */
-          take_ownership_locked (lock, self, TRUE);
-          orphan = TRUE;
-        }
-      else if (lock->waiters > 0)
-        /* Leaving without the mutex may have swallowed a signal meant for another
-         * waiter. */
-        wake_local_waiter (lock);
-    }
+  orphan = leave_wait_locked (lock, self, owned);
   rl_mutex_unlock (&lock->m);
   if (orphan)
-    {
-      g_autoptr (GError) orphan_error = NULL;
-      if (!unlock_outermost (lock, &orphan_error))
-        g_message ("Releasing the lease of lock “%s”, handed over to waiters that all gave up: %s",
-                   rl_lock_name (lock), orphan_error->message);
-    }
+    release_orphan (lock);
   return owned;
 }
 
@@ -676,27 +690,10 @@ rl_lock_leave_queue (RedisLock *lock, RlLockWaiter *waiter)
       return FALSE;
     }
   g_queue_unlink (&lock->wait->queue, &waiter->link);
-  lock->waiters--;
-  if (lock->waiters == 0)
-    lock->barged = lock->reserved = 0;
-  if (lock->owner == NULL)
-    {
-      if (lock->handed_over && lock->waiters == 0)
-        {
-          take_ownership_locked (lock, waiter, TRUE);
-          orphan = TRUE;
-        }
-      else if (lock->waiters > 0)
-        wake_local_waiter (lock);
-    }
+  orphan = leave_wait_locked (lock, waiter, FALSE);
   rl_mutex_unlock (&lock->m);
   if (orphan)
-    {
-      g_autoptr (GError) orphan_error = NULL;
-      if (!unlock_outermost (lock, &orphan_error))
-        g_message ("Releasing the lease of lock “%s”, handed over to waiters that all gave up: %s",
-                   rl_lock_name (lock), orphan_error->message);
-    }
+    release_orphan (lock);
   return TRUE;
 }
 
