@@ -96,10 +96,12 @@ struct _RedisLock
   /* The local recursive mutex: lock->m guards these. */
   RlMutex m;
   RlLockWait *wait;   /* made by the first thread that waits */
-  gpointer owner;     /* GThread of the holder, NULL when free; written atomically, so
-                         the holder may read it without lock->m */
-  guint count;        /* the holder's hold count; only the holder reads or writes it */
-  guint waiters;      /* threads waiting for the local mutex */
+  gpointer owner;     /* GThread of the holder (or the marker of an asynchronous call
+                         holding it for its thread), NULL when free; written
+                         atomically, so the holder may read it without lock->m */
+  guint count;        /* the holder's hold count; only the holder reads or writes it
+                         (set before the owner field names the holder) */
+  guint waiters;      /* threads and queued calls waiting for the local mutex */
   guint16 notify_seq; /* bumped when the store says the lease may have been released
                          (waiters only compare it with what they read: it may wrap) */
   guint16 handoffs;   /* local hand-offs in a row since the lease was taken (the bound,
