@@ -595,6 +595,53 @@ log_acl_warning (const char *domain, GLogLevelFlags level, const char *message, 
     g_log_default_handler (domain, level, message, data);
 }
 
+/* Makes the Redis user @user (password "pw") with the ACL rules @rules (NULL-terminated),
+ * starts counting the warnings about refused permissions (*handler: the log handler, for
+ * acl_end()), and opens two registries logged in as that user: *a, and *b with key
+ * tracking on. */
+static void
+acl_registries_new (TestFixture *fx, const char *user, const char *const *rules,
+                    RedisLockRegistry **a, RedisLockRegistry **b, guint *handler)
+{
+  g_autoptr (GPtrArray) argv = g_ptr_array_new ();
+  g_autoptr (GError) error = NULL;
+  g_autofree char *url = NULL;
+  redisReply *reply;
+
+  g_ptr_array_add (argv, (gpointer) "ACL");
+  g_ptr_array_add (argv, (gpointer) "SETUSER");
+  g_ptr_array_add (argv, (gpointer) user);
+  g_ptr_array_add (argv, (gpointer) "on");
+  g_ptr_array_add (argv, (gpointer) ">pw");
+  for (guint i = 0; rules[i] != NULL; i++)
+    g_ptr_array_add (argv, (gpointer) rules[i]);
+  reply = redisCommandArgv (fx->redis, (int) argv->len, (const char **) argv->pdata, NULL);
+  g_assert_nonnull (reply);
+  g_assert_cmpint (reply->type, ==, REDIS_REPLY_STATUS);
+  freeReplyObject (reply);
+  url = g_strdup_printf ("unix://%s?username=%s&password=pw",
+                         redis_lock_test_server_get_socket_path (fx->server), user);
+  g_atomic_int_set (&acl_warnings, 0);
+  g_atomic_int_set (&tracking_warnings, 0);
+  *handler = g_log_set_handler ("redislock", G_LOG_LEVEL_WARNING | G_LOG_FLAG_FATAL,
+                                log_acl_warning, NULL);
+  g_test_log_set_fatal_handler (acl_warning_not_fatal, NULL);
+
+  *a = redis_lock_registry_new (url, TEST_REGISTRY_KEY, &error);
+  g_assert_no_error (error);
+  *b = redis_lock_registry_new (url, TEST_REGISTRY_KEY, &error);
+  g_assert_no_error (error);
+  redis_lock_registry_set_key_tracking (*b, TRUE);
+}
+
+/* Stops counting warnings (after the registries are gone: their last ones count). */
+static void
+acl_end (guint handler)
+{
+  g_test_log_set_fatal_handler (NULL, NULL);
+  g_log_remove_handler ("redislock", handler);
+}
+
 static void
 test_acl_without_channel_permission (TestFixture *fx, gconstpointer data)
 {
@@ -602,11 +649,9 @@ test_acl_without_channel_permission (TestFixture *fx, gconstpointer data)
   g_autoptr (RedisLockRegistry) b = NULL;
   g_autoptr (RedisLock) la = NULL;
   g_autoptr (RedisLock) lb = NULL;
-  g_autoptr (GError) error = NULL;
-  g_autofree char *url = NULL;
+  const char *const rules[] = { "~*", "+@all", "resetchannels", NULL };
   TestTaker taker = { 0 };
   GThread *thread;
-  redisReply *reply;
   guint handler;
 
   g_test_summary ("A Redis user without permission on the notification channel (an ACL "
@@ -615,22 +660,7 @@ test_acl_without_channel_permission (TestFixture *fx, gconstpointer data)
                   "gets the lock by polling within a second, not after seconds");
   TEST_SKIP_IF_NO_SERVER (fx);
 
-  reply = test_redis_command (fx->redis, "ACL SETUSER locker on >pw ~* +@all resetchannels");
-  g_assert_cmpint (reply->type, ==, REDIS_REPLY_STATUS);
-  freeReplyObject (reply);
-  url = g_strdup_printf ("unix://%s?username=locker&password=pw",
-                         redis_lock_test_server_get_socket_path (fx->server));
-  g_atomic_int_set (&acl_warnings, 0);
-  g_atomic_int_set (&tracking_warnings, 0);
-  handler = g_log_set_handler ("redislock", G_LOG_LEVEL_WARNING | G_LOG_FLAG_FATAL,
-                               log_acl_warning, NULL);
-  g_test_log_set_fatal_handler (acl_warning_not_fatal, NULL);
-
-  a = redis_lock_registry_new (url, TEST_REGISTRY_KEY, &error);
-  g_assert_no_error (error);
-  b = redis_lock_registry_new (url, TEST_REGISTRY_KEY, &error);
-  g_assert_no_error (error);
-  redis_lock_registry_set_key_tracking (b, TRUE);
+  acl_registries_new (fx, "locker", rules, &a, &b, &handler);
   la = test_obtain (a, "acl");
   lb = test_obtain (b, "acl");
 
@@ -659,8 +689,7 @@ test_acl_without_channel_permission (TestFixture *fx, gconstpointer data)
   g_clear_pointer (&lb, redis_lock_unref);
   g_clear_pointer (&a, redis_lock_registry_unref);
   g_clear_pointer (&b, redis_lock_registry_unref);
-  g_test_log_set_fatal_handler (NULL, NULL);
-  g_log_remove_handler ("redislock", handler);
+  acl_end (handler);
 }
 
 static void
@@ -670,11 +699,9 @@ test_acl_without_client_command (TestFixture *fx, gconstpointer data)
   g_autoptr (RedisLockRegistry) b = NULL;
   g_autoptr (RedisLock) la = NULL;
   g_autoptr (RedisLock) lb = NULL;
-  g_autoptr (GError) error = NULL;
-  g_autofree char *url = NULL;
+  const char *const rules[] = { "~*", "&*", "+@all", "-client", NULL };
   TestTaker taker = { 0 };
   GThread *thread;
-  redisReply *reply;
   gint64 unlocked_at;
   guint handler;
 
@@ -683,23 +710,8 @@ test_acl_without_client_command (TestFixture *fx, gconstpointer data)
                   "notification within a second (the holder's TTL is 30 s)");
   TEST_SKIP_IF_NO_SERVER (fx);
 
-  reply = test_redis_command (fx->redis, "ACL SETUSER notrack on >pw ~* &* +@all -client");
-  g_assert_cmpint (reply->type, ==, REDIS_REPLY_STATUS);
-  freeReplyObject (reply);
-  url = g_strdup_printf ("unix://%s?username=notrack&password=pw",
-                         redis_lock_test_server_get_socket_path (fx->server));
-  g_atomic_int_set (&acl_warnings, 0);
-  g_atomic_int_set (&tracking_warnings, 0);
-  handler = g_log_set_handler ("redislock", G_LOG_LEVEL_WARNING | G_LOG_FLAG_FATAL,
-                               log_acl_warning, NULL);
-  g_test_log_set_fatal_handler (acl_warning_not_fatal, NULL);
-
-  a = redis_lock_registry_new (url, TEST_REGISTRY_KEY, &error);
-  g_assert_no_error (error);
+  acl_registries_new (fx, "notrack", rules, &a, &b, &handler);
   redis_lock_registry_set_expire_after_ms (a, 30000);
-  b = redis_lock_registry_new (url, TEST_REGISTRY_KEY, &error);
-  g_assert_no_error (error);
-  redis_lock_registry_set_key_tracking (b, TRUE);
   la = test_obtain (a, "notrack");
   lb = test_obtain (b, "notrack");
 
@@ -722,8 +734,7 @@ test_acl_without_client_command (TestFixture *fx, gconstpointer data)
   g_clear_pointer (&lb, redis_lock_unref);
   g_clear_pointer (&a, redis_lock_registry_unref);
   g_clear_pointer (&b, redis_lock_registry_unref);
-  g_test_log_set_fatal_handler (NULL, NULL);
-  g_log_remove_handler ("redislock", handler);
+  acl_end (handler);
 }
 
 /* ---- overflow ---- */
