@@ -189,8 +189,10 @@ current_thread (void)
 /* Whether the calling thread (@self) owns the local mutex, read without taking it:
  * only @self, or an asynchronous call of @self handing its hold over (rl_lock_set_owner(),
  * with the hold count already set), ever sets the owner to @self, and only the owner
- * clears it, so the answer cannot change under the caller's feet. While a thread owns the lock, it alone reads
- * and changes the hold count, so re-entry and an inner unlock need no lock->m either. */
+ * clears it, so a TRUE answer cannot change under the caller's feet (a FALSE one turns
+ * TRUE when the call is granted, which acquire_local() watches for). While a thread
+ * owns the lock, it alone reads and changes the hold count, so re-entry and an inner
+ * unlock need no lock->m either. */
 static inline gboolean
 owned_by_caller (RedisLock *lock, gpointer self)
 {
@@ -325,11 +327,12 @@ release_orphan (RedisLock *lock)
 }
 
 /* Waits for the local mutex until @deadline. Returns TRUE when the calling thread
- * owns it (*kept: with the lease handed over); FALSE with @error on close or cancel,
- * without on timeout. */
+ * owns it (*kept: with the lease handed over; *reentered: an asynchronous call of this
+ * thread was granted the lock meanwhile, and this is one more hold of it); FALSE with
+ * @error on close or cancel, without on timeout. */
 static gboolean
 acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *cancellable,
-               gboolean *kept, GError **error)
+               gboolean *kept, gboolean *reentered, GError **error)
 {
   gboolean owned = FALSE;
   gboolean orphan = FALSE;
@@ -341,6 +344,13 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
     {
       if (set_wait_error (lock, cancellable, error))
         break;
+      if (lock->owner == self)
+        {
+          /* rl_lock_set_owner() handed this thread the hold of its own _async call. */
+          lock->count++;
+          *reentered = owned = TRUE;
+          break;
+        }
       if (lock->owner == NULL && (waited || !lock->reserved))
         {
           *kept = take_ownership_locked (lock, self, waited);
@@ -546,6 +556,7 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
   gulong handler = 0;
   gboolean owned;
   gboolean kept = FALSE;
+  gboolean reentered = FALSE;
   gboolean ok;
 
   if (!rl_registry_check (registry, error))
@@ -572,10 +583,15 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
 
   if (cancellable != NULL && wait_ms != 0)
     handler = g_cancellable_connect (cancellable, G_CALLBACK (on_cancelled), lock, NULL);
-  if (!owned && !acquire_local (lock, self, deadline, cancellable, &kept, error))
+  if (!owned && !acquire_local (lock, self, deadline, cancellable, &kept, &reentered, error))
     {
       g_cancellable_disconnect (cancellable, handler);
       return FALSE;
+    }
+  if (reentered)
+    {
+      g_cancellable_disconnect (cancellable, handler);
+      return TRUE;
     }
 
   if (ttl_ms == 0)
@@ -599,7 +615,7 @@ RlLocalTake
 rl_lock_take_local (RedisLock *lock, gint64 deadline, GCancellable *cancellable, GError **error)
 {
   gpointer self = current_thread ();
-  gboolean owned, kept = FALSE;
+  gboolean owned, kept = FALSE, reentered = FALSE;
 
   if (owned_by_caller (lock, self))
     {
@@ -611,8 +627,10 @@ rl_lock_take_local (RedisLock *lock, gint64 deadline, GCancellable *cancellable,
   if (owned)
     kept = take_ownership_locked (lock, self, FALSE);
   rl_mutex_unlock (&lock->m);
-  if (!owned && !acquire_local (lock, self, deadline, cancellable, &kept, error))
+  if (!owned && !acquire_local (lock, self, deadline, cancellable, &kept, &reentered, error))
     return RL_LOCAL_FAILED;
+  if (reentered)
+    return RL_LOCAL_REENTERED;
   if (!rl_registry_check (lock->registry, error))
     {
       /* Closed while waiting for the local mutex: a lease handed over went with close. */
@@ -725,6 +743,10 @@ rl_lock_set_owner (RedisLock *lock, gpointer from, gpointer to)
   rl_mutex_lock (&lock->m);
   g_assert (lock->owner == from);
   g_atomic_pointer_set (&lock->owner, to);
+  /* A thread receiving the hold may itself be waiting for the lock (a plain lock()
+   * made while its _async call was pending): it takes the hold as a re-entry. */
+  if (lock->wait != NULL && lock->waiters > 0)
+    rl_cond_broadcast (&lock->wait->local);
   rl_mutex_unlock (&lock->m);
 }
 

@@ -429,6 +429,67 @@ test_wakes_at_holder_ttl (TestFixture *fx, gconstpointer data)
   pending_clear (&p);
 }
 
+/* Releases @h's lock once the thread @tid sleeps. */
+typedef struct
+{
+  Holder *h;
+  gint tid;
+} Releaser;
+
+static gpointer
+releaser_main (gpointer data)
+{
+  Releaser *r = data;
+
+  g_assert_true (test_wait_thread_blocked (r->tid, 10000));
+  holder_release (r->h);
+  return NULL;
+}
+
+static void
+test_sync_while_own_call_pending (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) other = NULL;
+  g_autoptr (RedisLock) other_lock = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  Holder h = { 0 };
+  Releaser r = { &h, test_thread_id () };
+  GThread *releaser;
+  Pending p = { 0 };
+
+  g_test_summary ("A thread whose own lock_async call is pending (another registry holds "
+                  "the lease) and that then calls try_lock_for() itself gets the lock as a "
+                  "re-entry when the release grants the call, instead of waiting for itself "
+                  "until its deadline.");
+  TEST_SKIP_IF_NO_STORE (fx);
+  other = test_registry_new (fx);
+  other_lock = test_obtain (other, "a");
+  lock = test_obtain (fx->registry, "a");
+  holder_start (&h, other_lock);
+  lock_async (&p, lock, -1);
+  ITERATE_UNTIL (test_stats (fx->registry).contended_attempts >= 1, 10000);
+  g_assert_false (redis_lock_is_held_by_current_thread (lock));
+  /* The release comes once this thread sleeps in try_lock_for(). */
+  releaser = g_thread_new ("releaser", releaser_main, &r);
+
+  g_assert_true (redis_lock_try_lock_for (lock, 10000, NULL, &error));
+  g_assert_no_error (error);
+  g_thread_join (releaser);
+  g_assert_true (redis_lock_is_held_by_current_thread (lock));
+  g_assert_cmpuint (redis_lock_get_hold_count (lock), ==, 2);
+  ITERATE_UNTIL (p.done, 20000);
+  g_assert_no_error (p.error);
+  g_assert_true (p.result);
+  g_assert_true (p.held);
+  g_assert_cmpuint (p.hold_count, ==, 2);
+  test_unlock_ok (lock);
+  test_assert_held_by (fx, "a", fx->registry, 60000);
+  test_unlock_ok (lock);
+  g_assert_false (redis_lock_is_held_by_current_thread (lock));
+  pending_clear (&p);
+}
+
 /* Queued calls and waiting threads take turns: a thread waiting behind many queued
  * calls gets the lock right after the first of them. */
 #define TURN_CALLS 10
@@ -906,6 +967,8 @@ main (int argc, char **argv)
   test_add_stores ("/async/wakes-at-holder-ttl", NULL, test_wakes_at_holder_ttl);
   test_add_stores ("/async/turns-with-threads", NULL, test_turns_with_threads);
   test_add_stores ("/async/mixed-sync-async", NULL, test_mixed_sync_async);
+  test_add_stores ("/async/sync-while-own-call-pending", NULL,
+                   test_sync_while_own_call_pending);
   test_add_redis ("/async/invalid-ttl", NULL, test_invalid_ttl);
   test_add_stores ("/async/cancel/before", NULL, test_cancel_before);
   test_add_stores ("/async/cancel/during", NULL, test_cancel_during);
