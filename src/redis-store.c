@@ -603,6 +603,24 @@ release_heard (RlRedisStore *self, long long result, const char *channel)
              && (result == 1 || result == RL_RELEASE_UNPUBLISHED));
 }
 
+/* What the release script's @result (but KEPT) means for @key: OK or LOST; or, when
+ * the request was sent again after its connection broke (@retried), ERROR with @error:
+ * the first attempt may have deleted the key itself, so "gone" then does not mean
+ * another owner or expiry took it, and unknown is the honest answer. */
+static RlLeaseResult
+release_outcome (long long result, gboolean retried, const char *key, GError **error)
+{
+  if (result == RL_RELEASE_LOST && retried)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                   "The connection to Redis broke during the release of “%s”; it may or may "
+                   "not have been released by it (a lease left behind expires with its TTL)",
+                   key);
+      return RL_LEASE_ERROR;
+    }
+  return result == RL_RELEASE_LOST ? RL_LEASE_LOST : RL_LEASE_OK;
+}
+
 static RlLeaseResult
 redis_release (RlStore *store, const char *key, const char *value, gint64 keep_ttl_ms,
                gboolean *others, GError **error)
@@ -643,21 +661,21 @@ redis_release (RlStore *store, const char *key, const char *value, gint64 keep_t
     return redis_release (store, key, value, 0, others, error);
   if (result == RL_RELEASE_KEPT)
     return RL_LEASE_KEPT;
-  if (result == RL_RELEASE_LOST && retried)
-    {
-      /* The first attempt broke after it was sent: it may have deleted the key itself,
-       * so "gone" now does not mean another owner or expiry took it. Unknown is the
-       * honest answer, not LEASE_LOST. */
-      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
-                   "The connection to Redis broke during the release of “%s”; it may or may "
-                   "not have been released by it (a lease left behind expires with its TTL)",
-                   key);
-      return RL_LEASE_ERROR;
-    }
-  return result == RL_RELEASE_LOST ? RL_LEASE_LOST : RL_LEASE_OK;
+  return release_outcome (result, retried, key, error);
 }
 
 /* Several leases at once ---------------------------------------------------------- */
+
+/* Whether the error @reply of a command sent in a batch means it must go again alone
+ * through call(), which follows a redirection (MOVED, ASK) or waits and retries
+ * (TRYAGAIN, CLUSTERDOWN, LOADING...). */
+static gboolean
+is_reroute (const redisReply *reply)
+{
+  return reply->type == REDIS_REPLY_ERROR
+         && (rl_topology_classify_common (reply) == RL_REPLY_RETRY
+             || g_str_has_prefix (reply->str, "MOVED ") || g_str_has_prefix (reply->str, "ASK "));
+}
 
 /* One command of a pipelined request: EVALSHA of @script with @argv (argv[0] and
  * argv[1] are set here), or @argv as it is without a script, sent to the node that
@@ -729,9 +747,7 @@ on_pipe_reply (guint g, redisReply *reply, gpointer user_data)
   cmd->state = PIPE_DONE;
   if (is_noscript (reply))
     cmd->state = PIPE_NOSCRIPT;
-  else if (reply->type == REDIS_REPLY_ERROR
-           && (rl_topology_classify_common (reply) == RL_REPLY_RETRY
-               || g_str_has_prefix (reply->str, "MOVED ") || g_str_has_prefix (reply->str, "ASK ")))
+  else if (is_reroute (reply))
     cmd->state = PIPE_ALONE;
   else
     {
@@ -1270,14 +1286,7 @@ redis_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error)
         {
           result = cmd->reply->integer;
           item->others = release_heard (self, result, g_ptr_array_index (channels, i));
-          if (result == RL_RELEASE_LOST && cmd->retried)
-            g_set_error (&cmd->error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
-                         "The connection to Redis broke during the release of “%s”; it may or "
-                         "may not have been released by it (a lease left behind expires with "
-                         "its TTL)",
-                         item->key);
-          else
-            item->result = result == RL_RELEASE_LOST ? RL_LEASE_LOST : RL_LEASE_OK;
+          item->result = release_outcome (result, cmd->retried, item->key, &cmd->error);
         }
       if (cmd->error != NULL && first_error == NULL)
         first_error = g_steal_pointer (&cmd->error);
@@ -1347,9 +1356,7 @@ on_batch_reply (guint g, redisReply *reply, gpointer user_data)
     b->results[i] = reply->integer == 1 ? RL_LEASE_OK : RL_LEASE_LOST;
   else if (is_noscript (reply))
     b->state[i] = ITEM_NOSCRIPT;
-  else if (reply->type == REDIS_REPLY_ERROR
-           && (rl_topology_classify_common (reply) == RL_REPLY_RETRY
-               || g_str_has_prefix (reply->str, "MOVED ") || g_str_has_prefix (reply->str, "ASK ")))
+  else if (is_reroute (reply))
     b->state[i] = ITEM_ROUTE;
   freeReplyObject (reply);
 }
@@ -1995,15 +2002,13 @@ redis_request_reply (RlRequest *request, redisReply *reply)
           break;
         case RL_REQUEST_RELEASE:
           item->others = release_heard (req->self, result, req->channels[i]);
-          if (result == RL_RELEASE_LOST && req->retried)
-            /* As in redis_release(): the first attempt may have deleted it itself. */
-            request_fail_item (req, i,
-                               g_error_new (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
-                                            "The connection to Redis broke during the release of "
-                                            "“%s”; it may or may not have been released by it",
-                                            item->key));
-          else
-            item->result = result == RL_RELEASE_LOST ? RL_LEASE_LOST : RL_LEASE_OK;
+          {
+            GError *lost_error = NULL;
+
+            item->result = release_outcome (result, req->retried, item->key, &lost_error);
+            if (lost_error != NULL)
+              request_fail_item (req, i, lost_error);
+          }
           break;
         default:
           g_assert_not_reached ();
