@@ -567,14 +567,12 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
    * rule does not depend on who holds the lock). */
   if (g_atomic_int_get (&registry->fencing) && !rl_lock_fence_key (lock, &fence_key, error))
     return FALSE;
-  /* No clock read for a wait without end: re-entry must stay a few nanoseconds. */
-  deadline = wait_ms < 0 ? RL_FOREVER : rl_deadline_after (g_get_monotonic_time (), wait_ms);
-
   if (owned_by_caller (lock, self))
     {
       lock->count++;
       return TRUE;
     }
+  deadline = wait_ms < 0 ? RL_FOREVER : rl_deadline_after (g_get_monotonic_time (), wait_ms);
   rl_mutex_lock (&lock->m);
   owned = lock->owner == NULL && !lock->reserved;
   if (owned)
