@@ -53,6 +53,11 @@ struct _RedisLockRegistry
   guint capacity;
 };
 
+/* A request to the store cut short by the caller's deadline with less than this left
+ * for it ran out of time (the call returns "not acquired in time"); with more, a store
+ * that did not answer has failed (CONNECTION), as it would at the command timeout. */
+#define RL_MIN_REQUEST_MS 20
+
 /* Condition variables of a lock, made when a thread first has to wait for it: most
  * cached locks are never contended, and a pair of pthread_cond_t is 96 bytes. */
 typedef struct _RlLockWaiter RlLockWaiter;

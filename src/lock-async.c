@@ -38,10 +38,6 @@
 #define RL_ASYNC_THREADS 4
 #define RL_ASYNC_IDLE_MS 2000
 
-/* A store request cut short by the deadline with less than this left ran out of time
- * (as lock.c's RL_MIN_REQUEST_MS). */
-#define RL_ASYNC_MIN_REQUEST_MS 20
-
 /* The worker pool ------------------------------------------------------------------ */
 
 typedef struct _AsyncCall AsyncCall;
@@ -450,7 +446,7 @@ attempt (AsyncCall *call, gint64 *pttl)
     case RL_LEASE_ERROR:
     default:
       rl_leases_add_doubtful (leases, lock->key_data, value, call->ttl_ms);
-      if (bound_ms > 0 && bound_ms < RL_ASYNC_MIN_REQUEST_MS
+      if (bound_ms > 0 && bound_ms < RL_MIN_REQUEST_MS
           && g_get_monotonic_time () >= call->deadline
           && g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION))
         {

@@ -58,10 +58,6 @@
 
 #define RL_LOCAL_BARGE_MAX 4
 
-/* A request to the store cut short by the caller's deadline with less than this left
- * for it ran out of time (the call returns "not acquired in time"); with more, a store
- * that did not answer has failed (CONNECTION), as it would at the command timeout. */
-#define RL_MIN_REQUEST_MS 20
 G_STATIC_ASSERT (RL_LOCAL_BARGE_MAX < 8); /* lock->barged is 3 bits */
 
 RedisLock *

@@ -40,10 +40,6 @@
 /* The longest random pause before a retry that follows a partly taken set. */
 #define RL_MULTI_JITTER_MAX_MS 20
 
-/* A request to the store cut short by the caller's deadline with less than this left
- * for it ran out of time (as in lock.c). */
-#define RL_MIN_REQUEST_MS 20
-
 /* One lock of the set, and where its acquisition stands. */
 typedef struct
 {
@@ -171,17 +167,15 @@ record_taken (Entry *entries, const guint *need, guint n_need, const RlLeaseItem
   for (guint j = 0; j < n_need; j++)
     {
       Entry *e = &entries[need[j]];
-      RlStore *store = e->lock->registry->store;
-      gboolean lost, others;
+      gboolean lost;
 
       if (j < i)
         {
           rl_leases_drop (e->lock->registry->leases, e->lock, &lost);
           rl_leases_forget_cancelled (e->lock->registry->leases, e->lock);
         }
-      else if (store->vt->release (store, e->lock->key_data, e->value, 0, &others, NULL)
-               == RL_LEASE_OK)
-        RL_ATOMIC_ADD (e->lock->registry->stats.releases, 1);
+      else
+        rl_lock_release_after_close (e->lock, e->value, NULL);
     }
   g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED,
                        "The lock registry was closed during this call; the leases it had just "
