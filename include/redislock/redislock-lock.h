@@ -182,7 +182,11 @@ REDIS_LOCK_EXPORT gboolean redis_lock_unlock (RedisLock *lock, GError **error);
  * completes, just before @callback is dispatched. When the calling thread holds @lock
  * already, the call completes with one more hold: calls made from one thread do not
  * exclude each other while it holds @lock, so a loop that serves several requests
- * with one lock takes them one at a time itself.
+ * with one lock takes them one at a time itself. A blocking lock call made by the
+ * calling thread while its own call is pending waits like any other and, when the
+ * pending call is granted, returns with the hold as a re-entry; but a pending call
+ * whose wake-up is a timer (the holder's remaining TTL, @wait_ms) needs this thread's
+ * context to run, so block this thread with a bound, if at all.
  *
  * A pending call costs no thread: it waits in the lock's queue, in order of arrival,
  * together with the threads of this registry that wait in redis_lock_lock() (the two
