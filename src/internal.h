@@ -66,7 +66,11 @@ typedef struct
 {
   RlCond local;       /* owner became NULL, or the registry closed */
   RlCond notify;      /* notify_seq changed, cancelled, or the registry closed */
-  gint64 yield_until; /* after a hand-off streak: first attempt not before this */
+  gint64 yield_until; /* after a hand-off streak, or a run of holds since the process
+                         last waited: first attempt not before this */
+  guint8 contended_holds; /* holds of the lease in a row since an acquisition that found
+                             it held (1), up to RL_REMOTE_BARGE_MAX; 0: none since the
+                             last yield */
   GQueue queue;       /* RlLockWaiter, in order of arrival, counted in lock->waiters */
   RlLockWaiter *sleeper;    /* the queued waiter that owns the mutex and sleeps until
                                notify_seq moves past its seq */
@@ -254,6 +258,20 @@ gboolean rl_lock_accept_kept_lease (RedisLock *lock);
 /* After a hand-off streak: the time before which the first attempt should wait (0:
  * none), and cleared. */
 gint64 rl_lock_take_yield (RedisLock *lock);
+/* One request for the lease of @lock, whose local mutex the caller owns: the step of
+ * every acquisition (lock.c, lock-async.c). @contended: an earlier attempt of the same
+ * acquisition found the key held. With @bounded, the request is also cut short at
+ * @deadline. Returns OK (the lease is ours and in the table), HELD (*pttl_ms: the
+ * holder's remaining TTL, -1 when unknown) or ERROR: with @error, or without when the
+ * wait ran out during the request (not acquired in time). */
+RlLeaseResult rl_lock_attempt (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms,
+                               const char *fence_key, gboolean contended, gint64 *pttl_ms,
+                               GError **error);
+/* When a waiter whose attempt at @now found the lock held tries again: at the end of
+ * the holder's TTL (@pttl_ms, -1: unknown) or @deadline when notifications are
+ * confirmed (@watching), else after idle_between_tries_ms. */
+gint64 rl_lock_wake_at (RedisLock *lock, gint64 now, gint64 deadline, gboolean watching,
+                        gint64 pttl_ms);
 /* Releases @value, taken by an attempt after close() released the leases; sets CLOSED. */
 void rl_lock_release_after_close (RedisLock *lock, const char *value, GError **error);
 

@@ -409,53 +409,22 @@ typedef enum
   ATTEMPT_DONE, /* the call was completed (a failure, or out of time) */
 } AttemptResult;
 
-/* One request for the lease, as an attempt of lock.c's acquire_lease(). */
+/* One request for the lease: lock.c's step, its failures completing the call. */
 static AttemptResult
 attempt (AsyncCall *call, gint64 *pttl)
 {
-  RedisLock *lock = call->lock;
-  RedisLockRegistry *registry = lock->registry;
-  RlStore *store = registry->store;
-  RlLeases *leases = registry->leases;
-  guint64 serial = rl_leases_next_serial (leases), token = 0;
-  char value[RL_LEASE_VALUE_MAX];
-  gint64 sent, bound_ms = 0;
   GError *error = NULL;
+  gboolean contended = call->attempts > 0; /* only a held lock makes a call try again */
 
-  rl_leases_value (leases, serial, value);
-  sent = g_get_monotonic_time ();
-  if (call->bounded && call->deadline != RL_FOREVER
-      && (call->deadline - sent) / 1000 < RL_ATOMIC_GET (registry->store_ctx.command_timeout_ms))
-    bound_ms = MAX ((call->deadline - sent) / 1000, 1);
   call->attempts++;
-  *pttl = -1;
-  switch (store->vt->acquire (store, lock->key_data, value, call->ttl_ms, bound_ms,
-                              call->fence_key, &token, pttl, &error))
+  switch (rl_lock_attempt (call->lock, call->deadline, call->bounded, call->ttl_ms,
+                           call->fence_key, contended, pttl, &error))
     {
     case RL_LEASE_OK:
-      RL_ATOMIC_ADD (registry->stats.acquisitions, 1);
-      if (rl_leases_take (leases, lock, serial, call->ttl_ms, sent, token))
-        return ATTEMPT_TAKEN;
-      rl_lock_release_after_close (lock, value, &error);
-      fail (call, error);
-      return ATTEMPT_DONE;
+      return ATTEMPT_TAKEN;
     case RL_LEASE_HELD:
-      RL_ATOMIC_ADD (registry->stats.contended_attempts, 1);
       return ATTEMPT_HELD;
-    case RL_LEASE_LOST:
-    case RL_LEASE_ERROR:
     default:
-      rl_leases_add_doubtful (leases, lock->key_data, value, call->ttl_ms);
-      if (bound_ms > 0 && bound_ms < RL_MIN_REQUEST_MS
-          && g_get_monotonic_time () >= call->deadline
-          && g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION))
-        {
-          g_debug ("acquiring %s: the wait ended during the request: %s", lock->key_data,
-                   error->message);
-          g_clear_error (&error);
-          fail (call, NULL);
-          return ATTEMPT_DONE;
-        }
       fail (call, error);
       return ATTEMPT_DONE;
     }
@@ -505,7 +474,10 @@ step_lease (AsyncCall *call)
            * get a few round trips first, as in lock.c. */
           gint64 yield_until = MIN (rl_lock_take_yield (lock), call->deadline);
           call->yield_read = TRUE;
-          if (yield_until > now && sleep_until (call, rl_lock_notify_seq (lock), yield_until))
+          if (yield_until <= now)
+            continue;
+          RL_ATOMIC_ADD (registry->stats.yields, 1);
+          if (sleep_until (call, rl_lock_notify_seq (lock), yield_until))
             return;
           continue;
         }
@@ -544,12 +516,7 @@ step_lease (AsyncCall *call)
           if (registry->store->vt->watch (registry->store, 0))
             continue;
         }
-      if (watching)
-        wake_at = pttl >= 0 ? MIN (call->deadline, rl_deadline_after (now, pttl + 1))
-                            : call->deadline;
-      else
-        wake_at = MIN (call->deadline,
-                       rl_deadline_after (now, RL_ATOMIC_GET (registry->settings.idle_between_tries_ms)));
+      wake_at = rl_lock_wake_at (lock, now, call->deadline, watching, pttl);
       if (sleep_until (call, seq, wake_at))
         return;
     }

@@ -58,6 +58,11 @@
 
 #define RL_LOCAL_BARGE_MAX 4
 
+/* Other processes get the same protection from a process that locks in a loop: after
+ * this many holds of the lease in a row since it last had to wait for another
+ * owner, and a release other clients heard, it lets them try first (end_hold()). */
+#define RL_REMOTE_BARGE_MAX 3
+
 G_STATIC_ASSERT (RL_LOCAL_BARGE_MAX < 8); /* lock->barged is 3 bits */
 
 RedisLock *
@@ -413,6 +418,86 @@ sleep_for_notification (RedisLock *lock, guint16 seq, gint64 wake_at, GCancellab
   rl_mutex_unlock (&lock->m);
 }
 
+/* One hold of the lease begins (@contended: the acquisition found the key held by
+ * another owner first). Counts the holds in a row since an acquisition that had to
+ * wait, the only sign this process has that other clients want the lock too: see
+ * end_hold(). lock->m held. */
+static void
+count_lease_hold_locked (RedisLock *lock, gboolean contended)
+{
+  if (contended)
+    lock_wait (lock)->contended_holds = 1;
+  else if (lock->wait != NULL && lock->wait->contended_holds > 0
+           && lock->wait->contended_holds < RL_REMOTE_BARGE_MAX)
+    lock->wait->contended_holds++;
+}
+
+RlLeaseResult
+rl_lock_attempt (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms,
+                 const char *fence_key, gboolean contended, gint64 *pttl_ms, GError **error)
+{
+  RedisLockRegistry *registry = lock->registry;
+  RlStore *store = registry->store;
+  RlLeases *leases = registry->leases;
+  guint64 serial = rl_leases_next_serial (leases), token = 0;
+  char value[RL_LEASE_VALUE_MAX];
+  g_autoptr (GError) local_error = NULL;
+  gint64 sent, bound_ms = 0;
+
+  *pttl_ms = -1;
+  rl_leases_value (leases, serial, value);
+  sent = g_get_monotonic_time ();
+  if (bounded && deadline != RL_FOREVER
+      && (deadline - sent) / 1000 < RL_ATOMIC_GET (registry->store_ctx.command_timeout_ms))
+    bound_ms = MAX ((deadline - sent) / 1000, 1);
+  switch (store->vt->acquire (store, lock->key_data, value, ttl_ms, bound_ms, fence_key, &token,
+                              pttl_ms, &local_error))
+    {
+    case RL_LEASE_OK:
+      RL_ATOMIC_ADD (registry->stats.acquisitions, 1);
+      if (!rl_leases_take (leases, lock, serial, ttl_ms, sent, token))
+        {
+          release_after_close (lock, value, error);
+          return RL_LEASE_ERROR;
+        }
+      rl_mutex_lock (&lock->m);
+      count_lease_hold_locked (lock, contended);
+      rl_mutex_unlock (&lock->m);
+      return RL_LEASE_OK;
+    case RL_LEASE_HELD:
+      RL_ATOMIC_ADD (registry->stats.contended_attempts, 1);
+      return RL_LEASE_HELD;
+    case RL_LEASE_LOST:
+    case RL_LEASE_ERROR:
+    default:
+      /* The request may have reached the store and taken the key after all: have it
+       * released in the background, so that nobody waits for its TTL. */
+      rl_leases_add_doubtful (leases, lock->key_data, value, ttl_ms);
+      if (bound_ms > 0 && bound_ms < RL_MIN_REQUEST_MS && g_get_monotonic_time () >= deadline
+          && g_error_matches (local_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION))
+        {
+          /* The wait ran out with a sliver of it left for the request: not acquired in
+           * time, not a verdict on the store. */
+          g_debug ("acquiring %s: the wait ended during the request: %s", lock->key_data,
+                   local_error->message);
+          return RL_LEASE_ERROR;
+        }
+      g_propagate_error (error, g_steal_pointer (&local_error));
+      return RL_LEASE_ERROR;
+    }
+}
+
+gint64
+rl_lock_wake_at (RedisLock *lock, gint64 now, gint64 deadline, gboolean watching, gint64 pttl_ms)
+{
+  if (!watching)
+    return MIN (deadline, rl_deadline_after (now, RL_ATOMIC_GET (
+                                                      lock->registry->settings.idle_between_tries_ms)));
+  if (pttl_ms >= 0)
+    return MIN (deadline, rl_deadline_after (now, pttl_ms + 1));
+  return deadline;
+}
+
 /* The store phase, with the local mutex owned. Returns TRUE when the lease is ours.
  * With @bounded, each store call is cut short at @deadline too (a try with a wait of
  * 0 makes its one attempt within the command timeout). */
@@ -422,24 +507,20 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
 {
   RedisLockRegistry *registry = lock->registry;
   RlStore *store = registry->store;
-  RlLeases *leases = registry->leases;
   gboolean pubsub = g_atomic_int_get (&registry->settings.wait_mode) == REDIS_LOCK_WAIT_PUBSUB;
-  gboolean need_watch = FALSE;
-  gint64 yield_until = 0;
+  gboolean need_watch = FALSE, contended = FALSE;
+  gint64 yield_until = rl_lock_take_yield (lock);
   guint16 seq;
 
-  /* A hand-off streak just ended with a release: give waiters in other processes a
-   * few round trips to take the lease before this process competes again. */
-  rl_mutex_lock (&lock->m);
-  if (lock->wait != NULL)
-    {
-      yield_until = MIN (lock->wait->yield_until, deadline);
-      lock->wait->yield_until = 0;
-    }
-  seq = lock->notify_seq;
-  rl_mutex_unlock (&lock->m);
+  /* Other clients were told the lock is free and may want it: give them a few round
+   * trips to take it before this process competes again (see end_hold()). */
+  yield_until = MIN (yield_until, deadline);
   if (yield_until > g_get_monotonic_time ())
     {
+      RL_ATOMIC_ADD (registry->stats.yields, 1);
+      rl_mutex_lock (&lock->m);
+      seq = lock->notify_seq;
+      rl_mutex_unlock (&lock->m);
       sleep_for_notification (lock, seq, yield_until, cancellable);
       if (set_wait_error (lock, cancellable, error))
         return FALSE;
@@ -448,49 +529,21 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
   for (;;)
     {
       gboolean watching = pubsub && need_watch && store->vt->watch (store, 0);
-      gint64 pttl = -1, now, sent, wake_at, bound_ms = 0;
-      guint64 serial = rl_leases_next_serial (leases), token = 0;
-      char value[RL_LEASE_VALUE_MAX];
-      g_autoptr (GError) local_error = NULL;
+      gint64 pttl = -1, now;
 
       rl_mutex_lock (&lock->m);
       seq = lock->notify_seq;
       rl_mutex_unlock (&lock->m);
 
-      rl_leases_value (leases, serial, value);
-      sent = g_get_monotonic_time ();
-      if (bounded && deadline != RL_FOREVER
-          && (deadline - sent) / 1000 < RL_ATOMIC_GET (registry->store_ctx.command_timeout_ms))
-        bound_ms = MAX ((deadline - sent) / 1000, 1);
-      switch (store->vt->acquire (store, lock->key_data, value, ttl_ms, bound_ms, fence_key,
-                                  &token, &pttl, &local_error))
+      switch (rl_lock_attempt (lock, deadline, bounded, ttl_ms, fence_key, contended, &pttl,
+                               error))
         {
         case RL_LEASE_OK:
-          RL_ATOMIC_ADD (registry->stats.acquisitions, 1);
-          if (rl_leases_take (leases, lock, serial, ttl_ms, sent, token))
-            return TRUE;
-          release_after_close (lock, value, error);
-          return FALSE;
+          return TRUE;
         case RL_LEASE_HELD:
-          RL_ATOMIC_ADD (registry->stats.contended_attempts, 1);
+          contended = TRUE;
           break;
-        case RL_LEASE_LOST:
-        case RL_LEASE_ERROR:
         default:
-          /* The request may have reached the store and taken the key after all: have it
-           * released in the background, so that nobody waits for its TTL. */
-          rl_leases_add_doubtful (leases, lock->key_data, value, ttl_ms);
-          if (bound_ms > 0 && bound_ms < RL_MIN_REQUEST_MS
-              && g_get_monotonic_time () >= deadline
-              && g_error_matches (local_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION))
-            {
-              /* The wait ran out with a sliver of it left for the request: not acquired
-               * in time, not a verdict on the store. */
-              g_debug ("acquiring %s: the wait ended during the request: %s", lock->key_data,
-                       local_error->message);
-              return FALSE;
-            }
-          g_propagate_error (error, g_steal_pointer (&local_error));
           return FALSE;
         }
 
@@ -507,16 +560,8 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
           if (store->vt->watch (store, limit))
             continue;
         }
-      if (watching)
-        {
-          wake_at = deadline;
-          if (pttl >= 0)
-            wake_at = MIN (wake_at, rl_deadline_after (now, pttl + 1));
-        }
-      else
-        wake_at = MIN (deadline,
-                       rl_deadline_after (now, RL_ATOMIC_GET (registry->settings.idle_between_tries_ms)));
-      sleep_for_notification (lock, seq, wake_at, cancellable);
+      sleep_for_notification (lock, seq, rl_lock_wake_at (lock, now, deadline, watching, pttl),
+                              cancellable);
       if (set_wait_error (lock, cancellable, error))
         return FALSE;
     }
@@ -840,9 +885,10 @@ redis_lock_try_lock_full (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCance
 
 /* Ends the hold after the lease is settled: local mutex free, a cancelled lease
  * cancellable dropped (an uncancelled one is kept for the next hold). @others: a
- * client outside this registry was told of the release; when it ends a hand-off
- * streak (at most @max hand-offs), the next local acquisition waits a little so that
- * client can take it. */
+ * client outside this registry was told of the release. When it ends a hand-off
+ * streak (at most @max hand-offs), or the RL_REMOTE_BARGE_MAX-th hold in a row since
+ * this process last had to wait for the lock, the next local acquisition waits a
+ * little (twice the release's round trip) so that client can take it. */
 static void
 end_hold (RedisLock *lock, guint max, gint64 release_us, gboolean others)
 {
@@ -850,8 +896,13 @@ end_hold (RedisLock *lock, guint max, gint64 release_us, gboolean others)
 
   rl_leases_forget_cancelled (registry->leases, lock);
   rl_mutex_lock (&lock->m);
-  if (max > 0 && lock->handoffs >= max && others)
-    lock_wait (lock)->yield_until = g_get_monotonic_time () + CLAMP (2 * release_us, 50, 5000);
+  if (others
+      && ((max > 0 && lock->handoffs >= max)
+          || (lock->wait != NULL && lock->wait->contended_holds >= RL_REMOTE_BARGE_MAX)))
+    {
+      lock_wait (lock)->yield_until = g_get_monotonic_time () + CLAMP (2 * release_us, 50, 5000);
+      lock->wait->contended_holds = 0;
+    }
   lock->handoffs = 0;
   lock->streak_extended = FALSE;
   release_local_locked (lock);

@@ -311,15 +311,7 @@ acquire_leases (Entry *entries, guint m, gint64 deadline, gboolean bounded,
             if (store->vt->watch (store, limit))
               continue;
           }
-        if (watching)
-          {
-            wake_at = deadline;
-            if (held_pttl >= 0)
-              wake_at = MIN (wake_at, rl_deadline_after (now, held_pttl + 1));
-          }
-        else
-          wake_at = MIN (deadline,
-                         rl_deadline_after (now, RL_ATOMIC_GET (registry->settings.idle_between_tries_ms)));
+        wake_at = rl_lock_wake_at (held->lock, now, deadline, watching, held_pttl);
       }
       if (partial)
         {

@@ -457,6 +457,7 @@ redis_lock_registry_get_stats (RedisLockRegistry *registry, RedisLockRegistrySta
   stats->leases_lost = RL_ATOMIC_GET (s->leases_lost);
   stats->notifications = RL_ATOMIC_GET (s->notifications);
   stats->local_handoffs = RL_ATOMIC_GET (s->local_handoffs);
+  stats->yields = RL_ATOMIC_GET (s->yields);
   stats->watchdog_ticks = RL_ATOMIC_GET (s->watchdog_ticks);
   stats->last_tick_leases = RL_ATOMIC_GET (s->last_tick_leases);
   stats->last_tick_round_trips = RL_ATOMIC_GET (s->last_tick_round_trips);

@@ -6,7 +6,9 @@
  * up to max_local_handoffs times in a row; then it is released so other processes get
  * their turn, or, when no other client listens for the release, kept for one more
  * streak. These tests check the saving (Redis commands per critical section, with
- * and without another registry listening), that a remote waiter is not starved, that
+ * and without another registry listening), that a remote waiter is not starved (by
+ * threads handing the lease around, or by one thread that had to wait for the lock
+ * and then locks in a loop: it yields every few holds), that
  * a local waiter is not starved by a thread locking in a loop, that mutual exclusion
  * holds, that the hand-off can be disabled, and that without the watchdog a hand-off
  * refreshes the TTL. Every test runs on both stores from this one source: a private
@@ -278,6 +280,67 @@ test_remote_waiter_gets_turn (TestFixture *fx, gconstpointer data)
   g_assert_cmpint (h.failures, ==, 0);
 }
 
+/* One hold of @lock, taken without waiting. */
+static void
+hold_once (RedisLock *lock)
+{
+  g_assert_true (redis_lock_lock (lock, NULL));
+  g_assert_true (redis_lock_unlock (lock, NULL));
+}
+
+static void
+test_holder_yields_after_contention (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) looper = NULL;
+  g_autoptr (RedisLockRegistry) other = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (RedisLock) other_lock = NULL;
+  TestTaker t = { 0 };
+  GThread *taker;
+  guint64 contended;
+
+  g_test_summary ("A single thread locking in a loop while another registry listens: it "
+                  "never yields while nobody contends, and after it had to wait for the "
+                  "other registry, its fourth acquisition lets others try first, once.");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  looper = test_registry_new (fx);
+  other = test_registry_new (fx);
+  lock = test_obtain (looper, "loop");
+  other_lock = test_obtain (other, "loop");
+
+  /* The other registry waits once, so it listens for releases from then on. */
+  g_assert_true (redis_lock_lock (lock, NULL));
+  g_assert_false (redis_lock_try_lock_for (other_lock, 50, NULL, NULL));
+  g_assert_true (redis_lock_unlock (lock, NULL));
+  for (guint i = 0; i < 10; i++)
+    hold_once (lock);
+  g_assert_cmpuint (test_stats (looper).yields, ==, 0);
+
+  /* The looper has to wait for the other registry: its first hold after that. */
+  g_assert_true (redis_lock_lock (other_lock, NULL));
+  contended = test_stats (looper).contended_attempts;
+  taker = test_taker_start (&t, lock, 10000);
+  TEST_WAIT_UNTIL (test_stats (looper).contended_attempts > contended, 10000);
+  g_assert_true (redis_lock_unlock (other_lock, NULL));
+  test_taker_join (&t, taker, 10000);
+  g_assert_no_error (t.error);
+  g_assert_true (t.result);
+  test_taker_clear (&t);
+
+  /* Holds two and three; the release of the third tells the next acquisition to
+   * yield. */
+  hold_once (lock);
+  hold_once (lock);
+  g_assert_cmpuint (test_stats (looper).yields, ==, 0);
+  hold_once (lock);
+  g_assert_cmpuint (test_stats (looper).yields, ==, 1);
+  /* Without a new wait, no new yield. */
+  for (guint i = 0; i < 10; i++)
+    hold_once (lock);
+  g_assert_cmpuint (test_stats (looper).yields, ==, 1);
+}
+
 static void
 test_spin_waiter_gets_turn (TestFixture *fx, gconstpointer data)
 {
@@ -426,6 +489,8 @@ main (int argc, char **argv)
                    test_released_when_others_listen);
   test_add_stores ("/handoff/fairness/remote-waiter-gets-turn", NULL, test_remote_waiter_gets_turn);
   test_add_stores ("/handoff/fairness/spin-waiter-gets-turn", NULL, test_spin_waiter_gets_turn);
+  test_add_stores ("/handoff/fairness/holder-yields-after-contention", NULL,
+                   test_holder_yields_after_contention);
   test_add_stores ("/handoff/fairness/local-waiter-gets-turn", NULL,
                    test_local_waiter_gets_turn);
   test_add_stores ("/handoff/exclusion/two-registries", NULL, test_mutual_exclusion);

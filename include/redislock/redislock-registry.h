@@ -572,6 +572,11 @@ REDIS_LOCK_EXPORT gboolean redis_lock_registry_renew (RedisLockRegistry *registr
  * @local_handoffs: outermost unlocks that handed the lease to a waiting thread of
  *   this registry instead of releasing it (see
  *   redis_lock_registry_set_max_local_handoffs())
+ * @yields: acquisitions that first let other clients take the lock: after a streak
+ *   of local hand-offs, or after three holds of the lease in a row since this
+ *   registry last had to wait for the lock, when the release that ended it reached a
+ *   client other than this registry, the next acquisition waits up to twice that
+ *   release's round trip (less when notified sooner) before its first attempt
  * @reserved: room for counters added later without changing the size of the struct;
  *   zero
  *
@@ -594,8 +599,9 @@ typedef struct
   guint64 last_tick_round_trips;
   gint64 last_tick_us;
   guint64 local_handoffs;
+  guint64 yields;
   /*< private >*/
-  guint64 reserved[16];
+  guint64 reserved[15];
 } RedisLockRegistryStats;
 
 /**
