@@ -2238,7 +2238,8 @@ glob_escape (const char *prefix)
 static gboolean
 check_node (RlRedisStore *self, RlNode *node, GError **error)
 {
-  const RlScript *scripts[] = { &self->acquire, &self->release, &self->renew };
+  const RlScript *scripts[] = { &self->acquire,        &self->release,    &self->renew,
+                                &self->fenced_acquire, &self->acquire_all };
   const char *ping[] = { "PING" };
   gboolean reused;
   RlConn *conn = rl_pool_get (node->pool, 0, &reused, error);
@@ -2270,7 +2271,7 @@ check_node (RlRedisStore *self, RlNode *node, GError **error)
     }
   rl_pool_put (node->pool, conn);
   RL_ATOMIC_ADD (self->parent.ctx->stats->round_trips, 1);
-  RL_ATOMIC_ADD (self->parent.ctx->stats->commands, 4);
+  RL_ATOMIC_ADD (self->parent.ctx->stats->commands, G_N_ELEMENTS (scripts) + 1);
   if (reply->type == REDIS_REPLY_ERROR)
     {
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
