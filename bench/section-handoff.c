@@ -17,10 +17,11 @@
  * The floor is interleaved with the library in the same way, on a coarser grain: in
  * PUBSUB mode the parent runs HANDOFF_BLOCKS blocks of the library's ping-pong, each
  * followed by a block of the floor with as many hand-offs, every block with a child of
- * its own and warm-up hand-offs of its own. A ratio of two runs made minutes apart on a
- * busy machine says more about the machine than about the code; blocks that alternate
- * see the same load. The rows pool the counted hand-offs of all blocks of each kind, and
- * the median over the blocks of (library p50 / floor p50) shows how steady the ratio is.
+ * its own and warm-up hand-offs of its own. On a busy machine the ratio of two
+ * measurements made one after the other says more about the machine than about the
+ * code; blocks that alternate see the same load, short of its faster changes. The rows
+ * pool the counted hand-offs of all blocks of each kind, and the median over the blocks
+ * of (library p50 / floor p50) shows how steady the ratio is.
  *
  * The file reads top-down: the messages of the pipe protocol, the two roles of the
  * ping-pong, the child process and its floor variant, then the parent's runs.
@@ -442,13 +443,13 @@ child_reap (GPid pid, int to_child, int from_child, gboolean ok, GError **error)
 typedef struct
 {
   guint blocks;
-  guint steps;            /* per block, warm-up included */
-  gint64 *latency;        /* the library's hand-offs, ns */
-  gboolean *waited;       /* per library hand-off: the waiter confirmed its wait */
-  gint64 *raw_samples;    /* raw round trips timed at the start of each library hold */
+  guint steps;         /* per block, warm-up included */
+  gint64 *latency;     /* the library's hand-offs, ns */
+  gboolean *waited;    /* per library hand-off: the waiter confirmed its wait */
+  gint64 *raw_samples; /* raw round trips timed at the start of each library hold */
   guint n_raw;
-  gint64 *floor_latency;  /* the floor's hand-offs, ns, same layout; NULL: no floor */
-  GError *floor_error;    /* why a floor block failed; no floor figures then */
+  gint64 *floor_latency; /* the floor's hand-offs, ns, same layout; NULL: no floor */
+  GError *floor_error;   /* why a floor block failed; no floor figures then */
 } HandoffRun;
 
 /* The floor, the parent's side: after the same hold, the hand-made release (GET,
@@ -551,8 +552,8 @@ handoff_pingpong (Bench *b, RedisLockRegistry *registry, RedisLock *lock, RawCon
  * from @first on, taken from @latency; with @waited, only those whose wait the waiter
  * confirmed. Returns how many. */
 static guint
-handoff_counted (const HandoffRun *run, const gint64 *latency, const gboolean *waited,
-                 guint first, guint n, gint64 *out)
+handoff_counted (const HandoffRun *run, const gint64 *latency, const gboolean *waited, guint first,
+                 guint n, gint64 *out)
 {
   guint count = 0, k, i;
 
@@ -590,8 +591,8 @@ handoff_floor (Section *s, const HandoffRun *run, const gboolean *waited, const 
       add_na (s, "raw hand-off floor", "%s", run->floor_error->message);
       return;
     }
-  fl = dist_of (scratch,
-                handoff_counted (run, run->floor_latency, NULL, 0, run->blocks, scratch), 1);
+  fl = dist_of (scratch, handoff_counted (run, run->floor_latency, NULL, 0, run->blocks, scratch),
+                1);
   add_row (s, "raw hand-off floor p50", fl.p50 / 1000, "us", 1, fl.p50 / rt->p50, "raw p50", NULL,
            FALSE);
   add_row (s, "raw hand-off floor p99", fl.p99 / 1000, "us", 1, fl.p99 / rt->p50, "raw p50", NULL,
@@ -613,8 +614,7 @@ handoff_floor (Section *s, const HandoffRun *run, const gboolean *waited, const 
   add_note (s,
             "library p50 / floor p50 in each pair of blocks: %s (median %.2fx, range "
             "%.2f-%.2fx)",
-            by_block->str, med, n_ratios ? ratios[0] : NAN,
-            n_ratios ? ratios[n_ratios - 1] : NAN);
+            by_block->str, med, n_ratios ? ratios[0] : NAN, n_ratios ? ratios[n_ratios - 1] : NAN);
 }
 
 /* The figures of @run: the hand-offs whose wait the waiter confirmed (all of them, with
