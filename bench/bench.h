@@ -198,7 +198,6 @@ struct _Bench
   guint reentrant_pairs;
   guint uncontended_pairs;
   guint handoffs;
-  guint floor_handoffs;
   guint spin_handoffs;
   guint independent_pairs;
   guint independent_rounds;

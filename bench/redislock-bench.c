@@ -134,7 +134,6 @@ size_run (Bench *b)
   b->reentrant_pairs = b->quick ? 200000 : 2000000;
   b->uncontended_pairs = b->quick ? 1000 : 5000;
   b->handoffs = b->quick ? 200 : 1000;
-  b->floor_handoffs = b->quick ? 100 : 300;
   b->spin_handoffs = b->quick ? 20 : 50;
   b->independent_pairs = b->quick ? 300 : 1000;
   b->independent_rounds = b->quick ? 2 : 3;

@@ -14,6 +14,14 @@
  * CLOCK_MONOTONIC, so "release returned in A" and "acquire returned in B" subtract. The
  * holder times two raw round trips at the start of each hold, so the baseline is
  * measured in the same conditions as the hand-offs, interleaved with them.
+ * The floor is interleaved with the library in the same way, on a coarser grain: in
+ * PUBSUB mode the parent runs HANDOFF_BLOCKS blocks of the library's ping-pong, each
+ * followed by a block of the floor with as many hand-offs, every block with a child of
+ * its own and warm-up hand-offs of its own. On a busy machine the ratio of two
+ * measurements made one after the other says more about the machine than about the
+ * code; blocks that alternate see the same load, short of its faster changes. The rows
+ * pool the counted hand-offs of all blocks of each kind, and the median over the blocks
+ * of (library p50 / floor p50) shows how steady the ratio is.
  *
  * The file reads top-down: the messages of the pipe protocol, the two roles of the
  * ping-pong, the child process and its floor variant, then the parent's runs.
@@ -31,6 +39,10 @@
 /* Hand-offs at the start of a ping-pong run that are not counted (subscription set-up,
  * first connections). */
 #define HANDOFF_WARMUP 10
+
+/* PUBSUB mode: pairs of blocks (the library's ping-pong, then the floor's), each block
+ * with b->handoffs / HANDOFF_BLOCKS counted hand-offs. */
+#define HANDOFF_BLOCKS 4
 
 /* No word from the other process, or no acquisition, for this long is a failure. */
 #define HANDOFF_TIMEOUT_MS 10000
@@ -425,27 +437,40 @@ child_reap (GPid pid, int to_child, int from_child, gboolean ok, GError **error)
   return ok;
 }
 
+/* What the parent measured over one or more blocks, each a ping-pong with a child of its
+ * own. Block k's hand-offs are entries [k * steps, (k + 1) * steps) of the per-hand-off
+ * arrays, and the first HANDOFF_WARMUP of each block are not counted. */
+typedef struct
+{
+  guint blocks;
+  guint steps;         /* per block, warm-up included */
+  gint64 *latency;     /* the library's hand-offs, ns */
+  gboolean *waited;    /* per library hand-off: the waiter confirmed its wait */
+  gint64 *raw_samples; /* raw round trips timed at the start of each library hold */
+  guint n_raw;
+  gint64 *floor_latency; /* the floor's hand-offs, ns, same layout; NULL: no floor */
+  GError *floor_error;   /* why a floor block failed; no floor figures then */
+} HandoffRun;
+
 /* The floor, the parent's side: after the same hold, the hand-made release (GET,
  * UNLINK, PUBLISH in one script, as the library's release), one direction only: the
- * parent takes the key with `SET NX PX` when the child announces its wait (the child
- * deleted its own hold by then). Fills @floor with the hand-off distribution (warm-up
- * left out). */
+ * parent takes the key with `SET NX PX` on @raw when the child announces its wait (the
+ * child deleted its own hold by then). Block @block of @run: fills its entries of
+ * floor_latency. */
 static gboolean
-floor_run (Bench *b, guint steps, Dist *floor_dist, GError **error)
+floor_run (Bench *b, RawConn *raw, HandoffRun *run, guint block, GError **error)
 {
-  g_autoptr (RawConn) raw = NULL;
   g_autofree char *channel = g_strdup_printf ("%s-floor", b->key);
   g_autofree char *key = g_strdup_printf ("%s-floor:lock", b->key);
-  g_autofree gint64 *latency = g_new0 (gint64, steps);
+  gint64 *latency = run->floor_latency + block * run->steps;
   GPid pid = 0;
   int to_child = -1, from_child = -1;
   gboolean ok = TRUE;
   guint i;
 
-  raw = raw_open (&b->target, error);
-  if (raw == NULL || !child_spawn (b, "raw", "floor", steps, &pid, &to_child, &from_child, error))
+  if (!child_spawn (b, "raw", "floor", run->steps, &pid, &to_child, &from_child, error))
     return FALSE;
-  for (i = 0; ok && i < steps; i++)
+  for (i = 0; ok && i < run->steps; i++)
     {
       redisReply *reply;
       Msg m;
@@ -480,28 +505,16 @@ floor_run (Bench *b, guint steps, Dist *floor_dist, GError **error)
       if (ok)
         latency[i] = m.value;
     }
-  if (!child_reap (pid, to_child, from_child, ok, error))
-    return FALSE;
-  *floor_dist = dist_of (latency + HANDOFF_WARMUP, steps - HANDOFF_WARMUP, 1);
-  return TRUE;
+  return child_reap (pid, to_child, from_child, ok, error);
 }
 
-/* What the parent's side of one library ping-pong measured. */
-typedef struct
-{
-  guint steps;
-  gint64 *latency;     /* per hand-off, ns */
-  gboolean *waited;    /* per hand-off: the waiter confirmed its wait */
-  gint64 *raw_samples; /* raw round trips timed at the start of each hold */
-  guint n_raw;
-} HandoffRun;
-
-/* The parent's side of the library hand-off: locks @lock, starts the child, ping-pongs
- * @run->steps hand-offs with it and reaps it. FALSE with @error set when the lock, the
- * child or a hand-off failed. */
+/* The parent's side of the library hand-off, block @block of @run: locks @lock, starts
+ * the child, ping-pongs run->steps hand-offs with it and reaps it. FALSE with @error set
+ * when the lock, the child or a hand-off failed. */
 static gboolean
 handoff_pingpong (Bench *b, RedisLockRegistry *registry, RedisLock *lock, RawConn *raw,
-                  RedisLockWaitMode mode, const char *name, HandoffRun *run, GError **error)
+                  RedisLockWaitMode mode, const char *name, HandoffRun *run, guint block,
+                  GError **error)
 {
   GPid pid = 0;
   int to_child = -1, from_child = -1;
@@ -526,58 +539,105 @@ handoff_pingpong (Bench *b, RedisLockRegistry *registry, RedisLock *lock, RawCon
   pp.out_fd = to_child;
   pp.hold_us = HANDOFF_HOLD_US;
   pp.held = TRUE;
-  pp.latency_ns = run->latency;
-  pp.waited = run->waited;
+  pp.latency_ns = run->latency + block * run->steps;
+  pp.waited = run->waited + block * run->steps;
   pp.raw = raw;
-  pp.raw_samples = run->raw_samples;
+  pp.raw_samples = run->raw_samples + run->n_raw;
   ok = pingpong_run (&pp, run->steps, TRUE, error);
-  run->n_raw = pp.n_raw;
+  run->n_raw += pp.n_raw;
   return child_reap (pid, to_child, from_child, ok, error);
 }
 
-/* The floor's figures, next to the library's hand-off @d and the raw round trip @rt. */
-static void
-handoff_floor (Bench *b, Section *s, const Dist *d, const Dist *rt)
+/* Copies into @out the counted hand-offs (warm-ups left out) of the @n blocks of @run
+ * from @first on, taken from @latency; with @waited, only those whose wait the waiter
+ * confirmed. Returns how many. */
+static guint
+handoff_counted (const HandoffRun *run, const gint64 *latency, const gboolean *waited, guint first,
+                 guint n, gint64 *out)
 {
-  g_autoptr (GError) floor_error = NULL;
+  guint count = 0, k, i;
+
+  for (k = first; k < first + n; k++)
+    for (i = k * run->steps + HANDOFF_WARMUP; i < (k + 1) * run->steps; i++)
+      if (waited == NULL || waited[i])
+        out[count++] = latency[i];
+  return count;
+}
+
+/* The p50 of the counted hand-offs of block @k, NAN when it has none. */
+static double
+block_p50 (const HandoffRun *run, const gint64 *latency, const gboolean *waited, guint k,
+           gint64 *scratch)
+{
+  return dist_of (scratch, handoff_counted (run, latency, waited, k, 1, scratch), 1).p50;
+}
+
+/* The floor's figures: its pooled distribution, the library's pooled hand-off @d over
+ * it, and the same ratio block by block. @waited selects the library's hand-offs as
+ * handoff_report() did; @rt is the raw round trip. */
+static void
+handoff_floor (Section *s, const HandoffRun *run, const gboolean *waited, const Dist *d,
+               const Dist *rt)
+{
+  g_autofree gint64 *scratch = g_new0 (gint64, run->blocks * run->steps);
+  g_autofree double *ratios = g_new0 (double, run->blocks);
+  g_autoptr (GString) by_block = g_string_new (NULL);
+  guint n_ratios = 0, k;
+  double med;
   Dist fl;
 
-  if (!floor_run (b, b->floor_handoffs, &fl, &floor_error))
+  if (run->floor_error != NULL)
     {
-      add_na (s, "raw hand-off floor", "%s", floor_error->message);
+      add_na (s, "raw hand-off floor", "%s", run->floor_error->message);
       return;
     }
+  fl = dist_of (scratch, handoff_counted (run, run->floor_latency, NULL, 0, run->blocks, scratch),
+                1);
   add_row (s, "raw hand-off floor p50", fl.p50 / 1000, "us", 1, fl.p50 / rt->p50, "raw p50", NULL,
            FALSE);
   add_row (s, "raw hand-off floor p99", fl.p99 / 1000, "us", 1, fl.p99 / rt->p50, "raw p50", NULL,
            FALSE);
   add_row (s, "hand-off p50 over the floor", (d->p50 - fl.p50) / 1000, "us", 1, d->p50 / fl.p50,
            "raw floor p50", "<= 1.3x", d->p50 <= 1.3 * fl.p50);
+
+  for (k = 0; k < run->blocks; k++)
+    {
+      double ratio = block_p50 (run, run->latency, waited, k, scratch)
+                     / block_p50 (run, run->floor_latency, NULL, k, scratch);
+
+      g_string_append_printf (by_block, "%s%.2f", k ? ", " : "", ratio);
+      if (!isnan (ratio))
+        ratios[n_ratios++] = ratio;
+    }
+  med = median (ratios, n_ratios);
+  add_row (s, "  median of block ratios", med, "x", 2, NAN, NULL, NULL, FALSE);
+  add_note (s,
+            "library p50 / floor p50 in each pair of blocks: %s (median %.2fx, range "
+            "%.2f-%.2fx)",
+            by_block->str, med, n_ratios ? ratios[0] : NAN, n_ratios ? ratios[n_ratios - 1] : NAN);
 }
 
 /* The figures of @run: the hand-offs whose wait the waiter confirmed (all of them, with
- * a note, when it confirmed none) against the raw round trips timed during the holds;
- * in PUBSUB mode, the floor too. */
+ * a note, when it confirmed none) against the raw round trips timed during the holds,
+ * pooled over the blocks; with a floor, the floor's figures too. */
 static void
-handoff_report (Bench *b, Section *s, RedisLockWaitMode mode, const HandoffRun *run)
+handoff_report (Bench *b, Section *s, RedisLockWaitMode mode, HandoffRun *run)
 {
-  g_autofree gint64 *real = g_new0 (gint64, run->steps);
+  g_autofree gint64 *real = g_new0 (gint64, run->blocks * run->steps);
+  const gboolean *waited = run->waited;
   gboolean pubsub = mode == REDIS_LOCK_WAIT_PUBSUB;
-  guint counted = 0, n_real = 0, i;
+  guint per_block = run->steps - HANDOFF_WARMUP;
+  guint counted = run->blocks * per_block;
+  guint n_real;
   Dist d, rt;
 
-  for (i = HANDOFF_WARMUP; i < run->steps; i++)
-    {
-      counted++;
-      if (run->waited[i])
-        real[n_real++] = run->latency[i];
-    }
+  n_real = handoff_counted (run, run->latency, waited, 0, run->blocks, real);
   if (n_real == 0)
     {
       add_note (s, "contended_attempts never moved in the waiter: waits unconfirmed, "
                    "all hand-offs counted");
-      for (i = HANDOFF_WARMUP; i < run->steps; i++)
-        real[n_real++] = run->latency[i];
+      waited = NULL;
+      n_real = handoff_counted (run, run->latency, waited, 0, run->blocks, real);
     }
   d = dist_of (real, n_real, 1);
   rt = dist_of (run->raw_samples, run->n_raw, 1);
@@ -593,46 +653,55 @@ handoff_report (Bench *b, Section *s, RedisLockWaitMode mode, const HandoffRun *
   add_row (s, "  hand-off p50 vs hot RTT", d.p50 / 1000, "us", 1, d.p50 / 1000 / raw_us (b),
            "reference p50", NULL, FALSE);
   add_row (s, "raw round trip p50 (baseline)", rt.p50 / 1000, "us", 1, 1.0, "raw p50", NULL, FALSE);
-  if (pubsub)
-    handoff_floor (b, s, &d, &rt);
+  if (run->floor_latency != NULL)
+    handoff_floor (s, run, waited, &d, &rt);
   add_note (s,
-            "%u hand-offs between two processes (first %d not counted), %s wait mode%s; "
-            "the holder keeps the lock %d us after the waiter announces itself",
-            run->steps, HANDOFF_WARMUP, wait_mode_name (mode),
-            pubsub ? "" : ", idle_between_tries 100 ms (the default)", HANDOFF_HOLD_US);
+            "%u hand-offs between two processes counted: %u block%s of %u after %d not "
+            "counted, a child process per block; %s wait mode%s; the holder keeps the lock "
+            "%d us after the waiter announces itself",
+            counted, run->blocks, run->blocks > 1 ? "s" : "", per_block, HANDOFF_WARMUP,
+            wait_mode_name (mode), pubsub ? "" : ", idle_between_tries 100 ms (the default)",
+            HANDOFF_HOLD_US);
   add_note (s, "baseline (raw p50): two raw EVALSHA round trips timed by the holder at the "
                "start of each hold, while the waiter is blocked: like the hand-off, they find "
                "the server and the processes just woken; the reference p50 is back-to-back "
                "calls, a hot round trip");
-  if (pubsub)
+  if (run->floor_latency != NULL)
     add_note (s,
-              "floor: the same hand-off without the library (%u hand-offs): a release script "
-              "(GET, UNLINK, PUBLISH) wakes a process blocked reading SUBSCRIBE, which takes "
-              "the key with one SET NX PX",
-              b->floor_handoffs);
-  else
+              "floor: the same hand-off without the library: a release script (GET, UNLINK, "
+              "PUBLISH) wakes a process blocked reading SUBSCRIBE, which takes the key with "
+              "one SET NX PX; interleaved with the library in blocks (library block, then "
+              "floor block, %u pairs, the same count of hand-offs in each) so that both see "
+              "the same machine, and pooled as the library's are",
+              run->blocks);
+  if (!pubsub)
     add_note (s,
               "the waiter's first attempt fails about %d us before the release, so each "
               "hand-off waits out most of one idle period",
               HANDOFF_HOLD_US);
 }
 
-/* One library hand-off run of @steps in @mode: the registry, the lock and the raw
- * connection stay open until its figures, the floor's included, are in. */
+/* The library's hand-off in @mode, @blocks blocks of @steps each (warm-up included),
+ * each followed by a block of the floor's when @with_floor: the registry, the lock and
+ * the raw connection stay open until the figures are in. A failed floor block stops
+ * the floor, not the library's blocks. */
 static void
-handoff_run (Bench *b, Section *s, RedisLockWaitMode mode, guint steps)
+handoff_run (Bench *b, Section *s, RedisLockWaitMode mode, guint blocks, guint steps,
+             gboolean with_floor)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (RedisLockRegistry) registry = NULL;
   g_autoptr (RedisLock) lock = NULL;
   g_autoptr (RawConn) raw = NULL;
   g_autofree char *name = g_strdup_printf ("handoff-%s", wait_mode_name (mode));
-  g_autofree gint64 *latency = g_new0 (gint64, steps);
-  g_autofree gboolean *waited = g_new0 (gboolean, steps);
-  g_autofree gint64 *raw_samples = g_new0 (gint64, 2 * steps);
-  HandoffRun run = { steps, latency, waited, raw_samples, 0 };
+  g_autofree gint64 *latency = g_new0 (gint64, blocks * steps);
+  g_autofree gboolean *waited = g_new0 (gboolean, blocks * steps);
+  g_autofree gint64 *raw_samples = g_new0 (gint64, 2 * blocks * steps);
+  g_autofree gint64 *floor_latency = with_floor ? g_new0 (gint64, blocks * steps) : NULL;
+  HandoffRun run = { blocks, steps, latency, waited, raw_samples, 0, floor_latency, NULL };
+  guint k;
 
-  g_assert (steps > HANDOFF_WARMUP);
+  g_assert (blocks > 0 && steps > HANDOFF_WARMUP);
   raw = raw_open (&b->target, &error);
   if (raw == NULL)
     goto fail;
@@ -641,23 +710,33 @@ handoff_run (Bench *b, Section *s, RedisLockWaitMode mode, guint steps)
     goto fail;
   redis_lock_registry_set_wait_mode (registry, mode);
   lock = redis_lock_registry_obtain (registry, name, &error);
-  if (lock == NULL || !handoff_pingpong (b, registry, lock, raw, mode, name, &run, &error))
+  if (lock == NULL)
     goto fail;
+  for (k = 0; k < blocks; k++)
+    {
+      if (!handoff_pingpong (b, registry, lock, raw, mode, name, &run, k, &error))
+        goto fail;
+      if (with_floor && run.floor_error == NULL)
+        floor_run (b, raw, &run, k, &run.floor_error);
+    }
   handoff_report (b, s, mode, &run);
+  g_clear_error (&run.floor_error);
   return;
 
 fail:
+  g_clear_error (&run.floor_error);
   add_na (s, "hand-off", "%s", error->message);
 }
 
 void
 section_handoff (Bench *b, Section *s)
 {
-  handoff_run (b, s, REDIS_LOCK_WAIT_PUBSUB, b->handoffs);
+  handoff_run (b, s, REDIS_LOCK_WAIT_PUBSUB, HANDOFF_BLOCKS,
+               HANDOFF_WARMUP + b->handoffs / HANDOFF_BLOCKS, TRUE);
 }
 
 void
 section_handoff_spin (Bench *b, Section *s)
 {
-  handoff_run (b, s, REDIS_LOCK_WAIT_SPIN, b->spin_handoffs);
+  handoff_run (b, s, REDIS_LOCK_WAIT_SPIN, 1, b->spin_handoffs, FALSE);
 }
