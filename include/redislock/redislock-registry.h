@@ -573,7 +573,7 @@ REDIS_LOCK_EXPORT gboolean redis_lock_registry_renew (RedisLockRegistry *registr
  *   this registry instead of releasing it (see
  *   redis_lock_registry_set_max_local_handoffs())
  * @yields: acquisitions that first let other clients take the lock: after a streak
- *   of local hand-offs, or after three holds of the lease in a row since this
+ *   of local hand-offs, or after four holds of the lease in a row since this
  *   registry last had to wait for the lock, when the release that ended it reached a
  *   client other than this registry, the next acquisition waits up to twice that
  *   release's round trip (less when notified sooner) before its first attempt
