@@ -42,7 +42,7 @@
 
 /* PUBSUB mode: pairs of blocks (the library's ping-pong, then the floor's), each block
  * with b->handoffs / HANDOFF_BLOCKS counted hand-offs. */
-#define HANDOFF_BLOCKS 4
+#define HANDOFF_BLOCKS 10
 
 /* No word from the other process, or no acquisition, for this long is a failure. */
 #define HANDOFF_TIMEOUT_MS 10000
