@@ -646,11 +646,12 @@ quorum_renew_batch (RlStore *store, guint n, const char *const *keys, const char
                     guint *round_trips, GError **error)
 {
   RlQuorumStore *self = (RlQuorumStore *) store;
-  g_autofree RlLeaseItem *items = g_new0 (RlLeaseItem, MAX (n, 1));
+  g_autofree RlLeaseItem *items = NULL;
 
   *round_trips = 0;
   if (n == 0)
     return TRUE;
+  items = g_new0 (RlLeaseItem, n);
   for (guint k = 0; k < n; k++)
     {
       items[k].key = keys[k];
