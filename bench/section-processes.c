@@ -258,16 +258,24 @@ fail:
 
 /* --- The parent's side ------------------------------------------------------------- */
 
-/* One run: PROCESSES_N children in @mode on @name for @ms. Fills the sections per
- * second and the fraction of consecutive sections that changed process. */
+/* What one run measured. */
+typedef struct
+{
+  double rate;    /* sections per second */
+  double changes; /* fraction of consecutive sections run by different processes */
+  double longest; /* the longest run of consecutive sections of one process */
+  double least;   /* the fewest sections of one process, over the mean per process */
+} ProcessesRun;
+
+/* One run: PROCESSES_N children in @mode on @name for @ms; fills @out. */
 static gboolean
 processes_run (Bench *b, RawConn *raw, const char *mode, const char *name, gint64 ms,
-               double *rate, double *changes, GError **error)
+               ProcessesRun *out, GError **error)
 {
   g_autofree char *list = g_strdup_printf ("%s-%s-order", b->key, name);
   GPid pid[PROCESSES_N];
   int to[PROCESSES_N], from[PROCESSES_N];
-  guint counts[PROCESSES_N], i, n = 0, total = 0, changed = 0;
+  guint counts[PROCESSES_N], i, n = 0, total = 0, changed = 0, run = 1, longest = 1, least;
   gboolean ok = TRUE;
   gint64 end;
   redisReply *r;
@@ -325,7 +333,13 @@ processes_run (Bench *b, RawConn *raw, const char *mode, const char *name, gint6
     return FALSE;
   ok = r->type == REDIS_REPLY_ARRAY && r->elements == total && total > 1;
   for (i = 1; ok && i < r->elements; i++)
-    changed += strcmp (r->element[i]->str, r->element[i - 1]->str) != 0;
+    {
+      gboolean change = strcmp (r->element[i]->str, r->element[i - 1]->str) != 0;
+
+      changed += change;
+      run = change ? 1 : run + 1;
+      longest = MAX (longest, run);
+    }
   freeReplyObject (r);
   if (!ok)
     {
@@ -337,9 +351,26 @@ processes_run (Bench *b, RawConn *raw, const char *mode, const char *name, gint6
   if (r == NULL)
     return FALSE;
   freeReplyObject (r);
-  *rate = total * 1000.0 / ms;
-  *changes = (double)changed / (total - 1);
+  least = counts[0];
+  for (i = 1; i < n; i++)
+    least = MIN (least, counts[i]);
+  out->rate = total * 1000.0 / ms;
+  out->changes = (double)changed / (total - 1);
+  out->longest = longest;
+  out->least = (double)least * n / total;
   return TRUE;
+}
+
+/* The median over @n runs of the figure at @offset in ProcessesRun. */
+static double
+median_of (const ProcessesRun *runs, guint n, glong offset)
+{
+  double v[3];
+
+  g_assert (n <= G_N_ELEMENTS (v));
+  for (guint k = 0; k < n; k++)
+    v[k] = G_STRUCT_MEMBER (double, &runs[k], offset);
+  return median (v, n);
 }
 
 void
@@ -349,28 +380,34 @@ section_processes (Bench *b, Section *s)
   g_autoptr (RawConn) raw = NULL;
   guint rounds = b->quick ? 1 : 3, r;
   gint64 ms = b->quick ? 1000 : 2000;
-  double lib_rate[3], lib_changes[3], raw_rate[3], raw_changes[3];
+  ProcessesRun lib[3], rawp[3];
   double lr, lc, rr, rc;
 
   raw = raw_open (&b->target, &error);
   if (raw == NULL)
     goto fail;
   for (r = 0; r < rounds; r++)
-    if (!processes_run (b, raw, "contend-raw", "processes", ms, &raw_rate[r], &raw_changes[r],
-                        &error)
-        || !processes_run (b, raw, "contend-lib", "processes", ms, &lib_rate[r], &lib_changes[r],
-                           &error))
+    if (!processes_run (b, raw, "contend-raw", "processes", ms, &rawp[r], &error)
+        || !processes_run (b, raw, "contend-lib", "processes", ms, &lib[r], &error))
       goto fail;
-  lr = median (lib_rate, rounds);
-  lc = median (lib_changes, rounds);
-  rr = median (raw_rate, rounds);
-  rc = median (raw_changes, rounds);
+  lr = median_of (lib, rounds, G_STRUCT_OFFSET (ProcessesRun, rate));
+  lc = median_of (lib, rounds, G_STRUCT_OFFSET (ProcessesRun, changes));
+  rr = median_of (rawp, rounds, G_STRUCT_OFFSET (ProcessesRun, rate));
+  rc = median_of (rawp, rounds, G_STRUCT_OFFSET (ProcessesRun, changes));
   add_row (s, "sections/s", lr, "sections/s", 0, lr / rr, "raw protocol sections/s", ">= 0.8x",
            lr >= 0.8 * rr);
   add_row (s, "holder changes", 100 * lc, "%", 0, NAN, NULL, ">= 20 %", lc >= 0.2);
+  add_row (s, "longest run of one process", median_of (lib, rounds, G_STRUCT_OFFSET (ProcessesRun, longest)), "sections", 0,
+           median_of (lib, rounds, G_STRUCT_OFFSET (ProcessesRun, longest)) / median_of (rawp, rounds, G_STRUCT_OFFSET (ProcessesRun, longest)), "raw protocol's", NULL, FALSE);
+  add_row (s, "least-served process", 100 * median_of (lib, rounds, G_STRUCT_OFFSET (ProcessesRun, least)), "% of the mean", 0, NAN,
+           NULL, NULL, FALSE);
   add_row (s, "raw protocol sections/s (baseline)", rr, "sections/s", 0, 1.0,
            "raw protocol sections/s", NULL, FALSE);
   add_row (s, "raw protocol holder changes", 100 * rc, "%", 0, NAN, NULL, NULL, FALSE);
+  add_row (s, "raw protocol longest run", median_of (rawp, rounds, G_STRUCT_OFFSET (ProcessesRun, longest)), "sections", 0, NAN, NULL,
+           NULL, FALSE);
+  add_row (s, "raw protocol least-served process", 100 * median_of (rawp, rounds, G_STRUCT_OFFSET (ProcessesRun, least)),
+           "% of the mean", 0, NAN, NULL, NULL, FALSE);
   add_note (s,
             "%d single-threaded processes on one name for %" G_GINT64_FORMAT
             " ms, %u rounds of the raw protocol then the library (defaults); medians of the "
@@ -379,7 +416,8 @@ section_processes (Bench *b, Section *s)
   add_note (s, "raw protocol: SET NX PX, on failure wait for the release's PUBLISH on a "
                "SUBSCRIBE connection (at most 100 ms), release by script (GET, UNLINK, PUBLISH)");
   add_note (s, "holder changes: consecutive sections (in the order of the shared list) run by "
-               "different processes");
+               "different processes; longest run: the most consecutive sections of one "
+               "process; least-served: the fewest sections of one process over the mean");
   return;
 
 fail:
