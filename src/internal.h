@@ -71,6 +71,8 @@ typedef struct
   guint8 contended_holds; /* holds of the lease in a row since an acquisition that found
                              it held (1), up to RL_REMOTE_BARGE_MAX; 0: none since the
                              last yield */
+  guint8 lost_yields;     /* yields in a row after which nobody had taken the lock */
+  gboolean yielded;       /* yield_until was set for the next acquisition */
   GQueue queue;       /* RlLockWaiter, in order of arrival, counted in lock->waiters */
   RlLockWaiter *sleeper;    /* the queued waiter that owns the mutex and sleeps until
                                notify_seq moves past its seq */

@@ -175,6 +175,7 @@ struct _AsyncCall
   CallPhase phase;
   gboolean lease_kept;  /* the lease came with the mutex and is not yet accepted */
   gboolean yield_read;  /* the hand-off streak's yield was looked at */
+  gboolean yielding;    /* the sleep is that yield: notifications do not end it */
   gboolean need_watch;  /* an attempt found the key held: notifications are wanted */
   guint attempts;
   gboolean sleeping;    /* sleeps until the notification number moves past seq */
@@ -455,9 +456,13 @@ step_lease (AsyncCall *call)
           /* Poked: by the notification, the timer, or for nothing (then sleep on). */
           rl_lock_wake_queued (lock, &call->waiter);
           call->sleeping = FALSE;
+          if (call->yielding && now < call->wake_at
+              && sleep_until (call, rl_lock_notify_seq (lock), call->wake_at))
+            return;
           if (rl_lock_notify_seq (lock) == call->seq && now < call->wake_at
               && sleep_until (call, call->seq, call->wake_at))
             return;
+          call->yielding = FALSE;
         }
       if (call->lease_kept)
         {
@@ -470,15 +475,17 @@ step_lease (AsyncCall *call)
         }
       if (!call->yield_read)
         {
-          /* A hand-off streak just ended with a release: waiters in other processes
-           * get a few round trips first, as in lock.c. */
+          /* Waiters in other processes get a few round trips first, as in lock.c,
+           * whatever notifications come meanwhile. */
           gint64 yield_until = MIN (rl_lock_take_yield (lock), call->deadline);
           call->yield_read = TRUE;
           if (yield_until <= now)
             continue;
           RL_ATOMIC_ADD (registry->stats.yields, 1);
+          call->yielding = TRUE;
           if (sleep_until (call, rl_lock_notify_seq (lock), yield_until))
             return;
+          call->yielding = FALSE;
           continue;
         }
       if (call->attempts > 0 && now >= call->deadline)

@@ -61,10 +61,14 @@
 /* Other processes get the same protection from a process that locks in a loop: after
  * this many holds of the lease in a row since it last had to wait for another owner
  * (the only sign it has that others want the lock), and a release other clients
- * heard, it lets them try first (end_hold()). Each such yield costs the lock up to two
+ * heard, it lets them try first (end_hold()). Each such yield costs the lock two
  * release round trips of idle time when nobody takes it; in the bench's 4-process
- * contention it keeps about a third of the sections changing holder. */
+ * contention it bounds the longest run of one process to about a dozen sections. */
 #define RL_REMOTE_BARGE_MAX 4
+/* A yield nobody used (the next attempt found the lock free) may mean waiters slower
+ * than it: the count goes on, the next yield lasting twice as long, up to this many
+ * unused yields in a row; then the process stops yielding until it waits again. */
+#define RL_LOST_YIELDS_MAX 3
 
 G_STATIC_ASSERT (RL_LOCAL_BARGE_MAX < 8); /* lock->barged is 3 bits */
 
@@ -424,15 +428,34 @@ sleep_for_notification (RedisLock *lock, guint16 seq, gint64 wake_at, GCancellab
 /* One hold of the lease begins (@contended: the acquisition found the key held by
  * another owner first). Counts the holds in a row since an acquisition that had to
  * wait, the only sign this process has that other clients want the lock too: see
- * end_hold(). lock->m held. */
+ * end_hold(). An acquisition right after a yield that did not have to wait means
+ * nobody took the lock meanwhile: nobody wants it, or its waiters are slower than the
+ * yield. Up to RL_LOST_YIELDS_MAX such yields in a row count as the latter (the next
+ * yield comes after as many holds, twice as long). lock->m held. */
 static void
 count_lease_hold_locked (RedisLock *lock, gboolean contended)
 {
+  RlLockWait *wait = contended ? lock_wait (lock) : lock->wait;
+  gboolean after_yield;
+
+  if (wait == NULL)
+    return;
+  after_yield = wait->yielded;
+  wait->yielded = FALSE;
   if (contended)
-    lock_wait (lock)->contended_holds = 1;
-  else if (lock->wait != NULL && lock->wait->contended_holds > 0
-           && lock->wait->contended_holds < RL_REMOTE_BARGE_MAX)
-    lock->wait->contended_holds++;
+    {
+      wait->contended_holds = 1;
+      wait->lost_yields = 0;
+    }
+  else if (after_yield && wait->lost_yields < RL_LOST_YIELDS_MAX)
+    {
+      wait->lost_yields++;
+      wait->contended_holds = 1;
+    }
+  else if (after_yield)
+    wait->lost_yields = 0; /* and contended_holds stays 0: no more yields */
+  else if (wait->contended_holds > 0 && wait->contended_holds < RL_REMOTE_BARGE_MAX)
+    wait->contended_holds++;
 }
 
 RlLeaseResult
@@ -516,15 +539,18 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
   guint16 seq;
 
   /* Other clients were told the lock is free and may want it: give them a few round
-   * trips to take it before this process competes again (see end_hold()). */
+   * trips to take it before this process competes again (see end_hold()). A
+   * notification does not end the wait: the release that asked for it notifies this
+   * registry too, and its echo usually arrives just now. */
   yield_until = MIN (yield_until, deadline);
   if (yield_until > g_get_monotonic_time ())
     {
       RL_ATOMIC_ADD (registry->stats.yields, 1);
       rl_mutex_lock (&lock->m);
-      seq = lock->notify_seq;
+      while (!rl_registry_is_closed (registry) && !g_cancellable_is_cancelled (cancellable)
+             && g_get_monotonic_time () < yield_until)
+        rl_cond_wait_until (&lock_wait (lock)->notify, &lock->m, yield_until);
       rl_mutex_unlock (&lock->m);
-      sleep_for_notification (lock, seq, yield_until, cancellable);
       if (set_wait_error (lock, cancellable, error))
         return FALSE;
     }
@@ -891,7 +917,8 @@ redis_lock_try_lock_full (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCance
  * client outside this registry was told of the release. When it ends a hand-off
  * streak (at most @max hand-offs), or the RL_REMOTE_BARGE_MAX-th hold in a row since
  * this process last had to wait for the lock, the next local acquisition waits a
- * little (twice the release's round trip) so that client can take it. */
+ * little (twice the release's round trip, whatever notifications come meanwhile) so
+ * that client can take it. */
 static void
 end_hold (RedisLock *lock, guint max, gint64 release_us, gboolean others)
 {
@@ -903,8 +930,12 @@ end_hold (RedisLock *lock, guint max, gint64 release_us, gboolean others)
       && ((max > 0 && lock->handoffs >= max)
           || (lock->wait != NULL && lock->wait->contended_holds >= RL_REMOTE_BARGE_MAX)))
     {
-      lock_wait (lock)->yield_until = g_get_monotonic_time () + CLAMP (2 * release_us, 50, 5000);
-      lock->wait->contended_holds = 0;
+      RlLockWait *wait = lock_wait (lock);
+
+      wait->yield_until
+          = g_get_monotonic_time () + CLAMP ((2 * release_us) << wait->lost_yields, 50, 5000);
+      wait->contended_holds = 0;
+      wait->yielded = TRUE;
     }
   lock->handoffs = 0;
   lock->streak_extended = FALSE;

@@ -575,8 +575,9 @@ REDIS_LOCK_EXPORT gboolean redis_lock_registry_renew (RedisLockRegistry *registr
  * @yields: acquisitions that first let other clients take the lock: after a streak
  *   of local hand-offs, or after four holds of the lease in a row since this
  *   registry last had to wait for the lock, when the release that ended it reached a
- *   client other than this registry, the next acquisition waits up to twice that
- *   release's round trip (less when notified sooner) before its first attempt
+ *   client other than this registry, the next acquisition waits twice that release's
+ *   round trip (at least 50 µs, at most 5 ms; twice as long after a yield nobody
+ *   used, up to three in a row) before its first attempt
  * @reserved: room for counters added later without changing the size of the struct;
  *   zero
  *
