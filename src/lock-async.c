@@ -456,11 +456,9 @@ step_lease (AsyncCall *call)
           /* Poked: by the notification, the timer, or for nothing (then sleep on). */
           rl_lock_wake_queued (lock, &call->waiter);
           call->sleeping = FALSE;
-          if (call->yielding && now < call->wake_at
-              && sleep_until (call, rl_lock_notify_seq (lock), call->wake_at))
-            return;
-          if (rl_lock_notify_seq (lock) == call->seq && now < call->wake_at
-              && sleep_until (call, call->seq, call->wake_at))
+          seq = rl_lock_notify_seq (lock);
+          if ((call->yielding || seq == call->seq) && now < call->wake_at
+              && sleep_until (call, seq, call->wake_at))
             return;
           call->yielding = FALSE;
         }

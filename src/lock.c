@@ -413,13 +413,14 @@ release_after_close (RedisLock *lock, const char *value, GError **error)
                        "was released");
 }
 
-/* Sleeps until the lock's notification number moves past @seq, @wake_at, close or
- * cancel. */
+/* Sleeps until the lock's notification number moves past *@seq (@seq NULL: a
+ * notification does not end the sleep), @wake_at, close or cancel. */
 static void
-sleep_for_notification (RedisLock *lock, guint16 seq, gint64 wake_at, GCancellable *cancellable)
+sleep_for_notification (RedisLock *lock, const guint16 *seq, gint64 wake_at,
+                        GCancellable *cancellable)
 {
   rl_mutex_lock (&lock->m);
-  while (lock->notify_seq == seq && !rl_registry_is_closed (lock->registry)
+  while ((seq == NULL || lock->notify_seq == *seq) && !rl_registry_is_closed (lock->registry)
          && !g_cancellable_is_cancelled (cancellable) && g_get_monotonic_time () < wake_at)
     rl_cond_wait_until (&lock_wait (lock)->notify, &lock->m, wake_at);
   rl_mutex_unlock (&lock->m);
@@ -546,11 +547,7 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
   if (yield_until > g_get_monotonic_time ())
     {
       RL_ATOMIC_ADD (registry->stats.yields, 1);
-      rl_mutex_lock (&lock->m);
-      while (!rl_registry_is_closed (registry) && !g_cancellable_is_cancelled (cancellable)
-             && g_get_monotonic_time () < yield_until)
-        rl_cond_wait_until (&lock_wait (lock)->notify, &lock->m, yield_until);
-      rl_mutex_unlock (&lock->m);
+      sleep_for_notification (lock, NULL, yield_until, cancellable);
       if (set_wait_error (lock, cancellable, error))
         return FALSE;
     }
@@ -589,7 +586,7 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
           if (store->vt->watch (store, limit))
             continue;
         }
-      sleep_for_notification (lock, seq, rl_lock_wake_at (lock, now, deadline, watching, pttl),
+      sleep_for_notification (lock, &seq, rl_lock_wake_at (lock, now, deadline, watching, pttl),
                               cancellable);
       if (set_wait_error (lock, cancellable, error))
         return FALSE;
@@ -860,7 +857,7 @@ void
 rl_lock_sleep_for_notification (RedisLock *lock, guint16 seq, gint64 wake_at,
                                 GCancellable *cancellable)
 {
-  sleep_for_notification (lock, seq, wake_at, cancellable);
+  sleep_for_notification (lock, &seq, wake_at, cancellable);
 }
 
 gboolean
