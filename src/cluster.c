@@ -18,6 +18,17 @@
  * at most one per RL_CLUSTER_REFRESH_MIN_MS, so that a burst of redirections or
  * failures costs one `CLUSTER SHARDS`, not one each, and never adds a round trip to
  * the caller's command.
+ *
+ * A failover must also be noticed when no command of ours went to the failed master:
+ * a lease whose write never reached the replica is gone from the new owner, and its
+ * holder must hear of it at once, not at the watchdog's next tick. So the map is read
+ * again every RL_CLUSTER_PERIODIC_MS, and every RL_CLUSTER_WATCH_MS for a while after
+ * a node failed (until the map changes); a refresh that finds a slot with another
+ * owner than before reports the change (the registry then checks every held lease).
+ * A command whose node refused the connection or broke it waits, within its own
+ * deadline, for a map that routes its key elsewhere and goes there
+ * (cluster_reroute()), so that a release right after a failover reaches the new
+ * master instead of failing on the dead one.
  */
 #include "config.h"
 
@@ -29,6 +40,11 @@
 
 #define RL_CLUSTER_SLOTS 16384
 #define RL_CLUSTER_REFRESH_MIN_MS 100
+#define RL_CLUSTER_PERIODIC_MS 1000
+#define RL_CLUSTER_WATCH_MS 250
+/* How long refreshes come every RL_CLUSTER_WATCH_MS after a node failed, unless the
+ * map changes first: longer than a failover takes with Redis's default timeouts. */
+#define RL_CLUSTER_WATCH_US (30 * G_USEC_PER_SEC)
 /* A node that failed this recently is asked for the map, or given the subscription,
  * only when no other node can be. */
 #define RL_CLUSTER_FAILED_RECENTLY_US (2 * G_USEC_PER_SEC)
@@ -47,6 +63,9 @@ typedef struct
   gboolean stop;
   gboolean started;
   gint64 refreshed_at; /* monotonic µs of the last refresh */
+  gint64 watch_until;  /* monotonic µs until which refreshes come every
+                          RL_CLUSTER_WATCH_MS (a node failed), 0: none */
+  guint64 refreshes;   /* refreshes done, successful or not */
   pthread_t thread;
 } RlCluster;
 
@@ -312,20 +331,34 @@ fetch_map (RlCluster *self, RlNode *node, GArray *ranges, GError **error)
   return TRUE;
 }
 
-/* Replaces the map with @ranges. */
+/* Replaces the map with @ranges; reports a slot that changed owner (a failover, a
+ * migration finished without our having seen its MOVED) to the store, which then
+ * checks every held lease. */
 static void
 apply_map (RlCluster *self, GArray *ranges)
 {
+  g_autofree RlNode **fresh = g_new0 (RlNode *, RL_CLUSTER_SLOTS);
+  gboolean moved = FALSE;
+
   rl_mutex_lock (&self->mutex);
-  memset (self->slots, 0, sizeof self->slots);
   for (guint i = 0; i < ranges->len; i++)
     {
       Range *range = &g_array_index (ranges, Range, i);
       RlNode *node = node_at_locked (self, range->host, range->port);
       for (guint s = range->start; s <= range->end; s++)
-        self->slots[s] = node;
+        fresh[s] = node;
     }
+  for (guint s = 0; s < RL_CLUSTER_SLOTS && !moved; s++)
+    moved = self->slots[s] != NULL && self->slots[s] != fresh[s];
+  memcpy (self->slots, fresh, sizeof self->slots);
+  if (moved)
+    self->watch_until = 0;
   rl_mutex_unlock (&self->mutex);
+  if (moved && self->parent.changed != NULL)
+    {
+      g_debug ("cluster: the slot map changed owners; checking held leases");
+      self->parent.changed (self->parent.changed_data, FALSE);
+    }
 }
 
 /* Reads the map from the first node that tells it: the masters of the current map
@@ -386,8 +419,17 @@ request_refresh (RlCluster *self)
 {
   rl_mutex_lock (&self->mutex);
   self->refresh_wanted = TRUE;
-  rl_cond_signal (&self->cond);
+  rl_cond_broadcast (&self->cond);
   rl_mutex_unlock (&self->mutex);
+}
+
+/* When the next unasked refresh is due. self->mutex held. */
+static gint64
+next_periodic_locked (RlCluster *self, gint64 now)
+{
+  gint64 period = now < self->watch_until ? RL_CLUSTER_WATCH_MS : RL_CLUSTER_PERIODIC_MS;
+
+  return self->refreshed_at + period * 1000;
 }
 
 static void *
@@ -404,8 +446,13 @@ refresh_thread (void *data)
 
       if (!self->refresh_wanted)
         {
-          rl_cond_wait_until (&self->cond, &self->mutex, G_MAXINT64);
-          continue;
+          gint64 due = next_periodic_locked (self, g_get_monotonic_time ());
+          if (g_get_monotonic_time () < due)
+            {
+              rl_cond_wait_until (&self->cond, &self->mutex, due);
+              continue;
+            }
+          self->refresh_wanted = TRUE;
         }
       if (g_get_monotonic_time () < earliest)
         {
@@ -418,6 +465,8 @@ refresh_thread (void *data)
         g_debug ("cluster: refreshing the slot map: %s", error->message);
       rl_mutex_lock (&self->mutex);
       self->refreshed_at = g_get_monotonic_time ();
+      self->refreshes++;
+      rl_cond_broadcast (&self->cond);
     }
   rl_mutex_unlock (&self->mutex);
   return NULL;
@@ -530,8 +579,52 @@ cluster_classify (RlTopology *topology, RlNode *node, const redisReply *reply, R
 static void
 cluster_failed (RlTopology *topology, RlNode *node)
 {
-  RL_ATOMIC_SET (node->failed_at, g_get_monotonic_time ());
-  request_refresh ((RlCluster *) topology);
+  RlCluster *self = (RlCluster *) topology;
+  gint64 now = g_get_monotonic_time ();
+
+  RL_ATOMIC_SET (node->failed_at, now);
+  rl_mutex_lock (&self->mutex);
+  self->watch_until = now + RL_CLUSTER_WATCH_US;
+  rl_mutex_unlock (&self->mutex);
+  request_refresh (self);
+}
+
+/* @node failed a command for @key: waits until @deadline_us for a refreshed map that
+ * routes @key to another node, and returns that node (with a reference); NULL when
+ * none came in time (the topology was stopped, or the cluster has not failed over
+ * yet). */
+static RlNode *
+cluster_reroute (RlTopology *topology, RlNode *node, const char *key, gint64 deadline_us)
+{
+  RlCluster *self = (RlCluster *) topology;
+  guint slot = key != NULL ? key_slot (key) : 0;
+  RlNode *next = NULL;
+
+  rl_mutex_lock (&self->mutex);
+  while (!self->stop && self->started && g_get_monotonic_time () < deadline_us)
+    {
+      guint64 seen = self->refreshes;
+
+      self->refresh_wanted = TRUE;
+      rl_cond_broadcast (&self->cond);
+      while (!self->stop && self->refreshes == seen && g_get_monotonic_time () < deadline_us)
+        rl_cond_wait_until (&self->cond, &self->mutex, deadline_us);
+      if (self->refreshes == seen)
+        break;
+      next = key != NULL ? self->slots[slot] : NULL;
+      if (key == NULL)
+        for (guint s = 0; s < RL_CLUSTER_SLOTS && next == NULL; s++)
+          if (self->slots[s] != node)
+            next = self->slots[s];
+      if (next != NULL && next != node)
+        {
+          rl_node_ref (next);
+          break;
+        }
+      next = NULL;
+    }
+  rl_mutex_unlock (&self->mutex);
+  return next;
 }
 
 /* Any master serves the subscription (the cluster broadcasts every PUBLISH); after
@@ -602,13 +695,15 @@ static const RlTopologyVTable cluster_vtable = {
   .masters = cluster_masters,
   .classify = cluster_classify,
   .failed = cluster_failed,
+  .reroute = cluster_reroute,
   .subscriber = cluster_subscriber,
   .close = cluster_close,
   .free = cluster_free,
 };
 
 RlTopology *
-rl_cluster_open (const RlUrl *url, RlStoreContext *ctx, GError **error)
+rl_cluster_open (const RlUrl *url, RlStoreContext *ctx, RlTopologyChangedFunc changed,
+                 gpointer changed_data, GError **error)
 {
   RlCluster *self = g_new0 (RlCluster, 1);
 
@@ -631,6 +726,9 @@ rl_cluster_open (const RlUrl *url, RlStoreContext *ctx, GError **error)
       cluster_free (&self->parent);
       return NULL;
     }
+  /* The first map is not a change; later ones are reported. */
+  self->parent.changed = changed;
+  self->parent.changed_data = changed_data;
   self->refreshed_at = g_get_monotonic_time ();
   if (pthread_create (&self->thread, NULL, refresh_thread, self) == 0)
     self->started = TRUE;

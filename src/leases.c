@@ -75,6 +75,10 @@ struct _RlLeases
   gint64 planned;          /* when the watchdog means to wake next */
   GPtrArray *lost_pending; /* pinned locks found lost outside the watchdog */
   GArray *doubtful;        /* Doubtful */
+  gint64 epoch_at;         /* monotonic µs of the latest connection loss, reconnect or
+                              failover the store reported (0: none): a lease last
+                              confirmed by a request sent before it may have gone with a
+                              restart, so it is confirmed again before it is handed on */
   gboolean closed;
 
   RlMutex callback_mutex;
@@ -348,6 +352,7 @@ rl_leases_take (RlLeases *self, RedisLock *lock, guint64 serial, gint64 ttl_ms, 
                 guint64 token)
 {
   RlLeaseState *lease = &lock->lease;
+  gboolean first;
 
   rl_mutex_lock (&self->mutex);
   if (self->closed)
@@ -355,6 +360,7 @@ rl_leases_take (RlLeases *self, RedisLock *lock, guint64 serial, gint64 ttl_ms, 
       rl_mutex_unlock (&self->mutex);
       return FALSE;
     }
+  first = g_hash_table_size (self->held) == 0;
   lock->lease_flags.held = TRUE;
   lock->lease_flags.lost = FALSE;
   lease->serial = serial;
@@ -374,6 +380,10 @@ rl_leases_take (RlLeases *self, RedisLock *lock, guint64 serial, gint64 ttl_ms, 
         }
     }
   rl_mutex_unlock (&self->mutex);
+  /* While a lease is held, something must notice that the server restarted or the
+   * connection was reset even when nobody waits (rl_leases_audit()). */
+  if (first && self->store->vt->guard != NULL)
+    self->store->vt->guard (self->store);
   return TRUE;
 }
 
@@ -406,6 +416,7 @@ rl_leases_view (RlLeases *self, RedisLock *lock)
   view.ttl_ms = lock->lease.ttl_ms;
   view.token = lock->lease.token;
   view.lose_at = lose_at (&lock->lease);
+  view.unconfirmed = lock->lease.confirmed <= self->epoch_at;
   rl_mutex_unlock (&self->mutex);
   return view;
 }
@@ -586,8 +597,14 @@ void
 rl_leases_audit (RlLeases *self)
 {
   rl_mutex_lock (&self->mutex);
-  if (self->watchdog != NULL && g_hash_table_size (self->held) > 0)
-    rl_watchdog_tick_now (self->watchdog);
+  self->epoch_at = g_get_monotonic_time ();
+  if (!self->closed && g_hash_table_size (self->held) > 0)
+    {
+      /* The watchdog thread checks them, started for it even with renewal off. */
+      RL_ATOMIC_ADD (self->stats->audits, 1);
+      wake_watchdog (self);
+      rl_watchdog_tick_now (self->watchdog);
+    }
   rl_mutex_unlock (&self->mutex);
 }
 

@@ -48,6 +48,8 @@ typedef struct
   gint64 ttl_ms;
   guint64 token;  /* fencing token, 0: none */
   gint64 lose_at; /* monotonic µs when an unconfirmed lease counts as lost */
+  gboolean unconfirmed; /* last confirmed before the latest connection loss, reconnect
+                           or failover: the store may have lost it since */
 } RlLeaseView;
 
 RlLeases *rl_leases_new (RlStore *store, const char *client_id, const RlSettings *settings,
@@ -96,7 +98,10 @@ gboolean rl_leases_is_pinned (RlLeases *leases, RedisLock *lock);
 gboolean rl_leases_renew (RlLeases *leases, RedisLock *lock, const char *name, gint64 ttl_ms,
                           GError **error);
 
-/* The store's connection broke or came back: every held lease is checked at once. */
+/* The store's connection broke or came back, or its deployment failed over: a new
+ * epoch starts. Every held lease is checked at once (on the watchdog thread, started
+ * for it even with renewal off), and until a lease is confirmed again its view says
+ * unconfirmed, so that it is not handed to another thread unchecked. */
 void rl_leases_audit (RlLeases *leases);
 /* The watchdog setting changed. */
 void rl_leases_settings_changed (RlLeases *leases);

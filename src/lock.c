@@ -41,7 +41,10 @@
  *   ------------------------+--------------------+-----------+------------------------
  *   none, or hand-offs off  | -                  | -         | release
  *   yes                     | < max              | held, ok  | hand over (watchdog on)
- *                           |                    |           | refresh, hand over (off)
+ *                           |                    |           | refresh, hand over (off,
+ *                           |                    |           | or not confirmed since
+ *                           |                    |           | the store's connection
+ *                           |                    |           | broke or came back)
  *   yes                     | = max, not kept    | held, ok  | release or keep
  *   yes                     | = max, kept once   | -         | release
  *   -                       | -                  | lost/gone | release (reports the loss)
@@ -1007,7 +1010,10 @@ plan_unlock (const UnlockState *s)
   if (s->max == 0 || s->waiters == 0 || !s->lease_ok || s->handover_tried)
     return UNLOCK_RELEASE;
   if (s->handoffs < s->max)
-    return s->watchdog ? UNLOCK_HAND_OVER : UNLOCK_REFRESH_HAND_OVER;
+    /* A lease nobody renews, or one last confirmed before the store's connection
+     * broke or came back (the server may have restarted empty since), is confirmed
+     * first: never hand another thread a lease that may be gone. */
+    return s->watchdog && !s->lease.unconfirmed ? UNLOCK_HAND_OVER : UNLOCK_REFRESH_HAND_OVER;
   if (!s->streak_extended)
     return UNLOCK_RELEASE_OR_KEEP;
   return UNLOCK_RELEASE;

@@ -239,7 +239,7 @@ listeners_deliver (GPtrArray *targets, const char *key)
     {
       RlStore *store = g_ptr_array_index (targets, i);
       RL_ATOMIC_ADD (store->ctx->stats->notifications, 1);
-      store->released (key, store->released_data);
+      store->released (key, FALSE, store->released_data);
     }
   rl_mutex_lock (&memory_mutex);
   for (guint i = 0; i < targets->len; i++)

@@ -10,7 +10,11 @@
  * (rl_notifier_watch() returns TRUE): a release published before that could not have
  * been seen. Whenever the subscription goes down or comes back, every lock is bumped
  * (released (NULL)): waiters re-check, fall back to SPIN timing while it is down, and
- * cannot sleep through a release published while nobody listened.
+ * cannot sleep through a release published while nobody listened. A break, or a
+ * subscription made again after one, is also reported as a reset: the server may
+ * have restarted empty, so the registry checks every lease it holds. The Redis store
+ * starts the subscription with its first lease, not only with its first waiter, so
+ * that a holder nobody waits for still hears of a restart at once.
  *
  * The topology names the node to subscribe on: the one server, the Sentinel
  * deployment's master, any master of a Cluster (a Cluster broadcasts every PUBLISH to
@@ -96,6 +100,7 @@ struct _RlNotifier
   gboolean stop;
   gboolean restart; /* resubscribe now, on the node the topology names */
   gboolean subscribed;
+  gboolean was_up; /* a subscription was confirmed once */
   gboolean refused; /* the server answered the PSUBSCRIBE with an error */
   gboolean warned;  /* the refusal was reported */
   guint64 failures; /* connection attempts that failed, and subscriptions that broke */
@@ -103,20 +108,26 @@ struct _RlNotifier
   int wake[2]; /* wake[1] is written to stop or restart the thread */
 };
 
+/* A failure, or a subscription made again after one that was up, is a reset: the
+ * server may have restarted, or the node behind the address changed. The first
+ * subscription is not: nothing was known before it. */
 static void
 set_state (RlNotifier *self, gboolean subscribed, gboolean failed)
 {
-  gboolean changed;
+  gboolean changed, reset;
 
   rl_mutex_lock (&self->mutex);
   changed = self->subscribed != subscribed;
+  /* A refusal is the server's answer, not a break: it says nothing of restarts. */
+  reset = (failed && !self->refused) || (changed && subscribed && self->was_up);
   self->subscribed = subscribed;
+  self->was_up = self->was_up || subscribed;
   if (failed)
     self->failures++;
   rl_cond_broadcast (&self->cond);
   rl_mutex_unlock (&self->mutex);
   if (changed || failed)
-    self->store->released (NULL, self->store->released_data);
+    self->store->released (NULL, reset, self->store->released_data);
 }
 
 static gboolean
@@ -278,7 +289,7 @@ handle_invalidation (RlNotifier *self, const redisReply *keys)
   if (keys->type != REDIS_REPLY_ARRAY)
     {
       g_hash_table_remove_all (self->absent);
-      store->released (NULL, store->released_data);
+      store->released (NULL, FALSE, store->released_data);
       return;
     }
   for (size_t i = 0; i < keys->elements; i++)
@@ -294,7 +305,7 @@ handle_invalidation (RlNotifier *self, const redisReply *keys)
           g_hash_table_add (self->absent, g_strdup (key->str));
         }
       else if (!g_hash_table_remove (self->absent, key->str))
-        store->released (key->str, store->released_data);
+        store->released (key->str, FALSE, store->released_data);
     }
 }
 
@@ -317,7 +328,7 @@ handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
       && reply->element[3]->type == REDIS_REPLY_STRING)
     {
       RL_ATOMIC_ADD (self->store->ctx->stats->notifications, 1);
-      self->store->released (reply->element[3]->str, self->store->released_data);
+      self->store->released (reply->element[3]->str, FALSE, self->store->released_data);
       g_free (self->last_published);
       self->last_published = self->tracking ? g_strdup (reply->element[3]->str) : NULL;
       return TRUE;

@@ -76,11 +76,11 @@ struct _RlQuorumStore
 /* Children --------------------------------------------------------------------- */
 
 static void
-child_released (const char *key, gpointer user_data)
+child_released (const char *key, gboolean reset, gpointer user_data)
 {
   RlQuorumStore *self = user_data;
 
-  self->parent.released (key, self->parent.released_data);
+  self->parent.released (key, reset, self->parent.released_data);
 }
 
 static RlStore *
@@ -129,7 +129,7 @@ opener_main (gpointer data)
             store->vt->close (store);
           g_atomic_pointer_set (&self->children[i].store, store);
           /* Waiters may have missed a release on it while it was away. */
-          self->parent.released (NULL, self->parent.released_data);
+          self->parent.released (NULL, FALSE, self->parent.released_data);
         }
       if (missing && !self->stopping)
         rl_cond_wait_until (&self->opener_cond, &self->opener_mutex,
@@ -892,6 +892,20 @@ quorum_rewatch (RlStore *store)
     }
 }
 
+static void
+quorum_guard (RlStore *store)
+{
+  RlQuorumStore *self = (RlQuorumStore *) store;
+
+  for (guint i = 0; i < self->n; i++)
+    {
+      RlStore *child = child_store (self, i);
+
+      if (child != NULL && child->vt->guard != NULL)
+        child->vt->guard (child);
+    }
+}
+
 /* Ends the opener, which might otherwise open a child after this. */
 static void
 stop_opener (RlQuorumStore *self)
@@ -950,6 +964,7 @@ static const RlStoreVTable quorum_store_vtable = {
   .list = quorum_list,
   .watch = quorum_watch,
   .rewatch = quorum_rewatch,
+  .guard = quorum_guard,
   .close = quorum_close,
   .free = quorum_free,
 };

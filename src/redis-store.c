@@ -168,6 +168,9 @@ typedef struct
 /* Redirections (MOVED, ASK) one call follows before it gives up: a slot moves once per
  * migration, so more means the cluster disagrees with itself. */
 #define RL_MAX_REDIRECTS 5
+/* Nodes one call goes on to after the one it was sent to failed (a Cluster failover). */
+#define RL_MAX_REROUTES 2
+
 /* The first pause before a command that got TRYAGAIN, CLUSTERDOWN, LOADING or
  * MASTERDOWN is sent again; it doubles, with jitter, within the call's time. */
 #define RL_RETRY_BACKOFF_MS 10
@@ -274,6 +277,30 @@ set_not_replicated (RlRedisStore *self, GError **error, const char *what, const 
                what, key, min_replicas (self), RL_ATOMIC_GET (self->parent.ctx->replica_timeout_ms));
 }
 
+/* The connection to *@node failed (@error says how): tells the topology, and when it
+ * can route @key elsewhere before @deadline (a Cluster that failed over), replaces
+ * *@node with the new owner, clears @error and returns TRUE so that the caller sends
+ * again there. At most RL_MAX_REROUTES times per command. */
+static gboolean
+failover (RlTopology *topology, RlNode **node, const char *key, gint64 deadline, guint *reroutes,
+          GError **error)
+{
+  RlNode *next;
+
+  topology->vt->failed (topology, *node);
+  if (topology->vt->reroute == NULL || *reroutes >= RL_MAX_REROUTES)
+    return FALSE;
+  next = topology->vt->reroute (topology, *node, key, deadline);
+  if (next == NULL)
+    return FALSE;
+  g_debug ("%s failed; %s now serves the command", (*node)->name, next->name);
+  rl_node_unref (*node);
+  *node = next;
+  (*reroutes)++;
+  g_clear_error (error);
+  return TRUE;
+}
+
 /* Sends @argv for @key (NULL: any master) to the node that serves it and returns the
  * reply (NULL with @error on failure or an error reply). When @wrote says the reply
  * is a write and replicas must acknowledge writes, *@acked tells whether enough did
@@ -293,7 +320,7 @@ call (RlRedisStore *self, const char *key, int argc, const char **argv, const Rl
   gint64 deadline = g_get_monotonic_time () + budget_ms * 1000;
   RlNode *node = topology->vt->route (topology, key, error);
   gboolean asking = FALSE, stale_retried = FALSE;
-  guint redirects = 0, pauses = 0;
+  guint redirects = 0, pauses = 0, reroutes = 0;
   redisReply *reply = NULL;
 
   if (retried != NULL)
@@ -313,7 +340,8 @@ call (RlRedisStore *self, const char *key, int argc, const char **argv, const Rl
                           &reused, error);
       if (conn == NULL)
         {
-          topology->vt->failed (topology, node);
+          if (failover (topology, &node, key, deadline, &reroutes, error))
+            continue;
           break;
         }
       if (script != NULL)
@@ -349,7 +377,14 @@ call (RlRedisStore *self, const char *key, int argc, const char **argv, const Rl
                 *retried = TRUE;
               continue;
             }
-          topology->vt->failed (topology, node);
+          /* Sent again elsewhere, the request may run twice: every lease script is
+           * safe to run twice with the same value, which the caller's *retried says. */
+          if (failover (topology, &node, key, deadline, &reroutes, error))
+            {
+              if (retried != NULL)
+                *retried = TRUE;
+              continue;
+            }
           break;
         }
       if (reply->type != REDIS_REPLY_ERROR && wrote != NULL && acked != NULL && wrote (reply))
@@ -1578,6 +1613,15 @@ redis_rewatch (RlStore *store)
   rl_notifier_restart (self->notifier);
 }
 
+/* The notification connection is that guard: it breaks when the server restarts or
+ * the connection is reset, PINGs while silent, and moves with a failover; each time
+ * it goes down or comes back it reports released (NULL, reset). */
+static void
+redis_guard (RlStore *store)
+{
+  rl_notifier_watch (((RlRedisStore *) store)->notifier, 0);
+}
+
 static void
 redis_close (RlStore *store)
 {
@@ -2209,6 +2253,7 @@ static const RlStoreVTable redis_store_vtable = {
   .request_end = redis_request_end,
   .watch = redis_watch,
   .rewatch = redis_rewatch,
+  .guard = redis_guard,
   .close = redis_close,
   .free = redis_free,
 };
@@ -2283,16 +2328,17 @@ check_node (RlRedisStore *self, RlNode *node, GError **error)
   return TRUE;
 }
 
-/* The topology says the master changed (a failover): waiters and the watchdog are
+/* The topology says the deployment changed (a failover): waiters and the watchdog are
  * told that any lease may have gone (the registry then checks every held lease at
- * once), and the subscription moves to the new master. */
+ * once), and the subscription moves to the new master when it must. */
 static void
-on_topology_changed (gpointer user_data)
+on_topology_changed (gpointer user_data, gboolean resubscribe)
 {
   RlRedisStore *self = user_data;
 
-  rl_notifier_restart (self->notifier);
-  self->parent.released (NULL, self->parent.released_data);
+  if (resubscribe)
+    rl_notifier_restart (self->notifier);
+  self->parent.released (NULL, TRUE, self->parent.released_data);
 }
 
 RlStore *

@@ -49,17 +49,18 @@ make_client_id (void)
   return g_string_free (id, FALSE);
 }
 
-/* The store says @key may have been released (NULL: any key): wake its waiter. Any
- * key means the store's notification connection went down or came back (a server
- * restart or failover may have taken leases with it): the watchdog checks every held
- * lease at once instead of at its next tick. */
+/* The store says @key may have been released (NULL: any key): wake its waiter. A
+ * reset means the store's connection broke or came back, or its deployment failed
+ * over (a server restart or failover may have taken leases with it): a new epoch
+ * starts, and the watchdog checks every held lease at once instead of at its next
+ * tick. */
 static void
-on_released (const char *key, gpointer user_data)
+on_released (const char *key, gboolean reset, gpointer user_data)
 {
   RedisLockRegistry *registry = user_data;
   gsize prefix_len = registry->key_prefix_len - 1;
 
-  if (key == NULL && registry->leases != NULL)
+  if (key == NULL && reset && registry->leases != NULL)
     rl_leases_audit (registry->leases);
   rl_mutex_lock (&registry->cache_mutex);
   if (key == NULL)
@@ -458,6 +459,8 @@ redis_lock_registry_get_stats (RedisLockRegistry *registry, RedisLockRegistrySta
   stats->notifications = RL_ATOMIC_GET (s->notifications);
   stats->local_handoffs = RL_ATOMIC_GET (s->local_handoffs);
   stats->yields = RL_ATOMIC_GET (s->yields);
+  stats->audits = RL_ATOMIC_GET (s->audits);
+  stats->doubtful_releases = RL_ATOMIC_GET (s->doubtful_releases);
   stats->watchdog_ticks = RL_ATOMIC_GET (s->watchdog_ticks);
   stats->last_tick_leases = RL_ATOMIC_GET (s->last_tick_leases);
   stats->last_tick_round_trips = RL_ATOMIC_GET (s->last_tick_round_trips);

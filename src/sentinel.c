@@ -284,7 +284,7 @@ rediscover (RlSentinel *self)
   g_debug ("sentinel: the master of “%s” is now %s", self->master_name, self->master->name);
   rl_node_unref (old);
   if (self->parent.changed != NULL)
-    self->parent.changed (self->parent.changed_data);
+    self->parent.changed (self->parent.changed_data, TRUE);
 }
 
 /* The watching thread --------------------------------------------------------------- */

@@ -58,8 +58,11 @@ typedef struct
 
 /* Called from a store thread when the lease @key (the full key) may have been
  * released; @key NULL means "any lease may have been": notifications were missed, or
- * the notification channel went up or down. */
-typedef void (*RlStoreReleasedFunc) (const char *key, gpointer user_data);
+ * the notification channel went up or down. @reset (with @key NULL) says more: the
+ * store's connection broke or came back after having been up, or its deployment
+ * failed over, so a lease held there may be gone without any release (a restart
+ * without persistence, writes a failover lost). */
+typedef void (*RlStoreReleasedFunc) (const char *key, gboolean reset, gpointer user_data);
 
 /* What a stepwise request (RlStoreVTable.request_begin) does to each of its leases:
  * what acquire, renew and release (without keep_ttl_ms) do to one. */
@@ -166,6 +169,12 @@ typedef struct
    * how they are made (key_tracking) applies; a release meanwhile is reported as
    * missed (key NULL). NULL in a store whose notifications have no such setting. */
   void (*rewatch) (RlStore *store);
+  /* A lease is held: from now on the store keeps a connection open that notices a
+   * restart of the server, a reset connection or a failover even when nobody waits,
+   * and reports it as missed notifications (released with key NULL), so that the
+   * registry checks its leases at once. NULL in a store that cannot lose a lease that
+   * way (the memory store). */
+  void (*guard) (RlStore *store);
   /* Stepwise requests; NULL in a store that answers at once (the memory store), whose
    * acquire, renew and release the caller calls instead. request_begin queues @kind
    * on each of the @n @items (distinct keys, on one server) on a connection of the

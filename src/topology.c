@@ -102,8 +102,8 @@ rl_topology_open (const RlUrl *url, RlStoreContext *ctx, RlTopologyChangedFunc c
         break;
       }
     case RL_TOPOLOGY_CLUSTER:
-      /* A cluster's master never changes as a whole: no @changed. */
-      topology = rl_cluster_open (url, ctx, error);
+      /* @changed is reported from the slot-map thread, which starts after it is set. */
+      topology = rl_cluster_open (url, ctx, changed, changed_data, error);
       break;
     case RL_TOPOLOGY_SENTINEL:
       /* Its thread may call @changed as soon as it runs: given before it starts. */

@@ -50,10 +50,10 @@ typedef enum
 
 typedef struct _RlTopology RlTopology;
 
-/* Called from a topology thread when the master of the deployment changed (a
- * Sentinel failover): every held lease should be checked on the new master, and the
- * subscription moved there. */
-typedef void (*RlTopologyChangedFunc) (gpointer user_data);
+/* Called from a topology thread when the deployment changed shape: the master of a
+ * Sentinel deployment changed (@resubscribe: the subscription must move to it), or a
+ * Cluster slot changed owner (a failover). Every held lease should be checked. */
+typedef void (*RlTopologyChangedFunc) (gpointer user_data, gboolean resubscribe);
 
 typedef struct
 {
@@ -68,6 +68,11 @@ typedef struct
                            RlNode **target);
   /* A connection to @node failed: the deployment may have changed shape. */
   void (*failed) (RlTopology *topology, RlNode *node);
+  /* After failed(): waits until @deadline_us (monotonic µs) for the deployment to
+   * route @key (NULL: any master) to a node other than @node, and returns it with a
+   * reference; NULL when it did not in time. NULL in a topology that cannot tell
+   * sooner than its next command (one server, Sentinel). */
+  RlNode *(*reroute) (RlTopology *topology, RlNode *node, const char *key, gint64 deadline_us);
   /* The node to hold the unlock-notification subscription on, with a reference;
    * after the previous one failed, preferably another. */
   RlNode *(*subscriber) (RlTopology *topology, GError **error);
@@ -94,7 +99,9 @@ RlTopology *rl_topology_open (const RlUrl *url, RlStoreContext *ctx,
                               RlTopologyChangedFunc changed, gpointer changed_data,
                               GError **error);
 /* Redis Cluster (cluster.c). */
-RlTopology *rl_cluster_open (const RlUrl *url, RlStoreContext *ctx, GError **error);
+RlTopology *rl_cluster_open (const RlUrl *url, RlStoreContext *ctx,
+                             RlTopologyChangedFunc changed, gpointer changed_data,
+                             GError **error);
 /* Redis Sentinel (sentinel.c). */
 RlTopology *rl_sentinel_open (const RlUrl *url, RlStoreContext *ctx,
                               RlTopologyChangedFunc changed, gpointer changed_data,

@@ -332,6 +332,132 @@ test_restart_audits_leases (TestFixture *fx, gconstpointer data)
   watched_holder_end (r, lock, &ll);
 }
 
+/* For test_wait_until(): the registry @data checked its leases after a reset. */
+typedef struct
+{
+  RedisLockRegistry *registry;
+  guint64 before;
+} AuditWait;
+
+static gboolean
+audited (gpointer data)
+{
+  AuditWait *w = data;
+  return test_stats (w->registry).audits > w->before;
+}
+
+static void
+test_restart_without_waiter (TestFixture *fx, gconstpointer data)
+{
+  RedisLockRegistry *r;
+  RedisLock *lock;
+  g_autoptr (GError) error = NULL;
+  TestLeaseLost ll;
+  gint64 t0;
+
+  g_test_summary ("A registry that holds a lease and never waited for one (so no waiter ever "
+                  "asked for notifications) still hears of a restart of its server: the "
+                  "holder of a 30 s lease is told within 3 s that the restarted server lost it, "
+                  "not at the next watchdog tick (10 s)");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  r = watched_holder (fx, 30000, &ll, "restarted", &lock);
+  redis_lock_test_server_stop (fx->server);
+  t0 = test_now_ms ();
+  g_assert_true (redis_lock_test_server_start (fx->server, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (test_lease_lost_wait (&ll, 3000), ==, 1);
+  g_test_message ("loss reported %" G_GINT64_FORMAT " ms after the restart", ll.at_ms - t0);
+  g_assert_true (redis_lock_is_lease_lost (lock));
+  g_assert_cmpuint (test_stats (r).audits, >=, 1);
+  watched_holder_end (r, lock, &ll);
+}
+
+static void
+test_restart_no_handoff (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) a = test_registry_new (fx);
+  g_autoptr (RedisLockRegistry) b = test_registry_new (fx);
+  g_autoptr (RedisLock) held = test_obtain (a, "job");
+  g_autoptr (RedisLock) other = test_obtain (b, "job");
+  g_autoptr (GError) error = NULL;
+  TestTaker t2 = { 0 };
+  AuditWait w = { a, 0 };
+  GThread *thread;
+
+  g_test_summary ("T1 holds a lock and T2 of the same registry waits for it in memory; the "
+                  "server restarts empty and another registry takes the lock: T1's unlock "
+                  "fails LEASE_LOST instead of handing the vanished lease to T2, and T2 holds "
+                  "the lock only once it took it afresh, never while the other registry does");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  redis_lock_registry_set_expire_after_ms (a, 30000);
+  test_lock_ok (held);
+  t2.fixture = fx;
+  thread = test_taker_start (&t2, held, 20000);
+  g_assert_true (test_wait_until (test_taker_started, &t2, 5000));
+  g_assert_true (test_wait_thread_blocked (t2.tid, 5000));
+
+  w.before = test_stats (a).audits;
+  redis_lock_test_server_stop (fx->server);
+  g_assert_true (redis_lock_test_server_start (fx->server, &error));
+  g_assert_no_error (error);
+  /* The fixture's own connection went with the old server. */
+  redisFree (fx->redis);
+  fx->redis = test_redis_connect (fx->server);
+  g_assert_true (test_wait_until (audited, &w, 5000));
+  g_assert_true (redis_lock_try_lock_for (other, 5000, NULL, &error));
+  g_assert_no_error (error);
+
+  g_assert_false (redis_lock_unlock (held, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+  g_clear_error (&error);
+  g_assert_false (test_taker_done (&t2));
+  test_assert_held_by (fx, "job", b, 60000);
+  test_unlock_ok (other);
+  test_taker_join (&t2, thread, 10000);
+  g_assert_no_error (t2.error);
+  g_assert_true (t2.result);
+  g_assert_true (test_value_is_of (t2.value_while_held, a));
+  test_taker_clear (&t2);
+}
+
+static void
+test_outage_no_handoff (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) a = test_registry_new (fx);
+  g_autoptr (RedisLock) held = test_obtain (a, "job");
+  g_autoptr (GError) error = NULL;
+  TestTaker t2 = { 0 };
+  AuditWait w = { a, 0 };
+  GThread *thread;
+
+  g_test_summary ("Once the registry saw its connection break, a lease it has not confirmed "
+                  "since is not handed to a waiting thread unchecked: with the server down, "
+                  "T1's unlock fails and T2 does not get the lock (it may be gone with a "
+                  "restart)");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  redis_lock_registry_set_expire_after_ms (a, 30000);
+  test_lock_ok (held);
+  thread = test_taker_start (&t2, held, 20000);
+  g_assert_true (test_wait_until (test_taker_started, &t2, 5000));
+  g_assert_true (test_wait_thread_blocked (t2.tid, 5000));
+
+  w.before = test_stats (a).audits;
+  redis_lock_test_server_stop (fx->server);
+  g_assert_true (test_wait_until (audited, &w, 5000));
+  g_assert_false (redis_lock_unlock (held, &error));
+  g_assert_nonnull (error);
+  g_test_message ("unlock: %s", error->message);
+  g_clear_error (&error);
+  test_taker_join (&t2, thread, 25000);
+  g_assert_false (t2.result);
+  g_assert_true (redis_lock_test_server_start (fx->server, &error));
+  g_assert_no_error (error);
+  test_taker_clear (&t2);
+}
+
 static void
 test_paused_server_deadline (TestFixture *fx, gconstpointer data)
 {
@@ -680,9 +806,10 @@ test_acl_without_channel_permission (TestFixture *fx, gconstpointer data)
   g_assert_cmpint (taker.returned_ms - taker.called_ms, <, 1500);
   test_taker_clear (&taker);
   test_assert_free (fx, "acl");
-  /* One about PUBLISH (a's registry), one about PSUBSCRIBE (b's). */
+  /* At most one about PUBLISH and one about PSUBSCRIBE from each registry (a holder
+   * subscribes too, to hear of restarts). */
   g_assert_cmpint (g_atomic_int_get (&acl_warnings), >=, 1);
-  g_assert_cmpint (g_atomic_int_get (&acl_warnings), <=, 3);
+  g_assert_cmpint (g_atomic_int_get (&acl_warnings), <=, 4);
   /* The invalidation channel is refused too: one warning from the waiting registry. */
   g_assert_cmpint (g_atomic_int_get (&tracking_warnings), ==, 1);
   g_clear_pointer (&la, redis_lock_unref);
@@ -828,6 +955,9 @@ main (int argc, char **argv)
   test_add_stores ("/lease/close/tells-holders", NULL, test_close_tells_holders);
   test_add_redis ("/lease/outage/watchdog-backs-off", NULL, test_outage_backoff);
   test_add_redis ("/lease/outage/restart-audits-leases", NULL, test_restart_audits_leases);
+  test_add_redis ("/lease/outage/restart-without-waiter", NULL, test_restart_without_waiter);
+  test_add_redis ("/lease/outage/restart-no-handoff", NULL, test_restart_no_handoff);
+  test_add_redis ("/lease/outage/outage-no-handoff", NULL, test_outage_no_handoff);
   test_add_redis ("/lease/deadline/paused-server", NULL, test_paused_server_deadline);
   test_add_redis ("/lease/acl/no-channel-permission", NULL, test_acl_without_channel_permission);
   test_add_redis ("/lease/acl/no-client-command", NULL, test_acl_without_client_command);

@@ -578,6 +578,12 @@ REDIS_LOCK_EXPORT gboolean redis_lock_registry_renew (RedisLockRegistry *registr
  *   client other than this registry, the next acquisition waits twice that release's
  *   round trip (at least 50 µs, at most 5 ms; twice as long after a yield nobody
  *   used, up to three in a row) before its first attempt
+ * @audits: times every held lease was checked at once because the store's
+ *   connection broke or came back (a restart, a reset connection) or its deployment
+ *   failed over (a Sentinel switch, a Cluster slot that changed owner)
+ * @doubtful_releases: releases that may not have been the lease's last word: made on
+ *   a Sentinel master that was found replaced shortly after (see
+ *   redis_lock_registry_set_min_replicas()); each is also logged
  * @reserved: room for counters added later without changing the size of the struct;
  *   zero
  *
@@ -601,8 +607,10 @@ typedef struct
   gint64 last_tick_us;
   guint64 local_handoffs;
   guint64 yields;
+  guint64 audits;
+  guint64 doubtful_releases;
   /*< private >*/
-  guint64 reserved[15];
+  guint64 reserved[13];
 } RedisLockRegistryStats;
 
 /**
