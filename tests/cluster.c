@@ -552,6 +552,102 @@ test_failover_with_replica (void)
   test_lease_lost_clear (&lost);
 }
 
+static long long node_numpat (RedisLockTestCluster *cluster, guint node);
+
+/* A cluster of three masters with a replica each, and a registry on it with the
+ * default 60 s TTL (its watchdog ticks every 20 s) that reports losses to @lost and
+ * holds @name (a name served by master @master) with *@value as the key's value, which
+ * has reached the replica of that master. */
+static RedisLockRegistry *
+failover_holder (RedisLockTestCluster *cluster, guint master, TestLeaseLost *lost,
+                 const char *name, RedisLock **lock, char **value)
+{
+  RedisLockRegistry *registry = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
+
+  test_lease_lost_init (lost);
+  redis_lock_registry_set_command_timeout_ms (registry, 2000);
+  redis_lock_registry_set_connect_timeout_ms (registry, 500);
+  redis_lock_registry_set_lease_lost_callback (registry, test_lease_lost_cb, lost, NULL);
+  *lock = test_obtain (registry, name);
+  test_lock_ok (*lock);
+  *value = redis_lock_dup_lease_value (*lock);
+  wait_replicated (cluster, 3 + master, redis_lock_get_key (*lock), *value);
+  return registry;
+}
+
+static void
+test_failover_audit (void)
+{
+  g_autoptr (RedisLockTestCluster) cluster = redis_lock_test_cluster_new_or_skip (3, 1);
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *name = NULL, *value = NULL;
+  TestLeaseLost lost;
+  redisContext *replica;
+  gint64 ok_at;
+
+  g_test_summary ("A lease whose write the replica lost, its master killed and the replica "
+                  "promoted: the slot changing owner makes the registry check its leases, so "
+                  "the holder of a 60 s lease (watchdog tick every 20 s) is told within 5 s "
+                  "of the promotion, though neither a command of its own nor its subscription "
+                  "(on another master) went to the dead one");
+  if (cluster == NULL)
+    return;
+  name = name_on (cluster, 1, "audited", 0);
+  registry = failover_holder (cluster, 1, &lost, name, &lock, &value);
+  /* The subscription (made with the first lease) is on another master. */
+  TEST_WAIT_UNTIL (node_numpat (cluster, 0) + node_numpat (cluster, 2) == 1, 10000);
+  g_assert_cmpint (node_numpat (cluster, 1), ==, 0);
+  /* The replica forgets the write, as when asynchronous replication had not
+   * delivered it yet. */
+  replica = node_connect (cluster, 4);
+  freeReplyObject (test_redis_command (replica, "CONFIG SET replica-read-only no"));
+  freeReplyObject (test_redis_command (replica, "FLUSHALL"));
+  redisFree (replica);
+
+  redis_lock_test_cluster_stop_node (cluster, 1);
+  g_assert_true (redis_lock_test_cluster_wait_ok (cluster, 30000, &error));
+  g_assert_no_error (error);
+  ok_at = test_now_ms ();
+  g_assert_cmpuint (test_lease_lost_wait (&lost, 5000), ==, 1);
+  g_test_message ("told %" G_GINT64_FORMAT " ms after the cluster was whole", lost.at_ms - ok_at);
+  g_assert_true (redis_lock_is_lease_lost (lock));
+  g_assert_cmpuint (test_stats (registry).audits, >=, 1);
+  test_unlock_lease_lost (lock);
+  redis_lock_registry_close (registry);
+  test_lease_lost_clear (&lost);
+}
+
+static void
+test_failover_unlock (void)
+{
+  g_autoptr (RedisLockTestCluster) cluster = redis_lock_test_cluster_new_or_skip (3, 1);
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *name = NULL, *value = NULL;
+  TestLeaseLost lost;
+
+  g_test_summary ("A lease that reached the replica, its master killed and the replica "
+                  "promoted: the unlock right after the failover reaches the new master and "
+                  "succeeds (the refused connection to the dead one refreshes the slot map and "
+                  "the release goes again), and the key is gone");
+  if (cluster == NULL)
+    return;
+  name = name_on (cluster, 0, "released", 0);
+  registry = failover_holder (cluster, 0, &lost, name, &lock, &value);
+
+  redis_lock_test_cluster_stop_node (cluster, 0);
+  g_assert_true (redis_lock_test_cluster_wait_ok (cluster, 30000, &error));
+  g_assert_no_error (error);
+  test_unlock_ok (lock);
+  g_assert_null (node_get (cluster, 3, redis_lock_get_key (lock)));
+  g_assert_cmpuint (test_lease_lost_calls (&lost), ==, 0);
+  redis_lock_registry_close (registry);
+  test_lease_lost_clear (&lost);
+}
+
 /* PUBSUB NUMPAT of one node: the pattern subscriptions made there. */
 static long long
 node_numpat (RedisLockTestCluster *cluster, guint node)
@@ -887,6 +983,8 @@ main (int argc, char **argv)
   g_test_add_func ("/cluster/migrate/stress", test_migrate_stress);
   g_test_add_func ("/cluster/failover/with-replica", test_failover_with_replica);
   g_test_add_func ("/cluster/failover/without-replica", test_master_down_without_replica);
+  g_test_add_func ("/cluster/failover/audit-after-promotion", test_failover_audit);
+  g_test_add_func ("/cluster/failover/unlock-on-new-master", test_failover_unlock);
   g_test_add_func ("/cluster/interop/spring-peer", test_spring_peer);
   g_test_add_func ("/cluster/tool/list-status-run", test_tool);
   g_test_add_func ("/cluster/bad-input/seeds-down", test_seeds_down);
