@@ -153,6 +153,13 @@ typedef struct
   char sha[41];
 } RlScript;
 
+/* On Sentinel, the releases remembered: those made shortly before the registry learns
+ * of a failover went to the old master, maybe after the new one had been promoted
+ * and had given the lock to another holder (asynchronous replication had not told it
+ * of the hold). They are counted and logged as doubtful (stats.doubtful_releases). */
+#define RL_RECENT_RELEASES 64
+#define RL_DOUBT_WINDOW_US (2 * G_USEC_PER_SEC)
+
 typedef struct
 {
   RlStore parent;
@@ -162,7 +169,13 @@ typedef struct
   RlScript acquire, release, renew;
   RlScript fenced_acquire, acquire_all; /* with fencing, and for several leases at once */
   gboolean slotted; /* a Cluster: a script's keys must share a slot */
+  gboolean sentinel; /* a Sentinel deployment: releases are remembered for a while */
   gint publish_refused; /* atomic: the missing channel permission was reported */
+
+  RlMutex recent_mutex;                       /* guards the two below */
+  gint64 recent_releases[RL_RECENT_RELEASES]; /* monotonic µs of the latest releases, 0:
+                                                 none; a ring */
+  guint recent_next;
 } RlRedisStore;
 
 /* Redirections (MOVED, ASK) one call follows before it gives up: a slot moves once per
@@ -656,6 +669,46 @@ release_outcome (long long result, gboolean retried, const char *key, GError **e
   return result == RL_RELEASE_LOST ? RL_LEASE_LOST : RL_LEASE_OK;
 }
 
+/* A release on a Sentinel deployment's master succeeded: remembered for
+ * count_doubtful_releases(). */
+static void
+remember_release (RlRedisStore *self)
+{
+  if (!self->sentinel)
+    return;
+  rl_mutex_lock (&self->recent_mutex);
+  self->recent_releases[self->recent_next] = g_get_monotonic_time ();
+  self->recent_next = (self->recent_next + 1) % RL_RECENT_RELEASES;
+  rl_mutex_unlock (&self->recent_mutex);
+}
+
+/* The master changed: the releases of the last RL_DOUBT_WINDOW_US went to the old one,
+ * maybe after the promotion. Counted and logged, then forgotten. */
+static void
+count_doubtful_releases (RlRedisStore *self)
+{
+  gint64 now = g_get_monotonic_time ();
+  guint n = 0;
+
+  rl_mutex_lock (&self->recent_mutex);
+  for (guint i = 0; i < RL_RECENT_RELEASES; i++)
+    {
+      if (self->recent_releases[i] != 0 && now - self->recent_releases[i] < RL_DOUBT_WINDOW_US)
+        n++;
+      self->recent_releases[i] = 0;
+    }
+  rl_mutex_unlock (&self->recent_mutex);
+  if (n == 0)
+    return;
+  RL_ATOMIC_ADD (self->parent.ctx->stats->doubtful_releases, n);
+  g_message ("The Redis master of “%s” was replaced: %u release%s made on the old master in "
+             "the last %d ms may have come after the promotion, when another holder could "
+             "already have had the lock on the new one (writes replicated asynchronously; "
+             "see redis_lock_registry_set_min_replicas())",
+             self->parent.registry_key, n, n == 1 ? "" : "s",
+             (int) (RL_DOUBT_WINDOW_US / 1000));
+}
+
 static RlLeaseResult
 redis_release (RlStore *store, const char *key, const char *value, gint64 keep_ttl_ms,
                gboolean *others, GError **error)
@@ -696,6 +749,8 @@ redis_release (RlStore *store, const char *key, const char *value, gint64 keep_t
     return redis_release (store, key, value, 0, others, error);
   if (result == RL_RELEASE_KEPT)
     return RL_LEASE_KEPT;
+  if (result != RL_RELEASE_LOST)
+    remember_release (self);
   return release_outcome (result, retried, key, error);
 }
 
@@ -1322,6 +1377,8 @@ redis_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error)
           result = cmd->reply->integer;
           item->others = release_heard (self, result, g_ptr_array_index (channels, i));
           item->result = release_outcome (result, cmd->retried, item->key, &cmd->error);
+          if (item->result == RL_LEASE_OK)
+            remember_release (self);
         }
       if (cmd->error != NULL && first_error == NULL)
         first_error = g_steal_pointer (&cmd->error);
@@ -1641,6 +1698,7 @@ redis_free (RlStore *store)
   rl_notifier_free (self->notifier);
   rl_topology_free (self->topology);
   g_free (self->channel_prefix);
+  rl_mutex_clear (&self->recent_mutex);
   g_free (self);
 }
 
@@ -2337,7 +2395,10 @@ on_topology_changed (gpointer user_data, gboolean resubscribe)
   RlRedisStore *self = user_data;
 
   if (resubscribe)
-    rl_notifier_restart (self->notifier);
+    {
+      count_doubtful_releases (self);
+      rl_notifier_restart (self->notifier);
+    }
   self->parent.released (NULL, TRUE, self->parent.released_data);
 }
 
@@ -2369,6 +2430,8 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
   script_init (&self->fenced_acquire, fenced_acquire_script);
   script_init (&self->acquire_all, acquire_all_script);
   self->slotted = parsed.kind == RL_TOPOLOGY_CLUSTER;
+  self->sentinel = parsed.kind == RL_TOPOLOGY_SENTINEL;
+  rl_mutex_init (&self->recent_mutex);
   self->topology = rl_topology_open (&parsed, ctx, on_topology_changed, self, error);
   rl_url_clear (&parsed);
   if (self->topology == NULL)

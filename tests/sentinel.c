@@ -196,6 +196,38 @@ test_failover_idle (void)
   test_unlock_ok (lock);
 }
 
+static gboolean
+doubtful_counted (gpointer registry)
+{
+  return test_stats (registry).doubtful_releases >= 1;
+}
+
+static void
+test_failover_doubtful_release (void)
+{
+  g_autoptr (RedisLockTestSentinel) s = redis_lock_test_sentinel_new_or_skip (1, 1);
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+
+  g_test_summary ("A release made on the old master right before the registry learns of a "
+                  "failover may have come after the promotion (another holder could then "
+                  "have had the lock on the new master): it is counted as doubtful "
+                  "(stats.doubtful_releases) and logged");
+  if (s == NULL)
+    return;
+  registry = test_registry_new_on (redis_lock_test_sentinel_get_url (s));
+  lock = test_obtain (registry, "doubt");
+  test_lock_ok (lock);
+  test_unlock_ok (lock);
+  g_assert_cmpuint (test_stats (registry).doubtful_releases, ==, 0);
+
+  g_assert_cmpint (redis_lock_test_sentinel_failover (s, 30000, &error), ==, 1);
+  g_assert_no_error (error);
+  g_assert_true (test_wait_until (doubtful_counted, registry, 10000));
+  g_assert_cmpuint (test_stats (registry).doubtful_releases, ==, 1);
+}
+
 static void
 test_failover_audit (void)
 {
@@ -588,6 +620,7 @@ main (int argc, char **argv)
   g_test_add_func ("/sentinel/silent-delete", test_silent_delete);
   g_test_add_func ("/sentinel/failover/idle", test_failover_idle);
   g_test_add_func ("/sentinel/failover/audit-held-leases", test_failover_audit);
+  g_test_add_func ("/sentinel/failover/doubtful-release", test_failover_doubtful_release);
   g_test_add_data_func ("/sentinel/failover/under-load/min-replicas", GINT_TO_POINTER (TRUE),
                         test_failover_under_load);
   g_test_add_data_func ("/sentinel/failover/under-load/unreplicated", GINT_TO_POINTER (FALSE),

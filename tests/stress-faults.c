@@ -553,6 +553,21 @@ killed_release_main (gpointer data)
   return NULL;
 }
 
+/* The subscriber connections of the server @c is connected to. */
+static guint
+pubsub_count (redisContext *c)
+{
+  redisReply *reply = redisCommand (c, "CLIENT LIST TYPE pubsub");
+  guint n = 0;
+
+  g_assert_nonnull (reply);
+  g_assert_cmpint (reply->type, ==, REDIS_REPLY_STRING);
+  for (const char *p = reply->str; p < reply->str + reply->len; p++)
+    n += *p == '\n';
+  freeReplyObject (reply);
+  return n;
+}
+
 void
 test_killed_release_reply (void)
 {
@@ -590,11 +605,14 @@ test_killed_release_reply (void)
         test_sync_wait (&k.sync);
       test_sync_unlock (&k.sync);
 
-      /* The registry's only connection now: the pooled one the release will reuse. */
+      /* The registry's only data connection now: the pooled one the release will reuse
+       * (its other one, the subscription it makes with its first lease, is of type
+       * pubsub once confirmed). */
       reply = redisCommand (c, "CLIENT ID");
       self = reply->integer;
       freeReplyObject (reply);
-      reply = redisCommand (c, "CLIENT LIST");
+      TEST_WAIT_UNTIL (pubsub_count (c) == 1, 10000);
+      reply = redisCommand (c, "CLIENT LIST TYPE normal");
       lines = g_strsplit (reply->str, "\n", -1);
       freeReplyObject (reply);
       for (guint i = 0; lines[i] != NULL; i++)
