@@ -75,6 +75,9 @@ struct _RlLeases
   gint64 planned;          /* when the watchdog means to wake next */
   GPtrArray *lost_pending; /* pinned locks found lost outside the watchdog */
   GArray *doubtful;        /* Doubtful */
+  gint64 check_at;         /* when a lease whose key was heard released is checked,
+                              0: none due (rl_leases_check_soon()) */
+  gint64 checked_at;       /* when that check was last made */
   gint64 epoch_at;         /* monotonic µs of the latest connection loss, reconnect or
                               failover the store reported (0: none): a lease last
                               confirmed by a request sent before it may have gone with a
@@ -608,6 +611,27 @@ rl_leases_audit (RlLeases *self)
   rl_mutex_unlock (&self->mutex);
 }
 
+/* A release heard for a held key is rarely a forced one: the echo of our own release
+ * reaches our subscriber after the next hold of the same lock may have begun, and a
+ * kept streak publishes too. So the check comes a little later and at most every
+ * RL_CHECK_SPACING_US: a lock taken in a loop costs a few renewals a second, and a
+ * forced release is still found within about a second. */
+#define RL_CHECK_DELAY_US (50 * 1000)
+#define RL_CHECK_SPACING_US (250 * 1000)
+
+void
+rl_leases_check_soon (RlLeases *self, RedisLock *lock)
+{
+  rl_mutex_lock (&self->mutex);
+  if (!self->closed && lock->lease_flags.held && !lock->lease_flags.lost && self->check_at == 0)
+    {
+      self->check_at = MAX (g_get_monotonic_time () + RL_CHECK_DELAY_US,
+                            self->checked_at + RL_CHECK_SPACING_US);
+      wake_watchdog (self);
+    }
+  rl_mutex_unlock (&self->mutex);
+}
+
 void
 rl_leases_settings_changed (RlLeases *self)
 {
@@ -715,8 +739,9 @@ watchdog_plan (gpointer data, gint64 *deadline_us)
   if (!g_atomic_int_get (&self->settings->watchdog_enabled))
     {
       self->planned = RL_FOREVER;
+      next = self->check_at != 0 ? self->check_at : RL_FOREVER;
       rl_mutex_unlock (&self->mutex);
-      return RL_FOREVER;
+      return next;
     }
   g_hash_table_iter_init (&iter, self->held);
   while (g_hash_table_iter_next (&iter, &key, NULL))
@@ -734,6 +759,8 @@ watchdog_plan (gpointer data, gint64 *deadline_us)
   else
     next -= g_random_int_range (0, (gint32) MIN (min_ttl * 1000 / 20, G_MAXINT32 - 1) + 1);
   self->planned = next;
+  if (self->check_at != 0)
+    next = MIN (next, self->check_at);
   rl_mutex_unlock (&self->mutex);
   return next;
 }
@@ -765,6 +792,9 @@ watchdog_tick (gpointer data)
 
   rl_mutex_lock (&self->renew_mutex);
   rl_mutex_lock (&self->mutex);
+  /* Whatever woke it, this batch checks every lease. */
+  self->check_at = 0;
+  self->checked_at = now;
   value_buf = g_malloc ((gsize) MAX (g_hash_table_size (self->held), 1) * RL_LEASE_VALUE_MAX);
   timeout_ms = RL_ATOMIC_GET (store->ctx->command_timeout_ms);
   g_hash_table_iter_init (&iter, self->held);

@@ -442,6 +442,27 @@ memory_release (RlStore *store, const char *key, const char *value, gint64 keep_
   return kept ? RL_LEASE_KEPT : RL_LEASE_OK;
 }
 
+static RlLeaseResult
+memory_force_release (RlStore *store, const char *key, GError **error)
+{
+  RlMemoryStore *self = (RlMemoryStore *) store;
+  gint64 now = g_get_monotonic_time ();
+  GPtrArray *targets = NULL;
+
+  count_request (store, 1);
+  rl_mutex_lock (&memory_mutex);
+  if (lease_lookup (self->space, key, now) != NULL)
+    {
+      targets = listeners_take (self->space, key);
+      g_hash_table_remove (self->space->leases, key);
+    }
+  rl_mutex_unlock (&memory_mutex);
+  if (targets == NULL)
+    return RL_LEASE_LOST;
+  listeners_deliver (targets, key);
+  return RL_LEASE_OK;
+}
+
 static gboolean
 memory_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error)
 {
@@ -632,6 +653,7 @@ static const RlStoreVTable memory_store_vtable = {
   .release = memory_release,
   .release_many = memory_release_many,
   .renew_batch = memory_renew_batch,
+  .force_release = memory_force_release,
   .inspect = memory_inspect,
   .read_counter = memory_read_counter,
   .list = memory_list,

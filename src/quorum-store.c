@@ -720,6 +720,46 @@ quorum_release (RlStore *store, const char *key, const char *value, gint64 keep_
 
 /* The value a majority of the nodes holds for @key, with the shortest of their TTLs;
  * the nodes asked one after another. */
+/* Deletes @key on every node that answers, one after another (an operator's call, not
+ * a hot path): OK when some node had it, and a majority answered; CONNECTION when
+ * fewer did (some node may keep the key until its TTL). */
+static RlLeaseResult
+quorum_force_release (RlStore *store, const char *key, GError **error)
+{
+  RlQuorumStore *self = (RlQuorumStore *) store;
+  g_autoptr (GError) first_error = NULL;
+  gboolean deleted = FALSE;
+  guint answered = 0;
+
+  for (guint i = 0; i < self->n; i++)
+    {
+      RlStore *child = child_store (self, i);
+      g_autoptr (GError) local_error = NULL;
+      RlLeaseResult result;
+
+      if (child == NULL)
+        continue;
+      result = child->vt->force_release (child, key, &local_error);
+      if (result == RL_LEASE_ERROR)
+        {
+          if (first_error == NULL)
+            first_error = g_steal_pointer (&local_error);
+          continue;
+        }
+      answered++;
+      deleted = deleted || result == RL_LEASE_OK;
+    }
+  if (answered < self->majority)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                   "Forced release: %u of %u quorum nodes answered, a majority is %u (%s)",
+                   answered, self->n, self->majority,
+                   first_error != NULL ? first_error->message : "not connected");
+      return RL_LEASE_ERROR;
+    }
+  return deleted ? RL_LEASE_OK : RL_LEASE_LOST;
+}
+
 static gboolean
 quorum_inspect (RlStore *store, const char *key, char **value, gint64 *pttl_ms, GError **error)
 {
@@ -959,6 +999,7 @@ static const RlStoreVTable quorum_store_vtable = {
   .release = quorum_release,
   .release_many = quorum_release_many,
   .renew_batch = quorum_renew_batch,
+  .force_release = quorum_force_release,
   .inspect = quorum_inspect,
   .read_counter = quorum_read_counter,
   .list = quorum_list,

@@ -138,6 +138,18 @@ static const char release_script[]
 #define RL_RELEASE_OTHERS 2
 #define RL_RELEASE_UNPUBLISHED 3
 
+/* FORCE RELEASE: KEYS[1] = lock key, ARGV[1] = notification channel. Deletes the key
+ * whoever holds it and publishes the notification in the same atomic step, as RELEASE
+ * does, so waiters wake at once and a holder of this library hears of it (its own
+ * subscription): 1 when a key was deleted, 0 when there was none. A user without
+ * permission on the channel still deletes (the PUBLISH error is ignored). */
+static const char force_release_script[] = "if redis.call('EXISTS', KEYS[1]) == 0 then\n"
+                                           "  return 0\n"
+                                           "end\n"
+                                           "redis.pcall('PUBLISH', ARGV[1], KEYS[1])\n"
+                                           "redis.call('UNLINK', KEYS[1])\n"
+                                           "return 1\n";
+
 /* RENEW: KEYS[1] = lock key, ARGV[1] = the hold's value, ARGV[2] = TTL in ms.
  * Ours: PEXPIRE, returns 1. Gone or foreign: returns 0 and never extends another
  * owner's key. */
@@ -168,6 +180,7 @@ typedef struct
   char *channel_prefix; /* registry_key "-channel:" */
   RlScript acquire, release, renew;
   RlScript fenced_acquire, acquire_all; /* with fencing, and for several leases at once */
+  RlScript force_release;               /* an operator's delete, whoever holds the key */
   gboolean slotted; /* a Cluster: a script's keys must share a slot */
   gboolean sentinel; /* a Sentinel deployment: releases are remembered for a while */
   gint publish_refused; /* atomic: the missing channel permission was reported */
@@ -1755,6 +1768,21 @@ read_lease (RlConn *conn, const char *key, gboolean skip_others, char **value, g
 }
 
 /* GET, then PTTL, each routed to the key's node (following a migration). */
+static RlLeaseResult
+redis_force_release (RlStore *store, const char *key, GError **error)
+{
+  RlRedisStore *self = (RlRedisStore *) store;
+  g_autofree char *channel = g_strconcat (self->channel_prefix, key, NULL);
+  redisReply *reply = run_script (self, &self->force_release, key, channel, "", 0, NULL, NULL, error);
+  gboolean deleted;
+
+  if (reply == NULL)
+    return RL_LEASE_ERROR;
+  deleted = reply->integer == 1;
+  freeReplyObject (reply);
+  return deleted ? RL_LEASE_OK : RL_LEASE_LOST;
+}
+
 static gboolean
 redis_inspect (RlStore *store, const char *key, char **value, gint64 *pttl_ms, GError **error)
 {
@@ -2302,6 +2330,7 @@ static const RlStoreVTable redis_store_vtable = {
   .release = redis_release,
   .release_many = redis_release_many,
   .renew_batch = redis_renew_batch,
+  .force_release = redis_force_release,
   .inspect = redis_inspect,
   .read_counter = redis_read_counter,
   .list = redis_list,
@@ -2429,6 +2458,7 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
   script_init (&self->renew, renew_script);
   script_init (&self->fenced_acquire, fenced_acquire_script);
   script_init (&self->acquire_all, acquire_all_script);
+  script_init (&self->force_release, force_release_script);
   self->slotted = parsed.kind == RL_TOPOLOGY_CLUSTER;
   self->sentinel = parsed.kind == RL_TOPOLOGY_SENTINEL;
   rl_mutex_init (&self->recent_mutex);

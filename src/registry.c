@@ -75,7 +75,13 @@ on_released (const char *key, gboolean reset, gpointer user_data)
     {
       RedisLock *lock = g_hash_table_lookup (registry->locks, key + prefix_len + 1);
       if (lock != NULL)
-        rl_lock_notify (lock);
+        {
+          rl_lock_notify (lock);
+          /* Released while we hold it: someone forced it open (or it is the echo of
+           * our own kept streak). Its lease is checked now, not at the next tick. */
+          if (registry->leases != NULL)
+            rl_leases_check_soon (registry->leases, lock);
+        }
     }
   rl_mutex_unlock (&registry->cache_mutex);
 }
@@ -647,6 +653,22 @@ redis_lock_registry_renew (RedisLockRegistry *registry, const char *name, gint64
   ok = rl_leases_renew (registry->leases, lock, name, ttl_ms, error);
   rl_lock_unref_memory (lock);
   return ok;
+}
+
+gboolean
+redis_lock_registry_force_unlock (RedisLockRegistry *registry, const char *name, GError **error)
+{
+  g_autofree char *key = NULL;
+  RlLeaseResult result;
+
+  g_return_val_if_fail (registry != NULL, FALSE);
+  if (!check_name (name, error) || !rl_registry_check (registry, error))
+    return FALSE;
+  key = g_strconcat (registry->registry_key, ":", name, NULL);
+  result = registry->store->vt->force_release (registry->store, key, error);
+  if (result == RL_LEASE_OK)
+    g_debug ("forced unlock of %s", key);
+  return result == RL_LEASE_OK;
 }
 
 /* Inspection ------------------------------------------------------------------- */

@@ -149,6 +149,10 @@ typedef struct
   gboolean (*renew_batch) (RlStore *store, guint n, const char *const *keys,
                            const char *const *values, const gint64 *ttls, RlLeaseResult *results,
                            gint64 timeout_ms, guint *round_trips, GError **error);
+  /* Deletes @key whoever holds it and notifies its waiters, as one atomic step (an
+   * operator's recovery from a crashed holder): RL_LEASE_OK when a key was deleted,
+   * RL_LEASE_LOST when there was none, RL_LEASE_ERROR with @error. */
+  RlLeaseResult (*force_release) (RlStore *store, const char *key, GError **error);
   /* What the store holds for @key: TRUE with its value (g_free()) and remaining TTL
    * (-1: no expiry) when it exists; FALSE without @error when it does not. */
   gboolean (*inspect) (RlStore *store, const char *key, char **value, gint64 *pttl_ms,

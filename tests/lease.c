@@ -459,6 +459,74 @@ test_outage_no_handoff (TestFixture *fx, gconstpointer data)
 }
 
 static void
+test_force_unlock (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) holder = test_registry_new (fx);
+  g_autoptr (RedisLockRegistry) waiter = test_registry_new (fx);
+  g_autoptr (RedisLock) held = test_obtain (holder, "crashed");
+  g_autoptr (RedisLock) wanted = test_obtain (waiter, "crashed");
+  g_autoptr (GCancellable) cancellable = NULL;
+  g_autoptr (GError) error = NULL;
+  TestTaker taker = { 0 };
+  TestLeaseLost ll;
+  GThread *thread;
+  gint64 t0;
+
+  g_test_summary ("redis_lock_registry_force_unlock() deletes a key whoever holds it and "
+                  "notifies: a waiter of another registry (polling once a minute) gets the "
+                  "lock at once, and the holder (60 s lease, watchdog tick at 20 s) is told "
+                  "within a second: callback, cancellable, is_lease_lost, unlock LEASE_LOST");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  test_lease_lost_init (&ll);
+  redis_lock_registry_set_lease_lost_callback (holder, test_lease_lost_cb, &ll, NULL);
+  redis_lock_registry_set_idle_between_tries_ms (waiter, 60000);
+  test_lock_ok (held);
+  cancellable = g_object_ref (redis_lock_get_lease_cancellable (held));
+  thread = test_taker_start (&taker, wanted, 20000);
+  g_assert_true (test_wait_contended (waiter, 1, 10000));
+
+  t0 = test_now_ms ();
+  g_assert_true (redis_lock_registry_force_unlock (fx->registry, "crashed", &error));
+  g_assert_no_error (error);
+  test_taker_join (&taker, thread, 15000);
+  g_assert_no_error (taker.error);
+  g_assert_true (taker.result);
+  g_test_message ("the waiter got the lock %" G_GINT64_FORMAT " ms after the forced unlock",
+                  taker.returned_ms - t0);
+  g_assert_cmpint (taker.returned_ms - t0, <, 1000);
+
+  g_assert_cmpuint (test_lease_lost_wait (&ll, 3000), ==, 1);
+  g_test_message ("the holder was told %" G_GINT64_FORMAT " ms after the forced unlock",
+                  ll.at_ms - t0);
+  g_assert_true (g_cancellable_is_cancelled (cancellable));
+  g_assert_true (redis_lock_is_lease_lost (held));
+  test_unlock_lease_lost (held);
+  redis_lock_registry_set_lease_lost_callback (holder, NULL, NULL, NULL);
+  test_lease_lost_clear (&ll);
+  test_taker_clear (&taker);
+}
+
+static void
+test_force_unlock_free (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+
+  g_test_summary ("force_unlock of a free lock returns FALSE without an error; a bad name is "
+                  "INVALID; after close it is CLOSED");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  g_assert_false (redis_lock_registry_force_unlock (fx->registry, "free", &error));
+  g_assert_no_error (error);
+  g_assert_false (redis_lock_registry_force_unlock (fx->registry, "", &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
+  g_clear_error (&error);
+  redis_lock_registry_close (fx->registry);
+  g_assert_false (redis_lock_registry_force_unlock (fx->registry, "free", &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
+}
+
+static void
 test_paused_server_deadline (TestFixture *fx, gconstpointer data)
 {
   RedisLockRegistry *r;
@@ -964,6 +1032,8 @@ main (int argc, char **argv)
   test_add_redis ("/lease/renew/after-batch-in-flight", NULL, test_renew_after_batch_in_flight);
   test_add_redis ("/lease/late-release/cannot-delete-next-hold", NULL, test_late_release);
   test_add_redis ("/lease/renew/reply-on-next-hold", NULL, test_renew_reply_on_next_hold);
+  test_add_stores ("/lease/force-unlock/wakes-waiter-tells-holder", NULL, test_force_unlock);
+  test_add_stores ("/lease/force-unlock/free-or-invalid", NULL, test_force_unlock_free);
   test_add_stores ("/lease/overflow/forever-wait", NULL, test_forever_wait);
   test_add_stores ("/lease/overflow/huge-ttl-refused", NULL, test_huge_ttl_refused);
   test_add_redis ("/lease/overflow/huge-foreign-pttl", NULL, test_huge_foreign_pttl);

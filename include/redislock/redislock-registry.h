@@ -555,6 +555,31 @@ REDIS_LOCK_EXPORT gboolean redis_lock_registry_renew (RedisLockRegistry *registr
                                                       GError **error);
 
 /**
+ * redis_lock_registry_force_unlock:
+ * @registry: a registry
+ * @name: the lock's name
+ * @error: return location for a #GError
+ *
+ * Deletes the key of lock @name whoever holds it (a crashed process with a long TTL,
+ * say) and publishes the unlock notification in the same atomic step, so that
+ * waiters in every process wake at once. A holder in a registry of this library
+ * learns within about a second that its lease is lost (its registry hears the
+ * notification and checks the lease): is_lease_lost() turns TRUE, its lease
+ * cancellable is cancelled, the lease-lost callback runs, and its unlock fails with
+ * %REDIS_LOCK_ERROR_LEASE_LOST. Meant for operators and recovery code: the holder's
+ * work is not stopped, only told. On a quorum registry the key is deleted on every
+ * node that answers. `redislock break NAME` calls it.
+ *
+ * Returns: %TRUE when a key was deleted; %FALSE without @error when the lock was free;
+ *   %FALSE with @error (%REDIS_LOCK_ERROR_INVALID for a bad name,
+ *   %REDIS_LOCK_ERROR_CONNECTION, %REDIS_LOCK_ERROR_REDIS, %REDIS_LOCK_ERROR_CLOSED,
+ *   %REDIS_LOCK_ERROR_FORKED) on failure.
+ */
+REDIS_LOCK_EXPORT gboolean redis_lock_registry_force_unlock (RedisLockRegistry *registry,
+                                                             const char *name,
+                                                             GError **error);
+
+/**
  * RedisLockRegistryStats:
  * @round_trips: request/reply exchanges with Redis on data connections; a pipelined
  *   batch counts once
