@@ -655,8 +655,7 @@ main (int argc, char **argv)
                    test_close_wakes_remote_waiter);
   test_add_stores ("/wait/close/wakes-local-waiter", NULL, test_close_wakes_local_waiter);
 
-  test_add_stores ("/wait/no-expiry/silent-delete/lock", &wait_lock,
-                   test_no_expiry_silent_delete);
+  test_add_stores ("/wait/no-expiry/silent-delete/lock", &wait_lock, test_no_expiry_silent_delete);
   test_add_stores ("/wait/no-expiry/silent-delete/try-lock-for-forever", &wait_forever,
                    test_no_expiry_silent_delete);
 
