@@ -5,7 +5,9 @@
  * Every test has its own three servers and one quorum registry over them, and looks at
  * each node through a raw connection of its own, so it can tell "on a majority" from
  * "on one" and "on all". Faults are real: a node is killed (its keys are gone, as after
- * a crash with persistence off), restarted empty, or frozen with SIGSTOP. Timing checks
+ * a crash with persistence off), restarted empty, or frozen with SIGSTOP (which also
+ * orders a renewal and a release that run side by side: a frozen node runs them in the
+ * order they were sent, once it resumes). Timing checks
  * use bounds far from the command timeout (3 s) and close to the per-node timeout
  * (50 ms), so a store that waits for a dead node's command timeout, or that asks the
  * nodes one after another, fails them.
