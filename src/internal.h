@@ -269,9 +269,11 @@ gint64 rl_lock_take_yield (RedisLock *lock);
 RlLeaseResult rl_lock_attempt (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms,
                                const char *fence_key, gboolean contended, gint64 *pttl_ms,
                                GError **error);
-/* When a waiter whose attempt at @now found the lock held tries again: at the end of
- * the holder's TTL (@pttl_ms, -1: unknown) or @deadline when notifications are
- * confirmed (@watching), else after idle_between_tries_ms. */
+/* When a waiter whose attempt at @now found the lock held tries again, at @deadline at
+ * the latest: at the end of the holder's TTL (@pttl_ms) when notifications are
+ * confirmed (@watching); after idle_between_tries_ms when they are not, or when the
+ * TTL is unknown or the key has no expiry (@pttl_ms < 0), so that a key deleted
+ * without a notification never leaves a waiter asleep for good. */
 gint64 rl_lock_wake_at (RedisLock *lock, gint64 now, gint64 deadline, gboolean watching,
                         gint64 pttl_ms);
 /* Releases @value, taken by an attempt after close() released the leases; sets CLOSED. */

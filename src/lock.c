@@ -520,12 +520,13 @@ rl_lock_attempt (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_
 gint64
 rl_lock_wake_at (RedisLock *lock, gint64 now, gint64 deadline, gboolean watching, gint64 pttl_ms)
 {
-  if (!watching)
+  /* A key without expiry (PTTL -1: a foreign client's SET without PX) bounds nothing:
+   * deleted without a notification, it would leave the waiter asleep until its
+   * deadline, forever for lock(). So the SPIN interval bounds that sleep too. */
+  if (!watching || pttl_ms < 0)
     return MIN (deadline, rl_deadline_after (now, RL_ATOMIC_GET (
                                                       lock->registry->settings.idle_between_tries_ms)));
-  if (pttl_ms >= 0)
-    return MIN (deadline, rl_deadline_after (now, pttl_ms + 1));
-  return deadline;
+  return MIN (deadline, rl_deadline_after (now, pttl_ms + 1));
 }
 
 /* The store phase, with the local mutex owned. Returns TRUE when the lease is ours.

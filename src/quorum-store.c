@@ -14,6 +14,16 @@
  * decides by its confirmation time) in between. A release is LEASE_LOST only when no
  * majority can still have held it.
  *
+ * Setting a lease again must never bring back one whose release has begun: a renewal
+ * running beside the release finds the key already deleted on one node and still
+ * held on the others, and its SET NX on the first node would land after the release
+ * (the released lease would stand there until its TTL). So the store keeps a lease's
+ * renewal and release apart, by the lease's value, which is unique to one
+ * acquisition: a release marks the renewals under way that carry its value (and
+ * those that start while it runs), a marked lease is never set again, and a release
+ * waits for a SET NX of its value already sent (one per-node timeout at most) before
+ * it sends its own deletes.
+ *
  * Fan-out, in the calling thread: each Redis child queues the request on a
  * connection of its own (the stepwise requests of the store seam: the protocol and
  * the scripts stay redis-store.c's), then one poll (rl_conns_exchange_until()) sends
@@ -71,7 +81,21 @@ struct _RlQuorumStore
   RlMutex opener_mutex; /* guards stopping */
   RlCond opener_cond;
   gboolean stopping;
+  /* Renewals and releases of one lease kept apart (see the top of the file). */
+  RlMutex lease_mutex;   /* guards what follows; a leaf: nothing is called under it */
+  RlCond lease_cond;     /* a renewal's SET NX fan-out ended */
+  GQueue renewals;       /* of Renewal: those under way */
+  GHashTable *releasing; /* lease value -> releases of it under way (GUINT_TO_POINTER) */
 };
+
+/* A renewal under way, as its releases see it. */
+typedef struct
+{
+  GHashTable *index;  /* lease value -> its index in the renewal + 1 */
+  gboolean *released; /* per lease: a release of it began while the renewal ran */
+  gboolean resetting; /* its SET NX fan-out is under way */
+  GList link;         /* in renewals */
+} Renewal;
 
 /* Children --------------------------------------------------------------------- */
 
@@ -567,6 +591,125 @@ quorum_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
   return TRUE;
 }
 
+/* Renewals beside releases ---------------------------------------------------- */
+
+/* Registers @r, a renewal of the @n leases of @items (their values must outlive it);
+ * those whose release is under way are marked released at once. */
+static void
+renewal_begin (RlQuorumStore *self, Renewal *r, guint n, const RlLeaseItem *items)
+{
+  *r = (Renewal){ .index = g_hash_table_new (g_str_hash, g_str_equal),
+                  .released = g_new0 (gboolean, n),
+                  .link = { .data = r } };
+  for (guint k = 0; k < n; k++)
+    g_hash_table_insert (r->index, (gpointer)items[k].value, GUINT_TO_POINTER (k + 1));
+  rl_mutex_lock (&self->lease_mutex);
+  if (g_hash_table_size (self->releasing) > 0)
+    for (guint k = 0; k < n; k++)
+      r->released[k] = g_hash_table_contains (self->releasing, items[k].value);
+  g_queue_push_tail_link (&self->renewals, &r->link);
+  rl_mutex_unlock (&self->lease_mutex);
+}
+
+/* Of the @n_candidates leases of @r (indexes in @candidates) that a node lost, keeps
+ * in @candidates those that may be set again there, no release of them having begun,
+ * and returns how many. When there are any, @r is resetting until renewal_end(): a
+ * release of one of them waits for that. */
+static guint
+renewal_keep_unreleased (RlQuorumStore *self, Renewal *r, guint *candidates, guint n_candidates)
+{
+  guint kept = 0;
+
+  rl_mutex_lock (&self->lease_mutex);
+  for (guint c = 0; c < n_candidates; c++)
+    if (!r->released[candidates[c]])
+      candidates[kept++] = candidates[c];
+  r->resetting = kept > 0;
+  rl_mutex_unlock (&self->lease_mutex);
+  return kept;
+}
+
+static void
+renewal_end (RlQuorumStore *self, Renewal *r)
+{
+  rl_mutex_lock (&self->lease_mutex);
+  g_queue_unlink (&self->renewals, &r->link);
+  if (r->resetting)
+    rl_cond_broadcast (&self->lease_cond);
+  rl_mutex_unlock (&self->lease_mutex);
+  g_hash_table_unref (r->index);
+  g_free (r->released);
+}
+
+/* Whether @r is setting one of the @n leases of @items again. lease_mutex held. */
+static gboolean
+renewal_resets_any (Renewal *r, guint n, const RlLeaseItem *items)
+{
+  if (!r->resetting)
+    return FALSE;
+  for (guint k = 0; k < n; k++)
+    if (g_hash_table_contains (r->index, items[k].value))
+      return TRUE;
+  return FALSE;
+}
+
+/* A release of the @n leases of @items begins: no renewal under way or starting
+ * before release_end() sets one of them again, and one that is doing so already ends
+ * that first (its fan-out is bounded by the per-node timeout). */
+static void
+release_begin (RlQuorumStore *self, guint n, const RlLeaseItem *items)
+{
+  gboolean wait;
+
+  rl_mutex_lock (&self->lease_mutex);
+  for (guint k = 0; k < n; k++)
+    {
+      guint *count = g_hash_table_lookup (self->releasing, items[k].value);
+
+      if (count == NULL)
+        {
+          count = g_new0 (guint, 1);
+          g_hash_table_insert (self->releasing, g_strdup (items[k].value), count);
+        }
+      (*count)++;
+    }
+  for (GList *l = self->renewals.head; l != NULL; l = l->next)
+    {
+      Renewal *r = l->data;
+
+      for (guint k = 0; k < n; k++)
+        {
+          guint index = GPOINTER_TO_UINT (g_hash_table_lookup (r->index, items[k].value));
+          if (index > 0)
+            r->released[index - 1] = TRUE;
+        }
+    }
+  do
+    {
+      wait = FALSE;
+      for (GList *l = self->renewals.head; l != NULL && !wait; l = l->next)
+        wait = renewal_resets_any (l->data, n, items);
+      if (wait)
+        rl_cond_wait_until (&self->lease_cond, &self->lease_mutex, RL_FOREVER);
+    }
+  while (wait);
+  rl_mutex_unlock (&self->lease_mutex);
+}
+
+static void
+release_end (RlQuorumStore *self, guint n, const RlLeaseItem *items)
+{
+  rl_mutex_lock (&self->lease_mutex);
+  for (guint k = 0; k < n; k++)
+    {
+      guint *count = g_hash_table_lookup (self->releasing, items[k].value);
+
+      if (count != NULL && --(*count) == 0)
+        g_hash_table_remove (self->releasing, items[k].value);
+    }
+  rl_mutex_unlock (&self->lease_mutex);
+}
+
 /* Renews @n leases on every node. Per lease: OK when a majority renewed it, LOST when
  * so many nodes found it gone that no majority is left, ERROR (unconfirmed)
  * otherwise. A lease kept by a majority is set again where it was gone, when the key
@@ -578,17 +721,22 @@ renew_leases (RlQuorumStore *self, guint n, RlLeaseItem *items, gint64 timeout_m
 {
   gint64 ttl = 0;
   FanOut *f, *reset = NULL;
+  g_autofree guint *lost_somewhere = g_new (guint, n);
+  guint n_lost_somewhere = 0;
+  Renewal renewal;
 
   for (guint k = 0; k < n; k++)
     ttl = MAX (ttl, items[k].ttl_ms);
   if (timeout_ms <= 0)
     timeout_ms = RL_ATOMIC_GET (self->parent.ctx->command_timeout_ms);
+  renewal_begin (self, &renewal, n, items);
   f = fan_out_all (self, RL_REQUEST_RENEW, n, items);
   fan_out_run (f, node_timeout_ms (self, ttl), WAIT_MAJORITY, timeout_ms);
   if (nodes_answered (f) < self->majority)
     {
       set_no_majority (f, nodes_answered (f), "Renewing quorum leases", error);
       fan_out_free (f);
+      renewal_end (self, &renewal);
       return FALSE;
     }
   for (guint k = 0; k < n; k++)
@@ -602,8 +750,16 @@ renew_leases (RlQuorumStore *self, guint n, RlLeaseItem *items, gint64 timeout_m
       items[k].result = renewed >= self->majority       ? RL_LEASE_OK
                         : lost > self->n - self->majority ? RL_LEASE_LOST
                                                           : RL_LEASE_ERROR;
-      if (items[k].result != RL_LEASE_OK || lost == 0)
-        continue;
+      if (items[k].result == RL_LEASE_OK && lost > 0)
+        lost_somewhere[n_lost_somewhere++] = k;
+    }
+  /* Set again only what no release has begun to delete: a node that answered "gone"
+   * may have answered after the release reached it. */
+  n_lost_somewhere = renewal_keep_unreleased (self, &renewal, lost_somewhere, n_lost_somewhere);
+  for (guint c = 0; c < n_lost_somewhere; c++)
+    {
+      guint k = lost_somewhere[c];
+
       for (guint i = 0; i < self->n; i++)
         if (f->items[i][k].result == RL_LEASE_LOST)
           {
@@ -621,6 +777,7 @@ renew_leases (RlQuorumStore *self, guint n, RlLeaseItem *items, gint64 timeout_m
       fan_out_run (reset, node_timeout_ms (self, ttl), WAIT_NODE, 0);
       fan_out_free (reset);
     }
+  renewal_end (self, &renewal);
   fan_out_free (f);
   return TRUE;
 }
@@ -673,11 +830,14 @@ static gboolean
 quorum_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error)
 {
   RlQuorumStore *self = (RlQuorumStore *) store;
-  FanOut *f = fan_out_all (self, RL_REQUEST_RELEASE, n, items);
+  FanOut *f;
   gboolean all = TRUE;
 
+  release_begin (self, n, items);
+  f = fan_out_all (self, RL_REQUEST_RELEASE, n, items);
   fan_out_run (f, node_timeout_ms (self, 0), WAIT_MAJORITY,
                RL_ATOMIC_GET (self->parent.ctx->command_timeout_ms));
+  release_end (self, n, items);
   for (guint k = 0; k < n; k++)
     {
       guint released = 0, lost = 0;
@@ -988,6 +1148,9 @@ quorum_free (RlStore *store)
     }
   rl_mutex_clear (&self->opener_mutex);
   rl_cond_clear (&self->opener_cond);
+  rl_mutex_clear (&self->lease_mutex);
+  rl_cond_clear (&self->lease_cond);
+  g_hash_table_unref (self->releasing);
   g_free (self->children);
   g_free (self);
 }
@@ -1064,6 +1227,9 @@ rl_quorum_store_open (const char *const *urls, const char *registry_key, const c
   self->children = g_new0 (QuorumChild, n);
   rl_mutex_init (&self->opener_mutex);
   rl_cond_init (&self->opener_cond);
+  rl_mutex_init (&self->lease_mutex);
+  rl_cond_init (&self->lease_cond);
+  self->releasing = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   for (guint i = 0; i < n; i++)
     self->children[i].url = g_strdup (urls[i]);
 

@@ -429,6 +429,49 @@ test_wakes_at_holder_ttl (TestFixture *fx, gconstpointer data)
   pending_clear (&p);
 }
 
+/* A key without expiry deleted without a notification: the pending call rechecks at
+ * the SPIN interval, so it has the lock soon after the delete. */
+static void
+test_no_expiry_silent_delete (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) other = NULL;
+  g_autoptr (RedisLock) other_lock = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autofree char *key = test_lock_key ("a");
+  Pending p = { 0 };
+  gint64 deleted_ms;
+
+  g_test_summary ("A pending lock_async call with no deadline, blocked on a key without "
+                  "expiry (PTTL -1) that is deleted without a notification, has the lock "
+                  "within 3 s of the delete.");
+  TEST_SKIP_IF_NO_STORE (fx);
+  other = test_registry_new (fx);
+  other_lock = test_obtain (other, "a");
+  lock = test_obtain (fx->registry, "a");
+  test_lock_ok (other_lock);
+  /* Another client's key now, set without PX. */
+  test_store_set_owner (fx, key, "someone-else", -1);
+  g_assert_cmpint (test_store_get_pttl (fx, key), ==, -1);
+  lock_async (&p, lock, -1);
+  /* The second failed attempt is the first with notifications confirmed: the sleep
+   * after it is bounded by the PTTL it read. */
+  ITERATE_UNTIL (test_stats (fx->registry).contended_attempts >= 2, 10000);
+  for (guint i = 0; i < 20; i++)
+    g_main_context_iteration (NULL, FALSE);
+  g_assert_false (p.done);
+  deleted_ms = test_now_ms ();
+  g_assert_true (test_store_delete (fx, key));
+  ITERATE_UNTIL (p.done, 3000);
+  g_assert_no_error (p.error);
+  g_assert_true (p.result);
+  g_assert_true (p.held);
+  g_test_message ("acquired %" G_GINT64_FORMAT " ms after the delete", p.done_ms - deleted_ms);
+  test_assert_held_by (fx, "a", fx->registry, 60000);
+  test_unlock_ok (lock);
+  test_unlock_lease_lost (other_lock);
+  pending_clear (&p);
+}
+
 /* Releases @h's lock once the thread @tid sleeps. */
 typedef struct
 {
@@ -965,6 +1008,7 @@ main (int argc, char **argv)
   test_add_stores ("/async/local-handoff", NULL, test_local_handoff);
   test_add_stores ("/async/remote-release-wakes", NULL, test_remote_release_wakes);
   test_add_stores ("/async/wakes-at-holder-ttl", NULL, test_wakes_at_holder_ttl);
+  test_add_stores ("/async/no-expiry/silent-delete", NULL, test_no_expiry_silent_delete);
   test_add_stores ("/async/turns-with-threads", NULL, test_turns_with_threads);
   test_add_stores ("/async/mixed-sync-async", NULL, test_mixed_sync_async);
   test_add_stores ("/async/sync-while-own-call-pending", NULL,

@@ -216,6 +216,81 @@ test_waits_for_release (TestFixture *fx, gconstpointer data)
   unref_set (locks, 3);
 }
 
+/* A thread in try_lock_all with no deadline, which unlocks the set when it got it. */
+typedef struct
+{
+  RedisLock **locks;
+  guint n;
+  gint tid;  /* atomic: set just before the call */
+  gint done; /* atomic: set after it */
+  gboolean result;
+  GError *error;
+  gint64 returned_ms;
+} AllTaker;
+
+static gpointer
+all_taker_main (gpointer data)
+{
+  AllTaker *t = data;
+
+  g_atomic_int_set (&t->tid, test_thread_id ());
+  t->result = redis_lock_try_lock_all (t->locks, t->n, -1, NULL, &t->error);
+  t->returned_ms = test_now_ms ();
+  if (t->result)
+    g_assert_true (redis_lock_unlock_all (t->locks, t->n, NULL));
+  g_atomic_int_set (&t->done, 1);
+  return NULL;
+}
+
+static gboolean
+all_taker_done (gpointer data)
+{
+  return g_atomic_int_get (&((AllTaker *)data)->done) != 0;
+}
+
+static void
+test_no_expiry_silent_delete (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) other = test_registry_new (fx);
+  g_autoptr (RedisLock) blocker = test_obtain (other, "forever1");
+  const char *key = redis_lock_get_key (blocker);
+  RedisLock *locks[2];
+  AllTaker t = { .locks = locks, .n = G_N_ELEMENTS (locks) };
+  GThread *thread;
+  gint64 deleted_at;
+
+  g_test_summary ("try_lock_all with no deadline, blocked on a key of the set that has no "
+                  "expiry (PTTL -1) and is deleted without a notification, has the whole set "
+                  "within 3 s of the delete.");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  obtain_set (fx->registry, "forever", locks, 2);
+  test_lock_ok (blocker);
+  /* Another client's key now, set without PX. */
+  test_store_set_owner (fx, key, "someone-else", -1);
+  g_assert_cmpint (test_store_get_pttl (fx, key), ==, -1);
+
+  thread = g_thread_new ("all-taker", all_taker_main, &t);
+  /* The second failed attempt is the first with notifications confirmed: the sleep
+   * after it is bounded by the PTTL it read. */
+  g_assert_true (test_wait_contended (fx->registry, 2, 10000));
+  g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&t.tid), 10000));
+  g_assert_false (all_taker_done (&t));
+
+  deleted_at = test_now_ms ();
+  g_assert_true (test_store_delete (fx, key));
+  g_assert_true (test_wait_until (all_taker_done, &t, 3000));
+  g_thread_join (thread);
+  g_assert_no_error (t.error);
+  g_assert_true (t.result);
+  g_test_message ("the set was taken %" G_GINT64_FORMAT " ms after the delete",
+                  t.returned_ms - deleted_at);
+  g_assert_cmpint (t.returned_ms - deleted_at, <, 3000);
+  assert_none_anywhere (fx, locks, 2);
+  test_unlock_lease_lost (blocker);
+  unref_set (locks, 2);
+}
+
 static void
 test_local_holder (TestFixture *fx, gconstpointer data)
 {
@@ -692,6 +767,7 @@ main (int argc, char **argv)
   test_add_stores ("/multilock/none/one-held-elsewhere", NULL, test_one_held_elsewhere);
   test_add_stores ("/multilock/none/local-holder", NULL, test_local_holder);
   test_add_stores ("/multilock/wait/for-release", NULL, test_waits_for_release);
+  test_add_stores ("/multilock/wait/no-expiry-silent-delete", NULL, test_no_expiry_silent_delete);
   test_add_stores ("/multilock/deadlock/one-registry", NULL, test_cross_one_registry);
   test_add_stores ("/multilock/deadlock/two-registries", NULL, test_cross_two_registries);
   test_add_stores ("/multilock/round-trips/one-per-group", NULL, test_one_round_trip);

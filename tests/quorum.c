@@ -5,7 +5,9 @@
  * Every test has its own three servers and one quorum registry over them, and looks at
  * each node through a raw connection of its own, so it can tell "on a majority" from
  * "on one" and "on all". Faults are real: a node is killed (its keys are gone, as after
- * a crash with persistence off), restarted empty, or frozen with SIGSTOP. Timing checks
+ * a crash with persistence off), restarted empty, or frozen with SIGSTOP (which also
+ * orders a renewal and a release that run side by side: a frozen node runs them in the
+ * order they were sent, once it resumes). Timing checks
  * use bounds far from the command timeout (3 s) and close to the per-node timeout
  * (50 ms), so a store that waits for a dead node's command timeout, or that asks the
  * nodes one after another, fails them.
@@ -386,6 +388,130 @@ test_restarted_empty (QuorumFixture *f, gconstpointer data)
   test_lease_lost_clear (&lost);
 }
 
+/* A thread that holds NAME until told to unlock it, and reports the unlock. */
+typedef struct
+{
+  RedisLock *lock;
+  TestSync sync;
+  gboolean holding;
+  gboolean unlock;
+  gint tid;  /* atomic: set just before the unlock */
+  gint done; /* atomic: set after it */
+  gboolean unlocked;
+  GError *error;
+} Unlocker;
+
+static gpointer
+unlocker_main (gpointer data)
+{
+  Unlocker *u = data;
+
+  test_lock_ok (u->lock);
+  test_sync_lock (&u->sync);
+  u->holding = TRUE;
+  test_sync_broadcast (&u->sync);
+  while (!u->unlock)
+    test_sync_wait (&u->sync);
+  test_sync_unlock (&u->sync);
+  g_atomic_int_set (&u->tid, test_thread_id ());
+  u->unlocked = redis_lock_unlock (u->lock, &u->error);
+  g_atomic_int_set (&u->done, 1);
+  return NULL;
+}
+
+/* A thread that renews NAME once. */
+typedef struct
+{
+  RedisLockRegistry *registry;
+  gint tid;  /* atomic: set just before the renewal */
+  gint done; /* atomic: set after it */
+  gboolean renewed;
+  GError *error;
+} Renewer;
+
+static gpointer
+renewer_main (gpointer data)
+{
+  Renewer *r = data;
+
+  g_atomic_int_set (&r->tid, test_thread_id ());
+  r->renewed = redis_lock_registry_renew (r->registry, NAME, 0, &r->error);
+  g_atomic_int_set (&r->done, 1);
+  return NULL;
+}
+
+static gboolean
+flag_set (gpointer flag)
+{
+  return g_atomic_int_get ((gint *)flag) != 0;
+}
+
+/* The scripts node 0 has run since its statistics were reset. */
+static long long
+scripts_run (redisContext *c)
+{
+  return test_redis_command_calls (c, "evalsha") + test_redis_command_calls (c, "eval");
+}
+
+static void
+test_release_beside_renewal (QuorumFixture *f, gconstpointer data)
+{
+  redisContext *node0;
+  Unlocker u = { 0 };
+  Renewer r = { .registry = f->registry };
+  GThread *unlocker, *renewer;
+
+  g_test_summary ("A renewal that finds the key gone on one node and held on the others, "
+                  "while a release of the lease runs beside it, does not set the key again "
+                  "there: after a successful unlock the key is on no node.");
+  SKIP_IF_NO_SERVERS (f);
+  u.lock = test_obtain (f->registry, NAME);
+  test_sync_init (&u.sync);
+  unlocker = g_thread_new ("unlocker", unlocker_main, &u);
+  g_assert_true (test_sync_wait_flag (&u.sync, &u.holding, 10000));
+
+  /* Node 0 has lost the key (as when the release reaches it first); nodes 1 and 2 are
+   * frozen, so the renewal, sent first, and then the release wait for them, and each
+   * of those nodes runs the renewal before the release. */
+  g_assert_true (node_del (f, 0, KEY));
+  node0 = test_redis_connect (f->servers[0]);
+  test_redis_reset_stats (node0);
+  redis_lock_test_server_pause (f->servers[1]);
+  redis_lock_test_server_pause (f->servers[2]);
+
+  renewer = g_thread_new ("renewer", renewer_main, &r);
+  TEST_WAIT_UNTIL (scripts_run (node0) >= 1, 5000);
+  g_assert_true (test_wait_until (flag_set, &r.tid, 5000));
+  g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&r.tid), 5000));
+  g_assert_false (flag_set (&r.done));
+
+  test_sync_lock (&u.sync);
+  u.unlock = TRUE;
+  test_sync_broadcast (&u.sync);
+  test_sync_unlock (&u.sync);
+  TEST_WAIT_UNTIL (scripts_run (node0) >= 2, 5000);
+  g_assert_true (test_wait_until (flag_set, &u.tid, 5000));
+  g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&u.tid), 5000));
+  g_assert_false (flag_set (&r.done));
+
+  redis_lock_test_server_resume (f->servers[1]);
+  redis_lock_test_server_resume (f->servers[2]);
+  g_assert_true (test_wait_until (flag_set, &r.done, 10000));
+  g_assert_true (test_wait_until (flag_set, &u.done, 10000));
+  g_thread_join (renewer);
+  g_thread_join (unlocker);
+  g_test_message ("renewal: %s", r.renewed ? "renewed" : r.error->message);
+  g_assert_no_error (u.error);
+  g_assert_true (u.unlocked);
+  for (guint i = 0; i < N_NODES; i++)
+    assert_absent_on (f, i);
+
+  redisFree (node0);
+  g_clear_error (&r.error);
+  test_sync_clear (&u.sync);
+  redis_lock_unref (u.lock);
+}
+
 static void
 test_open_majority (QuorumFixture *f, gconstpointer data)
 {
@@ -653,6 +779,7 @@ main (int argc, char **argv)
   ADD ("deleted-on-majority", test_deleted_on_majority);
   ADD ("deleted-on-minority", test_deleted_on_minority);
   ADD ("restarted-empty", test_restarted_empty);
+  ADD ("release-beside-renewal", test_release_beside_renewal);
   ADD ("open-majority", test_open_majority);
   ADD ("waiter-woken", test_waiter_woken);
   ADD ("fencing-refused", test_fencing_refused);

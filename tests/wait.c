@@ -13,8 +13,11 @@
  * from this one source, a private redis-server (`/redis/...`) and a `memory://` store
  * of its own (`/memory/...`), where wake-ups come from the store instead of a
  * subscription; the tests about how a registry waits in Redis also run once per wait
- * mode. The last ones are Redis's alone: a key deleted or expired without an unlock
- * notification, which the server reports through key tracking.
+ * mode. A key without expiry (another client's SET without PX) deleted without an
+ * unlock notification must not leave lock() or try_lock_for(-1) asleep for good: with
+ * default settings the waiter rechecks at the SPIN interval, on every store. The last
+ * ones are Redis's alone: a key deleted or expired without an unlock notification,
+ * which the server reports through key tracking.
  */
 #include "config.h"
 
@@ -23,6 +26,10 @@
 /* The tests that depend on how a registry waits in Redis run once per mode. */
 static const RedisLockWaitMode pubsub_mode = REDIS_LOCK_WAIT_PUBSUB;
 static const RedisLockWaitMode spin_mode = REDIS_LOCK_WAIT_SPIN;
+
+/* How a taker waits: lock(), or try_lock_for with no deadline. */
+static const gint64 wait_lock = G_MININT64;
+static const gint64 wait_forever = -1;
 
 static RedisLockRegistry *
 waiter_registry_new (TestFixture *f, gconstpointer mode)
@@ -406,6 +413,61 @@ test_close_wakes_local_waiter (TestFixture *f, gconstpointer data)
   test_taker_clear (&t);
 }
 
+/* ---- a foreign key with no expiry, deleted without a notification ---- */
+
+/* A lock() (@data: G_MININT64) or a try_lock_for (@data: its wait, -1: forever) of a
+ * registry with default settings (PUBSUB, key tracking off) blocked on a key that has
+ * no TTL (redis-py's default Lock, an operator's SET), which is then deleted without a
+ * notification. */
+static void
+test_no_expiry_silent_delete (TestFixture *f, gconstpointer data)
+{
+  g_autofree char *key = test_lock_key ("no-expiry");
+  g_autoptr (RedisLockRegistry) waiter = NULL;
+  g_autoptr (RedisLock) held = NULL;
+  g_autoptr (RedisLock) wanted = NULL;
+  TestTaker t = { 0 };
+  GThread *thread;
+  gint64 deleted_at;
+
+  g_test_summary ("A waiter with default settings, blocked on a key without expiry (PTTL -1) "
+                  "that is then deleted without a notification, gets the lock within 3 s of "
+                  "the delete: it rechecks at the SPIN interval instead of sleeping until its "
+                  "deadline, which lock() and try_lock_for(-1) do not have.");
+  TEST_SKIP_IF_NO_STORE (f);
+
+  /* Another client's key without expiry: taken, then overwritten by a plain SET
+   * without PX (on memory://, the steal hook with a negative TTL). */
+  held = test_obtain (f->registry, "no-expiry");
+  test_lock_ok (held);
+  test_store_set_owner (f, key, "foreign-holder", -1);
+  g_assert_cmpint (test_store_get_pttl (f, key), ==, -1);
+
+  waiter = test_registry_new (f);
+  g_assert_false (redis_lock_registry_get_key_tracking (waiter));
+  wanted = test_obtain (waiter, "no-expiry");
+  t.fixture = f;
+  thread = test_taker_start (&t, wanted, *(const gint64 *)data);
+  /* Two failed attempts: the first one only starts the subscription, the second counts
+   * with notifications confirmed, and its PTTL (-1) bounds the sleep that follows. */
+  g_assert_true (test_wait_contended (waiter, 2, 10000));
+  g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&t.tid), 10000));
+  g_assert_cmpint (g_atomic_int_get (&t.done), ==, 0);
+
+  deleted_at = test_now_ms ();
+  g_assert_true (test_store_delete (f, key));
+  test_taker_join (&t, thread, 3000);
+  g_assert_no_error (t.error);
+  g_assert_true (t.result);
+  g_test_message ("the waiter proceeded %" G_GINT64_FORMAT " ms after the DEL",
+                  t.returned_ms - deleted_at);
+  g_assert_cmpint (t.returned_ms - deleted_at, <, 3000);
+  test_assert_value_of (t.value_while_held, waiter);
+  test_assert_free (f, "no-expiry");
+  test_unlock_lease_lost (held);
+  test_taker_clear (&t);
+}
+
 /* ---- keys that change without an unlock notification (Redis key tracking) ---- */
 
 /* Starts a lock() of @name in a PUBSUB registry of its own with key tracking on while
@@ -592,6 +654,10 @@ main (int argc, char **argv)
   test_add_stores ("/wait/close/wakes-remote-waiter/spin", &spin_mode,
                    test_close_wakes_remote_waiter);
   test_add_stores ("/wait/close/wakes-local-waiter", NULL, test_close_wakes_local_waiter);
+
+  test_add_stores ("/wait/no-expiry/silent-delete/lock", &wait_lock, test_no_expiry_silent_delete);
+  test_add_stores ("/wait/no-expiry/silent-delete/try-lock-for-forever", &wait_forever,
+                   test_no_expiry_silent_delete);
 
   test_add_redis ("/wait/silent-release/delete", GINT_TO_POINTER (FALSE),
                   test_wakes_on_silent_delete);

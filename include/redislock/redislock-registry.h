@@ -69,9 +69,12 @@ REDIS_LOCK_EXPORT GType redis_lock_get_type (void) G_GNUC_CONST;
  * RedisLockWaitMode:
  * @REDIS_LOCK_WAIT_PUBSUB: default: a waiter sleeps until the unlock notification for its
  *   lock arrives, bounded by the holder's remaining TTL, the caller's deadline and
- *   cancellable. With redis_lock_registry_set_key_tracking(), a change of the lock's key
- *   without a notification (a delete by a client that does not publish) wakes it too.
- *   Falls back to SPIN timing while the subscription is down.
+ *   cancellable. Behind a key without expiry (another client's `SET` without `PX`) it
+ *   retries every idle_between_tries_ms, so that such a key deleted without a
+ *   notification never leaves it asleep for good. With
+ *   redis_lock_registry_set_key_tracking(), a change of the lock's key without a
+ *   notification (a delete by a client that does not publish) wakes it too. Falls back
+ *   to SPIN timing while the subscription is down.
  * @REDIS_LOCK_WAIT_SPIN: retry every idle_between_tries_ms.
  *
  * How a thread waits for a lock that another process (or registry) holds in Redis.
@@ -255,7 +258,7 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_wait_mode (RedisLockRegistry *reg
  * redis_lock_registry_set_idle_between_tries_ms:
  * @registry: a registry
  * @ms: sleep between attempts in SPIN mode (and in PUBSUB mode while the subscription
- *   is down), >= 0 (default 100)
+ *   is down, or when the holder's key has no expiry), >= 0 (default 100)
  */
 REDIS_LOCK_EXPORT void redis_lock_registry_set_idle_between_tries_ms (RedisLockRegistry *registry,
                                                                       gint64 ms);
