@@ -274,6 +274,22 @@ wait "$waiter"; expect_rc "waiter acquires after the release: 0" 0 $?
 check "the waiter's command ran" test -e "$tmp/held.waiter"
 rl status held >"$tmp/out" 2>"$tmp/err"; expect_rc "status after release: 1" 1 $?
 
+# --- break: deletes a held lock; its waiter wakes, its holder is told (exit 3) -------------
+start_bg "$RL" run brk -- $(hold brk)
+bholder=$bg
+check "break: holder started" wait_for "$tmp/brk.started"
+start_bg "$RL" run --wait 20s brk -- touch "$tmp/brk.waiter"
+bwaiter=$bg
+rl break brk >"$tmp/out" 2>"$tmp/err"; expect_rc "break of a held lock: 0" 0 $?
+check "break says the lock was broken" grep -q '^brk: broken$' "$tmp/out"
+wait "$bwaiter"; expect_rc "break: the waiter gets the lock: 0" 0 $?
+check "break: the waiter's command ran" test -e "$tmp/brk.waiter"
+wait "$bholder"; expect_rc "break: the holder is told its lease is lost: 3" 3 $?
+rl break brk >"$tmp/out" 2>"$tmp/err"; expect_rc "break of a free lock: 1" 1 $?
+check "break says the lock was free" grep -q '^brk: free$' "$tmp/out"
+rl break 2>"$tmp/err"; expect_rc "break without NAME: 64" 64 $?
+rl break a b 2>"$tmp/err"; expect_rc "break with two names: 64" 64 $?
+
 # --- a holder's value reaches the terminal escaped, as in status ---------------------------
 esc=$(printf '\033')
 rcli SET redislock:escaped "evil${esc}]0;owned${esc}\\${esc}[2J" PX 60000 >/dev/null

@@ -41,6 +41,7 @@ int cmd_run (int argc, char **argv);
 int cmd_status (int argc, char **argv);
 int cmd_list (int argc, char **argv);
 int cmd_demo (int argc, char **argv);
+int cmd_break (int argc, char **argv);
 /* The hidden mode the demo re-executes the tool in (redislock-demo.c). */
 int demo_worker (int argc, char **argv);
 

@@ -156,6 +156,7 @@ static const char main_help[] =
   "                                          hold lock NAME while COMMAND runs\n"
   "  status [OPTION…] NAME…                  show whether locks are held, by whom, how long\n"
   "  list [OPTION…]                          show the locks held in a registry\n"
+  "  break [OPTION…] NAME                    delete lock NAME whoever holds it; waiters wake\n"
   "  demo [OPTION…]                          flash-sale demonstration of the lock\n"
   "  help [COMMAND]                          show help for a command\n"
   "\n"
@@ -187,6 +188,7 @@ static const ToolCommand commands[] = {
   { "status", cmd_status },
   { "list", cmd_list },
   { "demo", cmd_demo },
+  { "break", cmd_break },
 };
 
 /* Handles what comes before a command (--help, --version, help COMMAND): returns -1
