@@ -153,7 +153,7 @@ cluster_failover (Controller *c, guint i)
       return;
     }
   redis_lock_test_cluster_pause_node (c->cluster, (guint)replica);
-  if (!wait_progress (c, progress_total (c) + POST_FAULT_SECTIONS, 30000))
+  if (!wait_progress (c, progress_total (c) + POST_FAULT_SECTIONS / 2, 30000))
     problem (c, "no progress within 30 s with node %d paused", replica);
   redis_lock_test_cluster_stop_node (c->cluster, (guint)master);
   redis_lock_test_cluster_resume_node (c->cluster, (guint)replica);
@@ -195,8 +195,9 @@ void
 inject_topology_faults (Controller *c)
 {
   for (guint i = 0; i < c->s->failovers; i++)
-    switch (c->s->topology)
-      {
+    {
+      switch (c->s->topology)
+        {
         case TOPOLOGY_SENTINEL:
           sentinel_failover (c, i);
           break;
@@ -209,7 +210,12 @@ inject_topology_faults (Controller *c)
         case TOPOLOGY_SERVER:
         default:
           break;
-      }
+        }
+      /* Fault timing: through the window that follows each fault (a former Sentinel
+       * master takes writes until it is demoted, some ten seconds later). */
+      if (c->s->settle_ms > 0)
+        g_usleep (c->s->settle_ms * 1000);
+    }
 }
 
 /* ------------------------------------------------------------------------------------- */
@@ -221,6 +227,7 @@ typedef struct
   gint64 start_us, end_us;
   guint64 token;
   gboolean told;
+  char unlocked[16]; /* how its unlock ended: OK or an error code */
 } Section;
 
 static gboolean
@@ -241,9 +248,10 @@ read_history (Controller *c, guint index, GArray *into)
       if (*lines[i] == '\0')
         continue;
       if (sscanf (lines[i], "%u %u %u %u %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %" G_GUINT64_FORMAT
-                  " %d",
-                  &s.name, &s.proc, &s.reg, &s.thread, &s.start_us, &s.end_us, &s.token, &told)
-          != 8)
+                  " %d %15s",
+                  &s.name, &s.proc, &s.reg, &s.thread, &s.start_us, &s.end_us, &s.token, &told,
+                  s.unlocked)
+          != 9)
         {
           problem (c, "worker %u history: bad line \"%s\"", index, lines[i]);
           return FALSE;
@@ -275,9 +283,11 @@ same_holder (const Section *x, const Section *y)
 static char *
 describe (Controller *c, const Section *s)
 {
-  return g_strdup_printf ("p%u.r%u.t%u [%.3f s, %.3f s] token %" G_GUINT64_FORMAT "%s", s->proc,
-                          s->reg, s->thread, (s->start_us - c->start_us) / 1e6,
-                          (s->end_us - c->start_us) / 1e6, s->token, s->told ? " told" : "");
+  return g_strdup_printf ("p%u.r%u.t%u [%.3f s, %.3f s] token %" G_GUINT64_FORMAT
+                          " unlock %s%s",
+                          s->proc, s->reg, s->thread, (s->start_us - c->start_us) / 1e6,
+                          (s->end_us - c->start_us) / 1e6, s->token, s->unlocked,
+                          s->told ? " told" : "");
 }
 
 /* Overlaps: sorted by name and start, each section meets the earlier sections of its

@@ -38,9 +38,12 @@
 #define MAX_RECORDS 2000
 /* How long the replicas asked for have to acknowledge a write (set_min_replicas). */
 #define MIN_REPLICAS_WAIT_MS 500
+/* History mode: one section in this many is held for up to half the lease TTL. */
+#define LONG_HOLD_ONE_IN 20
 
 const char *const code_names[] = {
-  "INVALID", "CONNECTION", "REDIS", "NOT_OWNER", "LEASE_LOST", "CACHE_FULL", "FORKED", "CLOSED",
+  "INVALID", "CONNECTION", "REDIS",  "NOT_OWNER",      "LEASE_LOST",
+  "CACHE_FULL", "FORKED", "CLOSED", "NOT_REPLICATED",
 };
 const gsize n_code_names = G_N_ELEMENTS (code_names);
 
@@ -157,6 +160,7 @@ typedef struct
   gint64 start_us, end_us;
   guint64 token;
   gboolean told;
+  const char *unlocked; /* how the outermost unlock ended: OK or an error code's name */
 } HistoryEntry;
 
 typedef struct _WorkerThread
@@ -511,8 +515,8 @@ maybe_reenter (WorkerThread *t, RedisLock *lock)
 
 /* Unlocks (twice after a re-entry), timing the outermost unlock. A lost lease is
  * recorded with the section id @id, and a frozen section's unlock result as "stop".
- * Returns whether the outermost unlock failed with LEASE_LOST. */
-static gboolean
+ * Returns how the outermost unlock ended: "OK" or the error code's name. */
+static const char *
 release (WorkerThread *t, RedisLock *lock, const char *id, gboolean reentered, gboolean freeze)
 {
   Tally *tally = &t->tally;
@@ -541,7 +545,7 @@ release (WorkerThread *t, RedisLock *lock, const char *id, gboolean reentered, g
     tally_record (tally, "stop %s %s", id, error != NULL ? error_code_name (error) : "OK");
   if (redis_lock_is_held_by_current_thread (lock))
     tally_record (tally, "failure the outermost unlock left the lock held");
-  return g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+  return error != NULL ? error_code_name (error) : "OK";
 }
 
 /* A section of history mode, from the return of the acquisition: re-entry now and
@@ -570,13 +574,18 @@ history_section (WorkerThread *t, RedisLock *lock, const char *name, const char 
       raise (SIGSTOP);
       g_atomic_int_set (&w->freezing, 0);
     }
-  if (w->opt->hold_us > 0)
-    g_usleep ((gulong)g_rand_int_range (t->rand, 0, (gint32)w->opt->hold_us)); /* workload */
+  /* Workload: most sections are short, one in LONG_HOLD_ONE_IN lasts up to half the
+   * TTL, so that faults find holders inside their sections. */
+  if (w->opt->hold_us > 0 && g_rand_int_range (t->rand, 0, LONG_HOLD_ONE_IN) == 0)
+    g_usleep ((gulong)g_rand_int_range (t->rand, 0, (gint32)(w->opt->ttl_ms * 500)));
+  else if (w->opt->hold_us > 0)
+    g_usleep ((gulong)g_rand_int_range (t->rand, 0, (gint32)w->opt->hold_us));
   cancellable = redis_lock_get_lease_cancellable (lock);
   e.told = redis_lock_is_lease_lost (lock)
            || (cancellable != NULL && g_cancellable_is_cancelled (cancellable));
   e.end_us = g_get_monotonic_time ();
-  e.told |= release (t, lock, id, reentered, freeze);
+  e.unlocked = release (t, lock, id, reentered, freeze);
+  e.told |= g_str_equal (e.unlocked, "LEASE_LOST");
   g_array_append_val (t->history, e);
   tally_add (&t->tally, "sections", 1);
   __atomic_fetch_add (w->progress, 1, __ATOMIC_RELAXED);
@@ -767,8 +776,8 @@ open_registries (Worker *w)
     }
 }
 
-/* The history file: one line per section, "name proc reg thread start end token told",
- * the times in microseconds of CLOCK_MONOTONIC (g_get_monotonic_time()). */
+/* The history file: one line per section, "name proc reg thread start end token told
+ * unlocked", the times in microseconds of CLOCK_MONOTONIC (g_get_monotonic_time()). */
 static gboolean
 write_history (WorkerOptions *opt, WorkerThread *threads, guint n_threads)
 {
@@ -783,9 +792,9 @@ write_history (WorkerOptions *opt, WorkerThread *threads, guint n_threads)
         HistoryEntry *e = &g_array_index (threads[i].history, HistoryEntry, j);
         fprintf (f,
                  "%u %d %u %u %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %" G_GUINT64_FORMAT
-                 " %d\n",
+                 " %d %s\n",
                  e->name, opt->index, e->reg, e->thread, e->start_us, e->end_us, e->token,
-                 e->told ? 1 : 0);
+                 e->told ? 1 : 0, e->unlocked);
       }
   ok = !ferror (f);
   return fclose (f) == 0 && ok;

@@ -73,7 +73,8 @@ typedef struct
   gboolean fencing;      /* registries take fencing tokens */
   guint min_replicas;    /* redis_lock_registry_set_min_replicas(), 0: off */
   guint failovers;       /* Sentinel failovers, Cluster masters killed, quorum nodes restarted */
-  gint64 hold_us;        /* how long a section lasts, at most */
+  gint64 hold_us;        /* how long a section lasts, at most (one in 20: TTL/2) */
+  gint64 settle_ms;      /* the run goes on this long after the last fault */
   gboolean safe_overlap; /* verdict: no overlap at all (not even a reported one) */
   gboolean safe_silent;  /* verdict: no overlap that neither holder was told of */
   gboolean safe_tokens;  /* verdict: no token regression */
