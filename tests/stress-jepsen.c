@@ -133,8 +133,8 @@ cluster_failover (Controller *c, guint i)
 {
   g_autoptr (GError) error = NULL;
   g_autofree char *key = g_strdup_printf (STRESS_REGISTRY_KEY ":name-%u", i % c->s->names);
-  int master = redis_lock_test_cluster_get_slot_owner (c->cluster,
-                                                       redis_lock_test_cluster_key_slot (key));
+  int master
+      = redis_lock_test_cluster_get_slot_owner (c->cluster, redis_lock_test_cluster_key_slot (key));
   int replica = -1;
 
   if (master < 0)
@@ -198,18 +198,18 @@ inject_topology_faults (Controller *c)
     {
       switch (c->s->topology)
         {
-        case TOPOLOGY_SENTINEL:
-          sentinel_failover (c, i);
-          break;
-        case TOPOLOGY_CLUSTER:
-          cluster_failover (c, i);
-          break;
-        case TOPOLOGY_QUORUM:
-          quorum_restart (c, i);
-          break;
-        case TOPOLOGY_SERVER:
-        default:
-          break;
+          case TOPOLOGY_SENTINEL:
+            sentinel_failover (c, i);
+            break;
+          case TOPOLOGY_CLUSTER:
+            cluster_failover (c, i);
+            break;
+          case TOPOLOGY_QUORUM:
+            quorum_restart (c, i);
+            break;
+          case TOPOLOGY_SERVER:
+          default:
+            break;
         }
       /* Fault timing: through the window that follows each fault (a former Sentinel
        * master takes writes until it is demoted, some ten seconds later). */
@@ -247,7 +247,8 @@ read_history (Controller *c, guint index, GArray *into)
 
       if (*lines[i] == '\0')
         continue;
-      if (sscanf (lines[i], "%u %u %u %u %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %" G_GUINT64_FORMAT
+      if (sscanf (lines[i],
+                  "%u %u %u %u %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %" G_GUINT64_FORMAT
                   " %d %15s",
                   &s.name, &s.proc, &s.reg, &s.thread, &s.start_us, &s.end_us, &s.token, &told,
                   s.unlocked)
@@ -283,8 +284,7 @@ same_holder (const Section *x, const Section *y)
 static char *
 describe (Controller *c, const Section *s)
 {
-  return g_strdup_printf ("p%u.r%u.t%u [%.3f s, %.3f s] token %" G_GUINT64_FORMAT
-                          " unlock %s%s",
+  return g_strdup_printf ("p%u.r%u.t%u [%.3f s, %.3f s] token %" G_GUINT64_FORMAT " unlock %s%s",
                           s->proc, s->reg, s->thread, (s->start_us - c->start_us) / 1e6,
                           (s->end_us - c->start_us) / 1e6, s->token, s->unlocked,
                           s->told ? " told" : "");
@@ -419,7 +419,8 @@ check_history (Controller *c, Collected *col, Row *row)
   judge (c, sections, row);
 
   if (s->safe_overlap && row->overlaps > 0)
-    problem (c, "%" G_GUINT64_FORMAT " overlaps (%" G_GUINT64_FORMAT " reported, %" G_GUINT64_FORMAT
+    problem (c,
+             "%" G_GUINT64_FORMAT " overlaps (%" G_GUINT64_FORMAT " reported, %" G_GUINT64_FORMAT
              " silent), none allowed",
              row->overlaps, row->reported, row->silent);
   if (s->safe_silent && row->silent > 0)
@@ -447,9 +448,8 @@ faults_done (const Row *row)
   if (row->restarts > 0)
     g_string_append_printf (f, "restart %u,", row->restarts);
   if (row->failovers > 0)
-    g_string_append_printf (f, "%s %u,",
-                            s->topology == TOPOLOGY_QUORUM ? "node-restart" : "failover",
-                            row->failovers);
+    g_string_append_printf (
+        f, "%s %u,", s->topology == TOPOLOGY_QUORUM ? "node-restart" : "failover", row->failovers);
   if (f->len > 0)
     g_string_truncate (f, f->len - 1);
   else

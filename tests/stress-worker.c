@@ -42,8 +42,8 @@
 #define LONG_HOLD_ONE_IN 20
 
 const char *const code_names[] = {
-  "INVALID", "CONNECTION", "REDIS",  "NOT_OWNER",      "LEASE_LOST",
-  "CACHE_FULL", "FORKED", "CLOSED", "NOT_REPLICATED",
+  "INVALID",    "CONNECTION", "REDIS",  "NOT_OWNER",      "LEASE_LOST",
+  "CACHE_FULL", "FORKED",     "CLOSED", "NOT_REPLICATED",
 };
 const gsize n_code_names = G_N_ELEMENTS (code_names);
 
@@ -739,10 +739,9 @@ open_registries (Worker *w)
       g_autoptr (GError) error = NULL;
 
       while ((w->registries[r]
-              = opt->quorum
-                    ? redis_lock_registry_new_quorum ((const char *const *)urls,
-                                                      STRESS_REGISTRY_KEY, &error)
-                    : redis_lock_registry_new (opt->url, STRESS_REGISTRY_KEY, &error))
+              = opt->quorum ? redis_lock_registry_new_quorum ((const char *const *)urls,
+                                                              STRESS_REGISTRY_KEY, &error)
+                            : redis_lock_registry_new (opt->url, STRESS_REGISTRY_KEY, &error))
                  == NULL
              && g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION)
              && g_get_monotonic_time () < w->deadline_us)

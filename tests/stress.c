@@ -806,9 +806,8 @@ hidden_mode_main (WorkerOptions *opt, gboolean probe)
       return rc;
     }
   if (opt->url == NULL || (opt->socket_path == NULL && opt->history_path == NULL)
-      || opt->progress_path == NULL
-      || opt->registries <= 0 || opt->threads <= 0 || opt->names <= 0 || opt->ttl_ms <= 0
-      || opt->max_ms <= 0)
+      || opt->progress_path == NULL || opt->registries <= 0 || opt->threads <= 0 || opt->names <= 0
+      || opt->ttl_ms <= 0 || opt->max_ms <= 0)
     {
       g_printerr ("stress: incomplete worker options\n");
       return 2;

@@ -1,17 +1,17 @@
 /* stress.h: what the parts of the stress harness share.
  *
- * The stress program is one test program in five files, one per part: stress.c holds
- * the scenario tables, the controller that runs one scenario, and main; stress-worker.c
- * the worker processes, which take the locks and check each other inside the critical
+ * The stress program is one test program in five files, one per part: stress.c holds the
+ * scenario tables, the controller that runs one scenario, and main; stress-worker.c the
+ * worker processes, which take the locks and check each other inside the critical
  * sections; stress-faults.c the faults injected into a scenario and the two small fault
  * cases; stress-check.c the collection of the workers' reports, the verdicts and the
  * summary table; stress-jepsen.c the history scenarios (every section's interval and
- * fencing token recorded, on every topology, judged afterwards). A worker is a separate process (this program run again), so it shares
- * nothing with the controller but its command line, the progress file, the keys in
- * Redis named here and the lines of its report. The types here are what the parts pass
- * to each other: a Scenario says what to run, a Tally is what workers saw, a Controller
- * is one scenario's run, Collected is every worker's report merged, and a Row is the
- * scenario's line in the table.
+ * fencing token recorded, on every topology, judged afterwards). A worker is a separate
+ * process (this program run again), so it shares nothing with the controller but its
+ * command line, the progress file, the keys in Redis named here and the lines of its
+ * report. The types here are what the parts pass to each other: a Scenario says what to
+ * run, a Tally is what workers saw, a Controller is one scenario's run, Collected is
+ * every worker's report merged, and a Row is the scenario's line in the table.
  */
 #ifndef REDIS_LOCK_TESTS_STRESS_H
 #define REDIS_LOCK_TESTS_STRESS_H
