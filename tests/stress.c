@@ -197,7 +197,9 @@ spawn_worker (Controller *c, guint index, GError **error)
     g_ptr_array_add (argv, g_strdup ("--use-lock"));
   if (s->history)
     {
-      g_ptr_array_add (argv, g_strdup_printf ("--history=%s", history_path (c, index)));
+      g_autofree char *path = history_path (c, index);
+
+      g_ptr_array_add (argv, g_strdup_printf ("--history=%s", path));
       g_ptr_array_add (argv, g_strdup_printf ("--hold-us=%" G_GINT64_FORMAT, s->hold_us));
       g_ptr_array_add (argv, g_strdup_printf ("--min-replicas=%u", s->min_replicas));
       if (s->fencing)
