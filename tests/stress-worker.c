@@ -10,6 +10,11 @@
  * controller injected, and only the controller knows those (stress-check.c). Its only
  * other channels are its stdin ('s': freeze inside the next section) and its slot in the
  * shared progress file, which the controller polls.
+ *
+ * In history mode (--history, the scenarios of stress-jepsen.c) a worker opens any
+ * topology, has no raw connection and checks nothing inside a section: it keeps every
+ * section's interval on the monotonic clock, its fencing token and whether its holder
+ * was told the lease was lost, and writes them to its history file at the end.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -31,9 +36,14 @@
 
 /* Records (lease losses, overlaps, clobbers) a worker thread keeps; more are counted. */
 #define MAX_RECORDS 2000
+/* How long the replicas asked for have to acknowledge a write (set_min_replicas). */
+#define MIN_REPLICAS_WAIT_MS 500
+/* History mode: one section in this many is held for up to half the lease TTL. */
+#define LONG_HOLD_ONE_IN 20
 
 const char *const code_names[] = {
-  "INVALID", "CONNECTION", "REDIS", "NOT_OWNER", "LEASE_LOST", "CACHE_FULL", "FORKED", "CLOSED",
+  "INVALID",    "CONNECTION", "REDIS",  "NOT_OWNER",      "LEASE_LOST",
+  "CACHE_FULL", "FORKED",     "CLOSED", "NOT_REPLICATED",
 };
 const gsize n_code_names = G_N_ELEMENTS (code_names);
 
@@ -143,10 +153,22 @@ typedef struct
   guint n_threads;
 } Worker;
 
+/* One critical section of a history: [lock returned TRUE, unlock about to be called]. */
+typedef struct
+{
+  guint name, reg, thread;
+  gint64 start_us, end_us;
+  guint64 token;
+  gboolean told;
+  const char *unlocked; /* how the outermost unlock ended: OK or an error code's name */
+} HistoryEntry;
+
 typedef struct _WorkerThread
 {
   Worker *w;
   guint reg, index;
+  gint64 acquired_us; /* when the last successful acquisition returned */
+  GArray *history;    /* of HistoryEntry, in history mode */
   gint waiting_tid; /* atomic: kernel thread id while waiting for the frozen lock */
   GThread *thread;
   redisContext *raw;
@@ -433,8 +455,9 @@ acquire (WorkerThread *t, RedisLock *lock, gboolean freeze, gboolean sibling)
                                             NULL, &error);
         break;
     }
+  t->acquired_us = g_get_monotonic_time ();
   g_atomic_int_set (&t->waiting_tid, 0);
-  ms = (g_get_monotonic_time () - start) / 1000;
+  ms = (t->acquired_us - start) / 1000;
   if (bounded)
     tally->max_acquire_ms = MAX (tally->max_acquire_ms, ms);
   if (error != NULL)
@@ -491,8 +514,9 @@ maybe_reenter (WorkerThread *t, RedisLock *lock)
 }
 
 /* Unlocks (twice after a re-entry), timing the outermost unlock. A lost lease is
- * recorded with the section id @id, and a frozen section's unlock result as "stop". */
-static void
+ * recorded with the section id @id, and a frozen section's unlock result as "stop".
+ * Returns how the outermost unlock ended: "OK" or the error code's name. */
+static const char *
 release (WorkerThread *t, RedisLock *lock, const char *id, gboolean reentered, gboolean freeze)
 {
   Tally *tally = &t->tally;
@@ -521,6 +545,50 @@ release (WorkerThread *t, RedisLock *lock, const char *id, gboolean reentered, g
     tally_record (tally, "stop %s %s", id, error != NULL ? error_code_name (error) : "OK");
   if (redis_lock_is_held_by_current_thread (lock))
     tally_record (tally, "failure the outermost unlock left the lock held");
+  return error != NULL ? error_code_name (error) : "OK";
+}
+
+/* A section of history mode, from the return of the acquisition: re-entry now and
+ * then, a freeze when asked for (the process stops itself; its lease expires while the
+ * controller keeps it stopped), a short hold, then whether the holder was told its
+ * lease was lost (is_lease_lost, the lease cancellable, or LEASE_LOST from the unlock).
+ * The end of the interval is taken right before the unlock is called. */
+static void
+history_section (WorkerThread *t, RedisLock *lock, const char *name, const char *id,
+                 gboolean freeze)
+{
+  Worker *w = t->w;
+  HistoryEntry e = { 0 };
+  GCancellable *cancellable;
+  gboolean reentered;
+
+  e.start_us = t->acquired_us;
+  e.name = (guint)g_ascii_strtoull (name + strlen ("name-"), NULL, 10);
+  e.reg = t->reg;
+  e.thread = t->index;
+  e.token = redis_lock_get_fencing_token (lock);
+  reentered = !freeze && maybe_reenter (t, lock);
+  if (freeze)
+    {
+      /* raise() stops the calling thread before it returns (see critical_section). */
+      raise (SIGSTOP);
+      g_atomic_int_set (&w->freezing, 0);
+    }
+  /* Workload: most sections are short, one in LONG_HOLD_ONE_IN lasts up to half the
+   * TTL, so that faults find holders inside their sections. */
+  if (w->opt->hold_us > 0 && g_rand_int_range (t->rand, 0, LONG_HOLD_ONE_IN) == 0)
+    g_usleep ((gulong)g_rand_int_range (t->rand, 0, (gint32)(w->opt->ttl_ms * 500)));
+  else if (w->opt->hold_us > 0)
+    g_usleep ((gulong)g_rand_int_range (t->rand, 0, (gint32)w->opt->hold_us));
+  cancellable = redis_lock_get_lease_cancellable (lock);
+  e.told = redis_lock_is_lease_lost (lock)
+           || (cancellable != NULL && g_cancellable_is_cancelled (cancellable));
+  e.end_us = g_get_monotonic_time ();
+  e.unlocked = release (t, lock, id, reentered, freeze);
+  e.told |= g_str_equal (e.unlocked, "LEASE_LOST");
+  g_array_append_val (t->history, e);
+  tally_add (&t->tally, "sections", 1);
+  __atomic_fetch_add (w->progress, 1, __ATOMIC_RELAXED);
 }
 
 /* One loop: obtain, lock, critical section, unlock. */
@@ -556,6 +624,12 @@ iteration (WorkerThread *t)
       return;
     }
   tally_add (tally, "acquired", 1);
+  if (opt->history_path != NULL)
+    {
+      history_section (t, lock, name, id, freeze);
+      redis_lock_unref (lock);
+      return;
+    }
   if (freeze)
     {
       freeze = confirm_freeze (t, lock);
@@ -589,7 +663,7 @@ worker_thread_main (gpointer data)
 
   while (!g_atomic_int_get (&w->stop) && g_get_monotonic_time () < w->deadline_us)
     {
-      if (t->raw == NULL && !raw_connect (t))
+      if (w->opt->history_path == NULL && t->raw == NULL && !raw_connect (t))
         {
           /* The server is down (a restart): back off, it comes back. */
           tally_add (&t->tally, "raw-reconnect-failures", 1);
@@ -658,11 +732,16 @@ open_registries (Worker *w)
 {
   WorkerOptions *opt = w->opt;
 
+  g_auto (GStrv) urls = g_strsplit (opt->url, " ", -1);
+
   for (gint r = 0; r < opt->registries; r++)
     {
       g_autoptr (GError) error = NULL;
 
-      while ((w->registries[r] = redis_lock_registry_new (opt->url, STRESS_REGISTRY_KEY, &error))
+      while ((w->registries[r]
+              = opt->quorum ? redis_lock_registry_new_quorum ((const char *const *)urls,
+                                                              STRESS_REGISTRY_KEY, &error)
+                            : redis_lock_registry_new (opt->url, STRESS_REGISTRY_KEY, &error))
                  == NULL
              && g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION)
              && g_get_monotonic_time () < w->deadline_us)
@@ -677,6 +756,11 @@ open_registries (Worker *w)
           _exit (2);
         }
       redis_lock_registry_set_expire_after_ms (w->registries[r], opt->ttl_ms);
+      if (opt->fencing)
+        redis_lock_registry_set_fencing (w->registries[r], TRUE);
+      if (opt->min_replicas > 0)
+        redis_lock_registry_set_min_replicas (w->registries[r], (guint)opt->min_replicas,
+                                              MIN_REPLICAS_WAIT_MS);
       if (opt->timeout_ms > 0)
         {
           redis_lock_registry_set_connect_timeout_ms (w->registries[r], opt->timeout_ms);
@@ -689,6 +773,30 @@ open_registries (Worker *w)
           redis_lock_registry_set_idle_between_tries_ms (w->registries[r], 5);
         }
     }
+}
+
+/* The history file: one line per section, "name proc reg thread start end token told
+ * unlocked", the times in microseconds of CLOCK_MONOTONIC (g_get_monotonic_time()). */
+static gboolean
+write_history (WorkerOptions *opt, WorkerThread *threads, guint n_threads)
+{
+  FILE *f = fopen (opt->history_path, "we");
+  gboolean ok;
+
+  if (f == NULL)
+    return FALSE;
+  for (guint i = 0; i < n_threads; i++)
+    for (guint j = 0; j < threads[i].history->len; j++)
+      {
+        HistoryEntry *e = &g_array_index (threads[i].history, HistoryEntry, j);
+        fprintf (f,
+                 "%u %d %u %u %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %" G_GUINT64_FORMAT
+                 " %d %s\n",
+                 e->name, opt->index, e->reg, e->thread, e->start_us, e->end_us, e->token,
+                 e->told ? 1 : 0, e->unlocked);
+      }
+  ok = !ferror (f);
+  return fclose (f) == 0 && ok;
 }
 
 int
@@ -742,6 +850,7 @@ worker_main (WorkerOptions *opt)
       t->rand
           = g_rand_new_with_seed ((guint32)(opt->index * 7919 + i * 104729 + (guint32)getpid ()));
       tally_init (&t->tally);
+      t->history = g_array_new (FALSE, FALSE, sizeof (HistoryEntry));
     }
   g_thread_unref (g_thread_new ("stress-stdin", stdin_thread_main, &w));
   for (guint i = 0; i < n_threads; i++)
@@ -763,8 +872,12 @@ worker_main (WorkerOptions *opt)
 
   tally_init (&total);
   for (guint i = 0; i < n_threads; i++)
+    g_thread_join (threads[i].thread);
+  if (opt->history_path != NULL && !write_history (opt, threads, n_threads))
+    tally_record (&total, "failure worker %d: cannot write %s", opt->index, opt->history_path);
+  for (guint i = 0; i < n_threads; i++)
     {
-      g_thread_join (threads[i].thread);
+      g_array_unref (threads[i].history);
       tally_merge (&total, &threads[i].tally);
       tally_clear (&threads[i].tally);
       g_rand_free (threads[i].rand);

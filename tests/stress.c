@@ -179,9 +179,10 @@ spawn_worker (Controller *c, guint index, GError **error)
   g_ptr_array_add (argv, g_strdup (self_exe));
   g_ptr_array_add (argv, g_strdup ("--worker"));
   g_ptr_array_add (argv, g_strdup_printf ("--index=%u", index));
-  g_ptr_array_add (argv, g_strdup_printf ("--url=%s", redis_lock_test_server_get_url (c->server)));
-  g_ptr_array_add (
-      argv, g_strdup_printf ("--socket=%s", redis_lock_test_server_get_socket_path (c->server)));
+  g_ptr_array_add (argv, g_strdup_printf ("--url=%s", c->url));
+  if (c->server != NULL)
+    g_ptr_array_add (
+        argv, g_strdup_printf ("--socket=%s", redis_lock_test_server_get_socket_path (c->server)));
   g_ptr_array_add (argv, g_strdup_printf ("--progress=%s", c->progress_path));
   g_ptr_array_add (argv, g_strdup_printf ("--registries=%u", s->registries));
   g_ptr_array_add (argv, g_strdup_printf ("--threads=%u", s->threads));
@@ -194,6 +195,18 @@ spawn_worker (Controller *c, guint index, GError **error)
   g_ptr_array_add (argv, g_strdup_printf ("--max-ms=%" G_GINT64_FORMAT, s->cap_ms));
   if (s->use_lock)
     g_ptr_array_add (argv, g_strdup ("--use-lock"));
+  if (s->history)
+    {
+      g_autofree char *path = history_path (c, index);
+
+      g_ptr_array_add (argv, g_strdup_printf ("--history=%s", path));
+      g_ptr_array_add (argv, g_strdup_printf ("--hold-us=%" G_GINT64_FORMAT, s->hold_us));
+      g_ptr_array_add (argv, g_strdup_printf ("--min-replicas=%u", s->min_replicas));
+      if (s->fencing)
+        g_ptr_array_add (argv, g_strdup ("--fencing"));
+      if (s->topology == TOPOLOGY_QUORUM)
+        g_ptr_array_add (argv, g_strdup ("--quorum"));
+    }
   g_ptr_array_add (argv, NULL);
 
   child->output = g_string_new (NULL);
@@ -288,10 +301,12 @@ run_workload (Controller *c, GHashTable *victims, Row *row, guint64 min_sections
       return;
     }
   inject_faults (c, victims, row);
-  after = MAX (
-      min_sections,
-      progress_total (c)
-          + (s->kill_ms + s->pauses + s->restarts + s->outages > 0 ? POST_FAULT_SECTIONS : 0));
+  inject_topology_faults (c);
+  after = MAX (min_sections,
+               progress_total (c)
+                   + (s->kill_ms + s->pauses + s->restarts + s->outages + s->failovers > 0
+                          ? POST_FAULT_SECTIONS
+                          : 0));
   if (!wait_progress (c, after,
                       MAX (1000, s->cap_ms - (g_get_monotonic_time () - c->start_us) / 1000)))
     problem (c, "%" G_GUINT64_FORMAT " sections by the time cap, wanted %" G_GUINT64_FORMAT,
@@ -320,13 +335,24 @@ controller_clear (Controller *c)
 {
   g_clear_pointer (&c->redis, redisFree);
   munmap (c->progress, 4096);
+  for (guint i = 0; c->s->history && i < c->s->procs; i++)
+    {
+      g_autofree char *path = history_path (c, i);
+      g_unlink (path);
+    }
   g_unlink (c->progress_path);
   g_rmdir (c->dir);
   g_free (c->progress_path);
   g_free (c->dir);
   g_free (c->children);
   g_ptr_array_unref (c->problems);
-  redis_lock_test_server_free (c->server);
+  if (c->server != NULL)
+    {
+      redis_lock_test_server_free (c->server);
+      g_free (c->url);
+    }
+  else
+    topology_stop (c);
 }
 
 /* One scenario: its own server and workers, the faults, the workers' reports, the
@@ -346,8 +372,13 @@ run_scenario (gconstpointer data)
   g_test_summary (s->summary);
   c.s = s;
   c.problems = g_ptr_array_new_with_free_func (g_free);
-  c.server = redis_lock_test_server_new_or_skip (NULL);
-  if (c.server == NULL)
+  if (s->topology == TOPOLOGY_SERVER)
+    {
+      c.server = redis_lock_test_server_new_or_skip (NULL);
+      if (c.server != NULL)
+        c.url = g_strdup (redis_lock_test_server_get_url (c.server));
+    }
+  if (s->topology == TOPOLOGY_SERVER ? c.server == NULL : !topology_start (&c))
     {
       g_ptr_array_unref (c.problems);
       g_free (row);
@@ -361,10 +392,14 @@ run_scenario (gconstpointer data)
   collect_children (&c, &col);
   row->duration_ms = (g_get_monotonic_time () - c.start_us) / 1000;
   row->name = g_strdup (s->name);
+  row->scenario = s;
   row->errors = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   scaled.min_sections = min_sections;
   c.s = &scaled;
-  check_scenario (&c, &col, row);
+  if (s->history)
+    check_history (&c, &col, row);
+  else
+    check_scenario (&c, &col, row);
   c.s = s;
   alarm (0);
 
@@ -553,6 +588,205 @@ static const Scenario long_scenarios[] = {
     .cap_ms = 900000 },
 };
 
+/* History scenarios (stress-jepsen.c): short TTLs so that the faults matter, fencing
+ * wherever the store has it; a verdict only where the contract promises it. make check
+ * runs the short profile (a few seconds each); --jepsen (make jepsen) the full one. */
+static const Scenario jepsen_short_scenarios[] = {
+  { .name = "server",
+    .summary = "One server: CLIENT KILL storm, a worker frozen past its 1 s TTL, two restarts "
+               "empty. No silent overlap, no token regression.",
+    .history = TRUE,
+    .topology = TOPOLOGY_SERVER,
+    .procs = 3,
+    .registries = 1,
+    .threads = 3,
+    .names = 3,
+    .ttl_ms = 1000,
+    .wait_ms = 2000,
+    .hold_us = 2000,
+    .fencing = TRUE,
+    .min_sections = 200,
+    .kill_ms = 1000,
+    .pauses = 1,
+    .stop_ms = 2000,
+    .restarts = 2,
+    .safe_silent = TRUE,
+    .safe_tokens = TRUE,
+    .cap_ms = 60000 },
+  { .name = "sentinel",
+    .summary = "Sentinel, two replicas, no replica acknowledgement: a forced failover. "
+               "No token regression; overlaps in the failover window are measured.",
+    .history = TRUE,
+    .topology = TOPOLOGY_SENTINEL,
+    .replicas = 2,
+    .procs = 3,
+    .registries = 1,
+    .threads = 3,
+    .names = 3,
+    .ttl_ms = 1000,
+    .wait_ms = 2000,
+    .hold_us = 2000,
+    .fencing = TRUE,
+    .min_sections = 200,
+    .failovers = 1,
+    .settle_ms = 1000,
+    .safe_tokens = TRUE,
+    .cap_ms = 60000 },
+  { .name = "sentinel-acked",
+    .summary = "Sentinel, two replicas, set_min_replicas 2: a forced failover. No overlap at "
+               "all, no token regression.",
+    .history = TRUE,
+    .topology = TOPOLOGY_SENTINEL,
+    .replicas = 2,
+    .min_replicas = 2,
+    .procs = 3,
+    .registries = 1,
+    .threads = 3,
+    .names = 3,
+    .ttl_ms = 1000,
+    .wait_ms = 2000,
+    .hold_us = 2000,
+    .fencing = TRUE,
+    .min_sections = 200,
+    .failovers = 1,
+    .safe_overlap = TRUE,
+    .safe_tokens = TRUE,
+    .cap_ms = 60000 },
+  { .name = "cluster",
+    .summary = "Cluster of three masters with a replica each: a replica paused, its master "
+               "killed, the replica promoted. No silent overlap, no token regression.",
+    .history = TRUE,
+    .topology = TOPOLOGY_CLUSTER,
+    .procs = 3,
+    .registries = 1,
+    .threads = 3,
+    .names = 3,
+    .ttl_ms = 3000,
+    .wait_ms = 2000,
+    .hold_us = 2000,
+    .fencing = TRUE,
+    .min_sections = 200,
+    .failovers = 1,
+    .safe_silent = TRUE,
+    .safe_tokens = TRUE,
+    .cap_ms = 60000 },
+  { .name = "quorum",
+    .summary = "Quorum of three servers: two nodes restarted empty in turn. No silent overlap.",
+    .history = TRUE,
+    .topology = TOPOLOGY_QUORUM,
+    .procs = 3,
+    .registries = 1,
+    .threads = 3,
+    .names = 3,
+    .ttl_ms = 1000,
+    .wait_ms = 2000,
+    .hold_us = 2000,
+    .min_sections = 200,
+    .failovers = 2,
+    .safe_silent = TRUE,
+    .cap_ms = 60000 },
+};
+
+/* make jepsen: more processes, threads and faults; a few minutes on two cores. */
+static const Scenario jepsen_full_scenarios[] = {
+  { .name = "server",
+    .summary = "One server: CLIENT KILL storm for 5 s, two workers frozen past the TTL, "
+               "four restarts empty.",
+    .history = TRUE,
+    .topology = TOPOLOGY_SERVER,
+    .procs = 4,
+    .registries = 2,
+    .threads = 2,
+    .names = 4,
+    .ttl_ms = 1000,
+    .wait_ms = 2000,
+    .hold_us = 2000,
+    .fencing = TRUE,
+    .min_sections = 3000,
+    .kill_ms = 5000,
+    .pauses = 2,
+    .stop_ms = 2500,
+    .restarts = 4,
+    .safe_silent = TRUE,
+    .safe_tokens = TRUE,
+    .cap_ms = 300000 },
+  { .name = "sentinel",
+    .summary = "Sentinel, two replicas, no replica acknowledgement: three forced failovers.",
+    .history = TRUE,
+    .topology = TOPOLOGY_SENTINEL,
+    .replicas = 2,
+    .procs = 4,
+    .registries = 2,
+    .threads = 2,
+    .names = 4,
+    .ttl_ms = 1000,
+    .wait_ms = 2000,
+    .hold_us = 2000,
+    .fencing = TRUE,
+    .min_sections = 3000,
+    .failovers = 3,
+    .settle_ms = 11000,
+    .safe_tokens = TRUE,
+    .cap_ms = 300000 },
+  { .name = "sentinel-acked",
+    .summary = "Sentinel, two replicas, set_min_replicas 2: three forced failovers.",
+    .history = TRUE,
+    .topology = TOPOLOGY_SENTINEL,
+    .replicas = 2,
+    .min_replicas = 2,
+    .procs = 4,
+    .registries = 2,
+    .threads = 2,
+    .names = 4,
+    .ttl_ms = 1000,
+    .wait_ms = 2000,
+    .hold_us = 2000,
+    .fencing = TRUE,
+    .min_sections = 3000,
+    .failovers = 3,
+    .safe_overlap = TRUE,
+    .safe_tokens = TRUE,
+    .cap_ms = 300000 },
+  { .name = "cluster",
+    .summary = "Cluster of three masters with a replica each: three masters killed after "
+               "their replica fell behind, and failed over; a worker frozen past the TTL.",
+    .history = TRUE,
+    .topology = TOPOLOGY_CLUSTER,
+    .procs = 4,
+    .registries = 2,
+    .threads = 2,
+    .names = 4,
+    .ttl_ms = 3000,
+    .wait_ms = 2000,
+    .hold_us = 2000,
+    .fencing = TRUE,
+    .min_sections = 3000,
+    .pauses = 1,
+    .stop_ms = 5000,
+    .failovers = 3,
+    .safe_silent = TRUE,
+    .safe_tokens = TRUE,
+    .cap_ms = 300000 },
+  { .name = "quorum",
+    .summary = "Quorum of three servers: each node restarted empty in turn, twice; a worker "
+               "frozen past the TTL.",
+    .history = TRUE,
+    .topology = TOPOLOGY_QUORUM,
+    .procs = 4,
+    .registries = 2,
+    .threads = 2,
+    .names = 4,
+    .ttl_ms = 1000,
+    .wait_ms = 2000,
+    .hold_us = 2000,
+    .min_sections = 3000,
+    .pauses = 1,
+    .stop_ms = 2500,
+    .failovers = 6,
+    .safe_silent = TRUE,
+    .cap_ms = 300000 },
+};
+
 /* The hidden modes this program is run again in: a worker process of a scenario
  * (--worker) or the frozen-holder probe (--probe), with the options the controller
  * passed. */
@@ -573,9 +807,9 @@ hidden_mode_main (WorkerOptions *opt, gboolean probe)
       g_free (opt->socket_path);
       return rc;
     }
-  if (opt->url == NULL || opt->socket_path == NULL || opt->progress_path == NULL
-      || opt->registries <= 0 || opt->threads <= 0 || opt->names <= 0 || opt->ttl_ms <= 0
-      || opt->max_ms <= 0)
+  if (opt->url == NULL || (opt->socket_path == NULL && opt->history_path == NULL)
+      || opt->progress_path == NULL || opt->registries <= 0 || opt->threads <= 0 || opt->names <= 0
+      || opt->ttl_ms <= 0 || opt->max_ms <= 0)
     {
       g_printerr ("stress: incomplete worker options\n");
       return 2;
@@ -586,17 +820,20 @@ hidden_mode_main (WorkerOptions *opt, gboolean probe)
   g_free (opt->url);
   g_free (opt->socket_path);
   g_free (opt->progress_path);
+  g_free (opt->history_path);
   return rc;
 }
 
 int
 main (int argc, char **argv)
 {
-  gboolean long_profile = FALSE, worker = FALSE, probe = FALSE;
+  gboolean long_profile = FALSE, jepsen = FALSE, worker = FALSE, probe = FALSE;
   WorkerOptions opt = { 0 };
   const GOptionEntry entries[] = {
     { "long", 0, 0, G_OPTION_ARG_NONE, &long_profile,
       "Run the long profile (>= 100 000 sections, every fault several times)", NULL },
+    { "jepsen", 0, 0, G_OPTION_ARG_NONE, &jepsen,
+      "Run the full fault-history profile (every topology, every fault several times)", NULL },
     { "worker", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &worker, NULL, NULL },
     { "probe", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &probe, NULL, NULL },
     { "index", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &opt.index, NULL, NULL },
@@ -613,6 +850,11 @@ main (int argc, char **argv)
     { "stop-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT64, &opt.stop_ms, NULL, NULL },
     { "max-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT64, &opt.max_ms, NULL, NULL },
     { "use-lock", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &opt.use_lock, NULL, NULL },
+    { "history", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &opt.history_path, NULL, NULL },
+    { "quorum", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &opt.quorum, NULL, NULL },
+    { "fencing", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &opt.fencing, NULL, NULL },
+    { "min-replicas", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &opt.min_replicas, NULL, NULL },
+    { "hold-us", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT64, &opt.hold_us, NULL, NULL },
     { NULL },
   };
   GOptionContext *context = g_option_context_new (NULL);
@@ -644,8 +886,8 @@ main (int argc, char **argv)
   if (self_exe == NULL)
     self_exe = g_strdup (argv[0]);
 
-  /* The long profile reports every scenario and the summary table even when one fails. */
-  if (long_profile)
+  /* The long profiles report every scenario and the summary table even when one fails. */
+  if (long_profile || jepsen)
     {
       args = g_new0 (char *, argc + 2);
       memcpy (args, argv, sizeof (char *) * argc);
@@ -654,22 +896,39 @@ main (int argc, char **argv)
     }
   g_test_init (&argc, &argv, NULL);
   summary_rows = g_ptr_array_new_with_free_func (row_free);
-  scenarios = long_profile ? long_scenarios : quick_scenarios;
-  n_scenarios = long_profile ? G_N_ELEMENTS (long_scenarios) : G_N_ELEMENTS (quick_scenarios);
-  for (gsize i = 0; i < n_scenarios; i++)
+  if (!jepsen)
     {
-      g_autofree char *path
-          = g_strdup_printf ("/stress/%s/%s", long_profile ? "long" : "quick", scenarios[i].name);
-      g_test_add_data_func (path, &scenarios[i], run_scenario);
+      scenarios = long_profile ? long_scenarios : quick_scenarios;
+      n_scenarios = long_profile ? G_N_ELEMENTS (long_scenarios) : G_N_ELEMENTS (quick_scenarios);
+      for (gsize i = 0; i < n_scenarios; i++)
+        {
+          g_autofree char *path = g_strdup_printf ("/stress/%s/%s", long_profile ? "long" : "quick",
+                                                   scenarios[i].name);
+          g_test_add_data_func (path, &scenarios[i], run_scenario);
+        }
+      g_test_add_func (long_profile ? "/stress/long/frozen-holder-waiter"
+                                    : "/stress/quick/frozen-holder-waiter",
+                       test_frozen_holder_waiter);
+      g_test_add_func (long_profile ? "/stress/long/killed-release-reply"
+                                    : "/stress/quick/killed-release-reply",
+                       test_killed_release_reply);
     }
-  g_test_add_func (long_profile ? "/stress/long/frozen-holder-waiter"
-                                : "/stress/quick/frozen-holder-waiter",
-                   test_frozen_holder_waiter);
-  g_test_add_func (long_profile ? "/stress/long/killed-release-reply"
-                                : "/stress/quick/killed-release-reply",
-                   test_killed_release_reply);
+  /* The history scenarios: the short profile with the quick one, the full one alone. */
+  if (!long_profile)
+    {
+      scenarios = jepsen ? jepsen_full_scenarios : jepsen_short_scenarios;
+      n_scenarios
+          = jepsen ? G_N_ELEMENTS (jepsen_full_scenarios) : G_N_ELEMENTS (jepsen_short_scenarios);
+      for (gsize i = 0; i < n_scenarios; i++)
+        {
+          g_autofree char *path = g_strdup_printf ("/stress/jepsen/%s/%s",
+                                                   jepsen ? "full" : "short", scenarios[i].name);
+          g_test_add_data_func (path, &scenarios[i], run_scenario);
+        }
+    }
   rc = g_test_run ();
-  print_summary (summary_rows, long_profile ? "long" : "quick");
+  print_summary (summary_rows, long_profile ? "long" : jepsen ? "jepsen" : "quick");
+  print_history_summary (summary_rows, jepsen ? "full" : "short");
   g_ptr_array_unref (summary_rows);
   g_free (self_exe);
   g_free (args);

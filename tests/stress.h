@@ -1,16 +1,17 @@
 /* stress.h: what the parts of the stress harness share.
  *
- * The stress program is one test program in four files, one per part: stress.c holds
- * the scenario tables, the controller that runs one scenario, and main; stress-worker.c
- * the worker processes, which take the locks and check each other inside the critical
+ * The stress program is one test program in five files, one per part: stress.c holds the
+ * scenario tables, the controller that runs one scenario, and main; stress-worker.c the
+ * worker processes, which take the locks and check each other inside the critical
  * sections; stress-faults.c the faults injected into a scenario and the two small fault
  * cases; stress-check.c the collection of the workers' reports, the verdicts and the
- * summary table. A worker is a separate process (this program run again), so it shares
- * nothing with the controller but its command line, the progress file, the keys in
- * Redis named here and the lines of its report. The types here are what the parts pass
- * to each other: a Scenario says what to run, a Tally is what workers saw, a Controller
- * is one scenario's run, Collected is every worker's report merged, and a Row is the
- * scenario's line in the table.
+ * summary table; stress-jepsen.c the history scenarios (every section's interval and
+ * fencing token recorded, on every topology, judged afterwards). A worker is a separate
+ * process (this program run again), so it shares nothing with the controller but its
+ * command line, the progress file, the keys in Redis named here and the lines of its
+ * report. The types here are what the parts pass to each other: a Scenario says what to
+ * run, a Tally is what workers saw, a Controller is one scenario's run, Collected is
+ * every worker's report merged, and a Row is the scenario's line in the table.
  */
 #ifndef REDIS_LOCK_TESTS_STRESS_H
 #define REDIS_LOCK_TESTS_STRESS_H
@@ -34,6 +35,16 @@ G_BEGIN_DECLS
 extern const char *const code_names[];
 extern const gsize n_code_names;
 
+/* Where a scenario's workers take their locks. Only a single server runs the
+ * holder-and-counter checks; every topology can record a history (see stress-jepsen.c). */
+typedef enum
+{
+  TOPOLOGY_SERVER,   /* one redis-server on a Unix socket */
+  TOPOLOGY_SENTINEL, /* a master, its replicas and a Sentinel */
+  TOPOLOGY_CLUSTER,  /* three masters with a replica each */
+  TOPOLOGY_QUORUM,   /* three independent servers, a quorum registry */
+} Topology;
+
 /* What one scenario runs; the worker processes get the part they need on their command
  * line. */
 typedef struct
@@ -54,6 +65,19 @@ typedef struct
   guint outages;      /* redis-server frozen */
   gint64 outage_ms;   /* for this long */
   gint64 cap_ms;      /* the whole scenario must end within this */
+  /* History scenarios (stress-jepsen.c): every section's interval recorded and judged
+   * afterwards, on any topology, instead of the checks inside the section. */
+  gboolean history;
+  Topology topology;
+  guint replicas;        /* Sentinel: replicas of the master */
+  gboolean fencing;      /* registries take fencing tokens */
+  guint min_replicas;    /* redis_lock_registry_set_min_replicas(), 0: off */
+  guint failovers;       /* Sentinel failovers, Cluster masters killed, quorum nodes restarted */
+  gint64 hold_us;        /* how long a section lasts, at most (one in 20: TTL/2) */
+  gint64 settle_ms;      /* the run goes on this long after the last fault */
+  gboolean safe_overlap; /* verdict: no overlap at all (not even a reported one) */
+  gboolean safe_silent;  /* verdict: no overlap that neither holder was told of */
+  gboolean safe_tokens;  /* verdict: no token regression */
 } Scenario;
 
 /* --- Tallies (stress-worker.c) --------------------------------------------------------- */
@@ -91,6 +115,11 @@ typedef struct
   gint registries, threads, names;
   gint64 ttl_ms, timeout_ms, wait_ms, stop_ttl_ms, stop_ms, max_ms;
   gboolean use_lock;
+  char *history_path; /* history mode: where the sections are written at the end */
+  gboolean quorum;    /* url is a space-separated list of a quorum's nodes */
+  gboolean fencing;
+  gint min_replicas;
+  gint64 hold_us;
 } WorkerOptions;
 
 /* A worker process: runs until its stdin is closed or its deadline, then prints its
@@ -115,14 +144,18 @@ typedef struct
 typedef struct
 {
   const Scenario *s;
-  RedisLockTestServer *server;
+  RedisLockTestServer *server; /* TOPOLOGY_SERVER: the server; else NULL */
+  RedisLockTestSentinel *sentinel;
+  RedisLockTestCluster *cluster;
+  RedisLockTestServer *quorum[3];
+  char *url; /* what the workers open */
   char *dir;
   char *progress_path;
   guint64 *progress;
   redisContext *redis;
   Child *children;
   gint64 start_us;
-  guint pauses_done, restarts_done, outages_done;
+  guint pauses_done, restarts_done, outages_done, failovers_done;
   GPtrArray *problems; /* why the scenario failed */
 } Controller;
 
@@ -136,6 +169,13 @@ typedef struct
   gint64 max_acquire_ms, max_unlock_ms, duration_ms;
   guint pauses, restarts, outages;
   gboolean passed;
+  /* History scenarios: sections whose holder was told, overlapping pairs of sections
+   * by that, at least one holder told, neither told; token regressions, -1: no fencing */
+  gboolean history;
+  const Scenario *scenario;
+  guint failovers;
+  guint64 told, reported, silent;
+  gint64 regressions;
 } Row;
 
 /* This program's own path, to run it again as a worker or the probe. */
@@ -200,6 +240,27 @@ void row_free (gpointer data);
 
 /* The summary table of @rows, with a TOTAL line. */
 void print_summary (GPtrArray *rows, const char *profile);
+
+/* --- History scenarios (stress-jepsen.c) ---------------------------------------------- */
+
+/* Starts the scenario's topology (a single server is started by the controller) and
+ * sets c->url; FALSE when it was skipped. */
+gboolean topology_start (Controller *c);
+void topology_stop (Controller *c);
+
+/* The topology's own faults: Sentinel failovers, Cluster masters killed and failed
+ * over, quorum nodes restarted empty. */
+void inject_topology_faults (Controller *c);
+
+/* The path of worker @index's history file. */
+char *history_path (Controller *c, guint index);
+
+/* Reads every worker's history, fills the row's overlap and token figures and adds the
+ * scenario's verdicts to the controller's problems. */
+void check_history (Controller *c, Collected *col, Row *row);
+
+/* The table of the history scenarios among @rows. */
+void print_history_summary (GPtrArray *rows, const char *profile);
 
 G_END_DECLS
 

@@ -1,0 +1,510 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* stress-jepsen.c: the history scenarios of the stress test, in the style of Jepsen.
+ *
+ * A history scenario runs the stress workers in history mode on one topology (a single
+ * server, a Sentinel deployment, a Cluster, a quorum of three servers) while faults are
+ * injected, and judges the locks only afterwards, from what every holder recorded:
+ * each critical section's interval [lock returned TRUE, unlock about to be called] on
+ * CLOCK_MONOTONIC, its fencing token and whether its holder was told the lease was lost.
+ * All processes run on one machine, so one monotonic clock orders every interval of
+ * every process; nothing is asked of Redis to judge, so the same check serves every
+ * topology, including the ones where the servers themselves lose writes.
+ *
+ * The faults of a single server (CLIENT KILL storms, a worker frozen past its TTL, the
+ * server restarted empty) are those of stress-faults.c; this file adds the topologies'
+ * own: a forced Sentinel failover, a Cluster master killed after its replica fell
+ * behind (paused) and failed over, a quorum node restarted empty. The verdicts are
+ * counts over the merged history: overlaps (two holders of one name at once), of which
+ * reported (at least one of the two was told) and silent (neither was), and token
+ * regressions; each scenario says which of them its contract rules out.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "config.h"
+
+#include "stress.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define QUORUM_NODES 3
+/* Silent overlaps and token regressions named one by one in the test log. */
+#define MAX_EXAMPLES 5
+
+/* ------------------------------------------------------------------------------------- */
+/* Topologies. */
+
+gboolean
+topology_start (Controller *c)
+{
+  const Scenario *s = c->s;
+
+  switch (s->topology)
+    {
+      case TOPOLOGY_SENTINEL:
+        c->sentinel = redis_lock_test_sentinel_new_or_skip (s->replicas, 1);
+        if (c->sentinel == NULL)
+          return FALSE;
+        c->url = g_strdup (redis_lock_test_sentinel_get_url (c->sentinel));
+        return TRUE;
+      case TOPOLOGY_CLUSTER:
+        c->cluster = redis_lock_test_cluster_new_or_skip (3, 1);
+        if (c->cluster == NULL)
+          return FALSE;
+        c->url = g_strdup (redis_lock_test_cluster_get_url (c->cluster));
+        return TRUE;
+      case TOPOLOGY_QUORUM:
+        {
+          g_autoptr (GString) urls = g_string_new (NULL);
+
+          for (guint i = 0; i < QUORUM_NODES; i++)
+            {
+              c->quorum[i] = redis_lock_test_server_new_or_skip (NULL);
+              if (c->quorum[i] == NULL)
+                {
+                  topology_stop (c);
+                  return FALSE;
+                }
+              g_string_append_printf (urls, "%s%s", i > 0 ? " " : "",
+                                      redis_lock_test_server_get_url (c->quorum[i]));
+            }
+          c->url = g_string_free (g_steal_pointer (&urls), FALSE);
+          return TRUE;
+        }
+      case TOPOLOGY_SERVER:
+      default:
+        g_assert_not_reached ();
+    }
+  return FALSE;
+}
+
+void
+topology_stop (Controller *c)
+{
+  g_clear_pointer (&c->sentinel, redis_lock_test_sentinel_free);
+  g_clear_pointer (&c->cluster, redis_lock_test_cluster_free);
+  for (guint i = 0; i < QUORUM_NODES; i++)
+    g_clear_pointer (&c->quorum[i], redis_lock_test_server_free);
+  g_clear_pointer (&c->url, g_free);
+}
+
+char *
+history_path (Controller *c, guint index)
+{
+  g_autofree char *file = g_strdup_printf ("history-%u", index);
+
+  return g_build_filename (c->dir, file, NULL);
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Faults of the topologies. */
+
+static void
+after_fault (Controller *c, const char *what, guint i)
+{
+  if (!wait_progress (c, progress_total (c) + POST_FAULT_SECTIONS, 30000))
+    problem (c, "no progress within 30 s after %s %u", what, i + 1);
+}
+
+/* SENTINEL FAILOVER, and the helper's wait until the Sentinel names a new master that
+ * answers ROLE as master. The former master goes on taking writes until it is demoted. */
+static void
+sentinel_failover (Controller *c, guint i)
+{
+  g_autoptr (GError) error = NULL;
+
+  if (redis_lock_test_sentinel_failover (c->sentinel, 30000, &error) < 0)
+    {
+      problem (c, "failover %u: %s", i + 1, error->message);
+      return;
+    }
+  c->failovers_done++;
+  after_fault (c, "failover", i);
+}
+
+/* The master owning name-(i mod names): its replica is paused while the workers go on,
+ * so the replica misses their latest writes; then the master is killed and the replica
+ * resumed, and the Cluster promotes it. When another failover follows, the killed
+ * master is started again once the Cluster is whole, and rejoins as a replica. */
+static void
+cluster_failover (Controller *c, guint i)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *key = g_strdup_printf (STRESS_REGISTRY_KEY ":name-%u", i % c->s->names);
+  int master
+      = redis_lock_test_cluster_get_slot_owner (c->cluster, redis_lock_test_cluster_key_slot (key));
+  int replica = -1;
+
+  if (master < 0)
+    {
+      problem (c, "failover %u: no owner of %s's slot", i + 1, key);
+      return;
+    }
+  /* The replica of a master: node 3 + m for the first masters; after a failover the
+   * former master (now its replica) is that number instead. */
+  for (guint n = 0; n < redis_lock_test_cluster_get_n_nodes (c->cluster); n++)
+    if ((int)n != master && (n % 3) == ((guint)master % 3))
+      replica = (int)n;
+  if (replica < 0)
+    {
+      problem (c, "failover %u: no replica of node %d", i + 1, master);
+      return;
+    }
+  redis_lock_test_cluster_pause_node (c->cluster, (guint)replica);
+  if (!wait_progress (c, progress_total (c) + POST_FAULT_SECTIONS / 2, 30000))
+    problem (c, "no progress within 30 s with node %d paused", replica);
+  redis_lock_test_cluster_stop_node (c->cluster, (guint)master);
+  redis_lock_test_cluster_resume_node (c->cluster, (guint)replica);
+  if (!redis_lock_test_cluster_wait_ok (c->cluster, 30000, &error))
+    {
+      problem (c, "failover %u: %s", i + 1, error->message);
+      return;
+    }
+  c->failovers_done++;
+  after_fault (c, "failover", i);
+  if (i + 1 < c->s->failovers
+      && (!redis_lock_test_cluster_start_node (c->cluster, (guint)master, &error)
+          || !redis_lock_test_cluster_wait_ok (c->cluster, 30000, &error)))
+    problem (c, "failover %u: node %d does not rejoin: %s", i + 1, master, error->message);
+}
+
+/* Quorum node i mod 3 killed and started again empty. The next restart waits two TTLs
+ * first, so each one finds every lease of the run either renewed on the restarted node
+ * or expired: a quorum rules out silent overlaps only while at most a minority of the
+ * nodes lost a lease at a time. */
+static void
+quorum_restart (Controller *c, guint i)
+{
+  g_autoptr (GError) error = NULL;
+  RedisLockTestServer *node = c->quorum[i % QUORUM_NODES];
+
+  if (i > 0)
+    g_usleep (2 * c->s->ttl_ms * 1000); /* fault timing: one restarted node at a time */
+  redis_lock_test_server_stop (node);
+  if (!redis_lock_test_server_start (node, &error))
+    {
+      problem (c, "restart of quorum node %u: %s", i % QUORUM_NODES, error->message);
+      return;
+    }
+  c->failovers_done++;
+  after_fault (c, "quorum node restart", i);
+}
+
+void
+inject_topology_faults (Controller *c)
+{
+  for (guint i = 0; i < c->s->failovers; i++)
+    {
+      switch (c->s->topology)
+        {
+          case TOPOLOGY_SENTINEL:
+            sentinel_failover (c, i);
+            break;
+          case TOPOLOGY_CLUSTER:
+            cluster_failover (c, i);
+            break;
+          case TOPOLOGY_QUORUM:
+            quorum_restart (c, i);
+            break;
+          case TOPOLOGY_SERVER:
+          default:
+            break;
+        }
+      /* Fault timing: through the window that follows each fault (a former Sentinel
+       * master takes writes until it is demoted, some ten seconds later). */
+      if (c->s->settle_ms > 0)
+        g_usleep (c->s->settle_ms * 1000);
+    }
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* The history and its verdicts. */
+
+typedef struct
+{
+  guint name, proc, reg, thread;
+  gint64 start_us, end_us;
+  guint64 token;
+  gboolean told;
+  char unlocked[16]; /* how its unlock ended: OK or an error code */
+} Section;
+
+static gboolean
+read_history (Controller *c, guint index, GArray *into)
+{
+  g_autofree char *path = history_path (c, index);
+  g_autofree char *text = NULL;
+  g_auto (GStrv) lines = NULL;
+
+  if (!g_file_get_contents (path, &text, NULL, NULL))
+    return FALSE;
+  lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      Section s = { 0 };
+      int told = 0;
+
+      if (*lines[i] == '\0')
+        continue;
+      if (sscanf (lines[i],
+                  "%u %u %u %u %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %" G_GUINT64_FORMAT
+                  " %d %15s",
+                  &s.name, &s.proc, &s.reg, &s.thread, &s.start_us, &s.end_us, &s.token, &told,
+                  s.unlocked)
+          != 9)
+        {
+          problem (c, "worker %u history: bad line \"%s\"", index, lines[i]);
+          return FALSE;
+        }
+      s.told = told != 0;
+      g_array_append_val (into, s);
+    }
+  return TRUE;
+}
+
+static gint
+section_compare (gconstpointer a, gconstpointer b)
+{
+  const Section *x = a, *y = b;
+
+  if (x->name != y->name)
+    return x->name < y->name ? -1 : 1;
+  if (x->start_us != y->start_us)
+    return x->start_us < y->start_us ? -1 : 1;
+  return 0;
+}
+
+static gboolean
+same_holder (const Section *x, const Section *y)
+{
+  return x->proc == y->proc && x->reg == y->reg && x->thread == y->thread;
+}
+
+static char *
+describe (Controller *c, const Section *s)
+{
+  return g_strdup_printf ("p%u.r%u.t%u [%.3f s, %.3f s] token %" G_GUINT64_FORMAT " unlock %s%s",
+                          s->proc, s->reg, s->thread, (s->start_us - c->start_us) / 1e6,
+                          (s->end_us - c->start_us) / 1e6, s->token, s->unlocked,
+                          s->told ? " told" : "");
+}
+
+/* Overlaps: sorted by name and start, each section meets the earlier sections of its
+ * name still open at its start (end after it), kept in @open. Token regressions: a
+ * section whose token is below the highest token of the name's earlier sections, or
+ * equal to it while that token belongs to another registry's lease (a local hand-off
+ * and re-entry keep the token of the lease they share, so equal tokens of one
+ * registry are one lease). */
+static void
+judge (Controller *c, GArray *sections, Row *row)
+{
+  g_autoptr (GArray) open = g_array_new (FALSE, FALSE, sizeof (guint));
+  guint examples = 0, token_examples = 0;
+  guint64 max_token = 0;
+  const Section *max_holder = NULL;
+
+  g_array_sort (sections, section_compare);
+  row->regressions = c->s->fencing ? 0 : -1;
+  for (guint i = 0; i < sections->len; i++)
+    {
+      const Section *s = &g_array_index (sections, Section, i);
+
+      if (i == 0 || s->name != g_array_index (sections, Section, i - 1).name)
+        {
+          g_array_set_size (open, 0);
+          max_token = 0;
+          max_holder = NULL;
+        }
+      if (s->told)
+        row->told++;
+      for (guint k = 0; k < open->len;)
+        {
+          const Section *o = &g_array_index (sections, Section, g_array_index (open, guint, k));
+
+          if (o->end_us <= s->start_us)
+            {
+              g_array_remove_index_fast (open, k);
+              continue;
+            }
+          k++;
+          if (same_holder (o, s))
+            continue;
+          row->overlaps++;
+          if (o->told || s->told)
+            row->reported++;
+          else
+            {
+              row->silent++;
+              if (examples++ < MAX_EXAMPLES)
+                {
+                  g_autofree char *a = describe (c, o);
+                  g_autofree char *b = describe (c, s);
+                  g_test_message ("%s: silent overlap on name-%u: %s and %s", c->s->name, s->name,
+                                  a, b);
+                }
+            }
+        }
+      g_array_append_val (open, i);
+
+      if (!c->s->fencing)
+        continue;
+      if (s->token < max_token || s->token == 0
+          || (s->token == max_token && max_holder != NULL
+              && (max_holder->proc != s->proc || max_holder->reg != s->reg)))
+        {
+          row->regressions++;
+          if (token_examples++ < MAX_EXAMPLES)
+            {
+              g_autofree char *a = describe (c, s);
+              g_test_message ("%s: token regression on name-%u: %s after token %" G_GUINT64_FORMAT,
+                              c->s->name, s->name, a, max_token);
+            }
+        }
+      else if (s->token > max_token)
+        {
+          max_token = s->token;
+          max_holder = s;
+        }
+    }
+}
+
+void
+check_history (Controller *c, Collected *col, Row *row)
+{
+  const Scenario *s = c->s;
+  g_autoptr (GArray) sections = g_array_new (FALSE, FALSE, sizeof (Section));
+  GHashTableIter iter;
+  gpointer key, value;
+
+  row->history = TRUE;
+  row->sections = tally_get (&col->tally, "sections");
+  row->timeouts = tally_get (&col->tally, "timeouts");
+  row->busy = tally_get (&col->tally, "busy");
+  row->lease_lost = g_hash_table_size (col->lease_lost);
+  row->max_acquire_ms = col->tally.max_acquire_ms;
+  row->max_unlock_ms = col->tally.max_unlock_ms;
+  row->pauses = c->pauses_done;
+  row->restarts = c->restarts_done;
+  row->outages = c->outages_done;
+  row->failovers = c->failovers_done;
+  g_hash_table_iter_init (&iter, col->tally.counts);
+  while (g_hash_table_iter_next (&iter, &key, &value))
+    if (g_str_has_prefix (key, "error "))
+      {
+        const char *code = strrchr (key, ' ') + 1;
+        guint64 *sum = g_hash_table_lookup (row->errors, code);
+
+        if (sum == NULL)
+          {
+            sum = g_new0 (guint64, 1);
+            g_hash_table_insert (row->errors, g_strdup (code), sum);
+          }
+        *sum += *(guint64 *)value;
+      }
+  for (guint i = 0; i < col->failures->len; i++)
+    problem (c, "worker check: %s", (const char *)g_ptr_array_index (col->failures, i));
+  if (row->sections < s->min_sections)
+    problem (c, "only %" G_GUINT64_FORMAT " sections, expected at least %" G_GUINT64_FORMAT,
+             row->sections, s->min_sections);
+  if (c->failovers_done < s->failovers)
+    problem (c, "%u of %u topology faults done", c->failovers_done, s->failovers);
+
+  for (guint i = 0; i < s->procs; i++)
+    if (!read_history (c, i, sections))
+      problem (c, "worker %u left no readable history", i);
+  if (sections->len != row->sections)
+    problem (c, "%u sections in the histories, %" G_GUINT64_FORMAT " reported", sections->len,
+             row->sections);
+  judge (c, sections, row);
+
+  if (s->safe_overlap && row->overlaps > 0)
+    problem (c,
+             "%" G_GUINT64_FORMAT " overlaps (%" G_GUINT64_FORMAT " reported, %" G_GUINT64_FORMAT
+             " silent), none allowed",
+             row->overlaps, row->reported, row->silent);
+  if (s->safe_silent && row->silent > 0)
+    problem (c, "%" G_GUINT64_FORMAT " silent overlaps: two holders at once, neither told",
+             row->silent);
+  if (s->safe_tokens && row->regressions > 0)
+    problem (c, "%" G_GINT64_FORMAT " token regressions", row->regressions);
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* The table. */
+
+static const char *const topology_names[] = { "server", "sentinel", "cluster", "quorum" };
+
+static char *
+faults_done (const Row *row)
+{
+  const Scenario *s = row->scenario;
+  g_autoptr (GString) f = g_string_new (NULL);
+
+  if (s->kill_ms > 0)
+    g_string_append_printf (f, "kills %" G_GUINT64_FORMAT ",", row->kills);
+  if (row->pauses > 0)
+    g_string_append_printf (f, "sigstop %u,", row->pauses);
+  if (row->restarts > 0)
+    g_string_append_printf (f, "restart %u,", row->restarts);
+  if (row->failovers > 0)
+    g_string_append_printf (
+        f, "%s %u,", s->topology == TOPOLOGY_QUORUM ? "node-restart" : "failover", row->failovers);
+  if (f->len > 0)
+    g_string_truncate (f, f->len - 1);
+  else
+    g_string_append (f, "-");
+  return g_string_free (g_steal_pointer (&f), FALSE);
+}
+
+static const char *
+verdict (const Row *row)
+{
+  const Scenario *s = row->scenario;
+
+  if (!s->safe_overlap && !s->safe_silent && !s->safe_tokens)
+    return row->passed ? "measured" : "FAILED";
+  return row->passed ? "ok" : "FAILED";
+}
+
+void
+print_history_summary (GPtrArray *rows, const char *profile)
+{
+  gboolean any = FALSE;
+
+  for (guint i = 0; i < rows->len; i++)
+    {
+      Row *row = g_ptr_array_index (rows, i);
+      const Scenario *s = row->scenario;
+      g_autofree char *shape = NULL;
+      g_autofree char *faults = NULL;
+      g_autofree char *regressions = NULL;
+
+      if (!row->history)
+        continue;
+      if (!any)
+        {
+          g_print ("#\n# redislock fault histories, %s profile\n", profile);
+          g_print ("# %-16s %-8s %-7s %-34s %8s %6s %8s %8s %6s %6s %6s  %s\n", "scenario",
+                   "topology", "PxRxT", "faults", "sections", "told", "overlaps", "reported",
+                   "silent", "tokreg", "secs", "verdict");
+          any = TRUE;
+        }
+      shape = g_strdup_printf ("%ux%ux%u", s->procs, s->registries, s->threads);
+      faults = faults_done (row);
+      regressions = row->regressions < 0 ? g_strdup ("n/a")
+                                         : g_strdup_printf ("%" G_GINT64_FORMAT, row->regressions);
+      g_print ("# %-16s %-8s %-7s %-34s %8" G_GUINT64_FORMAT " %6" G_GUINT64_FORMAT
+               " %8" G_GUINT64_FORMAT " %8" G_GUINT64_FORMAT " %6" G_GUINT64_FORMAT
+               " %6s %6.1f  %s\n",
+               row->name, topology_names[s->topology], shape, faults, row->sections, row->told,
+               row->overlaps, row->reported, row->silent, regressions, row->duration_ms / 1000.0,
+               verdict (row));
+    }
+  if (any)
+    g_print ("# (told: sections whose holder was told its lease was lost; overlaps: pairs of\n"
+             "#  sections of one name by two holders whose intervals intersect; reported: at\n"
+             "#  least one of the two was told; silent: neither was; tokreg: sections whose\n"
+             "#  fencing token is not above every token handed out before they started)\n");
+}
