@@ -411,6 +411,9 @@ RlLeaseView
 rl_leases_view (RlLeases *self, RedisLock *lock)
 {
   RlLeaseView view;
+  /* Asked first, with no mutex held: while the guard is down (reconnecting), a restart
+   * would go unnoticed. */
+  gboolean guarded = self->store->vt->guard == NULL || self->store->vt->guard (self->store);
 
   rl_mutex_lock (&self->mutex);
   view.held = lock->lease_flags.held;
@@ -419,7 +422,7 @@ rl_leases_view (RlLeases *self, RedisLock *lock)
   view.ttl_ms = lock->lease.ttl_ms;
   view.token = lock->lease.token;
   view.lose_at = lose_at (&lock->lease);
-  view.unconfirmed = lock->lease.confirmed <= self->epoch_at;
+  view.unconfirmed = lock->lease.confirmed <= self->epoch_at || !guarded;
   rl_mutex_unlock (&self->mutex);
   return view;
 }

@@ -49,7 +49,8 @@ typedef struct
   guint64 token;  /* fencing token, 0: none */
   gint64 lose_at; /* monotonic µs when an unconfirmed lease counts as lost */
   gboolean unconfirmed; /* last confirmed before the latest connection loss, reconnect
-                           or failover: the store may have lost it since */
+                           or failover, or the store's guard is down now: the store
+                           may have lost it since */
 } RlLeaseView;
 
 RlLeases *rl_leases_new (RlStore *store, const char *client_id, const RlSettings *settings,

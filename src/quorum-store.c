@@ -1092,18 +1092,22 @@ quorum_rewatch (RlStore *store)
     }
 }
 
-static void
+/* Up when a majority of the nodes' guards are: a lease held on a majority is lost
+ * only when a majority loses it. */
+static gboolean
 quorum_guard (RlStore *store)
 {
   RlQuorumStore *self = (RlQuorumStore *) store;
+  guint up = 0;
 
   for (guint i = 0; i < self->n; i++)
     {
       RlStore *child = child_store (self, i);
 
-      if (child != NULL && child->vt->guard != NULL)
-        child->vt->guard (child);
+      if (child != NULL && (child->vt->guard == NULL || child->vt->guard (child)))
+        up++;
     }
+  return up >= self->majority;
 }
 
 /* Ends the opener, which might otherwise open a child after this. */

@@ -1686,10 +1686,10 @@ redis_rewatch (RlStore *store)
 /* The notification connection is that guard: it breaks when the server restarts or
  * the connection is reset, PINGs while silent, and moves with a failover; each time
  * it goes down or comes back it reports released (NULL, reset). */
-static void
+static gboolean
 redis_guard (RlStore *store)
 {
-  rl_notifier_watch (((RlRedisStore *) store)->notifier, 0);
+  return rl_notifier_watch (((RlRedisStore *) store)->notifier, 0);
 }
 
 static void

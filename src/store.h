@@ -175,10 +175,12 @@ typedef struct
   void (*rewatch) (RlStore *store);
   /* A lease is held: from now on the store keeps a connection open that notices a
    * restart of the server, a reset connection or a failover even when nobody waits,
-   * and reports it as missed notifications (released with key NULL), so that the
-   * registry checks its leases at once. NULL in a store that cannot lose a lease that
-   * way (the memory store). */
-  void (*guard) (RlStore *store);
+   * and reports it as a reset (released with key NULL and reset TRUE), so that the
+   * registry checks its leases at once. Returns whether that connection is up now:
+   * while it is not (reconnecting after a break), a restart would go unnoticed, so a
+   * lease is confirmed before it is handed on. NULL in a store that cannot lose a
+   * lease that way (the memory store). */
+  gboolean (*guard) (RlStore *store);
   /* Stepwise requests; NULL in a store that answers at once (the memory store), whose
    * acquire, renew and release the caller calls instead. request_begin queues @kind
    * on each of the @n @items (distinct keys, on one server) on a connection of the
