@@ -124,10 +124,39 @@ sentinel_failover (Controller *c, guint i)
   after_fault (c, "failover", i);
 }
 
-/* The master owning name-(i mod names): its replica is paused while the workers go on,
- * so the replica misses their latest writes; then the master is killed and the replica
- * resumed, and the Cluster promotes it. When another failover follows, the killed
- * master is started again once the Cluster is whole, and rejoins as a replica. */
+/* Sends @command to cluster node @node on a connection of its own; FALSE when it
+ * could not be sent or was refused. */
+static gboolean
+cluster_node_command (Controller *c, guint node, const char *command)
+{
+  struct timeval tv = { 5, 0 };
+  redisContext *rc = redisConnectWithTimeout (
+      "127.0.0.1", redis_lock_test_cluster_get_port (c->cluster, node), tv);
+  redisReply *reply;
+  gboolean ok;
+
+  if (rc == NULL || rc->err != 0)
+    {
+      if (rc != NULL)
+        redisFree (rc);
+      return FALSE;
+    }
+  redisSetTimeout (rc, tv);
+  reply = redisCommand (rc, command);
+  ok = reply != NULL && reply->type != REDIS_REPLY_ERROR;
+  if (reply != NULL)
+    freeReplyObject (reply);
+  redisFree (rc);
+  return ok;
+}
+
+/* The master owning name-(i mod names): its replica is paused and the master drops the
+ * replica's link (a paused replica's socket would otherwise still take in the
+ * replication stream), so the replica misses the workers' latest writes; then the
+ * master is killed and the replica resumed, and the Cluster promotes it (its data age
+ * does not bar it: the replica validity factor is 0). When another failover follows,
+ * the killed master is started again once the Cluster is whole, and rejoins as a
+ * replica. */
 static void
 cluster_failover (Controller *c, guint i)
 {
@@ -152,7 +181,11 @@ cluster_failover (Controller *c, guint i)
       problem (c, "failover %u: no replica of node %d", i + 1, master);
       return;
     }
+  if (!cluster_node_command (c, (guint)replica, "CONFIG SET cluster-replica-validity-factor 0"))
+    problem (c, "failover %u: node %d refused the validity factor", i + 1, replica);
   redis_lock_test_cluster_pause_node (c->cluster, (guint)replica);
+  if (!cluster_node_command (c, (guint)master, "CLIENT KILL TYPE replica"))
+    problem (c, "failover %u: node %d did not drop its replica", i + 1, master);
   if (!wait_progress (c, progress_total (c) + POST_FAULT_SECTIONS / 2, 30000))
     problem (c, "no progress within 30 s with node %d paused", replica);
   redis_lock_test_cluster_stop_node (c->cluster, (guint)master);
