@@ -14,9 +14,12 @@
  * the hold pass to the calling thread, and the result go back to that thread's main
  * context (GTask), so everything a thread can ask of its hold works from there on.
  *
- * What each step does runs on a small worker pool shared by the process
+ * What each step does runs on a small worker pool of the call's registry
  * (RL_ASYNC_THREADS threads at most, leaving after RL_ASYNC_IDLE_MS idle): the store's
- * calls block, so they never run in the caller's main context. The one step that
+ * calls block, so they never run in the caller's main context, and a registry whose
+ * server does not answer ties up its own workers only, never another registry's. A
+ * call whose step could not start before its deadline (every worker of its registry
+ * blocked) fails with CONNECTION instead of reporting the lock held. The one step that
  * needs no request, taking a lease handed over with the mutex, runs in the caller's
  * context when nothing else of the call is under way, so a local hand-off to a
  * pending call costs no worker either. A call's steps never
@@ -29,7 +32,8 @@
  * GMainContext call but g_source_set_ready_time() stays in the caller's thread. The
  * pool is made of pthread mutexes and condition variables (sync.h) rather than
  * GThreadPool, and results pass through atomics: GLib's own locks are invisible to
- * ThreadSanitizer, these are not.
+ * ThreadSanitizer, these are not. A pool outlives its registry while a worker of it
+ * still runs (its own reference), so a worker may drop the registry's last reference.
  */
 #include "config.h"
 
@@ -38,100 +42,102 @@
 #define RL_ASYNC_THREADS 4
 #define RL_ASYNC_IDLE_MS 2000
 
-/* The worker pool ------------------------------------------------------------------ */
+/* The worker pools ----------------------------------------------------------------- */
 
 typedef struct _AsyncCall AsyncCall;
 static void run_call (AsyncCall *call);
 
-typedef struct
+/* A registry's workers. Reference-counted: the registry holds one reference until it
+ * is freed, each running worker one, so a worker that drops the last reference to
+ * the registry (its call's lock was the last) still finds its pool. */
+struct _RlAsyncPool
 {
-  RlMutex mutex; /* guards the rest */
-  RlCond cond;   /* jobs queued */
-  GQueue jobs;   /* AsyncCall, each with a reference for its step */
-  guint threads; /* running */
-  guint idle;    /* waiting for a job */
-  guint generation; /* rl_fork_generation when made: a forked child starts afresh */
-} AsyncPool;
+  gint ref_count; /* atomic */
+  RlMutex mutex;  /* guards the rest */
+  RlCond cond;    /* jobs queued, or stop */
+  GQueue jobs;    /* AsyncCall, each with a reference for its step */
+  guint threads;  /* running */
+  guint idle;     /* waiting for a job */
+  gboolean stop;  /* the registry is gone: idle workers leave at once */
+};
 
-static AsyncPool pool;
-static gsize pool_made;
+static void
+async_pool_unref (RlAsyncPool *pool)
+{
+  if (!g_atomic_int_dec_and_test (&pool->ref_count))
+    return;
+  g_assert (pool->jobs.length == 0);
+  rl_cond_clear (&pool->cond);
+  rl_mutex_clear (&pool->mutex);
+  g_free (pool);
+}
 
 static gpointer
 pool_thread (gpointer data)
 {
+  RlAsyncPool *pool = data;
+
   rl_thread_set_name ("redislock-async");
-  rl_mutex_lock (&pool.mutex);
+  rl_mutex_lock (&pool->mutex);
   for (;;)
     {
-      AsyncCall *call = g_queue_pop_head (&pool.jobs);
+      AsyncCall *call = g_queue_pop_head (&pool->jobs);
       if (call != NULL)
         {
-          rl_mutex_unlock (&pool.mutex);
+          rl_mutex_unlock (&pool->mutex);
           run_call (call);
-          rl_mutex_lock (&pool.mutex);
+          rl_mutex_lock (&pool->mutex);
           continue;
         }
-      pool.idle++;
-      rl_cond_wait_until (&pool.cond, &pool.mutex,
+      if (pool->stop)
+        break;
+      pool->idle++;
+      rl_cond_wait_until (&pool->cond, &pool->mutex,
                           g_get_monotonic_time () + RL_ASYNC_IDLE_MS * 1000);
-      pool.idle--;
-      if (pool.jobs.length == 0)
+      pool->idle--;
+      if (pool->jobs.length == 0)
         break;
     }
-  pool.threads--;
-  rl_mutex_unlock (&pool.mutex);
+  pool->threads--;
+  rl_mutex_unlock (&pool->mutex);
+  async_pool_unref (pool);
   return NULL;
 }
 
-static void
-pool_push (AsyncCall *call)
+/* The pool of @registry, made on first use. */
+static RlAsyncPool *
+registry_pool (RedisLockRegistry *registry)
 {
-  guint generation = __atomic_load_n (&rl_fork_generation, __ATOMIC_RELAXED);
-  gboolean start;
+  RlAsyncPool *pool = g_atomic_pointer_get (&registry->async_pool);
 
-  if (g_once_init_enter (&pool_made))
+  if (G_LIKELY (pool != NULL))
+    return pool;
+  pool = g_new0 (RlAsyncPool, 1);
+  pool->ref_count = 1;
+  rl_mutex_init (&pool->mutex);
+  rl_cond_init (&pool->cond);
+  g_queue_init (&pool->jobs);
+  if (!g_atomic_pointer_compare_and_exchange (&registry->async_pool, NULL, pool))
     {
-      rl_mutex_init (&pool.mutex);
-      rl_cond_init (&pool.cond);
-      pool.generation = generation;
-      g_once_init_leave (&pool_made, 1);
+      async_pool_unref (pool);
+      pool = g_atomic_pointer_get (&registry->async_pool);
     }
-  if (G_UNLIKELY (pool.generation != generation))
-    {
-      /* A forked child: the parent's workers do not exist here, and the mutex may
-       * have been held at fork time. What was queued is dropped. */
-      rl_mutex_init (&pool.mutex);
-      rl_cond_init (&pool.cond);
-      g_queue_init (&pool.jobs);
-      pool.threads = pool.idle = 0;
-      pool.generation = generation;
-    }
-  rl_mutex_lock (&pool.mutex);
-  g_queue_push_tail (&pool.jobs, call);
-  start = pool.idle < pool.jobs.length && pool.threads < RL_ASYNC_THREADS;
-  if (start)
-    pool.threads++;
-  else
-    rl_cond_signal (&pool.cond);
-  rl_mutex_unlock (&pool.mutex);
-  if (start)
-    {
-      g_autoptr (GError) error = NULL;
-      GThread *thread = g_thread_try_new ("redislock-async", pool_thread, NULL, &error);
-      if (thread != NULL)
-        g_thread_unref (thread);
-      else
-        {
-          /* The threads already running will take the job, or, with none, it waits
-           * for the next push. */
-          g_warning ("redislock: cannot start a worker for asynchronous calls: %s",
-                     error->message);
-          rl_mutex_lock (&pool.mutex);
-          pool.threads--;
-          rl_mutex_unlock (&pool.mutex);
-        }
-    }
+  return pool;
 }
+
+void
+rl_async_pool_release (RlAsyncPool *pool)
+{
+  if (pool == NULL)
+    return;
+  rl_mutex_lock (&pool->mutex);
+  pool->stop = TRUE;
+  rl_cond_broadcast (&pool->cond);
+  rl_mutex_unlock (&pool->mutex);
+  async_pool_unref (pool);
+}
+
+static void pool_push (AsyncCall *call);
 
 /* A call -------------------------------------------------------------------------- */
 
@@ -164,6 +170,7 @@ struct _AsyncCall
   gint ok;                   /* atomic */
   gpointer error;            /* atomic: GError, or NULL */
   gint64 deadline; /* monotonic µs, RL_FOREVER */
+  gint64 queued_at; /* atomic: monotonic µs the last step was queued */
   gint64 ttl_ms;
   gboolean bounded; /* wait_ms != 0: requests are cut short at the deadline */
   char *fence_key;
@@ -214,6 +221,46 @@ call_unref (gpointer data)
   g_free (call->fence_key);
   redis_lock_unref (call->lock);
   g_free (call);
+}
+
+/* Queues a step of @call (which brings a reference for it) on its registry's pool,
+ * starting a worker when none is idle. */
+static void
+pool_push (AsyncCall *call)
+{
+  RlAsyncPool *pool = registry_pool (call->lock->registry);
+  gboolean start;
+
+  RL_ATOMIC_SET (call->queued_at, g_get_monotonic_time ());
+  rl_mutex_lock (&pool->mutex);
+  g_queue_push_tail (&pool->jobs, call);
+  start = pool->idle < pool->jobs.length && pool->threads < RL_ASYNC_THREADS;
+  if (start)
+    {
+      pool->threads++;
+      g_atomic_int_inc (&pool->ref_count);
+    }
+  else
+    rl_cond_signal (&pool->cond);
+  rl_mutex_unlock (&pool->mutex);
+  if (start)
+    {
+      g_autoptr (GError) error = NULL;
+      GThread *thread = g_thread_try_new ("redislock-async", pool_thread, pool, &error);
+      if (thread != NULL)
+        g_thread_unref (thread);
+      else
+        {
+          /* The threads already running will take the job, or, with none, it waits
+           * for the next push. */
+          g_warning ("redislock: cannot start a worker for asynchronous calls: %s",
+                     error->message);
+          rl_mutex_lock (&pool->mutex);
+          pool->threads--;
+          rl_mutex_unlock (&pool->mutex);
+          async_pool_unref (pool);
+        }
+    }
 }
 
 /* Counts an event; the first one not yet seen schedules a step. Any thread, any
@@ -489,6 +536,18 @@ step_lease (AsyncCall *call)
       if (call->attempts > 0 && now >= call->deadline)
         {
           fail (call, NULL);
+          return;
+        }
+      if (call->attempts == 0 && call->bounded && now >= call->deadline
+          && RL_ATOMIC_GET (call->queued_at) < call->deadline)
+        {
+          /* Its step waited for a worker past the deadline: every worker of the
+           * registry was blocked on an earlier request (a server that does not
+           * answer). Having never asked Redis, the call cannot say "held". */
+          fail (call, g_error_new (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                                   "Lock “%s”: no request reached Redis within the call's "
+                                   "wait; the registry's earlier requests had not returned",
+                                   rl_lock_name (lock)));
           return;
         }
 

@@ -997,6 +997,112 @@ test_lease_lost_source (TestFixture *fx, gconstpointer data)
   pending_clear (&p);
 }
 
+/* Calls on the fixture's server, frozen with SIGSTOP: @n calls, on @n names, each
+ * waiting up to @wait_ms, on @registry (whose command timeout bounds them). */
+static Pending *
+frozen_calls (RedisLockRegistry *registry, guint n, gint64 wait_ms, RedisLock ***locks)
+{
+  Pending *p = g_new0 (Pending, n);
+
+  *locks = g_new0 (RedisLock *, n);
+  for (guint i = 0; i < n; i++)
+    {
+      g_autofree char *name = g_strdup_printf ("frozen-%u", i);
+      (*locks)[i] = test_obtain (registry, name);
+      p[i].unlock = TRUE;
+      lock_async (&p[i], (*locks)[i], wait_ms);
+    }
+  return p;
+}
+
+static void
+frozen_calls_free (Pending *p, RedisLock **locks, guint n)
+{
+  ITERATE_UNTIL (({
+                   gboolean all = TRUE;
+                   for (guint i = 0; i < n; i++)
+                     all = all && p[i].done;
+                   all;
+                 }),
+                 30000);
+  for (guint i = 0; i < n; i++)
+    {
+      pending_clear (&p[i]);
+      redis_lock_unref (locks[i]);
+    }
+  g_free (p);
+  g_free (locks);
+}
+
+static void
+test_frozen_server_isolated (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockTestServer) other = NULL;
+  g_autoptr (RedisLockRegistry) rb = NULL;
+  g_autoptr (RedisLock) free_lock = NULL;
+  g_autoptr (GError) error = NULL;
+  RedisLock **locks;
+  Pending *stuck, p = { 0 };
+  const guint n = 2 * POOL_THREADS + 1;
+  gint64 t0;
+
+  g_test_summary ("With one registry's server frozen and more calls queued on it than a pool "
+                  "has workers, lock_async (wait 2000 ms) on a free lock of a registry on "
+                  "another server completes TRUE within its wait: a frozen server ties up the "
+                  "workers of its own registry only");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  other = redis_lock_test_server_new (NULL, &error);
+  g_assert_no_error (error);
+  rb = test_registry_new_on (redis_lock_test_server_get_url (other));
+  free_lock = test_obtain (rb, "free");
+  redis_lock_registry_set_command_timeout_ms (fx->registry, 5000);
+
+  redis_lock_test_server_pause (fx->server);
+  stuck = frozen_calls (fx->registry, n, 8000, &locks);
+  t0 = test_now_ms ();
+  lock_async (&p, free_lock, 2000);
+  ITERATE_UNTIL (p.done, 10000);
+  g_test_message ("the call on the other server completed after %" G_GINT64_FORMAT " ms",
+                  p.done_ms - t0);
+  g_assert_no_error (p.error);
+  g_assert_true (p.result);
+  g_assert_cmpint (p.done_ms - t0, <, 2000);
+  test_unlock_ok (free_lock);
+
+  redis_lock_test_server_resume (fx->server);
+  frozen_calls_free (stuck, locks, n);
+  pending_clear (&p);
+}
+
+static void
+test_never_reached_redis (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLock) late = NULL;
+  g_autoptr (GError) error = NULL;
+  RedisLock **locks;
+  Pending *stuck, p = { 0 };
+  const guint n = POOL_THREADS;
+
+  g_test_summary ("A call whose request could not even be sent within its wait (every worker "
+                  "of its registry blocked on a frozen server) completes with CONNECTION, "
+                  "not with \"not acquired\": it never learned that the lock was held");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  redis_lock_registry_set_command_timeout_ms (fx->registry, 1500);
+  late = test_obtain (fx->registry, "late");
+  redis_lock_test_server_pause (fx->server);
+  stuck = frozen_calls (fx->registry, n, 8000, &locks);
+  lock_async (&p, late, 300);
+  ITERATE_UNTIL (p.done, 20000);
+  redis_lock_test_server_resume (fx->server);
+  g_assert_false (p.result);
+  g_assert_error (p.error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION);
+  g_test_message ("%s", p.error->message);
+  frozen_calls_free (stuck, locks, n);
+  pending_clear (&p);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1021,5 +1127,8 @@ main (int argc, char **argv)
   test_add_stores ("/async/deadline", NULL, test_deadline);
   test_add_stores ("/async/unlock-async", NULL, test_unlock_async);
   test_add_redis ("/async/lease-lost-source", NULL, test_lease_lost_source);
+  test_add_redis ("/async/frozen-server/other-registry-unaffected", NULL,
+                  test_frozen_server_isolated);
+  test_add_redis ("/async/frozen-server/never-reached-redis", NULL, test_never_reached_redis);
   return g_test_run ();
 }
