@@ -192,7 +192,10 @@ REDIS_LOCK_EXPORT gboolean redis_lock_unlock (RedisLock *lock, GError **error);
  * together with the threads of this registry that wait in redis_lock_lock() (the two
  * kinds take turns), and an unlock in this registry may hand the lease to it as to a
  * waiting thread (see redis_lock_unlock()), without a Redis command. Requests to
- * Redis run on a small pool of worker threads shared by the process. While a call
+ * Redis run on a small pool of worker threads of the registry, so a server that
+ * stops answering delays the calls of its own registry only; a call whose request
+ * could not be sent within @wait_ms (every worker blocked on such a server) completes
+ * with %REDIS_LOCK_ERROR_CONNECTION, not as "not acquired". While a call
  * waits for the lease itself, it is woken by the unlock notification, the holder's
  * remaining TTL or @wait_ms, as redis_lock_try_lock_for() is.
  *
