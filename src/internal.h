@@ -44,8 +44,11 @@ struct _RedisLockRegistry
   gint fencing;                 /* atomic, written by registry.c: acquisitions take a token */
   gboolean quorum;              /* set at creation: the store is a quorum store (no fencing) */
   RlLeases *leases;
-  struct _RlAsyncPool *async_pool; /* atomic pointer: lock-async.c's workers, made on the
-                                      first asynchronous call; NULL: none yet */
+  gpointer async_pool;              /* atomic: lock-async.c's workers, made on the first
+                                       asynchronous call; NULL: none yet */
+  GDestroyNotify async_pool_release; /* set with it: registry.c calls it when it frees
+                                        the registry (workers still running keep the
+                                        pool until they leave) */
 
   /* The lock cache. */
   RlMutex cache_mutex; /* guards the cache below */
@@ -232,11 +235,6 @@ void rl_lock_sleep_for_notification (RedisLock *lock, guint16 seq, gint64 wake_a
                                      GCancellable *cancellable);
 /* TRUE with @error when a wait must end: the registry closed, or cancelled. */
 gboolean rl_lock_wait_error (RedisLock *lock, GCancellable *cancellable, GError **error);
-
-/* lock-async.c: a registry's asynchronous workers. registry.c drops its reference when
- * it frees the registry; workers still running keep the pool until they leave. */
-typedef struct _RlAsyncPool RlAsyncPool;
-void rl_async_pool_release (RlAsyncPool *pool);
 
 /* lock.c's part of the queued waiters of lock-async.c. */
 

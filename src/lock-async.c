@@ -47,6 +47,8 @@
 typedef struct _AsyncCall AsyncCall;
 static void run_call (AsyncCall *call);
 
+typedef struct _RlAsyncPool RlAsyncPool;
+
 /* A registry's workers. Reference-counted: the registry holds one reference until it
  * is freed, each running worker one, so a worker that drops the last reference to
  * the registry (its call's lock was the last) still finds its pool. */
@@ -104,6 +106,8 @@ pool_thread (gpointer data)
   return NULL;
 }
 
+static void async_pool_release (gpointer data);
+
 /* The pool of @registry, made on first use. */
 static RlAsyncPool *
 registry_pool (RedisLockRegistry *registry)
@@ -117,6 +121,8 @@ registry_pool (RedisLockRegistry *registry)
   rl_mutex_init (&pool->mutex);
   rl_cond_init (&pool->cond);
   g_queue_init (&pool->jobs);
+  /* Set before the pool is: whoever sees the pool sees how to release it. */
+  registry->async_pool_release = async_pool_release;
   if (!g_atomic_pointer_compare_and_exchange (&registry->async_pool, NULL, pool))
     {
       async_pool_unref (pool);
@@ -125,11 +131,12 @@ registry_pool (RedisLockRegistry *registry)
   return pool;
 }
 
-void
-rl_async_pool_release (RlAsyncPool *pool)
+/* The registry is freed: its reference goes, idle workers leave. */
+static void
+async_pool_release (gpointer data)
 {
-  if (pool == NULL)
-    return;
+  RlAsyncPool *pool = data;
+
   rl_mutex_lock (&pool->mutex);
   pool->stop = TRUE;
   rl_cond_broadcast (&pool->cond);

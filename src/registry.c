@@ -213,7 +213,8 @@ registry_free (RedisLockRegistry *registry)
     rl_store_free (registry->store);
   g_hash_table_unref (registry->locks);
   rl_mutex_clear (&registry->cache_mutex);
-  rl_async_pool_release (g_atomic_pointer_get (&registry->async_pool));
+  if (registry->async_pool != NULL)
+    registry->async_pool_release (registry->async_pool);
   g_free (registry->registry_key);
   g_free (registry->client_id);
   g_free (registry);
