@@ -126,6 +126,7 @@ node_at_locked (RlCluster *self, const char *host, int port)
 {
   RlConnConfig config;
 
+  rl_mutex_assert_held (&self->mutex);
   for (guint i = 0; i < self->nodes->len; i++)
     {
       RlNode *node = g_ptr_array_index (self->nodes, i);
@@ -155,6 +156,7 @@ masters_locked (RlCluster *self)
   GPtrArray *masters = g_ptr_array_new_with_free_func ((GDestroyNotify) rl_node_unref);
   RlNode *last = NULL;
 
+  rl_mutex_assert_held (&self->mutex);
   for (guint s = 0; s < RL_CLUSTER_SLOTS; s++)
     {
       RlNode *node = self->slots[s];
@@ -427,8 +429,10 @@ request_refresh (RlCluster *self)
 static gint64
 next_periodic_locked (RlCluster *self, gint64 now)
 {
-  gint64 period = now < self->watch_until ? RL_CLUSTER_WATCH_MS : RL_CLUSTER_PERIODIC_MS;
+  gint64 period;
 
+  rl_mutex_assert_held (&self->mutex);
+  period = now < self->watch_until ? RL_CLUSTER_WATCH_MS : RL_CLUSTER_PERIODIC_MS;
   return self->refreshed_at + period * 1000;
 }
 

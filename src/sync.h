@@ -6,6 +6,22 @@
  * guarded. These thin wrappers over pthread_mutex_t / pthread_cond_t are what TSan
  * understands; the condition variable uses CLOCK_MONOTONIC, so deadlines are
  * g_get_monotonic_time() values (microseconds) exactly as with g_cond_wait_until().
+ *
+ * Lock order. Every mutex of the library, outermost first; a thread holding one may
+ * take only those listed after it on its line, never one before (ThreadSanitizer's
+ * lock-order checking in the TSan build holds the code to it):
+ *
+ *   quorum-store.c opener_mutex -> registry cache_mutex (internal.h) -> lock->m
+ *   registry cache_mutex -> leases.c mutex
+ *   leases.c renew_mutex -> leases.c mutex -> watchdog.c mutex
+ *
+ * and these leaves, under which nothing of the library is called: leases.c
+ * callback_mutex, notify.c mutex, cluster.c mutex, sentinel.c mutex, the connection
+ * pool's mutex (connection.c), memory-store.c memory_mutex, quorum-store.c
+ * lease_mutex, lock-async.c's pool mutex and result_mutex, redis-store.c
+ * recent_mutex. Callbacks up the layers (a store's released(), a topology's changed(),
+ * the lease-lost callback) are made with none of a layer's own mutexes held, except
+ * the quorum opener's, which is outermost for that reason.
  */
 #ifndef RL_SYNC_H
 #define RL_SYNC_H
@@ -67,6 +83,25 @@ static inline void
 rl_mutex_unlock (RlMutex *mutex)
 {
   pthread_mutex_unlock (&mutex->m);
+}
+
+/* Asserts that @mutex is held (by the calling thread, in every use), as the kernel's
+ * lockdep_assert_held() and SQLite's sqlite3_mutex_held() do: the `_locked` functions
+ * begin with it, so "caller holds the mutex" is checked, not just said. A mutex held
+ * by the caller cannot be taken again: trylock fails. Compiled out with
+ * G_DISABLE_ASSERT. */
+static inline void
+rl_mutex_assert_held (RlMutex *mutex)
+{
+#ifndef G_DISABLE_ASSERT
+  if (G_UNLIKELY (pthread_mutex_trylock (&mutex->m) == 0))
+    {
+      pthread_mutex_unlock (&mutex->m);
+      g_error ("A mutex the caller must hold is not held");
+    }
+#else
+  (void) mutex;
+#endif
 }
 
 static inline void

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # cli.sh: tests of the redislock command-line tool (tools/redislock.c). Starts a private
 # redis-server on a Unix socket in a temporary directory and checks the exit statuses of
 # `redislock run` (the command's status, 1 not acquired, 2 Redis error, 3 lease lost,

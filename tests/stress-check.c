@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* stress-check.c: the verdicts on a stress scenario and the summary table.
  *
  * Once a scenario's faults are over, collect_children() ends the workers and merges

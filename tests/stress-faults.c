@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* stress-faults.c: the faults the stress test injects, and its two small fault cases.
  *
  * inject_faults() runs a scenario's faults one kind after the other, each followed by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* stress-worker.c: the worker processes of the stress test, which take the locks.
  *
  * A worker is this program run again with --worker (see stress.c): it opens its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* stress.c: mutual exclusion under load, under faults, across processes.
  *
  * Workers are P child processes (this program run again in a hidden worker mode, so no

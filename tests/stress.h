@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* stress.h: what the parts of the stress harness share.
  *
  * The stress program is one test program in five files, one per part: stress.c holds the
