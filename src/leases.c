@@ -626,7 +626,9 @@ void
 rl_leases_check_soon (RlLeases *self, RedisLock *lock)
 {
   rl_mutex_lock (&self->mutex);
-  if (!self->closed && lock->lease_flags.held && !lock->lease_flags.lost && self->check_at == 0)
+  if (!self->closed && self->check_at == 0
+      && (lock != NULL ? lock->lease_flags.held && !lock->lease_flags.lost
+                       : g_hash_table_size (self->held) > 0))
     {
       self->check_at = MAX (g_get_monotonic_time () + RL_CHECK_DELAY_US,
                             self->checked_at + RL_CHECK_SPACING_US);

@@ -11,10 +11,13 @@
  * been seen. Whenever the subscription goes down or comes back, every lock is bumped
  * (released (NULL)): waiters re-check, fall back to SPIN timing while it is down, and
  * cannot sleep through a release published while nobody listened. A break, or a
- * subscription made again after one, is also reported as a reset: the server may
- * have restarted empty, so the registry checks every lease it holds. The Redis store
- * starts the subscription with its first lease, not only with its first waiter, so
- * that a holder nobody waits for still hears of a restart at once.
+ * connection up again after one, is also reported as a reset: the server may have
+ * restarted empty, so the registry checks every lease it holds. The Redis store
+ * starts the connection with its first lease (rl_notifier_guard()), not only with its
+ * first waiter, so that a holder nobody waits for still hears of a restart at once;
+ * until a waiter asks, the connection only guards (it subscribes to nothing, so it
+ * is not woken by every release, its own included), and the first waiter's request
+ * adds the subscription on the same connection.
  *
  * The topology names the node to subscribe on: the one server, the Sentinel
  * deployment's master, any master of a Cluster (a Cluster broadcasts every PUBLISH to
@@ -84,6 +87,7 @@ struct _RlNotifier
   RlTopology *topology;
   char *pattern;
   char *track_prefix; /* NULL: no key tracking */
+  char *guard_channel; /* where forced releases are told to holders (guarding connection) */
 
   /* The thread's own: */
   gboolean tracking;     /* tracking is on for the current connection */
@@ -99,8 +103,15 @@ struct _RlNotifier
   gboolean joined;
   gboolean stop;
   gboolean restart; /* resubscribe now, on the node the topology names */
-  gboolean subscribed;
-  gboolean was_up; /* a subscription was confirmed once */
+  gboolean subscribed;     /* the pattern subscription is confirmed */
+  gboolean connected;      /* the connection is up and set up (the pattern confirmed,
+                              when one is wanted) */
+  gboolean was_up;         /* a connection was up once */
+  gboolean pattern_wanted; /* a waiter asked for notifications (rl_notifier_watch()):
+                              until then the connection only guards (no pattern) */
+  gboolean pattern_news;   /* pattern_wanted was set since the thread last looked */
+  gboolean upgrading;      /* the connection was replaced to set key tracking up: its
+                              successor coming up is no reset */
   gboolean refused; /* the server answered the PSUBSCRIBE with an error */
   gboolean warned;  /* the refusal was reported */
   guint64 failures; /* connection attempts that failed, and subscriptions that broke */
@@ -108,20 +119,25 @@ struct _RlNotifier
   int wake[2]; /* wake[1] is written to stop or restart the thread */
 };
 
-/* A failure, or a subscription made again after one that was up, is a reset: the
- * server may have restarted, or the node behind the address changed. The first
- * subscription is not: nothing was known before it. */
+/* A failure, or a connection up again after one that was up, is a reset: the server
+ * may have restarted, or the node behind the address changed. The first connection
+ * is not (nothing was known before it), nor is the pattern subscription added to a
+ * guarding connection when the first waiter asks for it. */
 static void
-set_state (RlNotifier *self, gboolean subscribed, gboolean failed)
+set_state (RlNotifier *self, gboolean connected, gboolean subscribed, gboolean failed)
 {
   gboolean changed, reset;
 
   rl_mutex_lock (&self->mutex);
-  changed = self->subscribed != subscribed;
+  changed = self->subscribed != subscribed || self->connected != connected;
   /* A refusal is the server's answer, not a break: it says nothing of restarts. */
-  reset = (failed && !self->refused) || (changed && subscribed && self->was_up);
+  reset = (failed && !self->refused)
+          || (connected && !self->connected && self->was_up && !self->upgrading);
+  if (connected)
+    self->upgrading = FALSE;
   self->subscribed = subscribed;
-  self->was_up = self->was_up || subscribed;
+  self->connected = connected;
+  self->was_up = self->was_up || connected;
   if (failed)
     self->failures++;
   rl_cond_broadcast (&self->cond);
@@ -157,6 +173,26 @@ take_restart (RlNotifier *self)
     }
   rl_mutex_unlock (&self->mutex);
   return restart;
+}
+
+/* Whether notifications are wanted (a waiter asked); drains the wake-up pipe when that
+ * is news. The pattern, once wanted, stays wanted. */
+static gboolean
+take_pattern_news (RlNotifier *self)
+{
+  gboolean wanted;
+  char buf[16];
+
+  rl_mutex_lock (&self->mutex);
+  wanted = self->pattern_wanted;
+  if (self->pattern_news)
+    {
+      self->pattern_news = FALSE;
+      while (read (self->wake[0], buf, sizeof buf) > 0)
+        ;
+    }
+  rl_mutex_unlock (&self->mutex);
+  return wanted;
 }
 
 /* Sleeps @ms unless woken by stop. Returns FALSE when told to stop. */
@@ -320,6 +356,12 @@ handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
       refused (self, reply->str);
       return FALSE;
     }
+  /* A guarding connection (no subscription) answers PING with a status. */
+  if (reply->type == REDIS_REPLY_STATUS && g_ascii_strcasecmp (reply->str, "PONG") == 0)
+    {
+      *ping_out = FALSE;
+      return TRUE;
+    }
   if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2
       || reply->element[0]->type != REDIS_REPLY_STRING)
     return TRUE;
@@ -340,12 +382,34 @@ handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
       handle_invalidation (self, reply->element[2]);
       return TRUE;
     }
+  else if (g_ascii_strcasecmp (kind, "message") == 0 && reply->elements == 3
+           && reply->element[1]->type == REDIS_REPLY_STRING
+           && strcmp (reply->element[1]->str, self->guard_channel) == 0
+           && reply->element[2]->type == REDIS_REPLY_STRING)
+    {
+      /* A forced release (its waiters hear the pattern's message too). */
+      RL_ATOMIC_ADD (self->store->ctx->stats->notifications, 1);
+      self->store->released (reply->element[2]->str, FALSE, self->store->released_data);
+      return TRUE;
+    }
+  else if (g_ascii_strcasecmp (kind, "subscribe") == 0 && reply->elements == 3
+           && reply->element[1]->type == REDIS_REPLY_STRING
+           && strcmp (reply->element[1]->str, self->guard_channel) == 0)
+    {
+      gboolean subscribed;
+
+      rl_mutex_lock (&self->mutex);
+      self->refused = FALSE;
+      subscribed = self->subscribed;
+      rl_mutex_unlock (&self->mutex);
+      set_state (self, TRUE, subscribed, FALSE);
+    }
   else if (g_ascii_strcasecmp (kind, "psubscribe") == 0)
     {
       rl_mutex_lock (&self->mutex);
       self->refused = FALSE;
       rl_mutex_unlock (&self->mutex);
-      set_state (self, TRUE, FALSE);
+      set_state (self, TRUE, TRUE, FALSE);
     }
   else if (g_ascii_strcasecmp (kind, "pong") == 0)
     *ping_out = FALSE;
@@ -353,20 +417,41 @@ handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
   return TRUE;
 }
 
-/* Runs one subscription until it breaks (returns FALSE) or stop or restart is asked
- * (returns TRUE). */
+/* How a connection's subscription ended. */
+typedef enum
+{
+  SUB_BROKE,   /* the connection broke, or the server refused */
+  SUB_RESTART, /* stop, or a restart was asked (a failover) */
+  SUB_UPGRADE, /* the first waiter wants key tracking, set up before any subscription:
+                  a new connection, which is no reset */
+} SubEnd;
+
+/* Whether key tracking is wanted for the next connection. */
 static gboolean
+tracking_wanted (RlNotifier *self)
+{
+  return self->track_prefix != NULL && g_atomic_int_get (&self->store->ctx->key_tracking);
+}
+
+/* Runs one connection: the guard channel always, the pattern (with key tracking
+ * first, when wanted) once a waiter asked, until it breaks or stop or restart is
+ * asked. */
+static SubEnd
 subscribe_once (RlNotifier *self, RlConn *conn)
 {
   gboolean ping_out = FALSE;
   gint64 last_traffic = g_get_monotonic_time ();
   const char *argv[2] = { "PSUBSCRIBE", self->pattern };
+  const char *guard[2] = { "SUBSCRIBE", self->guard_channel };
+  gboolean pattern_sent = take_pattern_news (self);
 
   g_hash_table_remove_all (self->absent);
   g_clear_pointer (&self->last_published, g_free);
-  if (!track_keys (self, conn))
-    return FALSE;
-  rl_conn_append (conn, 2, argv);
+  if (pattern_sent && !track_keys (self, conn))
+    return SUB_BROKE;
+  rl_conn_append (conn, 2, guard);
+  if (pattern_sent)
+    rl_conn_append (conn, 2, argv);
   for (;;)
     {
       struct pollfd pfd[2] = { { conn->fd, POLLIN, 0 }, { self->wake[0], POLLIN, 0 } };
@@ -375,20 +460,20 @@ subscribe_once (RlNotifier *self, RlConn *conn)
 
       /* Send what is queued (the PSUBSCRIBE, a PING) as far as the socket takes it. */
       if (!rl_conn_write_some (conn))
-        return FALSE;
+        return SUB_BROKE;
       if (rl_conn_wants_write (conn))
         pfd[0].events |= POLLOUT;
       /* Hand over every complete reply already read. */
       for (;;)
         {
           if (!rl_conn_next_reply (conn, &reply))
-            return FALSE;
+            return SUB_BROKE;
           if (reply == NULL)
             break;
           if (!handle_reply (self, reply, &ping_out))
             {
               freeReplyObject (reply);
-              return FALSE;
+              return SUB_BROKE;
             }
           freeReplyObject (reply);
         }
@@ -399,7 +484,7 @@ subscribe_once (RlNotifier *self, RlConn *conn)
           if (ping_out)
             {
               g_debug ("subscription: no answer to PING, reconnecting");
-              return FALSE;
+              return SUB_BROKE;
             }
           rl_conn_append (conn, 1, ping);
           ping_out = TRUE;
@@ -410,13 +495,24 @@ subscribe_once (RlNotifier *self, RlConn *conn)
       if (rl_conn_has_pending (conn))
         pfd[0].revents = POLLIN;
       else if (poll (pfd, 2, (int) idle_ms) < 0 && errno != EINTR)
-        return FALSE;
+        return SUB_BROKE;
       if (should_stop (self) || take_restart (self))
-        return TRUE;
+        return SUB_RESTART;
+      if (take_pattern_news (self) && !pattern_sent)
+        {
+          /* The first waiter: the guarding connection subscribes to the pattern too,
+           * with no reconnect, unless key tracking must be set up first (commands a
+           * subscribed connection may not send). */
+          if (tracking_wanted (self))
+            return SUB_UPGRADE;
+          rl_conn_append (conn, 2, argv);
+          pattern_sent = TRUE;
+          continue;
+        }
       if ((pfd[0].revents & ~POLLOUT) != 0)
         {
           if (!rl_conn_read_some (conn))
-            return FALSE;
+            return SUB_BROKE;
           last_traffic = g_get_monotonic_time ();
         }
     }
@@ -433,12 +529,13 @@ notifier_thread (gpointer data)
       g_autoptr (GError) error = NULL;
       g_autoptr (RlNode) node = self->topology->vt->subscriber (self->topology, &error);
       RlConn *conn = node != NULL ? rl_pool_connect (node->pool, &error) : NULL;
-      gboolean restarted = FALSE;
+      SubEnd end = SUB_BROKE;
+      gboolean restarted;
 
       if (conn != NULL)
         {
           gint64 started = g_get_monotonic_time ();
-          restarted = subscribe_once (self, conn);
+          end = subscribe_once (self, conn);
           rl_conn_free (conn);
           /* A subscription that lived a while resets the backoff. */
           if (g_get_monotonic_time () - started > 10 * G_USEC_PER_SEC)
@@ -448,9 +545,19 @@ notifier_thread (gpointer data)
         g_debug ("subscription: %s", error->message);
       if (should_stop (self))
         break;
+      if (end == SUB_UPGRADE)
+        {
+          /* Not a break: the next connection up is no reset. */
+          rl_mutex_lock (&self->mutex);
+          self->upgrading = TRUE;
+          rl_mutex_unlock (&self->mutex);
+          set_state (self, FALSE, FALSE, FALSE);
+          continue;
+        }
+      restarted = end == SUB_RESTART;
       if (!restarted && node != NULL)
         self->topology->vt->failed (self->topology, node);
-      set_state (self, FALSE, TRUE);
+      set_state (self, FALSE, FALSE, TRUE);
       if (restarted)
         continue;
       rl_mutex_lock (&self->mutex);
@@ -462,7 +569,7 @@ notifier_thread (gpointer data)
       backoff = MIN (backoff * 2, RL_NOTIFY_BACKOFF_MAX_MS);
     }
   rl_mutex_lock (&self->mutex);
-  self->subscribed = FALSE;
+  self->subscribed = self->connected = FALSE;
   rl_cond_broadcast (&self->cond);
   rl_mutex_unlock (&self->mutex);
   return NULL;
@@ -477,7 +584,7 @@ notifier_thread_main (void *data)
 
 RlNotifier *
 rl_notifier_new (RlStore *store, RlTopology *topology, const char *pattern,
-                 const char *track_prefix)
+                 const char *guard_channel, const char *track_prefix)
 {
   RlNotifier *self = g_new0 (RlNotifier, 1);
 
@@ -485,11 +592,28 @@ rl_notifier_new (RlStore *store, RlTopology *topology, const char *pattern,
   self->topology = topology;
   self->pattern = g_strdup (pattern);
   self->track_prefix = g_strdup (track_prefix);
+  self->guard_channel = g_strdup (guard_channel);
   self->absent = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->wake[0] = self->wake[1] = -1;
   rl_mutex_init (&self->mutex);
   rl_cond_init (&self->cond);
   return self;
+}
+
+/* Starts the thread on first use. self->mutex held. */
+static void
+start_locked (RlNotifier *self)
+{
+  rl_mutex_assert_held (&self->mutex);
+  if (self->started || self->stop)
+    return;
+  if (g_unix_open_pipe (self->wake, FD_CLOEXEC, NULL)
+      && g_unix_set_fd_nonblocking (self->wake[0], TRUE, NULL)
+      && g_unix_set_fd_nonblocking (self->wake[1], TRUE, NULL)
+      && pthread_create (&self->thread, NULL, notifier_thread_main, self) == 0)
+    self->started = TRUE;
+  else
+    g_warning ("Cannot start the unlock-notification thread; waiting by polling");
 }
 
 gboolean
@@ -500,16 +624,20 @@ rl_notifier_watch (RlNotifier *self, gint64 timeout_ms)
   gint64 end;
 
   rl_mutex_lock (&self->mutex);
-  if (!self->started && !self->stop)
+  if (!self->pattern_wanted)
     {
-      if (g_unix_open_pipe (self->wake, FD_CLOEXEC, NULL)
-          && g_unix_set_fd_nonblocking (self->wake[0], TRUE, NULL)
-          && g_unix_set_fd_nonblocking (self->wake[1], TRUE, NULL)
-          && pthread_create (&self->thread, NULL, notifier_thread_main, self) == 0)
-        self->started = TRUE;
-      else
-        g_warning ("Cannot start the unlock-notification thread; waiting by polling");
+      /* Read by the thread when it next connects; a connection that only guards is
+       * told through the wake-up pipe (written under the mutex, as for restart). */
+      self->pattern_wanted = self->pattern_news = TRUE;
+      if (self->started && !self->stop)
+        {
+          ssize_t rc;
+          do
+            rc = write (self->wake[1], "p", 1);
+          while (rc < 0 && errno == EINTR);
+        }
     }
+  start_locked (self);
   failures = self->failures;
   end = g_get_monotonic_time () + timeout_ms * 1000;
   while (!self->subscribed && self->started && !self->stop && !self->refused
@@ -519,6 +647,18 @@ rl_notifier_watch (RlNotifier *self, gint64 timeout_ms)
   subscribed = self->subscribed;
   rl_mutex_unlock (&self->mutex);
   return subscribed;
+}
+
+gboolean
+rl_notifier_guard (RlNotifier *self)
+{
+  gboolean connected;
+
+  rl_mutex_lock (&self->mutex);
+  start_locked (self);
+  connected = self->connected;
+  rl_mutex_unlock (&self->mutex);
+  return connected;
 }
 
 gboolean
@@ -589,6 +729,7 @@ rl_notifier_free (RlNotifier *self)
   rl_mutex_clear (&self->mutex);
   g_free (self->pattern);
   g_free (self->track_prefix);
+  g_free (self->guard_channel);
   g_hash_table_unref (self->absent);
   g_free (self->last_published);
   g_free (self);

@@ -138,15 +138,19 @@ static const char release_script[]
 #define RL_RELEASE_OTHERS 2
 #define RL_RELEASE_UNPUBLISHED 3
 
-/* FORCE RELEASE: KEYS[1] = lock key, ARGV[1] = notification channel. Deletes the key
- * whoever holds it and publishes the notification in the same atomic step, as RELEASE
- * does, so waiters wake at once and a holder of this library hears of it (its own
- * subscription): 1 when a key was deleted, 0 when there was none. A user without
- * permission on the channel still deletes (the PUBLISH error is ignored). */
+/* FORCE RELEASE: KEYS[1] = lock key, ARGV[1] = notification channel, ARGV[2] = the
+ * registry's forced-release channel. Deletes the key whoever holds it and publishes
+ * the notification in the same atomic step, as RELEASE does, so waiters wake at once;
+ * and publishes the key on the forced-release channel, which every registry holding
+ * a lease listens to (its guarding connection), so that a holder of this library
+ * hears of it though nobody of its own waits. Returns 1 when a key was deleted, 0
+ * when there was none. A user without permission on the channels still deletes (the
+ * PUBLISH errors are ignored). */
 static const char force_release_script[] = "if redis.call('EXISTS', KEYS[1]) == 0 then\n"
                                            "  return 0\n"
                                            "end\n"
                                            "redis.pcall('PUBLISH', ARGV[1], KEYS[1])\n"
+                                           "redis.pcall('PUBLISH', ARGV[2], KEYS[1])\n"
                                            "redis.call('UNLINK', KEYS[1])\n"
                                            "return 1\n";
 
@@ -178,6 +182,7 @@ typedef struct
   RlTopology *topology;
   RlNotifier *notifier;
   char *channel_prefix; /* registry_key "-channel:" */
+  char *forced_channel; /* registry_key "-forced": forced releases, for their holders */
   RlScript acquire, release, renew;
   RlScript fenced_acquire, acquire_all; /* with fencing, and for several leases at once */
   RlScript force_release;               /* an operator's delete, whoever holds the key */
@@ -1689,7 +1694,7 @@ redis_rewatch (RlStore *store)
 static gboolean
 redis_guard (RlStore *store)
 {
-  return rl_notifier_watch (((RlRedisStore *) store)->notifier, 0);
+  return rl_notifier_guard (((RlRedisStore *) store)->notifier);
 }
 
 static void
@@ -1711,6 +1716,7 @@ redis_free (RlStore *store)
   rl_notifier_free (self->notifier);
   rl_topology_free (self->topology);
   g_free (self->channel_prefix);
+  g_free (self->forced_channel);
   rl_mutex_clear (&self->recent_mutex);
   g_free (self);
 }
@@ -1773,7 +1779,8 @@ redis_force_release (RlStore *store, const char *key, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   g_autofree char *channel = g_strconcat (self->channel_prefix, key, NULL);
-  redisReply *reply = run_script (self, &self->force_release, key, channel, "", 0, NULL, NULL, error);
+  redisReply *reply = run_script (self, &self->force_release, key, channel,
+                                  self->forced_channel, 0, NULL, NULL, error);
   gboolean deleted;
 
   if (reply == NULL)
@@ -2453,6 +2460,7 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
   self->parent.released = released;
   self->parent.released_data = released_data;
   self->channel_prefix = g_strconcat (registry_key, "-channel:", NULL);
+  self->forced_channel = g_strconcat (registry_key, "-forced", NULL);
   script_init (&self->acquire, acquire_script);
   script_init (&self->release, release_script);
   script_init (&self->renew, renew_script);
@@ -2474,7 +2482,8 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
    * subscriber would hear of a fraction of them, so waiters there rely on
    * notifications and TTLs alone. */
   track_prefix = self->slotted ? NULL : g_strconcat (registry_key, ":", NULL);
-  self->notifier = rl_notifier_new (&self->parent, self->topology, pattern, track_prefix);
+  self->notifier = rl_notifier_new (&self->parent, self->topology, pattern, self->forced_channel,
+                                    track_prefix);
 
   masters = self->topology->vt->masters (self->topology, error);
   for (guint i = 0; masters != NULL && i < masters->len; i++)

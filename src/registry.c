@@ -62,6 +62,10 @@ on_released (const char *key, gboolean reset, gpointer user_data)
 
   if (key == NULL && reset && registry->leases != NULL)
     rl_leases_audit (registry->leases);
+  else if (key == NULL && registry->leases != NULL)
+    /* Releases could have gone unheard (a forced one, before the connection that
+     * hears them was up): the leases are checked soon. */
+    rl_leases_check_soon (registry->leases, NULL);
   rl_mutex_lock (&registry->cache_mutex);
   if (key == NULL)
     {
