@@ -65,19 +65,28 @@ static const char acquire_script[]
  * is bumped past the clock (INCR) only when tokens come faster than one per
  * microsecond or the clock was set back; otherwise the clock's value is written with
  * SET, so replicas and the AOF get the literal number, not a TIME to evaluate again
- * (Redis 7 replicates a script's effects, which is what makes TIME usable in it). A
+ * (Redis replicates a script's effects, by default since 5.0 and only so since 7.0,
+ * which is what makes TIME usable in a script that writes). A
  * counter that does not hold an integer makes the script fail (INCR refuses it). The
  * token is returned as the counter's string, not as a Lua number, which is a double
- * and would round a counter past 2^53; and the clock's digits are joined as a string,
- * since a Lua number would print in exponent form. */
+ * and would round a counter past 2^53; and the clock's digits are joined as strings,
+ * the microseconds padded to six (a Lua number would print in exponent form), without
+ * string.format, which costs a few microseconds a call. */
 #define RL_LUA_NEXT_TOKEN                                                                          \
   "local function next_token(k)\n"                                                                 \
   "  local t = redis.call('TIME')\n"                                                               \
-  "  local now = t[1] .. string.format('%06d', tonumber(t[2]))\n"                                  \
+  "  local us = t[2]\n"                                                                            \
+  "  if #us < 6 then\n"                                                                            \
+  "    us = string.rep('0', 6 - #us) .. us\n"                                                      \
+  "  end\n"                                                                                        \
+  "  local now = t[1] .. us\n"                                                                     \
   "  local c = redis.call('GET', k)\n"                                                             \
-  "  if c and not (tonumber(c) and tonumber(c) < tonumber(now)) then\n"                            \
-  "    redis.call('INCR', k)\n"                                                                    \
-  "    return redis.call('GET', k)\n"                                                              \
+  "  if c then\n"                                                                                  \
+  "    local n = tonumber(c)\n"                                                                    \
+  "    if not n or n >= t[1] * 1000000 + t[2] then\n"                                              \
+  "      redis.call('INCR', k)\n"                                                                  \
+  "      return redis.call('GET', k)\n"                                                            \
+  "    end\n"                                                                                      \
   "  end\n"                                                                                        \
   "  redis.call('SET', k, now)\n"                                                                  \
   "  return now\n"                                                                                 \
