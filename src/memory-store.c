@@ -23,9 +23,10 @@
  *
  * Fencing counters live in a second table of the space, under the key a Redis store
  * would use (rl_store_fence_key()), so that a token means the same on both stores: a
- * counter rises by one in the same critical section that takes the lease, and never
- * expires. Requests on several leases (acquire_many, release_many) run under the mutex
- * once, all or none, and count as one round trip, as a Redis store's pipeline does.
+ * counter moves on to max (itself + 1, the wall clock in microseconds) in the same
+ * critical section that takes the lease, and never expires. Requests on several
+ * leases (acquire_many, release_many) run under the mutex once, all or none, and
+ * count as one round trip, as a Redis store's pipeline does.
  */
 #include "config.h"
 
@@ -272,18 +273,22 @@ wants_replicas (RlStore *store, const char *what, const char *key, GError **erro
 
 /* Fencing counters --------------------------------------------------------------- */
 
-/* Increments the counter @fence_key and returns its new value. memory_mutex held. */
+/* Moves the counter @fence_key on to the next token and returns it: max (counter + 1,
+ * the wall clock in microseconds), as the Redis store's scripts compute it with the
+ * server's TIME, so that tokens mean the same on both stores. memory_mutex held. */
 static guint64
-counter_increment (MemorySpace *space, const char *fence_key)
+counter_next_token (MemorySpace *space, const char *fence_key)
 {
   guint64 *counter = g_hash_table_lookup (space->counters, fence_key);
+  guint64 now = (guint64) MAX (g_get_real_time (), 0);
 
   if (counter == NULL)
     {
       counter = g_new0 (guint64, 1);
       g_hash_table_insert (space->counters, g_strdup (fence_key), counter);
     }
-  return ++*counter;
+  *counter = MAX (*counter + 1, now);
+  return *counter;
 }
 
 /* The vtable ------------------------------------------------------------------- */
@@ -329,7 +334,7 @@ memory_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
     {
       lease_take (self->space, key, value, ttl_ms, now);
       if (fence_key != NULL)
-        *token = counter_increment (self->space, fence_key);
+        *token = counter_next_token (self->space, fence_key);
     }
   else
     {
@@ -374,7 +379,7 @@ memory_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
         }
       lease_take (self->space, item->key, item->value, ttl_ms, now);
       if (item->fence_key != NULL)
-        item->token = counter_increment (self->space, item->fence_key);
+        item->token = counter_next_token (self->space, item->fence_key);
       item->result = RL_LEASE_OK;
     }
   rl_mutex_unlock (&memory_mutex);

@@ -56,51 +56,89 @@ static const char acquire_script[]
       "return redis.call('PTTL', KEYS[1])\n";
 #define RL_ACQUIRED (-3)
 
+/* NEXT TOKEN, a Lua function the fencing scripts share: the next token of the counter
+ * key k, max(counter + 1, the server's clock in microseconds), written back to k
+ * before it is returned (a hybrid logical clock). A counter alone starts again lower
+ * when it is lost (a restart without persistence, a failover to a replica that had
+ * not received the last increments); the clock does not, as long as the servers'
+ * clocks agree to within the time between the last token and the fault. The counter
+ * is bumped past the clock (INCR) only when tokens come faster than one per
+ * microsecond or the clock was set back; otherwise the clock's value is written with
+ * SET, so replicas and the AOF get the literal number, not a TIME to evaluate again
+ * (Redis replicates a script's effects, by default since 5.0 and only so since 7.0,
+ * which is what makes TIME usable in a script that writes). A
+ * counter that does not hold an integer makes the script fail (INCR refuses it). The
+ * token is returned as the counter's string, not as a Lua number, which is a double
+ * and would round a counter past 2^53; and the clock's digits are joined as strings,
+ * the microseconds padded to six (a Lua number would print in exponent form), without
+ * string.format, which costs a few microseconds a call. */
+#define RL_LUA_NEXT_TOKEN                                                                          \
+  "local function next_token(k)\n"                                                                 \
+  "  local t = redis.call('TIME')\n"                                                               \
+  "  local us = t[2]\n"                                                                            \
+  "  if #us < 6 then\n"                                                                            \
+  "    us = string.rep('0', 6 - #us) .. us\n"                                                      \
+  "  end\n"                                                                                        \
+  "  local now = t[1] .. us\n"                                                                     \
+  "  local c = redis.call('GET', k)\n"                                                             \
+  "  if c then\n"                                                                                  \
+  "    local n = tonumber(c)\n"                                                                    \
+  "    if not n or n >= t[1] * 1000000 + t[2] then\n"                                              \
+  "      redis.call('INCR', k)\n"                                                                  \
+  "      return redis.call('GET', k)\n"                                                            \
+  "    end\n"                                                                                      \
+  "  end\n"                                                                                        \
+  "  redis.call('SET', k, now)\n"                                                                  \
+  "  return now\n"                                                                                 \
+  "end\n"
+
 /* FENCED ACQUIRE: KEYS[1] = lock key, KEYS[2] = its fencing counter (in the same slot),
  * ARGV[1] = this acquisition's value, ARGV[2] = TTL in ms. ACQUIRE, and whenever it
- * takes the lease (free, or ours already after a lost reply), INCR of the counter in
- * the same atomic step, so that no two acquisitions of the name can get the same token
- * or take them out of order. Taken: returns {token}, the counter's new value (a retry
- * of the same acquisition gets a new, higher one: tokens only have to rise). Held by
- * another owner: returns its PTTL, as ACQUIRE does, and the counter is untouched. Used
- * only with fencing on, so that without it the keys touched stay Spring's. */
+ * takes the lease (free, or ours already after a lost reply), NEXT TOKEN of the counter
+ * in the same atomic step, so that no two acquisitions of the name can get the same
+ * token or take them out of order. Taken: returns {token}, the counter's new value as
+ * a string (a retry of the same acquisition gets a new, higher one: tokens only have
+ * to rise). Held by another owner: returns its PTTL, as ACQUIRE does, and the counter
+ * is untouched. Used only with fencing on, so that without it the keys touched stay
+ * Spring's. */
 static const char fenced_acquire_script[]
-    = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
-      "  return {redis.call('INCR', KEYS[2])}\n"
-      "end\n"
-      "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-      "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-      "  return {redis.call('INCR', KEYS[2])}\n"
-      "end\n"
-      "return redis.call('PTTL', KEYS[1])\n";
+    = RL_LUA_NEXT_TOKEN "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
+                        "  return {next_token(KEYS[2])}\n"
+                        "end\n"
+                        "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+                        "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+                        "  return {next_token(KEYS[2])}\n"
+                        "end\n"
+                        "return redis.call('PTTL', KEYS[1])\n";
 
 /* ACQUIRE ALL: several leases, all or none. KEYS[1..n] = lock keys, then with fencing
  * KEYS[n+1..2n] = their counters; ARGV[1] = TTL in ms, ARGV[2] = '1' with fencing,
  * ARGV[3..n+2] = each acquisition's value. Every key is looked at before any is
  * written: the first held by another owner ends the script with nothing written and
  * returns {i, PTTL of KEYS[i]}; otherwise each key is set (taken, or ours already with
- * its TTL refreshed) and, with fencing, its counter incremented, and the script
- * returns {0, token of KEYS[1], …} (tokens 0 without fencing). One script, so two
- * clients taking overlapping sets never each get a part, and a set is never seen half
- * taken. On a Cluster its keys must share a slot, so it runs once per slot. */
+ * its TTL refreshed) and, with fencing, its counter moved on by NEXT TOKEN, and the
+ * script returns {0, token of KEYS[1], …} (the tokens as strings; integers 0 without
+ * fencing). One script, so two clients taking overlapping sets never each get a part,
+ * and a set is never seen half taken. On a Cluster its keys must share a slot, so it
+ * runs once per slot. */
 static const char acquire_all_script[]
-    = "local n = #ARGV - 2\n"
-      "for i = 1, n do\n"
-      "  local v = redis.call('GET', KEYS[i])\n"
-      "  if v and v ~= ARGV[i + 2] then\n"
-      "    return {i, redis.call('PTTL', KEYS[i])}\n"
-      "  end\n"
-      "end\n"
-      "local result = {0}\n"
-      "for i = 1, n do\n"
-      "  redis.call('SET', KEYS[i], ARGV[i + 2], 'PX', ARGV[1])\n"
-      "  if ARGV[2] == '1' then\n"
-      "    result[i + 1] = redis.call('INCR', KEYS[n + i])\n"
-      "  else\n"
-      "    result[i + 1] = 0\n"
-      "  end\n"
-      "end\n"
-      "return result\n";
+    = RL_LUA_NEXT_TOKEN "local n = #ARGV - 2\n"
+                        "for i = 1, n do\n"
+                        "  local v = redis.call('GET', KEYS[i])\n"
+                        "  if v and v ~= ARGV[i + 2] then\n"
+                        "    return {i, redis.call('PTTL', KEYS[i])}\n"
+                        "  end\n"
+                        "end\n"
+                        "local result = {0}\n"
+                        "for i = 1, n do\n"
+                        "  redis.call('SET', KEYS[i], ARGV[i + 2], 'PX', ARGV[1])\n"
+                        "  if ARGV[2] == '1' then\n"
+                        "    result[i + 1] = next_token(KEYS[n + i])\n"
+                        "  else\n"
+                        "    result[i + 1] = 0\n"
+                        "  end\n"
+                        "end\n"
+                        "return result\n";
 
 /* RELEASE: KEYS[1] = lock key, ARGV[1] = the hold's value, ARGV[2] = notification channel,
  * ARGV[3] = how many of the receivers are our own subscription (0 or 1), ARGV[4]
@@ -541,10 +579,13 @@ wrote_fenced (const redisReply *reply)
   return reply->type == REDIS_REPLY_ARRAY;
 }
 
-/* The token in a reply of FENCED ACQUIRE or ACQUIRE ALL, >= 0. */
+/* The token in a reply of FENCED ACQUIRE or ACQUIRE ALL: the counter's decimal string
+ * (NEXT TOKEN), or the integer 0 of ACQUIRE ALL without fencing. */
 static gboolean
 reply_token (const redisReply *reply, guint64 *token)
 {
+  if (reply->type == REDIS_REPLY_STRING)
+    return g_ascii_string_to_unsigned (reply->str, 10, 1, G_MAXUINT64, token, NULL);
   if (reply->type != REDIS_REPLY_INTEGER || reply->integer < 0)
     return FALSE;
   *token = (guint64) reply->integer;
@@ -1121,8 +1162,7 @@ read_acquire_all (const redisReply *reply, RlLeaseItem *items, const guint *idx,
   long long first;
 
   if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2
-      || reply->element[0]->type != REDIS_REPLY_INTEGER
-      || reply->element[1]->type != REDIS_REPLY_INTEGER)
+      || reply->element[0]->type != REDIS_REPLY_INTEGER)
     return FALSE;
   first = reply->element[0]->integer;
   if (first == 0)
@@ -1138,7 +1178,7 @@ read_acquire_all (const redisReply *reply, RlLeaseItem *items, const guint *idx,
         }
       return TRUE;
     }
-  if (first < 1 || first > (long long) m)
+  if (first < 1 || first > (long long) m || reply->element[1]->type != REDIS_REPLY_INTEGER)
     return FALSE;
   for (guint j = 0; j < m; j++)
     items[idx[j]].result = RL_LEASE_SKIPPED;

@@ -107,8 +107,9 @@ typedef struct
    * remaining TTL in *pttl_ms (-1: no expiry). @timeout_ms bounds the call (0: the
    * command timeout); when it runs out the outcome is unknown and the result is
    * RL_LEASE_ERROR. With @fence_key (see rl_store_fence_key()), taking the lease and
-   * incrementing that counter are one atomic step, and *token is its new value;
-   * without, nothing but the lease is touched. */
+   * moving that counter on to max (counter + 1, the store's clock in microseconds)
+   * are one atomic step, and *token is its new value; without, nothing but the lease
+   * is touched. */
   RlLeaseResult (*acquire) (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
                             gint64 timeout_ms, const char *fence_key, guint64 *token,
                             gint64 *pttl_ms, GError **error);

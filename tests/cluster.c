@@ -5,7 +5,8 @@
  * ports, started by the public test helper: routing by slot from a single seed,
  * a lock held while its slot migrates (ASK while the migration runs, MOVED after),
  * migrations in a loop under contention with a check that no two holders are ever
- * inside together, a master killed with and without a replica, one watchdog batch
+ * inside together, a master killed with and without a replica (fencing tokens still
+ * rising after it, though the replica lost the counter), one watchdog batch
  * per master, and the errors a bad seed list or an unserved slot give. The tests
  * that do not harm the cluster share one, started on first use; the others start
  * their own.
@@ -648,6 +649,85 @@ test_failover_unlock (void)
   test_lease_lost_clear (&lost);
 }
 
+static void
+test_failover_fencing (void)
+{
+  g_autoptr (RedisLockTestCluster) cluster = redis_lock_test_cluster_new_or_skip (3, 1);
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *name = NULL, *fence_key = NULL, *last = NULL, *counter = NULL;
+  redisContext *replica;
+  guint master = 0, replica_node;
+  guint64 highest = 0, first_after = 0;
+  gint64 ok_at;
+
+  g_test_summary ("A master killed, its replica promoted without the fencing counter (the "
+                  "writes that made it never reached the replica): the first token after the "
+                  "failover, and every one after it, is higher than every token before");
+  if (cluster == NULL)
+    return;
+  replica_node = 3 + master;
+  registry = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
+  redis_lock_registry_set_fencing (registry, TRUE);
+  redis_lock_registry_set_command_timeout_ms (registry, 500);
+  redis_lock_registry_set_connect_timeout_ms (registry, 500);
+  name = name_on (cluster, master, "fenced", 0);
+  lock = test_obtain (registry, name);
+  fence_key = g_strdup_printf ("fence:{%s}", redis_lock_get_key (lock));
+  for (int i = 0; i < 10; i++)
+    {
+      test_lock_ok (lock);
+      g_assert_cmpuint (redis_lock_get_fencing_token (lock), >, highest);
+      highest = redis_lock_get_fencing_token (lock);
+      test_unlock_ok (lock);
+    }
+  last = g_strdup_printf ("%" G_GUINT64_FORMAT, highest);
+  wait_replicated (cluster, replica_node, fence_key, last);
+  /* The replica forgets the counter: asynchronous replication had not delivered it. */
+  replica = node_connect (cluster, replica_node);
+  freeReplyObject (test_redis_command (replica, "CONFIG SET replica-read-only no"));
+  freeReplyObject (test_redis_command (replica, "FLUSHALL"));
+  redisFree (replica);
+  g_assert_null (node_get (cluster, replica_node, fence_key));
+
+  redis_lock_test_cluster_stop_node (cluster, master);
+  g_assert_true (redis_lock_test_cluster_wait_ok (cluster, 30000, &error));
+  g_assert_no_error (error);
+  ok_at = test_now_ms ();
+  g_assert_cmpint (key_owner (cluster, redis_lock_get_key (lock)), ==, replica_node);
+
+  /* The first calls may still go to the dead master and fail. */
+  while (first_after == 0 && test_now_ms () - ok_at < 5000)
+    {
+      g_clear_error (&error);
+      if (!redis_lock_try_lock (lock, &error))
+        {
+          g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION);
+          continue;
+        }
+      first_after = redis_lock_get_fencing_token (lock);
+      test_unlock_ok (lock);
+    }
+  g_test_message ("first token after the failover %" G_GUINT64_FORMAT
+                  ", the highest before %" G_GUINT64_FORMAT,
+                  first_after, highest);
+  g_assert_cmpuint (first_after, >, highest);
+  highest = first_after;
+  for (int i = 0; i < 10; i++)
+    {
+      test_lock_ok (lock);
+      g_assert_cmpuint (redis_lock_get_fencing_token (lock), >, highest);
+      highest = redis_lock_get_fencing_token (lock);
+      test_unlock_ok (lock);
+    }
+  g_free (last);
+  last = g_strdup_printf ("%" G_GUINT64_FORMAT, highest);
+  counter = node_get (cluster, replica_node, fence_key);
+  g_assert_cmpstr (counter, ==, last);
+  redis_lock_registry_close (registry);
+}
+
 /* PUBSUB NUMPAT of one node: the pattern subscriptions made there. */
 static long long
 node_numpat (RedisLockTestCluster *cluster, guint node)
@@ -985,6 +1065,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cluster/failover/without-replica", test_master_down_without_replica);
   g_test_add_func ("/cluster/failover/audit-after-promotion", test_failover_audit);
   g_test_add_func ("/cluster/failover/unlock-on-new-master", test_failover_unlock);
+  g_test_add_func ("/cluster/failover/fencing-lost-counter", test_failover_fencing);
   g_test_add_func ("/cluster/interop/spring-peer", test_spring_peer);
   g_test_add_func ("/cluster/tool/list-status-run", test_tool);
   g_test_add_func ("/cluster/bad-input/seeds-down", test_seeds_down);

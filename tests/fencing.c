@@ -12,8 +12,12 @@
  * share that slot is INVALID on every store. The README's example is here too: a small
  * storage that remembers the highest token per resource refuses a holder that was
  * paused past its TTL (the pause is played by deleting the key, as its expiry would,
- * and letting another registry take the lock). Store-neutral tests run on /redis,
- * /memory and /cluster from this one source.
+ * and letting another registry take the lock). Tokens are the store's clock in
+ * microseconds unless the counter + 1 is higher: a token lies between two readings of
+ * this machine's wall clock taken around the call, a counter set ahead of the clock
+ * rises by exactly one, and a server restarted empty (every counter lost) still hands
+ * out a token above every earlier one. Store-neutral tests run on /redis, /memory and
+ * /cluster from this one source.
  */
 #include "common.h"
 
@@ -104,10 +108,14 @@ test_on_one_round_trip (TestFixture *fx, gconstpointer data)
   RedisLockRegistryStats before, after;
   g_autofree char *counter = NULL;
 
+  g_autofree char *expected = NULL;
+  guint64 token = 0;
+
   g_test_summary ("With fencing on, a free lock is taken with its token in one round trip, the "
-                  "first one too (the script was loaded when the registry connected), and "
-                  "the counter is the key fence:{registry_key:name}, with no expiry, left in "
-                  "place by the unlock.");
+                  "first one too (the script was loaded when the registry connected), each "
+                  "token higher than the last, and the counter is the key "
+                  "fence:{registry_key:name}, holding the last token as a plain integer, with "
+                  "no expiry, left in place by the unlock.");
   TEST_SKIP_IF_NO_SERVER (fx);
 
   for (int i = 0; i < 6; i++)
@@ -116,13 +124,139 @@ test_on_one_round_trip (TestFixture *fx, gconstpointer data)
       test_lock_ok (lock);
       redis_lock_registry_get_stats (r, &after);
       g_assert_cmpuint (after.round_trips - before.round_trips, ==, 1);
-      g_assert_cmpuint (token_of (lock), ==, (guint64) i + 1);
+      g_assert_cmpuint (token_of (lock), >, token);
+      token = token_of (lock);
       test_unlock_ok (lock);
     }
   counter = test_redis_string (fx->redis, "GET %s", fence_key);
-  g_assert_cmpstr (counter, ==, "6");
+  expected = g_strdup_printf ("%" G_GUINT64_FORMAT, token);
+  g_assert_cmpstr (counter, ==, expected);
   g_assert_cmpint (test_redis_pttl (fx->redis, fence_key), ==, -1);
-  g_assert_cmpuint (last_token (r, "fast"), ==, 6);
+  g_assert_cmpuint (last_token (r, "fast"), ==, token);
+}
+
+static void
+test_on_follows_clock (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) r = fenced_registry (fx);
+  g_autoptr (RedisLock) lock = test_obtain (r, "clocked");
+  g_autoptr (RedisLock) multi = test_obtain (r, "clocked-multi");
+
+  g_test_summary ("A token is the store's clock in microseconds when that is higher than the "
+                  "counter + 1: taken between two readings of the wall clock of this machine "
+                  "(where the store runs), it lies between them, for a single lock and for "
+                  "try_lock_all.");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  for (int i = 0; i < 5; i++)
+    {
+      gint64 before = g_get_real_time ();
+      gint64 after;
+      guint64 token, multi_token;
+      GError *error = NULL;
+
+      test_lock_ok (lock);
+      after = g_get_real_time ();
+      token = token_of (lock);
+      g_assert_cmpuint (token, >=, (guint64) before);
+      g_assert_cmpuint (token, <=, (guint64) after);
+      test_unlock_ok (lock);
+
+      before = g_get_real_time ();
+      g_assert_true (redis_lock_try_lock_all (&multi, 1, 0, NULL, &error));
+      g_assert_no_error (error);
+      after = g_get_real_time ();
+      multi_token = token_of (multi);
+      g_assert_cmpuint (multi_token, >=, (guint64) before);
+      g_assert_cmpuint (multi_token, <=, (guint64) after);
+      g_assert_true (redis_lock_unlock_all (&multi, 1, &error));
+      g_assert_no_error (error);
+    }
+}
+
+static void
+test_on_counter_ahead_of_clock (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) r = fenced_registry (fx);
+  g_autoptr (RedisLock) lock = test_obtain (r, "ahead");
+  g_autoptr (RedisLock) other = test_obtain (r, "ahead-too");
+  RedisLock *both[2];
+  g_autofree char *fence_key = g_strdup_printf ("fence:{%s:ahead}", TEST_REGISTRY_KEY);
+  g_autofree char *other_key = g_strdup_printf ("fence:{%s:ahead-too}", TEST_REGISTRY_KEY);
+  g_autofree char *counter = NULL;
+  const guint64 ahead = G_GUINT64_CONSTANT (4611686018427387904); /* 2^62: far past any clock */
+  GError *error = NULL;
+
+  g_test_summary ("A counter ahead of the clock (tokens faster than one a microsecond, a clock "
+                  "set back) goes on rising by exactly one per acquisition, exact beyond 2^53, "
+                  "for a single lock and for try_lock_all.");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  freeReplyObject (test_redis_command (fx->redis, "SET %s %" G_GUINT64_FORMAT, fence_key, ahead));
+  freeReplyObject (
+      test_redis_command (fx->redis, "SET %s %" G_GUINT64_FORMAT, other_key, ahead + 10));
+  test_lock_ok (lock);
+  g_assert_cmpuint (token_of (lock), ==, ahead + 1);
+  test_unlock_ok (lock);
+  test_lock_ok (lock);
+  g_assert_cmpuint (token_of (lock), ==, ahead + 2);
+  test_unlock_ok (lock);
+  both[0] = lock;
+  both[1] = other;
+  g_assert_true (redis_lock_try_lock_all (both, 2, 0, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (token_of (lock), ==, ahead + 3);
+  g_assert_cmpuint (token_of (other), ==, ahead + 11);
+  g_assert_true (redis_lock_unlock_all (both, 2, &error));
+  g_assert_no_error (error);
+  counter = test_redis_string (fx->redis, "GET %s", fence_key);
+  g_assert_cmpstr (counter, ==, "4611686018427387907");
+  g_assert_cmpint (test_redis_pttl (fx->redis, fence_key), ==, -1);
+}
+
+static void
+test_on_restart_empty (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) r = fenced_registry (fx);
+  g_autoptr (RedisLock) lock = test_obtain (r, "restarted");
+  g_autoptr (RedisLock) multi = test_obtain (r, "restarted-multi");
+  g_autoptr (GError) error = NULL;
+  g_autofree char *fence_key = g_strdup_printf ("fence:{%s:restarted}", TEST_REGISTRY_KEY);
+  guint64 highest = 0;
+
+  g_test_summary ("The server restarts without persistence and loses every counter: the next "
+                  "token of the name, by lock and by try_lock_all, is higher than every token "
+                  "handed out before.");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  for (int i = 0; i < 20; i++)
+    {
+      RedisLock *l = i % 2 ? multi : lock;
+      test_lock_ok (l);
+      g_assert_cmpuint (token_of (l), >, 0);
+      highest = MAX (highest, token_of (l));
+      test_unlock_ok (l);
+    }
+
+  redis_lock_test_server_stop (fx->server);
+  g_clear_pointer (&fx->redis, redisFree);
+  g_assert_true (redis_lock_test_server_start (fx->server, &error));
+  g_assert_no_error (error);
+  fx->redis = test_redis_connect (fx->server);
+  g_assert_cmpint (test_redis_integer (fx->redis, "EXISTS %s", fence_key), ==, 0);
+
+  test_lock_ok (lock);
+  g_test_message ("highest token before the restart %" G_GUINT64_FORMAT
+                  ", first after %" G_GUINT64_FORMAT,
+                  highest, token_of (lock));
+  g_assert_cmpuint (token_of (lock), >, highest);
+  highest = token_of (lock);
+  test_unlock_ok (lock);
+  g_assert_true (redis_lock_try_lock_all (&multi, 1, 0, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (token_of (multi), >, highest);
+  g_assert_true (redis_lock_unlock_all (&multi, 1, &error));
+  g_assert_no_error (error);
 }
 
 /* One critical section as the hammer threads record it. */
@@ -196,13 +330,14 @@ static void
 test_increase_over_registries_and_threads (TestFixture *fx, gconstpointer data)
 {
   Hammer h = { .fx = fx };
-  guint64 acquisitions = 0, changes = 0;
+  guint64 acquisitions = 0, changes = 0, distinct = 1;
   RedisLockRegistryStats stats;
 
   g_test_summary ("3 registries × 2 threads, 360 critical sections of one name: the tokens seen "
                   "in the order the sections ran never go down, rise whenever the holding "
-                  "registry changes, stay equal within a hand-off streak and a re-entry, and "
-                  "the counter ends at the number of acquisitions of the lease in the store.");
+                  "registry changes, stay equal within a hand-off streak and a re-entry, every "
+                  "acquisition of the lease in the store has a token of its own, and the "
+                  "counter ends at the last token.");
   TEST_SKIP_IF_NO_STORE (fx);
 
   test_sync_init (&h.sync);
@@ -226,6 +361,8 @@ test_increase_over_registries_and_threads (TestFixture *fx, gconstpointer data)
       if (p == NULL)
         continue;
       g_assert_cmpuint (s->token, >=, p->token);
+      if (s->token != p->token)
+        distinct++;
       if (s->registry != p->registry)
         {
           g_assert_cmpuint (s->token, >, p->token);
@@ -241,9 +378,9 @@ test_increase_over_registries_and_threads (TestFixture *fx, gconstpointer data)
                   " changes of registry",
                   h.sections->len, acquisitions, changes);
   g_assert_cmpuint (changes, >, 0);
-  g_assert_cmpuint (last_token (h.registries[0], "hammered"), ==, acquisitions);
-  g_assert_cmpuint (g_array_index (h.sections, Section, h.sections->len - 1).token, ==,
-                    acquisitions);
+  g_assert_cmpuint (distinct, ==, acquisitions);
+  g_assert_cmpuint (last_token (h.registries[0], "hammered"), ==,
+                    g_array_index (h.sections, Section, h.sections->len - 1).token);
 
   for (guint r = 0; r < HAMMER_REGISTRIES; r++)
     {
@@ -366,7 +503,7 @@ test_other_thread_sees_zero (TestFixture *fx, gconstpointer data)
   TEST_SKIP_IF_NO_STORE (fx);
 
   test_lock_ok (lock);
-  g_assert_cmpuint (token_of (lock), ==, 1);
+  g_assert_cmpuint (token_of (lock), >, 0);
   g_assert_cmpuint (GPOINTER_TO_SIZE (g_thread_join (g_thread_new ("reader", read_token_thread,
                                                                     lock))),
                     ==, 0);
@@ -567,6 +704,9 @@ main (int argc, char **argv)
   test_add_stores_but_quorum ("/fencing/off/zero", NULL, test_off_is_zero);
   test_add_redis ("/fencing/off/wire-unchanged", NULL, test_off_wire_unchanged);
   test_add_redis ("/fencing/on/one-round-trip", NULL, test_on_one_round_trip);
+  test_add_stores_but_quorum ("/fencing/on/follows-clock", NULL, test_on_follows_clock);
+  test_add_redis ("/fencing/on/counter-ahead-of-clock", NULL, test_on_counter_ahead_of_clock);
+  test_add_redis ("/fencing/on/restart-empty", NULL, test_on_restart_empty);
   test_add_stores_but_quorum ("/fencing/increase/registries-and-threads", NULL,
                    test_increase_over_registries_and_threads);
   test_add_stores_but_quorum ("/fencing/increase/alternating-with-expiry", NULL,

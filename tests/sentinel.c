@@ -6,7 +6,8 @@
  * ports, started by the public test helper: discovery, a forced failover while idle,
  * a failover that loses a lease (the replica forgot it: the registry must say so
  * within about a second, long before any watchdog tick would), a failover under load
- * with every write acknowledged by the replica, WAIT against a paused replica, and
+ * with every write acknowledged by the replica, a failover to a replica whose fencing
+ * counter fell behind (tokens must still rise), WAIT against a paused replica, and
  * the errors of unreachable Sentinels and unknown master names, and a waiter woken
  * by a key deleted on the master without an unlock notification (key tracking).
  */
@@ -281,6 +282,83 @@ test_failover_audit (void)
   g_assert_null (node_get (s, 1, redis_lock_get_key (kept)));
   redis_lock_registry_close (registry);
   test_lease_lost_clear (&lost);
+}
+
+static void
+test_failover_fencing (void)
+{
+  g_autoptr (RedisLockTestSentinel) s = redis_lock_test_sentinel_new_or_skip (1, 1);
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *fence_key = NULL, *stale = NULL, *last = NULL, *on_replica = NULL;
+  redisContext *replica;
+  guint64 highest = 0, first_on_new = 0;
+  gint64 t0;
+
+  g_test_summary ("A failover to a replica whose fencing counter is behind the master's (the "
+                  "last increments never reached it): the first token the new master hands "
+                  "out, and every token after the switch wherever it is taken, is higher than "
+                  "every token before");
+  if (s == NULL)
+    return;
+  registry = test_registry_new_on (redis_lock_test_sentinel_get_url (s));
+  redis_lock_registry_set_fencing (registry, TRUE);
+  lock = test_obtain (registry, "fenced");
+  fence_key = g_strdup_printf ("fence:{%s}", redis_lock_get_key (lock));
+  for (int i = 0; i < 10; i++)
+    {
+      test_lock_ok (lock);
+      g_assert_cmpuint (redis_lock_get_fencing_token (lock), >, highest);
+      highest = redis_lock_get_fencing_token (lock);
+      if (i == 0)
+        stale = g_strdup_printf ("%" G_GUINT64_FORMAT, highest);
+      test_unlock_ok (lock);
+    }
+  last = g_strdup_printf ("%" G_GUINT64_FORMAT, highest);
+  wait_replicated (s, 1, fence_key, last);
+  /* As if the master had failed before the last nine increments reached the replica. */
+  replica = node_connect (s, 1);
+  freeReplyObject (test_redis_command (replica, "CONFIG SET replica-read-only no"));
+  freeReplyObject (test_redis_command (replica, "SET %s %s", fence_key, stale));
+  redisFree (replica);
+  on_replica = node_get (s, 1, fence_key);
+  g_assert_cmpstr (on_replica, ==, stale);
+
+  g_assert_cmpint (redis_lock_test_sentinel_failover (s, 30000, &error), ==, 1);
+  g_assert_no_error (error);
+  /* Until the registry hears of the switch, acquisitions may still reach the old
+   * master, which goes on taking writes: their tokens must rise too. */
+  t0 = test_now_ms ();
+  while (first_on_new == 0 && test_now_ms () - t0 < 3000)
+    {
+      g_autofree char *there = NULL;
+      guint64 token;
+
+      g_clear_error (&error);
+      if (!redis_lock_try_lock (lock, &error))
+        continue;
+      token = redis_lock_get_fencing_token (lock);
+      g_assert_cmpuint (token, >, highest);
+      highest = token;
+      there = node_get (s, 1, redis_lock_get_key (lock));
+      if (test_value_is_of (there, registry))
+        first_on_new = token;
+      if (!redis_lock_unlock (lock, &error))
+        g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+    }
+  g_clear_error (&error);
+  g_assert_cmpuint (first_on_new, >, 0);
+  g_test_message ("first token on the new master %" G_GUINT64_FORMAT
+                  " (the replica's counter was %s, the highest token before the switch %s)",
+                  first_on_new, stale, last);
+  for (int i = 0; i < 10; i++)
+    {
+      test_lock_ok (lock);
+      g_assert_cmpuint (redis_lock_get_fencing_token (lock), >, highest);
+      highest = redis_lock_get_fencing_token (lock);
+      test_unlock_ok (lock);
+    }
 }
 
 /* Threads of two registries take one lock in turns during a failover. Each section has
@@ -621,6 +699,7 @@ main (int argc, char **argv)
   g_test_add_func ("/sentinel/failover/idle", test_failover_idle);
   g_test_add_func ("/sentinel/failover/audit-held-leases", test_failover_audit);
   g_test_add_func ("/sentinel/failover/doubtful-release", test_failover_doubtful_release);
+  g_test_add_func ("/sentinel/failover/fencing-stale-counter", test_failover_fencing);
   g_test_add_data_func ("/sentinel/failover/under-load/min-replicas", GINT_TO_POINTER (TRUE),
                         test_failover_under_load);
   g_test_add_data_func ("/sentinel/failover/under-load/unreplicated", GINT_TO_POINTER (FALSE),

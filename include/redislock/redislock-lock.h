@@ -329,8 +329,9 @@ REDIS_LOCK_EXPORT char *redis_lock_dup_lease_value (RedisLock *lock);
  *
  * The fencing token of the calling thread's current hold (see
  * redis_lock_registry_set_fencing()): the value of the name's counter when the lease
- * was taken. Pass it with every write to the resource the lock protects, and have the
- * resource refuse a token lower than the highest it has seen. Re-entry, a local
+ * was taken, max (the counter before + 1, the server's clock in microseconds). Pass it
+ * with every write to the resource the lock protects, and have the resource refuse a
+ * token lower than the highest it has seen. Re-entry, a local
  * hand-off and a kept streak keep the token, as they keep the lease. Local only: never
  * asks Redis.
  *

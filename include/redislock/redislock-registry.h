@@ -417,14 +417,23 @@ REDIS_LOCK_EXPORT gboolean redis_lock_registry_get_key_tracking (RedisLockRegist
  * @registry: a registry
  * @enabled: whether acquisitions take a fencing token (default %FALSE)
  *
- * Fencing tokens. With fencing on, every acquisition of a lease in the store
- * increments a counter kept per lock name in the same atomic step, and the holder gets
- * the new value from redis_lock_get_fencing_token(). The tokens of one name strictly
- * increase across every process and registry that takes the lock with fencing on,
- * also after a lease expired or was lost, so a resource that remembers the highest
- * token it has accepted can refuse a holder whose lease ran out while it was paused.
- * Re-entry, local hand-offs and kept streaks keep the token of the lease they share;
- * the fast path stays one round trip.
+ * Fencing tokens. With fencing on, every acquisition of a lease in the store moves a
+ * counter kept per lock name on to max (counter + 1, the server's clock in
+ * microseconds, its `TIME`) in the same atomic step, and the holder gets the new value
+ * from redis_lock_get_fencing_token(). The tokens of one name strictly increase, by at
+ * least one per acquisition, across every process and registry that takes the lock
+ * with fencing on, also after a lease expired or was lost, so a resource that
+ * remembers the highest token it has accepted can refuse a holder whose lease ran out
+ * while it was paused. Re-entry, local hand-offs and kept streaks keep the token of
+ * the lease they share; the fast path stays one round trip.
+ *
+ * Because a token is at least the server's clock, tokens go on rising when the counter
+ * itself is lost: a restart without persistence, a Sentinel or Cluster failover to a
+ * replica the last increments had not reached. That holds as long as the clocks of the
+ * servers involved (the old master and the new one) agree to within the time between
+ * the last token handed out and the fault; a master whose clock is behind by more than
+ * that, or was set back by more, can hand out a lower token once the counter is lost.
+ * The `memory://` store uses this process's wall clock (g_get_real_time()).
  *
  * The counter key is `fence:{KEY}` for the lock key KEY (`registry_key:name`), or
  * `fence:KEY` when KEY has a hash tag of its own (its first `{`, the first `}` after
@@ -461,7 +470,8 @@ REDIS_LOCK_EXPORT gboolean redis_lock_registry_get_fencing (RedisLockRegistry *r
  *
  * Reads the fencing counter of @name from the store (one round trip on Redis): the
  * token of the latest acquisition with fencing by any process or registry, whether
- * or not it still holds the lock. For operators and tools (`redislock status`).
+ * or not it still holds the lock (microseconds of the server's clock, or higher; see
+ * redis_lock_registry_set_fencing()). For operators and tools (`redislock status`).
  *
  * Returns: %TRUE when the counter exists; %FALSE without an error when no fenced
  *   acquisition of @name ever happened; %FALSE with @error on failure
