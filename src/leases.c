@@ -75,9 +75,10 @@ struct _RlLeases
   gint64 planned;          /* when the watchdog means to wake next */
   GPtrArray *lost_pending; /* pinned locks found lost outside the watchdog */
   GArray *doubtful;        /* Doubtful */
-  gint64 check_at;         /* when a lease whose key was heard released is checked,
-                              0: none due (rl_leases_check_soon()) */
-  gint64 checked_at;       /* when that check was last made */
+  GPtrArray *suspects;     /* pinned held locks whose key was heard released (or might
+                              have been, unheard): each is read back (GET) at check_at */
+  gint64 check_at;         /* when the suspects are checked, 0: none due */
+  gint64 checked_at;       /* when they were last checked */
   gint64 epoch_at;         /* monotonic µs of the latest connection loss, reconnect or
                               failover the store reported (0: none): a lease last
                               confirmed by a request sent before it may have gone with a
@@ -144,6 +145,7 @@ rl_leases_new (RlStore *store, const char *client_id, const RlSettings *settings
   rl_mutex_init (&self->callback_mutex);
   self->held = g_hash_table_new (NULL, NULL);
   self->lost_pending = g_ptr_array_new ();
+  self->suspects = g_ptr_array_new ();
   self->doubtful = g_array_new (FALSE, FALSE, sizeof (Doubtful));
   return self;
 }
@@ -170,10 +172,11 @@ rl_leases_free (RlLeases *self)
 {
   if (self == NULL)
     return;
-  g_assert (self->watchdog == NULL && self->lost_pending->len == 0);
+  g_assert (self->watchdog == NULL && self->lost_pending->len == 0 && self->suspects->len == 0);
   callback_unref (self->callback);
   g_hash_table_unref (self->held);
   g_ptr_array_unref (self->lost_pending);
+  g_ptr_array_unref (self->suspects);
   for (guint i = 0; i < self->doubtful->len; i++)
     doubtful_clear (&g_array_index (self->doubtful, Doubtful, i));
   g_array_unref (self->doubtful);
@@ -254,7 +257,7 @@ call_callback (RlLeases *self, RedisLock *lock)
 static void
 pin (RedisLock *lock)
 {
-  g_assert (lock->lease_flags.pins < 63);
+  g_assert (lock->lease_flags.pins < 31);
   lock->lease_flags.pins++;
 }
 
@@ -616,25 +619,98 @@ rl_leases_audit (RlLeases *self)
 
 /* A release heard for a held key is rarely a forced one: the echo of our own release
  * reaches our subscriber after the next hold of the same lock may have begun, and a
- * kept streak publishes too. So the check comes a little later and at most every
- * RL_CHECK_SPACING_US: a lock taken in a loop costs a few renewals a second, and a
- * forced release is still found within about a second. */
+ * kept streak publishes too. So a suspect is read back (GET, which changes nothing: no
+ * renewal, no TTL reset) a little later and at most every RL_CHECK_SPACING_US: a lock
+ * taken in a loop costs a few reads a second, and a forced release is still found
+ * within about a second. */
 #define RL_CHECK_DELAY_US (50 * 1000)
 #define RL_CHECK_SPACING_US (250 * 1000)
+
+/* Adds @lock to the suspects when it is held and not already one. self->mutex held. */
+static gboolean
+suspect_locked (RlLeases *self, RedisLock *lock)
+{
+  rl_mutex_assert_held (&self->mutex);
+  if (!lock->lease_flags.held || lock->lease_flags.lost || lock->lease_flags.suspect)
+    return FALSE;
+  lock->lease_flags.suspect = TRUE;
+  pin (lock);
+  g_ptr_array_add (self->suspects, lock);
+  return TRUE;
+}
 
 void
 rl_leases_check_soon (RlLeases *self, RedisLock *lock)
 {
+  gboolean added = FALSE;
+
   rl_mutex_lock (&self->mutex);
-  if (!self->closed && self->check_at == 0
-      && (lock != NULL ? lock->lease_flags.held && !lock->lease_flags.lost
-                       : g_hash_table_size (self->held) > 0))
+  if (!self->closed && lock != NULL)
+    added = suspect_locked (self, lock);
+  else if (!self->closed && self->watchdog != NULL)
+    {
+      /* Every lease (a release may have gone unheard): only where the watchdog runs
+       * already, so that a registry with renewal off starts no thread for this. */
+      GHashTableIter iter;
+      gpointer key;
+
+      g_hash_table_iter_init (&iter, self->held);
+      while (g_hash_table_iter_next (&iter, &key, NULL))
+        added |= suspect_locked (self, key);
+    }
+  if (added && self->check_at == 0)
     {
       self->check_at = MAX (g_get_monotonic_time () + RL_CHECK_DELAY_US,
                             self->checked_at + RL_CHECK_SPACING_US);
       wake_watchdog (self);
     }
   rl_mutex_unlock (&self->mutex);
+}
+
+/* Reads back the value of every suspect: one that is gone or holds another value is
+ * lost. On the watchdog thread, when check_at is due. */
+static void
+check_suspects (RlLeases *self)
+{
+  g_autoptr (GPtrArray) suspects = NULL;
+  g_autoptr (GPtrArray) lost = g_ptr_array_new ();
+
+  rl_mutex_lock (&self->mutex);
+  suspects = g_steal_pointer (&self->suspects);
+  self->suspects = g_ptr_array_new ();
+  self->check_at = 0;
+  self->checked_at = g_get_monotonic_time ();
+  rl_mutex_unlock (&self->mutex);
+
+  for (guint i = 0; i < suspects->len; i++)
+    {
+      RedisLock *lock = g_ptr_array_index (suspects, i);
+      g_autoptr (GError) error = NULL;
+      g_autofree char *found = NULL;
+      char value[RL_LEASE_VALUE_MAX];
+      guint64 serial;
+      gint64 pttl_ms;
+      gboolean exists, mark = FALSE;
+
+      rl_mutex_lock (&self->mutex);
+      serial = lock->lease.serial;
+      rl_mutex_unlock (&self->mutex);
+      rl_leases_value (self, serial, value);
+      exists = self->store->vt->inspect (self->store, lock->key_data, &found, &pttl_ms, &error);
+      rl_mutex_lock (&self->mutex);
+      lock->lease_flags.suspect = FALSE;
+      if (error == NULL && (!exists || strcmp (found, value) != 0) && lock->lease_flags.held
+          && lock->lease.serial == serial && !lock->lease_flags.lost)
+        mark = lock->lease_flags.lost = TRUE;
+      if (mark)
+        g_ptr_array_add (lost, lock); /* keeps the pin for report_lost() */
+      else
+        lock->lease_flags.pins--;
+      rl_mutex_unlock (&self->mutex);
+      if (error != NULL)
+        g_debug ("checking %s: %s", lock->key_data, error->message);
+    }
+  report_lost (self, lost);
 }
 
 void
@@ -720,8 +796,14 @@ static gboolean
 watchdog_chores (gpointer data)
 {
   RlLeases *self = data;
+  gboolean due;
 
   report_pending (self);
+  rl_mutex_lock (&self->mutex);
+  due = self->check_at != 0 && g_get_monotonic_time () >= self->check_at;
+  rl_mutex_unlock (&self->mutex);
+  if (due)
+    check_suspects (self);
   return release_doubtful (self) > 0;
 }
 
@@ -731,7 +813,7 @@ watchdog_chores (gpointer data)
  * (rl_leases_take()), and a lock taken and released in a loop never makes the thread
  * run. RL_FOREVER with renewal off. */
 static gint64
-watchdog_plan (gpointer data, gint64 *deadline_us)
+watchdog_plan (gpointer data, gint64 *deadline_us, gint64 *chores_us)
 {
   RlLeases *self = data;
   GHashTableIter iter;
@@ -741,12 +823,13 @@ watchdog_plan (gpointer data, gint64 *deadline_us)
 
   *deadline_us = RL_FOREVER;
   rl_mutex_lock (&self->mutex);
+  /* The suspects' check is a chore: it renews nothing. */
+  *chores_us = self->check_at != 0 ? self->check_at : RL_FOREVER;
   if (!g_atomic_int_get (&self->settings->watchdog_enabled))
     {
       self->planned = RL_FOREVER;
-      next = self->check_at != 0 ? self->check_at : RL_FOREVER;
       rl_mutex_unlock (&self->mutex);
-      return next;
+      return RL_FOREVER;
     }
   g_hash_table_iter_init (&iter, self->held);
   while (g_hash_table_iter_next (&iter, &key, NULL))
@@ -764,8 +847,6 @@ watchdog_plan (gpointer data, gint64 *deadline_us)
   else
     next -= g_random_int_range (0, (gint32) MIN (min_ttl * 1000 / 20, G_MAXINT32 - 1) + 1);
   self->planned = next;
-  if (self->check_at != 0)
-    next = MIN (next, self->check_at);
   rl_mutex_unlock (&self->mutex);
   return next;
 }
@@ -797,9 +878,6 @@ watchdog_tick (gpointer data)
 
   rl_mutex_lock (&self->renew_mutex);
   rl_mutex_lock (&self->mutex);
-  /* Whatever woke it, this batch checks every lease. */
-  self->check_at = 0;
-  self->checked_at = now;
   value_buf = g_malloc ((gsize) MAX (g_hash_table_size (self->held), 1) * RL_LEASE_VALUE_MAX);
   timeout_ms = RL_ATOMIC_GET (store->ctx->command_timeout_ms);
   g_hash_table_iter_init (&iter, self->held);
@@ -912,6 +990,18 @@ rl_leases_close (RlLeases *self)
   rl_mutex_unlock (&self->mutex);
   rl_watchdog_free (watchdog);
   report_pending (self);
+
+  /* Suspects left unchecked: close tells every holder anyway. */
+  rl_mutex_lock (&self->mutex);
+  for (guint i = 0; i < self->suspects->len; i++)
+    {
+      RedisLock *lock = g_ptr_array_index (self->suspects, i);
+      lock->lease_flags.suspect = FALSE;
+      lock->lease_flags.pins--;
+    }
+  g_ptr_array_set_size (self->suspects, 0);
+  self->check_at = 0;
+  rl_mutex_unlock (&self->mutex);
 
   /* Release every lease still held, best effort, and tell the holders as for a lost
    * lease (no callback: the registry is closing): is_lease_lost() is TRUE and the

@@ -26,8 +26,10 @@ typedef struct
 {
   guint8 held : 1; /* in the held table */
   guint8 lost : 1; /* found lost; stays so until the outermost unlock */
-  guint8 pins : 6; /* library threads that have the lock in hand (at most three: the
-                      watchdog's batch, the queue of losses, the close sweep) */
+  guint8 suspect : 1; /* in the table's suspects: its key was heard released */
+  guint8 pins : 5;    /* library threads that have the lock in hand (at most four: the
+                         watchdog's batch, the queue of losses, the suspects, the close
+                         sweep) */
 } RlLeaseFlags;
 
 typedef struct

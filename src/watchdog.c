@@ -6,7 +6,8 @@
  * was unknown), one that says when the next tick is due, and the tick itself (one
  * renewal batch). What lives here is the timing: sleeping until the plan says, waking
  * early when kicked (the plan changed) or told to tick now (the store's connection
- * broke), and backing off after a failure.
+ * broke), waking for chores alone when they are due before the tick, and backing off
+ * after a failure.
  *
  * A tick that fails as a whole (Redis unreachable) is tried again after a backoff,
  * 100 ms doubling to 1 s, never later than the deadline the plan gives (when a lease
@@ -47,13 +48,14 @@ watchdog_thread (void *arg)
     {
       gboolean chores_left = self->funcs.chores (self->data);
       gint64 now = g_get_monotonic_time ();
-      gint64 deadline, wake;
+      gint64 deadline, wake, chores_at, tick_at;
+      gboolean asked;
 
       if (last == RL_TICK_FAILED || chores_left)
         backoff = backoff == 0 ? RL_BACKOFF_MIN_US : MIN (backoff * 2, RL_BACKOFF_MAX_US);
       else
         backoff = 0;
-      wake = self->funcs.plan (self->data, &deadline);
+      wake = self->funcs.plan (self->data, &deadline, &chores_at);
       if (last == RL_TICK_AGAIN)
         wake = now;
       else if (last == RL_TICK_FAILED)
@@ -61,6 +63,9 @@ watchdog_thread (void *arg)
         wake = MIN (now + backoff, deadline);
       if (chores_left)
         wake = MIN (wake, now + backoff);
+      /* Chores due before the tick wake the thread for them alone. */
+      tick_at = wake;
+      wake = MIN (wake, chores_at);
 
       rl_mutex_lock (&self->mutex);
       while (!self->stop && !self->kicked && !self->now && g_get_monotonic_time () < wake)
@@ -77,8 +82,11 @@ watchdog_thread (void *arg)
           rl_mutex_unlock (&self->mutex);
           continue;
         }
+      asked = self->now;
       self->kicked = self->now = FALSE;
       rl_mutex_unlock (&self->mutex);
+      if (!asked && g_get_monotonic_time () < tick_at)
+        continue;
       last = self->funcs.tick (self->data);
     }
   return NULL;

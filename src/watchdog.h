@@ -20,9 +20,10 @@ typedef struct
   /* Work for every wake-up, before planning; returns TRUE when some is left to retry
    * after the backoff. */
   gboolean (*chores) (gpointer data);
-  /* When the next tick is due (RL_FOREVER: none), and in *deadline_us the latest a
-   * retry after a failure may come (RL_FOREVER: none). */
-  gint64 (*plan) (gpointer data, gint64 *deadline_us);
+  /* When the next tick is due (RL_FOREVER: none), in *deadline_us the latest a retry
+   * after a failure may come (RL_FOREVER: none), and in *chores_us when the chores
+   * want to run again without a tick (RL_FOREVER: not before the tick). */
+  gint64 (*plan) (gpointer data, gint64 *deadline_us, gint64 *chores_us);
   RlTickResult (*tick) (gpointer data);
 } RlWatchdogFuncs;
 
