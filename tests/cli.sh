@@ -414,6 +414,19 @@ unix:// wrong password, live server|unix://$psock?password=S3cr3t/Tail9
 unix:// wrong user and password, live server|unix://$psock?username=nobody&password=S3cr3tTail9
 EOF
 
+# The advice on writing a character in a password names the character: the redaction
+# hides the password, not the "@" in "write “@” as %40".
+rl status --url 'redis://u:S3cr3t@Tail9@127.0.0.1:1' x 2>"$tmp/err"
+expect_rc "a raw @ in a URL's password: 64" 64 $?
+check "the advice for a raw @ names the @" grep -q 'write [^ ]*@[^ ]* as %40' "$tmp/err"
+rl status --url 'redis://u:S3cr3t#Tail9@127.0.0.1:1' x 2>"$tmp/err"
+check "the advice for a raw # names the #" grep -q '[^ ]*#[^ ]* and [^ ]*@[^ ]* as' "$tmp/err"
+if grep -q -e S3cr3t -e Tail9 "$tmp/err"; then
+  not_ok "the advice shows no piece of the password"; show_err
+else
+  ok "the advice shows no piece of the password"
+fi
+
 kill "$server2"; wait "$server2" 2>/dev/null
 
 # --- Redis errors: 2 ---------------------------------------------------------------------
