@@ -125,17 +125,26 @@ typedef void (*RedisLockLeaseLostFunc) (RedisLock *lock, gpointer user_data);
 /**
  * redis_lock_registry_new:
  * @url: (nullable): where the locks live. %NULL means `redis://127.0.0.1:6379`.
- *   Accepted forms: `redis://[[username]:password@]host[:port][/db]`,
- *   `unix:///absolute/path.sock[?db=N&password=P&username=U]`, and `memory://NAME`
- *   for an in-process store (NAME: one or more ASCII letters, digits, `.`, `_`, `-`).
+ *   Accepted forms:
+ *   `redis://[[username]:password@]host[:port][/db][?db=N&password=P&username=U]` (the
+ *   database, password and user name in the URL or in its query, each in one place),
+ *   `unix:///absolute/path.sock[?db=N&password=P&username=U]`,
+ *   `redis-sentinel://[[username]:password@]host[:port][,host[:port]…][/db][?sentinel_username=U&sentinel_password=P]#master_name`
+ *   (Sentinels, default port 26379, and the master they watch),
+ *   `redis-cluster://[[username]:password@]host[:port][,host[:port]…]` (seed nodes of
+ *   a Redis Cluster), `rediss://`, `rediss-sentinel://` and `rediss-cluster://` (the same
+ *   over TLS, with `ca=FILE`, `cert=FILE`, `key=FILE` and `sni=NAME` in the query; the
+ *   certificate and host name are always verified), and `memory://NAME` for an
+ *   in-process store (NAME: one or more ASCII letters, digits, `.`, `_`, `-`).
  * @registry_key: non-empty namespace; the key of lock `name` is `registry_key:name`.
  * @error: return location for a #GError.
  *
  * Creates a registry, connects, authenticates, selects the database and PINGs before
  * returning. Errors: %REDIS_LOCK_ERROR_INVALID for a bad URL or key (the message names
- * the problem; `rediss://` is refused: TLS is not built in),
+ * the problem; a build without TLS refuses the `rediss` forms, saying so),
  * %REDIS_LOCK_ERROR_CONNECTION when the server cannot be reached within the connect
- * timeout, %REDIS_LOCK_ERROR_REDIS when it refuses the password or database.
+ * timeout, or answers with something other than the Redis protocol ("not a Redis
+ * server"), %REDIS_LOCK_ERROR_REDIS when it refuses the password or database.
  *
  * `memory://NAME` keeps the leases in this process, for unit tests of code that takes
  * locks on machines without Redis. Every registry opened on the same NAME shares one
