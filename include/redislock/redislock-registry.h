@@ -248,6 +248,8 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_expire_after_ms (RedisLockRegistr
  * redis_lock_registry_get_expire_after_ms:
  * @registry: a registry
  *
+ * Gets the TTL given to leases acquired without an explicit one.
+ *
  * Returns: the registry's lease TTL in milliseconds.
  */
 REDIS_LOCK_EXPORT gint64 redis_lock_registry_get_expire_after_ms (RedisLockRegistry *registry);
@@ -256,6 +258,9 @@ REDIS_LOCK_EXPORT gint64 redis_lock_registry_get_expire_after_ms (RedisLockRegis
  * redis_lock_registry_set_wait_mode:
  * @registry: a registry
  * @mode: how waiters wait (default %REDIS_LOCK_WAIT_PUBSUB)
+ *
+ * Sets how a thread waits for a lock held elsewhere: woken by the unlock notification,
+ * or retrying at intervals (see #RedisLockWaitMode).
  */
 REDIS_LOCK_EXPORT void redis_lock_registry_set_wait_mode (RedisLockRegistry *registry,
                                                           RedisLockWaitMode mode);
@@ -265,6 +270,9 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_wait_mode (RedisLockRegistry *reg
  * @registry: a registry
  * @ms: sleep between attempts in SPIN mode (and in PUBSUB mode while the subscription
  *   is down), >= 0 (default 100)
+ *
+ * Sets how long a waiter sleeps between two attempts when it is not woken by a
+ * notification.
  */
 REDIS_LOCK_EXPORT void redis_lock_registry_set_idle_between_tries_ms (RedisLockRegistry *registry,
                                                                       gint64 ms);
@@ -327,6 +335,9 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_cache_capacity (RedisLockRegistry
  * redis_lock_registry_set_connect_timeout_ms:
  * @registry: a registry
  * @ms: bound on establishing a new connection, > 0 (default 3000)
+ *
+ * Sets how long connecting to a node (and the TLS handshake) may take before it fails
+ * with %REDIS_LOCK_ERROR_CONNECTION.
  */
 REDIS_LOCK_EXPORT void redis_lock_registry_set_connect_timeout_ms (RedisLockRegistry *registry,
                                                                    gint64 ms);
@@ -336,6 +347,8 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_connect_timeout_ms (RedisLockRegi
  * @registry: a registry
  * @ms: bound on one Redis command (send and reply), > 0 (default 3000). A command that
  *   takes longer fails with %REDIS_LOCK_ERROR_CONNECTION and its connection is dropped.
+ *
+ * Sets how long one command may wait for its reply.
  */
 REDIS_LOCK_EXPORT void redis_lock_registry_set_command_timeout_ms (RedisLockRegistry *registry,
                                                                    gint64 ms);
@@ -414,6 +427,8 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_key_tracking (RedisLockRegistry *
  * redis_lock_registry_get_key_tracking:
  * @registry: a registry
  *
+ * Gets the key tracking setting.
+ *
  * Returns: whether key tracking is on (see redis_lock_registry_set_key_tracking()).
  */
 REDIS_LOCK_EXPORT gboolean redis_lock_registry_get_key_tracking (RedisLockRegistry *registry);
@@ -452,6 +467,8 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_fencing (RedisLockRegistry *regis
 /**
  * redis_lock_registry_get_fencing:
  * @registry: a registry
+ *
+ * Gets the fencing setting.
  *
  * Returns: whether acquisitions take a fencing token (see
  *   redis_lock_registry_set_fencing()).
@@ -517,6 +534,9 @@ REDIS_LOCK_EXPORT const char *redis_lock_registry_get_client_id (RedisLockRegist
  * redis_lock_registry_get_registry_key:
  * @registry: a registry
  *
+ * Gets the namespace of the registry's keys: the key of lock `name` is
+ * `registry_key:name`.
+ *
  * Returns: (transfer none): the registry key given to redis_lock_registry_new().
  */
 REDIS_LOCK_EXPORT const char *redis_lock_registry_get_registry_key (RedisLockRegistry *registry);
@@ -524,6 +544,9 @@ REDIS_LOCK_EXPORT const char *redis_lock_registry_get_registry_key (RedisLockReg
 /**
  * redis_lock_registry_get_cache_size:
  * @registry: a registry
+ *
+ * Gets the number of lock objects the registry's cache holds (see
+ * redis_lock_registry_set_cache_capacity()).
  *
  * Returns: how many lock objects are cached now.
  */
@@ -713,6 +736,8 @@ REDIS_LOCK_EXPORT GPtrArray *redis_lock_registry_list_leases (RedisLockRegistry 
  * redis_lock_registry_get_stats:
  * @registry: a registry
  * @stats: (out caller-allocates): filled with the registry's counters
+ *
+ * Copies the registry's counters (see #RedisLockRegistryStats) into @stats.
  */
 REDIS_LOCK_EXPORT void redis_lock_registry_get_stats (RedisLockRegistry *registry,
                                                       RedisLockRegistryStats *stats);
