@@ -65,8 +65,9 @@ RedisLockRegistry *tool_registry_new (GError **error);
  * strings live as long as the process. */
 void split_attached_values (int *argc, char ***argv, const GOptionEntry *const *tables,
                             gboolean strict_posix);
-/* Parses the options of a subcommand (after split_attached_values()). Returns -1 to go
- * on, else an exit status. */
+/* Parses the options of a subcommand (after split_attached_values(), on a copy): what
+ * is left of *@argv, the arguments that are not options, is moved to the front of the
+ * caller's array, and *@argc says how many. Returns -1 to go on, else an exit status. */
 int parse_options (const char *cmd, const char *usage, const char *params, const char *summary,
                    const GOptionEntry *entries, gboolean with_common, gboolean strict_posix,
                    int *argc, char ***argv);

@@ -234,10 +234,12 @@ parse_options (const char *cmd, const char *usage, const char *params, const cha
                                               see_also_help, NULL);
 
   const GOptionEntry *tables[] = { with_common ? common_entries : entries, entries, NULL };
+  int split_argc = *argc;
+  char **split_argv = *argv;
 
   if (!with_common)
     tables[1] = NULL;
-  split_attached_values (argc, argv, tables, strict_posix);
+  split_attached_values (&split_argc, &split_argv, tables, strict_posix);
   g_set_prgname (prgname);
   g_option_context_set_summary (context, summary);
   g_option_context_set_description (context, description);
@@ -246,8 +248,15 @@ parse_options (const char *cmd, const char *usage, const char *params, const cha
   if (entries != NULL)
     g_option_context_add_main_entries (context, entries, NULL);
   g_option_context_set_strict_posix (context, strict_posix);
-  if (!g_option_context_parse (context, argc, argv, &error))
+  if (!g_option_context_parse (context, &split_argc, &split_argv, &error))
     return usage_error (cmd, usage, "%s", error->message);
+  /* What is left goes back into the caller's array, which the caller frees: it is no
+   * longer than before the split, since GOption took the options and their values and
+   * every argument the split made is one of those. */
+  g_assert (split_argc <= *argc);
+  memmove (*argv, split_argv, sizeof (char *) * (gsize)split_argc);
+  (*argv)[split_argc] = NULL;
+  *argc = split_argc;
   if (opt_registry != NULL && *opt_registry == '\0')
     return usage_error (cmd, usage, "the registry key must not be empty");
   if (opt_url != NULL && *opt_url == '\0')
