@@ -301,10 +301,44 @@ min_replicas (RlRedisStore *self)
   return RL_ATOMIC_GET (self->parent.ctx->min_replicas);
 }
 
-/* `WAIT n timeout` on @conn, right after a write: whether enough replicas acknowledged
- * it. @budget_ms (0: none) caps the wait, for a caller whose own time is shorter. */
+/* What the last WAIT of this thread that fell short found, for the NOT_REPLICATED
+ * message that follows it in the same thread (set_not_replicated()): the node, the
+ * replicas that acknowledged and those connected to it (ROLE), -1 when unknown. */
+typedef struct
+{
+  char node[128];
+  gint64 acked;
+  gint64 connected;
+} RlWaitShortfall;
+
+static _Thread_local RlWaitShortfall wait_shortfall = { "", -1, -1 };
+
+/* The replicas connected to the master @conn talks to, by ROLE; -1 when it does not say. */
+static gint64
+connected_replicas (RlRedisStore *self, RlConn *conn)
+{
+  const char *argv[] = { "ROLE" };
+  redisReply *reply;
+  gint64 n = -1;
+
+  RL_ATOMIC_ADD (self->parent.ctx->stats->round_trips, 1);
+  RL_ATOMIC_ADD (self->parent.ctx->stats->commands, 1);
+  reply = rl_conn_roundtrip (conn, 1, argv);
+  if (reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements >= 3
+      && reply->element[0]->type == REDIS_REPLY_STRING
+      && strcmp (reply->element[0]->str, "master") == 0
+      && reply->element[2]->type == REDIS_REPLY_ARRAY)
+    n = (gint64)reply->element[2]->elements;
+  if (reply != NULL)
+    freeReplyObject (reply);
+  return n;
+}
+
+/* `WAIT n timeout` on @conn (to @node), right after a write: whether enough replicas
+ * acknowledged it; when not, what WAIT and ROLE said is kept for the message. @budget_ms
+ * (0: none) caps the wait, for a caller whose own time is shorter. */
 static gboolean
-replicated (RlRedisStore *self, RlConn *conn, gint64 budget_ms)
+replicated (RlRedisStore *self, RlNode *node, RlConn *conn, gint64 budget_ms)
 {
   RlStoreContext *ctx = self->parent.ctx;
   gint64 n = min_replicas (self);
@@ -332,6 +366,13 @@ replicated (RlRedisStore *self, RlConn *conn, gint64 budget_ms)
     g_debug ("WAIT %s %s answered %s%lld%s", count, timeout,
              reply == NULL ? "nothing: " : "", reply != NULL && reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1,
              reply != NULL && reply->type == REDIS_REPLY_ERROR ? reply->str : "");
+  if (!ok)
+    {
+      g_strlcpy (wait_shortfall.node, node->name, sizeof wait_shortfall.node);
+      wait_shortfall.acked
+          = reply != NULL && reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
+      wait_shortfall.connected = reply != NULL ? connected_replicas (self, conn) : -1;
+    }
   if (reply != NULL)
     freeReplyObject (reply);
   return ok;
@@ -340,10 +381,22 @@ replicated (RlRedisStore *self, RlConn *conn, gint64 budget_ms)
 static void
 set_not_replicated (RlRedisStore *self, GError **error, const char *what, const char *key)
 {
+  g_autofree char *found = NULL;
+
+  /* What the WAIT that fell short found, when it was this thread's last. */
+  if (wait_shortfall.node[0] != '\0' && wait_shortfall.connected >= 0)
+    found = g_strdup_printf (" (the master at %s has %" G_GINT64_FORMAT " connected replica%s)",
+                             wait_shortfall.node, wait_shortfall.connected,
+                             wait_shortfall.connected == 1 ? "" : "s");
+  else if (wait_shortfall.node[0] != '\0' && wait_shortfall.acked >= 0)
+    found = g_strdup_printf (" (%" G_GINT64_FORMAT " acknowledged at %s)", wait_shortfall.acked,
+                             wait_shortfall.node);
+  wait_shortfall = (RlWaitShortfall){ "", -1, -1 };
   g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_REPLICATED,
                "The %s of “%s” was acknowledged by fewer than %" G_GINT64_FORMAT
-               " replicas within %" G_GINT64_FORMAT " ms",
-               what, key, min_replicas (self), RL_ATOMIC_GET (self->parent.ctx->replica_timeout_ms));
+               " replicas within %" G_GINT64_FORMAT " ms%s",
+               what, key, min_replicas (self), RL_ATOMIC_GET (self->parent.ctx->replica_timeout_ms),
+               found != NULL ? found : "");
 }
 
 /* The connection to *@node failed (@error says how): tells the topology, and when it
@@ -457,7 +510,7 @@ call (RlRedisStore *self, const char *key, int argc, const char **argv, const Rl
           break;
         }
       if (reply->type != REDIS_REPLY_ERROR && wrote != NULL && acked != NULL && wrote (reply))
-        *acked = replicated (self, conn, 0);
+        *acked = replicated (self, node, conn, 0);
       rl_pool_put (node->pool, conn);
       if (reply->type != REDIS_REPLY_ERROR)
         break;
@@ -883,7 +936,12 @@ on_pipe_reply (guint g, redisReply *reply, gpointer user_data)
     {
       /* WAIT, after the commands. */
       if (reply->type != REDIS_REPLY_INTEGER || reply->integer < p->min_replicas)
-        pn->unreplicated = TRUE;
+        {
+          pn->unreplicated = TRUE;
+          g_strlcpy (wait_shortfall.node, pn->node->name, sizeof wait_shortfall.node);
+          wait_shortfall.acked = reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
+          wait_shortfall.connected = -1;
+        }
       freeReplyObject (reply);
       return;
     }
@@ -1073,6 +1131,7 @@ pipeline (RlRedisStore *self, guint n, PipeCommand *cmds, RlWroteFunc wrote, gin
             }
           /* The WAIT did not answer: the writes count as unacknowledged. */
           pn->unreplicated = pn->waited;
+          wait_shortfall = (RlWaitShortfall){ "", -1, -1 };
           for (guint j = 0; j < pn->cmds->len; j++)
             {
               PipeCommand *cmd = &cmds[g_array_index (pn->cmds, guint, j)];
@@ -2098,6 +2157,12 @@ redis_request_reply (RlRequest *request, redisReply *reply)
     {
       /* WAIT, after the commands. */
       gboolean acked = reply->type == REDIS_REPLY_INTEGER && reply->integer >= min_replicas (req->self);
+      if (!acked)
+        {
+          g_strlcpy (wait_shortfall.node, req->node->name, sizeof wait_shortfall.node);
+          wait_shortfall.acked = reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
+          wait_shortfall.connected = -1;
+        }
       for (guint k = 0; k < req->n; k++)
         if (req->wrote[k] && !acked)
           req->unreplicated[k] = TRUE;

@@ -511,6 +511,7 @@ rl_conn_open (const RlConnConfig *config, RlTls *tls, gint64 timeout_ms, GError 
     }
   conn = g_new0 (RlConn, 1);
   conn->fd = fd;
+  conn->where = g_strdup (where);
   conn->reader = redisReaderCreate ();
   conn->timeout_ms = timeout_ms;
 #ifdef RL_HAVE_GNUTLS
@@ -539,6 +540,7 @@ rl_conn_free (RlConn *conn)
   if (conn->reader != NULL)
     redisReaderFree (conn->reader);
   g_free (conn->out);
+  g_free (conn->where);
   g_free (conn);
 }
 
@@ -677,8 +679,18 @@ rl_conn_next_reply (RlConn *conn, redisReply **reply)
     return FALSE;
   if (redisReaderGetReply (conn->reader, &r) != REDIS_OK)
     {
+      /* hiredis says "Protocol error, got "H" as reply type byte": an HTTP server, a
+       * proxy's banner, another service on the port. Say what that means instead. */
+      g_autofree char *why = NULL;
+
+      if (conn->reader->err == REDIS_ERR_PROTOCOL)
+        why = g_strdup_printf ("not a Redis server: %s answered with something other than "
+                               "the Redis protocol",
+                               conn->where != NULL ? conn->where : "the server");
       rl_conn_fail (conn, RL_CONN_ERR_PROTOCOL,
-                    conn->reader->errstr[0] != '\0' ? conn->reader->errstr : "Protocol error");
+                    why != NULL                       ? why
+                    : conn->reader->errstr[0] != '\0' ? conn->reader->errstr
+                                                      : "Protocol error");
       return FALSE;
     }
   *reply = r;

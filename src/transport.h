@@ -39,6 +39,7 @@ typedef struct _RlConn
   char errstr[256];
   gboolean answered;    /* a reply has been read: the server accepted the connection */
   gboolean without_cert; /* TLS without a client certificate */
+  char *where;           /* the node, as messages show it ("HOST:PORT", "[::1]:PORT", a path) */
 } RlConn;
 
 /* TLS settings shared by the connections of one node (credentials loaded once).

@@ -3,12 +3,13 @@
  *
  * redis:// and unix:// name one server and are parsed into an RlConnConfig, by GLib's
  * GUri with the query split before it is decoded, so that %-encoded "&", "=" and "#"
- * work in a password. redis-sentinel:// and redis-cluster:// name a deployment: a list
- * of hosts GUri cannot read ("h1:p1,h2:p2"), so the authority is cut here, where GUri
- * cuts it (the user info ends at its first "@", the authority at the first "/", "?" or
- * "#"), and each host of the list is read by GUri as the host of a redis:// URL; GUri
- * reads the rest with a stand-in host. The rediss forms are the same with TLS on every
- * connection and ?ca=&cert=&key=&sni= in the query (a build without TLS refuses them).
+ * work in a password; both take ?db=&password=&username=. redis-sentinel:// and
+ * redis-cluster:// name a deployment: a list of hosts GUri cannot read ("h1:p1,h2:p2"),
+ * so the authority is cut here, where GUri cuts it (the user info ends at its first
+ * "@", the authority at the first "/", "?" or "#"), and each host of the list is read
+ * by GUri as the host of a redis:// URL; GUri reads the rest with a stand-in host. The
+ * rediss forms are the same with TLS on every connection and ?ca=&cert=&key=&sni= in
+ * the query (a build without TLS refuses them).
  * Every message about a URL shows it redacted: rebuilt from parts that cannot hold
  * a secret (user info, unknown parameters and fragments become "***"; a URL that does
  * not parse shows only its scheme), and a reason never quotes a piece of the URL. The
@@ -125,7 +126,8 @@ uri_error_reason (const GError *error)
         return "the fragment is not valid %-encoded UTF-8";
       case G_URI_ERROR_FAILED:
       default:
-        return "not a valid absolute URL (expected redis://HOST or unix:///PATH)";
+        return "not a valid absolute URL (expected SCHEME://…, such as redis://HOST, "
+               "rediss://HOST or unix:///PATH)";
     }
 }
 
@@ -151,7 +153,8 @@ static const char *const sentinel_params[] = { "sentinel_password", "sentinel_us
 static const char *const no_params[] = { NULL };
 /* The TLS parameters, accepted by the rediss forms (with the form's own). */
 static const char *const tls_params[] = { "ca", "cert", "key", "sni", NULL };
-static const char *const tls_single_params[] = { "ca", "cert", "key", "sni", NULL };
+static const char *const tls_single_params[]
+    = { "ca", "cert", "db", "key", "password", "sni", "username", NULL };
 static const char *const tls_sentinel_params[]
     = { "ca", "cert", "key", "sni", "sentinel_password", "sentinel_username", NULL };
 
@@ -461,14 +464,42 @@ static GHashTable *parse_query (const char *query, const char *const *names, con
 static gboolean apply_tls_params (GHashTable *params, RlConnConfig **configs, const char *url,
                                   GError **error);
 
-/* redis://[[user]:password@]host[:port][/db], and rediss://…[?ca=&cert=&key=&sni=] with
- * @tls */
+/* The ?db=&password=&username= of a redis:// or rediss:// URL into @config, which holds
+ * what the user info and the path gave: each may be given in one place only. */
+static gboolean
+apply_single_params (GHashTable *params, gboolean db_in_path, const char *url, RlConnConfig *config,
+                     GError **error)
+{
+  const char *db = g_hash_table_lookup (params, "db");
+  const char *password = g_hash_table_lookup (params, "password");
+  const char *username = g_hash_table_lookup (params, "username");
+
+  if (db != NULL && db_in_path)
+    return invalid_url (error, url, "the database is given twice (in the path and as db=)");
+  if (password != NULL && config->password != NULL)
+    return invalid_url (error, url,
+                        "the password is given twice (before the host and as password=)");
+  if (username != NULL && config->username != NULL)
+    return invalid_url (error, url,
+                        "the user name is given twice (before the host and as username=)");
+  if (db != NULL && !parse_db (db, &config->db, url, error))
+    return FALSE;
+  if (password != NULL)
+    config->password = g_strdup (password);
+  if (username != NULL && *username != '\0')
+    config->username = g_strdup (username);
+  return TRUE;
+}
+
+/* redis://[[user]:password@]host[:port][/db][?db=N&password=P&username=U], and rediss://
+ * with ?ca=&cert=&key=&sni= too when @tls */
 static gboolean
 parse_tcp (GUri *uri, const char *url, gboolean tls, RlConnConfig *config, GError **error)
 {
   const char *host = g_uri_get_host (uri);
   const char *path = g_uri_get_path (uri);
   int port = g_uri_get_port (uri);
+  g_autoptr (GHashTable) params = NULL;
 
   if (host == NULL || *host == '\0')
     return invalid_url (error, url, "no host");
@@ -481,11 +512,17 @@ parse_tcp (GUri *uri, const char *url, gboolean tls, RlConnConfig *config, GErro
       return invalid_url (error, url, "the host contains white space or control characters");
   if (port == 0)
     return invalid_url (error, url, "port 0");
-  if ((!tls && g_uri_get_query (uri) != NULL) || g_uri_get_fragment (uri) != NULL)
+  /* A "#" in a password would end the URL's query there and cut the password short. */
+  if (g_uri_get_fragment (uri) != NULL)
     return invalid_url (error, url,
                         tls ? "rediss:// URLs take no fragment (in a password, write “#” as %23)"
-                            : "redis:// URLs take no query or fragment (in a password, write “?” "
-                              "and “#” as %3F and %23)");
+                            : "redis:// URLs take no fragment (in a password, write “#” as %23)");
+  /* An "@" after the host may end a user info that a raw "/" or "?" in a password cut
+   * short: its head was taken for the host. */
+  if (at_after_authority (url, g_uri_get_scheme (uri)))
+    return invalid_url (error, url,
+                        "an “@” after the host (in a password, write “/”, “?”, “#” and “@” as "
+                        "%2F, %3F, %23 and %40)");
   if (path[0] == '/')
     path++;
   if (*path != '\0' && !parse_db (path, &config->db, url, error))
@@ -496,16 +533,16 @@ parse_tcp (GUri *uri, const char *url, gboolean tls, RlConnConfig *config, GErro
     config->username = g_strdup (g_uri_get_user (uri));
   if (g_uri_get_password (uri) != NULL)
     config->password = g_strdup (g_uri_get_password (uri));
+  if (g_uri_get_query (uri) != NULL)
+    {
+      params = parse_query (g_uri_get_query (uri), tls ? tls_single_params : single_params, url,
+                            error);
+      if (params == NULL || !apply_single_params (params, *path != '\0', url, config, error))
+        return FALSE;
+    }
   if (tls)
     {
-      g_autoptr (GHashTable) params = NULL;
       RlConnConfig *configs[] = { config, NULL };
-      if (g_uri_get_query (uri) != NULL)
-        {
-          params = parse_query (g_uri_get_query (uri), tls_single_params, url, error);
-          if (params == NULL)
-            return FALSE;
-        }
       return apply_tls_params (params, configs, url, error);
     }
   return TRUE;
@@ -889,10 +926,21 @@ parse_single (const char *url, const char *expected, RlConnConfig *config, GErro
   return ok;
 }
 
+/* The forms named in the message about an unknown scheme: those this build serves. */
+#ifdef RL_HAVE_GNUTLS
+#define RL_SINGLE_FORMS "redis://, rediss:// or unix://"
+#define RL_ALL_FORMS                                                                               \
+  "redis://, rediss://, unix://, redis-sentinel://, rediss-sentinel://, redis-cluster://, "        \
+  "rediss-cluster:// or memory://"
+#else
+#define RL_SINGLE_FORMS "redis:// or unix://"
+#define RL_ALL_FORMS "redis://, unix://, redis-sentinel://, redis-cluster:// or memory://"
+#endif
+
 gboolean
 rl_conn_config_parse (const char *url, RlConnConfig *config, GError **error)
 {
-  return parse_single (url, "redis:// or unix://", config, error);
+  return parse_single (url, RL_SINGLE_FORMS, config, error);
 }
 
 gboolean
@@ -903,8 +951,7 @@ rl_url_parse (const char *url, RlUrl *parsed, GError **error)
   memset (parsed, 0, sizeof *parsed);
   if (form == NULL)
     {
-      if (!parse_single (url, "redis://, unix://, redis-sentinel:// or redis-cluster://",
-                         &parsed->node, error))
+      if (!parse_single (url, RL_ALL_FORMS, &parsed->node, error))
         return FALSE;
       parsed->kind = RL_TOPOLOGY_SINGLE;
       parsed->hosts = new_host_array ();
@@ -941,7 +988,10 @@ rl_conn_config_describe (const RlConnConfig *config)
   if (config->path != NULL)
     return is_plain (config->path, RL_PLAIN_PATH) ? g_strdup (config->path)
                                                   : g_strdup ("the Unix socket of the URL");
-  return is_plain (config->host, RL_PLAIN_HOST)
-             ? g_strdup_printf ("%s:%d", config->host, config->port)
-             : g_strdup_printf ("the host of the URL, port %d", config->port);
+  if (!is_plain (config->host, RL_PLAIN_HOST))
+    return g_strdup_printf ("the host of the URL, port %d", config->port);
+  /* An IPv6 address in brackets, as in a URL: "[::1]:6379". */
+  return strchr (config->host, ':') != NULL
+             ? g_strdup_printf ("[%s]:%d", config->host, config->port)
+             : g_strdup_printf ("%s:%d", config->host, config->port);
 }

@@ -22,7 +22,7 @@ typedef struct
   char *tls_sni;  /* name sent in the handshake and verified; NULL: the host */
 } RlConnConfig;
 
-/* Parses @url (redis:// or unix://) into @config; FALSE with REDIS_LOCK_ERROR_INVALID
+/* Parses @url (redis://, rediss:// or unix://) into @config; FALSE with REDIS_LOCK_ERROR_INVALID
  * and a message that never shows the password. The other forms (Sentinel, Cluster)
  * are INVALID here, with a message saying the URL names a deployment, not one server:
  * rl_url_parse() reads them. */
@@ -58,19 +58,23 @@ typedef struct
 
 /* Parses any URL form into @parsed; FALSE with REDIS_LOCK_ERROR_INVALID and a message
  * that never shows a password:
- *   redis://[[user]:password@]host[:port][/db]
+ *   redis://[[user]:password@]host[:port][/db][?db=N&password=P&username=U]
  *   unix:///path[?db=N&password=P&username=U]
  *   redis-sentinel://[[user]:password@]host[:port][,host[:port]…][/db][?sentinel_username=U&sentinel_password=P]#master_name
  *   redis-cluster://[[user]:password@]host[:port][,host[:port]…]   (no db: a cluster has only db 0)
- * A Sentinel URL without a master name, an empty host in a list, a port out of range,
- * a db on a Cluster URL or an unknown parameter is INVALID; rediss forms are INVALID
- * ("not supported by this build") until TLS is. A bad host of a list is named by its
- * place ("the 2nd host"), never quoted. On failure @parsed holds nothing to free. */
+ *   rediss://, rediss-sentinel://, rediss-cluster://: the same over TLS, with
+ *     ca=, cert=, key= and sni= in the query too
+ * (memory:// is the memory store's, read by store.c before this parser.) A Sentinel URL
+ * without a master name, an empty host in a list, a port out of range, a db on a
+ * Cluster URL, a db, password or user name given twice (in the URL and its query) or an
+ * unknown parameter is INVALID; so are the rediss forms in a build without TLS ("not
+ * supported by this build"). A bad host of a list is named by its place ("the 2nd
+ * host"), never quoted. On failure @parsed holds nothing to free. */
 gboolean rl_url_parse (const char *url, RlUrl *parsed, GError **error);
 void rl_url_clear (RlUrl *parsed);
 
-/* Where @config points, for messages: "PATH" or "HOST:PORT", or a description when
- * they hold characters a misplaced password may have brought in. */
+/* Where @config points, for messages: "PATH", "HOST:PORT" or "[IPv6]:PORT", or a
+ * description when they hold characters a misplaced password may have brought in. */
 char *rl_conn_config_describe (const RlConnConfig *config);
 
 /* @url as it may be shown in a message or a log: no piece of a password in it (the

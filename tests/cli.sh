@@ -137,6 +137,57 @@ done
 "$RL" help run >"$tmp/out" 2>"$tmp/err"; expect_rc "help run: 0" 0 $?
 check "run --help mentions --wait" grep -q -- '--wait' "$tmp/out"
 "$RL" --version >"$tmp/out"; expect_rc "--version: 0" 0 $?
+"$RL" help --help >"$tmp/out" 2>"$tmp/err"; expect_rc "help --help: 0" 0 $?
+check "help --help says how to use help" grep -q '^Usage: redislock help' "$tmp/out"
+
+# --- every place that lists URL forms lists all of them ---------------------------------
+# (the rediss forms only in a build with TLS: $REDISLOCK_TLS says so)
+srcdir=${G_TEST_SRCDIR:-$(dirname "$0")}/..
+all_forms="redis:// unix:// redis-sentinel:// redis-cluster:// memory:// rediss:// rediss-sentinel://
+rediss-cluster://"
+forms="redis:// unix:// redis-sentinel:// redis-cluster:// memory://"
+[ "${REDISLOCK_TLS:-yes}" = yes ] && forms=$all_forms
+for c in run status list demo; do
+  "$RL" $c --help >"$tmp/out" 2>&1
+  missing=; for f in $forms; do grep -q -- "$f" "$tmp/out" || missing="$missing $f"; done
+  check "$c --help lists every URL form${missing:+ (missing:$missing)}" test -z "$missing"
+done
+rl run --url 'ftp://example.org' x -- true 2>"$tmp/err"
+missing=; for f in $forms; do grep -q -- "$f" "$tmp/err" || missing="$missing $f"; done
+check "the unknown-scheme error lists every URL form${missing:+ (missing:$missing)}" test -z "$missing"
+for doc in tools/redislock.1 include/redislock/redislock-registry.h; do
+  [ -f "$srcdir/$doc" ] || { ok "$doc lists every URL form # SKIP not found"; continue; }
+  # the man page escapes its dashes
+  sed 's/\\-/-/g' "$srcdir/$doc" >"$tmp/doc"
+  missing=; for f in $all_forms; do
+    grep -q -- "$f" "$tmp/doc" || missing="$missing $f"; done
+  check "$doc lists every URL form${missing:+ (missing:$missing)}" test -z "$missing"
+  if tr '\n' ' ' <"$tmp/doc" | grep -q -i -e 'TLS) is not supported' -e 'rediss://` is refused' \
+       -e 'TLS is not built in'; then
+    not_ok "$doc does not say TLS is unsupported"
+  else
+    ok "$doc does not say TLS is unsupported"
+  fi
+done
+
+# --- a short option's value may be attached: -w5s as -w 5s --------------------------------
+rl run -w5s attached -- true 2>"$tmp/err"; expect_rc "run -w5s NAME -- true: 0" 0 $?
+rl run -fw5s attached -- sh -c 'test -n "$REDIS_LOCK_TOKEN"' 2>"$tmp/err"
+expect_rc "run -fw5s (a flag, then an attached value): 0" 0 $?
+rl run -t2s -k100ms attached -- true 2>"$tmp/err"; expect_rc "run -t2s -k100ms: 0" 0 $?
+rl run -w5x attached -- true 2>"$tmp/err"; expect_rc "run -w5x: an attached bad duration, 64" 64 $?
+check "the bad attached duration is named" grep -q "'5x'" "$tmp/err"
+rl run attached -- sh -c 'printf "%s\n" "$@" >"$0"' "$tmp/args-attached" -w5s 2>"$tmp/err"
+expect_rc "a command's own -w5s: 0" 0 $?
+check "the command got its -w5s untouched" args_are "$tmp/args-attached" -w5s
+rl status -r"redislock" attached >"$tmp/out" 2>"$tmp/err"; expect_rc "status -rKEY (free): 1" 1 $?
+
+# --- a value that is clamped is said to be -----------------------------------------------
+rl run --kill-after 1h clamp -- true 2>"$tmp/err"; expect_rc "run --kill-after 1h: 0" 0 $?
+check "--kill-after 1h warns that it is clamped to the margin (3s)" \
+  grep -q 'warning: --kill-after 1h .*using 3s' "$tmp/err"
+rl run --kill-after 1s clamp -- true 2>"$tmp/err"; expect_rc "run --kill-after 1s: 0" 0 $?
+check "--kill-after within the margin: no warning" test ! -s "$tmp/err"
 
 # --- the command's status passes through ------------------------------------------------
 rl run st -- sh -c 'exit 7' 2>"$tmp/err"; expect_rc "command status 7 passed through" 7 $?
@@ -434,6 +485,19 @@ unix:// wrong password, live server|unix://$psock?password=S3cr3t/Tail9
 unix:// wrong user and password, live server|unix://$psock?username=nobody&password=S3cr3tTail9
 EOF
 
+# The advice on writing a character in a password names the character: the redaction
+# hides the password, not the "@" in "write “@” as %40".
+rl status --url 'redis://u:S3cr3t@Tail9@127.0.0.1:1' x 2>"$tmp/err"
+expect_rc "a raw @ in a URL's password: 64" 64 $?
+check "the advice for a raw @ names the @" grep -q 'write [^ ]*@[^ ]* as %40' "$tmp/err"
+rl status --url 'redis://u:S3cr3t#Tail9@127.0.0.1:1' x 2>"$tmp/err"
+check "the advice for a raw # names the #" grep -q '[^ ]*#[^ ]* and [^ ]*@[^ ]* as' "$tmp/err"
+if grep -q -e S3cr3t -e Tail9 "$tmp/err"; then
+  not_ok "the advice shows no piece of the password"; show_err
+else
+  ok "the advice shows no piece of the password"
+fi
+
 kill "$server2"; wait "$server2" 2>/dev/null
 
 # --- Redis errors: 2 ---------------------------------------------------------------------
@@ -448,6 +512,11 @@ rl run --min-replicas 1 unrepl -- touch "$tmp/unrepl.ran" 2>"$tmp/err"
 expect_rc "--min-replicas 1 without replicas: 2" 2 $?
 check "the unreplicated run's command did not run" test ! -e "$tmp/unrepl.ran"
 check "the unreplicated run names the cause" grep -q "replicas" "$tmp/err"
+check "the unreplicated run says the server has 0 connected replicas" \
+  grep -q "has 0 connected replicas" "$tmp/err"
+rl run --min-replicas 1 --lock unrepl1 --lock unrepl2 -- true 2>"$tmp/err"
+expect_rc "--min-replicas 1 without replicas, two locks: 2" 2 $?
+check "the unreplicated run of two locks says how many acknowledged" grep -q "(0 acknowledged at" "$tmp/err"
 check "the unreplicated lease was released" test "$(redis-cli -s "$sock" EXISTS redislock:unrepl)" = 0
 rl run --min-replicas 0 repl0 -- true 2>"$tmp/err"; expect_rc "--min-replicas 0 is off: 0" 0 $?
 rl run --min-replicas x y -- true 2>"$tmp/err"; expect_rc "--min-replicas x rejected: 64" 64 $?

@@ -10,7 +10,8 @@
  * (proxy.h), narrower faults hit a registry whose server stays up: a request held
  * back, a reply dropped or delayed, every connection cut. No error message shows any
  * piece of a password, whatever the shape of the URL, and the sockets a registry opens
- * are close-on-exec.
+ * are close-on-exec. A server that does not speak the Redis protocol is named as such,
+ * and an IPv6 address is shown in brackets.
  */
 #include "config.h"
 
@@ -76,6 +77,103 @@ closed_port (void)
   g_assert_cmpint (getsockname (fd, (struct sockaddr *)&addr, &len), ==, 0);
   close (fd);
   return ntohs (addr.sin_port);
+}
+
+/* A TCP listener on 127.0.0.1 that is not Redis: it answers every connection with an
+ * HTTP error, as a web server on the wrong port would, and closes it. */
+typedef struct
+{
+  int fd;
+  guint16 port;
+  GThread *thread;
+} NotRedis;
+
+static gpointer
+not_redis_serve (gpointer data)
+{
+  NotRedis *self = data;
+  static const char answer[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+
+  for (;;)
+    {
+      char buf[256];
+      int client = accept (self->fd, NULL, NULL);
+
+      if (client < 0)
+        return NULL; /* the listening socket was shut down */
+      (void)read (client, buf, sizeof buf);
+      (void)write (client, answer, sizeof answer - 1);
+      close (client);
+    }
+}
+
+static NotRedis *
+not_redis_new (void)
+{
+  NotRedis *self = g_new0 (NotRedis, 1);
+  struct sockaddr_in addr = { 0 };
+  socklen_t len = sizeof addr;
+
+  self->fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  g_assert_cmpint (self->fd, >=, 0);
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+  g_assert_cmpint (bind (self->fd, (struct sockaddr *)&addr, sizeof addr), ==, 0);
+  g_assert_cmpint (listen (self->fd, 8), ==, 0);
+  g_assert_cmpint (getsockname (self->fd, (struct sockaddr *)&addr, &len), ==, 0);
+  self->port = ntohs (addr.sin_port);
+  self->thread = g_thread_new ("not-redis", not_redis_serve, self);
+  return self;
+}
+
+static void
+not_redis_free (NotRedis *self)
+{
+  shutdown (self->fd, SHUT_RDWR); /* wakes the accept() */
+  g_thread_join (self->thread);
+  close (self->fd);
+  g_free (self);
+}
+
+static void
+test_not_a_redis_server (void)
+{
+  NotRedis *server = not_redis_new ();
+  g_autofree char *url = g_strdup_printf ("redis://127.0.0.1:%u", server->port);
+  g_autofree char *where = g_strdup_printf ("127.0.0.1:%u", server->port);
+  g_autoptr (GError) error = NULL;
+  RedisLockRegistry *registry;
+  const char *after;
+
+  g_test_summary ("A server that answers with something other than the Redis protocol (an "
+                  "HTTP error) is CONNECTION “not a Redis server”, naming its address, not "
+                  "the parser's “Protocol error, got \"H\" as reply type byte”.");
+  registry = redis_lock_registry_new (url, TEST_REGISTRY_KEY, &error);
+  g_test_message ("%s", error != NULL ? error->message : "(no error)");
+  g_assert_null (registry);
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION);
+  after = strstr (error->message, "not a Redis server");
+  g_assert_nonnull (after);
+  g_assert_nonnull (strstr (after, where));
+  g_assert_null (strstr (error->message, "Protocol error"));
+  not_redis_free (server);
+}
+
+static void
+test_ipv6_address_in_brackets (void)
+{
+  g_autofree char *url = g_strdup_printf ("redis://[::1]:%u", closed_port ());
+  g_autofree char *where = g_strdup_printf ("[::1]:%s", strrchr (url, ':') + 1);
+  g_autoptr (GError) error = NULL;
+  RedisLockRegistry *registry;
+
+  g_test_summary ("A message names an IPv6 address in brackets, as a URL writes it: "
+                  "“[::1]:PORT”, not “::1:PORT”.");
+  registry = redis_lock_registry_new (url, TEST_REGISTRY_KEY, &error);
+  g_test_message ("%s", error != NULL ? error->message : "(no error)");
+  g_assert_null (registry);
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION);
+  g_assert_nonnull (strstr (error->message, where));
 }
 
 static void
@@ -825,6 +923,9 @@ main (int argc, char **argv)
 
   g_test_add_func ("/connection/url/malformed", test_malformed_urls);
   g_test_add_func ("/connection/unreachable", test_unreachable);
+  g_test_add_func ("/connection/unreachable/ipv6-address-in-brackets",
+                   test_ipv6_address_in_brackets);
+  g_test_add_func ("/connection/not-a-redis-server", test_not_a_redis_server);
   g_test_add_func ("/connection/url/password-redacted", test_password_not_in_messages);
   g_test_add ("/connection/auth/password", TestFixture, password_config, test_fixture_setup,
               test_password, test_fixture_teardown);

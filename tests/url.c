@@ -6,7 +6,9 @@
  * name of the master they watch) and redis-cluster:// (seed nodes). Good URLs are
  * checked field by field: hosts in the order given, default ports, IPv6 literals,
  * credentials of the data nodes and of the Sentinels, databases, a %-encoded master
- * name. Bad URLs are INVALID with a message that names the problem (and the place of a
+ * name, the ?db=&password=&username= query of redis:// and rediss:// as of unix://, IPv6
+ * addresses in brackets where a message shows an address. Bad URLs are INVALID with a
+ * message that names the problem (and the place of a
  * bad host in a list). Whatever the URL, neither a message nor rl_url_redact() shows any
  * piece of its password. No server is needed: nothing here connects.
  */
@@ -102,6 +104,11 @@ test_single (void)
     "REDIS://h:1",
     "unix:///tmp/r.sock?db=3&password=p%26w&username=u",
     "unix:///tmp/r.sock",
+    "redis://h:7000?db=2&password=p%26w&username=u",
+    "redis://u@h/3?password=" SECRET,
+#ifdef RL_HAVE_GNUTLS
+    "rediss://h?db=2&password=p%26w&username=u&sni=redis.example",
+#endif
   };
 
   g_test_summary ("redis:// and unix:// are one server: `node` as rl_conn_config_parse() "
@@ -151,6 +158,27 @@ test_single_fields (void)
   g_assert_cmpstr (parsed.node.password, ==, "p&w");
   g_assert_cmpint (parsed.node.db, ==, 3);
   rl_url_clear (&parsed);
+
+  /* redis:// and rediss:// take the query unix:// takes. */
+  parse_ok ("redis://h:7000?db=2&password=p%26w%40&username=u", &parsed);
+  assert_config (&parsed.node, "h", 7000, "u", "p&w@", 2);
+  rl_url_clear (&parsed);
+
+  parse_ok ("redis://u@[::1]/4?password=" SECRET, &parsed);
+  assert_config (&parsed.node, "::1", 6379, "u", SECRET, 4);
+  rl_url_clear (&parsed);
+
+  parse_ok ("redis://:" SECRET "@h?db=5&username=alice", &parsed);
+  assert_config (&parsed.node, "h", 6379, "alice", SECRET, 5);
+  rl_url_clear (&parsed);
+
+#ifdef RL_HAVE_GNUTLS
+  parse_ok ("rediss://h:6380?db=1&password=pw&sni=redis.example", &parsed);
+  assert_config (&parsed.node, "h", 6380, NULL, "pw", 1);
+  g_assert_true (parsed.node.tls);
+  g_assert_cmpstr (parsed.node.tls_sni, ==, "redis.example");
+  rl_url_clear (&parsed);
+#endif
 }
 
 /* --- Sentinel ------------------------------------------------------------------------ */
@@ -336,20 +364,35 @@ static const BadUrl bad_urls[] = {
   { "rediss://h?cert=/etc/hostname", "a client certificate needs both cert= and key=" },
   { "rediss://h?ca=", "the file named by ca= cannot be read (empty name)" },
   { "rediss://h?sni=a%20b", "sni= is not a host name" },
-  { "rediss://h?db=1", "an unknown parameter (accepted: ca, cert, key, sni)" },
+  { "rediss://h?colour=blue",
+    "an unknown parameter (accepted: ca, cert, db, key, password, sni, username)" },
   { "rediss://h#x", "rediss:// URLs take no fragment" },
   { "rediss-sentinel://:" SECRET "@h?key=/nonexistent#m", "the file named by key= cannot be read" },
   { "rediss-cluster://h1,h2?colour=blue", "an unknown parameter (accepted: ca, cert, key, sni)" },
   { "redis-cluster://h1?ca=/etc/hostname", "redis-cluster:// URLs take no query or fragment" },
   /* Schemes. */
   { "redis-cluster:h1", "not a valid absolute URL" },
-  { "http://h", "unsupported scheme “http” (expected redis://, unix://, redis-sentinel:// or "
-                "redis-cluster://)" },
+#ifdef RL_HAVE_GNUTLS
+  { "http://h", "unsupported scheme “http” (expected redis://, rediss://, unix://, "
+                "redis-sentinel://, rediss-sentinel://, redis-cluster://, rediss-cluster:// or "
+                "memory://)" },
+#else
+  { "http://h", "unsupported scheme “http” (expected redis://, unix://, redis-sentinel://, "
+                "redis-cluster:// or memory://)" },
+#endif
   { "", "not a" },
   /* redis:// and unix:// as before. */
   { "redis://", "no host" },
   { "redis://h:0", "port 0" },
-  { "redis://h/0?password=" SECRET, "redis:// URLs take no query or fragment" },
+  { "redis://h#top", "redis:// URLs take no fragment" },
+  { "redis://h/0?db=1", "the database is given twice (in the path and as db=)" },
+  { "redis://:" SECRET "@h?password=" SECRET, "the password is given twice" },
+  { "redis://u@h?username=v", "the user name is given twice" },
+  { "redis://h?colour=blue", "an unknown parameter (accepted: db, password, username)" },
+  { "redis://h?db=" SECRET, "the database is not a number" },
+  { "redis://h?PASSWORD=" SECRET, "unknown parameter “PASSWORD” (names are lower case)" },
+  { "redis://h?password=s3cr3t@PW", "an “@” after the host" },
+  { "redis://u:s3cr3t?PW@h", "the port is not a number" },
   { "unix:///tmp/r.sock?colour=blue", "an unknown parameter (accepted: db, password, username)" },
   { "unix:///tmp/r.sock?PASSWORD=" SECRET, "unknown parameter “PASSWORD” (names are lower case)" },
   { "unix:///tmp/r.sock?db=1&db=2", "more than once" },
@@ -398,7 +441,11 @@ test_conn_config_refuses_deployments (void)
     RlConnConfig config;
 
     g_assert_false (rl_conn_config_parse ("http://h", &config, &error));
+#ifdef RL_HAVE_GNUTLS
+    g_assert_nonnull (strstr (error->message, "(expected redis://, rediss:// or unix://)"));
+#else
     g_assert_nonnull (strstr (error->message, "(expected redis:// or unix://)"));
+#endif
   }
 }
 
@@ -443,6 +490,41 @@ test_redact (void)
   assert_redacted ("redis://:" SECRET "@h:1/2", "redis://***@h:1/2");
   assert_redacted ("unix:///tmp/r.sock?db=2&password=" SECRET,
                    "unix:///tmp/r.sock?db=2&password=***");
+  assert_redacted ("redis://[::1]:7000?db=2&password=" SECRET "&username=u",
+                   "redis://[::1]:7000?db=2&password=***&username=***");
+  assert_redacted ("rediss://h?db=2&password=" SECRET, "rediss://h?db=2&password=***");
+}
+
+static void
+test_describe (void)
+{
+  static const struct
+  {
+    const char *url;
+    const char *shown;
+  } cases[] = {
+    { "redis://127.0.0.1:7000", "127.0.0.1:7000" },
+    { "redis://[::1]:7000", "[::1]:7000" },
+    { "redis://[::1]", "[::1]:6379" },
+    { "redis://[fe80::1%25lo]:1", "the host of the URL, port 1" },
+    { "redis://redis.example/2?password=" SECRET, "redis.example:6379" },
+    { "unix:///tmp/r.sock?password=" SECRET, "/tmp/r.sock" },
+  };
+
+  g_test_summary ("rl_conn_config_describe() shows where a URL points as messages give it: "
+                  "HOST:PORT, an IPv6 address in brackets, the socket path.");
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autofree char *shown = NULL;
+      RlConnConfig config;
+
+      g_assert_true (rl_conn_config_parse (cases[i].url, &config, &error));
+      g_assert_no_error (error);
+      shown = rl_conn_config_describe (&config);
+      g_assert_cmpstr (shown, ==, cases[i].shown);
+      rl_conn_config_clear (&config);
+    }
 }
 
 /* URLs with the password everywhere it may end up, good and bad. */
@@ -483,6 +565,12 @@ static const char *const secret_urls[] = {
   "redis://s3cr3t#PW@h1",
   "redis://u:s3cr3t#PW@h1",
   "unix:///tmp/r.sock?password=s3cr3t#PW",
+  "redis://h?password=" SECRET,
+  "redis://h?password=s3cr3t&PW",
+  "redis://h?password=s3cr3t#PW",
+  "redis://h?password=s3cr3t@PW",
+  "redis://h/1?db=2&password=" SECRET,
+  "rediss://h?password=s3cr3t&PW=1",
   "unix:///tmp/r.sock?password=s3cr3t&PW",
 };
 
@@ -526,6 +614,7 @@ main (int argc, char **argv)
   g_test_add_func ("/url/cluster/seeds", test_cluster);
   g_test_add_func ("/url/conn-config/copy", test_copy);
   g_test_add_func ("/url/conn-config/refuses-deployments", test_conn_config_refuses_deployments);
+  g_test_add_func ("/url/conn-config/describe", test_describe);
   for (gsize i = 0; i < G_N_ELEMENTS (bad_urls); i++)
     {
       g_autofree char *path = g_strdup_printf ("/url/invalid/%02" G_GSIZE_FORMAT, i);

@@ -166,6 +166,9 @@ is_quoted (const char *text, gsize i, gsize j)
  * that a password sharing a few letters with a word does not blot out the message. */
 #define MIN_SECRET_FRAGMENT 4
 
+/* The characters that move the split points of a URL when a password holds them raw. */
+#define URL_DELIMITERS "@/?#&=:%,"
+
 /* @text with every secret of the Redis URLs the tool may use (--url, $REDIS_URL) hidden:
  * each URL itself is shown as rl_url_redact() gives it, and any other piece of text
  * that comes from a secret, whole or in part, raw or percent-decoded, becomes "***".
@@ -262,7 +265,10 @@ redact_text (const char *text)
           }
       while (best > 0 && i + best < n && is_utf8_continuation (work[i + best]))
         best--;
-      if (best == 0
+      /* A lone character that splits URLs is shown unless it is a whole secret: the
+       * messages quote it in their advice on writing it in a password ("write “@” as
+       * %40"), which tells a reader nothing about the password. */
+      if (best == 0 || (best == 1 && !whole && strchr (URL_DELIMITERS, work[i]) != NULL)
           || !(best >= MIN_SECRET_FRAGMENT || whole || is_quoted (work, i, i + best)))
         {
           g_string_append_c (out, work[i++]);

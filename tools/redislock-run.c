@@ -683,7 +683,8 @@ static const GOptionEntry run_entries[] = {
     "DURATION" },
   { "kill-after", 'k', 0, G_OPTION_ARG_STRING, &opt_kill_after,
     "When the lease is lost, send SIGKILL this long after SIGTERM (default: 5s), at most "
-    "the lease margin, 5% of the TTL (3s at the default TTL)",
+    "the lease margin, 5% of the TTL (3s at the default TTL); a longer value is cut, with "
+    "a warning",
     "DURATION" },
   { "min-replicas", 0, 0, G_OPTION_ARG_STRING, &opt_min_replicas,
     "Count the lease taken and renewed only once N replicas acknowledged it (WAIT, 1s); "
@@ -774,6 +775,19 @@ parse_run_durations (RunArgs *args)
   if (opt_kill_after != NULL && !parse_duration (opt_kill_after, &args->kill_after_ms))
     return usage_error ("run", run_usage, "invalid duration for --kill-after: '%s'",
                         opt_kill_after);
+  /* The command must be dead before the key can expire: the grace is at most the lease
+   * margin. Said when the value given is more. */
+  if (opt_kill_after != NULL && args->kill_after_ms * 1000 > lease_margin_us (args->ttl_ms))
+    {
+      g_autofree char *given = format_duration (args->kill_after_ms);
+      g_autofree char *used = format_duration (lease_margin_us (args->ttl_ms) / 1000);
+      g_autofree char *ttl = format_duration (args->ttl_ms);
+
+      fprintf (stderr,
+               "redislock run: warning: --kill-after %s is more than the lease margin of a "
+               "%s TTL: using %s\n",
+               given, ttl, used);
+    }
   if (opt_min_replicas != NULL)
     {
       guint64 n;
@@ -804,10 +818,13 @@ check_name (const char *name)
 static int
 parse_run_arguments (int argc, char **argv, RunArgs *args)
 {
+  static const GOptionEntry *const tables[] = { common_entries, run_entries, NULL };
   gboolean sep;
-  int end = find_options_end (argc, argv, &sep);
-  int rc = parse_run_options (end, argv);
-  int i;
+  int end, rc, i;
+
+  split_attached_values (&argc, &argv, tables, TRUE);
+  end = find_options_end (argc, argv, &sep);
+  rc = parse_run_options (end, argv);
 
   if (rc >= 0)
     return rc;

@@ -58,7 +58,17 @@ const char *effective_registry (void);
 /* The registry of --registry on --url: a quorum registry when --url was given more
  * than once (redis_lock_registry_new_quorum()). */
 RedisLockRegistry *tool_registry_new (GError **error);
-/* Parses the options of a subcommand. Returns -1 to go on, else an exit status. */
+/* GOption reads "-w 5s" but not "-w5s" (getopt(3) takes both): rewrites *@argv so that
+ * the value written against a short option of @tables (NULL-terminated) is an argument
+ * of its own, and a group of flags ("-fw5s") is one argument per flag. Stops at "--",
+ * and with @strict_posix at the first argument that is not an option; leaves alone an
+ * argument with a character that is not a short option of @tables. The new array and
+ * strings live as long as the process. */
+void split_attached_values (int *argc, char ***argv, const GOptionEntry *const *tables,
+                            gboolean strict_posix);
+/* Parses the options of a subcommand (after split_attached_values(), on a copy): what
+ * is left of *@argv, the arguments that are not options, is moved to the front of the
+ * caller's array, and *@argc says how many. Returns -1 to go on, else an exit status. */
 int parse_options (const char *cmd, const char *usage, const char *params, const char *summary,
                    const GOptionEntry *entries, gboolean with_common, gboolean strict_posix,
                    int *argc, char ***argv);

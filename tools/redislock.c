@@ -83,19 +83,142 @@ const GOptionEntry common_entries[] = {
   { NULL },
 };
 
-static const char url_help[] =
-  "URL forms:\n"
-  "  redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]\n"
-  "  unix:///PATH/TO/SOCKET[?db=N&password=P&username=U]\n"
-  "  redis-sentinel://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]…][/DB]"
-  "[?sentinel_username=U&sentinel_password=P]#MASTER\n"
-  "  redis-cluster://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]…]\n"
-  "\n";
+/* Every URL form the library takes; the rediss ones in a build with TLS. */
+static const char url_help[]
+    = "URL forms:\n"
+      "  redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?db=N&password=P&username=U]\n"
+      "  unix:///PATH/TO/SOCKET[?db=N&password=P&username=U]\n"
+      "  redis-sentinel://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]…][/DB]"
+      "[?sentinel_username=U&sentinel_password=P]#MASTER\n"
+      "  redis-cluster://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]…]\n"
+#ifdef RL_HAVE_GNUTLS
+      "  rediss://…, rediss-sentinel://…, rediss-cluster://…\n"
+      "      the same over TLS, with ?ca=FILE&cert=FILE&key=FILE&sni=NAME in the query\n"
+      "      (all optional; certificates are always verified)\n"
+#endif
+      "  memory://NAME   a store inside this process, for tests (no other process sees it)\n"
+      "\n";
 static const char duration_help[] =
   "Durations: a number with a unit, 500ms, 10s, 2m, 1h; a plain number is seconds\n"
   "(1.5 = 1500ms).\n"
   "\n";
 static const char see_also_help[] = "See redislock(1) for details and examples.";
+
+/* The entry of @tables (NULL-terminated) with the short name @c, or NULL. */
+static const GOptionEntry *
+find_short_option (const GOptionEntry *const *tables, char c)
+{
+  for (const GOptionEntry *const *t = tables; *t != NULL; t++)
+    for (const GOptionEntry *e = *t; e->long_name != NULL; e++)
+      if (e->short_name != 0 && e->short_name == c)
+        return e;
+  return NULL;
+}
+
+/* Whether @e reads a value from the next argument when given alone ("-w 5s"). */
+static gboolean
+takes_value (const GOptionEntry *e)
+{
+  if (e->arg == G_OPTION_ARG_NONE)
+    return FALSE;
+  return e->arg != G_OPTION_ARG_CALLBACK
+         || (e->flags & (G_OPTION_FLAG_NO_ARG | G_OPTION_FLAG_OPTIONAL_ARG)) == 0;
+}
+
+/* Whether the long option @arg ("--name", not "--name=VALUE") of @tables reads a value
+ * from the next argument. */
+static gboolean
+long_option_takes_next (const char *arg, const GOptionEntry *const *tables)
+{
+  const char *name = arg + 2;
+
+  if (strchr (name, '=') != NULL)
+    return FALSE;
+  for (const GOptionEntry *const *t = tables; *t != NULL; t++)
+    for (const GOptionEntry *e = *t; e->long_name != NULL; e++)
+      if (strcmp (e->long_name, name) == 0)
+        return takes_value (e);
+  return FALSE;
+}
+
+/* The arguments split_attached_values() made, kept for the life of the process: the
+ * commands keep pointers into them, and GOption drops the ones it parsed from argv. */
+static GPtrArray *split_args;
+
+void
+split_attached_values (int *argc, char ***argv, const GOptionEntry *const *tables,
+                       gboolean strict_posix)
+{
+  GPtrArray *out = g_ptr_array_new ();
+  gboolean options = TRUE;
+  int i;
+
+  if (split_args == NULL)
+    split_args = g_ptr_array_new ();
+  g_ptr_array_add (out, (*argv)[0]);
+  for (i = 1; i < *argc; i++)
+    {
+      char *arg = (*argv)[i];
+      gsize len = strlen (arg);
+      const GOptionEntry *e = NULL;
+      gsize k;
+
+      if (!options || arg[0] != '-' || arg[1] == '\0')
+        {
+          /* not an option: under strict POSIX rules, the end of the options */
+          g_ptr_array_add (out, arg);
+          options = options && !strict_posix;
+          continue;
+        }
+      if (strcmp (arg, "--") == 0)
+        {
+          for (; i < *argc; i++)
+            g_ptr_array_add (out, (*argv)[i]);
+          break;
+        }
+      if (arg[1] == '-')
+        {
+          g_ptr_array_add (out, arg);
+          if (long_option_takes_next (arg, tables) && i + 1 < *argc)
+            g_ptr_array_add (out, (*argv)[++i]);
+          continue;
+        }
+      /* "-XYZ": each flag apart, up to the first that takes a value, which gets the rest
+       * of the argument or, when nothing is left, the next argument. An argument with a
+       * character that is not one of ours, or with flags only, is left to GOption. */
+      for (k = 1; k < len; k++)
+        {
+          e = find_short_option (tables, arg[k]);
+          if (e == NULL || takes_value (e))
+            break;
+        }
+      if (k == len || e == NULL)
+        {
+          g_ptr_array_add (out, arg);
+          continue;
+        }
+      for (gsize f = 1; f <= k; f++)
+        {
+          char *flag = g_strdup_printf ("-%c", arg[f]);
+
+          g_ptr_array_add (split_args, flag);
+          g_ptr_array_add (out, flag);
+        }
+      if (k < len - 1)
+        {
+          char *value = g_strdup (arg + k + 1);
+
+          g_ptr_array_add (split_args, value);
+          g_ptr_array_add (out, value);
+        }
+      else if (i + 1 < *argc)
+        g_ptr_array_add (out, (*argv)[++i]);
+    }
+  *argc = (int)out->len;
+  g_ptr_array_add (out, NULL);
+  g_ptr_array_add (split_args, out->pdata);
+  *argv = (char **)g_ptr_array_free (out, FALSE);
+}
 
 /* Parses the options of a subcommand. Returns -1 to go on, else an exit status. */
 int
@@ -110,6 +233,13 @@ parse_options (const char *cmd, const char *usage, const char *params, const cha
                                               strcmp (cmd, "run") == 0 ? duration_help : "",
                                               see_also_help, NULL);
 
+  const GOptionEntry *tables[] = { with_common ? common_entries : entries, entries, NULL };
+  int split_argc = *argc;
+  char **split_argv = *argv;
+
+  if (!with_common)
+    tables[1] = NULL;
+  split_attached_values (&split_argc, &split_argv, tables, strict_posix);
   g_set_prgname (prgname);
   g_option_context_set_summary (context, summary);
   g_option_context_set_description (context, description);
@@ -118,8 +248,15 @@ parse_options (const char *cmd, const char *usage, const char *params, const cha
   if (entries != NULL)
     g_option_context_add_main_entries (context, entries, NULL);
   g_option_context_set_strict_posix (context, strict_posix);
-  if (!g_option_context_parse (context, argc, argv, &error))
+  if (!g_option_context_parse (context, &split_argc, &split_argv, &error))
     return usage_error (cmd, usage, "%s", error->message);
+  /* What is left goes back into the caller's array, which the caller frees: it is no
+   * longer than before the split, since GOption took the options and their values and
+   * every argument the split made is one of those. */
+  g_assert (split_argc <= *argc);
+  memmove (*argv, split_argv, sizeof (char *) * (gsize)split_argc);
+  (*argv)[split_argc] = NULL;
+  *argc = split_argc;
   if (opt_registry != NULL && *opt_registry == '\0')
     return usage_error (cmd, usage, "the registry key must not be empty");
   if (opt_url != NULL && *opt_url == '\0')
@@ -176,6 +313,12 @@ static const char main_help[] =
   "\n"
   "Run 'redislock COMMAND --help' for the options of a command; see redislock(1).\n";
 
+static const char help_help[]
+    = "Usage: redislock help [COMMAND]\n"
+      "\n"
+      "Show the options of COMMAND (as 'redislock COMMAND --help' does), or without\n"
+      "COMMAND the list of commands.\n";
+
 /* The commands, as GLib's gio tool lists its own: name and entry point. */
 typedef struct
 {
@@ -220,6 +363,13 @@ parse_top_level (int *argc, char ***argv)
       if (*argc < 3)
         {
           fputs (main_help, stdout);
+          return 0;
+        }
+      if (*argc == 3
+          && (strcmp ((*argv)[2], "--help") == 0 || strcmp ((*argv)[2], "-h") == 0
+              || strcmp ((*argv)[2], "-?") == 0))
+        {
+          fputs (help_help, stdout);
           return 0;
         }
       if (*argc > 3)

@@ -128,17 +128,26 @@ typedef void (*RedisLockLeaseLostFunc) (RedisLock *lock, gpointer user_data);
 /**
  * redis_lock_registry_new:
  * @url: (nullable): where the locks live. %NULL means `redis://127.0.0.1:6379`.
- *   Accepted forms: `redis://[[username]:password@]host[:port][/db]`,
- *   `unix:///absolute/path.sock[?db=N&password=P&username=U]`, and `memory://NAME`
- *   for an in-process store (NAME: one or more ASCII letters, digits, `.`, `_`, `-`).
+ *   Accepted forms:
+ *   `redis://[[username]:password@]host[:port][/db][?db=N&password=P&username=U]` (the
+ *   database, password and user name in the URL or in its query, each in one place),
+ *   `unix:///absolute/path.sock[?db=N&password=P&username=U]`,
+ *   `redis-sentinel://[[username]:password@]host[:port][,host[:port]…][/db][?sentinel_username=U&sentinel_password=P]#master_name`
+ *   (Sentinels, default port 26379, and the master they watch),
+ *   `redis-cluster://[[username]:password@]host[:port][,host[:port]…]` (seed nodes of
+ *   a Redis Cluster), `rediss://`, `rediss-sentinel://` and `rediss-cluster://` (the same
+ *   over TLS, with `ca=FILE`, `cert=FILE`, `key=FILE` and `sni=NAME` in the query; the
+ *   certificate and host name are always verified), and `memory://NAME` for an
+ *   in-process store (NAME: one or more ASCII letters, digits, `.`, `_`, `-`).
  * @registry_key: non-empty namespace; the key of lock `name` is `registry_key:name`.
  * @error: return location for a #GError.
  *
  * Creates a registry, connects, authenticates, selects the database and PINGs before
  * returning. Errors: %REDIS_LOCK_ERROR_INVALID for a bad URL or key (the message names
- * the problem; `rediss://` is refused: TLS is not built in),
+ * the problem; a build without TLS refuses the `rediss` forms, saying so),
  * %REDIS_LOCK_ERROR_CONNECTION when the server cannot be reached within the connect
- * timeout, %REDIS_LOCK_ERROR_REDIS when it refuses the password or database.
+ * timeout, or answers with something other than the Redis protocol ("not a Redis
+ * server"), %REDIS_LOCK_ERROR_REDIS when it refuses the password or database.
  *
  * `memory://NAME` keeps the leases in this process, for unit tests of code that takes
  * locks on machines without Redis. Every registry opened on the same NAME shares one
@@ -242,6 +251,8 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_expire_after_ms (RedisLockRegistr
  * redis_lock_registry_get_expire_after_ms:
  * @registry: a registry
  *
+ * Gets the TTL given to leases acquired without an explicit one.
+ *
  * Returns: the registry's lease TTL in milliseconds.
  */
 REDIS_LOCK_EXPORT gint64 redis_lock_registry_get_expire_after_ms (RedisLockRegistry *registry);
@@ -250,6 +261,9 @@ REDIS_LOCK_EXPORT gint64 redis_lock_registry_get_expire_after_ms (RedisLockRegis
  * redis_lock_registry_set_wait_mode:
  * @registry: a registry
  * @mode: how waiters wait (default %REDIS_LOCK_WAIT_PUBSUB)
+ *
+ * Sets how a thread waits for a lock held elsewhere: woken by the unlock notification,
+ * or retrying at intervals (see #RedisLockWaitMode).
  */
 REDIS_LOCK_EXPORT void redis_lock_registry_set_wait_mode (RedisLockRegistry *registry,
                                                           RedisLockWaitMode mode);
@@ -259,6 +273,9 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_wait_mode (RedisLockRegistry *reg
  * @registry: a registry
  * @ms: sleep between attempts in SPIN mode (and in PUBSUB mode while the subscription
  *   is down, or when the holder's key has no expiry), >= 0 (default 100)
+ *
+ * Sets how long a waiter sleeps between two attempts when it is not woken by a
+ * notification.
  */
 REDIS_LOCK_EXPORT void redis_lock_registry_set_idle_between_tries_ms (RedisLockRegistry *registry,
                                                                       gint64 ms);
@@ -321,6 +338,9 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_cache_capacity (RedisLockRegistry
  * redis_lock_registry_set_connect_timeout_ms:
  * @registry: a registry
  * @ms: bound on establishing a new connection, > 0 (default 3000)
+ *
+ * Sets how long connecting to a node (and the TLS handshake) may take before it fails
+ * with %REDIS_LOCK_ERROR_CONNECTION.
  */
 REDIS_LOCK_EXPORT void redis_lock_registry_set_connect_timeout_ms (RedisLockRegistry *registry,
                                                                    gint64 ms);
@@ -330,6 +350,8 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_connect_timeout_ms (RedisLockRegi
  * @registry: a registry
  * @ms: bound on one Redis command (send and reply), > 0 (default 3000). A command that
  *   takes longer fails with %REDIS_LOCK_ERROR_CONNECTION and its connection is dropped.
+ *
+ * Sets how long one command may wait for its reply.
  */
 REDIS_LOCK_EXPORT void redis_lock_registry_set_command_timeout_ms (RedisLockRegistry *registry,
                                                                    gint64 ms);
@@ -408,6 +430,8 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_key_tracking (RedisLockRegistry *
  * redis_lock_registry_get_key_tracking:
  * @registry: a registry
  *
+ * Gets the key tracking setting.
+ *
  * Returns: whether key tracking is on (see redis_lock_registry_set_key_tracking()).
  */
 REDIS_LOCK_EXPORT gboolean redis_lock_registry_get_key_tracking (RedisLockRegistry *registry);
@@ -455,6 +479,8 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_fencing (RedisLockRegistry *regis
 /**
  * redis_lock_registry_get_fencing:
  * @registry: a registry
+ *
+ * Gets the fencing setting.
  *
  * Returns: whether acquisitions take a fencing token (see
  *   redis_lock_registry_set_fencing()).
@@ -521,6 +547,9 @@ REDIS_LOCK_EXPORT const char *redis_lock_registry_get_client_id (RedisLockRegist
  * redis_lock_registry_get_registry_key:
  * @registry: a registry
  *
+ * Gets the namespace of the registry's keys: the key of lock `name` is
+ * `registry_key:name`.
+ *
  * Returns: (transfer none): the registry key given to redis_lock_registry_new().
  */
 REDIS_LOCK_EXPORT const char *redis_lock_registry_get_registry_key (RedisLockRegistry *registry);
@@ -528,6 +557,9 @@ REDIS_LOCK_EXPORT const char *redis_lock_registry_get_registry_key (RedisLockReg
 /**
  * redis_lock_registry_get_cache_size:
  * @registry: a registry
+ *
+ * Gets the number of lock objects the registry's cache holds (see
+ * redis_lock_registry_set_cache_capacity()).
  *
  * Returns: how many lock objects are cached now.
  */
@@ -750,6 +782,8 @@ REDIS_LOCK_EXPORT GPtrArray *redis_lock_registry_list_leases (RedisLockRegistry 
  * redis_lock_registry_get_stats:
  * @registry: a registry
  * @stats: (out caller-allocates): filled with the registry's counters
+ *
+ * Copies the registry's counters (see #RedisLockRegistryStats) into @stats.
  */
 REDIS_LOCK_EXPORT void redis_lock_registry_get_stats (RedisLockRegistry *registry,
                                                       RedisLockRegistryStats *stats);
