@@ -21,6 +21,10 @@
  * close/free wait for them, so a registry is never called back after its store closed.
  * A child made by fork() starts with no memory stores: it is another process.
  *
+ * The debugging hooks (expire a lease, hand it to another owner, read a key) are
+ * redislock-test.h's, in libredislock-testing, which reaches them through a table of
+ * function pointers this file hands out without exporting a symbol (memory-hooks.h).
+ *
  * Fencing counters live in a second table of the space, under the key a Redis store
  * would use (rl_store_fence_key()), so that a token means the same on both stores: a
  * counter moves on to max (itself + 1, the wall clock in microseconds) in the same
@@ -32,7 +36,7 @@
 
 #include <string.h>
 
-#include "redislock/redislock-test.h"
+#include "memory-hooks.h"
 #include "store.h"
 #include "sync.h"
 
@@ -98,6 +102,8 @@ memory_fork_child (void)
   rl_mutex_unlock (&memory_mutex);
 }
 
+static void memory_publish_hooks (void);
+
 static void
 memory_init (void)
 {
@@ -106,6 +112,7 @@ memory_init (void)
   if (g_once_init_enter (&once))
     {
       pthread_atfork (memory_fork_prepare, memory_fork_parent, memory_fork_child);
+      memory_publish_hooks ();
       g_once_init_leave (&once, 1);
     }
 }
@@ -737,17 +744,19 @@ rl_memory_store_open (const char *url, const char *registry_key, const char *cli
   return &self->parent;
 }
 
-/* Debugging hooks for tests (redislock-test.h) --------------------------------- */
+/* Debugging hooks for tests ----------------------------------------------------- */
 
-gboolean
-redis_lock_memory_store_expire (const char *store_name, const char *key)
+/* What redislock-test.h's redis_lock_memory_store_*() do, reached by libredislock-testing
+ * through the table published below (see memory-hooks.h): not exported. Their callers
+ * have checked the arguments. */
+
+static gboolean
+hook_expire (const char *store_name, const char *key)
 {
   gint64 now = g_get_monotonic_time ();
   MemorySpace *space;
   gboolean found = FALSE;
 
-  g_return_val_if_fail (store_name != NULL, FALSE);
-  g_return_val_if_fail (key != NULL, FALSE);
   rl_mutex_lock (&memory_mutex);
   space = space_lookup (store_name);
   if (space != NULL && lease_lookup (space, key, now) != NULL)
@@ -759,18 +768,13 @@ redis_lock_memory_store_expire (const char *store_name, const char *key)
   return found;
 }
 
-gboolean
-redis_lock_memory_store_steal (const char *store_name, const char *key, const char *new_owner,
-                               gint64 ttl_ms)
+static gboolean
+hook_steal (const char *store_name, const char *key, const char *new_owner, gint64 ttl_ms)
 {
   gint64 now = g_get_monotonic_time ();
   MemorySpace *space;
   MemoryLease *lease = NULL;
 
-  g_return_val_if_fail (store_name != NULL, FALSE);
-  g_return_val_if_fail (key != NULL, FALSE);
-  g_return_val_if_fail (new_owner != NULL, FALSE);
-  g_return_val_if_fail (ttl_ms != 0, FALSE);
   rl_mutex_lock (&memory_mutex);
   space = space_lookup (store_name);
   if (space != NULL)
@@ -785,16 +789,14 @@ redis_lock_memory_store_steal (const char *store_name, const char *key, const ch
   return lease != NULL;
 }
 
-char *
-redis_lock_memory_store_get_owner (const char *store_name, const char *key)
+static char *
+hook_get_owner (const char *store_name, const char *key)
 {
   gint64 now = g_get_monotonic_time ();
   MemorySpace *space;
   MemoryLease *lease = NULL;
   char *owner;
 
-  g_return_val_if_fail (store_name != NULL, NULL);
-  g_return_val_if_fail (key != NULL, NULL);
   rl_mutex_lock (&memory_mutex);
   space = space_lookup (store_name);
   if (space != NULL)
@@ -804,16 +806,14 @@ redis_lock_memory_store_get_owner (const char *store_name, const char *key)
   return owner;
 }
 
-gint64
-redis_lock_memory_store_get_pttl (const char *store_name, const char *key)
+static gint64
+hook_get_pttl (const char *store_name, const char *key)
 {
   gint64 now = g_get_monotonic_time ();
   MemorySpace *space;
   MemoryLease *lease = NULL;
   gint64 pttl;
 
-  g_return_val_if_fail (store_name != NULL, -2);
-  g_return_val_if_fail (key != NULL, -2);
   rl_mutex_lock (&memory_mutex);
   space = space_lookup (store_name);
   if (space != NULL)
@@ -821,4 +821,20 @@ redis_lock_memory_store_get_pttl (const char *store_name, const char *key)
   pttl = lease != NULL ? lease_pttl (lease, now) : -2;
   rl_mutex_unlock (&memory_mutex);
   return pttl;
+}
+
+static const RlMemoryHooks memory_hooks = {
+  .version = RL_MEMORY_HOOKS_VERSION,
+  .expire = hook_expire,
+  .steal = hook_steal,
+  .get_owner = hook_get_owner,
+  .get_pttl = hook_get_pttl,
+};
+
+/* Called once, when the first memory store opens (memory_init()). */
+static void
+memory_publish_hooks (void)
+{
+  g_type_set_qdata (REDIS_LOCK_TYPE_REGISTRY, g_quark_from_static_string (RL_MEMORY_HOOKS_QDATA),
+                    (gpointer) &memory_hooks);
 }

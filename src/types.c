@@ -7,24 +7,22 @@
  * is that registration and nothing else, in one place, so the rest of the library does
  * not depend on GObject's type system.
  *
- * The reference-counted objects (registry, lock, test server) are boxed types whose
- * copy takes a reference and whose free drops one: a binding that copies a handle
- * shares the one object, as C code that calls _ref() does. The two plain structures
+ * The reference-counted objects (registry and lock) are boxed types whose copy takes a
+ * reference and whose free drops one: a binding that copies a handle shares the one
+ * object, as C code that calls _ref() does. The two plain structures
  * handed to callers (stats, lease info) are boxed types copied by value. The GEnum of
  * the error codes is named after the error domain (redis_lock_error_get_type, as
  * GLib's error enumerations are), which is what lets g-ir-scanner pair it with
- * redis_lock_error_quark().
+ * redis_lock_error_quark(). The test types (redislock-test.h) are registered by the
+ * testing library (testing/testtypes.c), not here.
  */
 #include "config.h"
 
 #include <redislock/redislock.h>
-#include <redislock/redislock-test.h>
 
 G_DEFINE_BOXED_TYPE (RedisLockRegistry, redis_lock_registry, redis_lock_registry_ref,
                      redis_lock_registry_unref)
 G_DEFINE_BOXED_TYPE (RedisLock, redis_lock, redis_lock_ref, redis_lock_unref)
-G_DEFINE_BOXED_TYPE (RedisLockTestServer, redis_lock_test_server, redis_lock_test_server_ref,
-                     redis_lock_test_server_free)
 
 static RedisLockRegistryStats *
 registry_stats_copy (const RedisLockRegistryStats *stats)
@@ -62,15 +60,3 @@ G_DEFINE_ENUM_TYPE (RedisLockErrorCode, redis_lock_error,
 G_DEFINE_ENUM_TYPE (RedisLockWaitMode, redis_lock_wait_mode,
                     G_DEFINE_ENUM_VALUE (REDIS_LOCK_WAIT_PUBSUB, "pubsub"),
                     G_DEFINE_ENUM_VALUE (REDIS_LOCK_WAIT_SPIN, "spin"))
-
-G_DEFINE_FLAGS_TYPE (RedisLockTestTlsFlags, redis_lock_test_tls_flags,
-                     G_DEFINE_ENUM_VALUE (REDIS_LOCK_TEST_TLS_DEFAULT, "default"),
-                     G_DEFINE_ENUM_VALUE (REDIS_LOCK_TEST_TLS_REQUIRE_CLIENT_CERT,
-                                          "require-client-cert"),
-                     G_DEFINE_ENUM_VALUE (REDIS_LOCK_TEST_TLS_EXPIRED, "expired"))
-
-G_DEFINE_ENUM_TYPE (RedisLockTestTlsFile, redis_lock_test_tls_file,
-                    G_DEFINE_ENUM_VALUE (REDIS_LOCK_TEST_TLS_CA, "ca"),
-                    G_DEFINE_ENUM_VALUE (REDIS_LOCK_TEST_TLS_CLIENT_CERT, "client-cert"),
-                    G_DEFINE_ENUM_VALUE (REDIS_LOCK_TEST_TLS_CLIENT_KEY, "client-key"),
-                    G_DEFINE_ENUM_VALUE (REDIS_LOCK_TEST_TLS_OTHER_CA, "other-ca"))

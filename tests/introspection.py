@@ -4,7 +4,9 @@
 What a Python program sees of redislock is what the GIR annotations and the GTypes of
 src/types.c make of the C API, so this test takes and releases locks through
 `gi.repository.Redislock` against a private redis-server started with the test-server
-helper (itself through the typelib), and checks what the annotations promise: the
+helper (itself through the testing library's own typelib, `RedislockTesting`, which
+also reaches the memory store's hooks; the production namespace has none of them), and
+checks what the annotations promise: the
 boxed registry and lock (one object per name), try_lock's three outcomes as True,
 False and GLib.Error, errors in the redislock domain with its codes as a GEnum, out
 arguments, arrays, the boxed structures, the lease-lost callback and, when the library
@@ -38,11 +40,12 @@ try:
     gi.require_version("GObject", "2.0")
     gi.require_version("Gio", "2.0")
     gi.require_version("Redislock", API_VERSION)
+    gi.require_version("RedislockTesting", API_VERSION)
 except ValueError as e:
-    skip("the Redislock-%s typelib is not built (configure --enable-introspection): %s"
+    skip("the Redislock-%s typelibs are not built (configure --enable-introspection): %s"
          % (API_VERSION, e))
 
-from gi.repository import GLib, GObject, Gio, Redislock  # noqa: E402
+from gi.repository import GLib, GObject, Gio, Redislock, RedislockTesting  # noqa: E402
 
 DOMAIN = "redis-lock-error-quark"
 Code = Redislock.LockErrorCode
@@ -73,7 +76,7 @@ def wait_for(predicate, timeout_s=10.0):
 class Fixture:
     def __init__(self):
         try:
-            self.server = Redislock.LockTestServer.new(None)
+            self.server = RedislockTesting.TestServer.new(None)
         except GLib.Error as e:
             if e.matches(Gio.io_error_quark(), Gio.IOErrorEnum.NOT_FOUND):
                 skip("redis-server is not installed: " + e.message)
@@ -89,10 +92,22 @@ def test_types_registered(fx):
     assert GObject.type_name(Redislock.Lock.__gtype__) == "RedisLock"
     assert Redislock.LockErrorCode.__gtype__.name == "RedisLockErrorCode"
     assert Redislock.LockErrorCode.__gtype__.parent.name == "GEnum"
-    assert Redislock.LockTestTlsFlags.__gtype__.parent.name == "GFlags"
+    assert RedislockTesting.TestTlsFlags.__gtype__.parent.name == "GFlags"
     assert int(Redislock.LockErrorCode.NOT_REPLICATED) == 8
     assert int(Redislock.LockWaitMode.SPIN) == 1
-    assert Redislock.LockTestTlsFlags.EXPIRED == 2
+    assert RedislockTesting.TestTlsFlags.EXPIRED == 2
+    assert GObject.type_name(RedislockTesting.TestServer.__gtype__) == "RedisLockTestServer"
+
+
+def test_no_test_api_in_production_namespace(fx):
+    for name in ("LockTestServer", "LockTestTlsFlags", "LockTestTlsFile", "LockTestCluster",
+                 "LockTestSentinel"):
+        assert not hasattr(Redislock, name), "Redislock." + name
+    for name in ("memory_store_expire", "memory_store_steal", "memory_store_get_owner",
+                 "memory_store_get_pttl"):
+        assert not hasattr(Redislock.Lock, name), "Redislock.Lock." + name
+        assert not hasattr(Redislock, name), "Redislock." + name
+        assert hasattr(RedislockTesting, name), "RedislockTesting." + name
 
 
 def test_same_object_for_same_name(fx):
@@ -193,8 +208,8 @@ def test_lease_lost_callback(fx):
     reg.set_lease_lost_callback(lambda lock, data: lost.append((lock.get_name(), data)), "tag")
     lock = reg.obtain("stolen")
     assert lock.try_lock()
-    assert Redislock.Lock.memory_store_steal(store, "gi:stolen", "someone-else", 60000)
-    assert Redislock.Lock.memory_store_get_owner(store, "gi:stolen") == "someone-else"
+    assert RedislockTesting.memory_store_steal(store, "gi:stolen", "someone-else", 60000)
+    assert RedislockTesting.memory_store_get_owner(store, "gi:stolen") == "someone-else"
     expect_error(Code.LEASE_LOST, reg.renew, "stolen", 0)
     assert wait_for(lambda: len(lost) == 1), "the callback was not called"
     assert lost == [("stolen", "tag")]
@@ -253,6 +268,7 @@ def test_lock_async(fx):
 
 TESTS = [
     test_types_registered,
+    test_no_test_api_in_production_namespace,
     test_same_object_for_same_name,
     test_try_lock_then_other_registry_cannot,
     test_errors,

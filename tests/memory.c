@@ -267,6 +267,48 @@ test_hooks_absent (MemFixture *f, gconstpointer data)
   g_assert_false (redis_lock_memory_store_expire (f->name, key));
 }
 
+/* The hooks live in libredislock-testing and reach the memory store of libredislock
+ * through the table the store hands out when the first one opens (src/memory-hooks.h).
+ * This runs in a fresh process, where no memory store was opened before it. */
+static void
+hooks_before_any_store_child (void)
+{
+  g_autofree char *key = key_of ("early");
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autofree char *owner = NULL;
+
+  g_assert_false (redis_lock_memory_store_expire ("memtest-early", key));
+  g_assert_false (redis_lock_memory_store_steal ("memtest-early", key, "x", 1000));
+  g_assert_null (redis_lock_memory_store_get_owner ("memtest-early", key));
+  g_assert_cmpint (redis_lock_memory_store_get_pttl ("memtest-early", key), ==, -2);
+
+  registry = registry_new ("memory://memtest-early", REGISTRY_KEY);
+  lock = test_obtain (registry, "early");
+  test_lock_ok (lock);
+  owner = redis_lock_memory_store_get_owner ("memtest-early", key);
+  test_assert_value_of (owner, registry);
+  g_assert_cmpint (redis_lock_memory_store_get_pttl ("memtest-early", key), >, 0);
+  g_assert_true (redis_lock_memory_store_expire ("memtest-early", key));
+  g_assert_null (redis_lock_memory_store_get_owner ("memtest-early", key));
+  test_unlock_lease_lost (lock);
+}
+
+static void
+test_hooks_before_any_store (void)
+{
+  g_test_summary ("In a process that never opened a memory store the hooks answer absent "
+                  "(FALSE, NULL, -2); once a registry opens one they see and change its "
+                  "leases.");
+  if (g_test_subprocess ())
+    {
+      hooks_before_any_store_child ();
+      return;
+    }
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed ();
+}
+
 /* ---- waiting ---- */
 
 /* ---- URLs ---- */
@@ -369,6 +411,7 @@ main (int argc, char **argv)
   ADD ("/memory-store/hooks/absent", test_hooks_absent);
   ADD ("/memory-store/fork/child-starts-empty", test_fork_child_starts_empty);
 #undef ADD
+  g_test_add_func ("/memory-store/hooks/before-any-store", test_hooks_before_any_store);
   g_test_add_func ("/memory-store/url/invalid", test_invalid_urls);
 
   return g_test_run ();

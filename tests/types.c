@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* types.c: the GTypes of the public types (src/types.c), as GValues and bindings use
- * them.
+/* types.c: the GTypes of the public types (src/types.c, and src/testing/testtypes.c for
+ * the test server), as GValues and bindings use them.
  *
  * A binding holds a registry or a lock through g_boxed_copy()/g_boxed_free(), so a copy
  * must be a reference to the same object that keeps it alive after the caller's own

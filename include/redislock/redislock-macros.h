@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* redislock-macros.h: the export macro.
  *
- * The library is compiled with -fvisibility=hidden, so only functions marked
- * REDIS_LOCK_EXPORT are part of the shared object's ABI; everything in src/ that is
+ * The libraries are compiled with -fvisibility=hidden, so only functions marked
+ * REDIS_LOCK_EXPORT are part of a shared object's ABI; everything in src/ that is
  * not in a public header stays private.
  */
 #ifndef REDIS_LOCK_MACROS_H
@@ -14,7 +14,8 @@
 
 /**
  * REDIS_LOCK_EXPORT:
- * Marks a public function of libredislock.
+ * Marks a public function: of libredislock, or, in redislock-test.h, of
+ * libredislock-testing (a library exports the marked functions it defines).
  */
 #if defined(__GNUC__) || defined(__clang__)
 #define REDIS_LOCK_EXPORT __attribute__ ((visibility ("default"))) extern

@@ -156,7 +156,8 @@ typedef void (*RedisLockLeaseLostFunc) (RedisLock *lock, gpointer user_data);
  * wake-ups, and the same #RedisLockRegistryStats counting (one round trip per request,
  * one per watchdog batch). The store lives while a registry has it open; a child made
  * by fork() starts without any. Opening one never fails for want of a server;
- * redislock-test.h has hooks to expire a lease or give it to another owner.
+ * redislock-test.h (the testing library, pkg-config `redislock-testing`) has hooks to
+ * expire a lease or give it to another owner.
  *
  * Returns: (transfer full) (nullable): a new registry, or %NULL with @error set.
  */

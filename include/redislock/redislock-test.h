@@ -7,14 +7,19 @@
  * same socket (an outage), paused with SIGSTOP (a hung server) and is removed with
  * everything it wrote on free. A TLS variant listens for TLS on a free port of
  * 127.0.0.1 as well, with certificates made for it by the openssl command line. It plays
- * the role GTestDBus plays for D-Bus. Not part
- * of the umbrella header: include it from tests, benchmarks and demonstrations (the
- * `redislock demo` command starts one when no server is given), never from code that
- * serves production traffic.
+ * the role GTestDBus plays for D-Bus. Private Redis Cluster and Sentinel deployments
+ * serve fault tests of those topologies.
  *
  * It also declares the debugging hooks of the in-process `memory://NAME` store (see
  * redis_lock_registry_new()), with which a test plays the part of Redis: expire a
  * lease, hand it to another owner, read who holds a key.
+ *
+ * Everything here lives in a library of its own, libredislock-testing (pkg-config
+ * `redislock-testing`, which requires `redislock`; GObject introspection namespace
+ * RedislockTesting), as GLib keeps its test utilities apart: libredislock itself
+ * exports none of it. Not part of the umbrella header: include it from tests,
+ * benchmarks and demonstrations (the `redislock demo` command starts a server when none
+ * is given), never from code that serves production traffic.
  */
 #ifndef REDIS_LOCK_TEST_H
 #define REDIS_LOCK_TEST_H

@@ -35,7 +35,7 @@
  * Cluster helper does); a restart keeps the port, waiting until it is free again.
  *
  * A server is reference-counted so that a language binding can hold it as a boxed value
- * (types.c), whose copy is a reference: redis_lock_test_server_free() drops one, and the
+ * (testtypes.c), whose copy is a reference: redis_lock_test_server_free() drops one, and the
  * last stops the process. C tests never take a second one.
  */
 #include "config.h"
