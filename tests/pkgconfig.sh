@@ -35,10 +35,16 @@ trap 'rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM HUP
 dest=$tmp/dest
 
-# The library, headers, GIR and typelib (src/) and redislock.pc, without the tool or
-# the benchmark. A sub-make of its own: not the jobserver of the make running the tests.
+# The library (shared and static) with libtool, its headers and redislock.pc, without
+# the testing library, the tool or the benchmark: installing the testing library would
+# relink it in the build tree while other tests run against it. Sub-makes of their
+# own: not the jobserver of the make running the tests.
 if env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL "${MAKE:-make}" -s -C "$RL_TOP_BUILDDIR/src" \
-     install DESTDIR="$dest" >"$tmp/install.log" 2>&1 \
+     install-redislockincludeHEADERS install-nodist_redislockincludeHEADERS \
+     DESTDIR="$dest" >"$tmp/install.log" 2>&1 \
+   && mkdir -p "$dest$RL_LIBDIR" \
+   && "$RL_TOP_BUILDDIR/libtool" --quiet --mode=install install -c \
+     "$RL_TOP_BUILDDIR/src/libredislock.la" "$dest$RL_LIBDIR" >>"$tmp/install.log" 2>&1 \
    && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL "${MAKE:-make}" -s -C "$RL_TOP_BUILDDIR" \
      install-pkgconfigDATA DESTDIR="$dest" >>"$tmp/install.log" 2>&1; then
   ok "make install DESTDIR installs the library and redislock.pc"
