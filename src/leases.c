@@ -403,6 +403,13 @@ rl_leases_drop (RlLeases *self, RedisLock *lock, gboolean *lost)
   *lost = lock->lease_flags.lost;
   if (was_held)
     g_hash_table_remove (self->held, lock);
+  /* A suspect not yet being checked goes with its hold: its pin must not keep the
+   * lock in the cache. */
+  if (lock->lease_flags.suspect && g_ptr_array_remove_fast (self->suspects, lock))
+    {
+      lock->lease_flags.suspect = FALSE;
+      lock->lease_flags.pins--;
+    }
   lock->lease_flags.held = FALSE;
   lock->lease_flags.lost = FALSE;
   lock->lease.token = 0;

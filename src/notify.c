@@ -656,7 +656,9 @@ rl_notifier_guard (RlNotifier *self)
 
   rl_mutex_lock (&self->mutex);
   start_locked (self);
-  connected = self->connected;
+  /* Before its first connection there is no break to miss: the leases taken until
+   * then are checked once it is up (released (NULL) then). */
+  connected = self->connected || !self->was_up;
   rl_mutex_unlock (&self->mutex);
   return connected;
 }

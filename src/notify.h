@@ -25,7 +25,8 @@ void rl_notifier_restart (RlNotifier *notifier);
 gboolean rl_notifier_watch (RlNotifier *notifier, gint64 timeout_ms);
 /* Starts the connection without asking for the pattern (a holder that nobody waits
  * for hears no releases, not even its own): it only notices breaks and restarts.
- * Returns whether it is up now. */
+ * Returns FALSE while a connection that was up is down (a restart now would go
+ * unnoticed until it is back), TRUE otherwise. */
 gboolean rl_notifier_guard (RlNotifier *notifier);
 /* Whether the subscription is confirmed now; never starts it. */
 gboolean rl_notifier_is_subscribed (RlNotifier *notifier);
