@@ -55,6 +55,21 @@
  * replies within the connection's command timeout, which bounds how long a stop
  * waits for a thread caught in them.
  *
+ * The same connection also subscribes to `registry_key-channel`, the one channel that
+ * Spring Integration releases before the per-key channels publish on (message: the
+ * full key). Such a message wakes that lock's waiters; one that names no key of this
+ * registry wakes every waiter, since it may stand for any of them. The SUBSCRIBE goes
+ * just before the PSUBSCRIBE and its answer is read with the rest: a refusal (a user
+ * whose channel permission is only `&registry_key-channel:*`) is logged at debug level
+ * and costs nothing else, the older releases being missed as before. Whether this
+ * channel is heard counts in rl_notifier_receivers(), which the release script uses to
+ * tell its own subscriber from other listeners when it publishes there too (the
+ * registry's legacy_spring_channel setting). A release of this library that publishes
+ * on both channels reaches this connection twice, back to back: both are handed on
+ * (the second is no different from a release by an older Spring process right after
+ * the first, which must not be dropped), at worst costing the lock's waiter one more
+ * attempt.
+ *
  * A server that refuses the subscription (a Redis user without permission on the
  * channels, Redis 7's default for new ACL users) gets one warning naming the missing
  * permission; while it refuses, waiters fall back to SPIN timing at once instead of
@@ -83,6 +98,8 @@ struct _RlNotifier
   RlStore *store;
   RlTopology *topology;
   char *pattern;
+  char *legacy_channel; /* `registry_key-channel`, older Spring releases' one channel */
+  char *key_prefix;     /* `registry_key:`: the keys a legacy message may name */
   char *track_prefix; /* NULL: no key tracking */
 
   /* The thread's own: */
@@ -92,6 +109,8 @@ struct _RlNotifier
                             unlock notification */
   GHashTable *absent;    /* keys released (heard of, and their deletion seen) and not
                             changed since: their next change is a creation */
+  gboolean legacy_pending; /* the SUBSCRIBE to legacy_channel is not answered yet */
+  gboolean legacy_on;      /* ... and it was accepted on the current connection */
 
   RlMutex mutex; /* guards everything below */
   RlCond cond;   /* subscribed or failures changed */
@@ -100,6 +119,7 @@ struct _RlNotifier
   gboolean stop;
   gboolean restart; /* resubscribe now, on the node the topology names */
   gboolean subscribed;
+  gboolean legacy_subscribed; /* subscribed, with legacy_channel too */
   gboolean was_up; /* a subscription was confirmed once */
   gboolean refused; /* the server answered the PSUBSCRIBE with an error */
   gboolean warned;  /* the refusal was reported */
@@ -121,6 +141,7 @@ set_state (RlNotifier *self, gboolean subscribed, gboolean failed)
   /* A refusal is the server's answer, not a break: it says nothing of restarts. */
   reset = (failed && !self->refused) || (changed && subscribed && self->was_up);
   self->subscribed = subscribed;
+  self->legacy_subscribed = subscribed && self->legacy_on;
   self->was_up = self->was_up || subscribed;
   if (failed)
     self->failures++;
@@ -315,6 +336,14 @@ handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
 {
   const char *kind;
 
+  if (reply->type == REDIS_REPLY_ERROR && self->legacy_pending)
+    {
+      /* The first answer is the legacy SUBSCRIBE's. */
+      self->legacy_pending = FALSE;
+      g_debug ("subscription: the channel “%s” of older Spring releases was refused (%s)",
+               self->legacy_channel, reply->str);
+      return TRUE;
+    }
   if (reply->type == REDIS_REPLY_ERROR)
     {
       refused (self, reply->str);
@@ -340,6 +369,28 @@ handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
       handle_invalidation (self, reply->element[2]);
       return TRUE;
     }
+  else if (g_ascii_strcasecmp (kind, "message") == 0 && reply->elements == 3
+           && reply->element[1]->type == REDIS_REPLY_STRING
+           && strcmp (reply->element[1]->str, self->legacy_channel) == 0
+           && reply->element[2]->type == REDIS_REPLY_STRING)
+    {
+      const char *key = reply->element[2]->str;
+      gboolean ours = g_str_has_prefix (key, self->key_prefix);
+
+      RL_ATOMIC_ADD (self->store->ctx->stats->notifications, 1);
+      self->store->released (ours ? key : NULL, FALSE, self->store->released_data);
+      /* Like a notification: the invalidation that follows is the same news. */
+      g_free (self->last_published);
+      self->last_published = self->tracking && ours ? g_strdup (key) : NULL;
+      return TRUE;
+    }
+  else if (g_ascii_strcasecmp (kind, "subscribe") == 0 && reply->elements == 3
+           && reply->element[1]->type == REDIS_REPLY_STRING
+           && strcmp (reply->element[1]->str, self->legacy_channel) == 0)
+    {
+      self->legacy_pending = FALSE;
+      self->legacy_on = TRUE;
+    }
   else if (g_ascii_strcasecmp (kind, "psubscribe") == 0)
     {
       rl_mutex_lock (&self->mutex);
@@ -361,11 +412,16 @@ subscribe_once (RlNotifier *self, RlConn *conn)
   gboolean ping_out = FALSE;
   gint64 last_traffic = g_get_monotonic_time ();
   const char *argv[2] = { "PSUBSCRIBE", self->pattern };
+  const char *legacy[2] = { "SUBSCRIBE", self->legacy_channel };
 
   g_hash_table_remove_all (self->absent);
   g_clear_pointer (&self->last_published, g_free);
+  self->legacy_on = FALSE;
   if (!track_keys (self, conn))
     return FALSE;
+  /* Answered before the PSUBSCRIBE: confirmed, the subscription includes it. */
+  rl_conn_append (conn, 2, legacy);
+  self->legacy_pending = TRUE;
   rl_conn_append (conn, 2, argv);
   for (;;)
     {
@@ -477,13 +533,15 @@ notifier_thread_main (void *data)
 
 RlNotifier *
 rl_notifier_new (RlStore *store, RlTopology *topology, const char *pattern,
-                 const char *track_prefix)
+                 const char *legacy_channel, const char *key_prefix, const char *track_prefix)
 {
   RlNotifier *self = g_new0 (RlNotifier, 1);
 
   self->store = store;
   self->topology = topology;
   self->pattern = g_strdup (pattern);
+  self->legacy_channel = g_strdup (legacy_channel);
+  self->key_prefix = g_strdup (key_prefix);
   self->track_prefix = g_strdup (track_prefix);
   self->absent = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->wake[0] = self->wake[1] = -1;
@@ -530,6 +588,17 @@ rl_notifier_is_subscribed (RlNotifier *self)
   subscribed = self->subscribed;
   rl_mutex_unlock (&self->mutex);
   return subscribed;
+}
+
+guint
+rl_notifier_receivers (RlNotifier *self, gboolean legacy)
+{
+  guint n;
+
+  rl_mutex_lock (&self->mutex);
+  n = (self->subscribed ? 1 : 0) + (legacy && self->legacy_subscribed ? 1 : 0);
+  rl_mutex_unlock (&self->mutex);
+  return n;
 }
 
 void
@@ -588,6 +657,8 @@ rl_notifier_free (RlNotifier *self)
   rl_cond_clear (&self->cond);
   rl_mutex_clear (&self->mutex);
   g_free (self->pattern);
+  g_free (self->legacy_channel);
+  g_free (self->key_prefix);
   g_free (self->track_prefix);
   g_hash_table_unref (self->absent);
   g_free (self->last_published);

@@ -11,10 +11,12 @@ typedef struct _RlNotifier RlNotifier;
 
 /* Subscribes to @pattern on the node @topology names for it, from a thread of its
  * own started on the first rl_notifier_watch(); calls store->released for each
- * message. With @track_prefix (NULL: none), also hears of every change of a key
- * starting with it (Redis key tracking, see notify.c) and calls store->released for
- * each changed key. */
+ * message. Also subscribes to @legacy_channel, whose messages name a key: one starting
+ * with @key_prefix is handed on, any other as "any key". With @track_prefix (NULL:
+ * none), also hears of every change of a key starting with it (Redis key tracking, see
+ * notify.c) and calls store->released for each changed key. */
 RlNotifier *rl_notifier_new (RlStore *store, RlTopology *topology, const char *pattern,
+                             const char *legacy_channel, const char *key_prefix,
                              const char *track_prefix);
 /* Drops the subscription and makes a new one at once, on the node the topology names
  * now (after a failover). */
@@ -22,6 +24,9 @@ void rl_notifier_restart (RlNotifier *notifier);
 gboolean rl_notifier_watch (RlNotifier *notifier, gint64 timeout_ms);
 /* Whether the subscription is confirmed now; never starts it. */
 gboolean rl_notifier_is_subscribed (RlNotifier *notifier);
+/* How many receivers of a release published on the per-key channel (and, with
+ * @legacy, on the legacy channel too) are this subscription: 0, 1 or 2. */
+guint rl_notifier_receivers (RlNotifier *notifier, gboolean legacy);
 void rl_notifier_stop (RlNotifier *notifier); /* joins the thread; idempotent */
 void rl_notifier_free (RlNotifier *notifier);
 

@@ -103,28 +103,37 @@ static const char acquire_all_script[]
       "return result\n";
 
 /* RELEASE: KEYS[1] = lock key, ARGV[1] = the hold's value, ARGV[2] = notification channel,
- * ARGV[3] = how many of the receivers are our own subscription (0 or 1), ARGV[4]
- * (optional) = a TTL in ms to keep the lease with when nobody else listens.
+ * ARGV[3] = how many of the receivers are our own subscription (0 to 2), ARGV[4]
+ * (optional) = a TTL in ms to keep the lease with when nobody else listens ('0': do
+ * not), ARGV[5] (optional) = a second channel to publish on, `registry_key-channel`,
+ * where Spring's releases before its per-key channels listen.
  * Gone or foreign: touches nothing and returns 0 (the lease was lost). Ours: PUBLISH
- * the key on `registry_key-channel:key` and UNLINK it in the same atomic step, so no
- * waiter can see the key gone without the notification being on its way; returns 2
- * when a client other than ours received the notification, else 1. With ARGV[4] and
+ * the key on `registry_key-channel:key` (and on ARGV[5]) and UNLINK it in the same
+ * atomic step, so no waiter can see the key gone without the notification being on
+ * its way; returns 2 when a client other than ours received a notification (the
+ * receivers of both channels count), else 1. With ARGV[4] and
  * no other receiver (so no waiter anywhere was told), the key stays with its TTL
  * reset and the script returns -1. A user without permission on the channel (an ACL
  * without `&registry_key-channel:*`, Redis 7's default for new users) makes PUBLISH
  * fail: the key is deleted all the same and the script returns 3, so an unlock never
- * leaves a key behind for want of a notification. */
+ * leaves a key behind for want of a notification; a refused ARGV[5] is ignored. */
 static const char release_script[]
     = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then\n"
       "  return 0\n"
       "end\n"
       "local n = redis.pcall('PUBLISH', ARGV[2], KEYS[1])\n"
+      "if ARGV[5] then\n"
+      "  local m = redis.pcall('PUBLISH', ARGV[5], KEYS[1])\n"
+      "  if type(n) == 'number' and type(m) == 'number' then\n"
+      "    n = n + m\n"
+      "  end\n"
+      "end\n"
       "if type(n) ~= 'number' then\n"
       "  redis.call('UNLINK', KEYS[1])\n"
       "  return 3\n"
       "end\n"
       "local others = n - tonumber(ARGV[3])\n"
-      "if others <= 0 and ARGV[4] then\n"
+      "if others <= 0 and ARGV[4] and ARGV[4] ~= '0' then\n"
       "  redis.call('PEXPIRE', KEYS[1], ARGV[4])\n"
       "  return -1\n"
       "end\n"
@@ -138,7 +147,8 @@ static const char release_script[]
 #define RL_RELEASE_OTHERS 2
 #define RL_RELEASE_UNPUBLISHED 3
 
-/* FORCE RELEASE: KEYS[1] = lock key, ARGV[1] = notification channel. Deletes the key
+/* FORCE RELEASE: KEYS[1] = lock key, ARGV[1] = notification channel, ARGV[2] = a
+ * second channel ('': none), as RELEASE's ARGV[5]. Deletes the key
  * whoever holds it and publishes the notification in the same atomic step, as RELEASE
  * does, so waiters wake at once and a holder of this library hears of it (its own
  * subscription): 1 when a key was deleted, 0 when there was none. A user without
@@ -147,6 +157,9 @@ static const char force_release_script[] = "if redis.call('EXISTS', KEYS[1]) == 
                                            "  return 0\n"
                                            "end\n"
                                            "redis.pcall('PUBLISH', ARGV[1], KEYS[1])\n"
+                                           "if ARGV[2] ~= '' then\n"
+                                           "  redis.pcall('PUBLISH', ARGV[2], KEYS[1])\n"
+                                           "end\n"
                                            "redis.call('UNLINK', KEYS[1])\n"
                                            "return 1\n";
 
@@ -178,6 +191,7 @@ typedef struct
   RlTopology *topology;
   RlNotifier *notifier;
   char *channel_prefix; /* registry_key "-channel:" */
+  char *legacy_channel; /* registry_key "-channel": older Spring releases' one channel */
   RlScript acquire, release, renew;
   RlScript fenced_acquire, acquire_all; /* with fencing, and for several leases at once */
   RlScript force_release;               /* an operator's delete, whoever holds the key */
@@ -722,6 +736,19 @@ count_doubtful_releases (RlRedisStore *self)
              (int) (RL_DOUBT_WINDOW_US / 1000));
 }
 
+/* The second channel a release publishes on (RELEASE's ARGV[5]), NULL when the
+ * registry's legacy_spring_channel setting is off; and in @own (ARGV[3]) how many of
+ * the receivers are our own subscription. */
+static const char *
+release_legacy (RlRedisStore *self, char own[2])
+{
+  gboolean legacy = g_atomic_int_get (&self->parent.ctx->legacy_channel) != 0;
+
+  own[0] = (char) ('0' + rl_notifier_receivers (self->notifier, legacy));
+  own[1] = '\0';
+  return legacy ? self->legacy_channel : NULL;
+}
+
 static RlLeaseResult
 redis_release (RlStore *store, const char *key, const char *value, gint64 keep_ttl_ms,
                gboolean *others, GError **error)
@@ -733,12 +760,14 @@ redis_release (RlStore *store, const char *key, const char *value, gint64 keep_t
   g_autofree char *heap
       = prefix_len + key_len < sizeof stack ? NULL : g_malloc (prefix_len + key_len + 1);
   char *channel = heap != NULL ? heap : stack;
-  char keep[24];
-  const char *argv[8] = { "EVALSHA", self->release.sha, "1", key, value, channel,
-                          rl_notifier_is_subscribed (self->notifier) ? "1" : "0", keep };
+  char keep[24] = "0", own[2];
+  const char *legacy = release_legacy (self, own);
+  const char *argv[9] = { "EVALSHA", self->release.sha, "1", key, value, channel, own, keep,
+                          legacy };
   redisReply *reply;
   long long result;
   gboolean retried, acked;
+  int argc;
 
   *others = FALSE;
   memcpy (channel, self->channel_prefix, prefix_len);
@@ -750,8 +779,9 @@ redis_release (RlStore *store, const char *key, const char *value, gint64 keep_t
   if (keep_ttl_ms > 0)
     rl_format_uint (keep, keep_ttl_ms);
 
-  reply = run_script_argv (self, &self->release, keep_ttl_ms > 0 ? 8 : 7, argv, 0, &retried,
-                           wrote_kept, &acked, error);
+  argc = legacy != NULL ? 9 : keep_ttl_ms > 0 ? 8 : 7;
+  reply = run_script_argv (self, &self->release, argc, argv, 0, &retried, wrote_kept, &acked,
+                           error);
   if (reply == NULL)
     return RL_LEASE_ERROR;
   result = reply->integer;
@@ -1350,14 +1380,15 @@ redis_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   g_autofree PipeCommand *cmds = g_new0 (PipeCommand, n);
-  g_autofree const char **argvs = g_new0 (const char *, (gsize) n * 7);
+  g_autofree const char **argvs = g_new0 (const char *, (gsize) n * 9);
   g_autoptr (GPtrArray) channels = g_ptr_array_new_with_free_func (g_free);
   g_autoptr (GError) first_error = NULL;
-  const char *subscribed = rl_notifier_is_subscribed (self->notifier) ? "1" : "0";
+  char own[2];
+  const char *legacy = release_legacy (self, own);
 
   for (guint i = 0; i < n; i++)
     {
-      const char **argv = argvs + (gsize) i * 7;
+      const char **argv = argvs + (gsize) i * 9;
       char *channel = g_strconcat (self->channel_prefix, items[i].key, NULL);
 
       g_ptr_array_add (channels, channel);
@@ -1365,10 +1396,12 @@ redis_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error)
       argv[3] = items[i].key;
       argv[4] = items[i].value;
       argv[5] = channel;
-      argv[6] = subscribed;
+      argv[6] = own;
+      argv[7] = "0";
+      argv[8] = legacy;
       cmds[i].script = &self->release;
       cmds[i].route = items[i].key;
-      cmds[i].argc = 7;
+      cmds[i].argc = legacy != NULL ? 9 : 7;
       cmds[i].argv = argv;
     }
   pipeline (self, n, cmds, NULL, 0);
@@ -1711,6 +1744,7 @@ redis_free (RlStore *store)
   rl_notifier_free (self->notifier);
   rl_topology_free (self->topology);
   g_free (self->channel_prefix);
+  g_free (self->legacy_channel);
   rl_mutex_clear (&self->recent_mutex);
   g_free (self);
 }
@@ -1773,7 +1807,10 @@ redis_force_release (RlStore *store, const char *key, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   g_autofree char *channel = g_strconcat (self->channel_prefix, key, NULL);
-  redisReply *reply = run_script (self, &self->force_release, key, channel, "", 0, NULL, NULL, error);
+  const char *legacy = g_atomic_int_get (&self->parent.ctx->legacy_channel) ? self->legacy_channel
+                                                                            : "";
+  redisReply *reply
+      = run_script (self, &self->force_release, key, channel, legacy, 0, NULL, NULL, error);
   gboolean deleted;
 
   if (reply == NULL)
@@ -1953,7 +1990,8 @@ typedef struct
   GError **errors;  /* per lease, with result ERROR */
   char (*ttls)[24];
   char **channels; /* release: each lease's notification channel */
-  const char *subscribed;
+  char own[2];        /* release: RELEASE's ARGV[3] */
+  const char *legacy; /* release: RELEASE's ARGV[5], or NULL */
   guint next;       /* where the next reply's lease is looked for */
   guint n_sent;     /* leases sent in the exchange under way */
   guint answered;   /* of them, answered */
@@ -1972,7 +2010,7 @@ request_queue (RedisRequest *req)
   for (guint i = 0; i < req->n; i++)
     {
       RlLeaseItem *item = &req->items[i];
-      const char *argv[7];
+      const char *argv[9];
       int argc = 6;
 
       req->sent[i] = req->wrote[i] = FALSE;
@@ -1997,8 +2035,10 @@ request_queue (RedisRequest *req)
           if (req->kind == RL_REQUEST_RELEASE)
             {
               argv[5] = req->channels[i];
-              argv[6] = req->subscribed;
-              argc = 7;
+              argv[6] = req->own;
+              argv[7] = "0";
+              argv[8] = req->legacy;
+              argc = req->legacy != NULL ? 9 : 7;
             }
           else
             argv[5] = req->ttls[i];
@@ -2302,7 +2342,7 @@ redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem *i
   if (kind == RL_REQUEST_RELEASE)
     {
       req->channels = g_new0 (char *, n + 1);
-      req->subscribed = rl_notifier_is_subscribed (self->notifier) ? "1" : "0";
+      req->legacy = release_legacy (self, req->own);
     }
   for (guint i = 0; i < n; i++)
     {
@@ -2440,6 +2480,7 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
   RlRedisStore *self;
   g_autofree char *pattern = NULL;
   g_autofree char *track_prefix = NULL;
+  g_autofree char *key_prefix = NULL;
   g_autoptr (GPtrArray) masters = NULL;
 
   if (!rl_url_parse (url, &parsed, error))
@@ -2453,6 +2494,7 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
   self->parent.released = released;
   self->parent.released_data = released_data;
   self->channel_prefix = g_strconcat (registry_key, "-channel:", NULL);
+  self->legacy_channel = g_strconcat (registry_key, "-channel", NULL);
   script_init (&self->acquire, acquire_script);
   script_init (&self->release, release_script);
   script_init (&self->renew, renew_script);
@@ -2473,8 +2515,10 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
   /* Key tracking reports the keys of the node it runs on only: on a Cluster the one
    * subscriber would hear of a fraction of them, so waiters there rely on
    * notifications and TTLs alone. */
-  track_prefix = self->slotted ? NULL : g_strconcat (registry_key, ":", NULL);
-  self->notifier = rl_notifier_new (&self->parent, self->topology, pattern, track_prefix);
+  key_prefix = g_strconcat (registry_key, ":", NULL);
+  track_prefix = self->slotted ? NULL : g_strdup (key_prefix);
+  self->notifier = rl_notifier_new (&self->parent, self->topology, pattern, self->legacy_channel,
+                                    key_prefix, track_prefix);
 
   masters = self->topology->vt->masters (self->topology, error);
   for (guint i = 0; masters != NULL && i < masters->len; i++)

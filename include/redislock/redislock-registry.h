@@ -413,6 +413,28 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_key_tracking (RedisLockRegistry *
 REDIS_LOCK_EXPORT gboolean redis_lock_registry_get_key_tracking (RedisLockRegistry *registry);
 
 /**
+ * redis_lock_registry_set_legacy_spring_channel:
+ * @registry: a registry
+ * @enabled: whether releases also publish on `registry_key-channel` (default %FALSE)
+ *
+ * Wait compatibility with older Spring releases. Spring Integration's registry before
+ * its 2025 per-key channels publishes every release on one channel,
+ * `registry_key-channel` (message: the lock's full key `registry_key:name`), and its
+ * waiters in pub/sub mode listen there only. A registry's subscriber always listens
+ * there too (so a release by such a Spring process wakes that lock's waiters at once;
+ * a message naming no key of this registry wakes all of them), whatever this setting.
+ * With @enabled, each release (and redis_lock_registry_force_unlock()) also publishes
+ * the key on `registry_key-channel`, in the same atomic step as the per-key channel,
+ * so that an older Spring waiter is woken too. It costs one more message per release
+ * to every registry subscribed to this registry key. Takes effect with the next
+ * release. A Redis user needs permission on that channel as well (ACL
+ * `&registry_key-channel*` covers both); one that lacks it still releases, and its
+ * subscriber goes without the older channel. No effect on a `memory://` registry.
+ */
+REDIS_LOCK_EXPORT void redis_lock_registry_set_legacy_spring_channel (RedisLockRegistry *registry,
+                                                                      gboolean enabled);
+
+/**
  * redis_lock_registry_set_fencing:
  * @registry: a registry
  * @enabled: whether acquisitions take a fencing token (default %FALSE)
