@@ -25,35 +25,40 @@
  * once and restart() makes it resubscribe at once, and PINGs an otherwise silent
  * connection so a dead server is noticed. Reconnection backs off from 50 ms to 5 s.
  *
- * When the registry asks for it (its key_tracking setting, off by default: each write
- * of a lock key then reaches every process's subscriber), the same connection also
+ * With the registry's key_tracking setting (on by default), the same connection also
  * hears of keys that change without a notification: a lock deleted by a client that
- * does not publish (Spring's registry in spin mode), or one that expires (a crashed
- * holder's). The setting is read at each (re)subscription, and a change of it
- * resubscribes (rl_notifier_restart()). Before subscribing, it turns on Redis's
- * client-side-caching tracking in broadcasting mode for the prefix `registry_key:`,
- * redirected to itself (CLIENT TRACKING on REDIRECT <own id> BCAST PREFIX ...), and
- * subscribes to `__redis__:invalidate`: the RESP2 form, where the server reports every
- * write, delete and expiry of a key under the prefix as a message on that channel. With
- * BCAST the connection need not read the keys, so the one subscriber connection does
- * it all, and since tracking is on before the PSUBSCRIBE is confirmed, a waiter's
- * confirmed attempt cannot miss the change that follows it either. Each invalidated
- * key is handed on as a possible release, except two that cannot be one: the
- * invalidation that comes right after a release's notification for the same key (the
- * release script publishes and deletes in one atomic step, and the server sends the
- * invalidation after the script: the same news), and the next one of that key, which
- * can only be its creation, since an absent key can neither be deleted nor expire (so
- * the next holder's acquisition does not wake the waiters that just lost to it). A
- * client that deletes and then publishes in two separate commands may defeat this,
- * at worst leaving a waiter to its holder's TTL as without tracking. Any other
- * acquisition or a renewal also invalidates: its waiters wake, try once, and sleep
- * again. A server that refuses tracking (Redis before 6, a user without the CLIENT
- * command or the channel) gets one warning, and its waiters are woken by
- * notifications and their holder's TTL as before. On a Cluster each master reports
- * only its own keys, so tracking is off there (the store passes no track_prefix) and
- * waiters rely on notifications and TTLs. The three set-up steps wait for their
- * replies within the connection's command timeout, which bounds how long a stop
- * waits for a thread caught in them.
+ * does not publish (Spring's registry in spin mode, an operator's DEL), one that
+ * expires (a crashed holder's), one overwritten. Only what a waiter waits for is
+ * tracked, so the cost is one small message per change of a waited-for key, nothing
+ * for the keys nobody waits for (broadcast tracking would send every write of every
+ * lock key to every process). Redis's client-side-caching tracking in default mode
+ * does that: the server remembers, per client, the keys it read, and reports the next
+ * change of each once. Here the clients that read are the store's data connections:
+ * each turns tracking on with REDIRECT to this connection's id, OPTIN and NOLOOP
+ * (redis-store.c), and sends CLIENT CACHING yes right before the acquire script of a
+ * key found held, whose GET and PTTL are the waiter's read; nothing else they read is
+ * tracked, and their own writes report nothing. This connection gets its id (CLIENT
+ * ID), checks that the user may turn tracking on (CLIENT TRACKING on REDIRECT <own
+ * id> OPTIN, which tracks nothing by itself) and subscribes to `__redis__:invalidate`,
+ * the RESP2 form, where the server sends the reports as messages, all before the
+ * PSUBSCRIBE: its id is handed out (rl_notifier_tracking_id()) only while the
+ * subscription is confirmed, so a waiter's confirmed attempt cannot miss the change
+ * that follows it, and a subscription that breaks (its id then reports to nobody)
+ * wakes every waiter as any break does. The setting is read at each
+ * (re)subscription, and a change of it resubscribes (rl_notifier_restart()).
+ *
+ * Each invalidated key is handed on as a possible release, except the one that
+ * follows a release's notification for the same key: the release script publishes
+ * and deletes in one atomic step, and the server sends the invalidation after the
+ * notification, so it is the same news. An acquisition by another client also
+ * invalidates: the waiter wakes, tries once (reading the key again, so tracking it
+ * again) and sleeps. A server that refuses tracking (Redis before 6, a user without
+ * the CLIENT command or the channel) gets one warning, and its waiters are woken by
+ * notifications and their holder's TTL. On a Cluster the keys live on many masters
+ * and one subscriber cannot hear all of them, so tracking is off there (the store
+ * passes no track_prefix) and waiters rely on notifications and TTLs. The set-up
+ * steps wait for their replies within the connection's command timeout, which bounds
+ * how long a stop waits for a thread caught in them.
  *
  * The same connection also subscribes to `registry_key-channel`, the one channel that
  * Spring Integration releases before the per-key channels publish on (message: the
@@ -103,12 +108,11 @@ struct _RlNotifier
   char *track_prefix; /* NULL: no key tracking */
 
   /* The thread's own: */
-  gboolean tracking;     /* tracking is on for the current connection */
+  gboolean tracking;     /* invalidations are heard on the current connection */
+  gint64 track_id;       /* ... and reported to this client id, the connection's */
   gboolean track_warned; /* a refusal of tracking was reported */
   char *last_published;  /* the key of the message just handed on, when it was an
                             unlock notification */
-  GHashTable *absent;    /* keys released (heard of, and their deletion seen) and not
-                            changed since: their next change is a creation */
   gboolean legacy_pending; /* the SUBSCRIBE to legacy_channel is not answered yet */
   gboolean legacy_on;      /* ... and it was accepted on the current connection */
 
@@ -120,6 +124,7 @@ struct _RlNotifier
   gboolean restart; /* resubscribe now, on the node the topology names */
   gboolean subscribed;
   gboolean legacy_subscribed; /* subscribed, with legacy_channel too */
+  gint64 tracking_id; /* subscribed, hearing invalidations sent to this client id; 0: not */
   gboolean was_up; /* a subscription was confirmed once */
   gboolean refused; /* the server answered the PSUBSCRIBE with an error */
   gboolean warned;  /* the refusal was reported */
@@ -142,6 +147,7 @@ set_state (RlNotifier *self, gboolean subscribed, gboolean failed)
   reset = (failed && !self->refused) || (changed && subscribed && self->was_up);
   self->subscribed = subscribed;
   self->legacy_subscribed = subscribed && self->legacy_on;
+  self->tracking_id = subscribed && self->tracking ? self->track_id : 0;
   self->was_up = self->was_up || subscribed;
   if (failed)
     self->failures++;
@@ -217,10 +223,10 @@ refused (RlNotifier *self, const char *why)
 
 #define RL_INVALIDATE_CHANNEL "__redis__:invalidate"
 
-/* Turns on key tracking for the subscriber connection @conn, redirected to itself, and
- * subscribes to the invalidation channel, before the PSUBSCRIBE; each step waits for
- * its reply. A refusal is reported once and leaves tracking off for this connection.
- * Returns FALSE when the connection failed. */
+/* Makes the subscriber connection @conn the receiver of key invalidations, before the
+ * PSUBSCRIBE: its id, a check that tracking may be turned on, the invalidation
+ * channel; each step waits for its reply. A refusal is reported once and leaves
+ * tracking off for this connection. Returns FALSE when the connection failed. */
 static gboolean
 track_keys (RlNotifier *self, RlConn *conn)
 {
@@ -228,29 +234,29 @@ track_keys (RlNotifier *self, RlConn *conn)
   char id[24];
   const char *why = NULL;
   const char *client_id[2] = { "CLIENT", "ID" };
-  const char *tracking[7] = { "CLIENT", "TRACKING", "on", "REDIRECT", id, "BCAST", "PREFIX" };
-  const char *track_argv[8];
+  const char *tracking[6] = { "CLIENT", "TRACKING", "on", "REDIRECT", id, "OPTIN" };
   const char *subscribe[2] = { "SUBSCRIBE", RL_INVALIDATE_CHANNEL };
   g_autofree char *refusal = NULL;
+  gint64 own_id;
 
   self->tracking = FALSE;
+  self->track_id = 0;
   if (self->track_prefix == NULL || !g_atomic_int_get (&self->store->ctx->key_tracking))
     return TRUE;
   reply = rl_conn_roundtrip (conn, 2, client_id);
   if (reply == NULL)
     return FALSE;
-  if (reply->type != REDIS_REPLY_INTEGER)
+  if (reply->type != REDIS_REPLY_INTEGER || reply->integer <= 0)
     {
       why = "CLIENT ID";
       refusal = g_strdup (reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
       freeReplyObject (reply);
       goto refused;
     }
-  rl_format_uint (id, reply->integer);
+  own_id = reply->integer;
+  rl_format_uint (id, own_id);
   freeReplyObject (reply);
-  memcpy (track_argv, tracking, sizeof tracking);
-  track_argv[7] = self->track_prefix;
-  reply = rl_conn_roundtrip (conn, 8, track_argv);
+  reply = rl_conn_roundtrip (conn, 6, tracking);
   if (reply == NULL)
     return FALSE;
   if (reply->type != REDIS_REPLY_STATUS)
@@ -266,21 +272,14 @@ track_keys (RlNotifier *self, RlConn *conn)
     return FALSE;
   if (reply->type != REDIS_REPLY_ARRAY)
     {
-      const char *off[3] = { "CLIENT", "TRACKING", "off" };
-
       why = "SUBSCRIBE " RL_INVALIDATE_CHANNEL;
       refusal = g_strdup (reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
-      freeReplyObject (reply);
-      /* Once subscribed to the notifications, the connection would receive the
-       * invalidations anyway: tracking goes off with the channel refused. */
-      reply = rl_conn_roundtrip (conn, 3, off);
-      if (reply == NULL)
-        return FALSE;
       freeReplyObject (reply);
       goto refused;
     }
   freeReplyObject (reply);
   self->tracking = TRUE;
+  self->track_id = own_id;
   return TRUE;
 
 refused:
@@ -294,13 +293,9 @@ refused:
   return TRUE;
 }
 
-/* Keys known absent (released) are remembered up to this many; forgetting them costs
- * spurious wake-ups, never a missed one. */
-#define RL_RELEASED_KEYS_MAX 4096
-
 /* An invalidation message: each key it names (none: the whole database was flushed)
  * may have been released, except the release's own invalidation, which comes right
- * after its notification, and the next one of a key known absent, its creation. */
+ * after its notification. */
 static void
 handle_invalidation (RlNotifier *self, const redisReply *keys)
 {
@@ -309,7 +304,6 @@ handle_invalidation (RlNotifier *self, const redisReply *keys)
 
   if (keys->type != REDIS_REPLY_ARRAY)
     {
-      g_hash_table_remove_all (self->absent);
       store->released (NULL, FALSE, store->released_data);
       return;
     }
@@ -319,13 +313,7 @@ handle_invalidation (RlNotifier *self, const redisReply *keys)
 
       if (key->type != REDIS_REPLY_STRING)
         continue;
-      if (published != NULL && strcmp (published, key->str) == 0)
-        {
-          if (g_hash_table_size (self->absent) >= RL_RELEASED_KEYS_MAX)
-            g_hash_table_remove_all (self->absent);
-          g_hash_table_add (self->absent, g_strdup (key->str));
-        }
-      else if (!g_hash_table_remove (self->absent, key->str))
+      if (published == NULL || strcmp (published, key->str) != 0)
         store->released (key->str, FALSE, store->released_data);
     }
 }
@@ -414,7 +402,6 @@ subscribe_once (RlNotifier *self, RlConn *conn)
   const char *argv[2] = { "PSUBSCRIBE", self->pattern };
   const char *legacy[2] = { "SUBSCRIBE", self->legacy_channel };
 
-  g_hash_table_remove_all (self->absent);
   g_clear_pointer (&self->last_published, g_free);
   self->legacy_on = FALSE;
   if (!track_keys (self, conn))
@@ -543,7 +530,6 @@ rl_notifier_new (RlStore *store, RlTopology *topology, const char *pattern,
   self->legacy_channel = g_strdup (legacy_channel);
   self->key_prefix = g_strdup (key_prefix);
   self->track_prefix = g_strdup (track_prefix);
-  self->absent = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->wake[0] = self->wake[1] = -1;
   rl_mutex_init (&self->mutex);
   rl_cond_init (&self->cond);
@@ -588,6 +574,17 @@ rl_notifier_is_subscribed (RlNotifier *self)
   subscribed = self->subscribed;
   rl_mutex_unlock (&self->mutex);
   return subscribed;
+}
+
+gint64
+rl_notifier_tracking_id (RlNotifier *self)
+{
+  gint64 id;
+
+  rl_mutex_lock (&self->mutex);
+  id = self->tracking_id;
+  rl_mutex_unlock (&self->mutex);
+  return id;
 }
 
 guint
@@ -660,7 +657,6 @@ rl_notifier_free (RlNotifier *self)
   g_free (self->legacy_channel);
   g_free (self->key_prefix);
   g_free (self->track_prefix);
-  g_hash_table_unref (self->absent);
   g_free (self->last_published);
   g_free (self);
 }

@@ -13,7 +13,7 @@ typedef struct _RlNotifier RlNotifier;
  * own started on the first rl_notifier_watch(); calls store->released for each
  * message. Also subscribes to @legacy_channel, whose messages name a key: one starting
  * with @key_prefix is handed on, any other as "any key". With @track_prefix (NULL:
- * none), also hears of every change of a key starting with it (Redis key tracking, see
+ * none), also hears of the change of a key a waiter read (Redis key tracking, see
  * notify.c) and calls store->released for each changed key. */
 RlNotifier *rl_notifier_new (RlStore *store, RlTopology *topology, const char *pattern,
                              const char *legacy_channel, const char *key_prefix,
@@ -27,6 +27,9 @@ gboolean rl_notifier_is_subscribed (RlNotifier *notifier);
 /* How many receivers of a release published on the per-key channel (and, with
  * @legacy, on the legacy channel too) are this subscription: 0, 1 or 2. */
 guint rl_notifier_receivers (RlNotifier *notifier, gboolean legacy);
+/* While the subscription is confirmed with key tracking on: the client id a data
+ * connection's key tracking must report to (CLIENT TRACKING on REDIRECT id); else 0. */
+gint64 rl_notifier_tracking_id (RlNotifier *notifier);
 void rl_notifier_stop (RlNotifier *notifier); /* joins the thread; idempotent */
 void rl_notifier_free (RlNotifier *notifier);
 

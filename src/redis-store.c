@@ -230,21 +230,81 @@ is_noscript (redisReply *reply)
   return reply->type == REDIS_REPLY_ERROR && g_str_has_prefix (reply->str, "NOSCRIPT");
 }
 
+/* The waiter's read of a key is tracked (see notify.c): with @track_id, the
+ * connection's key tracking reports to that client (the registry's subscriber), in
+ * OPTIN mode, so that only the command right after CLIENT CACHING yes has the keys it
+ * reads tracked, and NOLOOP, so that its own writes report nothing. Queues CLIENT
+ * TRACKING when the connection reports elsewhere or nowhere yet, then CLIENT CACHING
+ * yes; returns how many replies they add. */
+static guint
+queue_tracking (RlConn *conn, gint64 track_id)
+{
+  char id[24];
+  const char *tracking[7] = { "CLIENT", "TRACKING", "on", "REDIRECT", id, "OPTIN", "NOLOOP" };
+  const char *caching[3] = { "CLIENT", "CACHING", "yes" };
+  guint n = 0;
+
+  if (track_id == 0)
+    return 0;
+  if (conn->tracking_redirect != track_id)
+    {
+      rl_format_uint (id, track_id);
+      rl_conn_append (conn, 7, tracking);
+      n++;
+    }
+  rl_conn_append (conn, 3, caching);
+  return n + 1;
+}
+
+/* Reads the @n replies queue_tracking() added for @track_id. FALSE when the
+ * connection failed. A refusal leaves the connection without tracking (and the read
+ * untracked: the waiter is woken as without it); it is logged at debug level, the
+ * subscriber having warned already if the user lacks the command. */
+static gboolean
+read_tracking (RlConn *conn, gint64 track_id, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    {
+      redisReply *reply = NULL;
+
+      if (!rl_conn_get_reply (conn, &reply))
+        return FALSE;
+      if (reply->type == REDIS_REPLY_ERROR)
+        {
+          g_debug ("key tracking on a data connection: %s", reply->str);
+          conn->tracking_redirect = 0;
+        }
+      else if (i == 0 && n == 2)
+        conn->tracking_redirect = track_id;
+      freeReplyObject (reply);
+    }
+  return TRUE;
+}
+
 /* One exchange on @conn: @argv, preceded by ASKING when @asking (the answer to ASKING
- * is read and dropped). NULL when the connection failed. */
+ * is read and dropped), and by the tracking of what it reads when @track_id is not 0
+ * (queue_tracking()). NULL when the connection failed. */
 static redisReply *
-exchange (RlConn *conn, gboolean asking, int argc, const char **argv)
+exchange (RlConn *conn, gboolean asking, gint64 track_id, int argc, const char **argv)
 {
   const char *asking_argv[] = { "ASKING" };
   redisReply *reply = NULL;
+  guint tracking;
 
-  if (!asking)
+  if (!asking && track_id == 0)
     return rl_conn_roundtrip (conn, argc, argv);
-  rl_conn_append (conn, 1, asking_argv);
+  tracking = queue_tracking (conn, track_id);
+  if (asking)
+    rl_conn_append (conn, 1, asking_argv);
   rl_conn_append (conn, argc, argv);
-  if (!rl_conn_get_reply (conn, &reply))
+  if (!read_tracking (conn, track_id, tracking))
     return NULL;
-  freeReplyObject (reply);
+  if (asking)
+    {
+      if (!rl_conn_get_reply (conn, &reply))
+        return NULL;
+      freeReplyObject (reply);
+    }
   if (!rl_conn_get_reply (conn, &reply))
     return NULL;
   return reply;
@@ -349,10 +409,13 @@ failover (RlTopology *topology, RlNode **node, const char *key, gint64 deadline,
  * retries once on a fresh connection when a pooled one turns out stale; all within
  * @timeout_ms (0: the command timeout), which also bounds each exchange. With
  * @script, argv[0..1] are EVALSHA and its SHA-1, and a NOSCRIPT answer is followed by
- * EVAL of the script text on the same connection. */
+ * EVAL of the script text on the same connection. With @track, the keys the command
+ * reads are tracked while the registry's subscriber hears invalidations (a waiter's
+ * read of the key it waits for: see queue_tracking()). */
 static redisReply *
-call (RlRedisStore *self, const char *key, int argc, const char **argv, const RlScript *script,
-      gint64 timeout_ms, gboolean *retried, RlWroteFunc wrote, gboolean *acked, GError **error)
+call_tracked (RlRedisStore *self, const char *key, int argc, const char **argv,
+              const RlScript *script, gint64 timeout_ms, gboolean *retried, RlWroteFunc wrote,
+              gboolean *acked, gboolean track, GError **error)
 {
   RlTopology *topology = self->topology;
   RedisLockRegistryStats *stats = self->parent.ctx->stats;
@@ -374,6 +437,7 @@ call (RlRedisStore *self, const char *key, int argc, const char **argv, const Rl
       RlConn *conn;
       RlNode *target = NULL;
       RlReplyKind kind;
+      gint64 track_id;
 
       /* The first exchange has the whole budget even when routing took a moment. */
       conn = rl_pool_get (node->pool, redirects + pauses == 0 ? budget_ms : MAX (left_ms, 1),
@@ -389,9 +453,10 @@ call (RlRedisStore *self, const char *key, int argc, const char **argv, const Rl
           argv[0] = "EVALSHA";
           argv[1] = script->sha;
         }
+      track_id = track ? rl_notifier_tracking_id (self->notifier) : 0;
       RL_ATOMIC_ADD (stats->round_trips, 1);
       RL_ATOMIC_ADD (stats->commands, 1);
-      reply = exchange (conn, asking, argc, argv);
+      reply = exchange (conn, asking, track_id, argc, argv);
       if (reply != NULL && script != NULL && is_noscript (reply))
         {
           freeReplyObject (reply);
@@ -399,7 +464,7 @@ call (RlRedisStore *self, const char *key, int argc, const char **argv, const Rl
           argv[1] = script->text;
           RL_ATOMIC_ADD (stats->round_trips, 1);
           RL_ATOMIC_ADD (stats->commands, 1);
-          reply = exchange (conn, asking, argc, argv);
+          reply = exchange (conn, asking, track_id, argc, argv);
         }
       if (reply == NULL)
         {
@@ -472,6 +537,14 @@ call (RlRedisStore *self, const char *key, int argc, const char **argv, const Rl
   if (node != NULL)
     rl_node_unref (node);
   return reply;
+}
+
+static redisReply *
+call (RlRedisStore *self, const char *key, int argc, const char **argv, const RlScript *script,
+      gint64 timeout_ms, gboolean *retried, RlWroteFunc wrote, gboolean *acked, GError **error)
+{
+  return call_tracked (self, key, argc, argv, script, timeout_ms, retried, wrote, acked, FALSE,
+                       error);
 }
 
 /* Runs @script with the EVALSHA command line @argv; its reply must be an integer. */
@@ -568,8 +641,9 @@ acquire_fenced (RlRedisStore *self, const char *key, const char *value, const ch
 {
   const char *argv[7] = { "EVALSHA", self->fenced_acquire.sha, "2", key, fence_key, value, ttl };
   gboolean acked;
-  redisReply *reply = call (self, key, 7, argv, &self->fenced_acquire, timeout_ms, NULL,
-                            wrote_fenced, &acked, error);
+  /* One script that reads the key when it is held: tracked, as ACQUIRE's. */
+  redisReply *reply = call_tracked (self, key, 7, argv, &self->fenced_acquire, timeout_ms, NULL,
+                                    wrote_fenced, &acked, TRUE, error);
 
   if (reply == NULL)
     return RL_LEASE_ERROR;
@@ -623,10 +697,23 @@ redis_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_ms
       return acked ? RL_LEASE_OK : unreplicated_acquisition (self, key, value, error);
   }
 
-  reply = run_script (self, &self->acquire, key, value, ttl, timeout_ms, wrote_acquire, &acked,
-                      error);
+  /* The key is held: this read of it (the script's GET and PTTL) is the one a waiter
+   * is woken by a change of, without a notification too. */
+  {
+    const char *argv[6] = { "EVALSHA", self->acquire.sha, "1", key, value, ttl };
+
+    reply = call_tracked (self, key, 6, argv, &self->acquire, timeout_ms, NULL, wrote_acquire,
+                          &acked, TRUE, error);
+  }
   if (reply == NULL)
     return RL_LEASE_ERROR;
+  if (reply->type != REDIS_REPLY_INTEGER)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                   "Redis lock script returned an unexpected reply (type %d)", reply->type);
+      freeReplyObject (reply);
+      return RL_LEASE_ERROR;
+    }
   result = reply->integer;
   freeReplyObject (reply);
   if (result == RL_ACQUIRED)

@@ -39,6 +39,8 @@ typedef struct _RlConn
   char errstr[256];
   gboolean answered;    /* a reply has been read: the server accepted the connection */
   gboolean without_cert; /* TLS without a client certificate */
+  gint64 tracking_redirect; /* the client id this connection's key tracking reports to
+                               (CLIENT TRACKING on REDIRECT id OPTIN NOLOOP); 0: off */
 } RlConn;
 
 /* TLS settings shared by the connections of one node (credentials loaded once).

@@ -933,6 +933,112 @@ test_legacy_own_receivers (TestFixture *fx, gconstpointer data)
   g_assert_true (streak_kept (fx, r, "legacy"));
 }
 
+/* ---- keys changed without a notification (key tracking, on by default) ---- */
+
+/* How many clients of the server have key tracking on (flag `t` in CLIENT LIST). */
+static guint
+tracking_clients (redisContext *c)
+{
+  redisReply *reply = test_redis_command (c, "CLIENT LIST");
+  g_auto (GStrv) lines = NULL;
+  guint n = 0;
+
+  g_assert_cmpint (reply->type, ==, REDIS_REPLY_STRING);
+  lines = g_strsplit (reply->str, "\n", -1);
+  freeReplyObject (reply);
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      const char *flags = strstr (lines[i], " flags=");
+      if (flags != NULL && strchr (flags + 7, 't') != NULL
+          && strchr (flags + 7, 't') < strchr (flags + 7, ' '))
+        n++;
+    }
+  return n;
+}
+
+static void
+test_tracking_overwrite_keeps_waiting (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) b = NULL;
+  g_autoptr (RedisLock) lb = NULL;
+  g_autofree char *value = NULL;
+  guint64 attempts;
+  Waiter *w;
+  gint64 t0, delay;
+
+  g_test_summary ("With default settings, a key overwritten by another foreign holder without "
+                  "a notification wakes the waiter, which tries once and goes on waiting for "
+                  "the new holder; that holder's DEL (no notification either) then wakes it "
+                  "at once");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  freeReplyObject (test_redis_command (fx->redis, "SET %s %s PX %d", REGISTRY_KEY ":over",
+                                       "foreign-a", MINUTE_MS));
+  b = registry_new_slow_spin (fx);
+  g_assert_true (redis_lock_registry_get_key_tracking (b));
+  lb = test_obtain (b, "over");
+  w = waiter_start_watched (b, lb, 30000);
+
+  attempts = test_stats (b).contended_attempts;
+  freeReplyObject (test_redis_command (fx->redis, "SET %s %s PX %d", REGISTRY_KEY ":over",
+                                       "foreign-b", MINUTE_MS));
+  /* Woken: it tried again (and read the key again, which tracks it again). */
+  TEST_WAIT_UNTIL (test_stats (b).contended_attempts > attempts || waiter_has_returned (w), 5000);
+  g_assert_false (waiter_has_returned (w));
+  value = test_redis_get (fx->redis, REGISTRY_KEY ":over");
+  g_assert_cmpstr (value, ==, "foreign-b");
+
+  t0 = test_now_ms ();
+  g_assert_cmpint (test_redis_integer (fx->redis, "DEL %s", REGISTRY_KEY ":over"), ==, 1);
+  waiter_assert_acquired (w, 35000);
+  delay = w->returned_at_ms - t0;
+  g_test_message ("woken %" G_GINT64_FORMAT " ms after the second holder's DEL", delay);
+  g_assert_cmpint (delay, <, 1000);
+  g_free (value);
+  value = test_redis_get (fx->redis, REGISTRY_KEY ":over");
+  test_assert_value_of (value, b);
+  waiter_finish (w);
+}
+
+static void
+test_tracking_off (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) r = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  Waiter *w;
+
+  g_test_summary ("Key tracking is on by default: a waiting registry's connections have it "
+                  "on (CLIENT LIST flag t); redis_lock_registry_set_key_tracking (FALSE) "
+                  "turns it off, and none has it");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  freeReplyObject (test_redis_command (fx->redis, "SET %s %s PX %d", REGISTRY_KEY ":off",
+                                       "foreign-a", MINUTE_MS));
+  g_assert_cmpuint (tracking_clients (fx->redis), ==, 0);
+
+  r = registry_new_slow_spin (fx);
+  lock = test_obtain (r, "off");
+  w = waiter_start_watched (r, lock, 500);
+  /* The subscriber, and the data connection that read the key. */
+  g_assert_cmpuint (tracking_clients (fx->redis), ==, 2);
+  g_assert_true (waiter_wait_returned (w, 10000));
+  g_assert_false (w->acquired);
+  waiter_finish (w);
+  g_clear_pointer (&lock, redis_lock_unref);
+  g_clear_pointer (&r, redis_lock_registry_unref);
+  TEST_WAIT_UNTIL (tracking_clients (fx->redis) == 0, 5000);
+
+  r = registry_new_slow_spin (fx);
+  redis_lock_registry_set_key_tracking (r, FALSE);
+  g_assert_false (redis_lock_registry_get_key_tracking (r));
+  lock = test_obtain (r, "off");
+  w = waiter_start_watched (r, lock, 500);
+  g_assert_cmpuint (tracking_clients (fx->redis), ==, 0);
+  g_assert_true (waiter_wait_returned (w, 10000));
+  g_assert_false (w->acquired);
+  waiter_finish (w);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -952,6 +1058,9 @@ main (int argc, char **argv)
                   test_legacy_other_message_wakes_all);
   test_add_redis ("/notify/legacy/publish-with-setting", NULL, test_legacy_publish_setting);
   test_add_redis ("/notify/legacy/own-receivers", NULL, test_legacy_own_receivers);
+  test_add_redis ("/notify/tracking/overwrite-keeps-waiting", NULL,
+                  test_tracking_overwrite_keeps_waiting);
+  test_add_redis ("/notify/tracking/off", NULL, test_tracking_off);
   test_add_stores ("/notify/spin/acquires-after-release", NULL, test_spin_mode);
   test_add_stores ("/notify/close/wakes-waiters-and-joins", NULL, test_close_wakes_waiters);
   return g_test_run ();
