@@ -58,8 +58,8 @@ raw_us (Bench *b)
 void
 bench_registry_settings (RedisLockRegistry *registry)
 {
-  if (g_strcmp0 (g_getenv ("REDISLOCK_BENCH_KEY_TRACKING"), "off") == 0)
-    redis_lock_registry_set_key_tracking (registry, FALSE);
+  if (g_strcmp0 (g_getenv ("REDISLOCK_BENCH_KEY_TRACKING"), "on") == 0)
+    redis_lock_registry_set_key_tracking (registry, TRUE);
 }
 
 RedisLockRegistry *
@@ -237,7 +237,7 @@ typedef struct
   gboolean quick;
   gboolean json;
   gboolean list;
-  gboolean no_key_tracking;
+  gboolean key_tracking;
   /* the other process of the hand-off (hidden options) */
   gboolean child;
   char *child_mode;
@@ -271,8 +271,8 @@ options_parse (Options *o, int *argc, char ***argv)
     { "json", 0, 0, G_OPTION_ARG_NONE, &o->json, "Print the figures as JSON", NULL },
     { "only", 0, 0, G_OPTION_ARG_STRING, &o->only, "Run only these sections", "NAME[,NAME]" },
     { "list", 0, 0, G_OPTION_ARG_NONE, &o->list, "List the sections", NULL },
-    { "no-key-tracking", 0, 0, G_OPTION_ARG_NONE, &o->no_key_tracking,
-      "Run the library's registries with key tracking off (on by default)", NULL },
+    { "key-tracking", 0, 0, G_OPTION_ARG_NONE, &o->key_tracking,
+      "Run the library's registries with key tracking on (off by default)", NULL },
     { "child", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &o->child, NULL, NULL },
     { "child-mode", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &o->child_mode, NULL, NULL },
     { "child-name", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &o->child_name, NULL, NULL },
@@ -387,8 +387,8 @@ main (int argc, char **argv)
   else
     {
       /* Read by bench_registry_settings(), here and in the child processes. */
-      if (opt.no_key_tracking)
-        g_setenv ("REDISLOCK_BENCH_KEY_TRACKING", "off", TRUE);
+      if (opt.key_tracking)
+        g_setenv ("REDISLOCK_BENCH_KEY_TRACKING", "on", TRUE);
       status = run (&opt, argv[0]);
     }
   options_clear (&opt);

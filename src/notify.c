@@ -25,7 +25,7 @@
  * once and restart() makes it resubscribe at once, and PINGs an otherwise silent
  * connection so a dead server is noticed. Reconnection backs off from 50 ms to 5 s.
  *
- * With the registry's key_tracking setting (on by default), the same connection also
+ * With the registry's key_tracking setting (off by default), the same connection also
  * hears of keys that change without a notification: a lock deleted by a client that
  * does not publish (Spring's registry in spin mode, an operator's DEL), one that
  * expires (a crashed holder's), one overwritten. Only what a waiter waits for is
@@ -48,11 +48,16 @@
  * (re)subscription, and a change of it resubscribes (rl_notifier_restart()).
  *
  * Each invalidated key is handed on as a possible release, except the one that
- * follows a release's notification for the same key: the release script publishes
- * and deletes in one atomic step, and the server sends the invalidation after the
- * notification, so it is the same news. An acquisition by another client also
- * invalidates: the waiter wakes, tries once (reading the key again, so tracking it
- * again) and sleeps. A server that refuses tracking (Redis before 6, a user without
+ * follows a release's notification for the same key in the same read: the release
+ * script publishes and deletes in one atomic step, and the server sends the
+ * invalidation (there is one only when a waiter had read the key) with the
+ * notification, so it is the same news. Only in the same read: a later invalidation
+ * of the key is a later change (a foreign client took the released key and deleted it
+ * without a notification) and must wake its waiters. One that came in the same read
+ * was sent before the notification was handed on, so the read it reports was made
+ * before that hand-on, whose wake-up then covers it. An acquisition by another
+ * client also invalidates: the waiter wakes, tries once (reading the key again, so
+ * tracking it again) and sleeps. A server that refuses tracking (Redis before 6, a user without
  * the CLIENT command or the channel) gets one warning, and its waiters are woken by
  * notifications and their holder's TTL. On a Cluster the keys live on many masters
  * and one subscriber cannot hear all of them, so tracking is off there (the store
@@ -427,7 +432,12 @@ subscribe_once (RlNotifier *self, RlConn *conn)
           if (!rl_conn_next_reply (conn, &reply))
             return FALSE;
           if (reply == NULL)
-            break;
+            {
+              /* A release's invalidation comes with its notification, in the same
+               * read; one read later is a change of its own (see notify.c). */
+              g_clear_pointer (&self->last_published, g_free);
+              break;
+            }
           if (!handle_reply (self, reply, &ping_out))
             {
               freeReplyObject (reply);

@@ -966,7 +966,7 @@ test_tracking_overwrite_keeps_waiting (TestFixture *fx, gconstpointer data)
   Waiter *w;
   gint64 t0, delay;
 
-  g_test_summary ("With default settings, a key overwritten by another foreign holder without "
+  g_test_summary ("With key tracking on, a key overwritten by another foreign holder without "
                   "a notification wakes the waiter, which tries once and goes on waiting for "
                   "the new holder; that holder's DEL (no notification either) then wakes it "
                   "at once");
@@ -975,7 +975,7 @@ test_tracking_overwrite_keeps_waiting (TestFixture *fx, gconstpointer data)
   freeReplyObject (test_redis_command (fx->redis, "SET %s %s PX %d", REGISTRY_KEY ":over",
                                        "foreign-a", MINUTE_MS));
   b = registry_new_slow_spin (fx);
-  g_assert_true (redis_lock_registry_get_key_tracking (b));
+  redis_lock_registry_set_key_tracking (b, TRUE);
   lb = test_obtain (b, "over");
   w = waiter_start_watched (b, lb, 30000);
 
@@ -1001,15 +1001,62 @@ test_tracking_overwrite_keeps_waiting (TestFixture *fx, gconstpointer data)
 }
 
 static void
+test_tracking_delete_after_own_release (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) r = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autofree char *value = NULL;
+  guint64 notifications;
+  Waiter *w;
+  gint64 t0, delay;
+
+  g_test_summary ("With key tracking on, a registry releases a key nobody tracked (its own "
+                  "notification, no invalidation follows); a foreign client then takes it and "
+                  "deletes it without a notification: the registry's waiter is woken at once "
+                  "(the earlier notification must not hide the later change)");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  r = registry_new_slow_spin (fx);
+  redis_lock_registry_set_key_tracking (r, TRUE);
+  lock = test_obtain (r, "own");
+  test_lock_ok (lock);
+  /* The holder's subscription is confirmed once it hears a probe. */
+  notifications = test_stats (r).notifications;
+  while (test_stats (r).notifications == notifications)
+    {
+      freeReplyObject (
+          test_redis_command (fx->redis, "PUBLISH %s %s", REGISTRY_KEY "-channel:probe", "probe"));
+      g_usleep (1000);
+    }
+  notifications = test_stats (r).notifications;
+  test_unlock_ok (lock);
+  /* Heard its own release before anything below happens. */
+  TEST_WAIT_UNTIL (test_stats (r).notifications > notifications, 5000);
+
+  freeReplyObject (test_redis_command (fx->redis, "SET %s %s PX %d", REGISTRY_KEY ":own",
+                                       "foreign-a", MINUTE_MS));
+  w = waiter_start_watched (r, lock, 30000);
+  t0 = test_now_ms ();
+  g_assert_cmpint (test_redis_integer (fx->redis, "DEL %s", REGISTRY_KEY ":own"), ==, 1);
+  waiter_assert_acquired (w, 35000);
+  delay = w->returned_at_ms - t0;
+  g_test_message ("woken %" G_GINT64_FORMAT " ms after the DEL", delay);
+  g_assert_cmpint (delay, <, 1000);
+  value = test_redis_get (fx->redis, REGISTRY_KEY ":own");
+  test_assert_value_of (value, r);
+  waiter_finish (w);
+}
+
+static void
 test_tracking_off (TestFixture *fx, gconstpointer data)
 {
   g_autoptr (RedisLockRegistry) r = NULL;
   g_autoptr (RedisLock) lock = NULL;
   Waiter *w;
 
-  g_test_summary ("Key tracking is on by default: a waiting registry's connections have it "
-                  "on (CLIENT LIST flag t); redis_lock_registry_set_key_tracking (FALSE) "
-                  "turns it off, and none has it");
+  g_test_summary ("Key tracking is off by default: no connection of a waiting registry has "
+                  "it on (CLIENT LIST flag t); with redis_lock_registry_set_key_tracking (TRUE) "
+                  "the subscriber and the connection that read the key have it");
   TEST_SKIP_IF_NO_SERVER (fx);
 
   freeReplyObject (test_redis_command (fx->redis, "SET %s %s PX %d", REGISTRY_KEY ":off",
@@ -1017,23 +1064,22 @@ test_tracking_off (TestFixture *fx, gconstpointer data)
   g_assert_cmpuint (tracking_clients (fx->redis), ==, 0);
 
   r = registry_new_slow_spin (fx);
+  g_assert_false (redis_lock_registry_get_key_tracking (r));
   lock = test_obtain (r, "off");
   w = waiter_start_watched (r, lock, 500);
-  /* The subscriber, and the data connection that read the key. */
-  g_assert_cmpuint (tracking_clients (fx->redis), ==, 2);
+  g_assert_cmpuint (tracking_clients (fx->redis), ==, 0);
   g_assert_true (waiter_wait_returned (w, 10000));
   g_assert_false (w->acquired);
   waiter_finish (w);
   g_clear_pointer (&lock, redis_lock_unref);
   g_clear_pointer (&r, redis_lock_registry_unref);
-  TEST_WAIT_UNTIL (tracking_clients (fx->redis) == 0, 5000);
 
   r = registry_new_slow_spin (fx);
-  redis_lock_registry_set_key_tracking (r, FALSE);
-  g_assert_false (redis_lock_registry_get_key_tracking (r));
+  redis_lock_registry_set_key_tracking (r, TRUE);
   lock = test_obtain (r, "off");
   w = waiter_start_watched (r, lock, 500);
-  g_assert_cmpuint (tracking_clients (fx->redis), ==, 0);
+  /* The subscriber, and the data connection that read the key. */
+  g_assert_cmpuint (tracking_clients (fx->redis), ==, 2);
   g_assert_true (waiter_wait_returned (w, 10000));
   g_assert_false (w->acquired);
   waiter_finish (w);
@@ -1060,6 +1106,8 @@ main (int argc, char **argv)
   test_add_redis ("/notify/legacy/own-receivers", NULL, test_legacy_own_receivers);
   test_add_redis ("/notify/tracking/overwrite-keeps-waiting", NULL,
                   test_tracking_overwrite_keeps_waiting);
+  test_add_redis ("/notify/tracking/delete-after-own-release", NULL,
+                  test_tracking_delete_after_own_release);
   test_add_redis ("/notify/tracking/off", NULL, test_tracking_off);
   test_add_stores ("/notify/spin/acquires-after-release", NULL, test_spin_mode);
   test_add_stores ("/notify/close/wakes-waiters-and-joins", NULL, test_close_wakes_waiters);

@@ -71,8 +71,8 @@ REDIS_LOCK_EXPORT GType redis_lock_get_type (void) G_GNUC_CONST;
  *   lock arrives, bounded by the holder's remaining TTL, the caller's deadline and
  *   cancellable. Behind a key without expiry (another client's `SET` without `PX`) it
  *   retries every idle_between_tries_ms, so that such a key deleted without a
- *   notification never leaves it asleep for good. With key tracking (on by default,
- *   redis_lock_registry_set_key_tracking()), a change of the lock's key without a
+ *   notification never leaves it asleep for good. With
+ *   redis_lock_registry_set_key_tracking(), a change of the lock's key without a
  *   notification (a delete by a client that does not publish) wakes it too. Falls back
  *   to SPIN timing while the subscription is down.
  * @REDIS_LOCK_WAIT_SPIN: retry every idle_between_tries_ms.
@@ -380,22 +380,25 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_min_replicas (RedisLockRegistry *
  * redis_lock_registry_set_key_tracking:
  * @registry: a registry
  * @enabled: whether waiters also hear of lock keys changed without an unlock
- *   notification (default %TRUE)
+ *   notification (default %FALSE)
  *
  * Wake-ups without a notification. Waiters in %REDIS_LOCK_WAIT_PUBSUB mode are woken
  * by the unlock notification that every release of this library (and of Spring's
  * registry in its pub-sub mode) publishes. A key deleted by a client that does not
  * publish (Spring's registry in spin mode, an operator's `DEL`), overwritten, or
  * whose TTL is cut short would leave them waiting until the end of the TTL they read.
- * With @enabled (the default), Redis tells the registry's subscriber connection of
+ * With @enabled, Redis tells the registry's subscriber connection of
  * the next change of each key a waiter read (client-side-caching tracking, Redis 6 or
  * later, no server configuration): the connection that sends a waiter's attempt has
  * `CLIENT TRACKING on REDIRECT <subscriber> OPTIN NOLOOP` on and sends `CLIENT
  * CACHING yes` with the attempt's script when the key is held, so only keys waited for
  * are tracked, and such a change wakes their waiters within a round trip.
  *
- * The cost is one small message per change of a key someone waits for; keys nobody
- * waits for cost nothing (see README, "Performance"). On a single server and a
+ * The cost is one small command with each failed attempt and one small message per
+ * change of a key someone waits for (a release then reaches the waiting process twice,
+ * as its notification and as the change); keys nobody waits for cost nothing. That
+ * still measured a few percent on the cross-process hand-off, which is why it is off
+ * by default (see README, "Performance"). On a single server and a
  * Sentinel master; a Cluster registry ignores it (one subscriber would hear of one
  * master's keys only), and waits for several locks at once (redis_lock_try_lock_all())
  * and those of a quorum registry are woken by notifications and TTLs only. A user that
