@@ -387,21 +387,21 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_min_replicas (RedisLockRegistry *
  * registry in its pub-sub mode) publishes. A key deleted by a client that does not
  * publish (Spring's registry in spin mode, an operator's `DEL`), overwritten, or
  * whose TTL is cut short would leave them waiting until the end of the TTL they read.
- * With @enabled, Redis tells the registry's subscriber connection of
- * the next change of each key a waiter read (client-side-caching tracking, Redis 6 or
- * later, no server configuration): the connection that sends a waiter's attempt has
- * `CLIENT TRACKING on REDIRECT <subscriber> OPTIN NOLOOP` on and sends `CLIENT
- * CACHING yes` with the attempt's script when the key is held, so only keys waited for
- * are tracked, and such a change wakes their waiters within a round trip.
+ * With @enabled, Redis tells the registry's subscriber connection of the next change
+ * of each key a waiter read (client-side-caching tracking, Redis 6 or later, no
+ * server configuration): the connection that sends a waiter's attempt has `CLIENT
+ * TRACKING on REDIRECT <subscriber> OPTIN NOLOOP` on and sends `CLIENT CACHING yes`
+ * with the attempt's script when the key is held, so only keys waited for are
+ * tracked, and such a change wakes their waiters within a round trip.
  *
  * The cost is one small command with each failed attempt and one small message per
  * change of a key someone waits for (a release then reaches the waiting process twice,
  * as its notification and as the change); keys nobody waits for cost nothing. That
- * still measured a few percent on the cross-process hand-off, which is why it is off
- * by default (see README, "Performance"). On a single server and a
- * Sentinel master; a Cluster registry ignores it (one subscriber would hear of one
- * master's keys only), and waits for several locks at once (redis_lock_try_lock_all())
- * and those of a quorum registry are woken by notifications and TTLs only. A user that
+ * still measured 5 to 11 % on the cross-process hand-off, which is why it is off by
+ * default (see README, "Performance"). It works on a single server and a Sentinel
+ * master; a Cluster registry ignores it (one subscriber would hear of one master's
+ * keys only), and waits for several locks at once (redis_lock_try_lock_all()) and
+ * those of a quorum registry are woken by notifications and TTLs only. A user that
  * may not run `CLIENT` or subscribe to `__redis__:invalidate` gets one warning and
  * waits as with it off. Changing it while notifications run sets the subscription up
  * again.
