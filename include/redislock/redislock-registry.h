@@ -396,9 +396,10 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_min_replicas (RedisLockRegistry *
  *
  * The cost is one small command with each failed attempt and one small message per
  * change of a key someone waits for (a release then reaches the waiting process twice,
- * as its notification and as the change); keys nobody waits for cost nothing. That
- * still measured 5 to 11 % on the cross-process hand-off, which is why it is off by
- * default (see README, "Performance"). It works on a single server and a Sentinel
+ * as its notification and as the change); keys nobody waits for cost nothing. On the
+ * cross-process hand-off that measured about 5 % on the p50 and 9 % on the ratio to
+ * the raw floor, within a noisy machine's spread, which is why it is off by default
+ * (see README, "Performance"). It works on a single server and a Sentinel
  * master; a Cluster registry ignores it (one subscriber would hear of one master's
  * keys only), and waits for several locks at once (redis_lock_try_lock_all()) and
  * those of a quorum registry are woken by notifications and TTLs only. A user that
