@@ -55,10 +55,21 @@ raw_us (Bench *b)
   return b->raw_error != NULL ? NAN : b->raw.p50 / 1000.0;
 }
 
+void
+bench_registry_settings (RedisLockRegistry *registry)
+{
+  if (g_strcmp0 (g_getenv ("REDISLOCK_BENCH_KEY_TRACKING"), "on") == 0)
+    redis_lock_registry_set_key_tracking (registry, TRUE);
+}
+
 RedisLockRegistry *
 bench_registry (Bench *b, GError **error)
 {
-  return redis_lock_registry_new (b->url, b->key, error);
+  RedisLockRegistry *registry = redis_lock_registry_new (b->url, b->key, error);
+
+  if (registry != NULL)
+    bench_registry_settings (registry);
+  return registry;
 }
 
 /* The reference round trip (and the server's version), measured before any section. */
@@ -226,6 +237,7 @@ typedef struct
   gboolean quick;
   gboolean json;
   gboolean list;
+  gboolean key_tracking;
   /* the other process of the hand-off (hidden options) */
   gboolean child;
   char *child_mode;
@@ -259,6 +271,8 @@ options_parse (Options *o, int *argc, char ***argv)
     { "json", 0, 0, G_OPTION_ARG_NONE, &o->json, "Print the figures as JSON", NULL },
     { "only", 0, 0, G_OPTION_ARG_STRING, &o->only, "Run only these sections", "NAME[,NAME]" },
     { "list", 0, 0, G_OPTION_ARG_NONE, &o->list, "List the sections", NULL },
+    { "key-tracking", 0, 0, G_OPTION_ARG_NONE, &o->key_tracking,
+      "Run the library's registries with key tracking on (off by default)", NULL },
     { "child", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &o->child, NULL, NULL },
     { "child-mode", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &o->child_mode, NULL, NULL },
     { "child-name", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &o->child_name, NULL, NULL },
@@ -371,7 +385,12 @@ main (int argc, char **argv)
   else if (opt.list)
     status = list_sections ();
   else
-    status = run (&opt, argv[0]);
+    {
+      /* Read by bench_registry_settings(), here and in the child processes. */
+      if (opt.key_tracking)
+        g_setenv ("REDISLOCK_BENCH_KEY_TRACKING", "on", TRUE);
+      status = run (&opt, argv[0]);
+    }
   options_clear (&opt);
   return status;
 }

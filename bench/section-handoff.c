@@ -370,6 +370,7 @@ child_main (const char *mode, const char *name, guint steps, gint64 hold_us)
                                       key != NULL ? key : "", &error);
   if (registry == NULL)
     goto fail;
+  bench_registry_settings (registry);
   redis_lock_registry_set_wait_mode (
       registry, g_strcmp0 (mode, "spin") == 0 ? REDIS_LOCK_WAIT_SPIN : REDIS_LOCK_WAIT_PUBSUB);
   lock = redis_lock_registry_obtain (registry, name, &error);

@@ -201,6 +201,7 @@ lib_contend (RawConn *cmd, const char *name, const char *list, guint id, gint64 
                                       key != NULL ? key : "", error);
   if (registry == NULL)
     return FALSE;
+  bench_registry_settings (registry);
   lock = redis_lock_registry_obtain (registry, name, error);
   if (lock == NULL)
     return FALSE;

@@ -28,35 +28,60 @@
  * once and restart() makes it resubscribe at once, and PINGs an otherwise silent
  * connection so a dead server is noticed. Reconnection backs off from 50 ms to 5 s.
  *
- * When the registry asks for it (its key_tracking setting, off by default: each write
- * of a lock key then reaches every process's subscriber), the same connection also
+ * With the registry's key_tracking setting (off by default), the same connection also
  * hears of keys that change without a notification: a lock deleted by a client that
- * does not publish (Spring's registry in spin mode), or one that expires (a crashed
- * holder's). The setting is read at each (re)subscription, and a change of it
- * resubscribes (rl_notifier_restart()). Before subscribing, it turns on Redis's
- * client-side-caching tracking in broadcasting mode for the prefix `registry_key:`,
- * redirected to itself (CLIENT TRACKING on REDIRECT <own id> BCAST PREFIX ...), and
- * subscribes to `__redis__:invalidate`: the RESP2 form, where the server reports every
- * write, delete and expiry of a key under the prefix as a message on that channel. With
- * BCAST the connection need not read the keys, so the one subscriber connection does
- * it all, and since tracking is on before the PSUBSCRIBE is confirmed, a waiter's
- * confirmed attempt cannot miss the change that follows it either. Each invalidated
- * key is handed on as a possible release, except two that cannot be one: the
- * invalidation that comes right after a release's notification for the same key (the
- * release script publishes and deletes in one atomic step, and the server sends the
- * invalidation after the script: the same news), and the next one of that key, which
- * can only be its creation, since an absent key can neither be deleted nor expire (so
- * the next holder's acquisition does not wake the waiters that just lost to it). A
- * client that deletes and then publishes in two separate commands may defeat this,
- * at worst leaving a waiter to its holder's TTL as without tracking. Any other
- * acquisition or a renewal also invalidates: its waiters wake, try once, and sleep
- * again. A server that refuses tracking (Redis before 6, a user without the CLIENT
- * command or the channel) gets one warning, and its waiters are woken by
- * notifications and their holder's TTL as before. On a Cluster each master reports
- * only its own keys, so tracking is off there (the store passes no track_prefix) and
- * waiters rely on notifications and TTLs. The three set-up steps wait for their
- * replies within the connection's command timeout, which bounds how long a stop
- * waits for a thread caught in them.
+ * does not publish (Spring's registry in spin mode, an operator's DEL), one that
+ * expires (a crashed holder's), one overwritten. Only what a waiter waits for is
+ * tracked, so the cost is one small message per change of a waited-for key, nothing
+ * for the keys nobody waits for (broadcast tracking would send every write of every
+ * lock key to every process). Redis's client-side-caching tracking in default mode
+ * does that: the server remembers, per client, the keys it read, and reports the next
+ * change of each once. Here the clients that read are the store's data connections:
+ * each turns tracking on with REDIRECT to this connection's id, OPTIN and NOLOOP
+ * (redis-store.c), and sends CLIENT CACHING yes right before the acquire script of a
+ * key found held, whose GET and PTTL are the waiter's read; nothing else they read is
+ * tracked, and their own writes report nothing. This connection gets its id (CLIENT
+ * ID), checks that the user may turn tracking on (CLIENT TRACKING on REDIRECT <own
+ * id> OPTIN, which tracks nothing by itself) and subscribes to `__redis__:invalidate`,
+ * the RESP2 form, where the server sends the reports as messages, all before the
+ * PSUBSCRIBE: its id is handed out (rl_notifier_tracking_id()) only while the
+ * subscription is confirmed, so a waiter's confirmed attempt cannot miss the change
+ * that follows it, and a subscription that breaks (its id then reports to nobody)
+ * wakes every waiter as any break does. The setting is read at each
+ * (re)subscription, and a change of it resubscribes (rl_notifier_restart()).
+ *
+ * Each invalidated key is handed on as a possible release, except the one that
+ * follows a release's notification for the same key in the same read: the release
+ * script publishes and deletes in one atomic step, and the server sends the
+ * invalidation (there is one only when a waiter had read the key) with the
+ * notification, so it is the same news. Only in the same read: a later invalidation
+ * of the key is a later change (a foreign client took the released key and deleted it
+ * without a notification) and must wake its waiters. One that came in the same read
+ * was sent before the notification was handed on, so the read it reports was made
+ * before that hand-on, whose wake-up then covers it. An acquisition by another
+ * client also invalidates: the waiter wakes, tries once (reading the key again, so
+ * tracking it again) and sleeps. A server that refuses tracking (Redis before 6, a user without
+ * the CLIENT command or the channel) gets one warning, and its waiters are woken by
+ * notifications and their holder's TTL. On a Cluster the keys live on many masters
+ * and one subscriber cannot hear all of them, so tracking is off there (the store
+ * passes no track_prefix) and waiters rely on notifications and TTLs. The set-up
+ * steps wait for their replies within the connection's command timeout, which bounds
+ * how long a stop waits for a thread caught in them.
+ *
+ * The same connection also subscribes to `registry_key-channel`, the one channel that
+ * Spring Integration releases before the per-key channels publish on (message: the
+ * full key). Such a message wakes that lock's waiters; one that names no key of this
+ * registry wakes every waiter, since it may stand for any of them. The SUBSCRIBE goes
+ * just before the PSUBSCRIBE and its answer is read with the rest: a refusal (a user
+ * whose channel permission is only `&registry_key-channel:*`) is logged at debug level
+ * and costs nothing else, the older releases being missed as before. Whether this
+ * channel is heard counts in rl_notifier_receivers(), which the release script uses to
+ * tell its own subscriber from other listeners when it publishes there too (the
+ * registry's legacy_spring_channel setting). A release of this library that publishes
+ * on both channels reaches this connection twice, back to back: both are handed on
+ * (the second is no different from a release by an older Spring process right after
+ * the first, which must not be dropped), at worst costing the lock's waiter one more
+ * attempt.
  *
  * A server that refuses the subscription (a Redis user without permission on the
  * channels, Redis 7's default for new ACL users) gets one warning naming the missing
@@ -86,16 +111,19 @@ struct _RlNotifier
   RlStore *store;
   RlTopology *topology;
   char *pattern;
+  char *legacy_channel; /* `registry_key-channel`, older Spring releases' one channel */
+  char *key_prefix;     /* `registry_key:`: the keys a legacy message may name */
   char *track_prefix; /* NULL: no key tracking */
   char *guard_channel; /* where forced releases are told to holders (guarding connection) */
 
   /* The thread's own: */
-  gboolean tracking;     /* tracking is on for the current connection */
+  gboolean tracking;     /* invalidations are heard on the current connection */
+  gint64 track_id;       /* ... and reported to this client id, the connection's */
   gboolean track_warned; /* a refusal of tracking was reported */
   char *last_published;  /* the key of the message just handed on, when it was an
                             unlock notification */
-  GHashTable *absent;    /* keys released (heard of, and their deletion seen) and not
-                            changed since: their next change is a creation */
+  gboolean legacy_pending; /* the SUBSCRIBE to legacy_channel is not answered yet */
+  gboolean legacy_on;      /* ... and it was accepted on the current connection */
 
   RlMutex mutex; /* guards everything below */
   RlCond cond;   /* subscribed or failures changed */
@@ -104,6 +132,8 @@ struct _RlNotifier
   gboolean stop;
   gboolean restart; /* resubscribe now, on the node the topology names */
   gboolean subscribed;     /* the pattern subscription is confirmed */
+  gboolean legacy_subscribed; /* subscribed, with legacy_channel too */
+  gint64 tracking_id; /* subscribed, hearing invalidations sent to this client id; 0: not */
   gboolean connected;      /* the connection is up and set up (the pattern confirmed,
                               when one is wanted) */
   gboolean was_up;         /* a connection was up once */
@@ -137,6 +167,8 @@ set_state (RlNotifier *self, gboolean connected, gboolean subscribed, gboolean f
     self->upgrading = FALSE;
   self->subscribed = subscribed;
   self->connected = connected;
+  self->legacy_subscribed = subscribed && self->legacy_on;
+  self->tracking_id = subscribed && self->tracking ? self->track_id : 0;
   self->was_up = self->was_up || connected;
   if (failed)
     self->failures++;
@@ -232,10 +264,10 @@ refused (RlNotifier *self, const char *why)
 
 #define RL_INVALIDATE_CHANNEL "__redis__:invalidate"
 
-/* Turns on key tracking for the subscriber connection @conn, redirected to itself, and
- * subscribes to the invalidation channel, before the PSUBSCRIBE; each step waits for
- * its reply. A refusal is reported once and leaves tracking off for this connection.
- * Returns FALSE when the connection failed. */
+/* Makes the subscriber connection @conn the receiver of key invalidations, before the
+ * PSUBSCRIBE: its id, a check that tracking may be turned on, the invalidation
+ * channel; each step waits for its reply. A refusal is reported once and leaves
+ * tracking off for this connection. Returns FALSE when the connection failed. */
 static gboolean
 track_keys (RlNotifier *self, RlConn *conn)
 {
@@ -243,29 +275,29 @@ track_keys (RlNotifier *self, RlConn *conn)
   char id[24];
   const char *why = NULL;
   const char *client_id[2] = { "CLIENT", "ID" };
-  const char *tracking[7] = { "CLIENT", "TRACKING", "on", "REDIRECT", id, "BCAST", "PREFIX" };
-  const char *track_argv[8];
+  const char *tracking[6] = { "CLIENT", "TRACKING", "on", "REDIRECT", id, "OPTIN" };
   const char *subscribe[2] = { "SUBSCRIBE", RL_INVALIDATE_CHANNEL };
   g_autofree char *refusal = NULL;
+  gint64 own_id;
 
   self->tracking = FALSE;
+  self->track_id = 0;
   if (self->track_prefix == NULL || !g_atomic_int_get (&self->store->ctx->key_tracking))
     return TRUE;
   reply = rl_conn_roundtrip (conn, 2, client_id);
   if (reply == NULL)
     return FALSE;
-  if (reply->type != REDIS_REPLY_INTEGER)
+  if (reply->type != REDIS_REPLY_INTEGER || reply->integer <= 0)
     {
       why = "CLIENT ID";
       refusal = g_strdup (reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
       freeReplyObject (reply);
       goto refused;
     }
-  rl_format_uint (id, reply->integer);
+  own_id = reply->integer;
+  rl_format_uint (id, own_id);
   freeReplyObject (reply);
-  memcpy (track_argv, tracking, sizeof tracking);
-  track_argv[7] = self->track_prefix;
-  reply = rl_conn_roundtrip (conn, 8, track_argv);
+  reply = rl_conn_roundtrip (conn, 6, tracking);
   if (reply == NULL)
     return FALSE;
   if (reply->type != REDIS_REPLY_STATUS)
@@ -281,21 +313,14 @@ track_keys (RlNotifier *self, RlConn *conn)
     return FALSE;
   if (reply->type != REDIS_REPLY_ARRAY)
     {
-      const char *off[3] = { "CLIENT", "TRACKING", "off" };
-
       why = "SUBSCRIBE " RL_INVALIDATE_CHANNEL;
       refusal = g_strdup (reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
-      freeReplyObject (reply);
-      /* Once subscribed to the notifications, the connection would receive the
-       * invalidations anyway: tracking goes off with the channel refused. */
-      reply = rl_conn_roundtrip (conn, 3, off);
-      if (reply == NULL)
-        return FALSE;
       freeReplyObject (reply);
       goto refused;
     }
   freeReplyObject (reply);
   self->tracking = TRUE;
+  self->track_id = own_id;
   return TRUE;
 
 refused:
@@ -309,13 +334,9 @@ refused:
   return TRUE;
 }
 
-/* Keys known absent (released) are remembered up to this many; forgetting them costs
- * spurious wake-ups, never a missed one. */
-#define RL_RELEASED_KEYS_MAX 4096
-
 /* An invalidation message: each key it names (none: the whole database was flushed)
  * may have been released, except the release's own invalidation, which comes right
- * after its notification, and the next one of a key known absent, its creation. */
+ * after its notification. */
 static void
 handle_invalidation (RlNotifier *self, const redisReply *keys)
 {
@@ -324,7 +345,6 @@ handle_invalidation (RlNotifier *self, const redisReply *keys)
 
   if (keys->type != REDIS_REPLY_ARRAY)
     {
-      g_hash_table_remove_all (self->absent);
       store->released (NULL, FALSE, store->released_data);
       return;
     }
@@ -334,13 +354,7 @@ handle_invalidation (RlNotifier *self, const redisReply *keys)
 
       if (key->type != REDIS_REPLY_STRING)
         continue;
-      if (published != NULL && strcmp (published, key->str) == 0)
-        {
-          if (g_hash_table_size (self->absent) >= RL_RELEASED_KEYS_MAX)
-            g_hash_table_remove_all (self->absent);
-          g_hash_table_add (self->absent, g_strdup (key->str));
-        }
-      else if (!g_hash_table_remove (self->absent, key->str))
+      if (published == NULL || strcmp (published, key->str) != 0)
         store->released (key->str, FALSE, store->released_data);
     }
 }
@@ -351,6 +365,14 @@ handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
 {
   const char *kind;
 
+  if (reply->type == REDIS_REPLY_ERROR && self->legacy_pending)
+    {
+      /* The first answer is the legacy SUBSCRIBE's. */
+      self->legacy_pending = FALSE;
+      g_debug ("subscription: the channel “%s” of older Spring releases was refused (%s)",
+               self->legacy_channel, reply->str);
+      return TRUE;
+    }
   if (reply->type == REDIS_REPLY_ERROR)
     {
       refused (self, reply->str);
@@ -392,6 +414,21 @@ handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
       self->store->released (reply->element[2]->str, FALSE, self->store->released_data);
       return TRUE;
     }
+  else if (g_ascii_strcasecmp (kind, "message") == 0 && reply->elements == 3
+           && reply->element[1]->type == REDIS_REPLY_STRING
+           && strcmp (reply->element[1]->str, self->legacy_channel) == 0
+           && reply->element[2]->type == REDIS_REPLY_STRING)
+    {
+      const char *key = reply->element[2]->str;
+      gboolean ours = g_str_has_prefix (key, self->key_prefix);
+
+      RL_ATOMIC_ADD (self->store->ctx->stats->notifications, 1);
+      self->store->released (ours ? key : NULL, FALSE, self->store->released_data);
+      /* Like a notification: the invalidation that follows is the same news. */
+      g_free (self->last_published);
+      self->last_published = self->tracking && ours ? g_strdup (key) : NULL;
+      return TRUE;
+    }
   else if (g_ascii_strcasecmp (kind, "subscribe") == 0 && reply->elements == 3
            && reply->element[1]->type == REDIS_REPLY_STRING
            && strcmp (reply->element[1]->str, self->guard_channel) == 0)
@@ -403,6 +440,13 @@ handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
       subscribed = self->subscribed;
       rl_mutex_unlock (&self->mutex);
       set_state (self, TRUE, subscribed, FALSE);
+    }
+  else if (g_ascii_strcasecmp (kind, "subscribe") == 0 && reply->elements == 3
+           && reply->element[1]->type == REDIS_REPLY_STRING
+           && strcmp (reply->element[1]->str, self->legacy_channel) == 0)
+    {
+      self->legacy_pending = FALSE;
+      self->legacy_on = TRUE;
     }
   else if (g_ascii_strcasecmp (kind, "psubscribe") == 0)
     {
@@ -443,15 +487,21 @@ subscribe_once (RlNotifier *self, RlConn *conn)
   gint64 last_traffic = g_get_monotonic_time ();
   const char *argv[2] = { "PSUBSCRIBE", self->pattern };
   const char *guard[2] = { "SUBSCRIBE", self->guard_channel };
+  const char *legacy[2] = { "SUBSCRIBE", self->legacy_channel };
   gboolean pattern_sent = take_pattern_news (self);
 
-  g_hash_table_remove_all (self->absent);
   g_clear_pointer (&self->last_published, g_free);
+  self->legacy_on = FALSE;
   if (pattern_sent && !track_keys (self, conn))
     return SUB_BROKE;
   rl_conn_append (conn, 2, guard);
   if (pattern_sent)
-    rl_conn_append (conn, 2, argv);
+    {
+      /* Answered before the PSUBSCRIBE: confirmed, the subscription includes it. */
+      rl_conn_append (conn, 2, legacy);
+      self->legacy_pending = TRUE;
+      rl_conn_append (conn, 2, argv);
+    }
   for (;;)
     {
       struct pollfd pfd[2] = { { conn->fd, POLLIN, 0 }, { self->wake[0], POLLIN, 0 } };
@@ -469,7 +519,12 @@ subscribe_once (RlNotifier *self, RlConn *conn)
           if (!rl_conn_next_reply (conn, &reply))
             return SUB_BROKE;
           if (reply == NULL)
-            break;
+            {
+              /* A release's invalidation comes with its notification, in the same
+               * read; one read later is a change of its own (see notify.c). */
+              g_clear_pointer (&self->last_published, g_free);
+              break;
+            }
           if (!handle_reply (self, reply, &ping_out))
             {
               freeReplyObject (reply);
@@ -505,6 +560,8 @@ subscribe_once (RlNotifier *self, RlConn *conn)
            * subscribed connection may not send). */
           if (tracking_wanted (self))
             return SUB_UPGRADE;
+          rl_conn_append (conn, 2, legacy);
+          self->legacy_pending = TRUE;
           rl_conn_append (conn, 2, argv);
           pattern_sent = TRUE;
           continue;
@@ -584,16 +641,18 @@ notifier_thread_main (void *data)
 
 RlNotifier *
 rl_notifier_new (RlStore *store, RlTopology *topology, const char *pattern,
-                 const char *guard_channel, const char *track_prefix)
+                 const char *guard_channel, const char *legacy_channel, const char *key_prefix,
+                 const char *track_prefix)
 {
   RlNotifier *self = g_new0 (RlNotifier, 1);
 
   self->store = store;
   self->topology = topology;
   self->pattern = g_strdup (pattern);
+  self->legacy_channel = g_strdup (legacy_channel);
+  self->key_prefix = g_strdup (key_prefix);
   self->track_prefix = g_strdup (track_prefix);
   self->guard_channel = g_strdup (guard_channel);
-  self->absent = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->wake[0] = self->wake[1] = -1;
   rl_mutex_init (&self->mutex);
   rl_cond_init (&self->cond);
@@ -674,6 +733,28 @@ rl_notifier_is_subscribed (RlNotifier *self)
   return subscribed;
 }
 
+gint64
+rl_notifier_tracking_id (RlNotifier *self)
+{
+  gint64 id;
+
+  rl_mutex_lock (&self->mutex);
+  id = self->tracking_id;
+  rl_mutex_unlock (&self->mutex);
+  return id;
+}
+
+guint
+rl_notifier_receivers (RlNotifier *self, gboolean legacy)
+{
+  guint n;
+
+  rl_mutex_lock (&self->mutex);
+  n = (self->subscribed ? 1 : 0) + (legacy && self->legacy_subscribed ? 1 : 0);
+  rl_mutex_unlock (&self->mutex);
+  return n;
+}
+
 void
 rl_notifier_restart (RlNotifier *self)
 {
@@ -730,9 +811,10 @@ rl_notifier_free (RlNotifier *self)
   rl_cond_clear (&self->cond);
   rl_mutex_clear (&self->mutex);
   g_free (self->pattern);
+  g_free (self->legacy_channel);
+  g_free (self->key_prefix);
   g_free (self->track_prefix);
   g_free (self->guard_channel);
-  g_hash_table_unref (self->absent);
   g_free (self->last_published);
   g_free (self);
 }

@@ -141,28 +141,37 @@ static const char acquire_all_script[]
                         "return result\n";
 
 /* RELEASE: KEYS[1] = lock key, ARGV[1] = the hold's value, ARGV[2] = notification channel,
- * ARGV[3] = how many of the receivers are our own subscription (0 or 1), ARGV[4]
- * (optional) = a TTL in ms to keep the lease with when nobody else listens.
+ * ARGV[3] = how many of the receivers are our own subscription (0 to 2), ARGV[4]
+ * (optional) = a TTL in ms to keep the lease with when nobody else listens ('0': do
+ * not), ARGV[5] (optional) = a second channel to publish on, `registry_key-channel`,
+ * where Spring's releases before its per-key channels listen.
  * Gone or foreign: touches nothing and returns 0 (the lease was lost). Ours: PUBLISH
- * the key on `registry_key-channel:key` and UNLINK it in the same atomic step, so no
- * waiter can see the key gone without the notification being on its way; returns 2
- * when a client other than ours received the notification, else 1. With ARGV[4] and
+ * the key on `registry_key-channel:key` (and on ARGV[5]) and UNLINK it in the same
+ * atomic step, so no waiter can see the key gone without the notification being on
+ * its way; returns 2 when a client other than ours received a notification (the
+ * receivers of both channels count), else 1. With ARGV[4] and
  * no other receiver (so no waiter anywhere was told), the key stays with its TTL
  * reset and the script returns -1. A user without permission on the channel (an ACL
  * without `&registry_key-channel:*`, Redis 7's default for new users) makes PUBLISH
  * fail: the key is deleted all the same and the script returns 3, so an unlock never
- * leaves a key behind for want of a notification. */
+ * leaves a key behind for want of a notification; a refused ARGV[5] is ignored. */
 static const char release_script[]
     = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then\n"
       "  return 0\n"
       "end\n"
       "local n = redis.pcall('PUBLISH', ARGV[2], KEYS[1])\n"
+      "if ARGV[5] then\n"
+      "  local m = redis.pcall('PUBLISH', ARGV[5], KEYS[1])\n"
+      "  if type(n) == 'number' and type(m) == 'number' then\n"
+      "    n = n + m\n"
+      "  end\n"
+      "end\n"
       "if type(n) ~= 'number' then\n"
       "  redis.call('UNLINK', KEYS[1])\n"
       "  return 3\n"
       "end\n"
       "local others = n - tonumber(ARGV[3])\n"
-      "if others <= 0 and ARGV[4] then\n"
+      "if others <= 0 and ARGV[4] and ARGV[4] ~= '0' then\n"
       "  redis.call('PEXPIRE', KEYS[1], ARGV[4])\n"
       "  return -1\n"
       "end\n"
@@ -177,18 +186,22 @@ static const char release_script[]
 #define RL_RELEASE_UNPUBLISHED 3
 
 /* FORCE RELEASE: KEYS[1] = lock key, ARGV[1] = notification channel, ARGV[2] = the
- * registry's forced-release channel. Deletes the key whoever holds it and publishes
- * the notification in the same atomic step, as RELEASE does, so waiters wake at once;
- * and publishes the key on the forced-release channel, which every registry holding
- * a lease listens to (its guarding connection), so that a holder of this library
- * hears of it though nobody of its own waits. Returns 1 when a key was deleted, 0
- * when there was none. A user without permission on the channels still deletes (the
+ * registry's forced-release channel, ARGV[3] = a third channel ('': none), as
+ * RELEASE's older Spring channel. Deletes the key whoever holds it and publishes the
+ * notification in the same atomic step, as RELEASE does, so waiters wake at once; and
+ * publishes the key on the forced-release channel, which every registry holding a
+ * lease listens to (its guarding connection), so that a holder of this library hears
+ * of it though nobody of its own waits. Returns 1 when a key was deleted, 0 when
+ * there was none. A user without permission on the channels still deletes (the
  * PUBLISH errors are ignored). */
 static const char force_release_script[] = "if redis.call('EXISTS', KEYS[1]) == 0 then\n"
                                            "  return 0\n"
                                            "end\n"
                                            "redis.pcall('PUBLISH', ARGV[1], KEYS[1])\n"
                                            "redis.pcall('PUBLISH', ARGV[2], KEYS[1])\n"
+                                           "if ARGV[3] ~= '' then\n"
+                                           "  redis.pcall('PUBLISH', ARGV[3], KEYS[1])\n"
+                                           "end\n"
                                            "redis.call('UNLINK', KEYS[1])\n"
                                            "return 1\n";
 
@@ -221,6 +234,7 @@ typedef struct
   RlNotifier *notifier;
   char *channel_prefix; /* registry_key "-channel:" */
   char *forced_channel; /* registry_key "-forced": forced releases, for their holders */
+  char *legacy_channel; /* registry_key "-channel": older Spring releases' one channel */
   RlScript acquire, release, renew;
   RlScript fenced_acquire, acquire_all; /* with fencing, and for several leases at once */
   RlScript force_release;               /* an operator's delete, whoever holds the key */
@@ -259,21 +273,81 @@ is_noscript (redisReply *reply)
   return reply->type == REDIS_REPLY_ERROR && g_str_has_prefix (reply->str, "NOSCRIPT");
 }
 
+/* The waiter's read of a key is tracked (see notify.c): with @track_id, the
+ * connection's key tracking reports to that client (the registry's subscriber), in
+ * OPTIN mode, so that only the command right after CLIENT CACHING yes has the keys it
+ * reads tracked, and NOLOOP, so that its own writes report nothing. Queues CLIENT
+ * TRACKING when the connection reports elsewhere or nowhere yet, then CLIENT CACHING
+ * yes; returns how many replies they add. */
+static guint
+queue_tracking (RlConn *conn, gint64 track_id)
+{
+  char id[24];
+  const char *tracking[7] = { "CLIENT", "TRACKING", "on", "REDIRECT", id, "OPTIN", "NOLOOP" };
+  const char *caching[3] = { "CLIENT", "CACHING", "yes" };
+  guint n = 0;
+
+  if (track_id == 0)
+    return 0;
+  if (conn->tracking_redirect != track_id)
+    {
+      rl_format_uint (id, track_id);
+      rl_conn_append (conn, 7, tracking);
+      n++;
+    }
+  rl_conn_append (conn, 3, caching);
+  return n + 1;
+}
+
+/* Reads the @n replies queue_tracking() added for @track_id. FALSE when the
+ * connection failed. A refusal leaves the connection without tracking (and the read
+ * untracked: the waiter is woken as without it); it is logged at debug level, the
+ * subscriber having warned already if the user lacks the command. */
+static gboolean
+read_tracking (RlConn *conn, gint64 track_id, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    {
+      redisReply *reply = NULL;
+
+      if (!rl_conn_get_reply (conn, &reply))
+        return FALSE;
+      if (reply->type == REDIS_REPLY_ERROR)
+        {
+          g_debug ("key tracking on a data connection: %s", reply->str);
+          conn->tracking_redirect = 0;
+        }
+      else if (i == 0 && n == 2)
+        conn->tracking_redirect = track_id;
+      freeReplyObject (reply);
+    }
+  return TRUE;
+}
+
 /* One exchange on @conn: @argv, preceded by ASKING when @asking (the answer to ASKING
- * is read and dropped). NULL when the connection failed. */
+ * is read and dropped), and by the tracking of what it reads when @track_id is not 0
+ * (queue_tracking()). NULL when the connection failed. */
 static redisReply *
-exchange (RlConn *conn, gboolean asking, int argc, const char **argv)
+exchange (RlConn *conn, gboolean asking, gint64 track_id, int argc, const char **argv)
 {
   const char *asking_argv[] = { "ASKING" };
   redisReply *reply = NULL;
+  guint tracking;
 
-  if (!asking)
+  if (!asking && track_id == 0)
     return rl_conn_roundtrip (conn, argc, argv);
-  rl_conn_append (conn, 1, asking_argv);
+  tracking = queue_tracking (conn, track_id);
+  if (asking)
+    rl_conn_append (conn, 1, asking_argv);
   rl_conn_append (conn, argc, argv);
-  if (!rl_conn_get_reply (conn, &reply))
+  if (!read_tracking (conn, track_id, tracking))
     return NULL;
-  freeReplyObject (reply);
+  if (asking)
+    {
+      if (!rl_conn_get_reply (conn, &reply))
+        return NULL;
+      freeReplyObject (reply);
+    }
   if (!rl_conn_get_reply (conn, &reply))
     return NULL;
   return reply;
@@ -431,10 +505,13 @@ failover (RlTopology *topology, RlNode **node, const char *key, gint64 deadline,
  * retries once on a fresh connection when a pooled one turns out stale; all within
  * @timeout_ms (0: the command timeout), which also bounds each exchange. With
  * @script, argv[0..1] are EVALSHA and its SHA-1, and a NOSCRIPT answer is followed by
- * EVAL of the script text on the same connection. */
+ * EVAL of the script text on the same connection. With @track, the keys the command
+ * reads are tracked while the registry's subscriber hears invalidations (a waiter's
+ * read of the key it waits for: see queue_tracking()). */
 static redisReply *
-call (RlRedisStore *self, const char *key, int argc, const char **argv, const RlScript *script,
-      gint64 timeout_ms, gboolean *retried, RlWroteFunc wrote, gboolean *acked, GError **error)
+call_tracked (RlRedisStore *self, const char *key, int argc, const char **argv,
+              const RlScript *script, gint64 timeout_ms, gboolean *retried, RlWroteFunc wrote,
+              gboolean *acked, gboolean track, GError **error)
 {
   RlTopology *topology = self->topology;
   RedisLockRegistryStats *stats = self->parent.ctx->stats;
@@ -456,6 +533,7 @@ call (RlRedisStore *self, const char *key, int argc, const char **argv, const Rl
       RlConn *conn;
       RlNode *target = NULL;
       RlReplyKind kind;
+      gint64 track_id;
 
       /* The first exchange has the whole budget even when routing took a moment. */
       conn = rl_pool_get (node->pool, redirects + pauses == 0 ? budget_ms : MAX (left_ms, 1),
@@ -471,9 +549,10 @@ call (RlRedisStore *self, const char *key, int argc, const char **argv, const Rl
           argv[0] = "EVALSHA";
           argv[1] = script->sha;
         }
+      track_id = track ? rl_notifier_tracking_id (self->notifier) : 0;
       RL_ATOMIC_ADD (stats->round_trips, 1);
       RL_ATOMIC_ADD (stats->commands, 1);
-      reply = exchange (conn, asking, argc, argv);
+      reply = exchange (conn, asking, track_id, argc, argv);
       if (reply != NULL && script != NULL && is_noscript (reply))
         {
           freeReplyObject (reply);
@@ -481,7 +560,7 @@ call (RlRedisStore *self, const char *key, int argc, const char **argv, const Rl
           argv[1] = script->text;
           RL_ATOMIC_ADD (stats->round_trips, 1);
           RL_ATOMIC_ADD (stats->commands, 1);
-          reply = exchange (conn, asking, argc, argv);
+          reply = exchange (conn, asking, track_id, argc, argv);
         }
       if (reply == NULL)
         {
@@ -554,6 +633,14 @@ call (RlRedisStore *self, const char *key, int argc, const char **argv, const Rl
   if (node != NULL)
     rl_node_unref (node);
   return reply;
+}
+
+static redisReply *
+call (RlRedisStore *self, const char *key, int argc, const char **argv, const RlScript *script,
+      gint64 timeout_ms, gboolean *retried, RlWroteFunc wrote, gboolean *acked, GError **error)
+{
+  return call_tracked (self, key, argc, argv, script, timeout_ms, retried, wrote, acked, FALSE,
+                       error);
 }
 
 /* Runs @script with the EVALSHA command line @argv; its reply must be an integer. */
@@ -653,8 +740,9 @@ acquire_fenced (RlRedisStore *self, const char *key, const char *value, const ch
 {
   const char *argv[7] = { "EVALSHA", self->fenced_acquire.sha, "2", key, fence_key, value, ttl };
   gboolean acked;
-  redisReply *reply = call (self, key, 7, argv, &self->fenced_acquire, timeout_ms, NULL,
-                            wrote_fenced, &acked, error);
+  /* One script that reads the key when it is held: tracked, as ACQUIRE's. */
+  redisReply *reply = call_tracked (self, key, 7, argv, &self->fenced_acquire, timeout_ms, NULL,
+                                    wrote_fenced, &acked, TRUE, error);
 
   if (reply == NULL)
     return RL_LEASE_ERROR;
@@ -708,10 +796,23 @@ redis_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_ms
       return acked ? RL_LEASE_OK : unreplicated_acquisition (self, key, value, error);
   }
 
-  reply = run_script (self, &self->acquire, key, value, ttl, timeout_ms, wrote_acquire, &acked,
-                      error);
+  /* The key is held: this read of it (the script's GET and PTTL) is the one a waiter
+   * is woken by a change of, without a notification too. */
+  {
+    const char *argv[6] = { "EVALSHA", self->acquire.sha, "1", key, value, ttl };
+
+    reply = call_tracked (self, key, 6, argv, &self->acquire, timeout_ms, NULL, wrote_acquire,
+                          &acked, TRUE, error);
+  }
   if (reply == NULL)
     return RL_LEASE_ERROR;
+  if (reply->type != REDIS_REPLY_INTEGER)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                   "Redis lock script returned an unexpected reply (type %d)", reply->type);
+      freeReplyObject (reply);
+      return RL_LEASE_ERROR;
+    }
   result = reply->integer;
   freeReplyObject (reply);
   if (result == RL_ACQUIRED)
@@ -821,6 +922,19 @@ count_doubtful_releases (RlRedisStore *self)
              (int) (RL_DOUBT_WINDOW_US / 1000));
 }
 
+/* The second channel a release publishes on (RELEASE's ARGV[5]), NULL when the
+ * registry's legacy_spring_channel setting is off; and in @own (ARGV[3]) how many of
+ * the receivers are our own subscription. */
+static const char *
+release_legacy (RlRedisStore *self, char own[2])
+{
+  gboolean legacy = g_atomic_int_get (&self->parent.ctx->legacy_channel) != 0;
+
+  own[0] = (char) ('0' + rl_notifier_receivers (self->notifier, legacy));
+  own[1] = '\0';
+  return legacy ? self->legacy_channel : NULL;
+}
+
 static RlLeaseResult
 redis_release (RlStore *store, const char *key, const char *value, gint64 keep_ttl_ms,
                gboolean *others, GError **error)
@@ -832,12 +946,14 @@ redis_release (RlStore *store, const char *key, const char *value, gint64 keep_t
   g_autofree char *heap
       = prefix_len + key_len < sizeof stack ? NULL : g_malloc (prefix_len + key_len + 1);
   char *channel = heap != NULL ? heap : stack;
-  char keep[24];
-  const char *argv[8] = { "EVALSHA", self->release.sha, "1", key, value, channel,
-                          rl_notifier_is_subscribed (self->notifier) ? "1" : "0", keep };
+  char keep[24] = "0", own[2];
+  const char *legacy = release_legacy (self, own);
+  const char *argv[9] = { "EVALSHA", self->release.sha, "1", key, value, channel, own, keep,
+                          legacy };
   redisReply *reply;
   long long result;
   gboolean retried, acked;
+  int argc;
 
   *others = FALSE;
   memcpy (channel, self->channel_prefix, prefix_len);
@@ -849,8 +965,9 @@ redis_release (RlStore *store, const char *key, const char *value, gint64 keep_t
   if (keep_ttl_ms > 0)
     rl_format_uint (keep, keep_ttl_ms);
 
-  reply = run_script_argv (self, &self->release, keep_ttl_ms > 0 ? 8 : 7, argv, 0, &retried,
-                           wrote_kept, &acked, error);
+  argc = legacy != NULL ? 9 : keep_ttl_ms > 0 ? 8 : 7;
+  reply = run_script_argv (self, &self->release, argc, argv, 0, &retried, wrote_kept, &acked,
+                           error);
   if (reply == NULL)
     return RL_LEASE_ERROR;
   result = reply->integer;
@@ -1454,14 +1571,15 @@ redis_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   g_autofree PipeCommand *cmds = g_new0 (PipeCommand, n);
-  g_autofree const char **argvs = g_new0 (const char *, (gsize) n * 7);
+  g_autofree const char **argvs = g_new0 (const char *, (gsize) n * 9);
   g_autoptr (GPtrArray) channels = g_ptr_array_new_with_free_func (g_free);
   g_autoptr (GError) first_error = NULL;
-  const char *subscribed = rl_notifier_is_subscribed (self->notifier) ? "1" : "0";
+  char own[2];
+  const char *legacy = release_legacy (self, own);
 
   for (guint i = 0; i < n; i++)
     {
-      const char **argv = argvs + (gsize) i * 7;
+      const char **argv = argvs + (gsize) i * 9;
       char *channel = g_strconcat (self->channel_prefix, items[i].key, NULL);
 
       g_ptr_array_add (channels, channel);
@@ -1469,10 +1587,12 @@ redis_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error)
       argv[3] = items[i].key;
       argv[4] = items[i].value;
       argv[5] = channel;
-      argv[6] = subscribed;
+      argv[6] = own;
+      argv[7] = "0";
+      argv[8] = legacy;
       cmds[i].script = &self->release;
       cmds[i].route = items[i].key;
-      cmds[i].argc = 7;
+      cmds[i].argc = legacy != NULL ? 9 : 7;
       cmds[i].argv = argv;
     }
   pipeline (self, n, cmds, NULL, 0);
@@ -1816,6 +1936,7 @@ redis_free (RlStore *store)
   rl_topology_free (self->topology);
   g_free (self->channel_prefix);
   g_free (self->forced_channel);
+  g_free (self->legacy_channel);
   rl_mutex_clear (&self->recent_mutex);
   g_free (self);
 }
@@ -1878,8 +1999,12 @@ redis_force_release (RlStore *store, const char *key, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   g_autofree char *channel = g_strconcat (self->channel_prefix, key, NULL);
-  redisReply *reply = run_script (self, &self->force_release, key, channel,
-                                  self->forced_channel, 0, NULL, NULL, error);
+  const char *legacy = g_atomic_int_get (&self->parent.ctx->legacy_channel) ? self->legacy_channel
+                                                                            : "";
+  const char *argv[8] = { "EVALSHA", self->force_release.sha, "1", key, channel,
+                          self->forced_channel, legacy, NULL };
+  redisReply *reply = run_script_argv (self, &self->force_release, 7, argv, 0, NULL, NULL, NULL,
+                                       error);
   gboolean deleted;
 
   if (reply == NULL)
@@ -2059,7 +2184,8 @@ typedef struct
   GError **errors;  /* per lease, with result ERROR */
   char (*ttls)[24];
   char **channels; /* release: each lease's notification channel */
-  const char *subscribed;
+  char own[2];        /* release: RELEASE's ARGV[3] */
+  const char *legacy; /* release: RELEASE's ARGV[5], or NULL */
   guint next;       /* where the next reply's lease is looked for */
   guint n_sent;     /* leases sent in the exchange under way */
   guint answered;   /* of them, answered */
@@ -2078,7 +2204,7 @@ request_queue (RedisRequest *req)
   for (guint i = 0; i < req->n; i++)
     {
       RlLeaseItem *item = &req->items[i];
-      const char *argv[7];
+      const char *argv[9];
       int argc = 6;
 
       req->sent[i] = req->wrote[i] = FALSE;
@@ -2103,8 +2229,10 @@ request_queue (RedisRequest *req)
           if (req->kind == RL_REQUEST_RELEASE)
             {
               argv[5] = req->channels[i];
-              argv[6] = req->subscribed;
-              argc = 7;
+              argv[6] = req->own;
+              argv[7] = "0";
+              argv[8] = req->legacy;
+              argc = req->legacy != NULL ? 9 : 7;
             }
           else
             argv[5] = req->ttls[i];
@@ -2414,7 +2542,7 @@ redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem *i
   if (kind == RL_REQUEST_RELEASE)
     {
       req->channels = g_new0 (char *, n + 1);
-      req->subscribed = rl_notifier_is_subscribed (self->notifier) ? "1" : "0";
+      req->legacy = release_legacy (self, req->own);
     }
   for (guint i = 0; i < n; i++)
     {
@@ -2552,6 +2680,7 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
   RlRedisStore *self;
   g_autofree char *pattern = NULL;
   g_autofree char *track_prefix = NULL;
+  g_autofree char *key_prefix = NULL;
   g_autoptr (GPtrArray) masters = NULL;
 
   if (!rl_url_parse (url, &parsed, error))
@@ -2566,6 +2695,7 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
   self->parent.released_data = released_data;
   self->channel_prefix = g_strconcat (registry_key, "-channel:", NULL);
   self->forced_channel = g_strconcat (registry_key, "-forced", NULL);
+  self->legacy_channel = g_strconcat (registry_key, "-channel", NULL);
   script_init (&self->acquire, acquire_script);
   script_init (&self->release, release_script);
   script_init (&self->renew, renew_script);
@@ -2586,9 +2716,10 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
   /* Key tracking reports the keys of the node it runs on only: on a Cluster the one
    * subscriber would hear of a fraction of them, so waiters there rely on
    * notifications and TTLs alone. */
-  track_prefix = self->slotted ? NULL : g_strconcat (registry_key, ":", NULL);
+  key_prefix = g_strconcat (registry_key, ":", NULL);
+  track_prefix = self->slotted ? NULL : g_strdup (key_prefix);
   self->notifier = rl_notifier_new (&self->parent, self->topology, pattern, self->forced_channel,
-                                    track_prefix);
+                                    self->legacy_channel, key_prefix, track_prefix);
 
   masters = self->topology->vt->masters (self->topology, error);
   for (guint i = 0; masters != NULL && i < masters->len; i++)

@@ -398,6 +398,13 @@ redis_lock_registry_get_key_tracking (RedisLockRegistry *registry)
 }
 
 void
+redis_lock_registry_set_legacy_spring_channel (RedisLockRegistry *registry, gboolean enabled)
+{
+  g_return_if_fail (registry != NULL);
+  g_atomic_int_set (&registry->store_ctx.legacy_channel, enabled ? 1 : 0);
+}
+
+void
 redis_lock_registry_set_fencing (RedisLockRegistry *registry, gboolean enabled)
 {
   g_return_if_fail (registry != NULL);

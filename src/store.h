@@ -97,6 +97,8 @@ typedef struct
   gint64 quorum_node_timeout_ms; /* atomic: the quorum store's per-node bound; 0: min(50 ms, TTL/20) */
   gint key_tracking;             /* atomic: waiters also hear of keys changed without a
                                     notification (Redis key tracking); 0: off */
+  gint legacy_channel;           /* atomic: releases also publish on `registry_key-channel`
+                                    (older Spring releases' one channel); 0: off */
   RedisLockRegistryStats *stats;
 } RlStoreContext;
 

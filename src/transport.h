@@ -40,6 +40,8 @@ typedef struct _RlConn
   gboolean answered;    /* a reply has been read: the server accepted the connection */
   gboolean without_cert; /* TLS without a client certificate */
   char *where;           /* the node, as messages show it ("HOST:PORT", "[::1]:PORT", a path) */
+  gint64 tracking_redirect; /* the client id this connection's key tracking reports to
+                               (CLIENT TRACKING on REDIRECT id OPTIN NOLOOP); 0: off */
 } RlConn;
 
 /* TLS settings shared by the connections of one node (credentials loaded once).

@@ -407,22 +407,28 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_min_replicas (RedisLockRegistry *
  *
  * Wake-ups without a notification. Waiters in %REDIS_LOCK_WAIT_PUBSUB mode are woken
  * by the unlock notification that every release of this library (and of Spring's
- * registry in its default mode) publishes, and otherwise at the end of the holder's
- * remaining TTL. A key deleted by a client that does not publish (Spring's registry
- * in spin mode, an operator's `DEL`) leaves them waiting until that TTL ends. With
- * @enabled, the registry's subscriber connection also turns on Redis's key tracking
- * for the registry's keys (`CLIENT TRACKING on REDIRECT <itself> BCAST PREFIX
- * registry_key:`, Redis 6 or later, no server configuration), so such a delete wakes
- * the waiters within a round trip.
+ * registry in its pub-sub mode) publishes. A key deleted by a client that does not
+ * publish (Spring's registry in spin mode, an operator's `DEL`), overwritten, or
+ * whose TTL is cut short would leave them waiting until the end of the TTL they read.
+ * With @enabled, Redis tells the registry's subscriber connection of the next change
+ * of each key a waiter read (client-side-caching tracking, Redis 6 or later, no
+ * server configuration): the connection that sends a waiter's attempt has `CLIENT
+ * TRACKING on REDIRECT <subscriber> OPTIN NOLOOP` on and sends `CLIENT CACHING yes`
+ * with the attempt's script when the key is held, so only keys waited for are
+ * tracked, and such a change wakes their waiters within a round trip.
  *
- * It is off by default because it has a price: every write of a lock key (each
- * acquisition, renewal and release, by any process) then also sends a message to
- * every process's subscriber connection, which costs each hand-off and each contended
- * section measurably (see README, "Performance"). On a single server, a Sentinel
- * master and each node of a quorum registry; a Cluster registry ignores it (one
- * subscriber would hear of one master's keys only). A user that may not run `CLIENT`
- * or subscribe to `__redis__:invalidate` gets one warning and waits as without it.
- * Changing it while notifications run sets the subscription up again.
+ * The cost is one small command with each failed attempt and one small message per
+ * change of a key someone waits for (a release then reaches the waiting process twice,
+ * as its notification and as the change); keys nobody waits for cost nothing. On the
+ * cross-process hand-off that measured about 5 % on the p50 and 9 % on the ratio to
+ * the raw floor, within a noisy machine's spread, which is why it is off by default
+ * (see README, "Performance"). It works on a single server and a Sentinel
+ * master; a Cluster registry ignores it (one subscriber would hear of one master's
+ * keys only), and waits for several locks at once (redis_lock_try_lock_all()) and
+ * those of a quorum registry are woken by notifications and TTLs only. A user that
+ * may not run `CLIENT` or subscribe to `__redis__:invalidate` gets one warning and
+ * waits as with it off. Changing it while notifications run sets the subscription up
+ * again.
  */
 REDIS_LOCK_EXPORT void redis_lock_registry_set_key_tracking (RedisLockRegistry *registry,
                                                              gboolean enabled);
@@ -436,6 +442,28 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_key_tracking (RedisLockRegistry *
  * Returns: whether key tracking is on (see redis_lock_registry_set_key_tracking()).
  */
 REDIS_LOCK_EXPORT gboolean redis_lock_registry_get_key_tracking (RedisLockRegistry *registry);
+
+/**
+ * redis_lock_registry_set_legacy_spring_channel:
+ * @registry: a registry
+ * @enabled: whether releases also publish on `registry_key-channel` (default %FALSE)
+ *
+ * Wait compatibility with older Spring releases. Spring Integration's registry before
+ * its 2025 per-key channels publishes every release on one channel,
+ * `registry_key-channel` (message: the lock's full key `registry_key:name`), and its
+ * waiters in pub/sub mode listen there only. A registry's subscriber always listens
+ * there too (so a release by such a Spring process wakes that lock's waiters at once;
+ * a message naming no key of this registry wakes all of them), whatever this setting.
+ * With @enabled, each release (and redis_lock_registry_force_unlock()) also publishes
+ * the key on `registry_key-channel`, in the same atomic step as the per-key channel,
+ * so that an older Spring waiter is woken too. It costs one more message per release
+ * to every registry subscribed to this registry key. Takes effect with the next
+ * release. A Redis user needs permission on that channel as well (ACL
+ * `&registry_key-channel*` covers both); one that lacks it still releases, and its
+ * subscriber goes without the older channel. No effect on a `memory://` registry.
+ */
+REDIS_LOCK_EXPORT void redis_lock_registry_set_legacy_spring_channel (RedisLockRegistry *registry,
+                                                                      gboolean enabled);
 
 /**
  * redis_lock_registry_set_fencing:
