@@ -77,6 +77,7 @@ set_state (RlAcquire *acq, RlAcquireState state)
   acq->state = state;
 }
 
+/* Ends the acquisition with @outcome. */
 static RlAcquireAction
 finish (RlAcquire *acq, RlAcquireOutcome outcome)
 {
@@ -100,6 +101,9 @@ plan_wake_at (const RlAcquire *acq, gint64 now, gboolean confirmed)
   return MIN (acq->deadline, rl_deadline_after (now, r->pttl_ms + 1));
 }
 
+/* Sleeps between two attempts until @wake_at, or until the notification number moves
+ * past the one read before the last attempt (a release since then ends the sleep at
+ * once, so none is missed). */
 static RlAcquireAction
 sleep_until (RlAcquire *acq, gint64 wake_at)
 {

@@ -791,7 +791,7 @@ rl_lock_begin_acquire (RedisLock *lock, RlAcquire *acq, gint64 deadline)
       lock->wait->yield.yield_until = 0;
     }
   rl_mutex_unlock (&lock->m);
-  if (MIN (yield_until, deadline) > g_get_monotonic_time ())
+  if (yield_until > 0 && MIN (yield_until, deadline) > g_get_monotonic_time ())
     RL_ATOMIC_ADD (lock->registry->stats.yields, 1);
   rl_acquire_init (acq, lock->key_data, deadline, yield_until);
 }

@@ -243,7 +243,8 @@ attempt_set (SetAttempt *a, RlAcquire *acq, RlAcquireAction *next, gboolean *ok,
 
       group->notify
           = rl_registry_notify_state (registry, rl_registry_pubsub (registry), acq->need_watch);
-      bound_ms = rl_request_bound_ms (registry, acq->deadline, a->bounded, g_get_monotonic_time ());
+      bound_ms
+          = rl_request_bound_ms (registry, acq->deadline, a->bounded, g_get_monotonic_time ());
       if (!store->vt->acquire_many (store, group->end - group->start, a->items + group->start,
                                     first->ttl_ms, bound_ms, rl_acquire_contended (acq),
                                     &local_error))
