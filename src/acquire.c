@@ -67,11 +67,23 @@ debug_on (void)
   return !g_log_writer_default_would_drop (G_LOG_LEVEL_DEBUG, G_LOG_DOMAIN);
 }
 
+/* Whether the change to @state is part of the fast path, which is not logged: the first
+ * attempt, and its taking the lock. An uncontended acquisition logs nothing (the
+ * unlock's plan logs each hold already), so that the log of a busy process stays
+ * readable and a hold with debug output on lasts no longer than it did. */
+static gboolean
+fast_path (const RlAcquire *acq, RlAcquireState state)
+{
+  if (state == RL_ACQ_ATTEMPTING)
+    return acq->state == RL_ACQ_START;
+  return state == RL_ACQ_DONE && acq->attempts == 1 && acq->outcome == RL_ACQUIRE_TAKEN;
+}
+
 /* The one place the state changes, logged. */
 static void
 set_state (RlAcquire *acq, RlAcquireState state)
 {
-  if (G_UNLIKELY (debug_on ()))
+  if (G_UNLIKELY (debug_on ()) && !fast_path (acq, state))
     g_debug ("acquire %s: %s -> %s (%u attempts, holder's TTL %" G_GINT64_FORMAT " ms)", acq->name,
              state_names[acq->state], state_names[state], acq->attempts, acq->last.pttl_ms);
   acq->state = state;

@@ -69,6 +69,7 @@ typedef struct
                            bound the sleep (idle_between_tries_ms) */
 } RlAttemptReport;
 
+/* The machine's states (the table at the top of acquire.c). */
 typedef enum
 {
   RL_ACQ_START,      /* nothing done yet: a yield first, perhaps */

@@ -156,11 +156,15 @@ typedef enum
   CALL_UNLOCK,
 } CallKind;
 
+/* Where a call stands; the lease phase is the three in the middle, in which the call
+ * owns the local mutex under its marker. */
 typedef enum
 {
-  PHASE_QUEUED, /* in the lock's queue, or granted and not yet seen so */
-  PHASE_OWNED,  /* owns the local mutex under its marker: the lease phase */
-  PHASE_DONE,   /* the result is set, for the caller's context to deliver */
+  PHASE_QUEUED,    /* in the lock's queue, or granted and not yet seen so */
+  PHASE_KEPT,      /* owns the mutex with the lease handed over, not yet accepted */
+  PHASE_OWNED,     /* owns the mutex without a lease: the machine is to start */
+  PHASE_ACQUIRING, /* the acquisition machine runs */
+  PHASE_DONE,      /* the result is set, for the caller's context to deliver */
 } CallPhase;
 
 struct _AsyncCall
@@ -189,11 +193,9 @@ struct _AsyncCall
 
   /* The steps' own (one step at a time). */
   CallPhase phase;
-  gboolean lease_kept; /* the lease came with the mutex and is not yet accepted */
-  gboolean begun;      /* the machine below was started */
-  gboolean pubsub;     /* the registry's wait mode when it was */
-  gboolean sleeping;   /* registered as the lock's sleeper, with the timer set */
-  RlAcquire acq;       /* the acquisition machine of the lease phase */
+  gboolean pubsub;   /* the registry's wait mode when the machine started */
+  gboolean sleeping; /* registered as the lock's sleeper, with the timer set */
+  RlAcquire acq;     /* the acquisition machine (PHASE_ACQUIRING) */
 };
 
 /* Orders a call's result being set and its source being told, against the source
@@ -419,7 +421,8 @@ complete (AsyncCall *call, gboolean ok, GError *error)
 static void
 give_back (AsyncCall *call)
 {
-  gboolean pass_lease = call->lease_kept && !rl_registry_is_closed (call->lock->registry);
+  gboolean pass_lease
+      = call->phase == PHASE_KEPT && !rl_registry_is_closed (call->lock->registry);
 
   if (call->sleeping)
     rl_lock_wake_queued (call->lock, &call->waiter);
@@ -493,18 +496,18 @@ step_lease (AsyncCall *call)
           rl_lock_wake_queued (lock, &call->waiter);
           call->sleeping = FALSE;
         }
-      if (call->lease_kept)
+      if (call->phase == PHASE_KEPT)
         {
-          call->lease_kept = FALSE;
+          call->phase = PHASE_OWNED;
           if (rl_lock_accept_kept_lease (lock))
             {
               succeed (call);
               return;
             }
         }
-      if (!call->begun)
+      if (call->phase == PHASE_OWNED)
         {
-          call->begun = TRUE;
+          call->phase = PHASE_ACQUIRING;
           call->pubsub = rl_registry_pubsub (registry);
           rl_lock_begin_acquire (lock, &call->acq, call->deadline);
         }
@@ -586,10 +589,9 @@ step_lock (AsyncCall *call)
             /* Granted meanwhile: the lease phase gives the mutex back. */
             g_clear_error (&error);
         }
-      call->phase = PHASE_OWNED;
-      call->lease_kept = g_atomic_int_get (&call->kept);
+      call->phase = g_atomic_int_get (&call->kept) ? PHASE_KEPT : PHASE_OWNED;
     }
-  if (call->phase == PHASE_OWNED)
+  if (call->phase != PHASE_DONE)
     step_lease (call);
 }
 
