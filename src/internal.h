@@ -13,7 +13,9 @@
  *
  * The calls between the files go one way: registry.c -> lock.c -> leases.c ->
  * {watchdog.c, the store}; lock-async.c calls lock.c and leases.c, and lock.c reaches
- * its queued waiters (RlLockWaiter) only through their callbacks. What a lower file needs of the registry (is it closed or
+ * its queued waiters (RlLockWaiter) only through their callbacks. lock.c, lock-async.c
+ * and multilock.c each drive the acquisition machine of acquire.c (acquire.h), which
+ * calls none of them. What a lower file needs of the registry (is it closed or
  * forked, its settings, its store) it reads from these structures through the inline
  * functions below, never by calling up.
  */
@@ -24,6 +26,7 @@
 #include <pthread.h>
 
 #include "redislock/redislock.h"
+#include "acquire.h"
 #include "leases.h"
 #include "settings.h"
 #include "store.h"
@@ -71,13 +74,7 @@ typedef struct
 {
   RlCond local;       /* owner became NULL, or the registry closed */
   RlCond notify;      /* notify_seq changed, cancelled, or the registry closed */
-  gint64 yield_until; /* after a hand-off streak, or a run of holds since the process
-                         last waited: first attempt not before this */
-  guint8 contended_holds; /* holds of the lease in a row since an acquisition that found
-                             it held (1), up to RL_REMOTE_BARGE_MAX; 0: none since the
-                             last yield */
-  guint8 lost_yields;     /* yields in a row after which nobody had taken the lock */
-  gboolean yielded;       /* yield_until was set for the next acquisition */
+  RlYieldRecord yield; /* the yield policy's record of the holds (acquire.h) */
   GQueue queue;       /* RlLockWaiter, in order of arrival, counted in lock->waiters */
   RlLockWaiter *sleeper;    /* the queued waiter that owns the mutex and sleeps until
                                notify_seq moves past its seq */
@@ -150,15 +147,6 @@ rl_lock_name (const RedisLock *lock)
  * overflow, and Redis accepts it as a PX argument. */
 #define RL_TTL_MAX_MS ((gint64) 100 * 365 * 24 * 3600 * 1000)
 
-/* @now_us + @ms milliseconds, saturated at RL_FOREVER; @ms < 0 is RL_FOREVER too. */
-static inline gint64
-rl_deadline_after (gint64 now_us, gint64 ms)
-{
-  if (ms < 0 || ms >= (RL_FOREVER - now_us) / 1000)
-    return RL_FOREVER;
-  return now_us + ms * 1000;
-}
-
 /* process.c: the fork guard. */
 extern guint rl_fork_generation;
 void rl_fork_guard_init (void);
@@ -196,6 +184,60 @@ rl_registry_check (RedisLockRegistry *registry, GError **error)
   return TRUE;
 }
 
+/* Whether @registry waits for notifications (PUBSUB) rather than polling (SPIN). */
+static inline gboolean
+rl_registry_pubsub (RedisLockRegistry *registry)
+{
+  return g_atomic_int_get (&registry->settings.wait_mode) == REDIS_LOCK_WAIT_PUBSUB;
+}
+
+/* How a waiter on @registry's store would learn of a release, asked before an attempt
+ * (@pubsub: the wait mode read for the acquisition; @need_watch: the machine wants
+ * notifications, so they are confirmed, without waiting). */
+static inline RlNotifyState
+rl_registry_notify_state (RedisLockRegistry *registry, gboolean pubsub, gboolean need_watch)
+{
+  if (!pubsub)
+    return RL_NOTIFY_OFF;
+  return need_watch && registry->store->vt->watch (registry->store, 0) ? RL_NOTIFY_CONFIRMED
+                                                                        : RL_NOTIFY_DOWN;
+}
+
+/* The machine's RL_ACQUIRE_WATCH on @registry's store: confirms notifications, waiting
+ * for them (@may_wait) as long as the machine allows and the connect timeout at most,
+ * or only starting them; reports to @acq, and returns what to do next. */
+static inline RlAcquireAction
+rl_registry_watch (RedisLockRegistry *registry, RlAcquire *acq, gboolean may_wait)
+{
+  gint64 limit = 0;
+
+  if (may_wait)
+    limit = MIN (acq->watch_ms, RL_ATOMIC_GET (registry->store_ctx.connect_timeout_ms));
+  return rl_acquire_watched (acq, registry->store->vt->watch (registry->store, limit));
+}
+
+/* The bound (ms) of a request of an acquisition that must end at @deadline, sent at
+ * @now: with @bounded, what is left of the wait when that is less than the command
+ * timeout (at least 1); 0: the command timeout alone bounds it. */
+static inline gint64
+rl_request_bound_ms (RedisLockRegistry *registry, gint64 deadline, gboolean bounded, gint64 now)
+{
+  if (bounded && deadline != RL_FOREVER
+      && (deadline - now) / 1000 < RL_ATOMIC_GET (registry->store_ctx.command_timeout_ms))
+    return MAX ((deadline - now) / 1000, 1);
+  return 0;
+}
+
+/* Whether a request bounded by @bound_ms that failed with @error only ran out of the
+ * caller's wait, with a sliver of it left for the request: not acquired in time, not a
+ * verdict on the store. */
+static inline gboolean
+rl_request_ran_out (gint64 bound_ms, gint64 deadline, const GError *error)
+{
+  return bound_ms > 0 && bound_ms < RL_MIN_REQUEST_MS && g_get_monotonic_time () >= deadline
+         && g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION);
+}
+
 /* lock.c */
 RedisLock *rl_lock_new (RedisLockRegistry *registry, const char *name);
 /* Drops a reference to the lock's memory (the cache's, or one taken with
@@ -230,9 +272,10 @@ RlLocalTake rl_lock_take_local (RedisLock *lock, gint64 deadline, GCancellable *
 void rl_lock_give_back_local (RedisLock *lock, RlLocalTake taken);
 /* The lock's notification number, to read before an attempt and sleep on after it. */
 guint16 rl_lock_notify_seq (RedisLock *lock);
-/* Sleeps until the notification number moves past @seq, @wake_at, close or cancel. */
-void rl_lock_sleep_for_notification (RedisLock *lock, guint16 seq, gint64 wake_at,
-                                     GCancellable *cancellable);
+/* Sleeps as @acq says (RL_ACQUIRE_SLEEP: until its wake_at, or until the lock's
+ * notification number moves past its seq when it watches it), or until close or
+ * cancel. Returns the notification number it last saw, for the next step. */
+guint16 rl_lock_sleep (RedisLock *lock, const RlAcquire *acq, GCancellable *cancellable);
 /* TRUE with @error when a wait must end: the registry closed, or cancelled. */
 gboolean rl_lock_wait_error (RedisLock *lock, GCancellable *cancellable, GError **error);
 
@@ -262,25 +305,19 @@ void rl_lock_wake_queued (RedisLock *lock, RlLockWaiter *waiter);
 void rl_lock_set_owner (RedisLock *lock, gpointer from, gpointer to);
 /* The lease handed over with the mutex, if still good (else forgotten quietly). */
 gboolean rl_lock_accept_kept_lease (RedisLock *lock);
-/* After a hand-off streak: the time before which the first attempt should wait (0:
- * none), and cleared. */
-gint64 rl_lock_take_yield (RedisLock *lock);
-/* One request for the lease of @lock, whose local mutex the caller owns: the step of
- * every acquisition (lock.c, lock-async.c). @contended: an earlier attempt of the same
- * acquisition found the key held. With @bounded, the request is also cut short at
- * @deadline. Returns OK (the lease is ours and in the table), HELD (*pttl_ms: the
- * holder's remaining TTL, -1 when unknown) or ERROR: with @error, or without when the
- * wait ran out during the request (not acquired in time). */
-RlLeaseResult rl_lock_attempt (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms,
-                               const char *fence_key, gboolean contended, gint64 *pttl_ms,
-                               GError **error);
-/* When a waiter whose attempt at @now found the lock held tries again, at @deadline at
- * the latest: at the end of the holder's TTL (@pttl_ms) when notifications are
- * confirmed (@watching); after idle_between_tries_ms when they are not, or when the
- * TTL is unknown or the key has no expiry (@pttl_ms < 0), so that a key deleted
- * without a notification never leaves a waiter asleep for good. */
-gint64 rl_lock_wake_at (RedisLock *lock, gint64 now, gint64 deadline, gboolean watching,
-                        gint64 pttl_ms);
+/* Starts the lease phase of an acquisition of @lock, whose local mutex the caller owns,
+ * ending at @deadline: the machine begins with the yield the last hold asked for, if
+ * any (counted in the registry's stats), which the lock forgets. */
+void rl_lock_begin_acquire (RedisLock *lock, RlAcquire *acq, gint64 deadline);
+/* The machine's RL_ACQUIRE_ATTEMPT for @lock (the step of every single acquisition,
+ * blocking or not): one request for the lease, reported to @acq. With @pubsub,
+ * notifications are confirmed first if the machine wants them. With @bounded, the
+ * request is also cut short at the deadline. The lease taken is in the table; a
+ * failure leaves @error set, or unset when the wait ran out during the request (not
+ * acquired in time). Returns what to do next. */
+RlAcquireAction rl_lock_attempt_step (RedisLock *lock, RlAcquire *acq, gboolean pubsub,
+                                      gboolean bounded, gint64 ttl_ms, const char *fence_key,
+                                      GError **error);
 /* Releases @value, taken by an attempt after close() released the leases; sets CLOSED. */
 void rl_lock_release_after_close (RedisLock *lock, const char *value, GError **error);
 

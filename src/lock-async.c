@@ -7,12 +7,14 @@
  * whoever frees the local mutex grants it to the first queued call when it is the
  * queue's turn, lease and all when the plan hands the lease over, so a local hand-off
  * costs no Redis command. The granted call then owns the mutex under a marker (the
- * call itself, which no thread compares equal to) through its lease phase: attempts
- * in the store, and between them a sleep on the lock's notification number, poked by
- * the store's release notification (rl_lock_notify()), a timer at the holder's PTTL
- * bound or the deadline, close or cancellation. Only when the lease is its own does
- * the hold pass to the calling thread, and the result go back to that thread's main
- * context (GTask), so everything a thread can ask of its hold works from there on.
+ * call itself, which no thread compares equal to) through its lease phase, the
+ * acquisition machine of acquire.c driven by the call's steps: attempts in the store
+ * (lock.c's attempt step), and between them a sleep on the lock's notification
+ * number, poked by the store's release notification (rl_lock_notify()), a timer at the
+ * holder's PTTL bound or the deadline, close or cancellation. Only when the lease is
+ * its own does the hold pass to the calling thread, and the result go back to that
+ * thread's main context (GTask), so everything a thread can ask of its hold works from
+ * there on.
  *
  * What each step does runs on a small worker pool of the call's registry
  * (RL_ASYNC_THREADS threads at most, leaving after RL_ASYNC_IDLE_MS idle): the store's
@@ -154,11 +156,15 @@ typedef enum
   CALL_UNLOCK,
 } CallKind;
 
+/* Where a call stands; the lease phase is the three in the middle, in which the call
+ * owns the local mutex under its marker. */
 typedef enum
 {
-  PHASE_QUEUED, /* in the lock's queue, or granted and not yet seen so */
-  PHASE_OWNED,  /* owns the local mutex under its marker: the lease phase */
-  PHASE_DONE,   /* the result is set, for the caller's context to deliver */
+  PHASE_QUEUED,    /* in the lock's queue, or granted and not yet seen so */
+  PHASE_KEPT,      /* owns the mutex with the lease handed over, not yet accepted */
+  PHASE_OWNED,     /* owns the mutex without a lease: the machine is to start */
+  PHASE_ACQUIRING, /* the acquisition machine runs */
+  PHASE_DONE,      /* the result is set, for the caller's context to deliver */
 } CallPhase;
 
 struct _AsyncCall
@@ -187,14 +193,9 @@ struct _AsyncCall
 
   /* The steps' own (one step at a time). */
   CallPhase phase;
-  gboolean lease_kept;  /* the lease came with the mutex and is not yet accepted */
-  gboolean yield_read;  /* the hand-off streak's yield was looked at */
-  gboolean yielding;    /* the sleep is that yield: notifications do not end it */
-  gboolean need_watch;  /* an attempt found the key held: notifications are wanted */
-  guint attempts;
-  gboolean sleeping;    /* sleeps until the notification number moves past seq */
-  guint16 seq;
-  gint64 wake_at;
+  gboolean pubsub;   /* the registry's wait mode when the machine started */
+  gboolean sleeping; /* registered as the lock's sleeper, with the timer set */
+  RlAcquire acq;     /* the acquisition machine (PHASE_ACQUIRING) */
 };
 
 /* Orders a call's result being set and its source being told, against the source
@@ -420,7 +421,8 @@ complete (AsyncCall *call, gboolean ok, GError *error)
 static void
 give_back (AsyncCall *call)
 {
-  gboolean pass_lease = call->lease_kept && !rl_registry_is_closed (call->lock->registry);
+  gboolean pass_lease
+      = call->phase == PHASE_KEPT && !rl_registry_is_closed (call->lock->registry);
 
   if (call->sleeping)
     rl_lock_wake_queued (call->lock, &call->waiter);
@@ -443,49 +445,33 @@ succeed (AsyncCall *call)
   complete (call, TRUE, NULL);
 }
 
-/* Sleeps until the notification number moves past @seq or @wake_at. FALSE when it
- * moved already (or the registry closed): look again at once. */
+/* The machine's RL_ACQUIRE_SLEEP: the call sleeps until the lock's notification number
+ * moves past @seq (which pokes it) or the timer at @wake_at. FALSE when the number
+ * moved already (or the registry closed): step again at once. */
 static gboolean
 sleep_until (AsyncCall *call, guint16 seq, gint64 wake_at)
 {
   if (!rl_lock_sleep_queued (call->lock, &call->waiter, seq))
     return FALSE;
   call->sleeping = TRUE;
-  call->seq = seq;
-  call->wake_at = wake_at;
   arm_timer (call, wake_at);
   return TRUE;
 }
 
-typedef enum
+/* The machine is done (or the attempt just made ended it): the call completes with
+ * the lock, or without it (@error: the attempt's, taken; NULL: not acquired in time). */
+static void
+end_acquire (AsyncCall *call, GError *error)
 {
-  ATTEMPT_TAKEN,
-  ATTEMPT_HELD, /* *pttl: the holder's PTTL, -1 when unknown */
-  ATTEMPT_DONE, /* the call was completed (a failure, or out of time) */
-} AttemptResult;
-
-/* One request for the lease: lock.c's step, its failures completing the call. */
-static AttemptResult
-attempt (AsyncCall *call, gint64 *pttl)
-{
-  GError *error = NULL;
-  gboolean contended = call->attempts > 0; /* only a held lock makes a call try again */
-
-  call->attempts++;
-  switch (rl_lock_attempt (call->lock, call->deadline, call->bounded, call->ttl_ms,
-                           call->fence_key, contended, pttl, &error))
-    {
-    case RL_LEASE_OK:
-      return ATTEMPT_TAKEN;
-    case RL_LEASE_HELD:
-      return ATTEMPT_HELD;
-    default:
-      fail (call, error);
-      return ATTEMPT_DONE;
-    }
+  if (call->acq.outcome == RL_ACQUIRE_TAKEN)
+    succeed (call);
+  else
+    fail (call, error);
 }
 
-/* The lease phase: the call owns the local mutex under its marker. */
+/* The lease phase: the call owns the local mutex under its marker, and its steps drive
+ * the acquisition machine; between them it sleeps as the lock's queued sleeper, poked
+ * by notifications, its timer, close or cancellation. */
 static void
 step_lease (AsyncCall *call)
 {
@@ -495,100 +481,66 @@ step_lease (AsyncCall *call)
 
   for (;;)
     {
-      gboolean pubsub, watching;
-      gint64 now, pttl, wake_at;
-      guint16 seq;
+      RlAcquireAction action;
+      gint64 now;
 
       if (rl_lock_wait_error (lock, call->cancellable, &error))
         {
           fail (call, error);
           return;
         }
-      now = g_get_monotonic_time ();
       if (call->sleeping)
         {
-          /* Poked: by the notification, the timer, or for nothing (then sleep on). */
+          /* Poked: by the notification, the timer, or for nothing (then the machine
+           * sleeps on). */
           rl_lock_wake_queued (lock, &call->waiter);
           call->sleeping = FALSE;
-          seq = rl_lock_notify_seq (lock);
-          if ((call->yielding || seq == call->seq) && now < call->wake_at
-              && sleep_until (call, seq, call->wake_at))
-            return;
-          call->yielding = FALSE;
         }
-      if (call->lease_kept)
+      if (call->phase == PHASE_KEPT)
         {
-          call->lease_kept = FALSE;
+          call->phase = PHASE_OWNED;
           if (rl_lock_accept_kept_lease (lock))
             {
               succeed (call);
               return;
             }
         }
-      if (!call->yield_read)
+      if (call->phase == PHASE_OWNED)
         {
-          /* Waiters in other processes get a few round trips first, as in lock.c,
-           * whatever notifications come meanwhile. */
-          gint64 yield_until = MIN (rl_lock_take_yield (lock), call->deadline);
-          call->yield_read = TRUE;
-          if (yield_until <= now)
-            continue;
-          RL_ATOMIC_ADD (registry->stats.yields, 1);
-          call->yielding = TRUE;
-          if (sleep_until (call, rl_lock_notify_seq (lock), yield_until))
-            return;
-          call->yielding = FALSE;
-          continue;
-        }
-      if (call->attempts > 0 && now >= call->deadline)
-        {
-          fail (call, NULL);
-          return;
-        }
-      if (call->attempts == 0 && call->bounded && now >= call->deadline
-          && RL_ATOMIC_GET (call->queued_at) < call->deadline)
-        {
-          /* Its step waited for a worker past the deadline: every worker of the
-           * registry was blocked on an earlier request (a server that does not
-           * answer). Having never asked Redis, the call cannot say "held". */
-          fail (call, g_error_new (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
-                                   "Lock “%s”: no request reached Redis within the call's "
-                                   "wait; the registry's earlier requests had not returned",
-                                   rl_lock_name (lock)));
-          return;
-        }
-
-      pubsub = g_atomic_int_get (&registry->settings.wait_mode) == REDIS_LOCK_WAIT_PUBSUB;
-      watching = pubsub && call->need_watch && registry->store->vt->watch (registry->store, 0);
-      seq = rl_lock_notify_seq (lock);
-      switch (attempt (call, &pttl))
-        {
-        case ATTEMPT_TAKEN:
-          succeed (call);
-          return;
-        case ATTEMPT_DONE:
-          return;
-        case ATTEMPT_HELD:
-        default:
-          break;
+          call->phase = PHASE_ACQUIRING;
+          call->pubsub = rl_registry_pubsub (registry);
+          rl_lock_begin_acquire (lock, &call->acq, call->deadline);
         }
       now = g_get_monotonic_time ();
-      if (now >= call->deadline)
+      action = rl_acquire_step (&call->acq, now, rl_lock_notify_seq (lock));
+      while (action == RL_ACQUIRE_ATTEMPT || action == RL_ACQUIRE_WATCH)
+        if (action == RL_ACQUIRE_WATCH)
+          /* Asking starts the subscription without waiting for it: the machine
+           * retries at once when it is up; until then, the spin interval (its coming
+           * up bumps the notification number). */
+          action = rl_registry_watch (registry, &call->acq, FALSE);
+        else if (call->acq.attempts == 0 && call->bounded && now >= call->deadline
+                 && RL_ATOMIC_GET (call->queued_at) < call->deadline)
+          {
+            /* Its step waited for a worker past the deadline: every worker of the
+             * registry was blocked on an earlier request (a server that does not
+             * answer). Having never asked Redis, the call cannot say "held". */
+            fail (call, g_error_new (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                                     "Lock “%s”: no request reached Redis within the call's "
+                                     "wait; the registry's earlier requests had not returned",
+                                     rl_lock_name (lock)));
+            return;
+          }
+        else
+          action = rl_lock_attempt_step (lock, &call->acq, call->pubsub, call->bounded,
+                                         call->ttl_ms, call->fence_key, &error);
+      if (action == RL_ACQUIRE_DONE)
         {
-          fail (call, NULL);
+          end_acquire (call, error);
           return;
         }
-      if (pubsub && !watching)
-        {
-          /* The attempt only counts once notifications are confirmed. Asking starts
-           * the subscription without waiting for it: retry at once when it is up;
-           * until then, SPIN timing (its coming up bumps the notification number). */
-          call->need_watch = TRUE;
-          if (registry->store->vt->watch (registry->store, 0))
-            continue;
-        }
-      wake_at = rl_lock_wake_at (lock, now, call->deadline, watching, pttl);
-      if (sleep_until (call, seq, wake_at))
+      /* RL_ACQUIRE_SLEEP; if the number moved already, the machine looks again. */
+      if (sleep_until (call, call->acq.seq, call->acq.wake_at))
         return;
     }
 }
@@ -637,10 +589,9 @@ step_lock (AsyncCall *call)
             /* Granted meanwhile: the lease phase gives the mutex back. */
             g_clear_error (&error);
         }
-      call->phase = PHASE_OWNED;
-      call->lease_kept = g_atomic_int_get (&call->kept);
+      call->phase = g_atomic_int_get (&call->kept) ? PHASE_KEPT : PHASE_OWNED;
     }
-  if (call->phase == PHASE_OWNED)
+  if (call->phase != PHASE_DONE)
     step_lease (call);
 }
 

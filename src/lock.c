@@ -8,12 +8,17 @@
  * never sends a command, and the store sees at most one waiter per process per lock.
  *
  * Acquisition follows one deadline computed at the start: the local wait and the
- * store wait together never exceed wait_ms. In PUBSUB mode a waiter reads the lock's
+ * store wait together never exceed wait_ms. The store phase is the acquisition machine
+ * of acquire.c, which this file drives for a blocking call (acquire_lease(): a
+ * condition wait between steps) and whose attempt step for one lease it provides to
+ * lock-async.c (rl_lock_attempt_step()). In PUBSUB mode a waiter reads the lock's
  * notification sequence number, attempts, and on failure sleeps until the number
  * changes, the holder's remaining TTL runs out, the deadline passes or it is
  * cancelled; the attempt only counts once the store confirms that notifications are
  * flowing. In SPIN mode, and while notifications are down, it sleeps
- * idle_between_tries_ms between attempts.
+ * idle_between_tries_ms between attempts. When a hold ends, the yield policy
+ * (acquire.c's rl_yield_plan()) may have the next acquisition let other processes go
+ * first.
  *
  * The owner field is written under lock->m but atomically, so the owning thread can
  * recognise itself without the mutex: re-entry and an inner unlock are an atomic load
@@ -60,18 +65,6 @@
 #include "internal.h"
 
 #define RL_LOCAL_BARGE_MAX 4
-
-/* Other processes get the same protection from a process that locks in a loop: after
- * this many holds of the lease in a row since it last had to wait for another owner
- * (the only sign it has that others want the lock), and a release other clients
- * heard, it lets them try first (end_hold()). Each such yield costs the lock two
- * release round trips of idle time when nobody takes it; in the bench's 4-process
- * contention it bounds the longest run of one process to about a dozen sections. */
-#define RL_REMOTE_BARGE_MAX 4
-/* A yield nobody used (the next attempt found the lock free) may mean waiters slower
- * than it: the count goes on, the next yield lasting twice as long, up to this many
- * unused yields in a row; then the process stops yielding until it waits again. */
-#define RL_LOST_YIELDS_MAX 3
 
 G_STATIC_ASSERT (RL_LOCAL_BARGE_MAX < 8); /* lock->barged is 3 bits */
 
@@ -272,8 +265,8 @@ release_local (RedisLock *lock)
   rl_mutex_unlock (&lock->m);
 }
 
-static gboolean
-set_wait_error (RedisLock *lock, GCancellable *cancellable, GError **error)
+gboolean
+rl_lock_wait_error (RedisLock *lock, GCancellable *cancellable, GError **error)
 {
   if (rl_registry_is_closed (lock->registry))
     {
@@ -353,7 +346,7 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
   lock->waiters++;
   for (;;)
     {
-      if (set_wait_error (lock, cancellable, error))
+      if (rl_lock_wait_error (lock, cancellable, error))
         break;
       if (lock->owner == self)
         {
@@ -386,8 +379,8 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
  * was frozen, say); then it is forgotten quietly, as nobody held it (the previous
  * holder's unlock succeeded, and the caller has not got it yet): no loss is reported,
  * and the caller acquires afresh with a lease cancellable of its own. */
-static gboolean
-accept_kept_lease (RedisLock *lock)
+gboolean
+rl_lock_accept_kept_lease (RedisLock *lock)
 {
   RlLeases *leases = lock->registry->leases;
   RlLeaseView view = rl_leases_view (leases, lock);
@@ -403,8 +396,8 @@ accept_kept_lease (RedisLock *lock)
 
 /* The registry was closed while @lock's lease (@value) was being taken or kept, after
  * close() released the leases it knew of: release this one too, and fail with CLOSED. */
-static void
-release_after_close (RedisLock *lock, const char *value, GError **error)
+void
+rl_lock_release_after_close (RedisLock *lock, const char *value, GError **error)
 {
   RlStore *store = lock->registry->store;
   gboolean others;
@@ -416,55 +409,43 @@ release_after_close (RedisLock *lock, const char *value, GError **error)
                        "was released");
 }
 
-/* Sleeps until the lock's notification number moves past *@seq (@seq NULL: a
- * notification does not end the sleep), @wake_at, close or cancel. */
-static void
-sleep_for_notification (RedisLock *lock, const guint16 *seq, gint64 wake_at,
-                        GCancellable *cancellable)
+guint16
+rl_lock_sleep (RedisLock *lock, const RlAcquire *acq, GCancellable *cancellable)
 {
+  guint16 seq;
+
   rl_mutex_lock (&lock->m);
-  while ((seq == NULL || lock->notify_seq == *seq) && !rl_registry_is_closed (lock->registry)
-         && !g_cancellable_is_cancelled (cancellable) && g_get_monotonic_time () < wake_at)
-    rl_cond_wait_until (&lock_wait (lock)->notify, &lock->m, wake_at);
+  while ((!acq->watch_seq || lock->notify_seq == acq->seq)
+         && !rl_registry_is_closed (lock->registry) && !g_cancellable_is_cancelled (cancellable)
+         && g_get_monotonic_time () < acq->wake_at)
+    rl_cond_wait_until (&lock_wait (lock)->notify, &lock->m, acq->wake_at);
+  seq = lock->notify_seq;
   rl_mutex_unlock (&lock->m);
+  return seq;
 }
 
 /* One hold of the lease begins (@contended: the acquisition found the key held by
- * another owner first). Counts the holds in a row since an acquisition that had to
- * wait, the only sign this process has that other clients want the lock too: see
- * end_hold(). An acquisition right after a yield that did not have to wait means
- * nobody took the lock meanwhile: nobody wants it, or its waiters are slower than the
- * yield. Up to RL_LOST_YIELDS_MAX such yields in a row count as the latter (the next
- * yield comes after as many holds, twice as long). lock->m held. */
+ * another owner first): the yield policy's record counts it (rl_yield_count_hold()).
+ * A lock nobody ever waited for has no record, and needs none until it is contended.
+ * lock->m held. */
 static void
 count_lease_hold_locked (RedisLock *lock, gboolean contended)
 {
   RlLockWait *wait = contended ? lock_wait (lock) : lock->wait;
-  gboolean after_yield;
 
-  if (wait == NULL)
-    return;
-  after_yield = wait->yielded;
-  wait->yielded = FALSE;
-  if (contended)
-    {
-      wait->contended_holds = 1;
-      wait->lost_yields = 0;
-    }
-  else if (after_yield && wait->lost_yields < RL_LOST_YIELDS_MAX)
-    {
-      wait->lost_yields++;
-      wait->contended_holds = 1;
-    }
-  else if (after_yield)
-    wait->lost_yields = 0; /* and contended_holds stays 0: no more yields */
-  else if (wait->contended_holds > 0 && wait->contended_holds < RL_REMOTE_BARGE_MAX)
-    wait->contended_holds++;
+  if (wait != NULL)
+    rl_yield_count_hold (&wait->yield, contended);
 }
 
-RlLeaseResult
-rl_lock_attempt (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms,
-                 const char *fence_key, gboolean contended, gint64 *pttl_ms, GError **error)
+/* One request for the lease of @lock, whose local mutex the caller owns. @contended:
+ * an earlier attempt of the same acquisition found the key held. With @bounded, the
+ * request is also cut short at @deadline. Returns OK (the lease is ours and in the
+ * table), HELD (*pttl_ms: the holder's remaining TTL, -1 when unknown) or ERROR: with
+ * @error, or without when the wait ran out during the request (not acquired in
+ * time). */
+static RlLeaseResult
+attempt_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms,
+               const char *fence_key, gboolean contended, gint64 *pttl_ms, GError **error)
 {
   RedisLockRegistry *registry = lock->registry;
   RlStore *store = registry->store;
@@ -472,14 +453,12 @@ rl_lock_attempt (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_
   guint64 serial = rl_leases_next_serial (leases), token = 0;
   char value[RL_LEASE_VALUE_MAX];
   g_autoptr (GError) local_error = NULL;
-  gint64 sent, bound_ms = 0;
+  gint64 sent, bound_ms;
 
   *pttl_ms = -1;
   rl_leases_value (leases, serial, value);
   sent = g_get_monotonic_time ();
-  if (bounded && deadline != RL_FOREVER
-      && (deadline - sent) / 1000 < RL_ATOMIC_GET (registry->store_ctx.command_timeout_ms))
-    bound_ms = MAX ((deadline - sent) / 1000, 1);
+  bound_ms = rl_request_bound_ms (registry, deadline, bounded, sent);
   switch (store->vt->acquire (store, lock->key_data, value, ttl_ms, bound_ms, fence_key, &token,
                               pttl_ms, &local_error))
     {
@@ -487,7 +466,7 @@ rl_lock_attempt (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_
       RL_ATOMIC_ADD (registry->stats.acquisitions, 1);
       if (!rl_leases_take (leases, lock, serial, ttl_ms, sent, token))
         {
-          release_after_close (lock, value, error);
+          rl_lock_release_after_close (lock, value, error);
           return RL_LEASE_ERROR;
         }
       rl_mutex_lock (&lock->m);
@@ -503,8 +482,7 @@ rl_lock_attempt (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_
       /* The request may have reached the store and taken the key after all: have it
        * released in the background, so that nobody waits for its TTL. */
       rl_leases_add_doubtful (leases, lock->key_data, value, ttl_ms);
-      if (bound_ms > 0 && bound_ms < RL_MIN_REQUEST_MS && g_get_monotonic_time () >= deadline
-          && g_error_matches (local_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION))
+      if (rl_request_ran_out (bound_ms, deadline, local_error))
         {
           /* The wait ran out with a sliver of it left for the request: not acquired in
            * time, not a verdict on the store. */
@@ -517,84 +495,66 @@ rl_lock_attempt (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_
     }
 }
 
-gint64
-rl_lock_wake_at (RedisLock *lock, gint64 now, gint64 deadline, gboolean watching, gint64 pttl_ms)
+RlAcquireAction
+rl_lock_attempt_step (RedisLock *lock, RlAcquire *acq, gboolean pubsub, gboolean bounded,
+                      gint64 ttl_ms, const char *fence_key, GError **error)
 {
-  /* A key without expiry (PTTL -1: a foreign client's SET without PX) bounds nothing:
-   * deleted without a notification, it would leave the waiter asleep until its
-   * deadline, forever for lock(). So the SPIN interval bounds that sleep too. */
-  if (!watching || pttl_ms < 0)
-    return MIN (deadline, rl_deadline_after (now, RL_ATOMIC_GET (
-                                                      lock->registry->settings.idle_between_tries_ms)));
-  return MIN (deadline, rl_deadline_after (now, pttl_ms + 1));
+  RlAttemptReport report = { .pttl_ms = -1 };
+
+  report.notify = rl_registry_notify_state (lock->registry, pubsub, acq->need_watch);
+  report.seq = rl_lock_notify_seq (lock);
+  report.spin_ms = RL_ATOMIC_GET (lock->registry->settings.idle_between_tries_ms);
+  switch (attempt_lease (lock, acq->deadline, bounded, ttl_ms, fence_key,
+                         rl_acquire_contended (acq), &report.pttl_ms, error))
+    {
+    case RL_LEASE_OK:
+      report.result = RL_ATTEMPT_TAKEN;
+      break;
+    case RL_LEASE_HELD:
+      report.result = RL_ATTEMPT_HELD;
+      break;
+    default:
+      report.result = RL_ATTEMPT_FAILED;
+      break;
+    }
+  return rl_acquire_attempted (acq, &report, g_get_monotonic_time ());
 }
 
-/* The store phase, with the local mutex owned. Returns TRUE when the lease is ours.
- * With @bounded, each store call is cut short at @deadline too (a try with a wait of
- * 0 makes its one attempt within the command timeout). */
+/* The lease phase of a blocking acquisition, with the local mutex owned: the machine
+ * driven by this thread, which sleeps on the lock's condition variable. Returns TRUE
+ * when the lease is ours. With @bounded, each store call is cut short at @deadline too
+ * (a try with a wait of 0 makes its one attempt within the command timeout). */
 static gboolean
 acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms,
                const char *fence_key, GCancellable *cancellable, GError **error)
 {
   RedisLockRegistry *registry = lock->registry;
-  RlStore *store = registry->store;
-  gboolean pubsub = g_atomic_int_get (&registry->settings.wait_mode) == REDIS_LOCK_WAIT_PUBSUB;
-  gboolean need_watch = FALSE, contended = FALSE;
-  gint64 yield_until = rl_lock_take_yield (lock);
+  gboolean pubsub = rl_registry_pubsub (registry);
+  RlAcquireAction action;
+  RlAcquire acq;
   guint16 seq;
 
-  /* Other clients were told the lock is free and may want it: give them a few round
-   * trips to take it before this process competes again (see end_hold()). A
-   * notification does not end the wait: the release that asked for it notifies this
-   * registry too, and its echo usually arrives just now. */
-  yield_until = MIN (yield_until, deadline);
-  if (yield_until > g_get_monotonic_time ())
-    {
-      RL_ATOMIC_ADD (registry->stats.yields, 1);
-      sleep_for_notification (lock, NULL, yield_until, cancellable);
-      if (set_wait_error (lock, cancellable, error))
-        return FALSE;
-    }
-
+  rl_lock_begin_acquire (lock, &acq, deadline);
+  action = rl_acquire_step (&acq, g_get_monotonic_time (), 0);
   for (;;)
-    {
-      gboolean watching = pubsub && need_watch && store->vt->watch (store, 0);
-      gint64 pttl = -1, now;
-
-      rl_mutex_lock (&lock->m);
-      seq = lock->notify_seq;
-      rl_mutex_unlock (&lock->m);
-
-      switch (rl_lock_attempt (lock, deadline, bounded, ttl_ms, fence_key, contended, &pttl,
-                               error))
-        {
-        case RL_LEASE_OK:
-          return TRUE;
-        case RL_LEASE_HELD:
-          contended = TRUE;
-          break;
-        default:
+    switch (action)
+      {
+      case RL_ACQUIRE_ATTEMPT:
+        action = rl_lock_attempt_step (lock, &acq, pubsub, bounded, ttl_ms, fence_key, error);
+        break;
+      case RL_ACQUIRE_WATCH:
+        action = rl_registry_watch (registry, &acq, TRUE);
+        break;
+      case RL_ACQUIRE_SLEEP:
+        seq = rl_lock_sleep (lock, &acq, cancellable);
+        if (rl_lock_wait_error (lock, cancellable, error))
           return FALSE;
-        }
-
-      now = g_get_monotonic_time ();
-      if (now >= deadline)
-        return FALSE;
-      if (pubsub && !watching)
-        {
-          /* The attempt only counts once notifications are confirmed: retry at once
-           * if they come up, or fall back to SPIN timing while they are down. */
-          gint64 limit = MIN ((deadline - now) / 1000 + 1,
-                              RL_ATOMIC_GET (registry->store_ctx.connect_timeout_ms));
-          need_watch = TRUE;
-          if (store->vt->watch (store, limit))
-            continue;
-        }
-      sleep_for_notification (lock, &seq, rl_lock_wake_at (lock, now, deadline, watching, pttl),
-                              cancellable);
-      if (set_wait_error (lock, cancellable, error))
-        return FALSE;
-    }
+        action = rl_acquire_step (&acq, g_get_monotonic_time (), seq);
+        break;
+      case RL_ACQUIRE_DONE:
+      default:
+        return acq.outcome == RL_ACQUIRE_TAKEN;
+      }
 }
 
 /* With fencing on, the key of @lock's fencing counter in *fence_key (g_free()); NULL
@@ -669,7 +629,7 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
     /* Closed while waiting for the local mutex: a lease handed over went with close. */
     ok = FALSE;
   else
-    ok = (kept && accept_kept_lease (lock))
+    ok = (kept && rl_lock_accept_kept_lease (lock))
          || acquire_lease (lock, deadline, wait_ms != 0, ttl_ms, fence_key, cancellable, error);
   g_cancellable_disconnect (cancellable, handler);
   if (!ok)
@@ -706,7 +666,7 @@ rl_lock_take_local (RedisLock *lock, gint64 deadline, GCancellable *cancellable,
       release_local (lock);
       return RL_LOCAL_FAILED;
     }
-  return kept && accept_kept_lease (lock) ? RL_LOCAL_WITH_LEASE : RL_LOCAL_NEEDS_LEASE;
+  return kept && rl_lock_accept_kept_lease (lock) ? RL_LOCAL_WITH_LEASE : RL_LOCAL_NEEDS_LEASE;
 }
 
 void
@@ -819,31 +779,21 @@ rl_lock_set_owner (RedisLock *lock, gpointer from, gpointer to)
   rl_mutex_unlock (&lock->m);
 }
 
-gboolean
-rl_lock_accept_kept_lease (RedisLock *lock)
-{
-  return accept_kept_lease (lock);
-}
-
-gint64
-rl_lock_take_yield (RedisLock *lock)
+void
+rl_lock_begin_acquire (RedisLock *lock, RlAcquire *acq, gint64 deadline)
 {
   gint64 yield_until = 0;
 
   rl_mutex_lock (&lock->m);
   if (lock->wait != NULL)
     {
-      yield_until = lock->wait->yield_until;
-      lock->wait->yield_until = 0;
+      yield_until = lock->wait->yield.yield_until;
+      lock->wait->yield.yield_until = 0;
     }
   rl_mutex_unlock (&lock->m);
-  return yield_until;
-}
-
-void
-rl_lock_release_after_close (RedisLock *lock, const char *value, GError **error)
-{
-  release_after_close (lock, value, error);
+  if (yield_until > 0 && MIN (yield_until, deadline) > g_get_monotonic_time ())
+    RL_ATOMIC_ADD (lock->registry->stats.yields, 1);
+  rl_acquire_init (acq, lock->key_data, deadline, yield_until);
 }
 
 guint16
@@ -855,19 +805,6 @@ rl_lock_notify_seq (RedisLock *lock)
   seq = lock->notify_seq;
   rl_mutex_unlock (&lock->m);
   return seq;
-}
-
-void
-rl_lock_sleep_for_notification (RedisLock *lock, guint16 seq, gint64 wake_at,
-                                GCancellable *cancellable)
-{
-  sleep_for_notification (lock, &seq, wake_at, cancellable);
-}
-
-gboolean
-rl_lock_wait_error (RedisLock *lock, GCancellable *cancellable, GError **error)
-{
-  return set_wait_error (lock, cancellable, error);
 }
 
 gboolean
@@ -915,29 +852,26 @@ redis_lock_try_lock_full (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCance
 
 /* Ends the hold after the lease is settled: local mutex free, a cancelled lease
  * cancellable dropped (an uncancelled one is kept for the next hold). @others: a
- * client outside this registry was told of the release. When it ends a hand-off
- * streak (at most @max hand-offs), or the RL_REMOTE_BARGE_MAX-th hold in a row since
- * this process last had to wait for the lock, the next local acquisition waits a
- * little (twice the release's round trip, whatever notifications come meanwhile) so
- * that client can take it. */
+ * client outside this registry was told of the release. When the yield policy says
+ * so (rl_yield_plan(): the hold ends a hand-off streak of @max hand-offs, or ends too
+ * long a run of holds since this process last had to wait for the lock), the next
+ * local acquisition waits a little (about twice the release's round trip, whatever
+ * notifications come meanwhile) so that client can take it. */
 static void
 end_hold (RedisLock *lock, guint max, gint64 release_us, gboolean others)
 {
   RedisLockRegistry *registry = lock->registry;
 
+  RlHoldEnd end = { .others = others, .max_handoffs = max, .release_us = release_us };
+  static const RlYieldRecord none = { 0 };
+  RlYieldPlan plan;
+
   rl_leases_forget_cancelled (registry->leases, lock);
   rl_mutex_lock (&lock->m);
-  if (others
-      && ((max > 0 && lock->handoffs >= max)
-          || (lock->wait != NULL && lock->wait->contended_holds >= RL_REMOTE_BARGE_MAX)))
-    {
-      RlLockWait *wait = lock_wait (lock);
-
-      wait->yield_until
-          = g_get_monotonic_time () + CLAMP ((2 * release_us) << wait->lost_yields, 50, 5000);
-      wait->contended_holds = 0;
-      wait->yielded = TRUE;
-    }
+  end.handoffs = lock->handoffs;
+  plan = rl_yield_plan (lock->wait != NULL ? &lock->wait->yield : &none, &end);
+  if (plan.reason != RL_YIELD_NONE)
+    rl_yield_apply (&lock_wait (lock)->yield, &plan, lock->key_data);
   lock->handoffs = 0;
   lock->streak_extended = FALSE;
   release_local_locked (lock);
@@ -1122,7 +1056,7 @@ release_lease (RedisLock *lock, const RlLeaseView *view, guint max, gboolean kee
                           view->token))
         return RL_LEASE_KEPT;
       /* Closed meanwhile: close() did not see this lease. */
-      release_after_close (lock, value, error);
+      rl_lock_release_after_close (lock, value, error);
       end_hold (lock, max, 0, FALSE);
       return RL_LEASE_ERROR;
     }

@@ -16,10 +16,11 @@
  * its leases in one request (one round trip per server; on one server they are taken
  * all or none in one script, on a Cluster per slot); if any is held elsewhere, the
  * leases the attempt took are released at once (one request again), and the call sleeps
- * until the holder's unlock notification, its remaining TTL or the deadline, as a
- * single acquisition does, then tries the whole set again. After an attempt that had
- * taken part of the set, the retry also waits a short random time, so that two
- * processes that each took a part do not collide again in step.
+ * until the holder's unlock notification, its remaining TTL or the deadline, then
+ * tries the whole set again: one acquisition machine of acquire.c over the whole set,
+ * whose attempt is the set's request, so the rules are a single acquisition's. After
+ * an attempt that had taken part of the set, the retry also waits a short random time,
+ * so that two processes that each took a part do not collide again in step.
  *
  * On failure everything this call took is given back before it returns: leases
  * released, local mutexes freed (a lease handed over with one goes on as at an unlock),
@@ -104,7 +105,7 @@ on_cancelled (GCancellable *cancellable, gpointer data)
 typedef struct
 {
   guint start, end;
-  gboolean watching; /* its notifications were confirmed before the attempt was sent */
+  RlNotifyState notify; /* its notifications, as they stood when the attempt was sent */
 } Group;
 
 /* Releases the leases of @items that ended OK (the attempt took them): one request per
@@ -183,9 +184,122 @@ record_taken (Entry *entries, const guint *need, guint n_need, const RlLeaseItem
   return FALSE;
 }
 
+/* The set's attempts and their outcome, as the driver of the machine keeps them. */
+typedef struct
+{
+  Entry *entries;
+  const guint *need; /* indexes into entries of the locks that need a lease */
+  guint n_need;
+  Group *groups;
+  guint n_groups;
+  RlLeaseItem *items; /* one per need */
+  gboolean bounded;
+  Entry *held;      /* the last attempt: the first lock found held */
+  gboolean partial; /* the last attempt: part of the set was taken (and released) */
+} SetAttempt;
+
+/* The machine's RL_ACQUIRE_ATTEMPT for a set: one request per registry for all its
+ * leases, reported to @acq. The leases of a whole set are recorded; those of a part are
+ * released again. TRUE when that settled the acquisition (all recorded, or failed: with
+ * @error, or without when the wait ran out during a request); FALSE: the machine goes
+ * on with *@next. */
+static gboolean
+attempt_set (SetAttempt *a, RlAcquire *acq, RlAcquireAction *next, gboolean *ok, GError **error)
+{
+  g_autoptr (GError) local_error = NULL;
+  RlAttemptReport report = { .result = RL_ATTEMPT_HELD, .pttl_ms = -1 };
+  gboolean failed = FALSE;
+  gint64 sent, bound_ms = 0;
+
+  *ok = FALSE;
+  a->held = NULL;
+  a->partial = FALSE;
+  for (guint i = 0; i < a->n_need; i++)
+    if (!rl_registry_check (a->entries[a->need[i]].lock->registry, error))
+      return TRUE;
+
+  /* Notification numbers before the attempt: a release between the attempt and the
+   * sleep is not missed. */
+  for (guint i = 0; i < a->n_need; i++)
+    {
+      Entry *e = &a->entries[a->need[i]];
+      RlLeases *leases = e->lock->registry->leases;
+
+      e->seq = rl_lock_notify_seq (e->lock);
+      e->serial = rl_leases_next_serial (leases);
+      rl_leases_value (leases, e->serial, e->value);
+      e->ttl_ms = RL_ATOMIC_GET (e->lock->registry->settings.expire_after_ms);
+      a->items[i] = (RlLeaseItem) { .key = e->lock->key_data, .value = e->value,
+                                    .fence_key = e->fence_key, .result = RL_LEASE_SKIPPED };
+    }
+
+  sent = g_get_monotonic_time ();
+  for (guint g = 0; g < a->n_groups && !failed; g++)
+    {
+      Group *group = &a->groups[g];
+      Entry *first = &a->entries[a->need[group->start]];
+      RedisLockRegistry *registry = first->lock->registry;
+      RlStore *store = registry->store;
+
+      group->notify
+          = rl_registry_notify_state (registry, rl_registry_pubsub (registry), acq->need_watch);
+      bound_ms
+          = rl_request_bound_ms (registry, acq->deadline, a->bounded, g_get_monotonic_time ());
+      if (!store->vt->acquire_many (store, group->end - group->start, a->items + group->start,
+                                    first->ttl_ms, bound_ms, rl_acquire_contended (acq),
+                                    &local_error))
+        failed = TRUE;
+    }
+
+  for (guint g = 0; g < a->n_groups; g++)
+    for (guint i = a->groups[g].start; i < a->groups[g].end; i++)
+      {
+        Entry *e = &a->entries[a->need[i]];
+        RedisLockRegistry *registry = e->lock->registry;
+
+        if (a->items[i].result == RL_LEASE_OK)
+          a->partial = TRUE;
+        else if (a->items[i].result == RL_LEASE_HELD && a->held == NULL)
+          {
+            a->held = e;
+            report.pttl_ms = a->items[i].pttl_ms;
+            report.notify = a->groups[g].notify;
+            report.seq = e->seq;
+            report.spin_ms = RL_ATOMIC_GET (registry->settings.idle_between_tries_ms);
+            RL_ATOMIC_ADD (registry->stats.contended_attempts, 1);
+          }
+        else if (a->items[i].result == RL_LEASE_ERROR)
+          /* It may have reached the store and taken the key after all. */
+          rl_leases_add_doubtful (registry->leases, e->lock->key_data, e->value, e->ttl_ms);
+      }
+  if (!failed && a->held == NULL)
+    {
+      report.result = RL_ATTEMPT_TAKEN;
+      rl_acquire_attempted (acq, &report, g_get_monotonic_time ());
+      *ok = record_taken (a->entries, a->need, a->n_need, a->items, sent, error);
+      return TRUE;
+    }
+
+  release_taken (a->entries, a->need, a->items, a->groups, a->n_groups);
+  if (failed)
+    {
+      report.result = RL_ATTEMPT_FAILED;
+      rl_acquire_attempted (acq, &report, g_get_monotonic_time ());
+      if (rl_request_ran_out (bound_ms, acq->deadline, local_error))
+        g_debug ("acquiring %u locks: the wait ended during the request: %s", a->n_need,
+                 local_error->message);
+      else
+        g_propagate_error (error, g_steal_pointer (&local_error));
+      return TRUE;
+    }
+  *next = rl_acquire_attempted (acq, &report, g_get_monotonic_time ());
+  return FALSE;
+}
+
 /* Takes the leases of the entries that need one, with every local mutex of the set
- * owned. TRUE when all are taken and recorded; FALSE with @error on failure, without
- * on timeout, and then none is held. */
+ * owned: the acquisition machine, driven by this thread, over the whole set, sleeping
+ * on the first lock an attempt found held. TRUE when all are taken and recorded; FALSE
+ * with @error on failure, without on timeout, and then none is held. */
 static gboolean
 acquire_leases (Entry *entries, guint m, gint64 deadline, gboolean bounded,
                 GCancellable *cancellable, GError **error)
@@ -193,140 +307,59 @@ acquire_leases (Entry *entries, guint m, gint64 deadline, gboolean bounded,
   g_autofree guint *need = g_new0 (guint, m);
   g_autofree Group *groups = g_new0 (Group, m);
   g_autofree RlLeaseItem *items = g_new0 (RlLeaseItem, m);
-  guint n_need = 0, n_groups = 0;
-  gboolean need_watch = FALSE;
+  SetAttempt a = { .entries = entries, .need = need, .groups = groups, .items = items,
+                   .bounded = bounded };
+  RlAcquireAction action;
+  RlAcquire acq;
+  guint16 seq;
+  gboolean ok;
 
   for (guint i = 0; i < m; i++)
     if (entries[i].local == RL_LOCAL_NEEDS_LEASE)
       {
-        if (n_groups == 0 || entries[need[n_need - 1]].lock->registry != entries[i].lock->registry)
-          groups[n_groups++].start = n_need;
-        need[n_need++] = i;
-        groups[n_groups - 1].end = n_need;
+        if (a.n_groups == 0
+            || entries[need[a.n_need - 1]].lock->registry != entries[i].lock->registry)
+          groups[a.n_groups++].start = a.n_need;
+        need[a.n_need++] = i;
+        groups[a.n_groups - 1].end = a.n_need;
       }
-  if (n_need == 0)
+  if (a.n_need == 0)
     return TRUE;
 
-  for (guint attempt = 0;; attempt++)
-    {
-      g_autoptr (GError) local_error = NULL;
-      Entry *held = NULL;
-      const Group *held_group = NULL;
-      gboolean failed = FALSE, partial = FALSE;
-      gint64 held_pttl = -1, sent, now, wake_at, bound_ms = 0;
-
-      for (guint i = 0; i < n_need; i++)
-        if (!rl_registry_check (entries[need[i]].lock->registry, error))
-          return FALSE;
-
-      /* Notification numbers before the attempt: a release between the attempt and
-       * the sleep is not missed. */
-      for (guint i = 0; i < n_need; i++)
-        {
-          Entry *e = &entries[need[i]];
-          RlLeases *leases = e->lock->registry->leases;
-
-          e->seq = rl_lock_notify_seq (e->lock);
-          e->serial = rl_leases_next_serial (leases);
-          rl_leases_value (leases, e->serial, e->value);
-          e->ttl_ms = RL_ATOMIC_GET (e->lock->registry->settings.expire_after_ms);
-          items[i] = (RlLeaseItem) { .key = e->lock->key_data, .value = e->value,
-                                     .fence_key = e->fence_key, .result = RL_LEASE_SKIPPED };
-        }
-
-      sent = g_get_monotonic_time ();
-      for (guint g = 0; g < n_groups && !failed; g++)
-        {
-          RedisLockRegistry *registry = entries[need[groups[g].start]].lock->registry;
-          RlStore *store = registry->store;
-          gboolean pubsub
-              = g_atomic_int_get (&registry->settings.wait_mode) == REDIS_LOCK_WAIT_PUBSUB;
-
-          groups[g].watching = pubsub && need_watch && store->vt->watch (store, 0);
-          bound_ms = 0;
-          if (bounded && deadline != RL_FOREVER
-              && (deadline - g_get_monotonic_time ()) / 1000
-                     < RL_ATOMIC_GET (registry->store_ctx.command_timeout_ms))
-            bound_ms = MAX ((deadline - g_get_monotonic_time ()) / 1000, 1);
-          if (!store->vt->acquire_many (store, groups[g].end - groups[g].start,
-                                        items + groups[g].start,
-                                        entries[need[groups[g].start]].ttl_ms, bound_ms,
-                                        attempt > 0, &local_error))
-            failed = TRUE;
-        }
-
-      for (guint g = 0; g < n_groups; g++)
-        for (guint i = groups[g].start; i < groups[g].end; i++)
-        {
-          Entry *e = &entries[need[i]];
-          if (items[i].result == RL_LEASE_OK)
-            partial = TRUE;
-          else if (items[i].result == RL_LEASE_HELD && held == NULL)
-            {
-              held = e;
-              held_group = &groups[g];
-              held_pttl = items[i].pttl_ms;
-              RL_ATOMIC_ADD (e->lock->registry->stats.contended_attempts, 1);
-            }
-          else if (items[i].result == RL_LEASE_ERROR)
-            /* It may have reached the store and taken the key after all. */
-            rl_leases_add_doubtful (e->lock->registry->leases, e->lock->key_data, e->value,
-                                    e->ttl_ms);
-        }
-      if (!failed && held == NULL)
-        return record_taken (entries, need, n_need, items, sent, error);
-
-      release_taken (entries, need, items, groups, n_groups);
-      if (failed)
-        {
-          if (bound_ms > 0 && bound_ms < RL_MIN_REQUEST_MS && g_get_monotonic_time () >= deadline
-              && g_error_matches (local_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION))
-            {
-              g_debug ("acquiring %u locks: the wait ended during the request: %s", n_need,
-                       local_error->message);
-              return FALSE;
-            }
-          g_propagate_error (error, g_steal_pointer (&local_error));
-          return FALSE;
-        }
-
-      now = g_get_monotonic_time ();
-      if (now >= deadline)
-        return FALSE;
+  /* A set never yields: the yield policy is about one lock taken again and again. */
+  rl_acquire_init (&acq, entries[need[0]].lock->key_data, deadline, 0);
+  action = rl_acquire_step (&acq, g_get_monotonic_time (), 0);
+  for (;;)
+    switch (action)
       {
-        RedisLockRegistry *registry = held->lock->registry;
-        RlStore *store = registry->store;
-        gboolean pubsub
-            = g_atomic_int_get (&registry->settings.wait_mode) == REDIS_LOCK_WAIT_PUBSUB;
-
-        gboolean watching = held_group->watching;
-
-        if (pubsub && !watching)
+      case RL_ACQUIRE_ATTEMPT:
+        if (attempt_set (&a, &acq, &action, &ok, error))
+          return ok;
+        break;
+      case RL_ACQUIRE_WATCH:
+        action = rl_registry_watch (a.held->lock->registry, &acq, TRUE);
+        break;
+      case RL_ACQUIRE_SLEEP:
+        if (a.partial)
           {
-            /* The attempt only counts once notifications are confirmed: retry at once
-             * if they come up, or fall back to SPIN timing while they are down. */
-            gint64 limit = MIN ((deadline - now) / 1000 + 1,
-                                RL_ATOMIC_GET (registry->store_ctx.connect_timeout_ms));
-            need_watch = TRUE;
-            if (store->vt->watch (store, limit))
-              continue;
+            /* Part of the set was ours for a moment: someone else may have taken the
+             * rest at the same time and be about to retry too. */
+            gint64 jitter_us = g_random_int_range (
+                0, 1000 * MIN (1 << MIN (acq.attempts - 1, 5), RL_MULTI_JITTER_MAX_MS) + 1);
+            a.partial = FALSE;
+            g_usleep ((gulong) MAX (MIN (jitter_us, deadline - acq.held_at), 0));
+            if (rl_lock_wait_error (a.held->lock, cancellable, error))
+              return FALSE;
           }
-        wake_at = rl_lock_wake_at (held->lock, now, deadline, watching, held_pttl);
-      }
-      if (partial)
-        {
-          /* Part of the set was ours for a moment: someone else may have taken the rest
-           * at the same time and be about to retry too. */
-          gint64 jitter_us = g_random_int_range (0, 1000 * MIN (1 << MIN (attempt, 5),
-                                                                RL_MULTI_JITTER_MAX_MS) + 1);
-          g_usleep ((gulong) MAX (MIN (jitter_us, deadline - now), 0));
-          if (rl_lock_wait_error (held->lock, cancellable, error))
-            return FALSE;
-        }
-      rl_lock_sleep_for_notification (held->lock, held->seq, wake_at, cancellable);
-      if (rl_lock_wait_error (held->lock, cancellable, error))
+        seq = rl_lock_sleep (a.held->lock, &acq, cancellable);
+        if (rl_lock_wait_error (a.held->lock, cancellable, error))
+          return FALSE;
+        action = rl_acquire_step (&acq, g_get_monotonic_time (), seq);
+        break;
+      case RL_ACQUIRE_DONE:
+      default:
         return FALSE;
-    }
+      }
 }
 
 /* Try lock all ------------------------------------------------------------------ */

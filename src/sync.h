@@ -59,6 +59,15 @@ rl_thread_set_name (const char *name)
 /* A deadline that never comes. */
 #define RL_FOREVER G_MAXINT64
 
+/* @now_us + @ms milliseconds, saturated at RL_FOREVER; @ms < 0 is RL_FOREVER too. */
+static inline gint64
+rl_deadline_after (gint64 now_us, gint64 ms)
+{
+  if (ms < 0 || ms >= (RL_FOREVER - now_us) / 1000)
+    return RL_FOREVER;
+  return now_us + ms * 1000;
+}
+
 static inline void
 rl_mutex_init (RlMutex *mutex)
 {
