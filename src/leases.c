@@ -409,6 +409,8 @@ rl_leases_drop (RlLeases *self, RedisLock *lock, gboolean *lost)
     {
       lock->lease_flags.suspect = FALSE;
       lock->lease_flags.pins--;
+      if (self->suspects->len == 0)
+        self->check_at = 0;
     }
   lock->lease_flags.held = FALSE;
   lock->lease_flags.lost = FALSE;
@@ -667,7 +669,9 @@ rl_leases_check_soon (RlLeases *self, RedisLock *lock)
     }
   if (added && self->check_at == 0)
     {
-      self->check_at = MAX (g_get_monotonic_time () + RL_CHECK_DELAY_US,
+      /* A heard release waits a little (it is most often our own echo); leases whose
+       * releases could not be heard (the guard was not up yet) are read at once. */
+      self->check_at = MAX (g_get_monotonic_time () + (lock != NULL ? RL_CHECK_DELAY_US : 0),
                             self->checked_at + RL_CHECK_SPACING_US);
       wake_watchdog (self);
     }
