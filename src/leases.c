@@ -75,8 +75,8 @@ struct _RlLeases
   gint64 planned;          /* when the watchdog means to wake next */
   GPtrArray *lost_pending; /* pinned locks found lost outside the watchdog */
   GArray *doubtful;        /* Doubtful */
-  GPtrArray *suspects;     /* pinned held locks whose key was heard released (or might
-                              have been, unheard): each is read back (GET) at check_at */
+  GPtrArray *suspects;     /* pinned held locks whose key was heard released: each is
+                              read back (GET) at check_at */
   gint64 check_at;         /* when the suspects are checked, 0: none due */
   gint64 checked_at;       /* when they were last checked */
   gint64 epoch_at;         /* monotonic µs of the latest connection loss, reconnect or
@@ -651,27 +651,11 @@ suspect_locked (RlLeases *self, RedisLock *lock)
 void
 rl_leases_check_soon (RlLeases *self, RedisLock *lock)
 {
-  gboolean added = FALSE;
-
   rl_mutex_lock (&self->mutex);
-  if (!self->closed && lock != NULL)
-    added = suspect_locked (self, lock);
-  else if (!self->closed && self->watchdog != NULL)
+  if (!self->closed && suspect_locked (self, lock) && self->check_at == 0)
     {
-      /* Every lease (a release may have gone unheard): only where the watchdog runs
-       * already, so that a registry with renewal off starts no thread for this. */
-      GHashTableIter iter;
-      gpointer key;
-
-      g_hash_table_iter_init (&iter, self->held);
-      while (g_hash_table_iter_next (&iter, &key, NULL))
-        added |= suspect_locked (self, key);
-    }
-  if (added && self->check_at == 0)
-    {
-      /* A heard release waits a little (it is most often our own echo); leases whose
-       * releases could not be heard (the guard was not up yet) are read at once. */
-      self->check_at = MAX (g_get_monotonic_time () + (lock != NULL ? RL_CHECK_DELAY_US : 0),
+      /* Most often it is our own release's echo: the read waits a little. */
+      self->check_at = MAX (g_get_monotonic_time () + RL_CHECK_DELAY_US,
                             self->checked_at + RL_CHECK_SPACING_US);
       wake_watchdog (self);
     }

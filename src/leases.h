@@ -106,10 +106,9 @@ gboolean rl_leases_renew (RlLeases *leases, RedisLock *lock, const char *name, g
  * for it even with renewal off), and until a lease is confirmed again its view says
  * unconfirmed, so that it is not handed to another thread unchecked. */
 void rl_leases_audit (RlLeases *leases);
-/* A release of @lock's key was heard while this registry holds its lease (@lock NULL:
- * releases may have gone unheard, as before the store's guard connection was up): the
- * held leases are checked soon (a renewal batch on the watchdog thread), at most a
- * few times a second. */
+/* A release of @lock's key was heard while this registry holds its lease: the lease is
+ * read back soon (GET on the watchdog thread, no renewal), at most a few times a
+ * second; gone or another owner's, it is lost. */
 void rl_leases_check_soon (RlLeases *leases, RedisLock *lock);
 /* The watchdog setting changed. */
 void rl_leases_settings_changed (RlLeases *leases);

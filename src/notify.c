@@ -163,6 +163,8 @@ set_state (RlNotifier *self, gboolean connected, gboolean subscribed, gboolean f
   /* A refusal is the server's answer, not a break: it says nothing of restarts. */
   reset = (failed && !self->refused)
           || (connected && !self->connected && self->was_up && !self->upgrading);
+  if (connected && !self->connected)
+    RL_ATOMIC_ADD (self->store->ctx->stats->subscriber_connections, 1);
   if (connected)
     self->upgrading = FALSE;
   self->subscribed = subscribed;

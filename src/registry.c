@@ -62,10 +62,7 @@ on_released (const char *key, gboolean reset, gpointer user_data)
 
   if (key == NULL && reset && registry->leases != NULL)
     rl_leases_audit (registry->leases);
-  else if (key == NULL && registry->leases != NULL)
-    /* Releases could have gone unheard (a forced one, before the connection that
-     * hears them was up): the leases are checked soon. */
-    rl_leases_check_soon (registry->leases, NULL);
+
   rl_mutex_lock (&registry->cache_mutex);
   if (key == NULL)
     {
@@ -480,6 +477,7 @@ redis_lock_registry_get_stats (RedisLockRegistry *registry, RedisLockRegistrySta
   stats->yields = RL_ATOMIC_GET (s->yields);
   stats->audits = RL_ATOMIC_GET (s->audits);
   stats->doubtful_releases = RL_ATOMIC_GET (s->doubtful_releases);
+  stats->subscriber_connections = RL_ATOMIC_GET (s->subscriber_connections);
   stats->watchdog_ticks = RL_ATOMIC_GET (s->watchdog_ticks);
   stats->last_tick_leases = RL_ATOMIC_GET (s->last_tick_leases);
   stats->last_tick_round_trips = RL_ATOMIC_GET (s->last_tick_round_trips);

@@ -482,6 +482,9 @@ test_force_unlock (TestFixture *fx, gconstpointer data)
   redis_lock_registry_set_lease_lost_callback (holder, test_lease_lost_cb, &ll, NULL);
   redis_lock_registry_set_idle_between_tries_ms (waiter, 60000);
   test_lock_ok (held);
+  /* The holder hears forced releases once its subscriber is up (on every node). */
+  if (fx->store != TEST_STORE_MEMORY)
+    TEST_WAIT_UNTIL (test_stats (holder).subscriber_connections >= test_store_nodes (fx), 10000);
   cancellable = g_object_ref (redis_lock_get_lease_cancellable (held));
   thread = test_taker_start (&taker, wanted, 20000);
   g_assert_true (test_wait_contended (waiter, 1, 10000));

@@ -683,6 +683,9 @@ REDIS_LOCK_EXPORT gboolean redis_lock_registry_force_unlock (RedisLockRegistry *
  * @doubtful_releases: releases that may not have been the lease's last word: made on
  *   a Sentinel master that was found replaced shortly after (see
  *   redis_lock_registry_set_min_replicas()); each is also logged
+ * @subscriber_connections: connections of the registry's subscriber that came up: the
+ *   first once the registry holds a lease or waits, then one after each break (a
+ *   server restart, a reset connection, a failover)
  * @reserved: room for counters added later without changing the size of the struct;
  *   zero
  *
@@ -708,8 +711,9 @@ typedef struct
   guint64 yields;
   guint64 audits;
   guint64 doubtful_releases;
+  guint64 subscriber_connections;
   /*< private >*/
-  guint64 reserved[13];
+  guint64 reserved[12];
 } RedisLockRegistryStats;
 
 /**
