@@ -742,6 +742,9 @@ test_proxy_dropped_reply (TestFixture *f, gconstpointer data)
   lock = test_obtain (registry, "reply-dropped");
   test_lock_ok (lock);
   test_unlock_ok (lock);
+  /* The subscriber (started with the first lease) is up: the reply dropped next is
+   * the lock call's, not its SUBSCRIBE's. */
+  TEST_WAIT_UNTIL (test_stats (registry).subscriber_connections >= 1, 10000);
 
   test_proxy_drop_replies (proxy, 1);
   start = test_now_ms ();

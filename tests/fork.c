@@ -200,12 +200,6 @@ child_new_registry (gpointer data)
                                &error);
   if (r == NULL)
     return 1;
-#ifdef __SANITIZE_THREAD__
-  /* ThreadSanitizer cannot start threads in the child of a multithreaded process: keep
-   * this registry thread-free (no watchdog, no subscriber). */
-  redis_lock_registry_set_watchdog (r, FALSE);
-  redis_lock_registry_set_wait_mode (r, REDIS_LOCK_WAIT_SPIN);
-#endif
   if (g_strcmp0 (redis_lock_registry_get_client_id (r),
                  redis_lock_registry_get_client_id (cn->parent))
       == 0)
@@ -275,6 +269,13 @@ test_child_new_registry (TestFixture *fx, gconstpointer data)
                   "child's pid), takes and releases locks there, and is excluded by the "
                   "parent's leases");
   TEST_SKIP_IF_NO_SERVER (fx);
+#ifdef __SANITIZE_THREAD__
+  /* A registry that holds a lease starts its subscriber (it guards the lease against
+   * restarts), and ThreadSanitizer cannot start threads in the child of a
+   * multithreaded process: the plain and ASan builds run this test. */
+  g_test_skip ("ThreadSanitizer cannot start threads in a forked child");
+  return;
+#endif
 
   redis_lock_registry_set_expire_after_ms (r, TTL_MS);
   held = test_obtain (r, "held");
