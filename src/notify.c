@@ -137,6 +137,9 @@ struct _RlNotifier
   gboolean connected;      /* the connection is up and set up (the pattern confirmed,
                               when one is wanted) */
   gboolean was_up;         /* a connection was up once */
+  gint guarding;           /* atomic, written under the mutex: connected, or never up
+                              yet (rl_notifier_guard()'s answer) */
+  gint running;            /* atomic: started (read without the mutex) */
   gboolean pattern_wanted; /* a waiter asked for notifications (rl_notifier_watch()):
                               until then the connection only guards (no pattern) */
   gboolean pattern_news;   /* pattern_wanted was set since the thread last looked */
@@ -172,6 +175,9 @@ set_state (RlNotifier *self, gboolean connected, gboolean subscribed, gboolean f
   self->legacy_subscribed = subscribed && self->legacy_on;
   self->tracking_id = subscribed && self->tracking ? self->track_id : 0;
   self->was_up = self->was_up || connected;
+  /* Before its first connection there is no break to miss (a restart before it is
+   * found by the next renewal); after, only while it is up. */
+  g_atomic_int_set (&self->guarding, self->connected || !self->was_up);
   if (failed)
     self->failures++;
   rl_cond_broadcast (&self->cond);
@@ -656,6 +662,7 @@ rl_notifier_new (RlStore *store, RlTopology *topology, const char *pattern,
   self->track_prefix = g_strdup (track_prefix);
   self->guard_channel = g_strdup (guard_channel);
   self->wake[0] = self->wake[1] = -1;
+  self->guarding = TRUE;
   rl_mutex_init (&self->mutex);
   rl_cond_init (&self->cond);
   return self;
@@ -672,7 +679,10 @@ start_locked (RlNotifier *self)
       && g_unix_set_fd_nonblocking (self->wake[0], TRUE, NULL)
       && g_unix_set_fd_nonblocking (self->wake[1], TRUE, NULL)
       && pthread_create (&self->thread, NULL, notifier_thread_main, self) == 0)
-    self->started = TRUE;
+    {
+      self->started = TRUE;
+      g_atomic_int_set (&self->running, TRUE);
+    }
   else
     g_warning ("Cannot start the unlock-notification thread; waiting by polling");
 }
@@ -713,15 +723,16 @@ rl_notifier_watch (RlNotifier *self, gint64 timeout_ms)
 gboolean
 rl_notifier_guard (RlNotifier *self)
 {
-  gboolean connected;
+  gboolean guarding;
 
+  /* Asked at every outermost unlock: once the thread runs, an atomic read. */
+  if (G_LIKELY (g_atomic_int_get (&self->running)))
+    return g_atomic_int_get (&self->guarding);
   rl_mutex_lock (&self->mutex);
   start_locked (self);
-  /* Before its first connection there is no break to miss: the leases taken until
-   * then are checked once it is up (released (NULL) then). */
-  connected = self->connected || !self->was_up;
+  guarding = g_atomic_int_get (&self->guarding);
   rl_mutex_unlock (&self->mutex);
-  return connected;
+  return guarding;
 }
 
 gboolean
