@@ -286,10 +286,20 @@ rl_pool_get_within (RlPool *pool, gint64 timeout_ms, gint64 connect_ms, gboolean
   gint64 default_ms = RL_ATOMIC_GET (pool->ctx->connect_timeout_ms);
   RlConn *conn = NULL;
 
-  rl_mutex_lock (&pool->mutex);
-  if (pool->idle->len > 0)
-    conn = g_ptr_array_steal_index_fast (pool->idle, pool->idle->len - 1);
-  rl_mutex_unlock (&pool->mutex);
+  /* An idle connection whose server went away (a restart, CLIENT KILL, a timeout
+   * there) is dropped here, before anything is sent on it: the request then goes out
+   * on a live connection once, instead of being sent again after a failure with its
+   * outcome in doubt. */
+  for (;;)
+    {
+      rl_mutex_lock (&pool->mutex);
+      if (pool->idle->len > 0)
+        conn = g_ptr_array_steal_index_fast (pool->idle, pool->idle->len - 1);
+      rl_mutex_unlock (&pool->mutex);
+      if (conn == NULL || !rl_conn_peer_closed (conn))
+        break;
+      g_clear_pointer (&conn, rl_conn_free);
+    }
 
   *reused = conn != NULL;
   if (conn == NULL)

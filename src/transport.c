@@ -17,6 +17,9 @@
  * "again" without data right after a TLS 1.3 handshake, while GnuTLS takes in a
  * session ticket.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* POLLRDHUP */
+#endif
 #include "config.h"
 
 #include <errno.h>
@@ -97,6 +100,32 @@ rl_conn_is_stale (RlConn *conn)
   return conn->err == RL_CONN_ERR_EOF
          || (conn->err == RL_CONN_ERR_IO
              && (conn->sys_errno == ECONNRESET || conn->sys_errno == EPIPE));
+}
+
+gboolean
+rl_conn_peer_closed (RlConn *conn)
+{
+  struct pollfd pfd = { .fd = conn->fd, .events = POLLIN | POLLRDHUP };
+  char byte;
+  ssize_t n;
+
+  if (conn->err != RL_CONN_OK)
+    return TRUE;
+  if (poll (&pfd, 1, 0) <= 0)
+    return FALSE;
+  if (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
+    return TRUE;
+  if (!(pfd.revents & POLLIN))
+    return FALSE;
+  /* Readable while idle: a plain connection has nothing to say unasked, so whatever it
+   * is makes the connection unusable; over TLS the bytes may be a record the server
+   * sends after the handshake (a session ticket), which the next read takes in. */
+  n = recv (conn->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0)
+    return TRUE;
+  if (n < 0)
+    return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+  return conn->tls == NULL;
 }
 
 /* TLS ----------------------------------------------------------------------------------- */

@@ -86,5 +86,11 @@ void rl_set_error_from_conn (GError **error, RlConn *conn, const char *what);
 /* TRUE when the connection broke in a way that means "the peer went away before this
  * request", so one retry on a fresh connection is safe: EOF, reset, broken pipe. */
 gboolean rl_conn_is_stale (RlConn *conn);
+/* Whether an idle connection's peer has already closed it (or reset it, or sent
+ * something nobody asked for), checked without blocking before the connection is used
+ * again. A request sent on such a connection could not have reached the server, so
+ * the pool drops it before the request rather than retrying after: a release that
+ * was never sent is not ambiguous. */
+gboolean rl_conn_peer_closed (RlConn *conn);
 
 #endif /* RL_TRANSPORT_H */

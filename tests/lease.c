@@ -1014,6 +1014,37 @@ test_huge_foreign_pttl (TestFixture *fx, gconstpointer data)
   g_assert_cmpuint (attempts, <=, 5);
 }
 
+static void
+test_stale_pool_release (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) a = test_registry_new (fx);
+  g_autoptr (RedisLock) held = test_obtain (a, "stale");
+  g_autofree char *key = NULL;
+  redisReply *reply;
+
+  g_test_summary ("A connection that the server closed while it sat idle in the pool is "
+                  "dropped before a request goes out on it, not found broken after: with the "
+                  "registry's data connections killed and the key deleted behind the holder, "
+                  "the unlock says LEASE_LOST (its release ran once, on a live connection) "
+                  "rather than CONNECTION (sent twice, outcome in doubt)");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  test_lock_ok (held);
+  key = g_strdup (redis_lock_get_key (held));
+  /* Every normal connection but the fixture's: the registry's pooled data connections
+   * (its subscriber is a pubsub connection and stays). The server closes them before it
+   * answers, so the pooled sockets have seen the close by the time DEL is answered. */
+  reply = test_redis_command (fx->redis, "CLIENT KILL TYPE normal SKIPME yes");
+  g_assert_cmpint (reply->type, ==, REDIS_REPLY_INTEGER);
+  g_assert_cmpint (reply->integer, >=, 1);
+  freeReplyObject (reply);
+  reply = test_redis_command (fx->redis, "DEL %s", key);
+  g_assert_cmpint (reply->integer, ==, 1);
+  freeReplyObject (reply);
+
+  test_unlock_lease_lost (held);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1029,6 +1060,7 @@ main (int argc, char **argv)
   test_add_redis ("/lease/outage/restart-without-waiter", NULL, test_restart_without_waiter);
   test_add_redis ("/lease/outage/restart-no-handoff", NULL, test_restart_no_handoff);
   test_add_redis ("/lease/outage/outage-no-handoff", NULL, test_outage_no_handoff);
+  test_add_redis ("/lease/outage/stale-pool-release", NULL, test_stale_pool_release);
   test_add_redis ("/lease/deadline/paused-server", NULL, test_paused_server_deadline);
   test_add_redis ("/lease/acl/no-channel-permission", NULL, test_acl_without_channel_permission);
   test_add_redis ("/lease/acl/no-client-command", NULL, test_acl_without_client_command);

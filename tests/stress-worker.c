@@ -158,7 +158,7 @@ typedef struct
 typedef struct
 {
   guint name, reg, thread;
-  gint64 start_us, end_us;
+  gint64 call_us, start_us, end_us; /* lock called, lock returned, unlock about to be called */
   guint64 token;
   gboolean told;
   const char *unlocked; /* how the outermost unlock ended: OK or an error code's name */
@@ -168,6 +168,7 @@ typedef struct _WorkerThread
 {
   Worker *w;
   guint reg, index;
+  gint64 called_us;   /* when the last acquisition was called */
   gint64 acquired_us; /* when the last successful acquisition returned */
   GArray *history;    /* of HistoryEntry, in history mode */
   gint waiting_tid; /* atomic: kernel thread id while waiting for the frozen lock */
@@ -437,6 +438,7 @@ acquire (WorkerThread *t, RedisLock *lock, gboolean freeze, gboolean sibling)
       g_atomic_int_set (&t->waiting_tid, test_thread_id ());
     }
   start = g_get_monotonic_time ();
+  t->called_us = start;
   switch (mode)
     {
       case MODE_LOCK:
@@ -563,6 +565,7 @@ history_section (WorkerThread *t, RedisLock *lock, const char *name, const char 
   GCancellable *cancellable;
   gboolean reentered;
 
+  e.call_us = t->called_us;
   e.start_us = t->acquired_us;
   e.name = (guint)g_ascii_strtoull (name + strlen ("name-"), NULL, 10);
   e.reg = t->reg;
@@ -791,9 +794,9 @@ write_history (WorkerOptions *opt, WorkerThread *threads, guint n_threads)
       {
         HistoryEntry *e = &g_array_index (threads[i].history, HistoryEntry, j);
         fprintf (f,
-                 "%u %d %u %u %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %" G_GUINT64_FORMAT
-                 " %d %s\n",
-                 e->name, opt->index, e->reg, e->thread, e->start_us, e->end_us, e->token,
+                 "%u %d %u %u %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %" G_GINT64_FORMAT
+                 " %" G_GUINT64_FORMAT " %d %s\n",
+                 e->name, opt->index, e->reg, e->thread, e->call_us, e->start_us, e->end_us, e->token,
                  e->told ? 1 : 0, e->unlocked);
       }
   ok = !ferror (f);
