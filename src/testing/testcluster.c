@@ -31,7 +31,7 @@
  * cluster_state:ok during its first two seconds (Redis's writable delay), which bounds
  * how fast a cluster forms or a restarted master rejoins. A migration is over when
  * every running master names the new owner and every running node knows the same
- * current epoch (check_epochs_agree()), so the next migration starts from a settled
+ * current epoch (check_epochs_agree() in testcluster-migrate.c), so the next migration starts from a settled
  * cluster.
  *
  * The slot of a key is computed here with its own CRC16 (redis_lock_test_cluster_key_slot())
@@ -48,63 +48,7 @@
 
 #include "testprocess.h"
 
-#define N_SLOTS 16384
-/* Timeout of one command used to look at the cluster. */
-#define COMMAND_TIMEOUT_MS 2000
-/* Timeout MIGRATE is given, and the command's own timeout (longer). */
-#define MIGRATE_TIMEOUT_MS 5000
-/* Keys moved per MIGRATE while finishing a migration. */
-#define MIGRATE_BATCH 100
-/* How long the cluster may take to form, and to agree on a migrated slot. */
-#define FORM_TIMEOUT_MS 30000
-#define AGREE_TIMEOUT_MS 10000
-/* How often a node whose port was taken is given new ports at creation. */
-#define MAX_PORT_TRIES 5
-
-typedef struct
-{
-  RlTestProcess *process;
-  int bus_port; /* the cluster bus, `cluster-port` */
-  char *id;     /* the node id (CLUSTER MYID), which nodes.conf keeps across restarts */
-  char *url;    /* redis://127.0.0.1:PORT */
-} Node;
-
-/* A slot whose migration has begun and not finished. */
-typedef struct
-{
-  guint slot;
-  guint from;
-  guint to;
-} Migration;
-
-struct _RedisLockTestCluster
-{
-  guint n_masters;
-  guint replicas_per_master;
-  guint n_nodes;
-  Node *nodes;
-  char *url;          /* redis-cluster://127.0.0.1:PORT,… */
-  GArray *migrations; /* of Migration */
-};
-
-/* One line of CLUSTER NODES. */
-typedef struct
-{
-  int node; /* our number for it, -1 when its id is none of ours */
-  gboolean myself;
-  gboolean master;
-  gboolean failing;   /* flagged fail or fail? */
-  gboolean joining;   /* handshake or noaddr: not a full member yet */
-  gboolean connected; /* the bus link is up */
-  int master_of;      /* a replica's master (our number), else -1 */
-} NodeLine;
-
-/* What one node says about the cluster: its CLUSTER NODES reply, parsed. */
-typedef struct
-{
-  GArray *lines;  /* of NodeLine */
-  gint16 *owners; /* [N_SLOTS]: the master owning each slot, -1 when none or not ours */
-} View;
+#include "testcluster.h"
 
 /* --- Slots of keys ----------------------------------------------------------------- */
 
@@ -144,8 +88,8 @@ redis_lock_test_cluster_key_slot (const char *key)
 
 /* --- Talking to nodes -------------------------------------------------------------- */
 
-static gboolean
-node_is_up (RedisLockTestCluster *cluster, guint node)
+gboolean
+rl_tc_node_is_up (RedisLockTestCluster *cluster, guint node)
 {
   return rl_test_process_is_up (cluster->nodes[node].process);
 }
@@ -175,11 +119,8 @@ node_vcommand (RedisLockTestCluster *cluster, guint node, GError **error, const 
   return reply;
 }
 
-static redisReply *node_command (RedisLockTestCluster *cluster, guint node, GError **error,
-                                 const char *format, ...) G_GNUC_PRINTF (4, 5);
-
-static redisReply *
-node_command (RedisLockTestCluster *cluster, guint node, GError **error, const char *format, ...)
+redisReply *
+rl_tc_node_command (RedisLockTestCluster *cluster, guint node, GError **error, const char *format, ...)
 {
   redisReply *reply;
   va_list ap;
@@ -191,11 +132,8 @@ node_command (RedisLockTestCluster *cluster, guint node, GError **error, const c
 }
 
 /* Runs a command whose reply does not matter beyond not being an error. */
-static gboolean node_run (RedisLockTestCluster *cluster, guint node, GError **error,
-                          const char *format, ...) G_GNUC_PRINTF (4, 5);
-
-static gboolean
-node_run (RedisLockTestCluster *cluster, guint node, GError **error, const char *format, ...)
+gboolean
+rl_tc_node_run (RedisLockTestCluster *cluster, guint node, GError **error, const char *format, ...)
 {
   redisReply *reply;
   va_list ap;
@@ -247,8 +185,8 @@ node_of_id (RedisLockTestCluster *cluster, const char *id, gsize len)
   return -1;
 }
 
-static void
-view_clear (View *view)
+void
+rl_tc_view_clear (View *view)
 {
   if (view->lines != NULL)
     g_array_unref (view->lines);
@@ -314,8 +252,8 @@ parse_view (RedisLockTestCluster *cluster, const char *text, View *view)
 }
 
 /* CLUSTER NODES of @node, parsed. */
-static gboolean
-get_view (RedisLockTestCluster *cluster, guint node, View *view, GError **error)
+gboolean
+rl_tc_get_view (RedisLockTestCluster *cluster, guint node, View *view, GError **error)
 {
   g_autofree char *text = node_string (cluster, node, error, "CLUSTER NODES");
 
@@ -338,8 +276,8 @@ view_find (const View *view, int node)
   return NULL;
 }
 
-static const NodeLine *
-view_myself (const View *view)
+const NodeLine *
+rl_tc_view_myself (const View *view)
 {
   for (guint i = 0; i < view->lines->len; i++)
     {
@@ -362,9 +300,9 @@ get_views (RedisLockTestCluster *cluster, View *views, GString *why)
     {
       GError *error = NULL;
 
-      if (!node_is_up (cluster, i))
+      if (!rl_tc_node_is_up (cluster, i))
         continue;
-      if (!get_view (cluster, i, &views[i], &error))
+      if (!rl_tc_get_view (cluster, i, &views[i], &error))
         {
           g_string_printf (why, "%s", error->message);
           g_error_free (error);
@@ -378,7 +316,7 @@ static void
 clear_views (RedisLockTestCluster *cluster, View *views)
 {
   for (guint i = 0; i < cluster->n_nodes; i++)
-    view_clear (&views[i]);
+    rl_tc_view_clear (&views[i]);
   g_free (views);
 }
 
@@ -399,7 +337,7 @@ check_met (gpointer data, GString *why)
         {
           const NodeLine *line = view_find (&views[i], (int)j);
 
-          if (line == NULL || line->joining || (node_is_up (cluster, j) && !line->connected))
+          if (line == NULL || line->joining || (rl_tc_node_is_up (cluster, j) && !line->connected))
             {
               g_string_printf (why, "node %u does not know node %u yet", i, j);
               ok = FALSE;
@@ -453,7 +391,7 @@ check_whole (gpointer data, GString *why)
       for (guint j = 0; ok && j < cluster->n_nodes; j++)
         {
           const NodeLine *line = view_find (&views[i], (int)j);
-          const NodeLine *self = views[j].lines != NULL ? view_myself (&views[j]) : NULL;
+          const NodeLine *self = views[j].lines != NULL ? rl_tc_view_myself (&views[j]) : NULL;
 
           if (self == NULL)
             continue;
@@ -479,7 +417,7 @@ check_whole (gpointer data, GString *why)
         {
           int owner = views[i].owners[s];
 
-          if (owner < 0 || !node_is_up (cluster, (guint)owner))
+          if (owner < 0 || !rl_tc_node_is_up (cluster, (guint)owner))
             {
               if (owner < 0)
                 g_string_printf (why, "node %u sees slot %u unassigned", i, s);
@@ -503,7 +441,7 @@ check_whole (gpointer data, GString *why)
       if (first < 0)
         first = (int)i;
       /* A replica is in sync. */
-      me = view_myself (&views[i]);
+      me = rl_tc_view_myself (&views[i]);
       if (me != NULL && !me->master)
         {
           g_autofree char *replication = node_string (cluster, i, &error, "INFO replication");
@@ -624,7 +562,7 @@ form (RedisLockTestCluster *cluster, GError **error)
       if (cluster->nodes[i].id == NULL)
         return FALSE;
       /* Distinct epochs, set while the node knows nobody (the only time it may). */
-      if (!node_run (cluster, i, error, "CLUSTER SET-CONFIG-EPOCH %u", i + 1))
+      if (!rl_tc_node_run (cluster, i, error, "CLUSTER SET-CONFIG-EPOCH %u", i + 1))
         return FALSE;
     }
   for (guint m = 0; m < cluster->n_masters; m++)
@@ -632,20 +570,20 @@ form (RedisLockTestCluster *cluster, GError **error)
       guint first = (guint)((guint64)m * N_SLOTS / cluster->n_masters);
       guint last = (guint)((guint64)(m + 1) * N_SLOTS / cluster->n_masters) - 1;
 
-      if (!node_run (cluster, m, error, "CLUSTER ADDSLOTSRANGE %u %u", first, last))
+      if (!rl_tc_node_run (cluster, m, error, "CLUSTER ADDSLOTSRANGE %u %u", first, last))
         return FALSE;
     }
   /* A MEET introduces both sides to each other. */
   for (guint i = 0; i < cluster->n_nodes; i++)
     for (guint j = i + 1; j < cluster->n_nodes; j++)
-      if (!node_run (cluster, i, error, "CLUSTER MEET 127.0.0.1 %d %d",
+      if (!rl_tc_node_run (cluster, i, error, "CLUSTER MEET 127.0.0.1 %d %d",
                      cluster->nodes[j].process->port, cluster->nodes[j].bus_port))
         return FALSE;
   if (!rl_test_wait_until (check_met, cluster, FORM_TIMEOUT_MS, "The cluster nodes did not meet",
                            error))
     return FALSE;
   for (guint r = cluster->n_masters; r < cluster->n_nodes; r++)
-    if (!node_run (cluster, r, error, "CLUSTER REPLICATE %s",
+    if (!rl_tc_node_run (cluster, r, error, "CLUSTER REPLICATE %s",
                    cluster->nodes[intended_master (cluster, r)].id))
       return FALSE;
   return rl_test_wait_until (check_whole, cluster, FORM_TIMEOUT_MS, "The cluster did not form",
@@ -756,8 +694,8 @@ redis_lock_test_cluster_get_pid (RedisLockTestCluster *cluster, guint node)
 }
 
 /* The owner of @slot in most running nodes' views (the first such owner on a tie). */
-static int
-slot_owner (RedisLockTestCluster *cluster, guint slot)
+int
+rl_tc_slot_owner (RedisLockTestCluster *cluster, guint slot)
 {
   g_autofree guint *votes = g_new0 (guint, cluster->n_nodes);
   int best = -1;
@@ -767,10 +705,10 @@ slot_owner (RedisLockTestCluster *cluster, guint slot)
       View view = { 0 };
       int owner;
 
-      if (!node_is_up (cluster, i) || !get_view (cluster, i, &view, NULL))
+      if (!rl_tc_node_is_up (cluster, i) || !rl_tc_get_view (cluster, i, &view, NULL))
         continue;
       owner = view.owners[slot];
-      view_clear (&view);
+      rl_tc_view_clear (&view);
       if (owner < 0)
         continue;
       votes[owner]++;
@@ -785,333 +723,7 @@ redis_lock_test_cluster_get_slot_owner (RedisLockTestCluster *cluster, guint slo
 {
   g_return_val_if_fail (cluster != NULL, -1);
   g_return_val_if_fail (slot < N_SLOTS, -1);
-  return slot_owner (cluster, slot);
-}
-
-/* --- Slot migration ---------------------------------------------------------------- */
-
-static Migration *
-find_migration (RedisLockTestCluster *cluster, guint slot)
-{
-  for (guint i = 0; i < cluster->migrations->len; i++)
-    {
-      Migration *m = &g_array_index (cluster->migrations, Migration, i);
-
-      if (m->slot == slot)
-        return m;
-    }
-  return NULL;
-}
-
-gboolean
-redis_lock_test_cluster_migrate_slot_begin (RedisLockTestCluster *cluster, guint slot,
-                                            guint to_node, GError **error)
-{
-  Migration m = { slot, 0, to_node };
-  View view = { 0 };
-  const NodeLine *me;
-  gboolean master;
-  int owner;
-
-  g_return_val_if_fail (cluster != NULL, FALSE);
-  g_return_val_if_fail (slot < N_SLOTS, FALSE);
-  g_return_val_if_fail (to_node < cluster->n_nodes, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-
-  if (find_migration (cluster, slot) != NULL)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_EXISTS,
-                   "The migration of slot %u has begun already", slot);
-      return FALSE;
-    }
-  if (!get_view (cluster, to_node, &view, error))
-    return FALSE;
-  me = view_myself (&view);
-  master = me != NULL && me->master;
-  view_clear (&view);
-  if (!master)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT, "Node %u is not a master",
-                   to_node);
-      return FALSE;
-    }
-  owner = slot_owner (cluster, slot);
-  if (owner < 0)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED,
-                   "No running node knows the owner of slot %u", slot);
-      return FALSE;
-    }
-  if ((guint)owner == to_node)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT, "Node %u owns slot %u already",
-                   to_node, slot);
-      return FALSE;
-    }
-  m.from = (guint)owner;
-  /* IMPORTING first, as redis-cli does: once the owner answers ASK, the target must
-   * accept the asked commands. */
-  if (!node_run (cluster, to_node, error, "CLUSTER SETSLOT %u IMPORTING %s", slot,
-                 cluster->nodes[m.from].id)
-      || !node_run (cluster, m.from, error, "CLUSTER SETSLOT %u MIGRATING %s", slot,
-                    cluster->nodes[to_node].id))
-    return FALSE;
-  g_array_append_val (cluster->migrations, m);
-  return TRUE;
-}
-
-/* MIGRATEs the keys @keys (NULL-terminated) from @m's source to its target. */
-static gboolean
-migrate_keys (RedisLockTestCluster *cluster, const Migration *m, const char *const *keys,
-              const size_t *key_lens, guint n_keys, GError **error)
-{
-  RlTestProcess *from = cluster->nodes[m->from].process;
-  g_autofree char *port = g_strdup_printf ("%d", cluster->nodes[m->to].process->port);
-  g_autofree char *timeout = g_strdup_printf ("%d", MIGRATE_TIMEOUT_MS);
-  g_autofree const char **argv = g_new (const char *, 7 + n_keys);
-  g_autofree size_t *lens = g_new (size_t, 7 + n_keys);
-  redisReply *reply;
-  int argc = 0;
-  gboolean ok;
-
-  /* MIGRATE host port "" db timeout KEYS key… */
-  argv[argc++] = "MIGRATE";
-  argv[argc++] = "127.0.0.1";
-  argv[argc++] = port;
-  argv[argc++] = "";
-  argv[argc++] = "0";
-  argv[argc++] = timeout;
-  argv[argc++] = "KEYS";
-  for (int i = 0; i < argc; i++)
-    lens[i] = strlen (argv[i]);
-  for (guint k = 0; k < n_keys; k++, argc++)
-    {
-      argv[argc] = keys[k];
-      lens[argc] = key_lens[k];
-    }
-  reply = rl_test_process_command_argv (from, MIGRATE_TIMEOUT_MS + COMMAND_TIMEOUT_MS, argc, argv,
-                                        lens, error);
-  if (reply == NULL)
-    return FALSE;
-  /* NOKEY: none of them exists (any more). */
-  ok = reply->type == REDIS_REPLY_STATUS
-       && (strcmp (reply->str, "OK") == 0 || strcmp (reply->str, "NOKEY") == 0);
-  if (!ok)
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "MIGRATE from node %u to node %u: %s",
-                 m->from, m->to, reply->str != NULL ? reply->str : "unexpected reply");
-  freeReplyObject (reply);
-  return ok;
-}
-
-gboolean
-redis_lock_test_cluster_migrate_key (RedisLockTestCluster *cluster, const char *key, GError **error)
-{
-  Migration *m;
-  size_t len;
-
-  g_return_val_if_fail (cluster != NULL, FALSE);
-  g_return_val_if_fail (key != NULL, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-
-  m = find_migration (cluster, redis_lock_test_cluster_key_slot (key));
-  if (m == NULL)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-                   "No migration of slot %u (of key %s) has begun",
-                   redis_lock_test_cluster_key_slot (key), key);
-      return FALSE;
-    }
-  len = strlen (key);
-  return migrate_keys (cluster, m, &key, &len, 1, error);
-}
-
-/* MIGRATEs what is left of @m's slot on its source, a batch at a time. */
-static gboolean
-migrate_remaining_keys (RedisLockTestCluster *cluster, const Migration *m, GError **error)
-{
-  for (;;)
-    {
-      redisReply *reply = node_command (cluster, m->from, error, "CLUSTER GETKEYSINSLOT %u %d",
-                                        m->slot, MIGRATE_BATCH);
-      g_autofree const char **keys = NULL;
-      g_autofree size_t *lens = NULL;
-      gboolean ok;
-      guint n;
-
-      if (reply == NULL)
-        return FALSE;
-      if (reply->type != REDIS_REPLY_ARRAY || reply->elements == 0)
-        {
-          freeReplyObject (reply);
-          return TRUE;
-        }
-      n = (guint)reply->elements;
-      keys = g_new (const char *, n);
-      lens = g_new (size_t, n);
-      for (guint k = 0; k < n; k++)
-        {
-          keys[k] = reply->element[k]->str;
-          lens[k] = reply->element[k]->len;
-        }
-      ok = migrate_keys (cluster, m, keys, lens, n, error);
-      freeReplyObject (reply);
-      if (!ok)
-        return FALSE;
-    }
-}
-
-typedef struct
-{
-  RedisLockTestCluster *cluster;
-  guint slot;
-  int owner;
-} SlotOwner;
-
-/* Whether every running node knows the same current epoch. A migration's new owner
- * takes an epoch above every epoch it knows; until the last bump has reached every
- * node, the next one could take an epoch that a late message of the former owner
- * beats, and the slot would flip back on some nodes. */
-static gboolean
-check_epochs_agree (gpointer data, GString *why)
-{
-  RedisLockTestCluster *cluster = data;
-  g_autofree char *first = NULL;
-
-  for (guint i = 0; i < cluster->n_nodes; i++)
-    {
-      GError *error = NULL;
-      redisReply *reply;
-      g_autofree char *epoch = NULL;
-
-      if (!node_is_up (cluster, i))
-        continue;
-      reply = node_command (cluster, i, &error, "CLUSTER INFO");
-      if (reply == NULL)
-        {
-          g_string_printf (why, "%s", error->message);
-          g_error_free (error);
-          return FALSE;
-        }
-      epoch = reply->type == REDIS_REPLY_STRING
-                  ? rl_test_info_field (reply->str, "cluster_current_epoch")
-                  : NULL;
-      freeReplyObject (reply);
-      if (epoch == NULL)
-        {
-          g_string_printf (why, "node %u tells no cluster_current_epoch", i);
-          return FALSE;
-        }
-      if (first == NULL)
-        first = g_steal_pointer (&epoch);
-      else if (strcmp (first, epoch) != 0)
-        {
-          g_string_printf (why, "node %u knows epoch %s, another %s", i, epoch, first);
-          return FALSE;
-        }
-    }
-  return TRUE;
-}
-
-/* Every running master says @data->owner owns @data->slot. */
-static gboolean
-check_slot_owner (gpointer data, GString *why)
-{
-  const SlotOwner *want = data;
-  RedisLockTestCluster *cluster = want->cluster;
-
-  for (guint i = 0; i < cluster->n_nodes; i++)
-    {
-      View view = { 0 };
-      GError *error = NULL;
-      const NodeLine *me;
-      gboolean ok;
-
-      if (!node_is_up (cluster, i))
-        continue;
-      if (!get_view (cluster, i, &view, &error))
-        {
-          g_string_printf (why, "%s", error->message);
-          g_error_free (error);
-          return FALSE;
-        }
-      me = view_myself (&view);
-      ok = me == NULL || !me->master || view.owners[want->slot] == want->owner;
-      if (!ok)
-        g_string_printf (why, "master %u says node %d owns slot %u", i, view.owners[want->slot],
-                         want->slot);
-      view_clear (&view);
-      if (!ok)
-        return FALSE;
-    }
-  return TRUE;
-}
-
-gboolean
-redis_lock_test_cluster_migrate_slot_finish (RedisLockTestCluster *cluster, guint slot,
-                                             GError **error)
-{
-  Migration m;
-  Migration *found;
-  SlotOwner want;
-  const char *to_id;
-
-  g_return_val_if_fail (cluster != NULL, FALSE);
-  g_return_val_if_fail (slot < N_SLOTS, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-
-  found = find_migration (cluster, slot);
-  if (found == NULL)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-                   "No migration of slot %u has begun", slot);
-      return FALSE;
-    }
-  m = *found;
-  g_array_remove_index_fast (cluster->migrations,
-                             (guint)(found - (Migration *)cluster->migrations->data));
-
-  to_id = cluster->nodes[m.to].id;
-  if (!migrate_remaining_keys (cluster, &m, error)
-      || !node_run (cluster, m.to, error, "CLUSTER SETSLOT %u NODE %s", slot, to_id)
-      || !node_run (cluster, m.from, error, "CLUSTER SETSLOT %u NODE %s", slot, to_id))
-    return FALSE;
-  /* The other masters would learn it from the target's bumped epoch by gossip; telling
-   * them saves that time. A node that is not a master (any more) refuses: no matter. */
-  for (guint i = 0; i < cluster->n_nodes; i++)
-    if (i != m.to && i != m.from && node_is_up (cluster, i))
-      {
-        View view = { 0 };
-        const NodeLine *me;
-
-        if (!get_view (cluster, i, &view, NULL))
-          continue;
-        me = view_myself (&view);
-        if (me != NULL && me->master)
-          node_run (cluster, i, NULL, "CLUSTER SETSLOT %u NODE %s", slot, to_id);
-        view_clear (&view);
-      }
-  want.cluster = cluster;
-  want.slot = slot;
-  want.owner = (int)m.to;
-  return rl_test_wait_until (check_slot_owner, &want, AGREE_TIMEOUT_MS,
-                             "The masters did not agree on the migrated slot", error)
-         && rl_test_wait_until (check_epochs_agree, cluster, AGREE_TIMEOUT_MS,
-                                "The nodes did not agree on the current epoch", error);
-}
-
-gboolean
-redis_lock_test_cluster_migrate_slot (RedisLockTestCluster *cluster, guint slot, guint to_node,
-                                      GError **error)
-{
-  g_return_val_if_fail (cluster != NULL, FALSE);
-  g_return_val_if_fail (slot < N_SLOTS, FALSE);
-  g_return_val_if_fail (to_node < cluster->n_nodes, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-
-  if (find_migration (cluster, slot) == NULL && slot_owner (cluster, slot) == (int)to_node)
-    return TRUE;
-  return redis_lock_test_cluster_migrate_slot_begin (cluster, slot, to_node, error)
-         && redis_lock_test_cluster_migrate_slot_finish (cluster, slot, error);
+  return rl_tc_slot_owner (cluster, slot);
 }
 
 /* --- Faults ------------------------------------------------------------------------ */
