@@ -49,9 +49,8 @@ rl_format_uint (char buf[24], gint64 value)
 }
 
 guint
-rl_conns_exchange_until (RlConn **conns, guint n, const guint *expected, gint64 timeout_ms,
-                         RlUntilFunc until, RlReplyFunc func, gpointer user_data,
-                         gboolean *failed)
+rl_conns_exchange (RlConn **conns, guint n, const guint *expected, gint64 timeout_ms,
+                   RlReplyFunc func, gpointer user_data, gboolean *failed)
 {
   g_autofree struct pollfd *pfds = g_new0 (struct pollfd, n);
   g_autofree guint *index = g_new0 (guint, n);
@@ -76,8 +75,7 @@ rl_conns_exchange_until (RlConn **conns, guint n, const guint *expected, gint64 
   while (active > 0)
     {
       gint64 now = g_get_monotonic_time ();
-      gint64 end = until != NULL ? MIN (deadline, until (user_data)) : deadline;
-      gint64 left_ms = (end - now + 999) / 1000;
+      gint64 left_ms = (deadline - now + 999) / 1000;
       gboolean pending = FALSE;
       guint nfds = 0;
       int rc;
@@ -140,13 +138,6 @@ rl_conns_exchange_until (RlConn **conns, guint n, const guint *expected, gint64 
         }
     }
   return n_failed;
-}
-
-guint
-rl_conns_exchange (RlConn **conns, guint n, const guint *expected, gint64 timeout_ms,
-                   RlReplyFunc func, gpointer user_data, gboolean *failed)
-{
-  return rl_conns_exchange_until (conns, n, expected, timeout_ms, NULL, func, user_data, failed);
 }
 
 redisReply *

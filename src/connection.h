@@ -43,16 +43,6 @@ typedef void (*RlReplyFunc) (guint conn_index, redisReply *reply, gpointer user_
 guint rl_conns_exchange (RlConn **conns, guint n, const guint *expected, gint64 timeout_ms,
                          RlReplyFunc func, gpointer user_data, gboolean *failed);
 
-/* For rl_conns_exchange_until(): the monotonic time (µs) at which the caller has
- * waited long enough with the replies it has so far (G_MAXINT64: not yet). */
-typedef gint64 (*RlUntilFunc) (gpointer user_data);
-
-/* rl_conns_exchange() that may end earlier: before each wait it asks @until, and once
- * the time it names passed, the connections still waiting fail as timed out. */
-guint rl_conns_exchange_until (RlConn **conns, guint n, const guint *expected, gint64 timeout_ms,
-                               RlUntilFunc until, RlReplyFunc func, gpointer user_data,
-                               gboolean *failed);
-
 /* Sends one command and reads its reply. NULL with @error on I/O failure or an error
  * reply (REDIS_LOCK_ERROR_REDIS); the reply otherwise. */
 redisReply *rl_command_argv (RlConn *conn, int argc, const char **argv, GError **error);

@@ -25,9 +25,10 @@
  * it sends its own deletes.
  *
  * Fan-out, in the calling thread: each Redis child queues the request on a
- * connection of its own (the stepwise requests of the store seam: the protocol and
- * the scripts stay redis-store.c's), then one poll (rl_conns_exchange_until()) sends
- * to every node and collects every reply, so a request to N nodes costs the slowest
+ * connection of its own and sends it (the stepwise requests of the store seam: the
+ * protocol, the scripts and the sockets stay redis-store.c's; this file sees a file
+ * descriptor to wait on and nothing else), then one poll() waits on every node, each
+ * request taking its next step when its socket is ready, so a request to N nodes costs the slowest
  * node's round trip, not N, with no thread hand-off. A child answering at once
  * (memory://) is simply called. Each node is bounded by the per-node timeout
  * (min(50 ms, TTL/20) unless set, see redis_lock_registry_set_quorum_node_timeout_ms()):
@@ -51,10 +52,11 @@
  */
 #include "config.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "connection.h"
 #include "store.h"
 #include "sync.h"
 #include "url.h"
@@ -185,10 +187,6 @@ typedef struct
   guint *counts;       /* per node: leases asked */
   RlRequest **requests; /* per node: under way */
   GError **errors;     /* per node: the first error of its leases */
-  guint *live;         /* the nodes of the exchange under way, by connection index */
-  guint *got;          /* replies read in it, by connection index */
-  guint *expected;     /* by connection index */
-  guint n_live;
   guint answered;      /* nodes whose request ended without an error */
   gint64 grace_us;     /* how long the others are waited for once a majority answered */
   gint64 not_before;   /* ... but at least until then (monotonic µs) */
@@ -216,9 +214,6 @@ fan_out_new (RlQuorumStore *self, RlRequestKind kind)
   f->counts = g_new0 (guint, self->n);
   f->requests = g_new0 (RlRequest *, self->n);
   f->errors = g_new0 (GError *, self->n);
-  f->live = g_new0 (guint, self->n);
-  f->got = g_new0 (guint, self->n);
-  f->expected = g_new0 (guint, self->n);
   return f;
 }
 
@@ -234,9 +229,6 @@ fan_out_free (FanOut *f)
   g_free (f->counts);
   g_free (f->requests);
   g_free (f->errors);
-  g_free (f->live);
-  g_free (f->got);
-  g_free (f->expected);
   g_free (f);
 }
 
@@ -257,34 +249,6 @@ fan_out_all (RlQuorumStore *self, RlRequestKind kind, guint n, const RlLeaseItem
   for (guint i = 0; i < self->n; i++)
     fan_out_ask (f, i, n, items);
   return f;
-}
-
-static void
-on_fan_reply (guint conn_index, redisReply *reply, gpointer user_data)
-{
-  FanOut *f = user_data;
-  RlRequest *request = f->requests[f->live[conn_index]];
-
-  f->got[conn_index]++;
-  child_store (f->self, f->live[conn_index])->vt->request_reply (request, reply);
-}
-
-/* When the exchange may end: once a majority answered (those done without an error,
- * and those of the exchange under way that have every reply they wait for), the grace
- * after that but not before not_before; never while fewer did. */
-static gint64
-fan_out_until (gpointer user_data)
-{
-  FanOut *f = user_data;
-  guint answered = f->answered;
-
-  for (guint k = 0; k < f->n_live; k++)
-    answered += f->got[k] == f->expected[k];
-  if (answered < f->self->majority)
-    return G_MAXINT64;
-  if (f->majority_at == 0)
-    f->majority_at = g_get_monotonic_time ();
-  return MAX (f->majority_at + f->grace_us, f->not_before);
 }
 
 static void
@@ -335,9 +299,23 @@ fan_out_call (FanOut *f, guint i, RlStore *store, gint64 timeout_ms)
   f->answered += ok;
 }
 
+/* When a soft wait may end: once a majority answered, the grace after that but not
+ * before not_before; never while fewer did (G_MAXINT64). */
+static gint64
+fan_out_until (FanOut *f)
+{
+  if (f->answered < f->self->majority)
+    return G_MAXINT64;
+  if (f->majority_at == 0)
+    f->majority_at = g_get_monotonic_time ();
+  return MAX (f->majority_at + f->grace_us, f->not_before);
+}
+
 /* Runs the request on every node asked, all at once, waiting for the nodes as @wait
  * says, with the per-node timeout @node_ms and the call's bound @timeout_ms. Every
- * lease ends with a result (ERROR for a node that did not answer in time). */
+ * lease ends with a result (ERROR for a node that did not answer in time). One poll()
+ * waits on every node's request; each request takes its own steps (the protocol is
+ * its store's) when its socket is ready. */
 static void
 fan_out_run (FanOut *f, gint64 node_ms, FanOutWait wait, gint64 timeout_ms)
 {
@@ -345,8 +323,8 @@ fan_out_run (FanOut *f, gint64 node_ms, FanOutWait wait, gint64 timeout_ms)
   gboolean soft = wait != WAIT_NODE;
   gint64 start = g_get_monotonic_time ();
   gint64 end = start + (soft ? MAX (timeout_ms, node_ms) : node_ms) * 1000;
-  g_autofree RlConn **conns = g_new0 (RlConn *, self->n);
-  g_autofree gboolean *failed = g_new0 (gboolean, self->n);
+  g_autofree struct pollfd *pfds = g_new0 (struct pollfd, self->n);
+  g_autofree guint *live = g_new0 (guint, self->n);
 
   f->grace_us = wait == WAIT_MAJORITY ? node_ms * 1000 : 0;
   f->not_before = wait == WAIT_ACQUIRE ? start + node_ms * 1000 : 0;
@@ -371,32 +349,42 @@ fan_out_run (FanOut *f, gint64 node_ms, FanOutWait wait, gint64 timeout_ms)
 
   for (;;)
     {
-      gint64 now = g_get_monotonic_time ();
+      gint64 now, stop;
+      gboolean ready = FALSE;
+      guint n_live = 0;
+      int rc;
 
-      f->n_live = 0;
       for (guint i = 0; i < self->n; i++)
-        if (f->requests[i] != NULL)
-          {
-            conns[f->n_live] = f->requests[i]->conn;
-            f->expected[f->n_live] = f->requests[i]->expected;
-            f->got[f->n_live] = 0;
-            f->live[f->n_live++] = i;
-          }
-      if (f->n_live == 0 || now >= end
-          || (soft && f->majority_at != 0
-              && now >= MAX (f->majority_at + f->grace_us, f->not_before)))
-        break;
-      rl_conns_exchange_until (conns, f->n_live, f->expected, MAX ((end - now) / 1000, 1),
-                               soft ? fan_out_until : NULL, on_fan_reply, f, failed);
-      for (guint k = 0; k < f->n_live; k++)
         {
-          guint i = f->live[k];
-          if (!child_store (self, i)->vt->request_step (f->requests[i], failed[k]))
-            fan_out_end_request (f, i);
+          RlRequest *request = f->requests[i];
+
+          if (request == NULL)
+            continue;
+          if (request->done)
+            {
+              fan_out_end_request (f, i);
+              continue;
+            }
+          pfds[n_live].fd = request->fd;
+          pfds[n_live].events = request->events;
+          pfds[n_live].revents = 0;
+          ready = ready || request->ready;
+          live[n_live++] = i;
         }
-      f->n_live = 0;
-      if (soft)
-        fan_out_until (f);
+      now = g_get_monotonic_time ();
+      stop = soft ? MIN (end, fan_out_until (f)) : end;
+      if (n_live == 0 || now >= stop)
+        break;
+      rc = poll (pfds, n_live, ready ? 0 : (int) MIN ((stop - now + 999) / 1000, G_MAXINT));
+      if (rc < 0 && errno != EINTR)
+        break;
+      for (guint k = 0; rc >= 0 && k < n_live; k++)
+        {
+          RlRequest *request = f->requests[live[k]];
+
+          if (pfds[k].revents != 0 || request->ready)
+            child_store (self, live[k])->vt->request_ready (request, pfds[k].revents);
+        }
     }
   /* Requests cut short by the time: their leases end ERROR. */
   for (guint i = 0; i < self->n; i++)

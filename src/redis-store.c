@@ -29,6 +29,7 @@
  */
 #include "config.h"
 
+#include <poll.h>
 #include <string.h>
 
 #include "connection.h"
@@ -2169,6 +2170,9 @@ typedef struct
 {
   RlRequest pub;
   RlRedisStore *self;
+  RlConn *conn;     /* the request's own connection, NULL once failed for good */
+  guint expected;   /* replies of the exchange under way */
+  guint got;        /* of them, read */
   RlRequestKind kind;
   const RlScript *script;
   guint n;
@@ -2193,7 +2197,7 @@ typedef struct
 } RedisRequest;
 
 /* Queues the next command of every lease not done, and WAIT after writes when
- * replicas must acknowledge them; sets pub.expected. */
+ * replicas must acknowledge them; sets expected. */
 static void
 request_queue (RedisRequest *req)
 {
@@ -2237,7 +2241,7 @@ request_queue (RedisRequest *req)
           else
             argv[5] = req->ttls[i];
         }
-      rl_conn_append (req->pub.conn, argc, argv);
+      rl_conn_append (req->conn, argc, argv);
       req->sent[i] = TRUE;
       count++;
     }
@@ -2250,14 +2254,14 @@ request_queue (RedisRequest *req)
 
       rl_format_uint (count_s, min_replicas (self));
       rl_format_uint (timeout_s, wait_ms > 0 ? wait_ms : RL_ATOMIC_GET (ctx->command_timeout_ms));
-      rl_conn_append (req->pub.conn, 3, wait);
+      rl_conn_append (req->conn, 3, wait);
     }
   req->next = 0;
   req->n_sent = count;
   req->answered = 0;
-  req->pub.expected = count + (req->waited ? 1 : 0);
+  req->expected = count + (req->waited ? 1 : 0);
   RL_ATOMIC_ADD (ctx->stats->round_trips, 1);
-  RL_ATOMIC_ADD (ctx->stats->commands, req->pub.expected);
+  RL_ATOMIC_ADD (ctx->stats->commands, req->expected);
 }
 
 /* Ends lease @i with @error. An acquisition whose SET NX found the key taken stays
@@ -2274,10 +2278,10 @@ request_fail_item (RedisRequest *req, guint i, GError *error)
   req->errors[i] = error;
 }
 
+/* One reply of the exchange under way, in the order the commands were sent. */
 static void
-redis_request_reply (RlRequest *request, redisReply *reply)
+request_reply (RedisRequest *req, redisReply *reply)
 {
-  RedisRequest *req = (RedisRequest *) request;
   RlLeaseItem *item;
   guint i;
 
@@ -2387,16 +2391,19 @@ redis_request_reply (RlRequest *request, redisReply *reply)
   freeReplyObject (reply);
 }
 
+/* The exchange under way ended, every reply read or @failed (its connection broke):
+ * TRUE when a follow-up was queued (the script by EVAL after NOSCRIPT, the acquire
+ * script for a key SET NX found taken, everything again on a fresh connection for one
+ * that had gone stale), FALSE when every lease has its result. */
 static gboolean
-redis_request_step (RlRequest *request, gboolean failed)
+request_step (RedisRequest *req, gboolean failed)
 {
-  RedisRequest *req = (RedisRequest *) request;
   RlPool *pool = req->node->pool;
   gboolean pending = FALSE;
 
   if (failed)
     {
-      RlConn *conn = req->pub.conn;
+      RlConn *conn = req->conn;
       /* Nothing answered on a pooled connection the server had closed (restarted):
        * sent again, once, on a fresh one, as call() does. */
       gboolean stale = req->reused && !req->retried && req->answered == 0 && rl_conn_is_stale (conn);
@@ -2409,21 +2416,21 @@ redis_request_step (RlRequest *request, gboolean failed)
           req->self->topology->vt->failed (req->self->topology, req->node);
         }
       rl_pool_put (pool, conn);
-      req->pub.conn = NULL;
-      req->pub.expected = 0;
+      req->conn = NULL;
+      req->expected = req->got = 0;
       if (stale)
         {
           req->retried = TRUE;
-          req->pub.conn = rl_pool_get_within (pool, 0, req->timeout_ms, &req->reused, &error);
+          req->conn = rl_pool_get_within (pool, 0, req->timeout_ms, &req->reused, &error);
         }
       for (guint i = 0; i < req->n; i++)
         {
           if (req->waited && req->wrote[i])
             req->unreplicated[i] = TRUE;
-          if (req->sent[i] && req->step[i] != STEP_DONE && req->pub.conn == NULL)
+          if (req->sent[i] && req->step[i] != STEP_DONE && req->conn == NULL)
             request_fail_item (req, i, g_error_copy (error));
         }
-      if (req->pub.conn == NULL)
+      if (req->conn == NULL)
         return FALSE;
     }
   for (guint i = 0; i < req->n; i++)
@@ -2434,14 +2441,84 @@ redis_request_step (RlRequest *request, gboolean failed)
   return TRUE;
 }
 
+/* What the caller waits on now: the connection's socket, for reading, and for writing
+ * while bytes wait to be sent; or nothing, with ready set, when the next step needs no
+ * wait (decrypted bytes already in, the connection failed). */
+static void
+request_wait_for (RedisRequest *req)
+{
+  req->pub.fd = req->conn->fd;
+  req->pub.events = (short) (POLLIN | (rl_conn_wants_write (req->conn) ? POLLOUT : 0));
+  req->pub.ready = req->conn->err != RL_CONN_OK || rl_conn_has_pending (req->conn);
+}
+
+/* Sends what is queued, as far as the socket takes it without waiting. */
+static void
+request_send (RedisRequest *req)
+{
+  if (rl_conn_wants_write (req->conn))
+    rl_conn_write_some (req->conn);
+  request_wait_for (req);
+}
+
+static void
+redis_request_ready (RlRequest *request, short revents)
+{
+  RedisRequest *req = (RedisRequest *) request;
+  RlConn *conn = req->conn;
+  gboolean ok = conn->err == RL_CONN_OK;
+
+  g_return_if_fail (!req->pub.done);
+  if (ok && (revents & POLLOUT) != 0)
+    ok = rl_conn_write_some (conn);
+  if (ok && ((revents & (POLLIN | POLLHUP | POLLERR)) != 0 || rl_conn_has_pending (conn)))
+    ok = rl_conn_read_some (conn);
+  while (ok && req->got < req->expected)
+    {
+      redisReply *reply = NULL;
+
+      ok = rl_conn_next_reply (conn, &reply);
+      if (!ok || reply == NULL)
+        break;
+      req->got++;
+      request_reply (req, reply);
+    }
+  if (!ok)
+    rl_conn_fail (conn, RL_CONN_ERR_IO, "Redis connection failed");
+  if (!ok || req->got == req->expected)
+    {
+      if (!request_step (req, !ok))
+        {
+          req->pub.done = TRUE;
+          req->pub.fd = -1;
+          req->pub.events = 0;
+          req->pub.ready = FALSE;
+          return;
+        }
+      req->got = 0;
+      request_send (req);
+      return;
+    }
+  request_wait_for (req);
+}
+
 static gboolean
 redis_request_end (RlRequest *request, GError **error)
 {
   RedisRequest *req = (RedisRequest *) request;
   GError *first = NULL;
 
-  if (req->pub.conn != NULL)
-    rl_pool_put (req->node->pool, req->pub.conn);
+  if (req->conn != NULL)
+    {
+      /* Ended by the caller with replies outstanding: the connection can serve nobody
+       * else, and the node counts as failing, as for any timeout. */
+      if (!req->pub.done)
+        {
+          rl_conn_fail (req->conn, RL_CONN_ERR_TIMEOUT, "Redis timed out");
+          req->self->topology->vt->failed (req->self->topology, req->node);
+        }
+      rl_pool_put (req->node->pool, req->conn);
+    }
   for (guint i = 0; i < req->n; i++)
     {
       RlLeaseItem *item = &req->items[i];
@@ -2551,8 +2628,8 @@ redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem *i
       if (req->channels != NULL)
         req->channels[i] = g_strconcat (self->channel_prefix, items[i].key, NULL);
     }
-  req->pub.conn = rl_pool_get_within (node->pool, 0, timeout_ms, &req->reused, &local_error);
-  if (req->pub.conn == NULL)
+  req->conn = rl_pool_get_within (node->pool, 0, timeout_ms, &req->reused, &local_error);
+  if (req->conn == NULL)
     {
       topology->vt->failed (topology, node);
       redis_request_end (&req->pub, NULL);
@@ -2560,6 +2637,7 @@ redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem *i
       return NULL;
     }
   request_queue (req);
+  request_send (req);
   return &req->pub;
 }
 
@@ -2575,8 +2653,7 @@ static const RlStoreVTable redis_store_vtable = {
   .read_counter = redis_read_counter,
   .list = redis_list,
   .request_begin = redis_request_begin,
-  .request_reply = redis_request_reply,
-  .request_step = redis_request_step,
+  .request_ready = redis_request_ready,
   .request_end = redis_request_end,
   .watch = redis_watch,
   .rewatch = redis_rewatch,

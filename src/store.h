@@ -5,10 +5,12 @@
  * acquired (with a fencing token when asked), held by another owner (for so many
  * milliseconds), kept, released or lost, alone or several in one request, and a store
  * tells the registry when a lease may have been released so waiters can retry. A
- * store on the network may also run a request in steps (queue it, let the caller send
- * and read, take the replies), so that the quorum store can drive its N child stores
- * from one thread with one poll. The Redis store (redis-store.c for the protocol, notify.c for the wake-ups)
- * is one implementation, the memory store another; store.c picks one by URL, and a new
+ * store on the network may also run a request in steps (begin it; wait on the socket it
+ * names; let it take its next step when the socket is ready), so that the quorum store
+ * can drive its N child stores from one thread with one poll() without seeing a
+ * connection or a reply: no socket type and no protocol object cross this seam. The
+ * Redis store (redis-store.c for the protocol, notify.c for the wake-ups) is one
+ * implementation, the memory store another; store.c picks one by URL, and a new
  * store slots in behind the same table without the layers above learning which one
  * they talk to.
  */
@@ -73,18 +75,18 @@ typedef enum
   RL_REQUEST_RELEASE,
 } RlRequestKind;
 
-typedef struct _RlConn RlConn; /* transport.h */
-struct redisReply;             /* hiredis */
-
 /* A request on several leases of one store, run in steps so that one thread can have
  * requests on several stores under way at once and wait for all of them with one
- * poll (rl_conns_exchange()). The store that made it owns everything but the two
- * fields below, which tell the caller what to do next: send what is queued on @conn
- * and read @expected replies from it. */
+ * poll(). The store that made it owns everything; the caller reads the fields below,
+ * which say what to wait for before the next step: @fd for @events (poll() flags), or
+ * nothing when @ready (the next step needs no wait); @done once every lease has its
+ * result. */
 typedef struct
 {
-  RlConn *conn;
-  guint expected;
+  int fd;
+  short events;
+  gboolean ready;
+  gboolean done;
 } RlRequest;
 
 /* Shared settings and counters the store reads and updates; owned by the registry. */
@@ -187,22 +189,22 @@ typedef struct
   /* Stepwise requests; NULL in a store that answers at once (the memory store), whose
    * acquire, renew and release the caller calls instead. request_begin queues @kind
    * on each of the @n @items (distinct keys, on one server) on a connection of the
-   * request's own (a new one set up within @timeout_ms), or returns NULL with @error
-   * (every item ERROR) when none can be had; @items stay the caller's and must outlive the request. The caller sends and
-   * reads (conn, expected), handing each reply to request_reply, which takes it; then
-   * request_step, with @failed when the connection failed or the caller's time ran out
-   * first: TRUE when the request queued a follow-up (conn and expected are set anew:
-   * the script by EVAL after NOSCRIPT, the acquire script for a key SET NX found
-   * taken, a fresh connection for one that had gone stale), FALSE when it is done.
-   * request_end gives the connection back, fills each item's result (and pttl_ms,
-   * others) as acquire, renew and release would, frees the request, and returns FALSE
+   * request's own (a new one set up within @timeout_ms) and sends what it can without
+   * waiting, or returns NULL with @error (every item ERROR) when none can be had;
+   * @items stay the caller's and must outlive the request. The caller waits as the
+   * request's fields say and hands what poll() reported (@revents, 0 when it did not
+   * wait) to request_ready, which sends, reads and takes the next step (the script by
+   * EVAL after NOSCRIPT, the acquire script for a key SET NX found taken, a fresh
+   * connection for one that had gone stale), until done. request_end, when done or
+   * whenever the caller's time ran out first, gives the connection back, fills each
+   * item's result (and pttl_ms, others) as acquire, renew and release would (a lease
+   * without an answer yet: ERROR, timed out), frees the request, and returns FALSE
    * with the first item's @error when an item ended ERROR, or HELD without knowing
    * for how long (the key existed, the request that would have said more failed: it
    * may have taken the key after all). */
   RlRequest *(*request_begin) (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem *items,
                                gint64 timeout_ms, GError **error);
-  void (*request_reply) (RlRequest *request, struct redisReply *reply);
-  gboolean (*request_step) (RlRequest *request, gboolean failed);
+  void (*request_ready) (RlRequest *request, short revents);
   gboolean (*request_end) (RlRequest *request, GError **error);
   /* Stops background threads; the store stays usable for single calls. */
   void (*close) (RlStore *store);
