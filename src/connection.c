@@ -18,12 +18,14 @@
 #include <string.h>
 
 #include "connection.h"
+#include "settings.h"
 #include "sync.h"
 
 struct _RlPool
 {
   RlConnConfig config;
-  RlStoreContext *ctx;
+  const gint64 *connect_timeout_ms; /* atomic, the owner's */
+  const gint64 *command_timeout_ms; /* atomic, the owner's */
   RlMutex mutex;
   GPtrArray *idle; /* RlConn*, most recently returned last */
   RlTls *tls;      /* TLS credentials, loaded by the first connection; NULL: plain */
@@ -190,7 +192,7 @@ static RlConn *
 pool_connect (RlPool *pool, gint64 connect_ms, GError **error)
 {
   RlConnConfig *cfg = &pool->config;
-  gint64 command_ms = RL_ATOMIC_GET (pool->ctx->command_timeout_ms);
+  gint64 command_ms = RL_ATOMIC_GET (*pool->command_timeout_ms);
   g_autoptr (GError) local_error = NULL;
   RlTls *tls = pool_tls (pool, error);
   RlConn *conn;
@@ -234,17 +236,19 @@ fail:
 RlConn *
 rl_pool_connect (RlPool *pool, GError **error)
 {
-  return pool_connect (pool, RL_ATOMIC_GET (pool->ctx->connect_timeout_ms), error);
+  return pool_connect (pool, RL_ATOMIC_GET (*pool->connect_timeout_ms), error);
 }
 
 RlPool *
-rl_pool_new (RlConnConfig *config, RlStoreContext *ctx)
+rl_pool_new (RlConnConfig *config, const gint64 *connect_timeout_ms,
+             const gint64 *command_timeout_ms)
 {
   RlPool *pool = g_new0 (RlPool, 1);
 
   pool->config = *config;
   memset (config, 0, sizeof *config);
-  pool->ctx = ctx;
+  pool->connect_timeout_ms = connect_timeout_ms;
+  pool->command_timeout_ms = command_timeout_ms;
   rl_mutex_init (&pool->mutex);
   pool->idle = g_ptr_array_new ();
   return pool;
@@ -274,7 +278,7 @@ RlConn *
 rl_pool_get_within (RlPool *pool, gint64 timeout_ms, gint64 connect_ms, gboolean *reused,
                     GError **error)
 {
-  gint64 default_ms = RL_ATOMIC_GET (pool->ctx->connect_timeout_ms);
+  gint64 default_ms = RL_ATOMIC_GET (*pool->connect_timeout_ms);
   RlConn *conn = NULL;
 
   /* An idle connection whose server went away (a restart, CLIENT KILL, a timeout
@@ -299,7 +303,7 @@ rl_pool_get_within (RlPool *pool, gint64 timeout_ms, gint64 connect_ms, gboolean
   if (conn == NULL)
     return NULL;
   rl_conn_set_timeout (conn,
-                       timeout_ms > 0 ? timeout_ms : RL_ATOMIC_GET (pool->ctx->command_timeout_ms));
+                       timeout_ms > 0 ? timeout_ms : RL_ATOMIC_GET (*pool->command_timeout_ms));
   return conn;
 }
 

@@ -5,14 +5,17 @@
 
 #include <glib.h>
 #include <hiredis/hiredis.h>
-#include "store.h"
 
 #include "transport.h"
 #include "url.h"
 
 typedef struct _RlPool RlPool;
 
-RlPool *rl_pool_new (RlConnConfig *config, RlStoreContext *ctx); /* takes @config's contents */
+/* A pool for @config's node (it takes @config's contents). @connect_timeout_ms and
+ * @command_timeout_ms are the owner's settings, read atomically at each use, so that
+ * a change applies to the next connection and command; they must outlive the pool. */
+RlPool *rl_pool_new (RlConnConfig *config, const gint64 *connect_timeout_ms,
+                     const gint64 *command_timeout_ms);
 void rl_pool_free (RlPool *pool);
 
 /* A connection for the caller alone: an idle one (*reused TRUE) or a new one. Its

@@ -28,7 +28,7 @@ rl_node_new (RlConnConfig *config, RlStoreContext *ctx)
     node->name = g_strdup_printf ("%s:%d", config->host, config->port);
   node->host = g_strdup (config->host);
   node->port = config->port;
-  node->pool = rl_pool_new (config, ctx);
+  node->pool = rl_pool_new (config, &ctx->connect_timeout_ms, &ctx->command_timeout_ms);
   return node;
 }
 

@@ -18,6 +18,7 @@
 #include <hiredis/hiredis.h>
 
 #include "connection.h"
+#include "store.h" /* RlStoreContext: the settings and counters nodes share */
 #include "url.h"
 
 /* One data node and its connection pool. Reference-counted: a caller that got one
