@@ -7,12 +7,15 @@
 # availability macro (REDIS_LOCK_AVAILABLE_IN_* or REDIS_LOCK_DEPRECATED_IN_*, see
 # redislock-version.h), every doc comment there has a `Since:` line, and every try_
 # call is G_GNUC_WARN_UNUSED_RESULT; a header added later is held to the same rules.
-# The README and the man page say how to see the library's debug messages.
+# The README and the man page say how to see the library's debug messages. The README
+# stays under 350 lines, shows the chart, and links to the docs/ pages, every one of
+# which the manual lists.
 #
 # The manual that docs/Makefile.am renders with gi-docgen from the GIR (configure
 # --enable-docs): that it was built, that it has a page for each public type and for
 # redis_lock_registry_new(), and that that page lists every URL form the library takes,
-# as its doc comment does. Those checks are skipped in a build without the manual.
+# as its doc comment does, and the hand-written pages with the chart. Those checks are
+# skipped in a build without the manual.
 # Run by `make check` with REDISLOCK_DOCS (yes or no), G_TEST_SRCDIR and
 # RL_TOP_BUILDDIR from tests/Makefile.am. Prints TAP.
 
@@ -102,6 +105,23 @@ for f in README.md tools/redislock.1; do
     grep -q 'G_MESSAGES_DEBUG=redislock' "$top/$f"
 done
 
+# The README stays short and sends the reader to docs/ pages that exist; every page the
+# manual lists (redislock.toml.in) is in docs/ and linked from the README.
+lines=$(wc -l <"$top/README.md")
+check "README.md has at most 350 lines ($lines)" test "$lines" -le 350
+missing=
+for link in $(grep -o '](docs/[^)#]*' "$top/README.md" | sed 's/^](//' | sort -u); do
+  [ -e "$top/$link" ] || missing="$missing $link"
+done
+check "every docs/ file the README links to exists${missing:+ (missing:$missing)}" test -z "$missing"
+missing=
+for page in $(sed -n '/^content_files/,/^]/s/^ *"\([^"]*\)".*/\1/p' "$top/docs/redislock.toml.in"); do
+  { [ -e "$top/docs/$page" ] && grep -q "](docs/$page" "$top/README.md"; } || missing="$missing $page"
+done
+check "every page of the manual is in docs/ and linked from the README${missing:+ (not:$missing)}" \
+  test -z "$missing"
+check "the README shows the chart docs/bench.svg" grep -q '](docs/bench.svg)' "$top/README.md"
+
 if [ "${REDISLOCK_DOCS:-no}" != yes ] || [ -z "${RL_TOP_BUILDDIR:-}" ]; then
   echo "ok $((n + 1)) # SKIP the reference manual is not built (configure --enable-docs)"
   n=$((n + 1))
@@ -112,6 +132,10 @@ fi
 ref=$RL_TOP_BUILDDIR/docs/reference
 
 check "the manual has an index" test -s "$ref/index.html"
+for page in c-api.html performance.html bench.svg; do
+  check "the manual has $page" test -s "$ref/$page"
+done
+check "the manual's pages link to each other as .html" grep -q 'href="fencing.html"' "$ref/faults.html"
 for page in struct.LockRegistry.html struct.Lock.html enum.LockWaitMode.html \
   ctor.LockRegistry.new.html method.Lock.try_lock_for.html; do
   check "the manual has $page" test -s "$ref/$page"

@@ -486,7 +486,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_min_replicas (RedisLock
  * as its notification and as the change); keys nobody waits for cost nothing. On the
  * cross-process hand-off that measured about 5 % on the p50 and 9 % on the ratio to
  * the raw floor, within a noisy machine's spread, which is why it is off by default
- * (see README, "Performance"). It works on a single server and a Sentinel
+ * (see docs/performance.md). It works on a single server and a Sentinel
  * master; a Cluster registry ignores it (one subscriber would hear of one master's
  * keys only), and waits for several locks at once (redis_lock_try_lock_all()) and
  * those of a quorum registry are woken by notifications and TTLs only. A user that
