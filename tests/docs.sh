@@ -14,9 +14,10 @@
 # The manual that docs/Makefile.am renders with gi-docgen from the GIR (configure
 # --enable-docs): that it was built, that it has a page for each public type and for
 # redis_lock_registry_new(), and that that page lists every URL form the library takes,
-# as its doc comment does, and the hand-written pages with the chart. Those checks are
+# as its doc comment does, the hand-written pages with the chart, and that
+# `gi-docgen check` finds every symbol of both GIRs documented. Those checks are
 # skipped in a build without the manual.
-# Run by `make check` with REDISLOCK_DOCS (yes or no), G_TEST_SRCDIR and
+# Run by `make check` with REDISLOCK_DOCS (yes or no), GI_DOCGEN, G_TEST_SRCDIR and
 # RL_TOP_BUILDDIR from tests/Makefile.am. Prints TAP.
 
 set -u
@@ -131,6 +132,17 @@ if [ "${REDISLOCK_DOCS:-no}" != yes ] || [ -z "${RL_TOP_BUILDDIR:-}" ]; then
 fi
 ref=$RL_TOP_BUILDDIR/docs/reference
 
+# gi-docgen check: no symbol of either GIR without documentation.
+for gir in "$RL_TOP_BUILDDIR"/src/Redislock-*.gir "$RL_TOP_BUILDDIR"/src/RedislockTesting-*.gir; do
+  if "${GI_DOCGEN:-gi-docgen}" check "$gir" >"${TMPDIR:-/tmp}/redislock-docs-check.$$" 2>&1 \
+     && ! grep -q WARNING "${TMPDIR:-/tmp}/redislock-docs-check.$$"; then
+    ok "gi-docgen check $(basename "$gir") reports nothing"
+  else
+    not_ok "gi-docgen check $(basename "$gir") reports nothing"
+    grep WARNING "${TMPDIR:-/tmp}/redislock-docs-check.$$" | sed 's/^/# /'
+  fi
+  rm -f "${TMPDIR:-/tmp}/redislock-docs-check.$$"
+done
 check "the manual has an index" test -s "$ref/index.html"
 for page in c-api.html performance.html bench.svg; do
   check "the manual has $page" test -s "$ref/$page"
