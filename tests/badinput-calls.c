@@ -605,13 +605,13 @@ call_lock_null (RedisLockRegistry *r)
 void
 call_try_lock_for_null (RedisLockRegistry *r)
 {
-  redis_lock_try_lock_for (NULL, 0, NULL, NULL);
+  g_assert_false (redis_lock_try_lock_for (NULL, 0, NULL, NULL));
 }
 
 void
 call_try_lock_full_null (RedisLockRegistry *r)
 {
-  redis_lock_try_lock_full (NULL, 0, 0, NULL, NULL);
+  g_assert_false (redis_lock_try_lock_full (NULL, 0, 0, NULL, NULL));
 }
 
 void

@@ -54,7 +54,7 @@ call_try_lock_all_empty (RedisLockRegistry *r)
 {
   RedisLock *none = NULL;
 
-  redis_lock_try_lock_all (&none, 0, 0, NULL, NULL);
+  g_assert_false (redis_lock_try_lock_all (&none, 0, 0, NULL, NULL));
 }
 
 static const BadCase cases[] = {

@@ -1,11 +1,24 @@
 #!/bin/sh
 # SPDX-License-Identifier: LGPL-2.1-or-later
-# docs.sh: the reference manual that docs/Makefile.am renders with gi-docgen from the GIR
-# (configure --enable-docs). Checks that it was built, that it has a page for each
-# public type and for redis_lock_registry_new(), and that that page lists every URL form
-# the library takes, as its doc comment does. Skipped in a build without the manual.
-# Run by `make check` with REDISLOCK_DOCS (yes or no) and RL_TOP_BUILDDIR from
-# tests/Makefile.am. Prints TAP.
+# docs.sh: the documentation of the public API, in the headers and in the reference
+# manual.
+#
+# The headers (always): every function declared in include/redislock/ carries an
+# availability macro (REDIS_LOCK_AVAILABLE_IN_* or REDIS_LOCK_DEPRECATED_IN_*, see
+# redislock-version.h), every doc comment there has a `Since:` line, and every try_
+# call is G_GNUC_WARN_UNUSED_RESULT; a header added later is held to the same rules.
+# The README and the man page say how to see the library's debug messages. The README
+# stays under 350 lines, shows the chart, and links to the docs/ pages, every one of
+# which the manual lists.
+#
+# The manual that docs/Makefile.am renders with gi-docgen from the GIR (configure
+# --enable-docs): that it was built, that it has a page for each public type and for
+# redis_lock_registry_new(), and that that page lists every URL form the library takes,
+# as its doc comment does, the hand-written pages with the chart, and that
+# `gi-docgen check` finds every symbol of both GIRs documented. Those checks are
+# skipped in a build without the manual.
+# Run by `make check` with REDISLOCK_DOCS (yes or no), GI_DOCGEN, G_TEST_SRCDIR and
+# RL_TOP_BUILDDIR from tests/Makefile.am. Prints TAP.
 
 set -u
 
@@ -16,13 +29,125 @@ not_ok () { n=$((n + 1)); echo "not ok $n - $1"; failures=$((failures + 1)); }
 # check DESCRIPTION COMMAND…: one TAP line for whether COMMAND succeeds
 check () { d=$1; shift; if "$@"; then ok "$d"; else not_ok "$d"; fi; }
 
+diag () { printf '%s\n' "$@" | sed 's/^/# /'; }
+
+top=${G_TEST_SRCDIR:-$(dirname "$0")}/..
+headers=$(ls "$top"/include/redislock/*.h "$top"/include/redislock/*.h.in 2>/dev/null)
+
+# declarations HEADER…: one line per function declared at file scope, "FILE: the
+# declaration on one line", comments, preprocessor lines (with their continuations)
+# and the bodies of structures and enumerations left out.
+declarations () {
+  awk '
+    FNR == 1 { incomment = 0; cont = 0; depth = 0; stmt = "" }
+    {
+      line = $0; out = ""
+      while (length (line) > 0) {
+        if (incomment) {
+          i = index (line, "*/"); if (i == 0) { line = ""; break }
+          line = substr (line, i + 2); incomment = 0
+        } else {
+          i = index (line, "/*"); if (i == 0) { out = out line; line = ""; break }
+          out = out substr (line, 1, i - 1); line = substr (line, i + 2); incomment = 1
+        }
+      }
+      line = out
+      if (cont) { cont = (line ~ /\\$/); next }
+      if (line ~ /^[ \t]*#/) { cont = (line ~ /\\$/); next }
+      if (line ~ /^[ \t]*(G_BEGIN_DECLS|G_END_DECLS|G_DEFINE_[A-Z_]*[ (])/) next
+      opened = gsub (/\{/, "{", line); closed = gsub (/\}/, "}", line)
+      depth += opened - closed
+      stmt = stmt " " line
+      if (line ~ /;/ && depth == 0) {
+        gsub (/[ \t]+/, " ", stmt); sub (/^ /, "", stmt)
+        if (stmt ~ /\(/ && stmt !~ /^typedef /) print FILENAME ": " stmt
+        stmt = ""
+      }
+    }' "$@"
+}
+
+decls=$(declarations $headers)
+if [ "$(echo "$decls" | grep -c 'redis_lock_')" -ge 50 ]; then
+  ok "the public headers declare functions ($(echo "$decls" | wc -l))"
+else
+  not_ok "the public headers declare functions (found $(echo "$decls" | grep -c 'redis_lock_'))"
+fi
+bad=$(echo "$decls" | grep -v -E '^[^:]*: (REDIS_LOCK_AVAILABLE_IN_|REDIS_LOCK_DEPRECATED_IN_)')
+if [ -z "$bad" ]; then
+  ok "every public function declaration carries REDIS_LOCK_AVAILABLE_IN_* or REDIS_LOCK_DEPRECATED_IN_*"
+else
+  not_ok "every public function declaration carries REDIS_LOCK_AVAILABLE_IN_* or REDIS_LOCK_DEPRECATED_IN_*"
+  diag "without an availability macro (see redislock-version.h):" "$bad"
+fi
+bad=$(echo "$decls" | grep -E ' redis_lock_([a-z]+_)*try_[a-z_]* \(' | grep -v G_GNUC_WARN_UNUSED_RESULT)
+if [ -z "$bad" ]; then
+  ok "every try_ call is G_GNUC_WARN_UNUSED_RESULT"
+else
+  not_ok "every try_ call is G_GNUC_WARN_UNUSED_RESULT"
+  diag "$bad"
+fi
+
+# The doc comments (/** … */) whose block has no "Since:" line, by the name that opens them.
+bad=$(awk '
+  /^\/\*\*$/ { inblock = 1; since = 0; name = ""; next }
+  inblock && name == "" { name = $0; sub (/^ \* /, "", name); sub (/:.*/, "", name) }
+  inblock && /^ \* Since: / { since = 1 }
+  inblock && /\*\// { inblock = 0; if (!since) print FILENAME ": " name }
+' $headers)
+if [ -z "$bad" ]; then
+  ok "every documented public symbol says Since:"
+else
+  not_ok "every documented public symbol says Since:"
+  diag "without a Since: line:" "$bad"
+fi
+
+for f in README.md tools/redislock.1; do
+  check "$f tells how to see the debug messages (G_MESSAGES_DEBUG=redislock)" \
+    grep -q 'G_MESSAGES_DEBUG=redislock' "$top/$f"
+done
+
+# The README stays short and sends the reader to docs/ pages that exist; every page the
+# manual lists (redislock.toml.in) is in docs/ and linked from the README.
+lines=$(wc -l <"$top/README.md")
+check "README.md has at most 350 lines ($lines)" test "$lines" -le 350
+missing=
+for link in $(grep -o '](docs/[^)#]*' "$top/README.md" | sed 's/^](//' | sort -u); do
+  [ -e "$top/$link" ] || missing="$missing $link"
+done
+check "every docs/ file the README links to exists${missing:+ (missing:$missing)}" test -z "$missing"
+missing=
+for page in $(sed -n '/^content_files/,/^]/s/^ *"\([^"]*\)".*/\1/p' "$top/docs/redislock.toml.in"); do
+  { [ -e "$top/docs/$page" ] && grep -q "](docs/$page" "$top/README.md"; } || missing="$missing $page"
+done
+check "every page of the manual is in docs/ and linked from the README${missing:+ (not:$missing)}" \
+  test -z "$missing"
+check "the README shows the chart docs/bench.svg" grep -q '](docs/bench.svg)' "$top/README.md"
+
 if [ "${REDISLOCK_DOCS:-no}" != yes ] || [ -z "${RL_TOP_BUILDDIR:-}" ]; then
-  echo "1..0 # SKIP the reference manual is not built (configure --enable-docs)"
-  exit 0
+  echo "ok $((n + 1)) # SKIP the reference manual is not built (configure --enable-docs)"
+  n=$((n + 1))
+  echo "1..$n"
+  [ "$failures" -eq 0 ]
+  exit
 fi
 ref=$RL_TOP_BUILDDIR/docs/reference
 
+# gi-docgen check: no symbol of either GIR without documentation.
+for gir in "$RL_TOP_BUILDDIR"/src/Redislock-*.gir "$RL_TOP_BUILDDIR"/src/RedislockTesting-*.gir; do
+  if "${GI_DOCGEN:-gi-docgen}" check "$gir" >"${TMPDIR:-/tmp}/redislock-docs-check.$$" 2>&1 \
+     && ! grep -q WARNING "${TMPDIR:-/tmp}/redislock-docs-check.$$"; then
+    ok "gi-docgen check $(basename "$gir") reports nothing"
+  else
+    not_ok "gi-docgen check $(basename "$gir") reports nothing"
+    grep WARNING "${TMPDIR:-/tmp}/redislock-docs-check.$$" | sed 's/^/# /'
+  fi
+  rm -f "${TMPDIR:-/tmp}/redislock-docs-check.$$"
+done
 check "the manual has an index" test -s "$ref/index.html"
+for page in c-api.html performance.html bench.svg; do
+  check "the manual has $page" test -s "$ref/$page"
+done
+check "the manual's pages link to each other as .html" grep -q 'href="fencing.html"' "$ref/faults.html"
 for page in struct.LockRegistry.html struct.Lock.html enum.LockWaitMode.html \
   ctor.LockRegistry.new.html method.Lock.try_lock_for.html; do
   check "the manual has $page" test -s "$ref/$page"

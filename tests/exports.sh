@@ -67,6 +67,17 @@ else
   diag "exported by libredislock-testing without being test API:" $bad
 fi
 
+missing=
+for sym in redis_lock_check_version redis_lock_get_major_version redis_lock_get_minor_version \
+  redis_lock_get_micro_version; do
+  echo "$prod_syms" | grep -q "^$sym\$" || missing="$missing $sym"
+done
+if [ -z "$missing" ]; then
+  ok "libredislock exports the run-time version (redis_lock_check_version and the numbers)"
+else
+  not_ok "libredislock exports the run-time version (missing:$missing)"
+fi
+
 if echo "$testing_syms" | grep -q '^redis_lock_test_server_new$' &&
    echo "$testing_syms" | grep -q '^redis_lock_memory_store_expire$'; then
   ok "libredislock-testing exports the test server and the memory store hooks"

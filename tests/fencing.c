@@ -9,7 +9,7 @@
  * hand-off streak and a kept streak, since the lease does not change hands; they are 0
  * with fencing off, and then nothing but the lock key is touched; the counter is the
  * key API.md names, in the lock key's Cluster slot; a name whose counter could not
- * share that slot is INVALID on every store. The README's example is here too: a small
+ * share that slot is INVALID on every store. The example of docs/fencing.md is here too: a small
  * storage that remembers the highest token per resource refuses a holder that was
  * paused past its TTL (the pause is played by deleting the key, as its expiry would,
  * and letting another registry take the lock). Tokens are the store's clock in
@@ -511,7 +511,7 @@ test_other_thread_sees_zero (TestFixture *fx, gconstpointer data)
   g_assert_cmpuint (redis_lock_get_fencing_token (lock), ==, 0);
 }
 
-/* --- The storage example of the README ----------------------------------------------- */
+/* --- The storage example of docs/fencing.md ---------------------------------------- */
 
 /* A resource that accepts a write only with a token at least as high as the highest it
  * has seen, per resource name. */
@@ -550,7 +550,7 @@ test_storage_refuses_paused_holder (TestFixture *fx, gconstpointer data)
                       g_string_new (NULL) };
   guint64 slow_token;
 
-  g_test_summary ("The README's example: a storage that remembers the highest token per "
+  g_test_summary ("The example of docs/fencing.md: a storage that remembers the highest token per "
                   "resource refuses the write of a holder that was paused past its TTL while "
                   "another process took the lock and wrote.");
   TEST_SKIP_IF_NO_STORE (fx);

@@ -14,12 +14,15 @@
 
 #include <glib-object.h>
 #include <redislock/redislock-macros.h>
+#include <redislock/redislock-version.h>
 
 G_BEGIN_DECLS
 
 /**
  * REDIS_LOCK_ERROR:
  * The error domain of redislock.
+ *
+ * Since: 0.1
  */
 #define REDIS_LOCK_ERROR (redis_lock_error_quark ())
 
@@ -42,6 +45,8 @@ G_BEGIN_DECLS
  *   its timeout; the lease was released again.
  *
  * Error codes of the %REDIS_LOCK_ERROR domain.
+ *
+ * Since: 0.1
  */
 typedef enum
 {
@@ -62,22 +67,32 @@ typedef enum
  * The #GType of #RedisLockErrorCode, a #GEnum. It is named after the error domain
  * rather than the enumeration, as GLib names the types of its error enumerations, so
  * that introspection pairs the codes with %REDIS_LOCK_ERROR.
+ *
+ * Since: 0.1
  */
 #define REDIS_LOCK_TYPE_ERROR (redis_lock_error_get_type ())
 
 /**
  * redis_lock_error_get_type:
  *
+ * The #GType of the error codes, for bindings and #GValue.
+ *
  * Returns: the #GType of #RedisLockErrorCode, %REDIS_LOCK_TYPE_ERROR.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT GType redis_lock_error_get_type (void) G_GNUC_CONST;
+REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_error_get_type (void) G_GNUC_CONST;
 
 /**
  * redis_lock_error_quark:
  *
+ * The error domain of redislock, as a #GQuark; use %REDIS_LOCK_ERROR.
+ *
  * Returns: the quark of the %REDIS_LOCK_ERROR domain.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT GQuark redis_lock_error_quark (void);
+REDIS_LOCK_AVAILABLE_IN_0_1 GQuark redis_lock_error_quark (void);
 
 G_END_DECLS
 

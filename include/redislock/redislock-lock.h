@@ -16,6 +16,7 @@
 
 #include <gio/gio.h>
 #include <redislock/redislock-macros.h>
+#include <redislock/redislock-version.h>
 #include <redislock/redislock-registry.h>
 
 G_BEGIN_DECLS
@@ -30,9 +31,14 @@ G_BEGIN_DECLS
  * lock is a critical error. Not introspected: bindings hold references through the
  * boxed type %REDIS_LOCK_TYPE_LOCK.
  *
+ * Thread safety: unlike the rest of this header, only a thread that already holds a
+ * reference (or the lease-lost callback) may call it.
+ *
  * Returns: (transfer full): @lock, with one more reference.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT RedisLock *redis_lock_ref (RedisLock *lock);
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLock *redis_lock_ref (RedisLock *lock);
 
 /**
  * redis_lock_unref: (skip)
@@ -41,24 +47,34 @@ REDIS_LOCK_EXPORT RedisLock *redis_lock_ref (RedisLock *lock);
  * Drops a reference. An unreferenced lock stays cached (same pointer on the next
  * obtain) until the cache drops it; keep a reference for as long as you call functions
  * on the lock. Not introspected, as redis_lock_ref().
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_unref (RedisLock *lock);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_unref (RedisLock *lock);
 
 /**
  * redis_lock_get_name:
  * @lock: a lock
  *
+ * The name of @lock.
+ *
  * Returns: (transfer none): the name given to redis_lock_registry_obtain().
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT const char *redis_lock_get_name (RedisLock *lock);
+REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_get_name (RedisLock *lock);
 
 /**
  * redis_lock_get_key:
  * @lock: a lock
  *
+ * The Redis key that the lease of @lock is stored under.
+ *
  * Returns: (transfer none): the Redis key of the lock, `registry_key:name`.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT const char *redis_lock_get_key (RedisLock *lock);
+REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_get_key (RedisLock *lock);
 
 /**
  * redis_lock_lock:
@@ -71,8 +87,10 @@ REDIS_LOCK_EXPORT const char *redis_lock_get_key (RedisLock *lock);
  * Returns: %TRUE when held; %FALSE with @error set only when Redis fails
  *   (%REDIS_LOCK_ERROR_CONNECTION, %REDIS_LOCK_ERROR_REDIS) or the registry is closed
  *   or forked.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_lock (RedisLock *lock, GError **error);
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_lock (RedisLock *lock, GError **error);
 
 /**
  * redis_lock_try_lock:
@@ -84,8 +102,10 @@ REDIS_LOCK_EXPORT gboolean redis_lock_lock (RedisLock *lock, GError **error);
  *
  * Returns: %TRUE = now held; %FALSE with @error unset = held by someone else;
  *   %FALSE with @error set = failure.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_try_lock (RedisLock *lock, GError **error);
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_try_lock (RedisLock *lock, GError **error) G_GNUC_WARN_UNUSED_RESULT;
 
 /**
  * redis_lock_try_lock_for:
@@ -104,11 +124,13 @@ REDIS_LOCK_EXPORT gboolean redis_lock_try_lock (RedisLock *lock, GError **error)
  *
  * Returns: %TRUE = now held; %FALSE with @error unset = not acquired within @wait_ms;
  *   %FALSE with @error set = failure (Redis, cancelled, closed, forked).
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_try_lock_for (RedisLock *lock,
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_try_lock_for (RedisLock *lock,
                                                     gint64 wait_ms,
                                                     GCancellable *cancellable,
-                                                    GError **error);
+                                                    GError **error) G_GNUC_WARN_UNUSED_RESULT;
 
 /**
  * redis_lock_try_lock_full:
@@ -120,13 +142,18 @@ REDIS_LOCK_EXPORT gboolean redis_lock_try_lock_for (RedisLock *lock,
  * @cancellable: (nullable): cancels the wait
  * @error: return location for a #GError
  *
+ * As redis_lock_try_lock_for(), with a TTL of its own for the lease this call
+ * takes.
+ *
  * Returns: as redis_lock_try_lock_for().
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_try_lock_full (RedisLock *lock,
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_try_lock_full (RedisLock *lock,
                                                      gint64 wait_ms,
                                                      gint64 ttl_ms,
                                                      GCancellable *cancellable,
-                                                     GError **error);
+                                                     GError **error) G_GNUC_WARN_UNUSED_RESULT;
 
 /**
  * redis_lock_unlock:
@@ -147,6 +174,9 @@ REDIS_LOCK_EXPORT gboolean redis_lock_try_lock_full (RedisLock *lock,
  * confirmation is reported to the next local holder (its lease is lost, or, when found
  * before it got the lock, it acquires afresh).
  *
+ * Thread safety: any thread may call it, but only the calls of a thread that holds
+ * @lock release anything; the others fail with %REDIS_LOCK_ERROR_NOT_OWNER.
+ *
  * Returns: %TRUE on success; %FALSE with %REDIS_LOCK_ERROR_NOT_OWNER (the calling thread
  *   does not hold the lock; nothing changes), %REDIS_LOCK_ERROR_LEASE_LOST (the lease had
  *   expired or belongs to another owner, whose key is untouched; or it was found lost
@@ -154,8 +184,10 @@ REDIS_LOCK_EXPORT gboolean redis_lock_try_lock_full (RedisLock *lock,
  *   TTL), %REDIS_LOCK_ERROR_CONNECTION / %REDIS_LOCK_ERROR_REDIS (the release did not
  *   complete, or its outcome is unknown; a lease left behind expires with its TTL),
  *   %REDIS_LOCK_ERROR_CLOSED or %REDIS_LOCK_ERROR_FORKED.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_unlock (RedisLock *lock, GError **error);
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_unlock (RedisLock *lock, GError **error);
 
 /**
  * redis_lock_lock_async:
@@ -203,8 +235,13 @@ REDIS_LOCK_EXPORT gboolean redis_lock_unlock (RedisLock *lock, GError **error);
  * completes a pending call with %G_IO_ERROR_CANCELLED or %REDIS_LOCK_ERROR_CLOSED, in
  * its own context. A call that completed before the cancellation keeps its result: if
  * it is %TRUE, the lock is held and must be unlocked.
+ *
+ * Thread safety: any thread may call it; the result belongs to the calling thread,
+ * in whose thread-default main context @callback runs.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_lock_async (RedisLock *lock,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_lock_async (RedisLock *lock,
                                               gint64 wait_ms,
                                               gint64 ttl_ms,
                                               GCancellable *cancellable,
@@ -217,12 +254,16 @@ REDIS_LOCK_EXPORT void redis_lock_lock_async (RedisLock *lock,
  * @result: the #GAsyncResult given to the callback
  * @error: return location for a #GError
  *
+ * Finishes redis_lock_lock_async(); call it in @callback.
+ *
  * Returns: %TRUE = the calling thread of redis_lock_lock_async() holds @lock now;
  *   %FALSE with @error unset = not acquired within @wait_ms; %FALSE with @error set =
  *   failure (Redis, %G_IO_ERROR_CANCELLED, %REDIS_LOCK_ERROR_CLOSED, forked, an
  *   invalid @ttl_ms), as for redis_lock_try_lock_full().
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_lock_finish (RedisLock *lock,
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_lock_finish (RedisLock *lock,
                                                    GAsyncResult *result,
                                                    GError **error);
 
@@ -240,8 +281,13 @@ REDIS_LOCK_EXPORT gboolean redis_lock_lock_finish (RedisLock *lock,
  * @callback is called in the thread-default main context of the calling thread; call
  * redis_lock_unlock_finish() there. The calling thread stops holding @lock when this
  * function returns (an inner unlock only lowers the hold count).
+ *
+ * Thread safety: as redis_lock_unlock(); @callback runs in the calling thread's
+ * thread-default main context.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_unlock_async (RedisLock *lock,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_unlock_async (RedisLock *lock,
                                                 GCancellable *cancellable,
                                                 GAsyncReadyCallback callback,
                                                 gpointer user_data);
@@ -252,10 +298,14 @@ REDIS_LOCK_EXPORT void redis_lock_unlock_async (RedisLock *lock,
  * @result: the #GAsyncResult given to the callback
  * @error: return location for a #GError
  *
+ * Finishes redis_lock_unlock_async(); call it in @callback.
+ *
  * Returns: as redis_lock_unlock(); %FALSE with %G_IO_ERROR_CANCELLED when the
  *   cancellable was cancelled before the call.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_unlock_finish (RedisLock *lock,
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_unlock_finish (RedisLock *lock,
                                                      GAsyncResult *result,
                                                      GError **error);
 
@@ -263,17 +313,27 @@ REDIS_LOCK_EXPORT gboolean redis_lock_unlock_finish (RedisLock *lock,
  * redis_lock_is_held_by_current_thread:
  * @lock: a lock
  *
+ * Whether the calling thread holds @lock, at any hold count. Local only: never asks
+ * Redis.
+ *
  * Returns: whether the calling thread holds @lock.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_is_held_by_current_thread (RedisLock *lock);
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_is_held_by_current_thread (RedisLock *lock);
 
 /**
  * redis_lock_get_hold_count:
  * @lock: a lock
  *
+ * How many times the calling thread holds @lock: re-entry raises the count, each
+ * unlock lowers it. Local only: never asks Redis.
+ *
  * Returns: the calling thread's hold count (0 when it does not hold @lock).
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT guint redis_lock_get_hold_count (RedisLock *lock);
+REDIS_LOCK_AVAILABLE_IN_0_1 guint redis_lock_get_hold_count (RedisLock *lock);
 
 /**
  * redis_lock_is_acquired_in_this_process:
@@ -282,17 +342,24 @@ REDIS_LOCK_EXPORT guint redis_lock_get_hold_count (RedisLock *lock);
  * Local only: never asks Redis.
  *
  * Returns: whether some thread of this registry holds @lock.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_is_acquired_in_this_process (RedisLock *lock);
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_is_acquired_in_this_process (RedisLock *lock);
 
 /**
  * redis_lock_is_lease_lost:
  * @lock: a lock
  *
+ * Whether the lease of the calling thread's current hold has been found lost (by
+ * the watchdog, a renewal or a read-back). Local only: never asks Redis.
+ *
  * Returns: %TRUE when the calling thread holds @lock and its lease has been found lost
  *   (it stays lost until the outermost unlock); %FALSE otherwise.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_is_lease_lost (RedisLock *lock);
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_is_lease_lost (RedisLock *lock);
 
 /**
  * redis_lock_get_lease_cancellable:
@@ -304,10 +371,15 @@ REDIS_LOCK_EXPORT gboolean redis_lock_is_lease_lost (RedisLock *lock);
  * `g_cancellable_source_new (cancellable)` to the thread-default main context with a
  * #GCancellableSourceFunc, and destroy the source at the outermost unlock.
  *
+ * Thread safety: the answer is the calling thread's; other threads may use the
+ * cancellable only while this thread holds @lock.
+ *
  * Returns: (transfer none) (nullable): the cancellable, valid while the calling thread
  *   holds @lock (until its outermost unlock); %NULL when it does not hold @lock.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT GCancellable *redis_lock_get_lease_cancellable (RedisLock *lock);
+REDIS_LOCK_AVAILABLE_IN_0_1 GCancellable *redis_lock_get_lease_cancellable (RedisLock *lock);
 
 /**
  * redis_lock_dup_lease_value:
@@ -320,8 +392,10 @@ REDIS_LOCK_EXPORT GCancellable *redis_lock_get_lease_cancellable (RedisLock *loc
  *
  * Returns: (transfer full) (nullable): the value, free with g_free(); %NULL when the
  *   calling thread does not hold @lock.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT char *redis_lock_dup_lease_value (RedisLock *lock);
+REDIS_LOCK_AVAILABLE_IN_0_1 char *redis_lock_dup_lease_value (RedisLock *lock);
 
 /**
  * redis_lock_get_fencing_token:
@@ -337,8 +411,10 @@ REDIS_LOCK_EXPORT char *redis_lock_dup_lease_value (RedisLock *lock);
  *
  * Returns: the token (>= 1); 0 when the calling thread does not hold @lock or its
  *   lease was taken with fencing off.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT guint64 redis_lock_get_fencing_token (RedisLock *lock);
+REDIS_LOCK_AVAILABLE_IN_0_1 guint64 redis_lock_get_fencing_token (RedisLock *lock);
 
 /**
  * redis_lock_try_lock_all:
@@ -371,12 +447,14 @@ REDIS_LOCK_EXPORT guint64 redis_lock_get_fencing_token (RedisLock *lock);
  *   @error set on failure (Redis, cancelled, a closed or forked registry, a name that
  *   cannot be fenced). When it returns %FALSE this call holds none of them: every
  *   lease it took was released before it returned.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_try_lock_all (RedisLock *const *locks,
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_try_lock_all (RedisLock *const *locks,
                                                     guint n,
                                                     gint64 wait_ms,
                                                     GCancellable *cancellable,
-                                                    GError **error);
+                                                    GError **error) G_GNUC_WARN_UNUSED_RESULT;
 
 /**
  * redis_lock_unlock_all:
@@ -395,8 +473,10 @@ REDIS_LOCK_EXPORT gboolean redis_lock_try_lock_all (RedisLock *const *locks,
  *
  * Returns: %TRUE when every unlock succeeded; %FALSE with the first error otherwise
  *   (as redis_lock_unlock(): %REDIS_LOCK_ERROR_NOT_OWNER, %REDIS_LOCK_ERROR_LEASE_LOST…).
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_unlock_all (RedisLock *const *locks,
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_unlock_all (RedisLock *const *locks,
                                                   guint n,
                                                   GError **error);
 
@@ -406,6 +486,8 @@ REDIS_LOCK_EXPORT gboolean redis_lock_unlock_all (RedisLock *const *locks,
  * Holds a lock for a scope: redis_lock_locker_new() locks, redis_lock_locker_free()
  * unlocks. Use with g_autoptr(RedisLockLocker). Not introspected: it is a C scope guard;
  * bindings call redis_lock_lock() and redis_lock_unlock() (Python: try/finally).
+ *
+ * Since: 0.1
  */
 typedef struct _RedisLockLocker RedisLockLocker;
 
@@ -417,16 +499,23 @@ typedef struct _RedisLockLocker RedisLockLocker;
  * Calls redis_lock_lock().
  *
  * Returns: (transfer full) (nullable): a locker, or %NULL with @error set.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT RedisLockLocker *redis_lock_locker_new (RedisLock *lock, GError **error);
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockLocker *redis_lock_locker_new (RedisLock *lock, GError **error);
 
 /**
  * redis_lock_locker_free: (skip)
  * @locker: (transfer full) (nullable): a locker
  *
  * Unlocks; a failure (for example a lost lease) is logged with g_warning().
+ *
+ * Thread safety: call it on the thread that called redis_lock_locker_new(), as a
+ * g_autoptr() scope does.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_locker_free (RedisLockLocker *locker);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_locker_free (RedisLockLocker *locker);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLock, redis_lock_unref)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockLocker, redis_lock_locker_free)

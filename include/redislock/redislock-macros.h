@@ -15,7 +15,11 @@
 /**
  * REDIS_LOCK_EXPORT:
  * Marks a public function: of libredislock, or, in redislock-test.h, of
- * libredislock-testing (a library exports the marked functions it defines).
+ * libredislock-testing (a library exports the marked functions it defines). Public
+ * declarations use the REDIS_LOCK_AVAILABLE_IN_* macros of redislock-version.h, which
+ * expand to it.
+ *
+ * Since: 0.1
  */
 #if defined(__GNUC__) || defined(__clang__)
 #define REDIS_LOCK_EXPORT __attribute__ ((visibility ("default"))) extern

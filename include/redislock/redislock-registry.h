@@ -18,6 +18,7 @@
 
 #include <glib-object.h>
 #include <redislock/redislock-macros.h>
+#include <redislock/redislock-version.h>
 
 G_BEGIN_DECLS
 
@@ -25,6 +26,8 @@ G_BEGIN_DECLS
  * RedisLockRegistry:
  *
  * Opaque, reference-counted, thread-safe registry of named locks.
+ *
+ * Since: 0.1
  */
 typedef struct _RedisLockRegistry RedisLockRegistry;
 
@@ -32,6 +35,8 @@ typedef struct _RedisLockRegistry RedisLockRegistry;
  * RedisLock:
  *
  * Opaque, reference-counted, thread-safe named lock; see redislock-lock.h.
+ *
+ * Since: 0.1
  */
 typedef struct _RedisLock RedisLock;
 
@@ -40,30 +45,42 @@ typedef struct _RedisLock RedisLock;
  *
  * The #GType of #RedisLockRegistry: a boxed type whose copy is
  * redis_lock_registry_ref() and whose free is redis_lock_registry_unref().
+ *
+ * Since: 0.1
  */
 #define REDIS_LOCK_TYPE_REGISTRY (redis_lock_registry_get_type ())
 
 /**
  * redis_lock_registry_get_type:
  *
+ * The #GType of #RedisLockRegistry, a boxed type.
+ *
  * Returns: the #GType of #RedisLockRegistry, %REDIS_LOCK_TYPE_REGISTRY.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT GType redis_lock_registry_get_type (void) G_GNUC_CONST;
+REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_registry_get_type (void) G_GNUC_CONST;
 
 /**
  * REDIS_LOCK_TYPE_LOCK:
  *
  * The #GType of #RedisLock: a boxed type whose copy is redis_lock_ref() and whose
  * free is redis_lock_unref().
+ *
+ * Since: 0.1
  */
 #define REDIS_LOCK_TYPE_LOCK (redis_lock_get_type ())
 
 /**
  * redis_lock_get_type:
  *
+ * The #GType of #RedisLock, a boxed type.
+ *
  * Returns: the #GType of #RedisLock, %REDIS_LOCK_TYPE_LOCK.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT GType redis_lock_get_type (void) G_GNUC_CONST;
+REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_get_type (void) G_GNUC_CONST;
 
 /**
  * RedisLockWaitMode:
@@ -78,6 +95,8 @@ REDIS_LOCK_EXPORT GType redis_lock_get_type (void) G_GNUC_CONST;
  * @REDIS_LOCK_WAIT_SPIN: retry every idle_between_tries_ms.
  *
  * How a thread waits for a lock that another process (or registry) holds in Redis.
+ *
+ * Since: 0.1
  */
 typedef enum
 {
@@ -89,15 +108,21 @@ typedef enum
  * REDIS_LOCK_TYPE_WAIT_MODE:
  *
  * The #GType of #RedisLockWaitMode, a #GEnum.
+ *
+ * Since: 0.1
  */
 #define REDIS_LOCK_TYPE_WAIT_MODE (redis_lock_wait_mode_get_type ())
 
 /**
  * redis_lock_wait_mode_get_type:
  *
+ * The #GType of #RedisLockWaitMode, a #GEnum.
+ *
  * Returns: the #GType of #RedisLockWaitMode, %REDIS_LOCK_TYPE_WAIT_MODE.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT GType redis_lock_wait_mode_get_type (void) G_GNUC_CONST;
+REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_wait_mode_get_type (void) G_GNUC_CONST;
 
 /**
  * RedisLockLeaseLostFunc:
@@ -116,12 +141,16 @@ REDIS_LOCK_EXPORT GType redis_lock_wait_mode_get_type (void) G_GNUC_CONST;
  * notify runs once this call returns), signal the holder (a GCond, a pipe, a
  * GMainContext source), or log. It must not call redis_lock_unlock() (only the holding
  * thread can) nor close or unref the registry's last reference.
+ *
+ * Since: 0.1
  */
 typedef void (*RedisLockLeaseLostFunc) (RedisLock *lock, gpointer user_data);
 
 /**
  * REDIS_LOCK_NAME_MAX:
  * The longest lock name accepted, in bytes.
+ *
+ * Since: 0.1
  */
 #define REDIS_LOCK_NAME_MAX 1024
 
@@ -160,8 +189,10 @@ typedef void (*RedisLockLeaseLostFunc) (RedisLock *lock, gpointer user_data);
  * expire a lease or give it to another owner.
  *
  * Returns: (transfer full) (nullable): a new registry, or %NULL with @error set.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT RedisLockRegistry *redis_lock_registry_new (const char *url,
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockRegistry *redis_lock_registry_new (const char *url,
                                                               const char *registry_key,
                                                               GError **error);
 
@@ -197,8 +228,10 @@ REDIS_LOCK_EXPORT RedisLockRegistry *redis_lock_registry_new (const char *url,
  * Returns: (transfer full) (nullable): a new registry, or %NULL with @error set:
  * %REDIS_LOCK_ERROR_CONNECTION when fewer than a majority of the nodes can be reached,
  * %REDIS_LOCK_ERROR_INVALID for a bad URL or key (as redis_lock_registry_new()).
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT RedisLockRegistry *redis_lock_registry_new_quorum (const char *const *urls,
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockRegistry *redis_lock_registry_new_quorum (const char *const *urls,
                                                                      const char *registry_key,
                                                                      GError **error);
 
@@ -210,8 +243,10 @@ REDIS_LOCK_EXPORT RedisLockRegistry *redis_lock_registry_new_quorum (const char 
  * %REDIS_LOCK_TYPE_REGISTRY.
  *
  * Returns: (transfer full): @registry, with one more reference.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT RedisLockRegistry *redis_lock_registry_ref (RedisLockRegistry *registry);
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockRegistry *redis_lock_registry_ref (RedisLockRegistry *registry);
 
 /**
  * redis_lock_registry_unref: (skip)
@@ -220,8 +255,13 @@ REDIS_LOCK_EXPORT RedisLockRegistry *redis_lock_registry_ref (RedisLockRegistry 
  * Drops a reference. The last one closes the registry (see redis_lock_registry_close())
  * and frees it. Every #RedisLock obtained from the registry keeps a reference to it
  * while the lock is referenced. Not introspected, as redis_lock_registry_ref().
+ *
+ * Thread safety: any thread may drop its own reference; no thread may use the
+ * registry after the last one is dropped.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_registry_unref (RedisLockRegistry *registry);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_unref (RedisLockRegistry *registry);
 
 /**
  * redis_lock_registry_close:
@@ -235,8 +275,10 @@ REDIS_LOCK_EXPORT void redis_lock_registry_unref (RedisLockRegistry *registry);
  * called: the registry is closing). Later calls on the registry or its locks fail with
  * %REDIS_LOCK_ERROR_CLOSED, including redis_lock_unlock() by a thread that still held a
  * lock (its local hold is dropped). Idempotent.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_registry_close (RedisLockRegistry *registry);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_close (RedisLockRegistry *registry);
 
 /**
  * redis_lock_registry_set_expire_after_ms:
@@ -244,8 +286,10 @@ REDIS_LOCK_EXPORT void redis_lock_registry_close (RedisLockRegistry *registry);
  * @ms: lease TTL in milliseconds, > 0 (default 60000)
  *
  * Sets the TTL of leases acquired afterwards without an explicit TTL.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_registry_set_expire_after_ms (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_expire_after_ms (RedisLockRegistry *registry,
                                                                 gint64 ms);
 
 /**
@@ -255,8 +299,10 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_expire_after_ms (RedisLockRegistr
  * Gets the TTL given to leases acquired without an explicit one.
  *
  * Returns: the registry's lease TTL in milliseconds.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gint64 redis_lock_registry_get_expire_after_ms (RedisLockRegistry *registry);
+REDIS_LOCK_AVAILABLE_IN_0_1 gint64 redis_lock_registry_get_expire_after_ms (RedisLockRegistry *registry);
 
 /**
  * redis_lock_registry_set_wait_mode:
@@ -265,8 +311,10 @@ REDIS_LOCK_EXPORT gint64 redis_lock_registry_get_expire_after_ms (RedisLockRegis
  *
  * Sets how a thread waits for a lock held elsewhere: woken by the unlock notification,
  * or retrying at intervals (see #RedisLockWaitMode).
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_registry_set_wait_mode (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_wait_mode (RedisLockRegistry *registry,
                                                           RedisLockWaitMode mode);
 
 /**
@@ -277,8 +325,10 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_wait_mode (RedisLockRegistry *reg
  *
  * Sets how long a waiter sleeps between two attempts when it is not woken by a
  * notification.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_registry_set_idle_between_tries_ms (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_idle_between_tries_ms (RedisLockRegistry *registry,
                                                                       gint64 ms);
 
 /**
@@ -290,8 +340,10 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_idle_between_tries_ms (RedisLockR
  * pipelined batch per tick, at a third of the shortest held TTL, and reports leases it
  * finds lost (see redis_lock_registry_set_lease_lost_callback()). With it off, a lease
  * simply expires after its TTL and the holder learns it from redis_lock_unlock().
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_registry_set_watchdog (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_watchdog (RedisLockRegistry *registry,
                                                          gboolean enabled);
 
 /**
@@ -320,8 +372,10 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_watchdog (RedisLockRegistry *regi
  * The local mutex is not strictly fair: a thread that unlocks and at once locks again
  * may take it back before the woken waiter runs (no context switch), at most a few
  * times in a row while others wait.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_registry_set_max_local_handoffs (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_max_local_handoffs (RedisLockRegistry *registry,
                                                                    guint max);
 
 /**
@@ -331,8 +385,10 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_max_local_handoffs (RedisLockRegi
  *
  * When an obtain would exceed the capacity, the least recently used idle locks (no
  * reference, holder or waiter) are dropped, just enough to fit.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_registry_set_cache_capacity (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_cache_capacity (RedisLockRegistry *registry,
                                                                guint capacity);
 
 /**
@@ -342,8 +398,10 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_cache_capacity (RedisLockRegistry
  *
  * Sets how long connecting to a node (and the TLS handshake) may take before it fails
  * with %REDIS_LOCK_ERROR_CONNECTION.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_registry_set_connect_timeout_ms (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_connect_timeout_ms (RedisLockRegistry *registry,
                                                                    gint64 ms);
 
 /**
@@ -353,8 +411,10 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_connect_timeout_ms (RedisLockRegi
  *   takes longer fails with %REDIS_LOCK_ERROR_CONNECTION and its connection is dropped.
  *
  * Sets how long one command may wait for its reply.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_registry_set_command_timeout_ms (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_command_timeout_ms (RedisLockRegistry *registry,
                                                                    gint64 ms);
 
 /**
@@ -368,8 +428,10 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_command_timeout_ms (RedisLockRegi
  * and how long a renewal or release waits for the nodes beyond a majority. Keep it
  * well below the TTL: the time an acquisition takes is subtracted from its validity.
  * No effect on other registries.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_registry_set_quorum_node_timeout_ms (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_quorum_node_timeout_ms (RedisLockRegistry *registry,
                                                                        gint64 ms);
 
 /**
@@ -394,8 +456,10 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_quorum_node_timeout_ms (RedisLock
  * acknowledged may still lose the election to one that did not. On a Cluster, each
  * key's own master and replicas are asked. The `memory://` store has no replicas:
  * with @n > 0 every acquisition there fails with %REDIS_LOCK_ERROR_NOT_REPLICATED.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_registry_set_min_replicas (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_min_replicas (RedisLockRegistry *registry,
                                                              guint n,
                                                              gint64 timeout_ms);
 
@@ -422,15 +486,17 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_min_replicas (RedisLockRegistry *
  * as its notification and as the change); keys nobody waits for cost nothing. On the
  * cross-process hand-off that measured about 5 % on the p50 and 9 % on the ratio to
  * the raw floor, within a noisy machine's spread, which is why it is off by default
- * (see README, "Performance"). It works on a single server and a Sentinel
+ * (see docs/performance.md). It works on a single server and a Sentinel
  * master; a Cluster registry ignores it (one subscriber would hear of one master's
  * keys only), and waits for several locks at once (redis_lock_try_lock_all()) and
  * those of a quorum registry are woken by notifications and TTLs only. A user that
  * may not run `CLIENT` or subscribe to `__redis__:invalidate` gets one warning and
  * waits as with it off. Changing it while notifications run sets the subscription up
  * again.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_registry_set_key_tracking (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_key_tracking (RedisLockRegistry *registry,
                                                              gboolean enabled);
 
 /**
@@ -440,8 +506,10 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_key_tracking (RedisLockRegistry *
  * Gets the key tracking setting.
  *
  * Returns: whether key tracking is on (see redis_lock_registry_set_key_tracking()).
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_registry_get_key_tracking (RedisLockRegistry *registry);
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_get_key_tracking (RedisLockRegistry *registry);
 
 /**
  * redis_lock_registry_set_legacy_spring_channel:
@@ -461,8 +529,10 @@ REDIS_LOCK_EXPORT gboolean redis_lock_registry_get_key_tracking (RedisLockRegist
  * release. A Redis user needs permission on that channel as well (ACL
  * `&registry_key-channel*` covers both); one that lacks it still releases, and its
  * subscriber goes without the older channel. No effect on a `memory://` registry.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_registry_set_legacy_spring_channel (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_legacy_spring_channel (RedisLockRegistry *registry,
                                                                       gboolean enabled);
 
 /**
@@ -501,8 +571,10 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_legacy_spring_channel (RedisLockR
  * library sends exactly what it sends without this feature (no counter key). Applies
  * to acquisitions that start afterwards: a lease held or handed over when it changes
  * keeps the token it was taken with (0 when none).
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_registry_set_fencing (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_fencing (RedisLockRegistry *registry,
                                                         gboolean enabled);
 
 /**
@@ -513,8 +585,10 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_fencing (RedisLockRegistry *regis
  *
  * Returns: whether acquisitions take a fencing token (see
  *   redis_lock_registry_set_fencing()).
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_registry_get_fencing (RedisLockRegistry *registry);
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_get_fencing (RedisLockRegistry *registry);
 
 /**
  * redis_lock_registry_get_last_fencing_token:
@@ -531,8 +605,10 @@ REDIS_LOCK_EXPORT gboolean redis_lock_registry_get_fencing (RedisLockRegistry *r
  * Returns: %TRUE when the counter exists; %FALSE without an error when no fenced
  *   acquisition of @name ever happened; %FALSE with @error on failure
  *   (%REDIS_LOCK_ERROR_INVALID for a bad name, or one that cannot be fenced).
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_registry_get_last_fencing_token (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_get_last_fencing_token (RedisLockRegistry *registry,
                                                                        const char *name,
                                                                        guint64 *token,
                                                                        GError **error);
@@ -552,8 +628,13 @@ REDIS_LOCK_EXPORT gboolean redis_lock_registry_get_last_fencing_token (RedisLock
  * redis_lock_get_lease_cancellable() is cancelled before @func is called. A call in
  * flight when the callback is replaced finishes with the old function, and the old
  * @destroy runs after it returns.
+ *
+ * Thread safety: the callback runs on the registry's watchdog thread, not on the
+ * thread that set it.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_registry_set_lease_lost_callback (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_lease_lost_callback (RedisLockRegistry *registry,
                                                                     RedisLockLeaseLostFunc func,
                                                                     gpointer user_data,
                                                                     GDestroyNotify destroy);
@@ -569,8 +650,10 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_lease_lost_callback (RedisLockReg
  * reaches Redis late can never act on a later hold of the same registry.
  *
  * Returns: (transfer none): the client id, valid while @registry is referenced.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT const char *redis_lock_registry_get_client_id (RedisLockRegistry *registry);
+REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_registry_get_client_id (RedisLockRegistry *registry);
 
 /**
  * redis_lock_registry_get_registry_key:
@@ -580,8 +663,10 @@ REDIS_LOCK_EXPORT const char *redis_lock_registry_get_client_id (RedisLockRegist
  * `registry_key:name`.
  *
  * Returns: (transfer none): the registry key given to redis_lock_registry_new().
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT const char *redis_lock_registry_get_registry_key (RedisLockRegistry *registry);
+REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_registry_get_registry_key (RedisLockRegistry *registry);
 
 /**
  * redis_lock_registry_get_cache_size:
@@ -591,8 +676,10 @@ REDIS_LOCK_EXPORT const char *redis_lock_registry_get_registry_key (RedisLockReg
  * redis_lock_registry_set_cache_capacity()).
  *
  * Returns: how many lock objects are cached now.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT guint redis_lock_registry_get_cache_size (RedisLockRegistry *registry);
+REDIS_LOCK_AVAILABLE_IN_0_1 guint redis_lock_registry_get_cache_size (RedisLockRegistry *registry);
 
 /**
  * redis_lock_registry_expire_unused_older_than:
@@ -603,8 +690,10 @@ REDIS_LOCK_EXPORT guint redis_lock_registry_get_cache_size (RedisLockRegistry *r
  * (obtain, acquisition or release) is at least @age_ms ago.
  *
  * Returns: how many locks were dropped.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT guint redis_lock_registry_expire_unused_older_than (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 guint redis_lock_registry_expire_unused_older_than (RedisLockRegistry *registry,
                                                                       gint64 age_ms);
 
 /**
@@ -622,8 +711,10 @@ REDIS_LOCK_EXPORT guint redis_lock_registry_expire_unused_older_than (RedisLockR
  * A successful renew makes @ttl_ms the TTL the watchdog keeps renewing with.
  *
  * Returns: %TRUE when the lease was extended.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_registry_renew (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_renew (RedisLockRegistry *registry,
                                                       const char *name,
                                                       gint64 ttl_ms,
                                                       GError **error);
@@ -648,8 +739,10 @@ REDIS_LOCK_EXPORT gboolean redis_lock_registry_renew (RedisLockRegistry *registr
  *   %FALSE with @error (%REDIS_LOCK_ERROR_INVALID for a bad name,
  *   %REDIS_LOCK_ERROR_CONNECTION, %REDIS_LOCK_ERROR_REDIS, %REDIS_LOCK_ERROR_CLOSED,
  *   %REDIS_LOCK_ERROR_FORKED) on failure.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_registry_force_unlock (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_force_unlock (RedisLockRegistry *registry,
                                                              const char *name,
                                                              GError **error);
 
@@ -692,6 +785,8 @@ REDIS_LOCK_EXPORT gboolean redis_lock_registry_force_unlock (RedisLockRegistry *
  * Counters of what a registry sent and saw since it was created, for tests,
  * benchmarks and monitoring. Each counter is read atomically; the set is not a
  * consistent snapshot.
+ *
+ * Since: 0.1
  */
 typedef struct
 {
@@ -721,15 +816,21 @@ typedef struct
  *
  * The #GType of #RedisLockRegistryStats: a boxed type copied by value and freed with
  * g_free().
+ *
+ * Since: 0.1
  */
 #define REDIS_LOCK_TYPE_REGISTRY_STATS (redis_lock_registry_stats_get_type ())
 
 /**
  * redis_lock_registry_stats_get_type:
  *
+ * The #GType of #RedisLockRegistryStats, a boxed type.
+ *
  * Returns: the #GType of #RedisLockRegistryStats, %REDIS_LOCK_TYPE_REGISTRY_STATS.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT GType redis_lock_registry_stats_get_type (void) G_GNUC_CONST;
+REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_registry_stats_get_type (void) G_GNUC_CONST;
 
 /**
  * RedisLockLeaseInfo:
@@ -740,6 +841,8 @@ REDIS_LOCK_EXPORT GType redis_lock_registry_stats_get_type (void) G_GNUC_CONST;
  *
  * A lease as the store holds it, whoever its holder, seen by
  * redis_lock_registry_get_lease_info() and redis_lock_registry_list_leases().
+ *
+ * Since: 0.1
  */
 typedef struct
 {
@@ -753,23 +856,31 @@ typedef struct
  *
  * The #GType of #RedisLockLeaseInfo: a boxed type copied with its strings and freed
  * with redis_lock_lease_info_free().
+ *
+ * Since: 0.1
  */
 #define REDIS_LOCK_TYPE_LEASE_INFO (redis_lock_lease_info_get_type ())
 
 /**
  * redis_lock_lease_info_get_type:
  *
+ * The #GType of #RedisLockLeaseInfo, a boxed type.
+ *
  * Returns: the #GType of #RedisLockLeaseInfo, %REDIS_LOCK_TYPE_LEASE_INFO.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT GType redis_lock_lease_info_get_type (void) G_GNUC_CONST;
+REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_lease_info_get_type (void) G_GNUC_CONST;
 
 /**
  * redis_lock_lease_info_free:
  * @info: (transfer full) (nullable): a lease info
  *
  * Frees @info and its strings.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_lease_info_free (RedisLockLeaseInfo *info);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_lease_info_free (RedisLockLeaseInfo *info);
 
 /**
  * redis_lock_registry_get_lease_info:
@@ -785,8 +896,10 @@ REDIS_LOCK_EXPORT void redis_lock_lease_info_free (RedisLockLeaseInfo *info);
  * Returns: (transfer full) (nullable): the lease, free with
  *   redis_lock_lease_info_free(); %NULL without an error when the lock is free;
  *   %NULL with @error on failure (%REDIS_LOCK_ERROR_INVALID for a bad name).
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT RedisLockLeaseInfo *redis_lock_registry_get_lease_info (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockLeaseInfo *redis_lock_registry_get_lease_info (RedisLockRegistry *registry,
                                                                          const char *name,
                                                                          GError **error);
 
@@ -807,8 +920,10 @@ REDIS_LOCK_EXPORT RedisLockLeaseInfo *redis_lock_registry_get_lease_info (RedisL
  *   leases in no particular order, an array that frees its elements (so the caller
  *   owns the array only, and frees it with g_ptr_array_unref()); %NULL with @error on
  *   failure.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT GPtrArray *redis_lock_registry_list_leases (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 GPtrArray *redis_lock_registry_list_leases (RedisLockRegistry *registry,
                                                              GError **error);
 
 /**
@@ -817,8 +932,10 @@ REDIS_LOCK_EXPORT GPtrArray *redis_lock_registry_list_leases (RedisLockRegistry 
  * @stats: (out caller-allocates): filled with the registry's counters
  *
  * Copies the registry's counters (see #RedisLockRegistryStats) into @stats.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_registry_get_stats (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_get_stats (RedisLockRegistry *registry,
                                                       RedisLockRegistryStats *stats);
 
 /**
@@ -835,8 +952,10 @@ REDIS_LOCK_EXPORT void redis_lock_registry_get_stats (RedisLockRegistry *registr
  *
  * Returns: (transfer full) (nullable): a new reference to the lock; release it with
  *   redis_lock_unref().
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT RedisLock *redis_lock_registry_obtain (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLock *redis_lock_registry_obtain (RedisLockRegistry *registry,
                                                          const char *name,
                                                          GError **error);
 

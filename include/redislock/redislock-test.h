@@ -26,6 +26,7 @@
 
 #define __REDIS_LOCK_H_INSIDE__
 #include <redislock/redislock-macros.h>
+#include <redislock/redislock-version.h>
 #undef __REDIS_LOCK_H_INSIDE__
 
 #include <glib-object.h>
@@ -37,6 +38,8 @@ G_BEGIN_DECLS
  *
  * Opaque handle on a private redis-server process. Not thread-safe: drive it from one
  * thread (the test's main thread).
+ *
+ * Since: 0.1
  */
 typedef struct _RedisLockTestServer RedisLockTestServer;
 
@@ -45,15 +48,21 @@ typedef struct _RedisLockTestServer RedisLockTestServer;
  *
  * The #GType of #RedisLockTestServer: a boxed type whose copy is
  * redis_lock_test_server_ref() and whose free is redis_lock_test_server_free().
+ *
+ * Since: 0.1
  */
 #define REDIS_LOCK_TYPE_TEST_SERVER (redis_lock_test_server_get_type ())
 
 /**
  * redis_lock_test_server_get_type:
  *
+ * The #GType of #RedisLockTestServer, a boxed type.
+ *
  * Returns: the #GType of #RedisLockTestServer, %REDIS_LOCK_TYPE_TEST_SERVER.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT GType redis_lock_test_server_get_type (void) G_GNUC_CONST;
+REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_test_server_get_type (void) G_GNUC_CONST;
 
 /**
  * redis_lock_test_server_new:
@@ -67,8 +76,10 @@ REDIS_LOCK_EXPORT GType redis_lock_test_server_get_type (void) G_GNUC_CONST;
  * start.
  *
  * Returns: (transfer full) (nullable): the running server.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT RedisLockTestServer *redis_lock_test_server_new (const char *const *config_lines,
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockTestServer *redis_lock_test_server_new (const char *const *config_lines,
                                                                    GError **error);
 
 /**
@@ -82,8 +93,10 @@ REDIS_LOCK_EXPORT RedisLockTestServer *redis_lock_test_server_new (const char *c
  * redis_lock_test_server_new() and skip on %G_IO_ERROR_NOT_FOUND.
  *
  * Returns: (transfer full) (nullable): the running server, or %NULL when skipped.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT RedisLockTestServer *redis_lock_test_server_new_or_skip (const char *const *config_lines);
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockTestServer *redis_lock_test_server_new_or_skip (const char *const *config_lines);
 
 /**
  * RedisLockTestTlsFlags:
@@ -95,6 +108,8 @@ REDIS_LOCK_EXPORT RedisLockTestServer *redis_lock_test_server_new_or_skip (const
  *   from two days ago until a day ago), so verifying it fails for that reason alone
  *
  * How redis_lock_test_server_new_tls() sets up its TLS port.
+ *
+ * Since: 0.1
  */
 typedef enum
 {
@@ -107,15 +122,21 @@ typedef enum
  * REDIS_LOCK_TYPE_TEST_TLS_FLAGS:
  *
  * The #GType of #RedisLockTestTlsFlags, a #GFlags.
+ *
+ * Since: 0.1
  */
 #define REDIS_LOCK_TYPE_TEST_TLS_FLAGS (redis_lock_test_tls_flags_get_type ())
 
 /**
  * redis_lock_test_tls_flags_get_type:
  *
+ * The #GType of #RedisLockTestTlsFlags, a #GFlags.
+ *
  * Returns: the #GType of #RedisLockTestTlsFlags, %REDIS_LOCK_TYPE_TEST_TLS_FLAGS.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT GType redis_lock_test_tls_flags_get_type (void) G_GNUC_CONST;
+REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_test_tls_flags_get_type (void) G_GNUC_CONST;
 
 /**
  * RedisLockTestTlsFile:
@@ -128,6 +149,8 @@ REDIS_LOCK_EXPORT GType redis_lock_test_tls_flags_get_type (void) G_GNUC_CONST;
  *
  * The PEM files of a TLS server that a test may hand to a client, for
  * redis_lock_test_server_get_tls_file(). Keys are EC P-256, unencrypted.
+ *
+ * Since: 0.1
  */
 typedef enum
 {
@@ -141,15 +164,21 @@ typedef enum
  * REDIS_LOCK_TYPE_TEST_TLS_FILE:
  *
  * The #GType of #RedisLockTestTlsFile, a #GEnum.
+ *
+ * Since: 0.1
  */
 #define REDIS_LOCK_TYPE_TEST_TLS_FILE (redis_lock_test_tls_file_get_type ())
 
 /**
  * redis_lock_test_tls_file_get_type:
  *
+ * The #GType of #RedisLockTestTlsFile, a #GEnum.
+ *
  * Returns: the #GType of #RedisLockTestTlsFile, %REDIS_LOCK_TYPE_TEST_TLS_FILE.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT GType redis_lock_test_tls_file_get_type (void) G_GNUC_CONST;
+REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_test_tls_file_get_type (void) G_GNUC_CONST;
 
 /**
  * redis_lock_test_server_new_tls:
@@ -173,8 +202,10 @@ REDIS_LOCK_EXPORT GType redis_lock_test_tls_file_get_type (void) G_GNUC_CONST;
  * cannot be made or the server does not start.
  *
  * Returns: (transfer full) (nullable): the running server.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT RedisLockTestServer *redis_lock_test_server_new_tls (RedisLockTestTlsFlags flags,
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockTestServer *redis_lock_test_server_new_tls (RedisLockTestTlsFlags flags,
                                                                        const char *const *config_lines,
                                                                        GError **error);
 
@@ -189,8 +220,10 @@ REDIS_LOCK_EXPORT RedisLockTestServer *redis_lock_test_server_new_tls (RedisLock
  * redis_lock_test_server_new_or_skip().
  *
  * Returns: (transfer full) (nullable): the running server, or %NULL when skipped.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT RedisLockTestServer *
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockTestServer *
 redis_lock_test_server_new_tls_or_skip (RedisLockTestTlsFlags flags, const char *const *config_lines);
 
 /**
@@ -204,46 +237,65 @@ redis_lock_test_server_new_tls_or_skip (RedisLockTestTlsFlags flags, const char 
  * Returns: (transfer none): a `unix://` URL for redis_lock_registry_new(), or a
  *   `rediss://` one for a TLS server, with the password when one was configured with
  *   `requirepass`.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT const char *redis_lock_test_server_get_url (RedisLockTestServer *server);
+REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_test_server_get_url (RedisLockTestServer *server);
 
 /**
  * redis_lock_test_server_get_socket_path:
  * @server: a server
  *
+ * The Unix socket the server listens on, for a `unix://` URL.
+ *
  * Returns: (transfer none): the path of the server's Unix socket.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT const char *redis_lock_test_server_get_socket_path (RedisLockTestServer *server);
+REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_test_server_get_socket_path (RedisLockTestServer *server);
 
 /**
  * redis_lock_test_server_get_port:
  * @server: a server
  *
+ * The TCP port of the server, for a `redis://` or `rediss://` URL.
+ *
  * Returns: the TCP port the server listens on at 127.0.0.1 (for a TLS server, its TLS
  *   port; it keeps it across a stop and a start), or 0 when it has none (a server of
  *   redis_lock_test_server_new() listens on its Unix socket only).
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT int redis_lock_test_server_get_port (RedisLockTestServer *server);
+REDIS_LOCK_AVAILABLE_IN_0_1 int redis_lock_test_server_get_port (RedisLockTestServer *server);
 
 /**
  * redis_lock_test_server_get_tls_file:
  * @server: a server
  * @file: which file
  *
+ * One of the certificate and key files made for a TLS server, for the
+ * `ca=`, `cert=` and `key=` parameters of a `rediss://` URL.
+ *
  * Returns: (transfer none) (nullable): the absolute path of that PEM file of a TLS
  *   server, in its temporary directory (removed on free), or %NULL for a server of
  *   redis_lock_test_server_new().
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT const char *redis_lock_test_server_get_tls_file (RedisLockTestServer *server,
+REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_test_server_get_tls_file (RedisLockTestServer *server,
                                                                    RedisLockTestTlsFile file);
 
 /**
  * redis_lock_test_server_get_pid:
  * @server: a server
  *
+ * The process id of the redis-server, to signal it from a test.
+ *
  * Returns: the process id of the running server, or 0 when stopped.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT GPid redis_lock_test_server_get_pid (RedisLockTestServer *server);
+REDIS_LOCK_AVAILABLE_IN_0_1 GPid redis_lock_test_server_get_pid (RedisLockTestServer *server);
 
 /**
  * redis_lock_test_server_stop:
@@ -251,8 +303,10 @@ REDIS_LOCK_EXPORT GPid redis_lock_test_server_get_pid (RedisLockTestServer *serv
  *
  * Kills the server (SIGKILL, as a crash would) and waits for it to exit. Every key is
  * lost: persistence is off. No-op when already stopped.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_test_server_stop (RedisLockTestServer *server);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_server_stop (RedisLockTestServer *server);
 
 /**
  * redis_lock_test_server_start:
@@ -264,24 +318,30 @@ REDIS_LOCK_EXPORT void redis_lock_test_server_stop (RedisLockTestServer *server)
  * holds the port).
  *
  * Returns: %TRUE when it runs.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_test_server_start (RedisLockTestServer *server, GError **error);
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_test_server_start (RedisLockTestServer *server, GError **error);
 
 /**
  * redis_lock_test_server_pause:
  * @server: a running server
  *
  * Freezes the server with SIGSTOP: connections stay open, nothing is answered.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_test_server_pause (RedisLockTestServer *server);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_server_pause (RedisLockTestServer *server);
 
 /**
  * redis_lock_test_server_resume:
  * @server: a paused server
  *
  * Resumes a paused server with SIGCONT.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_test_server_resume (RedisLockTestServer *server);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_server_resume (RedisLockTestServer *server);
 
 /**
  * redis_lock_test_server_ref:
@@ -291,8 +351,10 @@ REDIS_LOCK_EXPORT void redis_lock_test_server_resume (RedisLockTestServer *serve
  * holding its handle, for one). redis_lock_test_server_free() drops a reference.
  *
  * Returns: (transfer full): @server, with one more reference.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT RedisLockTestServer *redis_lock_test_server_ref (RedisLockTestServer *server);
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockTestServer *redis_lock_test_server_ref (RedisLockTestServer *server);
 
 /**
  * redis_lock_test_server_free:
@@ -300,8 +362,10 @@ REDIS_LOCK_EXPORT RedisLockTestServer *redis_lock_test_server_ref (RedisLockTest
  *
  * Drops a reference (a server starts with one); the last one stops the server if it
  * runs and removes its temporary directory.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_test_server_free (RedisLockTestServer *server);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_server_free (RedisLockTestServer *server);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockTestServer, redis_lock_test_server_free)
 
@@ -316,6 +380,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockTestServer, redis_lock_test_server_free)
  * failover a former replica may own slots: ask redis_lock_test_cluster_get_slot_owner().
  * Not thread-safe: drive it from one thread. Not introspected: it is not reference-counted
  * (no boxed type), so a binding could not free it; multi-node tests are C programs.
+ *
+ * Since: 0.1
  */
 typedef struct _RedisLockTestCluster RedisLockTestCluster;
 
@@ -335,8 +401,10 @@ typedef struct _RedisLockTestCluster RedisLockTestCluster;
  * %G_IO_ERROR_FAILED when the cluster does not form.
  *
  * Returns: (transfer full) (nullable): the running cluster.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT RedisLockTestCluster *redis_lock_test_cluster_new (guint n_masters,
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockTestCluster *redis_lock_test_cluster_new (guint n_masters,
                                                                      guint replicas_per_master,
                                                                      GError **error);
 
@@ -348,35 +416,49 @@ REDIS_LOCK_EXPORT RedisLockTestCluster *redis_lock_test_cluster_new (guint n_mas
  * As redis_lock_test_server_new_or_skip(), for a cluster.
  *
  * Returns: (transfer full) (nullable): the cluster, or %NULL when skipped.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT RedisLockTestCluster *redis_lock_test_cluster_new_or_skip (guint n_masters,
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockTestCluster *redis_lock_test_cluster_new_or_skip (guint n_masters,
                                                                              guint replicas_per_master);
 
 /**
  * redis_lock_test_cluster_get_url:
  * @cluster: a cluster
  *
+ * The URL a registry connects to the cluster with.
+ *
  * Returns: (transfer none): `redis-cluster://127.0.0.1:PORT,…` listing every node as
  *   a seed.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT const char *redis_lock_test_cluster_get_url (RedisLockTestCluster *cluster);
+REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_test_cluster_get_url (RedisLockTestCluster *cluster);
 
 /**
  * redis_lock_test_cluster_get_n_nodes:
  * @cluster: a cluster
  *
+ * How many nodes the cluster has.
+ *
  * Returns: the number of nodes, masters and replicas.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT guint redis_lock_test_cluster_get_n_nodes (RedisLockTestCluster *cluster);
+REDIS_LOCK_AVAILABLE_IN_0_1 guint redis_lock_test_cluster_get_n_nodes (RedisLockTestCluster *cluster);
 
 /**
  * redis_lock_test_cluster_get_node_url:
  * @cluster: a cluster
  * @node: a node number
  *
+ * The URL of one node, to talk to it alone.
+ *
  * Returns: (transfer none): `redis://127.0.0.1:PORT` of that one node.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT const char *redis_lock_test_cluster_get_node_url (RedisLockTestCluster *cluster,
+REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_test_cluster_get_node_url (RedisLockTestCluster *cluster,
                                                                     guint node);
 
 /**
@@ -384,27 +466,40 @@ REDIS_LOCK_EXPORT const char *redis_lock_test_cluster_get_node_url (RedisLockTes
  * @cluster: a cluster
  * @node: a node number
  *
+ * The TCP port of one node.
+ *
  * Returns: the node's TCP port on 127.0.0.1.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT int redis_lock_test_cluster_get_port (RedisLockTestCluster *cluster, guint node);
+REDIS_LOCK_AVAILABLE_IN_0_1 int redis_lock_test_cluster_get_port (RedisLockTestCluster *cluster, guint node);
 
 /**
  * redis_lock_test_cluster_get_pid:
  * @cluster: a cluster
  * @node: a node number
  *
+ * The process id of one node, to signal it from a test.
+ *
  * Returns: the node's process id, or 0 when it is stopped.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT GPid redis_lock_test_cluster_get_pid (RedisLockTestCluster *cluster, guint node);
+REDIS_LOCK_AVAILABLE_IN_0_1 GPid redis_lock_test_cluster_get_pid (RedisLockTestCluster *cluster, guint node);
 
 /**
  * redis_lock_test_cluster_key_slot:
  * @key: a key
  *
+ * The hash slot of a key, computed here as Redis Cluster does, to pick keys on
+ * given slots.
+ *
  * Returns: the slot of @key (CRC16 of the key or of its `{hash tag}`, mod 16384), as
  *   `CLUSTER KEYSLOT` answers it.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT guint redis_lock_test_cluster_key_slot (const char *key);
+REDIS_LOCK_AVAILABLE_IN_0_1 guint redis_lock_test_cluster_key_slot (const char *key);
 
 /**
  * redis_lock_test_cluster_get_slot_owner:
@@ -416,8 +511,10 @@ REDIS_LOCK_EXPORT guint redis_lock_test_cluster_key_slot (const char *key);
  * heard of it yet.
  *
  * Returns: the owner's node number, or -1 when no running node knows one.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT int redis_lock_test_cluster_get_slot_owner (RedisLockTestCluster *cluster,
+REDIS_LOCK_AVAILABLE_IN_0_1 int redis_lock_test_cluster_get_slot_owner (RedisLockTestCluster *cluster,
                                                              guint slot);
 
 /**
@@ -433,8 +530,10 @@ REDIS_LOCK_EXPORT int redis_lock_test_cluster_get_slot_owner (RedisLockTestClust
  * migrate_slot_finish(); a no-op when @to_node owns the slot already.
  *
  * Returns: %TRUE when @to_node owns the slot on every running master.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_test_cluster_migrate_slot (RedisLockTestCluster *cluster,
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_test_cluster_migrate_slot (RedisLockTestCluster *cluster,
                                                                  guint slot, guint to_node,
                                                                  GError **error);
 
@@ -450,8 +549,10 @@ REDIS_LOCK_EXPORT gboolean redis_lock_test_cluster_migrate_slot (RedisLockTestCl
  * owner no longer has is answered `ASK`.
  *
  * Returns: %TRUE on success.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_test_cluster_migrate_slot_begin (RedisLockTestCluster *cluster,
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_test_cluster_migrate_slot_begin (RedisLockTestCluster *cluster,
                                                                        guint slot, guint to_node,
                                                                        GError **error);
 
@@ -465,8 +566,10 @@ REDIS_LOCK_EXPORT gboolean redis_lock_test_cluster_migrate_slot_begin (RedisLock
  * key does not exist).
  *
  * Returns: %TRUE on success.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_test_cluster_migrate_key (RedisLockTestCluster *cluster,
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_test_cluster_migrate_key (RedisLockTestCluster *cluster,
                                                                 const char *key, GError **error);
 
 /**
@@ -481,8 +584,10 @@ REDIS_LOCK_EXPORT gboolean redis_lock_test_cluster_migrate_key (RedisLockTestClu
  * Returns: %TRUE when the importing node owns the slot on every running master and
  *   every running node knows the same current epoch (so a later migration's epoch
  *   bump cannot lose to a late message of the former owner).
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_test_cluster_migrate_slot_finish (RedisLockTestCluster *cluster,
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_test_cluster_migrate_slot_finish (RedisLockTestCluster *cluster,
                                                                         guint slot, GError **error);
 
 /**
@@ -491,8 +596,10 @@ REDIS_LOCK_EXPORT gboolean redis_lock_test_cluster_migrate_slot_finish (RedisLoc
  * @node: a node number
  *
  * Kills the node (SIGKILL) and waits for it to exit. No-op when stopped.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_test_cluster_stop_node (RedisLockTestCluster *cluster, guint node);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_cluster_stop_node (RedisLockTestCluster *cluster, guint node);
 
 /**
  * redis_lock_test_cluster_start_node:
@@ -504,8 +611,10 @@ REDIS_LOCK_EXPORT void redis_lock_test_cluster_stop_node (RedisLockTestCluster *
  * cluster, as a replica if it was failed over) and waits until it answers PING.
  *
  * Returns: %TRUE when it runs.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_test_cluster_start_node (RedisLockTestCluster *cluster,
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_test_cluster_start_node (RedisLockTestCluster *cluster,
                                                                guint node, GError **error);
 
 /**
@@ -514,8 +623,10 @@ REDIS_LOCK_EXPORT gboolean redis_lock_test_cluster_start_node (RedisLockTestClus
  * @node: a running node
  *
  * Freezes the node with SIGSTOP.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_test_cluster_pause_node (RedisLockTestCluster *cluster, guint node);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_cluster_pause_node (RedisLockTestCluster *cluster, guint node);
 
 /**
  * redis_lock_test_cluster_resume_node:
@@ -523,8 +634,10 @@ REDIS_LOCK_EXPORT void redis_lock_test_cluster_pause_node (RedisLockTestCluster 
  * @node: a paused node
  *
  * Resumes the node with SIGCONT.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_test_cluster_resume_node (RedisLockTestCluster *cluster, guint node);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_cluster_resume_node (RedisLockTestCluster *cluster, guint node);
 
 /**
  * redis_lock_test_cluster_wait_ok:
@@ -542,8 +655,10 @@ REDIS_LOCK_EXPORT void redis_lock_test_cluster_resume_node (RedisLockTestCluster
  *
  * Returns: %TRUE when the cluster is whole again; %FALSE with %G_IO_ERROR_TIMED_OUT
  *   otherwise.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_test_cluster_wait_ok (RedisLockTestCluster *cluster,
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_test_cluster_wait_ok (RedisLockTestCluster *cluster,
                                                             gint64 timeout_ms, GError **error);
 
 /**
@@ -551,8 +666,10 @@ REDIS_LOCK_EXPORT gboolean redis_lock_test_cluster_wait_ok (RedisLockTestCluster
  * @cluster: (transfer full) (nullable): a cluster
  *
  * Stops every node and removes their temporary directories.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_test_cluster_free (RedisLockTestCluster *cluster);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_cluster_free (RedisLockTestCluster *cluster);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockTestCluster, redis_lock_test_cluster_free)
 
@@ -566,6 +683,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockTestCluster, redis_lock_test_cluster_fre
  * redis_lock_test_sentinel_get_master_name() with a quorum of one, `down-after-milliseconds 1000`
  * and `failover-timeout 5000`. Not thread-safe: drive it from one thread. Not
  * introspected, as #RedisLockTestCluster.
+ *
+ * Since: 0.1
  */
 typedef struct _RedisLockTestSentinel RedisLockTestSentinel;
 
@@ -585,8 +704,10 @@ typedef struct _RedisLockTestSentinel RedisLockTestSentinel;
  * %G_IO_ERROR_FAILED when the deployment does not come up.
  *
  * Returns: (transfer full) (nullable): the running deployment.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT RedisLockTestSentinel *redis_lock_test_sentinel_new (guint n_replicas,
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockTestSentinel *redis_lock_test_sentinel_new (guint n_replicas,
                                                                        guint n_sentinels,
                                                                        GError **error);
 
@@ -598,43 +719,61 @@ REDIS_LOCK_EXPORT RedisLockTestSentinel *redis_lock_test_sentinel_new (guint n_r
  * As redis_lock_test_server_new_or_skip(), for a Sentinel deployment.
  *
  * Returns: (transfer full) (nullable): the deployment, or %NULL when skipped.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT RedisLockTestSentinel *redis_lock_test_sentinel_new_or_skip (guint n_replicas,
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockTestSentinel *redis_lock_test_sentinel_new_or_skip (guint n_replicas,
                                                                                guint n_sentinels);
 
 /**
  * redis_lock_test_sentinel_get_url:
  * @sentinel: a deployment
  *
+ * The URL a registry connects to the deployment with, through its Sentinels.
+ *
  * Returns: (transfer none): `redis-sentinel://127.0.0.1:PORT,…#NAME` listing every
  *   Sentinel.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT const char *redis_lock_test_sentinel_get_url (RedisLockTestSentinel *sentinel);
+REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_test_sentinel_get_url (RedisLockTestSentinel *sentinel);
 
 /**
  * redis_lock_test_sentinel_get_master_name:
  * @sentinel: a deployment
  *
+ * The name of the monitored master.
+ *
  * Returns: (transfer none): the name the Sentinels know the master by.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT const char *redis_lock_test_sentinel_get_master_name (RedisLockTestSentinel *sentinel);
+REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_test_sentinel_get_master_name (RedisLockTestSentinel *sentinel);
 
 /**
  * redis_lock_test_sentinel_get_n_nodes:
  * @sentinel: a deployment
  *
+ * How many data nodes the deployment has.
+ *
  * Returns: the number of data nodes (the master and its replicas).
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT guint redis_lock_test_sentinel_get_n_nodes (RedisLockTestSentinel *sentinel);
+REDIS_LOCK_AVAILABLE_IN_0_1 guint redis_lock_test_sentinel_get_n_nodes (RedisLockTestSentinel *sentinel);
 
 /**
  * redis_lock_test_sentinel_get_node_url:
  * @sentinel: a deployment
  * @node: a data node number
  *
+ * The URL of one data node, to talk to it alone.
+ *
  * Returns: (transfer none): `redis://127.0.0.1:PORT` of that data node.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT const char *redis_lock_test_sentinel_get_node_url (RedisLockTestSentinel *sentinel,
+REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_test_sentinel_get_node_url (RedisLockTestSentinel *sentinel,
                                                                      guint node);
 
 /**
@@ -642,9 +781,13 @@ REDIS_LOCK_EXPORT const char *redis_lock_test_sentinel_get_node_url (RedisLockTe
  * @sentinel: a deployment
  * @node: a data node number
  *
+ * The process id of one data node, to signal it from a test.
+ *
  * Returns: the data node's process id, or 0 when it is stopped.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT GPid redis_lock_test_sentinel_get_pid (RedisLockTestSentinel *sentinel, guint node);
+REDIS_LOCK_AVAILABLE_IN_0_1 GPid redis_lock_test_sentinel_get_pid (RedisLockTestSentinel *sentinel, guint node);
 
 /**
  * redis_lock_test_sentinel_get_master:
@@ -655,8 +798,10 @@ REDIS_LOCK_EXPORT GPid redis_lock_test_sentinel_get_pid (RedisLockTestSentinel *
  * seconds later), the one the Sentinels name.
  *
  * Returns: its node number, or -1 when no running node says it is master.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT int redis_lock_test_sentinel_get_master (RedisLockTestSentinel *sentinel);
+REDIS_LOCK_AVAILABLE_IN_0_1 int redis_lock_test_sentinel_get_master (RedisLockTestSentinel *sentinel);
 
 /**
  * redis_lock_test_sentinel_failover:
@@ -673,8 +818,10 @@ REDIS_LOCK_EXPORT int redis_lock_test_sentinel_get_master (RedisLockTestSentinel
  *
  * Returns: the new master's node number, or -1 with @error (%G_IO_ERROR_TIMED_OUT
  *   when @timeout_ms passed, %G_IO_ERROR_INVALID_ARGUMENT without replicas).
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT int redis_lock_test_sentinel_failover (RedisLockTestSentinel *sentinel,
+REDIS_LOCK_AVAILABLE_IN_0_1 int redis_lock_test_sentinel_failover (RedisLockTestSentinel *sentinel,
                                                          gint64 timeout_ms, GError **error);
 
 /**
@@ -683,8 +830,10 @@ REDIS_LOCK_EXPORT int redis_lock_test_sentinel_failover (RedisLockTestSentinel *
  * @node: a data node number
  *
  * Kills the data node (SIGKILL) and waits for it to exit. No-op when stopped.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_test_sentinel_stop_node (RedisLockTestSentinel *sentinel, guint node);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_sentinel_stop_node (RedisLockTestSentinel *sentinel, guint node);
 
 /**
  * redis_lock_test_sentinel_start_node:
@@ -696,8 +845,10 @@ REDIS_LOCK_EXPORT void redis_lock_test_sentinel_stop_node (RedisLockTestSentinel
  * Sentinels reconfigure it as a replica when another node is master).
  *
  * Returns: %TRUE when it runs.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_test_sentinel_start_node (RedisLockTestSentinel *sentinel,
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_test_sentinel_start_node (RedisLockTestSentinel *sentinel,
                                                                 guint node, GError **error);
 
 /**
@@ -706,8 +857,10 @@ REDIS_LOCK_EXPORT gboolean redis_lock_test_sentinel_start_node (RedisLockTestSen
  * @node: a running data node
  *
  * Freezes the data node with SIGSTOP.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_test_sentinel_pause_node (RedisLockTestSentinel *sentinel, guint node);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_sentinel_pause_node (RedisLockTestSentinel *sentinel, guint node);
 
 /**
  * redis_lock_test_sentinel_resume_node:
@@ -715,8 +868,10 @@ REDIS_LOCK_EXPORT void redis_lock_test_sentinel_pause_node (RedisLockTestSentine
  * @node: a paused data node
  *
  * Resumes the data node with SIGCONT.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_test_sentinel_resume_node (RedisLockTestSentinel *sentinel, guint node);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_sentinel_resume_node (RedisLockTestSentinel *sentinel, guint node);
 
 /**
  * redis_lock_test_sentinel_stop_sentinel:
@@ -724,8 +879,10 @@ REDIS_LOCK_EXPORT void redis_lock_test_sentinel_resume_node (RedisLockTestSentin
  * @index: a Sentinel number, from 0
  *
  * Kills that Sentinel (SIGKILL) and waits for it to exit. No-op when stopped.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_test_sentinel_stop_sentinel (RedisLockTestSentinel *sentinel,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_sentinel_stop_sentinel (RedisLockTestSentinel *sentinel,
                                                                guint index);
 
 /**
@@ -733,8 +890,10 @@ REDIS_LOCK_EXPORT void redis_lock_test_sentinel_stop_sentinel (RedisLockTestSent
  * @sentinel: (transfer full) (nullable): a deployment
  *
  * Stops every process and removes their temporary directories.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_test_sentinel_free (RedisLockTestSentinel *sentinel);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_sentinel_free (RedisLockTestSentinel *sentinel);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockTestSentinel, redis_lock_test_sentinel_free)
 
@@ -751,8 +910,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockTestSentinel, redis_lock_test_sentinel_f
  *
  * Returns: %TRUE when the lease existed; %FALSE when no registry has `memory://@store_name`
  *   open or @key is absent (never taken, released or already expired).
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_memory_store_expire (const char *store_name, const char *key);
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_memory_store_expire (const char *store_name, const char *key);
 
 /**
  * redis_lock_memory_store_steal:
@@ -770,8 +931,10 @@ REDIS_LOCK_EXPORT gboolean redis_lock_memory_store_expire (const char *store_nam
  *
  * Returns: %TRUE when the lease existed and now belongs to @new_owner; %FALSE when no
  *   registry has `memory://@store_name` open or @key is absent.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gboolean redis_lock_memory_store_steal (const char *store_name,
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_memory_store_steal (const char *store_name,
                                                           const char *key,
                                                           const char *new_owner,
                                                           gint64 ttl_ms);
@@ -786,8 +949,10 @@ REDIS_LOCK_EXPORT gboolean redis_lock_memory_store_steal (const char *store_name
  * Returns: (transfer full) (nullable): the value @key holds (for a registry: its client
  *   id, ":" and the number of the acquisition), or %NULL when the
  *   key is absent or no registry has `memory://@store_name` open. Free with g_free().
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT char *redis_lock_memory_store_get_owner (const char *store_name, const char *key);
+REDIS_LOCK_AVAILABLE_IN_0_1 char *redis_lock_memory_store_get_owner (const char *store_name, const char *key);
 
 /**
  * redis_lock_memory_store_get_pttl:
@@ -798,8 +963,10 @@ REDIS_LOCK_EXPORT char *redis_lock_memory_store_get_owner (const char *store_nam
  *
  * Returns: the milliseconds left before @key expires, -1 when it never expires, -2
  *   when it is absent or no registry has `memory://@store_name` open.
+ *
+ * Since: 0.1
  */
-REDIS_LOCK_EXPORT gint64 redis_lock_memory_store_get_pttl (const char *store_name, const char *key);
+REDIS_LOCK_AVAILABLE_IN_0_1 gint64 redis_lock_memory_store_get_pttl (const char *store_name, const char *key);
 
 G_END_DECLS
 
