@@ -128,11 +128,24 @@ struct _RedisLock
                              waiting; saturates at RL_LOCAL_BARGE_MAX */
 
   guint8 cached; /* registry->cache_mutex */
+  guint8 member; /* set at creation, then read-only: RL_MEMBER_LOCK, or the kind of lease
+                    of another member of the lock family this object carries */
 
   RlLeaseFlags lease_flags; /* leases.c only */
   RlLeaseState lease;       /* leases.c only */
 
   char key_data[]; /* one allocation for the struct and its key */
+};
+
+/* What a RedisLock object stands for. A member of the lock family other than the plain
+ * lock (a semaphore's permit) carries each of its leases in a RedisLock of its own, made
+ * by rl_lock_new() and never cached, so that the lease table, the watchdog, audits and
+ * lost marking serve it unchanged; the lease-lost callback then gets NULL (the object
+ * is not the user's), and the name is logged. */
+enum
+{
+  RL_MEMBER_LOCK = 0,
+  RL_MEMBER_PERMIT = 1,
 };
 
 /* A lock's key, registry_key ":" name, is stored once, after the struct; its name is
@@ -240,9 +253,26 @@ rl_request_ran_out (gint64 bound_ms, gint64 deadline, const GError *error)
 
 /* lock.c */
 RedisLock *rl_lock_new (RedisLockRegistry *registry, const char *name);
-/* Drops a reference to the lock's memory (the cache's, or one taken with
- * g_atomic_int_inc (&lock->ref_count)); the last frees it. */
-void rl_lock_unref_memory (RedisLock *lock);
+
+/* Drops a reference to the lock's memory (the cache's, a pin of the lease table, or one
+ * taken with g_atomic_int_inc (&lock->ref_count)); the last frees it. Inline, so that the
+ * lease table, which pins locks below lock.c, can drop its references without calling
+ * up into lock.c. */
+static inline void
+rl_lock_unref_memory (RedisLock *lock)
+{
+  if (!g_atomic_int_dec_and_test (&lock->ref_count))
+    return;
+  g_clear_object (&lock->lease.cancellable);
+  if (lock->wait != NULL)
+    {
+      rl_cond_clear (&lock->wait->local);
+      rl_cond_clear (&lock->wait->notify);
+      g_free (lock->wait);
+    }
+  rl_mutex_clear (&lock->m);
+  g_free (lock);
+}
 gboolean rl_lock_is_idle (RedisLock *lock);
 void rl_lock_notify (RedisLock *lock);
 void rl_lock_wake_all (RedisLock *lock);

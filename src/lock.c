@@ -84,22 +84,6 @@ rl_lock_new (RedisLockRegistry *registry, const char *name)
   return lock;
 }
 
-void
-rl_lock_unref_memory (RedisLock *lock)
-{
-  if (!g_atomic_int_dec_and_test (&lock->ref_count))
-    return;
-  g_clear_object (&lock->lease.cancellable);
-  if (lock->wait != NULL)
-    {
-      rl_cond_clear (&lock->wait->local);
-      rl_cond_clear (&lock->wait->notify);
-      g_free (lock->wait);
-    }
-  rl_mutex_clear (&lock->m);
-  g_free (lock);
-}
-
 /* Whether the cache may drop @lock: nobody references, holds or waits on it, no call
  * has its memory in hand (redis_lock_registry_renew()), and the lease table has not
  * pinned it (the watchdog's batch, the queue of losses whose callback is due: a
