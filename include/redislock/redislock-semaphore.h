@@ -92,7 +92,7 @@ REDIS_LOCK_EXPORT GType redis_permit_get_type (void) G_GNUC_CONST;
 /**
  * redis_lock_registry_obtain_semaphore:
  * @registry: a registry
- * @name: the semaphore's name, 1 to 1024 bytes, no NUL, no `{` or `}`
+ * @name: the semaphore's name, 1 to 1000 bytes, no NUL, no `{` or `}`
  * @permits: its size, 1 to %REDIS_SEMAPHORE_MAX_PERMITS, the same in every process
  * @error: return location for a #GError
  *

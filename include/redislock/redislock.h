@@ -17,6 +17,7 @@
 #include <redislock/redislock-registry.h>
 #include <redislock/redislock-lock.h>
 #include <redislock/redislock-semaphore.h>
+#include <redislock/redislock-leader.h>
 
 #undef __REDIS_LOCK_H_INSIDE__
 
