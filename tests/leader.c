@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* leader.c: tests of leader election on a lock (RedisLockLeader).
  *
- * The in-process cases run on every store but the quorum's (`/redis/...`,
- * `/memory/...`, `/cluster/...`, `/tls/...`): candidates of several registries in one
+ * The in-process cases run on every store (`/redis/...`, `/memory/...`,
+ * `/cluster/...`, `/tls/...`, `/quorum/...`): candidates of several registries in one
  * thread's main context, which the test iterates, counting the callbacks of each. One
  * candidate at most leads; stop, yield, a lost lease and a closed registry each end a
  * leadership with exactly one func (FALSE) and a cancelled cancellable. The case with
@@ -495,12 +495,12 @@ main (int argc, char **argv)
 
   g_test_init (&argc, &argv, NULL);
 
-  test_add_stores_but_quorum ("/leader/grant-and-stop", NULL, test_grant_and_stop);
-  test_add_stores_but_quorum ("/leader/failover/on-stop", NULL, test_failover_on_stop);
-  test_add_stores_but_quorum ("/leader/yield", NULL, test_yield);
-  test_add_stores_but_quorum ("/leader/lease-lost", NULL, test_lease_lost);
-  test_add_stores_but_quorum ("/leader/registry-closed", NULL, test_registry_closed);
-  test_add_stores_but_quorum ("/leader/stop-from-other-thread", NULL,
+  test_add_stores ("/leader/grant-and-stop", NULL, test_grant_and_stop);
+  test_add_stores ("/leader/failover/on-stop", NULL, test_failover_on_stop);
+  test_add_stores ("/leader/yield", NULL, test_yield);
+  test_add_stores ("/leader/lease-lost", NULL, test_lease_lost);
+  test_add_stores ("/leader/registry-closed", NULL, test_registry_closed);
+  test_add_stores ("/leader/stop-from-other-thread", NULL,
                               test_stop_from_other_thread);
   test_add_redis ("/leader/processes/one-of-three", NULL, test_processes);
   return g_test_run ();
