@@ -271,6 +271,29 @@ redis_permit_get_lease_cancellable (RedisPermit *permit)
                                     permit->lease);
 }
 
+const char *
+redis_permit_get_key (RedisPermit *permit)
+{
+  g_return_val_if_fail (permit != NULL, NULL);
+  return permit->lease->key_data;
+}
+
+char *
+redis_permit_dup_lease_value (RedisPermit *permit)
+{
+  RlLeases *leases;
+  char value[RL_LEASE_VALUE_MAX];
+  RlLeaseView view;
+
+  g_return_val_if_fail (permit != NULL, NULL);
+  leases = semaphore_registry (permit->semaphore)->leases;
+  view = rl_leases_view (leases, permit->lease);
+  if (!view.held)
+    return NULL;
+  rl_leases_value (leases, view.serial, value);
+  return g_strdup (value);
+}
+
 guint
 redis_permit_get_index (RedisPermit *permit)
 {

@@ -98,6 +98,11 @@ test_permits_count (TestFixture *fx, gconstpointer data)
   key_b = permit_key ("count", redis_permit_get_index (b));
   owner_a = test_store_get_owner (fx, key_a);
   test_assert_value_of (owner_a, fx->registry);
+  g_assert_cmpstr (redis_permit_get_key (a), ==, key_a);
+  {
+    g_autofree char *value = redis_permit_dup_lease_value (a);
+    g_assert_cmpstr (value, ==, owner_a);
+  }
   g_assert_cmpint (test_store_get_pttl (fx, key_a), >, 0);
   g_assert_cmpint (test_store_get_pttl (fx, key_a), <=, 60000);
   size = test_store_get_owner (fx, size_key);

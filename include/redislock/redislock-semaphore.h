@@ -277,6 +277,29 @@ REDIS_LOCK_EXPORT GCancellable *redis_permit_get_lease_cancellable (RedisPermit 
  */
 REDIS_LOCK_EXPORT guint redis_permit_get_index (RedisPermit *permit);
 
+/**
+ * redis_permit_get_key:
+ * @permit: a permit
+ *
+ * Returns: (transfer none): the Redis key of the permit's lease,
+ *   `registry_key:{name}:sem:INDEX`; valid until redis_permit_release().
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_EXPORT const char *redis_permit_get_key (RedisPermit *permit);
+
+/**
+ * redis_permit_dup_lease_value:
+ * @permit: a permit
+ *
+ * Returns: (transfer full) (nullable): the value the permit's key holds while it is
+ *   held: the registry's client id, `:` and the number of the acquisition; %NULL once
+ *   the registry released it (close). Free with g_free().
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_EXPORT char *redis_permit_dup_lease_value (RedisPermit *permit);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisSemaphore, redis_semaphore_unref)
 
 G_END_DECLS
