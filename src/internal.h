@@ -76,8 +76,9 @@ typedef struct
   RlCond notify;      /* notify_seq changed, cancelled, or the registry closed */
   RlYieldRecord yield; /* the yield policy's record of the holds (acquire.h) */
   GQueue queue;       /* RlLockWaiter, in order of arrival, counted in lock->waiters */
-  RlLockWaiter *sleeper;    /* the queued waiter that owns the mutex and sleeps until
-                               notify_seq moves past its seq */
+  GQueue sleepers;    /* RlLockWaiter (by their link) sleeping until notify_seq moves
+                         past their seq: the queued waiter that owns the mutex, and a
+                         semaphore's asynchronous acquisitions (semaphore-async.c) */
   gboolean queue_went_last; /* threads wait too, and the mutex last went to the queue */
 } RlLockWait;
 
@@ -88,7 +89,7 @@ typedef struct
  * lock->m held, from any thread, and must only schedule work. */
 struct _RlLockWaiter
 {
-  GList link; /* lock.c: in wait->queue */
+  GList link; /* lock.c: in wait->queue, or in wait->sleepers (never both) */
   /* The mutex is the waiter's now (@kept: with the lease handed over). */
   void (*granted) (RlLockWaiter *waiter, gboolean kept);
   /* Look again: a notification, close, or a sleep cut short. */
@@ -326,8 +327,10 @@ RlQueueTake rl_lock_take_or_queue (RedisLock *lock, gpointer thread, RlLockWaite
 /* Takes @waiter out of the queue. FALSE: it was granted the mutex meanwhile (its
  * granted() has been or is being called). */
 gboolean rl_lock_leave_queue (RedisLock *lock, RlLockWaiter *waiter);
-/* Has the owner @waiter sleep until the notification number moves past @seq (then
- * poke()); FALSE, without sleeping, when it moved already or the registry closed. */
+/* Has @waiter (the queued waiter that owns the mutex, or a waiter in no queue: a
+ * semaphore's asynchronous acquisition) sleep until the notification number moves past
+ * @seq (then poke()); FALSE, without sleeping, when it moved already or the registry
+ * closed. Several waiters may sleep at once. */
 gboolean rl_lock_sleep_queued (RedisLock *lock, RlLockWaiter *waiter, guint16 seq);
 /* Ends the sleep of @waiter, if it sleeps. */
 void rl_lock_wake_queued (RedisLock *lock, RlLockWaiter *waiter);

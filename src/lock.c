@@ -116,15 +116,18 @@ lock_wait (RedisLock *lock)
   return lock->wait;
 }
 
-/* Pokes the queued waiter that sleeps for a notification, if any. lock->m held. */
+/* Pokes the waiters that sleep for a notification, if any (each leaves the list).
+ * lock->m held. */
 static void
 wake_sleeper_locked (RedisLock *lock)
 {
-  RlLockWaiter *sleeper = lock->wait->sleeper;
+  GList *link;
 
-  lock->wait->sleeper = NULL;
-  if (sleeper != NULL)
-    sleeper->poke (sleeper);
+  while ((link = g_queue_pop_head_link (&lock->wait->sleepers)) != NULL)
+    {
+      RlLockWaiter *sleeper = link->data;
+      sleeper->poke (sleeper);
+    }
 }
 
 void
@@ -735,8 +738,11 @@ rl_lock_sleep_queued (RedisLock *lock, RlLockWaiter *waiter, guint16 seq)
 
   rl_mutex_lock (&lock->m);
   sleeps = lock->notify_seq == seq && !rl_registry_is_closed (lock->registry);
-  if (sleeps)
-    lock_wait (lock)->sleeper = waiter;
+  if (sleeps && g_queue_link_index (&lock_wait (lock)->sleepers, &waiter->link) < 0)
+    {
+      waiter->link.data = waiter;
+      g_queue_push_tail_link (&lock->wait->sleepers, &waiter->link);
+    }
   rl_mutex_unlock (&lock->m);
   return sleeps;
 }
@@ -745,8 +751,8 @@ void
 rl_lock_wake_queued (RedisLock *lock, RlLockWaiter *waiter)
 {
   rl_mutex_lock (&lock->m);
-  if (lock->wait != NULL && lock->wait->sleeper == waiter)
-    lock->wait->sleeper = NULL;
+  if (lock->wait != NULL && g_queue_link_index (&lock->wait->sleepers, &waiter->link) >= 0)
+    g_queue_unlink (&lock->wait->sleepers, &waiter->link);
   rl_mutex_unlock (&lock->m);
 }
 

@@ -16,7 +16,8 @@
  * There is no local level: threads of one process contend in the store as processes
  * do, each permit being its own lease (sharing one among threads would make a permit
  * count differently here than elsewhere). Waiting is the acquisition machine of
- * acquire.c with an attempt of its own (permit_attempt_step()); its sleeps are on the
+ * acquire.c with an attempt of its own (rl_semaphore_attempt_step(), which
+ * semaphore-async.c drives from a main context too); its sleeps are on the
  * cached lock object of the semaphore's key (the anchor), whose notification number
  * the registry bumps when any permit is released, and which close wakes. Holding a
  * reference to the anchor keeps it cached and keeps the registry alive.
@@ -476,70 +477,4 @@ redis_semaphore_get_available (RedisSemaphore *semaphore, GError **error)
                                                  semaphore->permits, &available, error))
     return 0;
   return available;
-}
-
-/* Asynchronous acquisition -------------------------------------------------------- */
-
-/* A pending redis_semaphore_acquire_async(): the blocking acquisition, run on GIO's
- * worker threads (GTask), its result delivered in the caller's main context. */
-typedef struct
-{
-  RedisSemaphore *semaphore;
-  gint64 deadline; /* the wait counts from the call, not from when a worker runs it */
-} AcquireData;
-
-static void
-acquire_data_free (gpointer data)
-{
-  AcquireData *ad = data;
-
-  redis_semaphore_unref (ad->semaphore);
-  g_free (ad);
-}
-
-static void
-acquire_in_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
-{
-  AcquireData *ad = data;
-  GError *error = NULL;
-  gint64 wait_ms = -1;
-  RedisPermit *permit;
-
-  (void) source;
-  if (ad->deadline != RL_FOREVER)
-    wait_ms = MAX (ad->deadline - g_get_monotonic_time (), 0) / 1000;
-  permit = redis_semaphore_try_acquire_for (ad->semaphore, wait_ms, cancellable, &error);
-  if (error != NULL)
-    g_task_return_error (task, error);
-  else
-    g_task_return_pointer (task, permit, (GDestroyNotify) rl_permit_unref);
-}
-
-void
-redis_semaphore_acquire_async (RedisSemaphore *semaphore, gint64 wait_ms,
-                               GCancellable *cancellable, GAsyncReadyCallback callback,
-                               gpointer user_data)
-{
-  g_autoptr (GTask) task = NULL;
-  AcquireData *ad;
-
-  g_return_if_fail (semaphore != NULL);
-
-  task = g_task_new (NULL, cancellable, callback, user_data);
-  g_task_set_source_tag (task, redis_semaphore_acquire_async);
-  ad = g_new0 (AcquireData, 1);
-  ad->semaphore = redis_semaphore_ref (semaphore);
-  ad->deadline = wait_ms < 0 ? RL_FOREVER : rl_deadline_after (g_get_monotonic_time (), wait_ms);
-  g_task_set_task_data (task, ad, acquire_data_free);
-  g_task_run_in_thread (task, acquire_in_thread);
-}
-
-RedisPermit *
-redis_semaphore_acquire_finish (RedisSemaphore *semaphore, GAsyncResult *result, GError **error)
-{
-  g_return_val_if_fail (semaphore != NULL, NULL);
-  g_return_val_if_fail (g_task_is_valid (result, NULL), NULL);
-  g_return_val_if_fail (g_task_get_source_tag (G_TASK (result)) == redis_semaphore_acquire_async,
-                        NULL);
-  return g_task_propagate_pointer (G_TASK (result), error);
 }

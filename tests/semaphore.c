@@ -608,6 +608,122 @@ test_async (TestFixture *fx, gconstpointer data)
   g_main_context_pop_thread_default (context);
 }
 
+typedef struct
+{
+  RedisSemaphore *sem;
+  guint done;
+  guint taken;
+  GError *first_error;
+  GPtrArray *permits;
+} ManyResult;
+
+static void
+on_many (GObject *source, GAsyncResult *result, gpointer data)
+{
+  ManyResult *mr = data;
+  GError *error = NULL;
+  RedisPermit *permit = redis_semaphore_acquire_finish (mr->sem, result, &error);
+
+  (void) source;
+  mr->done++;
+  if (permit != NULL)
+    {
+      mr->taken++;
+      g_ptr_array_add (mr->permits, permit);
+    }
+  if (error != NULL && mr->first_error == NULL)
+    mr->first_error = error;
+  else
+    g_clear_error (&error);
+}
+
+/* Iterates the thread-default context until *@counter reaches @value (FALSE after
+ * @timeout_ms). */
+static gboolean
+iterate_until (const guint *counter, guint value, gint64 timeout_ms)
+{
+  gint64 end = test_now_ms () + timeout_ms;
+
+  while (*counter < value)
+    {
+      if (test_now_ms () >= end)
+        return FALSE;
+      if (!g_main_context_iteration (g_main_context_get_thread_default (), FALSE))
+        g_usleep (1000);
+    }
+  return TRUE;
+}
+
+static void
+test_async_no_thread (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisSemaphore) sem = NULL;
+  g_autoptr (GMainContext) context = g_main_context_new ();
+  g_autoptr (GCancellable) cancellable = g_cancellable_new ();
+  ManyResult mr = { 0 };
+  const guint n = 16;
+  RedisPermit *held;
+  guint threads_before;
+
+  g_test_summary ("Sixteen pending acquire_async calls block no thread while they wait; a "
+                  "release hands the permit to one of them, cancelling ends the others with "
+                  "CANCELLED");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  g_main_context_push_thread_default (context);
+  mr.permits = g_ptr_array_new ();
+  sem = obtain_semaphore (fx->registry, "many", 1);
+  mr.sem = sem;
+  held = acquire_ok (sem, 0);
+  threads_before = test_thread_count ();
+  for (guint i = 0; i < n; i++)
+    redis_semaphore_acquire_async (sem, 30000, cancellable, on_many, &mr);
+  g_assert_true (test_wait_contended (fx->registry, n, 20000));
+  /* Their attempts are done; the workers that made them may linger a moment. */
+  TEST_WAIT_UNTIL (test_thread_count () < threads_before + n / 2, 20000);
+  g_assert_cmpuint (mr.done, ==, 0);
+
+  release_ok (held);
+  g_assert_true (iterate_until (&mr.taken, 1, 10000));
+  g_cancellable_cancel (cancellable);
+  g_assert_true (iterate_until (&mr.done, n, 10000));
+  g_assert_cmpuint (mr.taken, ==, 1);
+  g_assert_error (mr.first_error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  g_clear_error (&mr.first_error);
+  release_ok (g_ptr_array_index (mr.permits, 0));
+  g_ptr_array_unref (mr.permits);
+  g_main_context_pop_thread_default (context);
+}
+
+static void
+test_async_close (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) registry = test_registry_new (fx);
+  g_autoptr (RedisSemaphore) sem = NULL;
+  g_autoptr (GMainContext) context = g_main_context_new ();
+  ManyResult mr = { 0 };
+  RedisPermit *held;
+
+  g_test_summary ("A pending acquire_async completes with CLOSED when its registry closes");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  g_main_context_push_thread_default (context);
+  mr.permits = g_ptr_array_new ();
+  sem = obtain_semaphore (registry, "async-close", 1);
+  mr.sem = sem;
+  held = acquire_ok (sem, 0);
+  redis_semaphore_acquire_async (sem, 30000, NULL, on_many, &mr);
+  g_assert_true (test_wait_contended (registry, 1, 10000));
+  redis_lock_registry_close (registry);
+  g_assert_true (iterate_until (&mr.done, 1, 10000));
+  g_assert_cmpuint (mr.taken, ==, 0);
+  g_assert_error (mr.first_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
+  g_clear_error (&mr.first_error);
+  g_assert_false (redis_permit_release (held, NULL));
+  g_ptr_array_unref (mr.permits);
+  g_main_context_pop_thread_default (context);
+}
+
 /* ---- Redis only: round trips and other processes ---- */
 
 static void
@@ -790,6 +906,8 @@ main (int argc, char **argv)
   test_add_stores_but_quorum ("/semaphore/lease/lost-reported", NULL, test_lease_lost);
   test_add_stores_but_quorum ("/semaphore/lease/renewed", NULL, test_renewed);
   test_add_stores_but_quorum ("/semaphore/async/acquire", NULL, test_async);
+  test_add_stores_but_quorum ("/semaphore/async/no-thread-blocked", NULL, test_async_no_thread);
+  test_add_stores_but_quorum ("/semaphore/async/close", NULL, test_async_close);
   test_add_stores ("/semaphore/quorum-refused", NULL, test_quorum_refused);
   test_add_redis ("/semaphore/round-trips", NULL, test_round_trips);
   test_add_redis ("/semaphore/process/other-releases", NULL, test_other_process);
