@@ -12,8 +12,10 @@
  * step, which the two scripts here do. They name only SEM_KEY in KEYS and build the
  * permit keys from it, which Redis allows for keys of the same slot.
  *
- * The cost is O(N) reads inside the script (N is at most RL_SEMAPHORE_MAX_PERMITS),
- * one round trip either way.
+ * The cost is one round trip either way, and inside the script O(1) commands when a
+ * permit is free at the place the search starts (each attempt starts one further, and
+ * each process somewhere else), O(N) when the semaphore is full (N is at most
+ * RL_SEMAPHORE_MAX_PERMITS).
  */
 #include "config.h"
 
@@ -25,13 +27,15 @@
 /* SEMAPHORE ACQUIRE: KEYS[1] = semaphore key, ARGV[1] = its size N, ARGV[2] = this
  * acquisition's value, ARGV[3] = TTL in ms, ARGV[4] = the permit to start from.
  * The size: stored (no expiry) when absent; another one returns {2, stored size} and
- * touches nothing. Then every permit is looked at once, from ARGV[4] round: one that
- * holds ARGV[2] already (the same request sent again after its connection broke) has
- * its TTL refreshed and is returned as {1, i}, so a request run twice takes one
- * permit; otherwise the first free one is set with PX and returned as {1, i}. With
- * every permit held: {0, the smallest PTTL among them} (-1 when none has an expiry),
- * the bound of a waiter's sleep when no notification comes. One script, so no two
- * clients can take the same permit or see the size half written. */
+ * touches nothing. Then the permits from ARGV[4] round: the first free one is taken
+ * with SET NX PX and returned as {1, i}; one found holding ARGV[2] already (the same
+ * request sent again after its connection broke: it starts from the same permit, so
+ * it meets the one it took before any freed since) has its TTL refreshed and is
+ * returned as {1, i}. With every permit held: {0, the smallest PTTL among them} (-1
+ * when none has an expiry), the bound of a waiter's sleep when no notification comes.
+ * One script, so no two clients can take the same permit or see the size half
+ * written. An uncontended call runs two commands (GET, SET); a full semaphore costs
+ * three per permit. */
 static const char semaphore_acquire_script[]
     = "local size = redis.call('GET', KEYS[1])\n"
       "if not size then\n"
@@ -41,30 +45,21 @@ static const char semaphore_acquire_script[]
       "end\n"
       "local n = tonumber(ARGV[1])\n"
       "local start = tonumber(ARGV[4])\n"
-      "local free = -1\n"
       "local min = -1\n"
       "for j = 0, n - 1 do\n"
       "  local i = (start + j) % n\n"
       "  local k = KEYS[1] .. ':' .. i\n"
-      "  local v = redis.call('GET', k)\n"
-      "  if v == ARGV[2] then\n"
+      "  if redis.call('SET', k, ARGV[2], 'NX', 'PX', ARGV[3]) then\n"
+      "    return {1, i}\n"
+      "  end\n"
+      "  if redis.call('GET', k) == ARGV[2] then\n"
       "    redis.call('PEXPIRE', k, ARGV[3])\n"
       "    return {1, i}\n"
       "  end\n"
-      "  if not v then\n"
-      "    if free < 0 then\n"
-      "      free = i\n"
-      "    end\n"
-      "  else\n"
-      "    local t = redis.call('PTTL', k)\n"
-      "    if t >= 0 and (min < 0 or t < min) then\n"
-      "      min = t\n"
-      "    end\n"
+      "  local t = redis.call('PTTL', k)\n"
+      "  if t >= 0 and (min < 0 or t < min) then\n"
+      "    min = t\n"
       "  end\n"
-      "end\n"
-      "if free >= 0 then\n"
-      "  redis.call('SET', KEYS[1] .. ':' .. free, ARGV[2], 'PX', ARGV[3])\n"
-      "  return {1, free}\n"
       "end\n"
       "return {0, min}\n";
 
