@@ -303,6 +303,32 @@ RlLocalTake rl_lock_take_local (RedisLock *lock, gint64 deadline, GCancellable *
 void rl_lock_give_back_local (RedisLock *lock, RlLocalTake taken);
 /* The lock's notification number, to read before an attempt and sleep on after it. */
 guint16 rl_lock_notify_seq (RedisLock *lock);
+
+/* What an attempt of an acquisition @acq on @registry's store reports besides its
+ * verdict, read before its request: how a release would be heard (@pubsub: the wait
+ * mode read for the acquisition), the notification number of @notified (the lock object
+ * whose number the acquisition sleeps on) and the spin interval. */
+static inline RlAttemptReport
+rl_attempt_report_begin (RedisLockRegistry *registry, RedisLock *notified, gboolean pubsub,
+                         const RlAcquire *acq)
+{
+  RlAttemptReport report = { .pttl_ms = -1 };
+
+  report.notify = rl_registry_notify_state (registry, pubsub, acq->need_watch);
+  report.seq = rl_lock_notify_seq (notified);
+  report.spin_ms = RL_ATOMIC_GET (registry->settings.idle_between_tries_ms);
+  return report;
+}
+
+/* The machine's verdict on a store's answer to an acquisition. */
+static inline RlAttemptResult
+rl_attempt_result_of (RlLeaseResult result)
+{
+  return result == RL_LEASE_OK ? RL_ATTEMPT_TAKEN
+         : result == RL_LEASE_HELD ? RL_ATTEMPT_HELD
+                                   : RL_ATTEMPT_FAILED;
+}
+
 /* Sleeps as @acq says (RL_ACQUIRE_SLEEP: until its wake_at, or until the lock's
  * notification number moves past its seq when it watches it), or until close or
  * cancel. Returns the notification number it last saw, for the next step. */

@@ -486,24 +486,11 @@ RlAcquireAction
 rl_lock_attempt_step (RedisLock *lock, RlAcquire *acq, gboolean pubsub, gboolean bounded,
                       gint64 ttl_ms, const char *fence_key, GError **error)
 {
-  RlAttemptReport report = { .pttl_ms = -1 };
+  RlAttemptReport report = rl_attempt_report_begin (lock->registry, lock, pubsub, acq);
 
-  report.notify = rl_registry_notify_state (lock->registry, pubsub, acq->need_watch);
-  report.seq = rl_lock_notify_seq (lock);
-  report.spin_ms = RL_ATOMIC_GET (lock->registry->settings.idle_between_tries_ms);
-  switch (attempt_lease (lock, acq->deadline, bounded, ttl_ms, fence_key,
-                         rl_acquire_contended (acq), &report.pttl_ms, error))
-    {
-    case RL_LEASE_OK:
-      report.result = RL_ATTEMPT_TAKEN;
-      break;
-    case RL_LEASE_HELD:
-      report.result = RL_ATTEMPT_HELD;
-      break;
-    default:
-      report.result = RL_ATTEMPT_FAILED;
-      break;
-    }
+  report.result = rl_attempt_result_of (attempt_lease (lock, acq->deadline, bounded, ttl_ms,
+                                                       fence_key, rl_acquire_contended (acq),
+                                                       &report.pttl_ms, error));
   return rl_acquire_attempted (acq, &report, g_get_monotonic_time ());
 }
 

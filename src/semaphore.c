@@ -368,25 +368,11 @@ rl_semaphore_attempt_step (RedisSemaphore *semaphore, RlAcquire *acq, gboolean p
                            gboolean bounded, gint64 ttl_ms, RedisPermit **permit,
                            GError **error)
 {
-  RedisLockRegistry *registry = semaphore_registry (semaphore);
-  RlAttemptReport report = { .pttl_ms = -1 };
+  RlAttemptReport report
+      = rl_attempt_report_begin (semaphore_registry (semaphore), semaphore->anchor, pubsub, acq);
 
-  report.notify = rl_registry_notify_state (registry, pubsub, acq->need_watch);
-  report.seq = rl_lock_notify_seq (semaphore->anchor);
-  report.spin_ms = RL_ATOMIC_GET (registry->settings.idle_between_tries_ms);
-  switch (attempt_permit (semaphore, acq->deadline, bounded, ttl_ms, permit, &report.pttl_ms,
-                          error))
-    {
-    case RL_LEASE_OK:
-      report.result = RL_ATTEMPT_TAKEN;
-      break;
-    case RL_LEASE_HELD:
-      report.result = RL_ATTEMPT_HELD;
-      break;
-    default:
-      report.result = RL_ATTEMPT_FAILED;
-      break;
-    }
+  report.result = rl_attempt_result_of (
+      attempt_permit (semaphore, acq->deadline, bounded, ttl_ms, permit, &report.pttl_ms, error));
   return rl_acquire_attempted (acq, &report, g_get_monotonic_time ());
 }
 
