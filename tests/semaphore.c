@@ -506,6 +506,24 @@ test_renewed (TestFixture *fx, gconstpointer data)
 }
 
 static void
+test_not_replicated (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisSemaphore) sem = NULL;
+  g_autoptr (GError) error = NULL;
+
+  g_test_summary ("With min_replicas above the replicas the server has, an acquisition fails "
+                  "NOT_REPLICATED and leaves every permit free");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  sem = obtain_semaphore (fx->registry, "replicated", 2);
+  redis_lock_registry_set_min_replicas (fx->registry, 1, 50);
+  g_assert_null (redis_semaphore_try_acquire_for (sem, 1000, NULL, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_REPLICATED);
+  redis_lock_registry_set_min_replicas (fx->registry, 0, 0);
+  g_assert_cmpuint (available (sem), ==, 2);
+}
+
+static void
 test_quorum_refused (TestFixture *fx, gconstpointer data)
 {
   g_autoptr (RedisSemaphore) sem = NULL;
@@ -909,6 +927,7 @@ main (int argc, char **argv)
   test_add_stores_but_quorum ("/semaphore/async/no-thread-blocked", NULL, test_async_no_thread);
   test_add_stores_but_quorum ("/semaphore/async/close", NULL, test_async_close);
   test_add_stores ("/semaphore/quorum-refused", NULL, test_quorum_refused);
+  test_add_stores_but_quorum ("/semaphore/not-replicated", NULL, test_not_replicated);
   test_add_redis ("/semaphore/round-trips", NULL, test_round_trips);
   test_add_redis ("/semaphore/process/other-releases", NULL, test_other_process);
   test_add_redis ("/semaphore/process/crashed-holder", NULL, test_crashed_holder);
