@@ -283,6 +283,7 @@ double pair_workers_run (PairWorker *workers, guint pairs, RawConn *control, Run
 void section_raw (Bench *b, Section *s);
 void section_reentrant (Bench *b, Section *s);
 void section_uncontended (Bench *b, Section *s);
+void section_semaphore (Bench *b, Section *s);
 void section_handoff (Bench *b, Section *s);
 void section_handoff_spin (Bench *b, Section *s);
 void section_silent (Bench *b, Section *s);

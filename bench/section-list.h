@@ -33,6 +33,7 @@ static const SectionEntry section_table[] = {
   { "raw", "Raw limit: EVALSHA of `return 1` on plain hiredis connections", section_raw },
   { "reentrant", "Re-entrant lock+unlock, the lock held once outside the loop", section_reentrant },
   { "uncontended", "Uncontended outermost lock+unlock", section_uncontended },
+  { "semaphore", "semaphore acquire+release vs two raw round trips", section_semaphore },
   { "handoff", "Cross-process hand-off, PUBSUB wait (the default)", section_handoff },
   { "handoff-spin", "Cross-process hand-off, SPIN wait (for comparison)", section_handoff_spin },
   { "silent", "A waiter woken by a key deleted without an unlock notification", section_silent },

@@ -76,8 +76,9 @@ typedef struct
   RlCond notify;      /* notify_seq changed, cancelled, or the registry closed */
   RlYieldRecord yield; /* the yield policy's record of the holds (acquire.h) */
   GQueue queue;       /* RlLockWaiter, in order of arrival, counted in lock->waiters */
-  RlLockWaiter *sleeper;    /* the queued waiter that owns the mutex and sleeps until
-                               notify_seq moves past its seq */
+  GQueue sleepers;    /* RlLockWaiter (by their link) sleeping until notify_seq moves
+                         past their seq: the queued waiter that owns the mutex, and a
+                         semaphore's asynchronous acquisitions (semaphore-async.c) */
   gboolean queue_went_last; /* threads wait too, and the mutex last went to the queue */
 } RlLockWait;
 
@@ -88,7 +89,7 @@ typedef struct
  * lock->m held, from any thread, and must only schedule work. */
 struct _RlLockWaiter
 {
-  GList link; /* lock.c: in wait->queue */
+  GList link; /* lock.c: in wait->queue, or in wait->sleepers (never both) */
   /* The mutex is the waiter's now (@kept: with the lease handed over). */
   void (*granted) (RlLockWaiter *waiter, gboolean kept);
   /* Look again: a notification, close, or a sleep cut short. */
@@ -128,11 +129,24 @@ struct _RedisLock
                              waiting; saturates at RL_LOCAL_BARGE_MAX */
 
   guint8 cached; /* registry->cache_mutex */
+  guint8 member; /* set at creation, then read-only: RL_MEMBER_LOCK, or the kind of lease
+                    of another member of the lock family this object carries */
 
   RlLeaseFlags lease_flags; /* leases.c only */
   RlLeaseState lease;       /* leases.c only */
 
   char key_data[]; /* one allocation for the struct and its key */
+};
+
+/* What a RedisLock object stands for. A member of the lock family other than the plain
+ * lock (a semaphore's permit) carries each of its leases in a RedisLock of its own, made
+ * by rl_lock_new() and never cached, so that the lease table, the watchdog, audits and
+ * lost marking serve it unchanged; the lease-lost callback then gets NULL (the object
+ * is not the user's), and the name is logged. */
+enum
+{
+  RL_MEMBER_LOCK = 0,
+  RL_MEMBER_PERMIT = 1,
 };
 
 /* A lock's key, registry_key ":" name, is stored once, after the struct; its name is
@@ -240,9 +254,26 @@ rl_request_ran_out (gint64 bound_ms, gint64 deadline, const GError *error)
 
 /* lock.c */
 RedisLock *rl_lock_new (RedisLockRegistry *registry, const char *name);
-/* Drops a reference to the lock's memory (the cache's, or one taken with
- * g_atomic_int_inc (&lock->ref_count)); the last frees it. */
-void rl_lock_unref_memory (RedisLock *lock);
+
+/* Drops a reference to the lock's memory (the cache's, a pin of the lease table, or one
+ * taken with g_atomic_int_inc (&lock->ref_count)); the last frees it. Inline, so that the
+ * lease table, which pins locks below lock.c, can drop its references without calling
+ * up into lock.c. */
+static inline void
+rl_lock_unref_memory (RedisLock *lock)
+{
+  if (!g_atomic_int_dec_and_test (&lock->ref_count))
+    return;
+  g_clear_object (&lock->lease.cancellable);
+  if (lock->wait != NULL)
+    {
+      rl_cond_clear (&lock->wait->local);
+      rl_cond_clear (&lock->wait->notify);
+      g_free (lock->wait);
+    }
+  rl_mutex_clear (&lock->m);
+  g_free (lock);
+}
 gboolean rl_lock_is_idle (RedisLock *lock);
 void rl_lock_notify (RedisLock *lock);
 void rl_lock_wake_all (RedisLock *lock);
@@ -272,6 +303,32 @@ RlLocalTake rl_lock_take_local (RedisLock *lock, gint64 deadline, GCancellable *
 void rl_lock_give_back_local (RedisLock *lock, RlLocalTake taken);
 /* The lock's notification number, to read before an attempt and sleep on after it. */
 guint16 rl_lock_notify_seq (RedisLock *lock);
+
+/* What an attempt of an acquisition @acq on @registry's store reports besides its
+ * verdict, read before its request: how a release would be heard (@pubsub: the wait
+ * mode read for the acquisition), the notification number of @notified (the lock object
+ * whose number the acquisition sleeps on) and the spin interval. */
+static inline RlAttemptReport
+rl_attempt_report_begin (RedisLockRegistry *registry, RedisLock *notified, gboolean pubsub,
+                         const RlAcquire *acq)
+{
+  RlAttemptReport report = { .pttl_ms = -1 };
+
+  report.notify = rl_registry_notify_state (registry, pubsub, acq->need_watch);
+  report.seq = rl_lock_notify_seq (notified);
+  report.spin_ms = RL_ATOMIC_GET (registry->settings.idle_between_tries_ms);
+  return report;
+}
+
+/* The machine's verdict on a store's answer to an acquisition. */
+static inline RlAttemptResult
+rl_attempt_result_of (RlLeaseResult result)
+{
+  return result == RL_LEASE_OK ? RL_ATTEMPT_TAKEN
+         : result == RL_LEASE_HELD ? RL_ATTEMPT_HELD
+                                   : RL_ATTEMPT_FAILED;
+}
+
 /* Sleeps as @acq says (RL_ACQUIRE_SLEEP: until its wake_at, or until the lock's
  * notification number moves past its seq when it watches it), or until close or
  * cancel. Returns the notification number it last saw, for the next step. */
@@ -296,8 +353,10 @@ RlQueueTake rl_lock_take_or_queue (RedisLock *lock, gpointer thread, RlLockWaite
 /* Takes @waiter out of the queue. FALSE: it was granted the mutex meanwhile (its
  * granted() has been or is being called). */
 gboolean rl_lock_leave_queue (RedisLock *lock, RlLockWaiter *waiter);
-/* Has the owner @waiter sleep until the notification number moves past @seq (then
- * poke()); FALSE, without sleeping, when it moved already or the registry closed. */
+/* Has @waiter (the queued waiter that owns the mutex, or a waiter in no queue: a
+ * semaphore's asynchronous acquisition) sleep until the notification number moves past
+ * @seq (then poke()); FALSE, without sleeping, when it moved already or the registry
+ * closed. Several waiters may sleep at once. */
 gboolean rl_lock_sleep_queued (RedisLock *lock, RlLockWaiter *waiter, guint16 seq);
 /* Ends the sleep of @waiter, if it sleeps. */
 void rl_lock_wake_queued (RedisLock *lock, RlLockWaiter *waiter);

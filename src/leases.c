@@ -248,26 +248,55 @@ call_callback (RlLeases *self, RedisLock *lock)
   rl_mutex_unlock (&self->callback_mutex);
   if (callback == NULL)
     return;
-  if (callback->func != NULL)
+  if (callback->func != NULL && lock->member != RL_MEMBER_LOCK)
+    {
+      /* Not the user's object: the callback gets NULL, the log names the lease. */
+      g_message ("The lease of “%s” was lost: the key expired or belongs to another owner",
+                 lock->key_data);
+      callback->func (NULL, callback->data);
+    }
+  else if (callback->func != NULL)
     callback->func (lock, callback->data);
   callback_unref (callback);
 }
 
-/* A library thread takes @lock in hand: the cache must not drop it. self->mutex held. */
+/* A library thread takes @lock in hand: the cache must not drop it, and its memory stays
+ * (a pin holds a reference: a permit's lease object, which no cache keeps, may be
+ * released and dropped by its holder meanwhile). self->mutex held. */
 static void
 pin (RedisLock *lock)
 {
   g_assert (lock->lease_flags.pins < 31);
   lock->lease_flags.pins++;
+  g_atomic_int_inc (&lock->ref_count);
+}
+
+/* Ends a pin with self->mutex held; the caller drops the pin's memory reference with
+ * rl_lock_unref_memory() once the mutex is released (it may be the last). */
+static void
+unpin_locked (RlLeases *self, RedisLock *lock)
+{
+  rl_mutex_assert_held (&self->mutex);
+  g_assert (lock->lease_flags.pins > 0);
+  lock->lease_flags.pins--;
 }
 
 static void
 unpin (RlLeases *self, RedisLock *lock)
 {
   rl_mutex_lock (&self->mutex);
-  g_assert (lock->lease_flags.pins > 0);
-  lock->lease_flags.pins--;
+  unpin_locked (self, lock);
   rl_mutex_unlock (&self->mutex);
+  rl_lock_unref_memory (lock);
+}
+
+/* Drops the memory references of the pins ended in @locks. No mutex held. */
+static void
+unref_unpinned (GPtrArray *locks)
+{
+  for (guint i = 0; i < locks->len; i++)
+    rl_lock_unref_memory (g_ptr_array_index (locks, i));
+  g_ptr_array_set_size (locks, 0);
 }
 
 /* The watchdog found the pinned locks of @lost lost (their flag just set): cancel,
@@ -408,7 +437,9 @@ rl_leases_drop (RlLeases *self, RedisLock *lock, gboolean *lost)
   if (lock->lease_flags.suspect && g_ptr_array_remove_fast (self->suspects, lock))
     {
       lock->lease_flags.suspect = FALSE;
-      lock->lease_flags.pins--;
+      unpin_locked (self, lock);
+      /* The caller, the holder, has a reference: this one is never the last. */
+      g_atomic_int_add (&lock->ref_count, -1);
       if (self->suspects->len == 0)
         self->check_at = 0;
     }
@@ -700,10 +731,12 @@ check_suspects (RlLeases *self)
       if (mark)
         g_ptr_array_add (lost, lock); /* keeps the pin for report_lost() */
       else
-        lock->lease_flags.pins--;
+        unpin_locked (self, lock);
       rl_mutex_unlock (&self->mutex);
       if (error != NULL)
         g_debug ("checking %s: %s", lock->key_data, error->message);
+      if (!mark)
+        rl_lock_unref_memory (lock);
     }
   report_lost (self, lost);
 }
@@ -859,6 +892,7 @@ watchdog_tick (gpointer data)
   g_autoptr (GPtrArray) values = g_ptr_array_new ();
   g_autoptr (GArray) ttls = g_array_new (FALSE, FALSE, sizeof (gint64));
   g_autoptr (GPtrArray) lost = g_ptr_array_new ();
+  g_autoptr (GPtrArray) unpinned = g_ptr_array_new ();
   g_autoptr (GError) error = NULL;
   g_autofree RlLeaseResult *results = NULL;
   g_autofree char *value_buf = NULL; /* every value, RL_LEASE_VALUE_MAX bytes apart */
@@ -952,11 +986,15 @@ watchdog_tick (gpointer data)
           g_ptr_array_add (lost, e->lock);
         }
       else
-        flags->pins--;
+        {
+          unpin_locked (self, e->lock);
+          g_ptr_array_add (unpinned, e->lock);
+        }
     }
   rl_mutex_unlock (&self->mutex);
   rl_mutex_unlock (&self->renew_mutex);
 
+  unref_unpinned (unpinned);
   report_lost (self, lost);
   return result;
 }
@@ -973,6 +1011,7 @@ void
 rl_leases_close (RlLeases *self)
 {
   g_autoptr (GPtrArray) held = g_ptr_array_new ();
+  g_autoptr (GPtrArray) unchecked = NULL;
   RlWatchdog *watchdog;
   GHashTableIter iter;
   gpointer key;
@@ -992,11 +1031,13 @@ rl_leases_close (RlLeases *self)
     {
       RedisLock *lock = g_ptr_array_index (self->suspects, i);
       lock->lease_flags.suspect = FALSE;
-      lock->lease_flags.pins--;
+      unpin_locked (self, lock);
     }
-  g_ptr_array_set_size (self->suspects, 0);
+  unchecked = g_steal_pointer (&self->suspects);
+  self->suspects = g_ptr_array_new ();
   self->check_at = 0;
   rl_mutex_unlock (&self->mutex);
+  unref_unpinned (unchecked);
 
   /* Release every lease still held, best effort, and tell the holders as for a lost
    * lease (no callback: the registry is closing): is_lease_lost() is TRUE and the

@@ -84,22 +84,6 @@ rl_lock_new (RedisLockRegistry *registry, const char *name)
   return lock;
 }
 
-void
-rl_lock_unref_memory (RedisLock *lock)
-{
-  if (!g_atomic_int_dec_and_test (&lock->ref_count))
-    return;
-  g_clear_object (&lock->lease.cancellable);
-  if (lock->wait != NULL)
-    {
-      rl_cond_clear (&lock->wait->local);
-      rl_cond_clear (&lock->wait->notify);
-      g_free (lock->wait);
-    }
-  rl_mutex_clear (&lock->m);
-  g_free (lock);
-}
-
 /* Whether the cache may drop @lock: nobody references, holds or waits on it, no call
  * has its memory in hand (redis_lock_registry_renew()), and the lease table has not
  * pinned it (the watchdog's batch, the queue of losses whose callback is due: a
@@ -132,15 +116,18 @@ lock_wait (RedisLock *lock)
   return lock->wait;
 }
 
-/* Pokes the queued waiter that sleeps for a notification, if any. lock->m held. */
+/* Pokes the waiters that sleep for a notification, if any (each leaves the list).
+ * lock->m held. */
 static void
 wake_sleeper_locked (RedisLock *lock)
 {
-  RlLockWaiter *sleeper = lock->wait->sleeper;
+  GList *link;
 
-  lock->wait->sleeper = NULL;
-  if (sleeper != NULL)
-    sleeper->poke (sleeper);
+  while ((link = g_queue_pop_head_link (&lock->wait->sleepers)) != NULL)
+    {
+      RlLockWaiter *sleeper = link->data;
+      sleeper->poke (sleeper);
+    }
 }
 
 void
@@ -499,24 +486,11 @@ RlAcquireAction
 rl_lock_attempt_step (RedisLock *lock, RlAcquire *acq, gboolean pubsub, gboolean bounded,
                       gint64 ttl_ms, const char *fence_key, GError **error)
 {
-  RlAttemptReport report = { .pttl_ms = -1 };
+  RlAttemptReport report = rl_attempt_report_begin (lock->registry, lock, pubsub, acq);
 
-  report.notify = rl_registry_notify_state (lock->registry, pubsub, acq->need_watch);
-  report.seq = rl_lock_notify_seq (lock);
-  report.spin_ms = RL_ATOMIC_GET (lock->registry->settings.idle_between_tries_ms);
-  switch (attempt_lease (lock, acq->deadline, bounded, ttl_ms, fence_key,
-                         rl_acquire_contended (acq), &report.pttl_ms, error))
-    {
-    case RL_LEASE_OK:
-      report.result = RL_ATTEMPT_TAKEN;
-      break;
-    case RL_LEASE_HELD:
-      report.result = RL_ATTEMPT_HELD;
-      break;
-    default:
-      report.result = RL_ATTEMPT_FAILED;
-      break;
-    }
+  report.result = rl_attempt_result_of (attempt_lease (lock, acq->deadline, bounded, ttl_ms,
+                                                       fence_key, rl_acquire_contended (acq),
+                                                       &report.pttl_ms, error));
   return rl_acquire_attempted (acq, &report, g_get_monotonic_time ());
 }
 
@@ -751,8 +725,11 @@ rl_lock_sleep_queued (RedisLock *lock, RlLockWaiter *waiter, guint16 seq)
 
   rl_mutex_lock (&lock->m);
   sleeps = lock->notify_seq == seq && !rl_registry_is_closed (lock->registry);
-  if (sleeps)
-    lock_wait (lock)->sleeper = waiter;
+  if (sleeps && g_queue_link_index (&lock_wait (lock)->sleepers, &waiter->link) < 0)
+    {
+      waiter->link.data = waiter;
+      g_queue_push_tail_link (&lock->wait->sleepers, &waiter->link);
+    }
   rl_mutex_unlock (&lock->m);
   return sleeps;
 }
@@ -761,8 +738,8 @@ void
 rl_lock_wake_queued (RedisLock *lock, RlLockWaiter *waiter)
 {
   rl_mutex_lock (&lock->m);
-  if (lock->wait != NULL && lock->wait->sleeper == waiter)
-    lock->wait->sleeper = NULL;
+  if (lock->wait != NULL && g_queue_link_index (&lock->wait->sleepers, &waiter->link) >= 0)
+    g_queue_unlink (&lock->wait->sleepers, &waiter->link);
   rl_mutex_unlock (&lock->m);
 }
 

@@ -658,6 +658,117 @@ memory_free (RlStore *store)
   g_free (self);
 }
 
+/* Semaphores ------------------------------------------------------------------- */
+
+/* Checks the size stored in @sem_key against @permits, storing it (without expiry)
+ * when there is none: FALSE with INVALID naming both sizes. memory_mutex held. */
+static gboolean
+semaphore_size_check (MemorySpace *space, const char *sem_key, guint permits, gint64 now,
+                      GError **error)
+{
+  MemoryLease *size = lease_lookup (space, sem_key, now);
+  char digits[24];
+
+  g_snprintf (digits, sizeof digits, "%u", permits);
+  if (size == NULL)
+    {
+      lease_insert (space, sem_key, digits, RL_FOREVER, now);
+      return TRUE;
+    }
+  if (strcmp (size->owner, digits) == 0)
+    return TRUE;
+  g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
+               "Semaphore “%s” has %s permits in the store, not %u", sem_key, size->owner,
+               permits);
+  return FALSE;
+}
+
+/* The key of permit @i of @sem_key, in @buf. */
+static const char *
+permit_key (GString *buf, const char *sem_key, guint i)
+{
+  g_string_printf (buf, "%s:%u", sem_key, i);
+  return buf->str;
+}
+
+/* As the Redis store's SEMAPHORE ACQUIRE script: a permit holding @value already (a
+ * request sent twice) is returned again; else the first free one from @start. */
+static RlLeaseResult
+memory_semaphore_acquire (RlStore *store, const char *sem_key, guint permits, guint start,
+                          const char *value, gint64 ttl_ms, gint64 timeout_ms, guint *slot,
+                          gint64 *pttl_ms, GError **error)
+{
+  RlMemoryStore *self = (RlMemoryStore *) store;
+  g_autoptr (GString) key = g_string_new (NULL);
+  gint64 now = g_get_monotonic_time ();
+  RlLeaseResult result = RL_LEASE_HELD;
+  gint64 min_pttl = -1;
+  gboolean free_found = FALSE;
+
+  count_request (store, 1);
+  if (wants_replicas (store, "acquisition", sem_key, error))
+    return RL_LEASE_ERROR;
+  rl_mutex_lock (&memory_mutex);
+  if (!semaphore_size_check (self->space, sem_key, permits, now, error))
+    {
+      rl_mutex_unlock (&memory_mutex);
+      return RL_LEASE_ERROR;
+    }
+  for (guint j = 0; j < permits && result != RL_LEASE_OK; j++)
+    {
+      guint i = (start + j) % permits;
+      MemoryLease *lease = lease_lookup (self->space, permit_key (key, sem_key, i), now);
+      if (lease != NULL && strcmp (lease->owner, value) == 0)
+        {
+          *slot = i;
+          result = RL_LEASE_OK;
+        }
+      else if (lease == NULL && !free_found)
+        {
+          *slot = i;
+          free_found = TRUE;
+        }
+      else if (lease != NULL && lease->expires_us != RL_FOREVER)
+        {
+          gint64 pttl = lease_pttl (lease, now);
+          min_pttl = min_pttl < 0 ? pttl : MIN (min_pttl, pttl);
+        }
+    }
+  if (result != RL_LEASE_OK && free_found)
+    result = RL_LEASE_OK;
+  if (result == RL_LEASE_OK)
+    lease_take (self->space, permit_key (key, sem_key, *slot), value, ttl_ms, now);
+  else
+    *pttl_ms = min_pttl;
+  rl_mutex_unlock (&memory_mutex);
+  return result;
+}
+
+static gboolean
+memory_semaphore_available (RlStore *store, const char *sem_key, guint permits,
+                            guint *available, GError **error)
+{
+  RlMemoryStore *self = (RlMemoryStore *) store;
+  g_autoptr (GString) key = g_string_new (NULL);
+  gint64 now = g_get_monotonic_time ();
+  MemoryLease *size;
+  char digits[24];
+  gboolean ok = TRUE;
+
+  count_request (store, 1);
+  g_snprintf (digits, sizeof digits, "%u", permits);
+  *available = 0;
+  rl_mutex_lock (&memory_mutex);
+  size = lease_lookup (self->space, sem_key, now);
+  if (size != NULL && strcmp (size->owner, digits) != 0)
+    ok = semaphore_size_check (self->space, sem_key, permits, now, error);
+  for (guint i = 0; ok && i < permits; i++)
+    if (lease_lookup (self->space, permit_key (key, sem_key, i), now) == NULL)
+      (*available)++;
+  rl_mutex_unlock (&memory_mutex);
+  return ok;
+}
+
 static const RlStoreVTable memory_store_vtable = {
   .acquire = memory_acquire,
   .acquire_many = memory_acquire_many,
@@ -670,6 +781,9 @@ static const RlStoreVTable memory_store_vtable = {
   .read_counter = memory_read_counter,
   .list = memory_list,
   .watch = memory_watch,
+  /* semaphores */
+  .semaphore_acquire = memory_semaphore_acquire,
+  .semaphore_available = memory_semaphore_available,
   .close = memory_close,
   .free = memory_free,
 };

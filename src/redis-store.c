@@ -37,6 +37,7 @@
 #include "topology.h"
 #include "sync.h"
 #include "notify.h"
+#include "redis-store-private.h"
 
 /* ACQUIRE: KEYS[1] = lock key, ARGV[1] = this acquisition's value, ARGV[2] = TTL in ms.
  * Absent: SET NX PX takes it (the common case, one command). Ours already (the same
@@ -215,12 +216,6 @@ static const char renew_script[] = "if redis.call('GET', KEYS[1]) == ARGV[1] the
                                    "end\n"
                                    "return 0\n";
 
-typedef struct
-{
-  const char *text;
-  char sha[41];
-} RlScript;
-
 /* On Sentinel, the releases remembered: those made shortly before the registry learns
  * of a failover went to the old master, maybe after the new one had been promoted
  * and had given the lock to another holder (asynchronous replication had not told it
@@ -259,8 +254,8 @@ typedef struct
  * MASTERDOWN is sent again; it doubles, with jitter, within the call's time. */
 #define RL_RETRY_BACKOFF_MS 10
 
-static void
-script_init (RlScript *script, const char *text)
+void
+rl_redis_script_init (RlScript *script, const char *text)
 {
   g_autofree char *sha = g_compute_checksum_for_string (G_CHECKSUM_SHA1, text, -1);
   script->text = text;
@@ -367,7 +362,6 @@ retry_pause (guint attempt, gint64 deadline)
 }
 
 /* Whether a reply says the command wrote the lease (so replicas must acknowledge it). */
-typedef gboolean (*RlWroteFunc) (const redisReply *reply);
 
 /* The replicas redis_lock_registry_set_min_replicas() asks for, 0 when off. */
 static gint64
@@ -634,6 +628,22 @@ call_tracked (RlRedisStore *self, const char *key, int argc, const char **argv,
   if (node != NULL)
     rl_node_unref (node);
   return reply;
+}
+
+redisReply *
+rl_redis_store_call (RlStore *store, const char *key, int argc, const char **argv,
+                     const RlScript *script, gint64 timeout_ms, RlWroteFunc wrote,
+                     gboolean *acked, gboolean track, GError **error)
+{
+  return call_tracked ((RlRedisStore *) store, key, argc, argv, script, timeout_ms, NULL, wrote,
+                       acked, track, error);
+}
+
+void
+rl_redis_store_not_replicated (RlStore *store, const char *what, const char *key,
+                               GError **error)
+{
+  set_not_replicated ((RlRedisStore *) store, error, what, key);
 }
 
 static redisReply *
@@ -2658,6 +2668,9 @@ static const RlStoreVTable redis_store_vtable = {
   .watch = redis_watch,
   .rewatch = redis_rewatch,
   .guard = redis_guard,
+  /* semaphores: redis-semaphore.c */
+  .semaphore_acquire = rl_redis_semaphore_acquire,
+  .semaphore_available = rl_redis_semaphore_available,
   .close = redis_close,
   .free = redis_free,
 };
@@ -2773,12 +2786,12 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
   self->channel_prefix = g_strconcat (registry_key, "-channel:", NULL);
   self->forced_channel = g_strconcat (registry_key, "-forced", NULL);
   self->legacy_channel = g_strconcat (registry_key, "-channel", NULL);
-  script_init (&self->acquire, acquire_script);
-  script_init (&self->release, release_script);
-  script_init (&self->renew, renew_script);
-  script_init (&self->fenced_acquire, fenced_acquire_script);
-  script_init (&self->acquire_all, acquire_all_script);
-  script_init (&self->force_release, force_release_script);
+  rl_redis_script_init (&self->acquire, acquire_script);
+  rl_redis_script_init (&self->release, release_script);
+  rl_redis_script_init (&self->renew, renew_script);
+  rl_redis_script_init (&self->fenced_acquire, fenced_acquire_script);
+  rl_redis_script_init (&self->acquire_all, acquire_all_script);
+  rl_redis_script_init (&self->force_release, force_release_script);
   self->slotted = parsed.kind == RL_TOPOLOGY_CLUSTER;
   self->sentinel = parsed.kind == RL_TOPOLOGY_SENTINEL;
   rl_mutex_init (&self->recent_mutex);

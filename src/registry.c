@@ -75,6 +75,16 @@ on_released (const char *key, gboolean reset, gpointer user_data)
   else if (strncmp (key, registry->registry_key, prefix_len) == 0 && key[prefix_len] == ':')
     {
       RedisLock *lock = g_hash_table_lookup (registry->locks, key + prefix_len + 1);
+      gsize sem_len = lock == NULL ? rl_store_semaphore_key_len (key) : 0;
+      if (sem_len > prefix_len + 1)
+        {
+          /* A permit's release wakes the waiters of its semaphore, which wait on the
+           * lock object of the semaphore's key (semaphore.c). */
+          g_autofree char *name = g_strndup (key + prefix_len + 1, sem_len - prefix_len - 1);
+          RedisLock *anchor = g_hash_table_lookup (registry->locks, name);
+          if (anchor != NULL)
+            rl_lock_notify (anchor);
+        }
       if (lock != NULL)
         {
           rl_lock_notify (lock);

@@ -206,6 +206,31 @@ typedef struct
                                gint64 timeout_ms, GError **error);
   void (*request_ready) (RlRequest *request, short revents);
   gboolean (*request_end) (RlRequest *request, GError **error);
+
+  /* semaphores ----------------------------------------------------------------------
+   * A semaphore `registry_key:{NAME}:sem` (@sem_key) of N permits keeps its size N in
+   * @sem_key (no expiry) and permit I (0 <= I < N) as the plain lease `@sem_key:I`,
+   * which is renewed, released (its notification wakes the semaphore's waiters:
+   * rl_store_semaphore_key()), inspected and forced as any other lease, through the
+   * entries above. Only taking a permit and counting the free ones need the size, and
+   * are the two entries below; NULL in a store that cannot keep a count of permits
+   * (the quorum store). */
+  /* Checks the stored size against @permits (storing it when there is none) and takes
+   * the first free permit for @ttl_ms with @value, as one atomic step (one round trip),
+   * starting the search at permit @start % @permits: RL_LEASE_OK with its index in
+   * *slot; RL_LEASE_HELD when every permit is held, with the smallest remaining TTL in
+   * *pttl_ms (-1: unknown, or a permit without expiry); RL_LEASE_ERROR with @error,
+   * REDIS_LOCK_ERROR_INVALID naming both sizes when the stored size is another.
+   * @timeout_ms as for acquire. */
+  RlLeaseResult (*semaphore_acquire) (RlStore *store, const char *sem_key, guint permits,
+                                      guint start, const char *value, gint64 ttl_ms,
+                                      gint64 timeout_ms, guint *slot, gint64 *pttl_ms,
+                                      GError **error);
+  /* How many of the @permits permits of @sem_key are free, checking the stored size as
+   * semaphore_acquire does. FALSE with @error. */
+  gboolean (*semaphore_available) (RlStore *store, const char *sem_key, guint permits,
+                                   guint *available, GError **error);
+
   /* Stops background threads; the store stays usable for single calls. */
   void (*close) (RlStore *store);
   void (*free) (RlStore *store);
@@ -232,6 +257,25 @@ rl_store_fence_key (const char *key)
   if (strchr (key, '}') != NULL)
     return NULL;
   return g_strconcat ("fence:{", key, "}", NULL);
+}
+
+/* The most permits a semaphore may have: taking one and counting the free ones look at
+ * every permit (O(N) work in the store, within one atomic step). */
+#define RL_SEMAPHORE_MAX_PERMITS 1024
+
+/* The semaphore key a permit key `SEM_KEY:I` (I decimal digits) belongs to, when @key
+ * is one: its length (the permit's key without `:I`); 0 otherwise. A release of a
+ * permit is heard under the permit's key; the semaphore's waiters are woken by it. */
+static inline gsize
+rl_store_semaphore_key_len (const char *key)
+{
+  gsize len = strlen (key), i = len;
+
+  while (i > 0 && g_ascii_isdigit (key[i - 1]))
+    i--;
+  if (i == len || i < 5 || key[i - 1] != ':' || memcmp (key + i - 5, ":sem", 4) != 0)
+    return 0;
+  return i - 1;
 }
 
 struct _RlStore

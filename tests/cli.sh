@@ -7,7 +7,8 @@
 # lease loss (SIGKILL within the lease margin), mutual exclusion of concurrent runs,
 # --fencing (REDIS_LOCK_TOKEN, the counter, the last token in status), several --url (a
 # quorum over three servers, two of them enough), several locks with
-# --lock (all or none, one line per lock in the environment),
+# --lock (all or none, one line per lock in the environment), --permits (a permit of a
+# semaphore, its size checked),
 # signal forwarding (one SIGINT reaching the command once, on a terminal or sent to the
 # process group: Linux, python3), `status` / `list` output (text and JSON), escaped
 # holders, passwords kept out of every message, and `demo`. Prints TAP.
@@ -295,6 +296,38 @@ wait "$labwaiter"; expect_rc "--lock lb --lock la waits and runs: 0" 0 $?
 check "the command ran once both were free" test -e "$tmp/lab.ran"
 rl run --lock la 2>"$tmp/err"; expect_rc "--lock without COMMAND: 64" 64 $?
 rl run --lock '' -- true 2>"$tmp/err"; expect_rc "--lock with an empty NAME: 64" 64 $?
+
+# --- --permits N: one permit of a semaphore of N ---------------------------------------------
+start_bg "$RL" run --permits 2 pool -- $(hold p1)
+p1=$bg
+check "first permit holder started" wait_for "$tmp/p1.started"
+start_bg "$RL" run --permits 2 pool -- $(hold p2)
+p2=$bg
+check "second permit holder started" wait_for "$tmp/p2.started"
+check "both permit keys held" \
+  test "$(rcli EXISTS 'redislock:{pool}:sem:0' 'redislock:{pool}:sem:1')" = 2
+rl run --permits 2 --wait 300ms pool -- touch "$tmp/p3.never" 2>"$tmp/err"
+expect_rc "--permits 2 with both held, --wait 300ms: 1" 1 $?
+check "the command did not run" test ! -e "$tmp/p3.never"
+check "the message names the semaphore" grep -q "semaphore 'pool'" "$tmp/err"
+rl run --permits 3 pool -- touch "$tmp/p4.never" 2>"$tmp/err"
+expect_rc "--permits 3 of a semaphore of 2: 64" 64 $?
+check "the message names both sizes" grep -q "2 permits in Redis, not 3" "$tmp/err"
+touch "$tmp/p1.release"
+wait "$p1"; expect_rc "first permit holder: 0" 0 $?
+rl run --permits 2 pool -- sh -c 'printf "%s\n" "$REDIS_LOCK_KEY" >"$0/pkey"' "$tmp" 2>"$tmp/err"
+expect_rc "a freed permit runs the next command: 0" 0 $?
+check "REDIS_LOCK_KEY is the permit's key" grep -q '^redislock:{pool}:sem:[01]$' "$tmp/pkey"
+touch "$tmp/p2.release"
+wait "$p2"; expect_rc "second permit holder: 0" 0 $?
+check "no permit left held" \
+  test "$(rcli EXISTS 'redislock:{pool}:sem:0' 'redislock:{pool}:sem:1')" = 0
+check "the size stays with the semaphore" test "$(rcli GET 'redislock:{pool}:sem')" = 2
+rcli DEL 'redislock:{pool}:sem' >/dev/null
+rl run --permits 3 pool -- true 2>"$tmp/err"; expect_rc "resized once its size key is deleted: 0" 0 $?
+rcli DEL 'redislock:{pool}:sem' >/dev/null
+rl run --permits 0 pool -- true 2>"$tmp/err"; expect_rc "--permits 0: 64" 64 $?
+rl run --permits 2 --lock pa -- true 2>"$tmp/err"; expect_rc "--permits with --lock: 64" 64 $?
 
 # --- a held lock: --wait 0 and --wait 300ms give 1; status and list show it -------------
 start_bg "$RL" run held -- $(hold held)

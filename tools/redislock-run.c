@@ -3,7 +3,8 @@
  *
  * Takes the lock NAME through libredislock (the registry's watchdog keeps renewing the
  * lease) on a holder thread (several locks, all or none, with `--lock A --lock B`; a
- * fencing token for each with `--fencing`), runs COMMAND as a child process, a job of its own (its own
+ * fencing token for each with `--fencing`; a permit of the semaphore NAME of N permits
+ * with `--permits N`), runs COMMAND as a child process, a job of its own (its own
  * process group, given the terminal while redislock has it, with signals forwarded to
  * it), releases the lock when it ends and exits with its status; if the lease is lost
  * while the command runs, the command is terminated, SIGKILL coming before the key can
@@ -40,6 +41,7 @@ typedef struct
   /* read-only while the holder thread runs */
   RedisLock **locks;
   guint n_locks;
+  RedisSemaphore *semaphore; /* --permits: a permit of it instead of the lock */
   gint64 wait_ms;
   gint64 ttl_ms;
   GCancellable *cancellable;
@@ -58,6 +60,8 @@ typedef struct
   gboolean lease_lost;
   gint64 lease_lost_us; /* monotonic time of the report */
   char *lost_name;      /* the name of the first lock whose lease was lost */
+  /* holder thread only */
+  RedisPermit *permit;  /* --permits: the permit held */
 } Holder;
 
 /* The command runs as a job of its own: its own process group, which is given the
@@ -106,7 +110,11 @@ holder_thread (gpointer data)
 
   /* Several locks: all or none, the leases of one registry requested together. The
    * registry's TTL is the --ttl then. */
-  if (h->n_locks == 1)
+  if (h->semaphore != NULL)
+    ok = (h->permit = redis_semaphore_try_acquire_for (h->semaphore, h->wait_ms, h->cancellable,
+                                                       &error))
+         != NULL;
+  else if (h->n_locks == 1)
     ok = redis_lock_try_lock_full (h->locks[0], h->wait_ms, h->ttl_ms, h->cancellable, &error);
   else
     ok = redis_lock_try_lock_all (h->locks, h->n_locks, h->wait_ms, h->cancellable, &error);
@@ -116,7 +124,9 @@ holder_thread (gpointer data)
   /* only the holding thread may ask for the value and token of its hold */
   h->lease_values = g_new0 (char *, h->n_locks + 1);
   h->tokens = g_new0 (guint64, h->n_locks);
-  for (guint i = 0; ok && i < h->n_locks; i++)
+  if (ok && h->semaphore != NULL)
+    h->lease_values[0] = redis_permit_dup_lease_value (h->permit);
+  for (guint i = 0; ok && h->semaphore == NULL && i < h->n_locks; i++)
     {
       h->lease_values[i] = redis_lock_dup_lease_value (h->locks[i]);
       h->tokens[i] = redis_lock_get_fencing_token (h->locks[i]);
@@ -131,7 +141,9 @@ holder_thread (gpointer data)
   pthread_mutex_unlock (&h->mu);
 
   error = NULL;
-  if (ok && h->n_locks == 1)
+  if (ok && h->semaphore != NULL)
+    redis_permit_release (h->permit, &error);
+  else if (ok && h->n_locks == 1)
     redis_lock_unlock (h->locks[0], &error);
   else if (ok)
     redis_lock_unlock_all (h->locks, h->n_locks, &error);
@@ -163,7 +175,8 @@ on_lease_lost (RedisLock *lock, gpointer user_data)
   if (!h->lease_lost)
     {
       h->lease_lost_us = now;
-      h->lost_name = g_strdup (redis_lock_get_name (lock));
+      /* NULL: a permit (--permits), whose name is the command line's */
+      h->lost_name = lock != NULL ? g_strdup (redis_lock_get_name (lock)) : NULL;
     }
   h->lease_lost = TRUE;
   pthread_mutex_unlock (&h->mu);
@@ -359,12 +372,17 @@ join_lines (const Holder *h, const char *(*item) (const Holder *h, guint i, char
 static const char *
 item_key (const Holder *h, guint i, char buf[24])
 {
+  /* --permits: the key of the permit held (set before acquire_done) */
+  if (h->semaphore != NULL)
+    return redis_permit_get_key (h->permit);
   return redis_lock_get_key (h->locks[i]);
 }
 
 static const char *
 item_name (const Holder *h, guint i, char buf[24])
 {
+  if (h->semaphore != NULL)
+    return redis_semaphore_get_name (h->semaphore);
   return redis_lock_get_name (h->locks[i]);
 }
 
@@ -436,6 +454,12 @@ report_not_acquired (RunState *st)
   g_autofree char *waited = format_duration (st->holder->wait_ms);
   RedisLockLeaseInfo *lease = NULL;
 
+  if (st->holder->semaphore != NULL)
+    {
+      g_autofree char *shown = escape_for_display (st->name);
+      die_message ("no permit of semaphore '%s' came free within %s", shown, waited);
+      return;
+    }
   /* Of several locks, the first that the store says is held. */
   for (guint i = 0; lease == NULL && st->names[i] != NULL; i++)
     {
@@ -672,6 +696,7 @@ static const char run_usage[] = "run [OPTION…] [--] NAME [--] COMMAND [ARG…]
 static char *opt_wait, *opt_ttl, *opt_kill_after, *opt_min_replicas;
 static char **opt_locks;
 static gboolean opt_fencing;
+static int opt_permits = -1; /* -1: not given */
 static const GOptionEntry run_entries[] = {
   { "wait", 'w', 0, G_OPTION_ARG_STRING, &opt_wait,
     "Give up (exit 1) when the lock is not acquired within DURATION; 0 tries once "
@@ -696,6 +721,10 @@ static const GOptionEntry run_entries[] = {
     "NAME" },
   { "fencing", 'f', 0, G_OPTION_ARG_NONE, &opt_fencing,
     "Take each lock with a fencing token, passed to the command as REDIS_LOCK_TOKEN", NULL },
+  { "permits", 'p', 0, G_OPTION_ARG_INT, &opt_permits,
+    "Hold one permit of the semaphore NAME of N permits instead of the lock NAME "
+    "(REDIS_LOCK_KEY is the permit's key)",
+    "N" },
   { NULL },
 };
 
@@ -705,6 +734,7 @@ typedef struct
   GPtrArray *names; /* the lock names (const char *), NULL-terminated */
   char **command;
   gboolean fencing;
+  guint permits;  /* --permits: 0 for a lock */
   gint64 wait_ms; /* -1: forever */
   gint64 ttl_ms;
   gint64 kill_after_ms;
@@ -746,8 +776,8 @@ parse_run_options (int end, char **argv)
 
   memcpy (opt_argv, argv, sizeof (char *) * (gsize) opt_argc);
   rc = parse_options ("run", run_usage, "[--] NAME [--] COMMAND [ARG…]",
-                      "Holds lock NAME (or every --lock NAME) while COMMAND runs, and exits\n"
-                      "with its status.\n"
+                      "Holds lock NAME (or every --lock NAME, or with --permits N one permit of\n"
+                      "the semaphore NAME) while COMMAND runs, and exits with its status.\n"
                       "Exit status: the command's; 1 when the lock was not acquired within\n"
                       "--wait; 2 on a Redis error; 3 when the lease was lost while the command\n"
                       "ran; 64 on a usage error; 126/127 when the command cannot be run;\n"
@@ -849,6 +879,12 @@ parse_run_arguments (int argc, char **argv, RunArgs *args)
     if ((rc = check_name (g_ptr_array_index (args->names, j))) >= 0)
       return rc;
   args->fencing = opt_fencing;
+  if (opt_permits != -1 && (opt_permits < 1 || opt_permits > REDIS_SEMAPHORE_MAX_PERMITS))
+    return usage_error ("run", run_usage, "invalid number for --permits: %d (1 to %d)",
+                        opt_permits, REDIS_SEMAPHORE_MAX_PERMITS);
+  if (opt_permits != -1 && (opt_locks != NULL || opt_fencing))
+    return usage_error ("run", run_usage, "--permits takes one NAME, without --lock or --fencing");
+  args->permits = opt_permits > 0 ? (guint) opt_permits : 0;
   return parse_run_durations (args);
 }
 
@@ -947,15 +983,17 @@ run_result (const RunState *st)
 static void
 free_locks (RedisLock **locks, guint n)
 {
-  for (guint i = 0; i < n; i++)
+  for (guint i = 0; locks != NULL && i < n; i++)
     redis_lock_unref (locks[i]);
   g_free (locks);
 }
 
-/* Holds @locks (@n of them, transfer full) of @registry while the command runs, then
- * closes the registry; returns the exit status of `run`. */
+/* Holds @locks (@n of them, transfer full) of @registry, or with @semaphore (transfer
+ * full; @locks NULL, @n 1) one permit of it, while the command runs, then closes the
+ * registry; returns the exit status of `run`. */
 static int
-run_with_locks (RedisLockRegistry *registry, RedisLock **locks, guint n, const RunArgs *args)
+run_with_locks (RedisLockRegistry *registry, RedisLock **locks, guint n,
+                RedisSemaphore *semaphore, const RunArgs *args)
 {
   g_autoptr (GMainLoop) loop = g_main_loop_new (NULL, FALSE);
   g_autoptr (GCancellable) cancellable = g_cancellable_new ();
@@ -970,6 +1008,7 @@ run_with_locks (RedisLockRegistry *registry, RedisLock **locks, guint n, const R
       free_locks (locks, n);
       return EXIT_REDIS;
     }
+  h->semaphore = semaphore;
   redis_lock_registry_set_lease_lost_callback (registry, on_lease_lost, h, NULL);
   st.holder = h;
   st.loop = loop;
@@ -986,6 +1025,7 @@ run_with_locks (RedisLockRegistry *registry, RedisLock **locks, guint n, const R
   free_locks (locks, n);
   redis_lock_registry_close (registry);
   holder_free (h);
+  redis_semaphore_unref (semaphore);
   return result;
 }
 
@@ -1020,6 +1060,19 @@ cmd_run (int argc, char **argv)
   redis_lock_registry_set_fencing (registry, args.fencing);
   /* try_lock_all takes the registry's TTL. */
   redis_lock_registry_set_expire_after_ms (registry, args.ttl_ms);
+  if (args.permits > 0)
+    {
+      RedisSemaphore *semaphore = redis_lock_registry_obtain_semaphore (
+          registry, g_ptr_array_index (args.names, 0), args.permits, &error);
+      if (semaphore == NULL)
+        {
+          die_message ("%s", error->message);
+          rc = exit_status_for_error (error);
+          goto out;
+        }
+      rc = run_with_locks (registry, NULL, 1, semaphore, &args);
+      goto out;
+    }
   n = args.names->len - 1;
   locks = g_new0 (RedisLock *, n);
   for (guint i = 0; i < n; i++)
@@ -1033,7 +1086,7 @@ cmd_run (int argc, char **argv)
           goto out;
         }
     }
-  rc = run_with_locks (registry, locks, n, &args);
+  rc = run_with_locks (registry, locks, n, NULL, &args);
 
 out:
   if (args.names != NULL)

@@ -16,6 +16,8 @@
 #include <redislock/redislock-error.h>
 #include <redislock/redislock-registry.h>
 #include <redislock/redislock-lock.h>
+#include <redislock/redislock-semaphore.h>
+#include <redislock/redislock-leader.h>
 
 #undef __REDIS_LOCK_H_INSIDE__
 

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* section-semaphore.c: taking and giving back a permit that no one else wants.
+ *
+ * A permit is one script (check the size, set the first free permit) and one release
+ * (the lease's compare-and-delete), two round trips, so the pair is compared with two
+ * raw EVALSHA calls made back to back, timed in alternating blocks as the uncontended
+ * lock is (section-uncontended.c), on a semaphore of 4 permits; the registry's counters
+ * give the commands and round trips per pair.
+ */
+#include "bench.h"
+
+/* Permit pairs alternate with raw pairs in blocks of this many. */
+#define INTERLEAVE_BLOCK 25
+#define PERMITS 4
+
+/* One acquire+release of a permit of @sem. */
+static gboolean
+permit_pair (RedisSemaphore *sem, GError **error)
+{
+  RedisPermit *permit = redis_semaphore_try_acquire_for (sem, 0, NULL, error);
+
+  if (permit == NULL)
+    {
+      if (*error == NULL)
+        g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                             "no permit free in an uncontended semaphore");
+      return FALSE;
+    }
+  return redis_permit_release (permit, error);
+}
+
+void
+section_semaphore (Bench *b, Section *s)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisSemaphore) sem = NULL;
+  g_autoptr (RawConn) raw = NULL;
+  RedisLockRegistryStats before, after;
+  guint n = b->uncontended_pairs - b->uncontended_pairs % INTERLEAVE_BLOCK;
+  g_autofree gint64 *sem_samples = g_new (gint64, n);
+  g_autofree gint64 *raw_samples = g_new (gint64, n);
+  double commands, round_trips;
+  Dist pair, raw_pair;
+  guint i, k;
+
+  registry = bench_registry (b, &error);
+  if (registry == NULL)
+    goto fail;
+  sem = redis_lock_registry_obtain_semaphore (registry, "bench-semaphore", PERMITS, &error);
+  if (sem == NULL)
+    goto fail;
+  raw = raw_open (&b->target, &error);
+  if (raw == NULL)
+    goto fail;
+  for (i = 0; i < 200; i++)
+    if (!permit_pair (sem, &error) || !raw_call (raw, &error))
+      goto fail;
+
+  redis_lock_registry_get_stats (registry, &before);
+  for (i = 0; i < n; i += INTERLEAVE_BLOCK)
+    {
+      for (k = i; k < i + INTERLEAVE_BLOCK; k++)
+        {
+          gint64 t0 = now_ns ();
+
+          if (!raw_call (raw, &error) || !raw_call (raw, &error))
+            goto fail;
+          raw_samples[k] = now_ns () - t0;
+        }
+      for (k = i; k < i + INTERLEAVE_BLOCK; k++)
+        {
+          gint64 t0 = now_ns ();
+
+          if (!permit_pair (sem, &error))
+            goto fail;
+          sem_samples[k] = now_ns () - t0;
+        }
+    }
+  redis_lock_registry_get_stats (registry, &after);
+  pair = dist_of (sem_samples, n, 1);
+  raw_pair = dist_of (raw_samples, n, 1);
+  commands = (double) (after.commands - before.commands) / n;
+  round_trips = (double) (after.round_trips - before.round_trips) / n;
+
+  add_row (s, "acquire+release p50", pair.p50 / 1000, "us", 1, pair.p50 / raw_pair.p50,
+           "2 raw calls p50", "<= 1.15x", pair.p50 <= 1.15 * raw_pair.p50);
+  add_row (s, "acquire+release p99", pair.p99 / 1000, "us", 1, pair.p99 / raw_pair.p99,
+           "2 raw calls p99", NULL, FALSE);
+  add_row (s, "2 raw calls p50 (baseline)", raw_pair.p50 / 1000, "us", 1, 1.0, "2 raw calls p50",
+           NULL, FALSE);
+  add_row (s, "Redis commands per pair", commands, "", 2, commands / 2, "2", NULL, FALSE);
+  add_row (s, "round trips per pair", round_trips, "", 2, round_trips / 2, "2", NULL, FALSE);
+  add_note (s,
+            "%u acquire+release pairs of a semaphore of %d permits from one thread, each timed, "
+            "in blocks of %d alternating with blocks of two raw EVALSHA calls, after 200 "
+            "warm-up pairs",
+            n, PERMITS, INTERLEAVE_BLOCK);
+  return;
+
+fail:
+  add_na (s, "acquire+release", "%s", error->message);
+}

@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* redislock-leader.h: leader election on a lock, as Spring Integration's
+ * LockRegistryLeaderInitiator.
+ *
+ * Candidates for one name in any number of processes each try to take the lock of that
+ * name; the one that holds it leads until it stops, yields, loses the lease or its
+ * registry closes, and the others wait for the lock meanwhile, woken by its release.
+ * Everything happens in a GMainContext: no thread is blocked for a candidate.
+ */
+#ifndef REDIS_LOCK_LEADER_H
+#define REDIS_LOCK_LEADER_H
+
+#if !defined(__REDIS_LOCK_H_INSIDE__) && !defined(REDIS_LOCK_COMPILATION)
+#error "Only <redislock/redislock.h> can be included directly."
+#endif
+
+#include <gio/gio.h>
+#include <redislock/redislock-macros.h>
+#include <redislock/redislock-registry.h>
+
+G_BEGIN_DECLS
+
+/**
+ * RedisLockLeader:
+ *
+ * A candidate for leadership of a name, reference counted. Its functions may be called
+ * from any thread; its callback runs in the main context redis_lock_leader_start() was
+ * called in.
+ *
+ * Since: 0.1
+ */
+typedef struct _RedisLockLeader RedisLockLeader;
+
+/**
+ * RedisLockLeaderFunc:
+ * @leader: the candidate
+ * @leading: %TRUE: leadership was granted; %FALSE: it ended
+ * @user_data: (closure): the data given to redis_lock_leader_new()
+ *
+ * Called in the thread-default main context of redis_lock_leader_start() with
+ * @leading %TRUE when the candidate becomes leader, and with %FALSE exactly once when
+ * that leadership ends (stop, yield, lease lost, registry closed). With %FALSE, the
+ * lock is still held when the leadership ended by stop or yield (it is released right
+ * after the call returns), so work stopped in the callback never overlaps the next
+ * leader's. It may call any function of the leader.
+ *
+ * Since: 0.1
+ */
+typedef void (*RedisLockLeaderFunc) (RedisLockLeader *leader, gboolean leading,
+                                     gpointer user_data);
+
+/**
+ * REDIS_LOCK_TYPE_LEADER:
+ *
+ * The #GType of #RedisLockLeader, a boxed type whose copy takes a reference.
+ *
+ * Since: 0.1
+ */
+#define REDIS_LOCK_TYPE_LEADER (redis_lock_leader_get_type ())
+
+/**
+ * redis_lock_leader_get_type:
+ *
+ * Returns: the #GType of #RedisLockLeader, %REDIS_LOCK_TYPE_LEADER.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_leader_get_type (void) G_GNUC_CONST;
+
+/**
+ * redis_lock_leader_new:
+ * @registry: a registry
+ * @name: the name to lead, a lock name (its lock, redis_lock_registry_obtain() of
+ *   @name, is what the leader holds)
+ * @func: (scope notified) (closure user_data): called when leadership begins and ends
+ * @user_data: data for @func
+ * @destroy: (nullable): called with @user_data when the leader is freed
+ *
+ * Makes a candidate; nothing happens until redis_lock_leader_start().
+ *
+ * Returns: (transfer full) (nullable): the candidate; %NULL (with a critical) for a
+ *   bad name or a closed registry.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockLeader *redis_lock_leader_new (RedisLockRegistry *registry,
+                                                          const char *name,
+                                                          RedisLockLeaderFunc func,
+                                                          gpointer user_data,
+                                                          GDestroyNotify destroy);
+
+/**
+ * redis_lock_leader_ref: (skip)
+ * @leader: a candidate
+ *
+ * Returns: (transfer full): @leader, with one more reference.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockLeader *redis_lock_leader_ref (RedisLockLeader *leader);
+
+/**
+ * redis_lock_leader_unref: (skip)
+ * @leader: (transfer full) (nullable): a candidate
+ *
+ * Drops a reference. A started candidate keeps itself alive until it is stopped (or
+ * its registry closes): call redis_lock_leader_stop() first.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_unref (RedisLockLeader *leader);
+
+/**
+ * redis_lock_leader_start:
+ * @leader: a candidate
+ *
+ * Starts competing for leadership, in the thread-default main context of the calling
+ * thread, which must run it (the lock is held by this thread while it leads). Nothing
+ * happens when it is started already.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_start (RedisLockLeader *leader);
+
+/**
+ * redis_lock_leader_stop:
+ * @leader: a candidate
+ *
+ * Stops competing: gives leadership up (the callback gets %FALSE, then the lock is
+ * released) if it leads, or stops waiting for it. Called from the thread that runs the
+ * leader's main context, it is done when it returns; from another thread, it is done
+ * in that context soon after.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_stop (RedisLockLeader *leader);
+
+/**
+ * redis_lock_leader_yield:
+ * @leader: a candidate
+ *
+ * Gives leadership up now (as redis_lock_leader_stop() does) and competes again after
+ * the pause of redis_lock_leader_set_pause_ms(), so that another candidate may lead.
+ * Nothing happens when it does not lead.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_yield (RedisLockLeader *leader);
+
+/**
+ * redis_lock_leader_set_pause_ms:
+ * @leader: a candidate
+ * @pause_ms: how long it waits before competing again after it yielded, lost its lease
+ *   or failed to reach Redis; default 1000, must be >= 0
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_set_pause_ms (RedisLockLeader *leader, gint64 pause_ms);
+
+/**
+ * redis_lock_leader_is_leading:
+ * @leader: a candidate
+ *
+ * Returns: whether it leads now (from the grant to the end of leadership).
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_leader_is_leading (RedisLockLeader *leader);
+
+/**
+ * redis_lock_leader_get_cancellable:
+ * @leader: a candidate
+ *
+ * Returns: (transfer none): a #GCancellable cancelled when the current leadership ends
+ *   (already cancelled when it does not lead), to pass to the work done as leader.
+ *   Each leadership gets a new one, made when it is granted: the one returned stays
+ *   valid until then (take a reference to keep it longer, or to use it from a thread
+ *   other than the leader's).
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 GCancellable *redis_lock_leader_get_cancellable (RedisLockLeader *leader);
+
+/**
+ * redis_lock_leader_get_name:
+ * @leader: a candidate
+ *
+ * Returns: (transfer none): the name it competes for.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_leader_get_name (RedisLockLeader *leader);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockLeader, redis_lock_leader_unref)
+
+G_END_DECLS
+
+#endif /* REDIS_LOCK_LEADER_H */

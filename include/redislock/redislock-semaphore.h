@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* redislock-semaphore.h: a counting semaphore whose permits are Redis leases.
+ *
+ * A semaphore of N permits lets at most N holders in at once across every thread and
+ * process sharing the registry key. Each permit taken is a lease of its own, renewed by
+ * the registry's watchdog like a lock's, so the permit of a process that crashed comes
+ * back when its TTL runs out; a lost permit is reported as a lost lock is. Permits are
+ * not owned by threads: any thread may release a permit object. All functions are
+ * thread-safe.
+ */
+#ifndef REDIS_LOCK_SEMAPHORE_H
+#define REDIS_LOCK_SEMAPHORE_H
+
+#if !defined(__REDIS_LOCK_H_INSIDE__) && !defined(REDIS_LOCK_COMPILATION)
+#error "Only <redislock/redislock.h> can be included directly."
+#endif
+
+#include <gio/gio.h>
+#include <redislock/redislock-macros.h>
+#include <redislock/redislock-registry.h>
+
+G_BEGIN_DECLS
+
+/**
+ * RedisSemaphore:
+ *
+ * A counting semaphore of a registry, reference counted and thread-safe. Its permits
+ * are the leases `registry_key:{name}:sem:0` … `:sem:N-1`, its size is kept in
+ * `registry_key:{name}:sem`.
+ *
+ * Since: 0.1
+ */
+typedef struct _RedisSemaphore RedisSemaphore;
+
+/**
+ * RedisPermit:
+ *
+ * One permit taken from a #RedisSemaphore, until redis_permit_release() frees it.
+ *
+ * Since: 0.1
+ */
+typedef struct _RedisPermit RedisPermit;
+
+/**
+ * REDIS_LOCK_TYPE_SEMAPHORE:
+ *
+ * The #GType of #RedisSemaphore, a boxed type whose copy takes a reference.
+ *
+ * Since: 0.1
+ */
+#define REDIS_LOCK_TYPE_SEMAPHORE (redis_semaphore_get_type ())
+
+/**
+ * redis_semaphore_get_type:
+ *
+ * Returns: the #GType of #RedisSemaphore, %REDIS_LOCK_TYPE_SEMAPHORE.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_semaphore_get_type (void) G_GNUC_CONST;
+
+/**
+ * REDIS_LOCK_TYPE_PERMIT:
+ *
+ * The #GType of #RedisPermit, a boxed type. A permit cannot be copied (it is one
+ * lease): a binding holds the one pointer and gives it back with
+ * redis_permit_release().
+ *
+ * Since: 0.1
+ */
+#define REDIS_LOCK_TYPE_PERMIT (redis_permit_get_type ())
+
+/**
+ * redis_permit_get_type:
+ *
+ * Returns: the #GType of #RedisPermit, %REDIS_LOCK_TYPE_PERMIT.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_permit_get_type (void) G_GNUC_CONST;
+
+/**
+ * REDIS_SEMAPHORE_MAX_PERMITS:
+ *
+ * The largest size of a semaphore. Taking a permit and counting the free ones look at
+ * every permit of the semaphore in one atomic step in Redis, an O(N) cost.
+ *
+ * Since: 0.1
+ */
+#define REDIS_SEMAPHORE_MAX_PERMITS 1024
+
+/**
+ * redis_lock_registry_obtain_semaphore:
+ * @registry: a registry
+ * @name: the semaphore's name, 1 to 1000 bytes, no NUL, no `{` or `}`
+ * @permits: its size, 1 to %REDIS_SEMAPHORE_MAX_PERMITS, the same in every process
+ * @error: return location for a #GError
+ *
+ * Gives a semaphore object for @name. No request is sent: the size is checked against
+ * the one stored with the semaphore (by the first process that took a permit) at each
+ * acquisition, where a different size fails with %REDIS_LOCK_ERROR_INVALID naming
+ * both. A semaphore, a lock and a read-write lock of the same name are different
+ * objects with different keys. Not available on a quorum registry
+ * (redis_lock_registry_new_quorum(): permits counted on independent servers would not
+ * add up), which is %REDIS_LOCK_ERROR_INVALID.
+ *
+ * Returns: (transfer full) (nullable): a new reference; %NULL with @error:
+ *   %REDIS_LOCK_ERROR_INVALID for a bad name, @permits of 0 or over the maximum, or a
+ *   quorum registry; %REDIS_LOCK_ERROR_CLOSED, %REDIS_LOCK_ERROR_FORKED.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisSemaphore *redis_lock_registry_obtain_semaphore (RedisLockRegistry *registry,
+                                                                        const char *name,
+                                                                        guint permits,
+                                                                        GError **error);
+
+/**
+ * redis_semaphore_ref: (skip)
+ * @semaphore: a semaphore
+ *
+ * Returns: (transfer full): @semaphore, with one more reference.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisSemaphore *redis_semaphore_ref (RedisSemaphore *semaphore);
+
+/**
+ * redis_semaphore_unref: (skip)
+ * @semaphore: (transfer full) (nullable): a semaphore
+ *
+ * Drops a reference. Permits taken stay valid: each keeps the semaphore alive.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_semaphore_unref (RedisSemaphore *semaphore);
+
+/**
+ * redis_semaphore_get_name:
+ * @semaphore: a semaphore
+ *
+ * Returns: (transfer none): the name given to redis_lock_registry_obtain_semaphore().
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_semaphore_get_name (RedisSemaphore *semaphore);
+
+/**
+ * redis_semaphore_get_permits:
+ * @semaphore: a semaphore
+ *
+ * Returns: the semaphore's size.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 guint redis_semaphore_get_permits (RedisSemaphore *semaphore);
+
+/**
+ * redis_semaphore_try_acquire_for:
+ * @semaphore: a semaphore
+ * @wait_ms: the longest wait in total; 0: one attempt; < 0: forever
+ * @cancellable: (nullable): a #GCancellable
+ * @error: return location for a #GError
+ *
+ * Takes one permit, waiting at most @wait_ms for one to be released. One round trip
+ * when a permit is free. A waiter is woken by the release notification of any permit
+ * (or, without one, at the smallest remaining TTL among the permits). Threads of one
+ * process contend for permits as processes do: each permit is a lease of its own.
+ *
+ * Returns: (transfer full) (nullable): the permit, to give back with
+ *   redis_permit_release(); %NULL without @error: no permit within @wait_ms; %NULL
+ *   with @error: %REDIS_LOCK_ERROR_INVALID (another size is stored: the message names
+ *   both), %G_IO_ERROR_CANCELLED, %REDIS_LOCK_ERROR_CLOSED, a Redis failure.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisPermit *redis_semaphore_try_acquire_for (RedisSemaphore *semaphore,
+                                                                gint64 wait_ms,
+                                                                GCancellable *cancellable,
+                                                                GError **error) G_GNUC_WARN_UNUSED_RESULT;
+
+/**
+ * redis_semaphore_acquire_async:
+ * @semaphore: a semaphore
+ * @wait_ms: as for redis_semaphore_try_acquire_for()
+ * @cancellable: (nullable): a #GCancellable
+ * @callback: (scope async): called in the thread-default main context of this call
+ * @user_data: (closure): data for @callback
+ *
+ * Takes one permit without blocking the calling thread; finish with
+ * redis_semaphore_acquire_finish(). The wait is woken as for
+ * redis_semaphore_try_acquire_for(); requests run on the registry's workers.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_semaphore_acquire_async (RedisSemaphore *semaphore, gint64 wait_ms,
+                                                      GCancellable *cancellable,
+                                                      GAsyncReadyCallback callback,
+                                                      gpointer user_data);
+
+/**
+ * redis_semaphore_acquire_finish:
+ * @semaphore: a semaphore
+ * @result: the #GAsyncResult given to the callback
+ * @error: return location for a #GError
+ *
+ * Returns: (transfer full) (nullable): as redis_semaphore_try_acquire_for().
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisPermit *redis_semaphore_acquire_finish (RedisSemaphore *semaphore,
+                                                               GAsyncResult *result,
+                                                               GError **error);
+
+/**
+ * redis_semaphore_get_available:
+ * @semaphore: a semaphore
+ * @error: return location for a #GError
+ *
+ * Counts the permits free in Redis now (one round trip; O(N) in Redis).
+ *
+ * Returns: how many permits are free; 0 with @error on failure (another size stored is
+ *   %REDIS_LOCK_ERROR_INVALID).
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 guint redis_semaphore_get_available (RedisSemaphore *semaphore, GError **error);
+
+/**
+ * redis_permit_release:
+ * @permit: (transfer full): a permit
+ * @error: return location for a #GError
+ *
+ * Gives the permit back (one round trip: a compare-and-delete of its lease, which
+ * wakes the semaphore's waiters in every process) and frees @permit, whatever the
+ * outcome. Any thread may release a permit.
+ *
+ * Returns: %TRUE when released; %FALSE with %REDIS_LOCK_ERROR_LEASE_LOST when its lease
+ *   had been lost (another holder's key is untouched), %REDIS_LOCK_ERROR_CLOSED after
+ *   the registry closed (close released it), or a Redis failure (the lease then
+ *   expires with its TTL).
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_permit_release (RedisPermit *permit, GError **error);
+
+/**
+ * redis_permit_is_lease_lost:
+ * @permit: a permit
+ *
+ * Returns: %TRUE when the permit's lease was found lost (expired, deleted or taken by
+ *   another holder), or the registry closed.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_permit_is_lease_lost (RedisPermit *permit);
+
+/**
+ * redis_permit_get_lease_cancellable:
+ * @permit: a permit
+ *
+ * Returns: (transfer none): a #GCancellable cancelled when the permit's lease is lost
+ *   (or the registry closes); valid until redis_permit_release().
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 GCancellable *redis_permit_get_lease_cancellable (RedisPermit *permit);
+
+/**
+ * redis_permit_get_index:
+ * @permit: a permit
+ *
+ * Returns: which permit of the semaphore this is, 0 to size - 1 (its key ends in
+ *   `:sem:INDEX`).
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 guint redis_permit_get_index (RedisPermit *permit);
+
+/**
+ * redis_permit_get_key:
+ * @permit: a permit
+ *
+ * Returns: (transfer none): the Redis key of the permit's lease,
+ *   `registry_key:{name}:sem:INDEX`; valid until redis_permit_release().
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_permit_get_key (RedisPermit *permit);
+
+/**
+ * redis_permit_dup_lease_value:
+ * @permit: a permit
+ *
+ * Returns: (transfer full) (nullable): the value the permit's key holds while it is
+ *   held: the registry's client id, `:` and the number of the acquisition; %NULL once
+ *   the registry released it (close). Free with g_free().
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 char *redis_permit_dup_lease_value (RedisPermit *permit);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisSemaphore, redis_semaphore_unref)
+
+G_END_DECLS
+
+#endif /* REDIS_LOCK_SEMAPHORE_H */

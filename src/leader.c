@@ -1,0 +1,408 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* leader.c: leader election on a lock (Spring Integration's
+ * LockRegistryLeaderInitiator), built on the plain lock's asynchronous acquisition.
+ *
+ * A candidate waits for the lock of its name with redis_lock_lock_async() (no thread
+ * blocked: the wait is lock-async.c's, woken by the release notification), leads while
+ * its thread holds it, and watches the lease cancellable with a source in its main
+ * context, so a lost lease (or the registry's close, which cancels it too) ends the
+ * leadership there. Every state change happens in that one context, through one
+ * function (set_state()), so the states below are the whole story:
+ *
+ *   state    | event                              | next
+ *   ---------+------------------------------------+-------------------------------------
+ *   idle     | start                              | waiting (lock_async)
+ *   waiting  | got the lock (first hold)          | leading: func (TRUE)
+ *            | got it as a second hold of this    | pausing (unlocked again: another
+ *            | thread                             | candidate of this thread leads)
+ *            | failed: closed, forked             | idle
+ *            | failed otherwise                   | pausing
+ *            | stop                               | idle (the call is cancelled)
+ *   leading  | stop                               | idle: func (FALSE), then unlock
+ *            | yield                              | pausing: func (FALSE), then unlock
+ *            | lease lost / closed                | pausing / idle: func (FALSE), unlock
+ *   pausing  | the pause ended                    | waiting
+ *            | stop                               | idle
+ *
+ * The callback with FALSE comes before the unlock, so a leader's work stops before
+ * another candidate can be granted the lock. The hold belongs to the thread that runs
+ * the context (lock-async.c's rule), so redis_lock_leader_stop() and _yield() from
+ * another thread are carried out in that context. The fields a thread other than the
+ * context's reads (leading, the cancellable) are guarded by the leader's mutex.
+ */
+#include "config.h"
+
+#include "internal.h"
+
+#define RL_LEADER_PAUSE_MS 1000
+
+typedef enum
+{
+  LEADER_IDLE,
+  LEADER_WAITING,
+  LEADER_LEADING,
+  LEADER_PAUSING,
+} LeaderState;
+
+static const char *const state_names[] = {
+  [LEADER_IDLE] = "idle",
+  [LEADER_WAITING] = "waiting",
+  [LEADER_LEADING] = "leading",
+  [LEADER_PAUSING] = "pausing",
+};
+
+struct _RedisLockLeader
+{
+  gint ref_count; /* atomic */
+  RedisLock *lock;
+  RedisLockLeaderFunc func;
+  gpointer user_data;
+  GDestroyNotify destroy;
+  gint64 pause_ms; /* atomic */
+
+  /* The context's: written only there (after start). */
+  GMainContext *context; /* set (atomically) by the first start, then read-only */
+  LeaderState state;
+  GCancellable *attempt; /* WAITING: cancels the pending lock_async */
+  GSource *lost_source;  /* LEADING: the lease cancellable */
+  GSource *pause_source; /* PAUSING */
+
+  RlMutex mutex;             /* guards the two below */
+  gboolean leading;
+  GCancellable *cancellable; /* the current or last leadership's */
+};
+
+/* Life ------------------------------------------------------------------------- */
+
+RedisLockLeader *
+redis_lock_leader_new (RedisLockRegistry *registry, const char *name, RedisLockLeaderFunc func,
+                       gpointer user_data, GDestroyNotify destroy)
+{
+  g_autoptr (GError) error = NULL;
+  RedisLockLeader *leader;
+  RedisLock *lock;
+
+  g_return_val_if_fail (registry != NULL, NULL);
+  g_return_val_if_fail (func != NULL, NULL);
+
+  lock = redis_lock_registry_obtain (registry, name, &error);
+  if (lock == NULL)
+    {
+      g_critical ("redis_lock_leader_new: %s", error->message);
+      return NULL;
+    }
+  leader = g_new0 (RedisLockLeader, 1);
+  leader->ref_count = 1;
+  leader->lock = lock;
+  leader->func = func;
+  leader->user_data = user_data;
+  leader->destroy = destroy;
+  leader->pause_ms = RL_LEADER_PAUSE_MS;
+  leader->state = LEADER_IDLE;
+  rl_mutex_init (&leader->mutex);
+  leader->cancellable = g_cancellable_new ();
+  g_cancellable_cancel (leader->cancellable);
+  return leader;
+}
+
+RedisLockLeader *
+redis_lock_leader_ref (RedisLockLeader *leader)
+{
+  g_return_val_if_fail (leader != NULL, NULL);
+  g_atomic_int_inc (&leader->ref_count);
+  return leader;
+}
+
+void
+redis_lock_leader_unref (RedisLockLeader *leader)
+{
+  if (leader == NULL || !g_atomic_int_dec_and_test (&leader->ref_count))
+    return;
+  /* Every source and pending call of a started candidate holds a reference: only an
+   * idle one gets here. */
+  g_assert (leader->state == LEADER_IDLE);
+  if (leader->destroy != NULL)
+    leader->destroy (leader->user_data);
+  g_clear_object (&leader->attempt);
+  g_clear_object (&leader->cancellable);
+  if (leader->context != NULL)
+    g_main_context_unref (leader->context);
+  redis_lock_unref (leader->lock);
+  rl_mutex_clear (&leader->mutex);
+  g_free (leader);
+}
+
+const char *
+redis_lock_leader_get_name (RedisLockLeader *leader)
+{
+  g_return_val_if_fail (leader != NULL, NULL);
+  return redis_lock_get_name (leader->lock);
+}
+
+void
+redis_lock_leader_set_pause_ms (RedisLockLeader *leader, gint64 pause_ms)
+{
+  g_return_if_fail (leader != NULL);
+  g_return_if_fail (pause_ms >= 0 && pause_ms <= G_MAXINT32);
+  RL_ATOMIC_SET (leader->pause_ms, pause_ms);
+}
+
+gboolean
+redis_lock_leader_is_leading (RedisLockLeader *leader)
+{
+  gboolean leading;
+
+  g_return_val_if_fail (leader != NULL, FALSE);
+  rl_mutex_lock (&leader->mutex);
+  leading = leader->leading;
+  rl_mutex_unlock (&leader->mutex);
+  return leading;
+}
+
+GCancellable *
+redis_lock_leader_get_cancellable (RedisLockLeader *leader)
+{
+  GCancellable *cancellable;
+
+  g_return_val_if_fail (leader != NULL, NULL);
+  rl_mutex_lock (&leader->mutex);
+  cancellable = leader->cancellable;
+  rl_mutex_unlock (&leader->mutex);
+  return cancellable;
+}
+
+/* The states (in the leader's context) ------------------------------------------ */
+
+static void begin_waiting (RedisLockLeader *leader);
+
+/* The one place the state changes, logged. */
+static void
+set_state (RedisLockLeader *leader, LeaderState state)
+{
+  g_debug ("leader %s: %s -> %s", redis_lock_get_name (leader->lock), state_names[leader->state],
+           state_names[state]);
+  leader->state = state;
+}
+
+static gboolean
+on_pause_over (gpointer data)
+{
+  RedisLockLeader *leader = data;
+
+  g_clear_pointer (&leader->pause_source, g_source_unref);
+  begin_waiting (leader);
+  return G_SOURCE_REMOVE;
+}
+
+/* Competes again after the pause, unless the registry closed. */
+static void
+begin_pause (RedisLockLeader *leader)
+{
+  if (rl_registry_is_closed (leader->lock->registry))
+    {
+      set_state (leader, LEADER_IDLE);
+      return;
+    }
+  set_state (leader, LEADER_PAUSING);
+  leader->pause_source = g_timeout_source_new ((guint) RL_ATOMIC_GET (leader->pause_ms));
+  g_source_set_callback (leader->pause_source, on_pause_over, redis_lock_leader_ref (leader),
+                         (GDestroyNotify) redis_lock_leader_unref);
+  g_source_attach (leader->pause_source, leader->context);
+}
+
+/* Ends a leadership: the cancellable, func (FALSE), then the lock. The caller sets the
+ * next state. */
+static void
+end_leadership (RedisLockLeader *leader, const char *why)
+{
+  g_autoptr (GError) error = NULL;
+  GCancellable *cancellable;
+
+  g_source_destroy (leader->lost_source);
+  g_clear_pointer (&leader->lost_source, g_source_unref);
+  rl_mutex_lock (&leader->mutex);
+  leader->leading = FALSE;
+  cancellable = g_object_ref (leader->cancellable);
+  rl_mutex_unlock (&leader->mutex);
+  g_debug ("leader %s: leadership ends (%s)", redis_lock_get_name (leader->lock), why);
+  g_cancellable_cancel (cancellable);
+  g_object_unref (cancellable);
+  leader->func (leader, FALSE, leader->user_data);
+  if (!redis_lock_unlock (leader->lock, &error))
+    g_debug ("leader %s: unlock: %s", redis_lock_get_name (leader->lock), error->message);
+}
+
+static gboolean
+on_lease_lost (GCancellable *cancellable, gpointer data)
+{
+  RedisLockLeader *leader = data;
+
+  (void) cancellable;
+  if (leader->state == LEADER_LEADING)
+    {
+      end_leadership (leader, "lease lost");
+      begin_pause (leader);
+    }
+  return G_SOURCE_REMOVE;
+}
+
+/* The lock is this thread's now, with one hold: it leads. */
+static void
+begin_leading (RedisLockLeader *leader)
+{
+  GCancellable *old;
+
+  set_state (leader, LEADER_LEADING);
+  rl_mutex_lock (&leader->mutex);
+  old = leader->cancellable;
+  leader->cancellable = g_cancellable_new ();
+  leader->leading = TRUE;
+  rl_mutex_unlock (&leader->mutex);
+  g_object_unref (old);
+  leader->lost_source = g_cancellable_source_new (redis_lock_get_lease_cancellable (leader->lock));
+  g_source_set_callback (leader->lost_source, G_SOURCE_FUNC (on_lease_lost),
+                         redis_lock_leader_ref (leader), (GDestroyNotify) redis_lock_leader_unref);
+  g_source_attach (leader->lost_source, leader->context);
+  leader->func (leader, TRUE, leader->user_data);
+}
+
+static void
+on_locked (GObject *source, GAsyncResult *result, gpointer data)
+{
+  RedisLockLeader *leader = data;
+  g_autoptr (GError) error = NULL;
+  gboolean ok;
+
+  (void) source;
+  ok = redis_lock_lock_finish (leader->lock, result, &error);
+  if (leader->state != LEADER_WAITING)
+    {
+      /* Stopped meanwhile; a call that completed anyway keeps its hold. */
+      if (ok)
+        redis_lock_unlock (leader->lock, NULL);
+    }
+  else if (ok && redis_lock_get_hold_count (leader->lock) > 1)
+    {
+      /* This thread held the lock already (another candidate of the registry in this
+       * thread leads, or the program holds it): that is not leadership. */
+      redis_lock_unlock (leader->lock, NULL);
+      begin_pause (leader);
+    }
+  else if (ok)
+    begin_leading (leader);
+  else if (g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED)
+           || g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_FORKED))
+    set_state (leader, LEADER_IDLE);
+  else
+    {
+      if (error != NULL)
+        g_debug ("leader %s: %s", redis_lock_get_name (leader->lock), error->message);
+      begin_pause (leader);
+    }
+  redis_lock_leader_unref (leader);
+}
+
+static void
+begin_waiting (RedisLockLeader *leader)
+{
+  set_state (leader, LEADER_WAITING);
+  g_clear_object (&leader->attempt);
+  leader->attempt = g_cancellable_new ();
+  redis_lock_lock_async (leader->lock, -1, 0, leader->attempt, on_locked,
+                         redis_lock_leader_ref (leader));
+}
+
+/* Stop and yield, in the context. */
+static void
+do_stop (RedisLockLeader *leader, gboolean yield)
+{
+  switch (leader->state)
+    {
+    case LEADER_LEADING:
+      end_leadership (leader, yield ? "yielded" : "stopped");
+      if (yield)
+        begin_pause (leader);
+      else
+        set_state (leader, LEADER_IDLE);
+      break;
+    case LEADER_WAITING:
+      if (!yield)
+        {
+          set_state (leader, LEADER_IDLE);
+          g_cancellable_cancel (leader->attempt);
+        }
+      break;
+    case LEADER_PAUSING:
+      if (!yield)
+        {
+          g_source_destroy (leader->pause_source);
+          g_clear_pointer (&leader->pause_source, g_source_unref);
+          set_state (leader, LEADER_IDLE);
+        }
+      break;
+    case LEADER_IDLE:
+    default:
+      break;
+    }
+}
+
+static gboolean
+invoke_stop (gpointer data)
+{
+  do_stop (data, FALSE);
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean
+invoke_yield (gpointer data)
+{
+  do_stop (data, TRUE);
+  return G_SOURCE_REMOVE;
+}
+
+/* Runs @func in the leader's context: now when the calling thread runs it. */
+static void
+in_context (RedisLockLeader *leader, GSourceFunc func)
+{
+  GMainContext *context = g_atomic_pointer_get (&leader->context);
+
+  if (context == NULL)
+    return;
+  g_main_context_invoke_full (context, G_PRIORITY_DEFAULT, func,
+                              redis_lock_leader_ref (leader),
+                              (GDestroyNotify) redis_lock_leader_unref);
+}
+
+/* Public entry points ----------------------------------------------------------- */
+
+void
+redis_lock_leader_start (RedisLockLeader *leader)
+{
+  GMainContext *context;
+
+  g_return_if_fail (leader != NULL);
+
+  context = g_main_context_ref_thread_default ();
+  if (!g_atomic_pointer_compare_and_exchange (&leader->context, NULL, context))
+    {
+      gboolean same = context == g_atomic_pointer_get (&leader->context);
+      g_main_context_unref (context);
+      g_return_if_fail (same);
+    }
+  if (leader->state == LEADER_IDLE)
+    begin_waiting (leader);
+}
+
+void
+redis_lock_leader_stop (RedisLockLeader *leader)
+{
+  g_return_if_fail (leader != NULL);
+  in_context (leader, invoke_stop);
+}
+
+void
+redis_lock_leader_yield (RedisLockLeader *leader)
+{
+  g_return_if_fail (leader != NULL);
+  in_context (leader, invoke_yield);
+}
