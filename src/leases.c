@@ -241,6 +241,11 @@ call_callback (RlLeases *self, RedisLock *lock)
 {
   LostCallback *callback;
 
+  /* A lock-family member's lease is not a RedisLock the application knows: the
+   * callback gets NULL, and the log names the lease. */
+  if (lock->member)
+    g_message ("Lease “%s” of a read-write lock lost: it expired or belongs to another owner",
+               lock->key_data);
   rl_mutex_lock (&self->callback_mutex);
   callback = self->callback;
   if (callback != NULL)
@@ -249,7 +254,7 @@ call_callback (RlLeases *self, RedisLock *lock)
   if (callback == NULL)
     return;
   if (callback->func != NULL)
-    callback->func (lock, callback->data);
+    callback->func (lock->member ? NULL : lock, callback->data);
   callback_unref (callback);
 }
 

@@ -36,6 +36,7 @@
 #include "topology.h"
 #include "sync.h"
 #include "notify.h"
+#include "redis-store.h"
 
 /* ACQUIRE: KEYS[1] = lock key, ARGV[1] = this acquisition's value, ARGV[2] = TTL in ms.
  * Absent: SET NX PX takes it (the common case, one command). Ours already (the same
@@ -214,11 +215,6 @@ static const char renew_script[] = "if redis.call('GET', KEYS[1]) == ARGV[1] the
                                    "end\n"
                                    "return 0\n";
 
-typedef struct
-{
-  const char *text;
-  char sha[41];
-} RlScript;
 
 /* On Sentinel, the releases remembered: those made shortly before the registry learns
  * of a failover went to the old master, maybe after the new one had been promoted
@@ -257,15 +253,6 @@ typedef struct
 /* The first pause before a command that got TRYAGAIN, CLUSTERDOWN, LOADING or
  * MASTERDOWN is sent again; it doubles, with jitter, within the call's time. */
 #define RL_RETRY_BACKOFF_MS 10
-
-static void
-script_init (RlScript *script, const char *text)
-{
-  g_autofree char *sha = g_compute_checksum_for_string (G_CHECKSUM_SHA1, text, -1);
-  script->text = text;
-  memcpy (script->sha, sha, 40);
-  script->sha[40] = '\0';
-}
 
 static gboolean
 is_noscript (redisReply *reply)
@@ -2563,6 +2550,28 @@ redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem *i
   return &req->pub;
 }
 
+/* For the lock family's files (redis-store.h) ------------------------------------ */
+
+redisReply *
+rl_redis_store_eval (RlStore *store, const RlScript *script, int argc, const char **argv,
+                     gint64 timeout_ms, gboolean *acked, GError **error)
+{
+  return call_tracked ((RlRedisStore *) store, argv[3], argc, argv, script, timeout_ms, NULL,
+                       wrote_acquire, acked, TRUE, error);
+}
+
+RlLeaseResult
+rl_redis_store_unreplicated (RlStore *store, const char *key, const char *value, GError **error)
+{
+  return unreplicated_acquisition ((RlRedisStore *) store, key, value, error);
+}
+
+char *
+rl_redis_store_channel (RlStore *store, const char *key)
+{
+  return g_strconcat (((RlRedisStore *) store)->channel_prefix, key, NULL);
+}
+
 static const RlStoreVTable redis_store_vtable = {
   .acquire = redis_acquire,
   .acquire_many = redis_acquire_many,
@@ -2581,6 +2590,9 @@ static const RlStoreVTable redis_store_vtable = {
   .watch = redis_watch,
   .rewatch = redis_rewatch,
   .guard = redis_guard,
+  /* read-write locks (redis-rwlock.c) */
+  .rw_acquire = rl_redis_rw_acquire,
+  .rw_stop_waiting = rl_redis_rw_stop_waiting,
   .close = redis_close,
   .free = redis_free,
 };
@@ -2696,12 +2708,12 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
   self->channel_prefix = g_strconcat (registry_key, "-channel:", NULL);
   self->forced_channel = g_strconcat (registry_key, "-forced", NULL);
   self->legacy_channel = g_strconcat (registry_key, "-channel", NULL);
-  script_init (&self->acquire, acquire_script);
-  script_init (&self->release, release_script);
-  script_init (&self->renew, renew_script);
-  script_init (&self->fenced_acquire, fenced_acquire_script);
-  script_init (&self->acquire_all, acquire_all_script);
-  script_init (&self->force_release, force_release_script);
+  rl_script_init (&self->acquire, acquire_script);
+  rl_script_init (&self->release, release_script);
+  rl_script_init (&self->renew, renew_script);
+  rl_script_init (&self->fenced_acquire, fenced_acquire_script);
+  rl_script_init (&self->acquire_all, acquire_all_script);
+  rl_script_init (&self->force_release, force_release_script);
   self->slotted = parsed.kind == RL_TOPOLOGY_CLUSTER;
   self->sentinel = parsed.kind == RL_TOPOLOGY_SENTINEL;
   rl_mutex_init (&self->recent_mutex);

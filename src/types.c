@@ -23,6 +23,7 @@
 G_DEFINE_BOXED_TYPE (RedisLockRegistry, redis_lock_registry, redis_lock_registry_ref,
                      redis_lock_registry_unref)
 G_DEFINE_BOXED_TYPE (RedisLock, redis_lock, redis_lock_ref, redis_lock_unref)
+G_DEFINE_BOXED_TYPE (RedisRWLock, redis_rw_lock, redis_rw_lock_ref, redis_rw_lock_unref)
 
 static RedisLockRegistryStats *
 registry_stats_copy (const RedisLockRegistryStats *stats)

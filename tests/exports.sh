@@ -50,11 +50,11 @@ else
   diag "exported by libredislock, declared in redislock-test.h (they belong to libredislock-testing):" $bad
 fi
 
-bad=$(echo "$prod_syms" | grep -v -E '^(redis_lock_|_init$|_fini$|_edata$|_end$|__bss_start$)')
+bad=$(echo "$prod_syms" | grep -v -E '^(redis_lock_|redis_rw_lock_|_init$|_fini$|_edata$|_end$|__bss_start$)')
 if [ -z "$bad" ]; then
-  ok "libredislock exports only redis_lock_* functions"
+  ok "libredislock exports only redis_lock_* and redis_rw_lock_* functions"
 else
-  not_ok "libredislock exports only redis_lock_* functions"
+  not_ok "libredislock exports only redis_lock_* and redis_rw_lock_* functions"
   diag "exported by libredislock without being public API:" $bad
 fi
 

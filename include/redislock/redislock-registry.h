@@ -101,7 +101,10 @@ REDIS_LOCK_EXPORT GType redis_lock_wait_mode_get_type (void) G_GNUC_CONST;
 
 /**
  * RedisLockLeaseLostFunc:
- * @lock: the lock whose lease was lost; valid for the duration of the call.
+ * @lock: (nullable): the lock whose lease was lost, valid for the duration of the call;
+ *   %NULL when the lease was a read-write lock's (#RedisRWLock), whose lease key is
+ *   logged with g_message() and whose holders learn of it from
+ *   redis_rw_lock_is_lease_lost() and redis_rw_lock_get_lease_cancellable().
  * @user_data: (closure): the data given to redis_lock_registry_set_lease_lost_callback().
  *
  * Called once per lost lease from a library thread (the registry's watchdog thread,

@@ -16,6 +16,7 @@
 #include <redislock/redislock-error.h>
 #include <redislock/redislock-registry.h>
 #include <redislock/redislock-lock.h>
+#include <redislock/redislock-rwlock.h>
 
 #undef __REDIS_LOCK_H_INSIDE__
 
