@@ -1,0 +1,870 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* rwlock.c: tests of the read-write lock (RedisRWLock): many readers or one writer,
+ * across threads, registries and processes.
+ *
+ * Each behaviour runs on every store that holds read-write locks (`/redis/...`,
+ * `/memory/...`, `/cluster/...`, `/tls/...`); a quorum registry refuses them with a
+ * clear error (`/quorum/rwlock/...`), and the two-process case runs on Redis only.
+ * Exclusion is checked with counters of the threads inside (readers together, a
+ * writer alone), "one Redis request for the readers of a registry" with the
+ * registry's acquisition count, "woken by notification" with a lease TTL far longer
+ * than the wait allowed, and "a waiting writer blocks new readers" with the writer
+ * provably waiting (its thread asleep in the kernel, or its mark in the store).
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define NAME "doc"
+
+static RedisRWLock *
+obtain_rw (RedisLockRegistry *registry, const char *name)
+{
+  g_autoptr (GError) error = NULL;
+  RedisRWLock *lock = redis_lock_registry_obtain_rw (registry, name, &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (lock);
+  return lock;
+}
+
+static void
+read_ok (RedisRWLock *lock)
+{
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (redis_rw_lock_try_read_lock_for (lock, 20000, NULL, &error));
+  g_assert_no_error (error);
+}
+
+static void
+read_unlock_ok (RedisRWLock *lock)
+{
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (redis_rw_lock_read_unlock (lock, &error));
+  g_assert_no_error (error);
+}
+
+static void
+write_ok (RedisRWLock *lock)
+{
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (redis_rw_lock_try_write_lock_for (lock, 20000, NULL, &error));
+  g_assert_no_error (error);
+}
+
+static void
+write_unlock_ok (RedisRWLock *lock)
+{
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (redis_rw_lock_write_unlock (lock, &error));
+  g_assert_no_error (error);
+}
+
+/* Asserts that a try of @write (or read) with @wait_ms returns FALSE without an error
+ * (not acquired in time), after about @wait_ms. */
+static void
+assert_not_acquired (RedisRWLock *lock, gboolean write, gint64 wait_ms)
+{
+  g_autoptr (GError) error = NULL;
+  gint64 start = test_now_ms ();
+  gboolean ok = write ? redis_rw_lock_try_write_lock_for (lock, wait_ms, NULL, &error)
+                      : redis_rw_lock_try_read_lock_for (lock, wait_ms, NULL, &error);
+
+  g_assert_no_error (error);
+  g_assert_false (ok);
+  g_assert_cmpint (test_now_ms () - start, >=, wait_ms);
+}
+
+static char *
+rw_key (const char *name, const char *suffix)
+{
+  return g_strdup_printf ("%s:{%s}:rw:%s", TEST_REGISTRY_KEY, name, suffix);
+}
+
+static char *
+reader_key (RedisLockRegistry *registry, const char *name)
+{
+  g_autofree char *suffix = g_strconcat ("r:", redis_lock_registry_get_client_id (registry), NULL);
+  return rw_key (name, suffix);
+}
+
+/* ---- a thread that reads or writes and reports ---- */
+
+typedef struct
+{
+  RedisRWLock *lock;
+  gboolean write;
+  gint64 wait_ms;
+  GCancellable *cancellable;
+  gboolean hold; /* keep the hold until release is set */
+
+  TestSync sync;
+  gint tid;
+  gboolean returned;
+  gboolean release;
+  gboolean result;
+  GError *error;
+  gint64 returned_ms;
+} RwTaker;
+
+static gpointer
+rw_taker_main (gpointer data)
+{
+  RwTaker *t = data;
+  gboolean ok;
+  GError *error = NULL;
+
+  g_atomic_int_set (&t->tid, test_thread_id ());
+  ok = t->write ? redis_rw_lock_try_write_lock_for (t->lock, t->wait_ms, t->cancellable, &error)
+                : redis_rw_lock_try_read_lock_for (t->lock, t->wait_ms, t->cancellable, &error);
+  test_sync_lock (&t->sync);
+  t->result = ok;
+  t->error = error;
+  t->returned_ms = test_now_ms ();
+  t->returned = TRUE;
+  test_sync_broadcast (&t->sync);
+  while (ok && t->hold && !t->release)
+    test_sync_wait (&t->sync);
+  test_sync_unlock (&t->sync);
+  if (ok)
+    {
+      if (t->write)
+        write_unlock_ok (t->lock);
+      else
+        read_unlock_ok (t->lock);
+    }
+  return NULL;
+}
+
+static GThread *
+rw_taker_start (RwTaker *t, RedisRWLock *lock, gboolean write, gint64 wait_ms, gboolean hold,
+                GCancellable *cancellable)
+{
+  memset (t, 0, sizeof *t);
+  test_sync_init (&t->sync);
+  t->lock = lock;
+  t->cancellable = cancellable;
+  t->write = write;
+  t->wait_ms = wait_ms;
+  t->hold = hold;
+  return g_thread_new ("rw-taker", rw_taker_main, t);
+}
+
+/* Waits until the taker's thread has come to wait (asleep in the kernel). */
+static void
+rw_taker_wait_blocked (RwTaker *t)
+{
+  TEST_WAIT_UNTIL (g_atomic_int_get (&t->tid) != 0, 10000);
+  g_assert_true (test_wait_thread_blocked (g_atomic_int_get (&t->tid), 10000));
+}
+
+static void
+rw_taker_release_join (RwTaker *t, GThread *thread)
+{
+  g_assert_true (test_sync_wait_flag (&t->sync, &t->returned, 30000));
+  test_sync_lock (&t->sync);
+  t->release = TRUE;
+  test_sync_broadcast (&t->sync);
+  test_sync_unlock (&t->sync);
+  g_thread_join (thread);
+  g_clear_error (&t->error);
+  test_sync_clear (&t->sync);
+}
+
+/* ---- readers together, a writer alone ---- */
+
+typedef struct
+{
+  RedisRWLock *lock;   /* all_readers_main() */
+  RedisRWLock *locks[2]; /* mixed_main(): threads 0-2 use the first, 3-5 the second */
+  guint readers;
+  gint inside_readers; /* atomic */
+  gint inside_writers; /* atomic */
+  gint max_readers;    /* atomic */
+  gint overlaps;       /* atomic: a writer saw anyone else inside, or a reader a writer */
+  TestCounter **counters;
+  guint rounds;
+} Contention;
+
+static void
+note_max (gint *max, gint value)
+{
+  gint old;
+
+  while ((old = g_atomic_int_get (max)) < value)
+    if (g_atomic_int_compare_and_exchange (max, old, value))
+      break;
+}
+
+static void
+all_readers_main (guint index, gpointer data)
+{
+  Contention *c = data;
+
+  read_ok (c->lock);
+  note_max (&c->max_readers, g_atomic_int_add (&c->inside_readers, 1) + 1);
+  /* Stay until every reader is inside: only possible if they read at once. */
+  TEST_WAIT_UNTIL (g_atomic_int_get (&c->max_readers) == (gint) c->readers, 10000);
+  g_atomic_int_add (&c->inside_readers, -1);
+  read_unlock_ok (c->lock);
+}
+
+static void
+test_readers_share (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisRWLock) lock = NULL;
+  g_autofree char *rkey = NULL;
+  Contention c = { 0 };
+  guint64 before;
+
+  g_test_summary ("Threads of one registry read at once and share one reader lease: one "
+                  "acquisition in the store for all of them, released by the last");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  lock = obtain_rw (fx->registry, NAME);
+  rkey = reader_key (fx->registry, NAME);
+  c.lock = lock;
+  c.readers = 6;
+  before = test_stats (fx->registry).acquisitions;
+  test_run_threads (c.readers, all_readers_main, &c);
+  g_assert_cmpint (g_atomic_int_get (&c.max_readers), ==, 6);
+  g_assert_cmpuint (test_stats (fx->registry).acquisitions - before, ==, 1);
+  g_assert_false (test_store_exists (fx, rkey));
+}
+
+static void
+mixed_main (guint index, gpointer data)
+{
+  Contention *c = data;
+  RedisRWLock *lock = c->locks[index / 3];
+
+  for (guint i = 0; i < c->rounds; i++)
+    {
+      if (index % 3 == 0)
+        {
+          gint64 value;
+          write_ok (lock);
+          if (g_atomic_int_add (&c->inside_writers, 1) != 0
+              || g_atomic_int_get (&c->inside_readers) != 0)
+            g_atomic_int_inc (&c->overlaps);
+          value = test_counter_get (c->counters[index]);
+          g_thread_yield ();
+          test_counter_set (c->counters[index], value + 1);
+          g_atomic_int_add (&c->inside_writers, -1);
+          write_unlock_ok (lock);
+        }
+      else
+        {
+          read_ok (lock);
+          note_max (&c->max_readers, g_atomic_int_add (&c->inside_readers, 1) + 1);
+          if (g_atomic_int_get (&c->inside_writers) != 0)
+            g_atomic_int_inc (&c->overlaps);
+          g_thread_yield ();
+          g_atomic_int_add (&c->inside_readers, -1);
+          read_unlock_ok (lock);
+        }
+    }
+}
+
+static void
+test_writer_exclusive (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) other = NULL;
+  g_autoptr (RedisRWLock) lock = NULL, lock2 = NULL;
+  TestCounter *counters[6];
+  Contention c = { 0 };
+
+  g_test_summary ("Writers and readers of two registries in many threads: a writer is alone "
+                  "inside (no reader, no other writer), no increment of its counter is lost, "
+                  "and readers of both registries are inside together");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  other = test_registry_new (fx);
+  lock = obtain_rw (fx->registry, NAME);
+  lock2 = obtain_rw (other, NAME);
+  for (guint i = 0; i < G_N_ELEMENTS (counters); i++)
+    counters[i] = test_counter_open (fx, "rw-counter");
+  c = (Contention){ .locks = { lock, lock2 }, .counters = counters, .rounds = 15 };
+  test_run_threads (6, mixed_main, &c);
+  g_assert_cmpint (g_atomic_int_get (&c.overlaps), ==, 0);
+  /* Threads 0 and 3 write 15 times each. */
+  g_assert_cmpint (test_counter_get (counters[0]), ==, 30);
+  for (guint i = 0; i < G_N_ELEMENTS (counters); i++)
+    test_counter_free (counters[i]);
+}
+
+/* ---- re-entry, downgrade, upgrade ---- */
+
+static void
+test_reentry (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisRWLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *wkey = rw_key (NAME, "w");
+  g_autofree char *owner = NULL;
+  guint64 before;
+
+  g_test_summary ("Reads and writes are re-entrant per thread without store requests; the "
+                  "writing thread may read; unlock by a thread without a hold is NOT_OWNER");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  lock = obtain_rw (fx->registry, NAME);
+  g_assert_cmpstr (redis_rw_lock_get_name (lock), ==, NAME);
+  g_assert_false (redis_rw_lock_read_unlock (lock, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_OWNER);
+  g_clear_error (&error);
+  g_assert_false (redis_rw_lock_write_unlock (lock, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_OWNER);
+  g_clear_error (&error);
+
+  before = test_stats (fx->registry).acquisitions + test_stats (fx->registry).releases;
+  read_ok (lock);
+  read_ok (lock);
+  read_ok (lock);
+  read_unlock_ok (lock);
+  read_unlock_ok (lock);
+  read_unlock_ok (lock);
+  g_assert_cmpuint (test_stats (fx->registry).acquisitions + test_stats (fx->registry).releases
+                        - before,
+                    ==, 2);
+
+  write_ok (lock);
+  owner = test_store_get_owner (fx, wkey);
+  test_assert_value_of (owner, fx->registry);
+  before = test_stats (fx->registry).round_trips;
+  write_ok (lock);
+  read_ok (lock);
+  read_unlock_ok (lock);
+  write_unlock_ok (lock);
+  g_assert_cmpuint (test_stats (fx->registry).round_trips - before, ==, 0);
+  g_assert_true (test_store_exists (fx, wkey));
+  write_unlock_ok (lock);
+  g_assert_false (test_store_exists (fx, wkey));
+}
+
+static void
+test_downgrade (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) other = NULL;
+  g_autoptr (RedisRWLock) lock = NULL, lock2 = NULL;
+  g_autofree char *wkey = rw_key (NAME, "w");
+
+  g_test_summary ("Write, read, write unlock leaves the thread reading: other registries may "
+                  "read but not write until it stops");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  other = test_registry_new (fx);
+  lock = obtain_rw (fx->registry, NAME);
+  lock2 = obtain_rw (other, NAME);
+  write_ok (lock);
+  read_ok (lock);
+  write_unlock_ok (lock);
+  g_assert_false (test_store_exists (fx, wkey));
+  g_assert_false (redis_rw_lock_is_lease_lost (lock));
+  assert_not_acquired (lock2, TRUE, 100);
+  read_ok (lock2);
+  read_unlock_ok (lock2);
+  read_unlock_ok (lock);
+  write_ok (lock2);
+  write_unlock_ok (lock2);
+}
+
+static void
+test_upgrade_refused (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisRWLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *rkey = NULL;
+
+  g_test_summary ("A reading thread that asks to write fails at once with INVALID and keeps "
+                  "reading");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  lock = obtain_rw (fx->registry, NAME);
+  rkey = reader_key (fx->registry, NAME);
+  read_ok (lock);
+  g_assert_false (redis_rw_lock_try_write_lock_for (lock, -1, NULL, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
+  g_assert_true (test_store_exists (fx, rkey));
+  read_unlock_ok (lock);
+  g_assert_false (test_store_exists (fx, rkey));
+  write_ok (lock);
+  write_unlock_ok (lock);
+}
+
+/* ---- registries ---- */
+
+static void
+test_two_registries (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) other = NULL;
+  g_autoptr (RedisRWLock) lock = NULL, lock2 = NULL;
+  g_autoptr (RedisLock) plain = NULL;
+
+  g_test_summary ("Two registries read together; a writer of one excludes readers and "
+                  "writers of the other; a plain lock of the same name is independent");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  other = test_registry_new (fx);
+  lock = obtain_rw (fx->registry, NAME);
+  lock2 = obtain_rw (other, NAME);
+  g_assert_true (obtain_rw (fx->registry, NAME) == lock);
+  redis_rw_lock_unref (lock);
+
+  read_ok (lock);
+  read_ok (lock2);
+  read_unlock_ok (lock2);
+  assert_not_acquired (lock2, TRUE, 0);
+  read_unlock_ok (lock);
+
+  write_ok (lock);
+  assert_not_acquired (lock2, FALSE, 0);
+  assert_not_acquired (lock2, TRUE, 100);
+  plain = test_obtain (other, NAME);
+  test_lock_ok (plain);
+  test_unlock_ok (plain);
+  write_unlock_ok (lock);
+  write_ok (lock2);
+  write_unlock_ok (lock2);
+}
+
+/* ---- waiting ---- */
+
+static void
+test_waiting_writer_blocks_local_readers (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisRWLock) lock = NULL;
+  RwTaker writer;
+  GThread *thread;
+
+  g_test_summary ("A thread waiting to write keeps new readers of its registry out, though "
+                  "only readers hold the lock, and gets it when they leave");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  lock = obtain_rw (fx->registry, NAME);
+  read_ok (lock);
+  thread = rw_taker_start (&writer, lock, TRUE, 20000, FALSE, NULL);
+  rw_taker_wait_blocked (&writer);
+  {
+    RwTaker reader;
+    GThread *t = rw_taker_start (&reader, lock, FALSE, 150, FALSE, NULL);
+    g_assert_true (test_sync_wait_flag (&reader.sync, &reader.returned, 10000));
+    g_assert_false (reader.result);
+    g_assert_no_error (reader.error);
+    rw_taker_release_join (&reader, t);
+  }
+  read_unlock_ok (lock);
+  g_assert_true (test_sync_wait_flag (&writer.sync, &writer.returned, 10000));
+  g_assert_true (writer.result);
+  rw_taker_release_join (&writer, thread);
+}
+
+static void
+test_waiting_writer_blocks_remote_readers (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) writer_registry = NULL, late_registry = NULL;
+  g_autoptr (RedisRWLock) lock = NULL, wlock = NULL, late = NULL;
+  g_autofree char *mark = rw_key (NAME, "ww");
+  RwTaker writer;
+  GThread *thread;
+  gint64 released_ms;
+
+  g_test_summary ("A writer waiting in another registry keeps new readers of every registry "
+                  "out, and is woken by the readers' release (not their TTL)");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  writer_registry = test_registry_new (fx);
+  late_registry = test_registry_new (fx);
+  lock = obtain_rw (fx->registry, NAME);
+  wlock = obtain_rw (writer_registry, NAME);
+  late = obtain_rw (late_registry, NAME);
+  read_ok (lock);
+  thread = rw_taker_start (&writer, wlock, TRUE, 20000, TRUE, NULL);
+  TEST_WAIT_UNTIL (test_store_exists (fx, mark), 10000);
+  assert_not_acquired (late, FALSE, 150);
+  released_ms = test_now_ms ();
+  read_unlock_ok (lock);
+  g_assert_true (test_sync_wait_flag (&writer.sync, &writer.returned, 10000));
+  g_assert_true (writer.result);
+  /* The TTL is a minute: only the notification could wake it this soon. */
+  g_assert_cmpint (writer.returned_ms - released_ms, <, 5000);
+  g_assert_false (test_store_exists (fx, mark));
+  rw_taker_release_join (&writer, thread);
+  read_ok (late);
+  read_unlock_ok (late);
+}
+
+static void
+test_woken_by_notification (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) other = NULL;
+  g_autoptr (RedisRWLock) lock = NULL, lock2 = NULL;
+  RwTaker readers[2];
+  GThread *threads[2];
+  gint64 released_ms;
+
+  g_test_summary ("Readers of another registry waiting for a writer are woken by its unlock "
+                  "notification, long before the lease TTL");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  other = test_registry_new (fx);
+  lock = obtain_rw (fx->registry, NAME);
+  lock2 = obtain_rw (other, NAME);
+  write_ok (lock);
+  for (guint i = 0; i < 2; i++)
+    {
+      threads[i] = rw_taker_start (&readers[i], lock2, FALSE, 30000, TRUE, NULL);
+      rw_taker_wait_blocked (&readers[i]);
+    }
+  TEST_WAIT_UNTIL (test_stats (other).contended_attempts >= 1, 10000);
+  released_ms = test_now_ms ();
+  write_unlock_ok (lock);
+  for (guint i = 0; i < 2; i++)
+    {
+      g_assert_true (test_sync_wait_flag (&readers[i].sync, &readers[i].returned, 10000));
+      g_assert_true (readers[i].result);
+      g_assert_cmpint (readers[i].returned_ms - released_ms, <, 5000);
+    }
+  /* Both read at once now. */
+  for (guint i = 0; i < 2; i++)
+    rw_taker_release_join (&readers[i], threads[i]);
+}
+
+static void
+test_timeout (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) other = NULL;
+  g_autoptr (RedisRWLock) lock = NULL, lock2 = NULL;
+  gint64 start;
+
+  g_test_summary ("A read or write that cannot be had within its wait returns FALSE without "
+                  "an error after that wait, locally and across registries");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  other = test_registry_new (fx);
+  lock = obtain_rw (fx->registry, NAME);
+  lock2 = obtain_rw (other, NAME);
+  write_ok (lock);
+  start = test_now_ms ();
+  assert_not_acquired (lock2, FALSE, 300);
+  assert_not_acquired (lock2, TRUE, 300);
+  g_assert_cmpint (test_now_ms () - start, <, 5000);
+  {
+    RwTaker local;
+    GThread *t = rw_taker_start (&local, lock, FALSE, 200, FALSE, NULL);
+    g_assert_true (test_sync_wait_flag (&local.sync, &local.returned, 10000));
+    g_assert_false (local.result);
+    g_assert_no_error (local.error);
+    rw_taker_release_join (&local, t);
+  }
+  write_unlock_ok (lock);
+}
+
+static void
+test_cancel (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) other = NULL;
+  g_autoptr (RedisRWLock) lock = NULL, lock2 = NULL;
+  g_autoptr (GCancellable) remote_cancellable = g_cancellable_new ();
+  g_autoptr (GCancellable) local_cancellable = g_cancellable_new ();
+  RwTaker remote, local;
+  GThread *t1, *t2;
+
+  g_test_summary ("Cancelling a waiting write ends it with G_IO_ERROR_CANCELLED, in the "
+                  "store's wait and in the local one");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  other = test_registry_new (fx);
+  lock = obtain_rw (fx->registry, NAME);
+  lock2 = obtain_rw (other, NAME);
+  read_ok (lock);
+  t1 = rw_taker_start (&remote, lock2, TRUE, 30000, FALSE, remote_cancellable);
+  rw_taker_wait_blocked (&remote);
+  TEST_WAIT_UNTIL (test_stats (other).contended_attempts >= 1, 10000);
+  t2 = rw_taker_start (&local, lock, TRUE, 30000, FALSE, local_cancellable);
+  rw_taker_wait_blocked (&local);
+  g_cancellable_cancel (remote_cancellable);
+  g_cancellable_cancel (local_cancellable);
+  g_assert_true (test_sync_wait_flag (&remote.sync, &remote.returned, 10000));
+  g_assert_true (test_sync_wait_flag (&local.sync, &local.returned, 10000));
+  g_assert_false (remote.result);
+  g_assert_error (remote.error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  g_assert_false (local.result);
+  g_assert_error (local.error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  rw_taker_release_join (&remote, t1);
+  rw_taker_release_join (&local, t2);
+  /* The cancelled writers no longer hold readers back. */
+  read_ok (lock2);
+  read_unlock_ok (lock2);
+  read_unlock_ok (lock);
+}
+
+/* ---- lease loss ---- */
+
+static void
+lease_lost_case (TestFixture *fx, RedisRWLock *lock, gboolean write, TestLeaseLost *lost)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *key = write ? rw_key (NAME, "w") : reader_key (fx->registry, NAME);
+  guint calls = test_lease_lost_calls (lost);
+  GCancellable *cancellable;
+
+  if (write)
+    write_ok (lock);
+  else
+    read_ok (lock);
+  cancellable = redis_rw_lock_get_lease_cancellable (lock);
+  g_assert_nonnull (cancellable);
+  g_assert_false (g_cancellable_is_cancelled (cancellable));
+  g_assert_false (redis_rw_lock_is_lease_lost (lock));
+  g_assert_true (test_store_delete (fx, key));
+  TEST_WAIT_UNTIL (redis_rw_lock_is_lease_lost (lock), 10000);
+  g_assert_true (g_cancellable_is_cancelled (cancellable));
+  TEST_WAIT_UNTIL (test_lease_lost_calls (lost) > calls, 10000);
+  test_sync_lock (&lost->sync);
+  g_assert_null (lost->lock);
+  test_sync_unlock (&lost->sync);
+  if (write)
+    g_assert_false (redis_rw_lock_write_unlock (lock, &error));
+  else
+    g_assert_false (redis_rw_lock_read_unlock (lock, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+  g_assert_false (redis_rw_lock_is_lease_lost (lock));
+  g_assert_null (redis_rw_lock_get_lease_cancellable (lock));
+}
+
+static void
+test_lease_lost (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisRWLock) lock = NULL;
+  TestLeaseLost lost;
+
+  g_test_summary ("A reader or writer lease deleted behind its holder is reported: "
+                  "is_lease_lost, the lease cancellable, the callback (with NULL); the unlock "
+                  "fails LEASE_LOST and the lock stays usable");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  test_lease_lost_init (&lost);
+  redis_lock_registry_set_expire_after_ms (fx->registry, 1500);
+  redis_lock_registry_set_lease_lost_callback (fx->registry, test_lease_lost_cb, &lost, NULL);
+  lock = obtain_rw (fx->registry, NAME);
+  lease_lost_case (fx, lock, FALSE, &lost);
+  lease_lost_case (fx, lock, TRUE, &lost);
+  read_ok (lock);
+  read_unlock_ok (lock);
+  redis_lock_registry_set_lease_lost_callback (fx->registry, NULL, NULL, NULL);
+  test_lease_lost_clear (&lost);
+}
+
+/* ---- stores ---- */
+
+static void
+test_store_support (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisRWLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  gboolean ok;
+
+  g_test_summary ("Every store holds read-write locks but the quorum store, which refuses "
+                  "them with INVALID naming the topology; a name whose keys could not share "
+                  "a Cluster slot is INVALID");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  g_assert_null (redis_lock_registry_obtain_rw (fx->registry, "}x", &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_null (redis_lock_registry_obtain_rw (fx->registry, "", &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
+  g_clear_error (&error);
+
+  lock = obtain_rw (fx->registry, NAME);
+  ok = redis_rw_lock_try_read_lock_for (lock, 0, NULL, &error);
+  if (fx->store == TEST_STORE_QUORUM)
+    {
+      g_assert_false (ok);
+      g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
+      g_assert_nonnull (strstr (error->message, "quorum"));
+      g_clear_error (&error);
+      g_assert_false (redis_rw_lock_try_write_lock_for (lock, 0, NULL, &error));
+      g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
+      return;
+    }
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  read_unlock_ok (lock);
+}
+
+static void
+test_close (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) other = NULL;
+  g_autoptr (RedisRWLock) lock = NULL, lock2 = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *rkey = NULL;
+  RwTaker waiter;
+  GThread *thread;
+
+  g_test_summary ("close() wakes a waiting writer with CLOSED, releases the reader lease and "
+                  "tells its holder; the unlock fails CLOSED");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  other = test_registry_new (fx);
+  lock = obtain_rw (fx->registry, NAME);
+  lock2 = obtain_rw (other, NAME);
+  rkey = reader_key (fx->registry, NAME);
+  read_ok (lock2);
+  read_ok (lock);
+  thread = rw_taker_start (&waiter, lock2, TRUE, 30000, FALSE, NULL);
+  rw_taker_wait_blocked (&waiter);
+  redis_lock_registry_close (other);
+  g_assert_true (test_sync_wait_flag (&waiter.sync, &waiter.returned, 10000));
+  g_assert_error (waiter.error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
+  rw_taker_release_join (&waiter, thread);
+  g_assert_true (redis_rw_lock_is_lease_lost (lock2));
+  g_assert_false (redis_rw_lock_read_unlock (lock2, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
+  read_unlock_ok (lock);
+  g_assert_false (test_store_exists (fx, rkey));
+}
+
+/* ---- two processes ---- */
+
+/* The child: takes NAME for reading or writing on URL, says "held", holds it until its
+ * stdin closes, releases it and says "done". */
+static int
+child_main (char **argv)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (RedisLockRegistry) registry = redis_lock_registry_new (argv[2], TEST_REGISTRY_KEY,
+                                                                    &error);
+  g_autoptr (RedisRWLock) lock = NULL;
+  gboolean write = strcmp (argv[4], "write") == 0;
+  char line[64];
+
+  if (registry == NULL || (lock = redis_lock_registry_obtain_rw (registry, argv[3], &error)) == NULL)
+    return 2;
+  if (!(write ? redis_rw_lock_try_write_lock_for (lock, 20000, NULL, &error)
+              : redis_rw_lock_try_read_lock_for (lock, 20000, NULL, &error)))
+    return 3;
+  printf ("held\n");
+  fflush (stdout);
+  while (fgets (line, sizeof line, stdin) != NULL)
+    ;
+  if (!(write ? redis_rw_lock_write_unlock (lock, &error) : redis_rw_lock_read_unlock (lock, &error)))
+    return 4;
+  printf ("done\n");
+  fflush (stdout);
+  return 0;
+}
+
+typedef struct
+{
+  GPid pid;
+  int in;
+  FILE *out;
+} Child;
+
+static void
+child_start (Child *child, const char *url, const char *mode)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *exe = g_file_read_link ("/proc/self/exe", NULL);
+  const char *argv[] = { exe, "--rw-child", url, NAME, mode, NULL };
+  char line[64];
+  int out;
+
+  g_assert_nonnull (exe);
+  g_assert_true (g_spawn_async_with_pipes (NULL, (char **) argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD,
+                                           NULL, NULL, &child->pid, &child->in, &out, NULL,
+                                           &error));
+  g_assert_no_error (error);
+  child->out = fdopen (out, "r");
+  g_assert_nonnull (fgets (line, sizeof line, child->out));
+  g_assert_cmpstr (line, ==, "held\n");
+}
+
+/* Closes the child's stdin (it releases), returns when it said "done" and exited 0. */
+static void
+child_finish (Child *child)
+{
+  char line[64];
+  int status;
+
+  close (child->in);
+  g_assert_nonnull (fgets (line, sizeof line, child->out));
+  g_assert_cmpstr (line, ==, "done\n");
+  fclose (child->out);
+  g_assert_cmpint (waitpid (child->pid, &status, 0), ==, child->pid);
+  g_assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+  g_spawn_close_pid (child->pid);
+}
+
+static void
+test_two_processes (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisRWLock) lock = NULL;
+  Child reader, writer;
+  RwTaker waiter;
+  GThread *thread;
+  gint64 released_ms;
+
+  g_test_summary ("A reader in another process shares the lock with this one's readers and "
+                  "keeps its writers out until it leaves; a writer there keeps readers here "
+                  "out; each side is woken by the other's release");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  lock = obtain_rw (fx->registry, NAME);
+  child_start (&reader, fx->url, "read");
+  read_ok (lock);
+  read_unlock_ok (lock);
+  assert_not_acquired (lock, TRUE, 100);
+  thread = rw_taker_start (&waiter, lock, TRUE, 30000, FALSE, NULL);
+  rw_taker_wait_blocked (&waiter);
+  TEST_WAIT_UNTIL (test_stats (fx->registry).contended_attempts >= 2, 10000);
+  released_ms = test_now_ms ();
+  child_finish (&reader);
+  g_assert_true (test_sync_wait_flag (&waiter.sync, &waiter.returned, 10000));
+  g_assert_true (waiter.result);
+  g_assert_cmpint (waiter.returned_ms - released_ms, <, 5000);
+  rw_taker_release_join (&waiter, thread);
+
+  child_start (&writer, fx->url, "write");
+  assert_not_acquired (lock, FALSE, 100);
+  child_finish (&writer);
+  read_ok (lock);
+  read_unlock_ok (lock);
+}
+
+int
+main (int argc, char **argv)
+{
+  if (argc == 5 && strcmp (argv[1], "--rw-child") == 0)
+    return child_main (argv);
+
+  g_test_init (&argc, &argv, NULL);
+  test_add_stores ("/rwlock/stores/support", NULL, test_store_support);
+  test_add_stores_but_quorum ("/rwlock/read/shared-one-lease", NULL, test_readers_share);
+  test_add_stores_but_quorum ("/rwlock/write/exclusive", NULL, test_writer_exclusive);
+  test_add_stores_but_quorum ("/rwlock/holds/reentry", NULL, test_reentry);
+  test_add_stores_but_quorum ("/rwlock/holds/downgrade", NULL, test_downgrade);
+  test_add_stores_but_quorum ("/rwlock/holds/upgrade-refused", NULL, test_upgrade_refused);
+  test_add_stores_but_quorum ("/rwlock/registries/two", NULL, test_two_registries);
+  test_add_stores_but_quorum ("/rwlock/wait/writer-blocks-local-readers", NULL,
+                              test_waiting_writer_blocks_local_readers);
+  test_add_stores_but_quorum ("/rwlock/wait/writer-blocks-remote-readers", NULL,
+                              test_waiting_writer_blocks_remote_readers);
+  test_add_stores_but_quorum ("/rwlock/wait/notification", NULL, test_woken_by_notification);
+  test_add_stores_but_quorum ("/rwlock/wait/timeout", NULL, test_timeout);
+  test_add_stores_but_quorum ("/rwlock/wait/cancel", NULL, test_cancel);
+  test_add_stores_but_quorum ("/rwlock/lease/lost", NULL, test_lease_lost);
+  test_add_stores_but_quorum ("/rwlock/registry/close", NULL, test_close);
+  test_add_redis ("/rwlock/processes/two", NULL, test_two_processes);
+  return g_test_run ();
+}
