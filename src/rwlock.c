@@ -305,14 +305,20 @@ gboolean
 redis_rw_lock_try_read_lock_for (RedisRWLock *lock, gint64 wait_ms, GCancellable *cancellable,
                                  GError **error)
 {
-  gpointer self = current_thread ();
+  g_return_val_if_fail (lock != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  return rl_rw_lock_read_as (lock, current_thread (), wait_ms, cancellable, error);
+}
+
+gboolean
+rl_rw_lock_read_as (RedisRWLock *lock, gpointer self, gint64 wait_ms, GCancellable *cancellable,
+                    GError **error)
+{
   gint64 deadline;
   gulong handler = 0;
   gboolean ok = FALSE;
   guint n;
-
-  g_return_val_if_fail (lock != NULL, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
   if (!check_usable (lock, error))
     return FALSE;
@@ -429,17 +435,22 @@ gboolean
 redis_rw_lock_try_write_lock_for (RedisRWLock *lock, gint64 wait_ms, GCancellable *cancellable,
                                   GError **error)
 {
-  RedisLockRegistry *registry;
-  gpointer self = current_thread ();
+  g_return_val_if_fail (lock != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  return rl_rw_lock_write_as (lock, current_thread (), wait_ms, cancellable, error);
+}
+
+gboolean
+rl_rw_lock_write_as (RedisRWLock *lock, gpointer self, gint64 wait_ms, GCancellable *cancellable,
+                     GError **error)
+{
+  RedisLockRegistry *registry = lock->registry;
   g_autoptr (GError) stop_error = NULL;
   gint64 deadline;
   gulong handler = 0;
   gboolean ok = FALSE, local = FALSE;
 
-  g_return_val_if_fail (lock != NULL, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-
-  registry = lock->registry;
   if (!check_usable (lock, error))
     return FALSE;
   if (cancellable != NULL && g_cancellable_set_error_if_cancelled (cancellable, error))

@@ -49,6 +49,13 @@ struct _RedisRWLock
 /* rwlock.c */
 RedisRWLock *rl_rw_lock_new (RedisLockRegistry *registry, const char *name);
 void rl_rw_lock_free (RedisRWLock *lock);
+/* redis_rw_lock_try_read_lock_for() and redis_rw_lock_try_write_lock_for() for the
+ * hold of thread @owner (a GThread), which need not be the calling thread: an
+ * asynchronous call (rwlock-async.c) takes the hold for the thread that made it. */
+gboolean rl_rw_lock_read_as (RedisRWLock *lock, gpointer owner, gint64 wait_ms,
+                             GCancellable *cancellable, GError **error);
+gboolean rl_rw_lock_write_as (RedisRWLock *lock, gpointer owner, gint64 wait_ms,
+                              GCancellable *cancellable, GError **error);
 /* Whether the cache may drop @lock (no reference aside): nobody reads, writes or waits,
  * and the lease table has pinned neither carrier. registry->cache_mutex held. */
 gboolean rl_rw_lock_is_idle (RedisRWLock *lock);

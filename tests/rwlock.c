@@ -734,6 +734,96 @@ test_close (TestFixture *fx, gconstpointer data)
   g_assert_false (test_store_exists (fx, rkey));
 }
 
+/* ---- asynchronous calls ---- */
+
+typedef struct
+{
+  RedisRWLock *lock;
+  gboolean write;
+  gboolean done;
+  gboolean result;
+  GError *error;
+} AsyncResult;
+
+static void
+on_async_done (GObject *source, GAsyncResult *result, gpointer data)
+{
+  AsyncResult *r = data;
+
+  g_assert_null (source);
+  r->result = r->write ? redis_rw_lock_write_lock_finish (r->lock, result, &r->error)
+                       : redis_rw_lock_read_lock_finish (r->lock, result, &r->error);
+  r->done = TRUE;
+}
+
+/* Iterates the thread-default context until @r is done (asserts within 20 s). */
+static void
+async_wait (AsyncResult *r)
+{
+  gint64 end = test_now_ms () + 20000;
+
+  while (!r->done && test_now_ms () < end)
+    g_main_context_iteration (g_main_context_get_thread_default (), TRUE);
+  g_assert_true (r->done);
+}
+
+static void
+test_async (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) other = NULL;
+  g_autoptr (RedisRWLock) lock = NULL, lock2 = NULL;
+  g_autoptr (GMainContext) context = g_main_context_new ();
+  g_autoptr (GCancellable) cancellable = g_cancellable_new ();
+  AsyncResult r = { 0 };
+  guint64 contended;
+
+  g_test_summary ("The asynchronous read and write calls complete in the caller's main "
+                  "context with the hold the caller's thread's, wait for holders of other "
+                  "registries without blocking it, and can be cancelled");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  g_main_context_push_thread_default (context);
+  other = test_registry_new (fx);
+  lock = obtain_rw (fx->registry, NAME);
+  lock2 = obtain_rw (other, NAME);
+
+  r = (AsyncResult){ .lock = lock, .write = FALSE };
+  redis_rw_lock_read_lock_async (lock, 5000, NULL, on_async_done, &r);
+  async_wait (&r);
+  g_assert_no_error (r.error);
+  g_assert_true (r.result);
+  read_ok (lock); /* re-entry: the hold is this thread's */
+  read_unlock_ok (lock);
+  read_unlock_ok (lock);
+
+  /* Pending while another registry reads; this thread goes on meanwhile. */
+  read_ok (lock2);
+  r = (AsyncResult){ .lock = lock, .write = TRUE };
+  redis_rw_lock_write_lock_async (lock, 20000, NULL, on_async_done, &r);
+  TEST_WAIT_UNTIL (test_stats (fx->registry).contended_attempts >= 1, 10000);
+  g_main_context_iteration (context, FALSE);
+  g_assert_false (r.done);
+  read_unlock_ok (lock2);
+  async_wait (&r);
+  g_assert_no_error (r.error);
+  g_assert_true (r.result);
+  write_unlock_ok (lock);
+
+  /* Cancelled while waiting. */
+  write_ok (lock2);
+  contended = test_stats (fx->registry).contended_attempts;
+  r = (AsyncResult){ .lock = lock, .write = FALSE };
+  redis_rw_lock_read_lock_async (lock, 20000, cancellable, on_async_done, &r);
+  TEST_WAIT_UNTIL (test_stats (fx->registry).contended_attempts > contended, 10000);
+  g_cancellable_cancel (cancellable);
+  async_wait (&r);
+  g_assert_false (r.result);
+  g_assert_error (r.error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  g_clear_error (&r.error);
+  write_unlock_ok (lock2);
+  g_main_context_pop_thread_default (context);
+}
+
 /* ---- two processes ---- */
 
 /* The child: takes NAME for reading or writing on URL, says "held", holds it until its
@@ -865,6 +955,7 @@ main (int argc, char **argv)
   test_add_stores_but_quorum ("/rwlock/wait/cancel", NULL, test_cancel);
   test_add_stores_but_quorum ("/rwlock/lease/lost", NULL, test_lease_lost);
   test_add_stores_but_quorum ("/rwlock/registry/close", NULL, test_close);
+  test_add_stores_but_quorum ("/rwlock/async/read-write-cancel", NULL, test_async);
   test_add_redis ("/rwlock/processes/two", NULL, test_two_processes);
   return g_test_run ();
 }

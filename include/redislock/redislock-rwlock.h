@@ -191,6 +191,85 @@ REDIS_LOCK_EXPORT gboolean redis_rw_lock_try_write_lock_for (RedisRWLock *lock,
 REDIS_LOCK_EXPORT gboolean redis_rw_lock_write_unlock (RedisRWLock *lock, GError **error);
 
 /**
+ * redis_rw_lock_read_lock_async:
+ * @lock: a read-write lock
+ * @wait_ms: as for redis_rw_lock_try_read_lock_for()
+ * @cancellable: (nullable): cancels the wait with %G_IO_ERROR_CANCELLED
+ * @callback: (scope async): called in the thread-default main context of the calling
+ *   thread when the call ends
+ * @user_data: (closure): data for @callback
+ *
+ * redis_rw_lock_try_read_lock_for() without blocking: the read hold, when taken, is the
+ * calling thread's, exactly as after the blocking call (release it with
+ * redis_rw_lock_read_unlock() from that thread). The wait runs on a library thread while
+ * the call is pending; the callback runs in the calling thread's thread-default main
+ * context (which must be running). Call redis_rw_lock_read_lock_finish() there. A call
+ * that completed with %TRUE keeps its hold even if @cancellable was cancelled
+ * meanwhile.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_EXPORT void redis_rw_lock_read_lock_async (RedisRWLock *lock,
+                                                      gint64 wait_ms,
+                                                      GCancellable *cancellable,
+                                                      GAsyncReadyCallback callback,
+                                                      gpointer user_data);
+
+/**
+ * redis_rw_lock_read_lock_finish:
+ * @lock: the lock given to redis_rw_lock_read_lock_async()
+ * @result: the #GAsyncResult given to the callback
+ * @error: return location for a #GError
+ *
+ * Returns: as redis_rw_lock_try_read_lock_for(): %TRUE = the calling thread of
+ *   redis_rw_lock_read_lock_async() reads now; %FALSE with @error unset = not within
+ *   its wait; %FALSE with @error set = failure.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_EXPORT gboolean redis_rw_lock_read_lock_finish (RedisRWLock *lock,
+                                                           GAsyncResult *result,
+                                                           GError **error);
+
+/**
+ * redis_rw_lock_write_lock_async:
+ * @lock: a read-write lock
+ * @wait_ms: as for redis_rw_lock_try_write_lock_for()
+ * @cancellable: (nullable): cancels the wait with %G_IO_ERROR_CANCELLED
+ * @callback: (scope async): called in the thread-default main context of the calling
+ *   thread when the call ends
+ * @user_data: (closure): data for @callback
+ *
+ * redis_rw_lock_try_write_lock_for() without blocking, as
+ * redis_rw_lock_read_lock_async() is for reading: the write hold, when taken, is the
+ * calling thread's (release it with redis_rw_lock_write_unlock() from that thread). A
+ * calling thread that reads gets %REDIS_LOCK_ERROR_INVALID (no upgrade).
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_EXPORT void redis_rw_lock_write_lock_async (RedisRWLock *lock,
+                                                       gint64 wait_ms,
+                                                       GCancellable *cancellable,
+                                                       GAsyncReadyCallback callback,
+                                                       gpointer user_data);
+
+/**
+ * redis_rw_lock_write_lock_finish:
+ * @lock: the lock given to redis_rw_lock_write_lock_async()
+ * @result: the #GAsyncResult given to the callback
+ * @error: return location for a #GError
+ *
+ * Returns: as redis_rw_lock_try_write_lock_for(): %TRUE = the calling thread of
+ *   redis_rw_lock_write_lock_async() writes now; %FALSE with @error unset = not within
+ *   its wait; %FALSE with @error set = failure.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_EXPORT gboolean redis_rw_lock_write_lock_finish (RedisRWLock *lock,
+                                                            GAsyncResult *result,
+                                                            GError **error);
+
+/**
  * redis_rw_lock_is_lease_lost:
  * @lock: a read-write lock
  *
