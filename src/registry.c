@@ -630,37 +630,51 @@ redis_lock_ref (RedisLock *lock)
   return lock;
 }
 
-void
-redis_lock_unref (RedisLock *lock)
+/* Drops one of the references handed out of a cached object (@user_refs, its count;
+ * @what and @name for the critical when none is left), and when it was the last, calls
+ * @drop (@object) (the cache may drop it now) and drops the registry reference the
+ * object held. */
+static void
+user_unref (RedisLockRegistry *registry, guint *user_refs, const char *what, const char *name,
+            void (*drop) (RedisLockRegistry *registry, gpointer object), gpointer object)
 {
-  RedisLockRegistry *registry;
   gboolean last;
 
-  if (lock == NULL)
-    return;
-  registry = lock->registry;
   if (is_forked (registry))
     return;
   rl_mutex_lock (&registry->cache_mutex);
-  if (lock->user_refs == 0)
+  if (*user_refs == 0)
     {
       rl_mutex_unlock (&registry->cache_mutex);
-      g_critical ("redis_lock_unref: lock “%s” has no reference left", rl_lock_name (lock));
+      g_critical ("%s “%s” has no reference left", what, name);
       return;
     }
-  last = --lock->user_refs == 0;
+  last = --*user_refs == 0;
+  if (last && drop != NULL)
+    drop (registry, object);
   rl_mutex_unlock (&registry->cache_mutex);
   if (last)
     redis_lock_registry_unref (registry);
 }
 
+void
+redis_lock_unref (RedisLock *lock)
+{
+  if (lock == NULL)
+    return;
+  user_unref (lock->registry, &lock->user_refs, "redis_lock_unref: lock", rl_lock_name (lock),
+              NULL, NULL);
+}
+
 /* Read-write locks ---------------------------------------------------------------- */
 
-/* Drops read-write lock @lock from the cache when nobody references, holds or waits on
+/* Drops read-write lock @data from the cache when nobody references, holds or waits on
  * it. registry->cache_mutex held. */
 static void
-drop_rw_if_idle (RedisLockRegistry *registry, RedisRWLock *lock)
+drop_rw_if_idle (RedisLockRegistry *registry, gpointer data)
 {
+  RedisRWLock *lock = data;
+
   if (lock->user_refs > 0 || !rl_rw_lock_is_idle (lock))
     return;
   g_hash_table_remove (registry->rw_locks, lock->name);
@@ -710,29 +724,12 @@ redis_rw_lock_ref (RedisRWLock *lock)
 void
 redis_rw_lock_unref (RedisRWLock *lock)
 {
-  RedisLockRegistry *registry;
-  gboolean last;
-
   if (lock == NULL)
     return;
-  registry = lock->registry;
-  if (is_forked (registry))
-    return;
-  rl_mutex_lock (&registry->cache_mutex);
-  if (lock->user_refs == 0)
-    {
-      rl_mutex_unlock (&registry->cache_mutex);
-      g_critical ("redis_rw_lock_unref: read-write lock “%s” has no reference left", lock->name);
-      return;
-    }
-  last = --lock->user_refs == 0;
   /* Held or waited on still (a hold may outlive the references): kept until the next
    * obtain of the name or the registry's end. */
-  if (last)
-    drop_rw_if_idle (registry, lock);
-  rl_mutex_unlock (&registry->cache_mutex);
-  if (last)
-    redis_lock_registry_unref (registry);
+  user_unref (lock->registry, &lock->user_refs, "redis_rw_lock_unref: read-write lock",
+              lock->name, drop_rw_if_idle, lock);
 }
 
 /* Renewal ----------------------------------------------------------------------- */
