@@ -712,6 +712,7 @@ memory_rw_acquire (RlStore *store, const RlRwKeys *keys, RlRwMode mode, const ch
   const char *key = mode == RL_RW_WRITE ? keys->writer : keys->reader;
   gint64 now = g_get_monotonic_time ();
   RlLeaseResult result = RL_LEASE_OK;
+  GPtrArray *targets = NULL;
   MemoryLease *waiting;
   gint64 held;
 
@@ -728,6 +729,9 @@ memory_rw_acquire (RlStore *store, const RlRwKeys *keys, RlRwMode mode, const ch
       if (mode == RL_RW_WRITE && (waiting == NULL || strcmp (waiting->owner, keys->owner) == 0))
         lease_insert (self->space, keys->waiting, keys->owner,
                       expiry_after (now, MAX (ttl_ms, held) + 1000), now);
+      /* A mark newly set is told to every registry, as the Redis store publishes it. */
+      if (mode == RL_RW_WRITE && waiting == NULL)
+        targets = listeners_take (self->space, keys->waiting);
     }
   else
     {
@@ -736,6 +740,8 @@ memory_rw_acquire (RlStore *store, const RlRwKeys *keys, RlRwMode mode, const ch
         g_hash_table_remove (self->space->leases, keys->waiting);
     }
   rl_mutex_unlock (&memory_mutex);
+  if (targets != NULL)
+    listeners_deliver (targets, keys->waiting);
   return result;
 }
 

@@ -46,13 +46,15 @@ static const char read_script[]
 
 /* RW WRITE: KEYS[1] = writer lease, KEYS[2] = waiting mark, KEYS[3] = readers set;
  * ARGV[1] = this acquisition's value, ARGV[2] = TTL in ms, ARGV[3] = the registry's
- * client id, ARGV[4] = the reader lease prefix (a reader's key is it and its id).
- * Held back by another acquisition's writer lease, or by a live reader lease of
- * another registry (the set's ids whose lease is gone are pruned on the way): then
- * the mark is set to our id (unless another writer's mark is there), with a TTL that
- * outlasts the wait (the longer of our TTL and the holder's, plus a second), and the
- * longest PTTL of what holds it back is returned (-1: one has no expiry). Otherwise
- * sets the writer lease, removes our mark and returns -3. */
+ * client id, ARGV[4] = the reader lease prefix (a reader's key is it and its id),
+ * ARGV[5] = the mark's notification channel. Held back by another acquisition's
+ * writer lease, or by a live reader lease of another registry (the set's ids whose
+ * lease is gone are pruned on the way): then the mark is set to our id (unless another
+ * writer's mark is there), with a TTL that outlasts the wait (the longer of our TTL
+ * and the holder's, plus a second), and the longest PTTL of what holds it back is
+ * returned (-1: one has no expiry). A mark newly set is published, so that registries
+ * whose threads share a reader lease stop letting new reading threads join it.
+ * Otherwise sets the writer lease, removes our mark and returns -3. */
 static const char write_script[]
     = "local function wait(p)\n"
       "  local ww = redis.call('GET', KEYS[2])\n"
@@ -60,6 +62,9 @@ static const char write_script[]
       "    local t = tonumber(ARGV[2])\n"
       "    if p > t then t = p end\n"
       "    redis.call('SET', KEYS[2], ARGV[3], 'PX', t + 1000)\n"
+      "  end\n"
+      "  if not ww then\n"
+      "    redis.pcall('PUBLISH', ARGV[5], KEYS[2])\n"
       "  end\n"
       "  return p\n"
       "end\n"
@@ -129,7 +134,8 @@ rl_redis_rw_acquire (RlStore *store, const RlRwKeys *keys, RlRwMode mode, const 
   const char *key = mode == RL_RW_WRITE ? keys->writer : keys->reader;
   gboolean write = mode == RL_RW_WRITE;
   char ttl[24];
-  const char *argv[11];
+  g_autofree char *channel = write ? rl_redis_store_channel (store, keys->waiting) : NULL;
+  const char *argv[12];
   redisReply *reply;
   gboolean acked;
   long long result;
@@ -148,6 +154,8 @@ rl_redis_rw_acquire (RlStore *store, const RlRwKeys *keys, RlRwMode mode, const 
   argv[argc++] = ttl;
   argv[argc++] = keys->owner;
   argv[argc++] = write ? keys->reader_prefix : mode == RL_RW_DOWNGRADE ? "1" : "0";
+  if (write)
+    argv[argc++] = channel;
 
   reply = rl_redis_store_eval (store, write ? &s->write : &s->read, argc, argv, timeout_ms,
                                &acked, error);

@@ -134,6 +134,16 @@ rl_rw_lock_notify (RedisRWLock *lock, const char *key)
 
   rl_lock_notify (lock->writer);
   rl_lock_notify (lock->reader);
+  /* A writer of another registry may wait now: the threads reading here finish, but
+   * no new one joins their lease (a stream of them would starve the writer). */
+  if (key != NULL && strcmp (key, lock->waiting_key) == 0)
+    {
+      rl_mutex_lock (&lock->m);
+      lock->mark_seq++;
+      if (lock->reader_lease != RL_RW_LEASE_NONE)
+        lock->writer_marked = TRUE;
+      rl_mutex_unlock (&lock->m);
+    }
   /* A lease of ours heard released: someone forced it open. Checked now. */
   if (key != NULL && leases != NULL && strcmp (key, lock->writer->key_data) == 0)
     rl_leases_check_soon (leases, lock->writer);
@@ -238,9 +248,22 @@ static gboolean
 acquire_lease (RedisRWLock *lock, RlRwMode mode, gint64 deadline, gboolean bounded,
                GCancellable *cancellable, GError **error)
 {
+  RedisLockRegistry *registry = lock->registry;
   RwRequest req = { lock, mode };
   RlLeaseRequest request = { rw_request, &req };
-  gint64 ttl_ms = RL_ATOMIC_GET (lock->registry->settings.expire_after_ms);
+  gint64 ttl_ms = RL_ATOMIC_GET (registry->settings.expire_after_ms);
+
+  /* A reader lease is shared by threads that join it without asking the store, so the
+   * registry must hear a waiting writer's mark set after this request: notifications
+   * are confirmed first (once per registry; a wait of at most the connect timeout, or
+   * what is left of the caller's). */
+  if (mode == RL_RW_READ)
+    {
+      gint64 limit = RL_ATOMIC_GET (registry->store_ctx.connect_timeout_ms);
+      if (deadline != RL_FOREVER)
+        limit = MIN (limit, MAX (deadline - g_get_monotonic_time (), 0) / 1000);
+      registry->store->vt->watch (registry->store, limit);
+    }
 
   return rl_lock_acquire_lease (mode == RL_RW_WRITE ? lock->writer : lock->reader, deadline,
                                 bounded, ttl_ms, &request, cancellable, error);
@@ -298,7 +321,7 @@ set_lost_error (RedisRWLock *lock, GError **error)
 static gboolean
 reader_lease_good (RedisRWLock *lock)
 {
-  return !rl_leases_is_lost (lock->registry->leases, lock->reader);
+  return !lock->writer_marked && !rl_leases_is_lost (lock->registry->leases, lock->reader);
 }
 
 gboolean
@@ -355,11 +378,15 @@ rl_rw_lock_read_as (RedisRWLock *lock, gpointer self, gint64 wait_ms, GCancellab
           if (lock->reader_lease == RL_RW_LEASE_NONE)
             {
               /* The first reading thread: it asks the store, the others wait for it. */
+              guint seq = lock->mark_seq;
               lock->reader_lease = RL_RW_LEASE_ACQUIRING;
               rl_mutex_unlock (&lock->m);
               ok = acquire_lease (lock, RL_RW_READ, deadline, wait_ms != 0, cancellable, error);
               rl_mutex_lock (&lock->m);
               lock->reader_lease = ok ? RL_RW_LEASE_HELD : RL_RW_LEASE_NONE;
+              /* The store let it in: no mark heard before the request stands. */
+              if (!ok || seq == lock->mark_seq)
+                lock->writer_marked = FALSE;
               if (ok)
                 set_reads (lock, self, 1);
               rl_cond_broadcast (&lock->cond);
@@ -424,6 +451,7 @@ redis_rw_lock_read_unlock (RedisRWLock *lock, GError **error)
   lost = !release_lease (lock, lock->reader, error);
   rl_mutex_lock (&lock->m);
   lock->reader_lease = RL_RW_LEASE_NONE;
+  lock->writer_marked = FALSE;
   rl_cond_broadcast (&lock->cond);
   rl_mutex_unlock (&lock->m);
   return !lost;
@@ -545,6 +573,7 @@ downgrade (RedisRWLock *lock, gpointer self, GError **error)
                  lock->name);
   rl_mutex_lock (&lock->m);
   lock->reader_lease = ok ? RL_RW_LEASE_HELD : RL_RW_LEASE_NONE;
+  lock->writer_marked = FALSE; /* a downgrade is not held back by marks */
   if (!ok)
     set_reads (lock, self, 0);
   rl_mutex_unlock (&lock->m);

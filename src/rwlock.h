@@ -44,6 +44,11 @@ struct _RedisRWLock
   guint writers_waiting;   /* threads waiting to write: new readers wait behind them */
   guint waiters;           /* threads inside a wait or a store request of the lock */
   RlRwLeaseState reader_lease;
+  gboolean writer_marked; /* a writer of another registry may wait (its mark was heard
+                             set): new reading threads do not join the reader lease held
+                             now, but wait until it is given back and ask the store */
+  guint mark_seq;         /* marks heard, so that a fresh lease forgets only the marks
+                             its request saw */
 };
 
 /* rwlock.c */

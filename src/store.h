@@ -235,7 +235,8 @@ typedef struct
    * RL_LEASE_HELD with the remaining TTL of what holds it back in *pttl_ms (the
    * longest, -1: no expiry); RL_LEASE_ERROR with @error. A write held back leaves the
    * waiting mark (this registry's client id) until its TTL (at least @ttl_ms and the
-   * holder's) runs out, it acquires, or rw_stop_waiting removes it. The lease taken is
+   * holder's) runs out, it acquires, or rw_stop_waiting removes it; a mark newly set is
+   * notified as a release of its key is, to every registry. The lease taken is
    * renewed and released as any other (renew, release). @timeout_ms as for acquire. */
   RlLeaseResult (*rw_acquire) (RlStore *store, const RlRwKeys *keys, RlRwMode mode,
                                const char *value, gint64 ttl_ms, gint64 timeout_ms,

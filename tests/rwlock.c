@@ -466,6 +466,21 @@ test_waiting_writer_blocks_local_readers (TestFixture *fx, gconstpointer data)
   rw_taker_release_join (&writer, thread);
 }
 
+/* Whether another thread can take a read hold of @lock at once (it gives it back). */
+static gboolean
+other_thread_reads (RedisRWLock *lock)
+{
+  RwTaker t;
+  GThread *thread = rw_taker_start (&t, lock, FALSE, 0, FALSE, NULL);
+  gboolean result;
+
+  g_assert_true (test_sync_wait_flag (&t.sync, &t.returned, 10000));
+  g_assert_no_error (t.error);
+  result = t.result;
+  rw_taker_release_join (&t, thread);
+  return result;
+}
+
 static void
 test_waiting_writer_blocks_remote_readers (TestFixture *fx, gconstpointer data)
 {
@@ -477,7 +492,8 @@ test_waiting_writer_blocks_remote_readers (TestFixture *fx, gconstpointer data)
   gint64 released_ms;
 
   g_test_summary ("A writer waiting in another registry keeps new readers of every registry "
-                  "out, and is woken by the readers' release (not their TTL)");
+                  "out (a registry whose reader lease is held lets no new thread join it), and "
+                  "is woken by the readers' release (not their TTL)");
   TEST_SKIP_IF_NO_STORE (fx);
 
   writer_registry = test_registry_new (fx);
@@ -489,6 +505,12 @@ test_waiting_writer_blocks_remote_readers (TestFixture *fx, gconstpointer data)
   thread = rw_taker_start (&writer, wlock, TRUE, 20000, TRUE, NULL);
   TEST_WAIT_UNTIL (test_store_exists (fx, mark), 10000);
   assert_not_acquired (late, FALSE, 150);
+  /* Nor does a new thread of the registry whose reader lease is held join it, once the
+   * mark is heard there; the threads reading already are not disturbed. */
+  TEST_WAIT_UNTIL (!other_thread_reads (lock), 10000);
+  g_assert_false (other_thread_reads (lock));
+  read_ok (lock);
+  read_unlock_ok (lock);
   released_ms = test_now_ms ();
   read_unlock_ok (lock);
   g_assert_true (test_sync_wait_flag (&writer.sync, &writer.returned, 10000));
