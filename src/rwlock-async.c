@@ -9,10 +9,10 @@
  * local wait, the acquisition machine's attempts and sleeps, the deadline, close and
  * cancellation behave exactly as for a blocking call; a pending call costs that
  * thread until it ends. The result goes back to the calling thread's main context: a
- * source made there by the calling thread, whose ready time the call's thread sets
- * once (after the result is stored), delivers it with the GTask, so every GTask and
- * GMainContext call but g_source_set_ready_time() stays in the calling thread, as in
- * lock-async.c.
+ * source made there by the calling thread and owned by its context, whose ready time
+ * the call's thread sets once (with the result, under a mutex the dispatch takes too),
+ * delivers it with the GTask, so every GTask and GMainContext call but
+ * g_source_set_ready_time() stays in the calling thread, as in lock-async.c.
  */
 #include "config.h"
 
@@ -27,11 +27,15 @@ typedef struct
   gint64 wait_ms;
   GCancellable *cancellable;
   GTask *task;     /* the calling thread only */
-  GSource *source; /* in the calling thread's context; the call's thread holds a
-                      reference to it until it made it ready */
+  GSource *source; /* in the calling thread's context, which owns it */
   gint ok;         /* atomic, set before the source is made ready */
   gpointer error;  /* atomic: GError, or NULL */
 } RwCall;
+
+/* Orders the call's thread's g_source_set_ready_time() before the dispatch that reads
+ * the result and then frees the source, for ThreadSanitizer, which cannot see the
+ * main context's own futex-based lock. A leaf: nothing is called under it but that. */
+static RlMutex result_mutex = { PTHREAD_MUTEX_INITIALIZER };
 
 static void
 call_unref (RwCall *call)
@@ -54,7 +58,11 @@ static gboolean
 call_source_dispatch (GSource *source, GSourceFunc callback, gpointer data)
 {
   RwCall *call = ((CallSource *) source)->call;
-  GError *error = g_atomic_pointer_get (&call->error);
+  GError *error;
+
+  rl_mutex_lock (&result_mutex);
+  error = g_atomic_pointer_get (&call->error);
+  rl_mutex_unlock (&result_mutex);
 
   if (error != NULL)
     g_task_return_error (call->task, error);
@@ -87,10 +95,11 @@ call_thread (gpointer data)
                                           call->cancellable, &error)
                    : rl_rw_lock_read_as (call->lock, call->owner, call->wait_ms,
                                          call->cancellable, &error);
+  rl_mutex_lock (&result_mutex);
   g_atomic_int_set (&call->ok, ok);
   g_atomic_pointer_set (&call->error, error);
   g_source_set_ready_time (call->source, 0);
-  g_source_unref (call->source);
+  rl_mutex_unlock (&result_mutex);
   call_unref (call);
   return NULL;
 }
@@ -123,6 +132,7 @@ start (RedisRWLock *lock, gboolean write, gint64 wait_ms, GCancellable *cancella
   ((CallSource *) call->source)->call = call;
   g_source_set_static_name (call->source, write ? "redislock rw write" : "redislock rw read");
   g_source_attach (call->source, context);
+  g_source_unref (call->source); /* the context's now, until the result is delivered */
 
   thread = g_thread_try_new ("redislock-rw", call_thread, call, &error);
   if (thread == NULL)
@@ -132,7 +142,6 @@ start (RedisRWLock *lock, gboolean write, gint64 wait_ms, GCancellable *cancella
                                          "Read-write lock “%s”: no thread for the call: %s",
                                          lock->name, error->message));
       g_source_set_ready_time (call->source, 0);
-      g_source_unref (call->source);
       call_unref (call);
       return;
     }
