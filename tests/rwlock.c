@@ -954,6 +954,30 @@ test_two_processes (TestFixture *fx, gconstpointer data)
   read_unlock_ok (lock);
 }
 
+/* ---- the boxed type ---- */
+
+static void
+test_boxed_type (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisRWLock) lock = NULL;
+  g_autofree char *url = g_strdup_printf ("memory://rwlock-type-%d", (int) getpid ());
+  RedisRWLock *copy;
+
+  g_test_summary ("RedisRWLock is a boxed type whose copy is a reference to the same lock");
+  g_assert_true (G_TYPE_IS_BOXED (REDIS_LOCK_TYPE_RW_LOCK));
+  g_assert_cmpstr (g_type_name (REDIS_LOCK_TYPE_RW_LOCK), ==, "RedisRWLock");
+  registry = redis_lock_registry_new (url, TEST_REGISTRY_KEY, &error);
+  g_assert_no_error (error);
+  lock = obtain_rw (registry, NAME);
+  copy = g_boxed_copy (REDIS_LOCK_TYPE_RW_LOCK, lock);
+  g_assert_true (copy == lock);
+  g_boxed_free (REDIS_LOCK_TYPE_RW_LOCK, copy);
+  read_ok (lock);
+  read_unlock_ok (lock);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -979,5 +1003,6 @@ main (int argc, char **argv)
   test_add_stores_but_quorum ("/rwlock/registry/close", NULL, test_close);
   test_add_stores_but_quorum ("/rwlock/async/read-write-cancel", NULL, test_async);
   test_add_redis ("/rwlock/processes/two", NULL, test_two_processes);
+  g_test_add_func ("/rwlock/type/boxed", test_boxed_type);
   return g_test_run ();
 }
