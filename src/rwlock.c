@@ -12,8 +12,10 @@
  * watchdog renews it, a loss is found and reported, close releases it, and an
  * acquisition runs on the one acquisition machine with the plain lock's blocking
  * driver (rl_lock_acquire_lease(), sleeping on the carrier's notification number),
- * only with the store's rw_acquire as its request. Which key a release notification
- * names does not matter: registry.c wakes the waiters of both leases of the lock.
+ * only with the store's rw_acquire as its request. A notification of any key of the
+ * lock wakes the waiters of both leases (registry.c routes it here); one of the
+ * waiting writer's mark also stops new reading threads from joining the reader lease
+ * held now, so that the writer is not starved by the readers of one process.
  *
  * What crosses processes is the store's business (store.h: a waiting writer leaves a
  * mark that holds back new readers of every registry; a writer waits for the reader
