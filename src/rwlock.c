@@ -326,6 +326,25 @@ reader_lease_good (RedisRWLock *lock)
   return !lock->writer_marked && !rl_leases_is_lost (lock->registry->leases, lock->reader);
 }
 
+/* Whether the reader lease held now may go to one more thread: it was confirmed since
+ * the store's connection last broke or came back, or a renewal confirms it now (a
+ * server that restarted empty may have lost it; the plain lock's hand-off follows the
+ * same rule). lock->m held, and dropped around the request: the caller looks at the
+ * state again. */
+static gboolean
+confirm_reader_lease (RedisRWLock *lock)
+{
+  RlLeases *leases = lock->registry->leases;
+  gboolean confirmed;
+
+  if (!rl_leases_view (leases, lock->reader).unconfirmed)
+    return TRUE;
+  rl_mutex_unlock (&lock->m);
+  confirmed = rl_leases_refresh (leases, lock->reader);
+  rl_mutex_lock (&lock->m);
+  return confirmed;
+}
+
 gboolean
 redis_rw_lock_try_read_lock_for (RedisRWLock *lock, gint64 wait_ms, GCancellable *cancellable,
                                  GError **error)
@@ -373,6 +392,15 @@ rl_rw_lock_read_as (RedisRWLock *lock, gpointer self, gint64 wait_ms, GCancellab
         {
           if (lock->reader_lease == RL_RW_LEASE_HELD && reader_lease_good (lock))
             {
+              if (!confirm_reader_lease (lock))
+                {
+                  /* Not now: wait for its readers to give it back, then take a fresh one. */
+                  if (!wait_local (lock, deadline, cancellable, error))
+                    break;
+                  continue;
+                }
+              if (lock->reader_lease != RL_RW_LEASE_HELD || !reader_lease_good (lock))
+                continue; /* changed while it was confirmed */
               set_reads (lock, self, 1);
               ok = TRUE;
               break;

@@ -508,6 +508,42 @@ test_lease_lost (TestFixture *fx, gconstpointer data)
   test_lease_lost_clear (&lost);
 }
 
+static void
+test_outage_no_join (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisRWLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  guint64 before;
+
+  g_test_summary ("Once the registry saw its connection break, a reader lease it has not "
+                  "confirmed since is not shared with a new reading thread: with the server "
+                  "down the thread does not get in; back (empty), the lease is reported lost "
+                  "and a new reading thread takes a fresh one");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  redis_lock_registry_set_expire_after_ms (fx->registry, 30000);
+  lock = obtain_rw (fx->registry, NAME);
+  read_ok (lock);
+  g_assert_true (other_thread_reads (lock));
+  before = test_stats (fx->registry).audits;
+  redis_lock_test_server_stop (fx->server);
+  TEST_WAIT_UNTIL (test_stats (fx->registry).audits > before, 10000);
+  g_assert_false (other_thread_reads (lock));
+
+  g_assert_true (redis_lock_test_server_start (fx->server, &error));
+  g_assert_no_error (error);
+  /* The fixture's own connection went with the old server. */
+  redisFree (fx->redis);
+  fx->redis = test_redis_connect (fx->server);
+  TEST_WAIT_UNTIL (redis_rw_lock_is_lease_lost (lock), 10000);
+  g_assert_false (other_thread_reads (lock));
+  g_assert_false (redis_rw_lock_read_unlock (lock, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+  read_ok (lock);
+  g_assert_false (redis_rw_lock_is_lease_lost (lock));
+  read_unlock_ok (lock);
+}
+
 /* ---- stores ---- */
 
 static void
@@ -756,6 +792,7 @@ main (int argc, char **argv)
   test_add_stores_but_quorum ("/rwlock/registry/close", NULL, test_close);
   test_add_stores_but_quorum ("/rwlock/async/read-write-cancel", NULL, test_async);
   test_add_redis ("/rwlock/processes/two", NULL, test_two_processes);
+  test_add_redis ("/rwlock/lease/outage-no-join", NULL, test_outage_no_join);
   g_test_add_func ("/rwlock/type/boxed", test_boxed_type);
   return g_test_run ();
 }
