@@ -207,13 +207,15 @@ wait_local (RedisRWLock *lock, gint64 deadline, GCancellable *cancellable, GErro
   return !rl_lock_wait_error (lock->writer, cancellable, error);
 }
 
-/* FALSE with @error when @lock cannot be used now. */
+/* FALSE with @error when @lock cannot be used now, or @cancellable was cancelled. */
 static gboolean
-check_usable (RedisRWLock *lock, GError **error)
+check_usable (RedisRWLock *lock, GCancellable *cancellable, GError **error)
 {
   RedisLockRegistry *registry = lock->registry;
 
   if (!rl_registry_check (registry, error))
+    return FALSE;
+  if (cancellable != NULL && g_cancellable_set_error_if_cancelled (cancellable, error))
     return FALSE;
   if (registry->store->vt->rw_acquire == NULL)
     {
@@ -364,9 +366,7 @@ rl_rw_lock_read_as (RedisRWLock *lock, gpointer self, gint64 wait_ms, GCancellab
   gboolean ok = FALSE;
   guint n;
 
-  if (!check_usable (lock, error))
-    return FALSE;
-  if (cancellable != NULL && g_cancellable_set_error_if_cancelled (cancellable, error))
+  if (!check_usable (lock, cancellable, error))
     return FALSE;
 
   rl_mutex_lock (&lock->m);
@@ -509,9 +509,7 @@ rl_rw_lock_write_as (RedisRWLock *lock, gpointer self, gint64 wait_ms, GCancella
   gulong handler = 0;
   gboolean ok = FALSE, local = FALSE;
 
-  if (!check_usable (lock, error))
-    return FALSE;
-  if (cancellable != NULL && g_cancellable_set_error_if_cancelled (cancellable, error))
+  if (!check_usable (lock, cancellable, error))
     return FALSE;
 
   rl_mutex_lock (&lock->m);
