@@ -292,6 +292,7 @@ void section_contention (Bench *b, Section *s);
 void section_processes (Bench *b, Section *s);
 void section_watchdog (Bench *b, Section *s);
 void section_async (Bench *b, Section *s);
+void section_rwlock (Bench *b, Section *s);
 void section_memory (Bench *b, Section *s);
 
 /* The other process of the hand-off (`redislock-bench --child`, section-handoff.c);

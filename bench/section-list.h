@@ -45,6 +45,7 @@ static const SectionEntry section_table[] = {
   { "async", "lock_async/unlock_async from a main loop, and hand-offs to queued calls",
     section_async },
   { "fencing", "Fencing on vs off, and try_lock_all of 10 free locks", section_fencing },
+  { "rwlock", "Read lock uncontended pair vs plain lock pair", section_rwlock },
   { "cluster-uncontended", "Uncontended lock+unlock on a 3-master Redis Cluster",
     section_cluster_uncontended },
   { "cluster-watchdog", "Watchdog tick with leases spread over 3 cluster masters",

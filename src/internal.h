@@ -59,6 +59,8 @@ struct _RedisLockRegistry
   RedisLock *lru_head; /* least recently obtained first */
   RedisLock *lru_tail;
   guint capacity;
+  GHashTable *rw_locks; /* cache_mutex: name -> RedisRWLock (rwlock.h), while referenced,
+                           held or waited on */
 };
 
 /* A request to the store cut short by the caller's deadline with less than this left
@@ -130,7 +132,10 @@ struct _RedisLock
 
   guint8 cached; /* registry->cache_mutex */
   guint8 member; /* set at creation, then read-only: RL_MEMBER_LOCK, or the kind of lease
-                    of another member of the lock family this object carries */
+                    of another member of the lock family this object carries (a permit,
+                    a read-write lock's reader or writer lease): such an object is never
+                    cached nor handed to the application, and the lease-lost callback
+                    gets NULL for it */
 
   RlLeaseFlags lease_flags; /* leases.c only */
   RlLeaseState lease;       /* leases.c only */
@@ -139,7 +144,7 @@ struct _RedisLock
 };
 
 /* What a RedisLock object stands for. A member of the lock family other than the plain
- * lock (a semaphore's permit) carries each of its leases in a RedisLock of its own, made
+ * lock (a semaphore's permit, a read-write lock's lease) carries each of its leases in a RedisLock of its own, made
  * by rl_lock_new() and never cached, so that the lease table, the watchdog, audits and
  * lost marking serve it unchanged; the lease-lost callback then gets NULL (the object
  * is not the user's), and the name is logged. */
@@ -147,6 +152,7 @@ enum
 {
   RL_MEMBER_LOCK = 0,
   RL_MEMBER_PERMIT = 1,
+  RL_MEMBER_RW_LEASE = 2, /* a read-write lock's reader or writer lease */
 };
 
 /* A lock's key, registry_key ":" name, is stored once, after the struct; its name is
@@ -377,6 +383,26 @@ void rl_lock_begin_acquire (RedisLock *lock, RlAcquire *acq, gint64 deadline);
 RlAcquireAction rl_lock_attempt_step (RedisLock *lock, RlAcquire *acq, gboolean pubsub,
                                       gboolean bounded, gint64 ttl_ms, const char *fence_key,
                                       GError **error);
+/* The lease request of a member of the lock family (a read-write lock's reader or
+ * writer lease): takes the lease of @lock (a member's lease carrier, see
+ * RedisLock.member) with @value for @ttl_ms, within @timeout_ms (0: the command
+ * timeout), answering as the store's acquire does (OK, HELD with *pttl_ms, ERROR). */
+typedef struct
+{
+  RlLeaseResult (*func) (RedisLock *lock, const char *value, gint64 ttl_ms, gint64 timeout_ms,
+                         gint64 *pttl_ms, gpointer data, GError **error);
+  gpointer data;
+} RlLeaseRequest;
+
+/* The lease phase of a blocking acquisition of @lock's lease by @request, on the one
+ * acquisition machine as a plain lock's: attempts until taken (TRUE, the lease in the
+ * table), @deadline (FALSE without @error), a failure, close or cancel (FALSE with
+ * @error); sleeps on @lock's notification number between attempts (the caller wakes it
+ * on cancel). @bounded as for rl_lock_attempt_step(). The caller keeps @lock's local
+ * mutex out of it: a carrier's is never taken. */
+gboolean rl_lock_acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded,
+                                gint64 ttl_ms, const RlLeaseRequest *request,
+                                GCancellable *cancellable, GError **error);
 /* Releases @value, taken by an attempt after close() released the leases; sets CLOSED. */
 void rl_lock_release_after_close (RedisLock *lock, const char *value, GError **error);
 

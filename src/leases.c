@@ -241,6 +241,11 @@ call_callback (RlLeases *self, RedisLock *lock)
 {
   LostCallback *callback;
 
+  /* A lock-family member's lease is not a RedisLock the application knows: the
+   * callback gets NULL, and the log names the lease. */
+  if (lock->member != RL_MEMBER_LOCK)
+    g_message ("The lease of “%s” was lost: the key expired or belongs to another owner",
+               lock->key_data);
   rl_mutex_lock (&self->callback_mutex);
   callback = self->callback;
   if (callback != NULL)
@@ -248,15 +253,8 @@ call_callback (RlLeases *self, RedisLock *lock)
   rl_mutex_unlock (&self->callback_mutex);
   if (callback == NULL)
     return;
-  if (callback->func != NULL && lock->member != RL_MEMBER_LOCK)
-    {
-      /* Not the user's object: the callback gets NULL, the log names the lease. */
-      g_message ("The lease of “%s” was lost: the key expired or belongs to another owner",
-                 lock->key_data);
-      callback->func (NULL, callback->data);
-    }
-  else if (callback->func != NULL)
-    callback->func (lock, callback->data);
+  if (callback->func != NULL)
+    callback->func (lock->member != RL_MEMBER_LOCK ? NULL : lock, callback->data);
   callback_unref (callback);
 }
 

@@ -432,7 +432,8 @@ count_lease_hold_locked (RedisLock *lock, gboolean contended)
  * time). */
 static RlLeaseResult
 attempt_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms,
-               const char *fence_key, gboolean contended, gint64 *pttl_ms, GError **error)
+               const char *fence_key, const RlLeaseRequest *request, gboolean contended,
+               gint64 *pttl_ms, GError **error)
 {
   RedisLockRegistry *registry = lock->registry;
   RlStore *store = registry->store;
@@ -446,8 +447,10 @@ attempt_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
   rl_leases_value (leases, serial, value);
   sent = g_get_monotonic_time ();
   bound_ms = rl_request_bound_ms (registry, deadline, bounded, sent);
-  switch (store->vt->acquire (store, lock->key_data, value, ttl_ms, bound_ms, fence_key, &token,
-                              pttl_ms, &local_error))
+  switch (request != NULL
+              ? request->func (lock, value, ttl_ms, bound_ms, pttl_ms, request->data, &local_error)
+              : store->vt->acquire (store, lock->key_data, value, ttl_ms, bound_ms, fence_key,
+                                    &token, pttl_ms, &local_error))
     {
     case RL_LEASE_OK:
       RL_ATOMIC_ADD (registry->stats.acquisitions, 1);
@@ -482,16 +485,25 @@ attempt_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
     }
 }
 
-RlAcquireAction
-rl_lock_attempt_step (RedisLock *lock, RlAcquire *acq, gboolean pubsub, gboolean bounded,
-                      gint64 ttl_ms, const char *fence_key, GError **error)
+/* rl_lock_attempt_step() with @request (NULL: the plain lock's acquire). */
+static RlAcquireAction
+attempt_step (RedisLock *lock, RlAcquire *acq, gboolean pubsub, gboolean bounded, gint64 ttl_ms,
+              const char *fence_key, const RlLeaseRequest *request, GError **error)
 {
   RlAttemptReport report = rl_attempt_report_begin (lock->registry, lock, pubsub, acq);
 
   report.result = rl_attempt_result_of (attempt_lease (lock, acq->deadline, bounded, ttl_ms,
-                                                       fence_key, rl_acquire_contended (acq),
+                                                       fence_key, request,
+                                                       rl_acquire_contended (acq),
                                                        &report.pttl_ms, error));
   return rl_acquire_attempted (acq, &report, g_get_monotonic_time ());
+}
+
+RlAcquireAction
+rl_lock_attempt_step (RedisLock *lock, RlAcquire *acq, gboolean pubsub, gboolean bounded,
+                      gint64 ttl_ms, const char *fence_key, GError **error)
+{
+  return attempt_step (lock, acq, pubsub, bounded, ttl_ms, fence_key, NULL, error);
 }
 
 /* The lease phase of a blocking acquisition, with the local mutex owned: the machine
@@ -500,7 +512,8 @@ rl_lock_attempt_step (RedisLock *lock, RlAcquire *acq, gboolean pubsub, gboolean
  * (a try with a wait of 0 makes its one attempt within the command timeout). */
 static gboolean
 acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms,
-               const char *fence_key, GCancellable *cancellable, GError **error)
+               const char *fence_key, const RlLeaseRequest *request, GCancellable *cancellable,
+               GError **error)
 {
   RedisLockRegistry *registry = lock->registry;
   gboolean pubsub = rl_registry_pubsub (registry);
@@ -514,7 +527,7 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
     switch (action)
       {
       case RL_ACQUIRE_ATTEMPT:
-        action = rl_lock_attempt_step (lock, &acq, pubsub, bounded, ttl_ms, fence_key, error);
+        action = attempt_step (lock, &acq, pubsub, bounded, ttl_ms, fence_key, request, error);
         break;
       case RL_ACQUIRE_WATCH:
         action = rl_registry_watch (registry, &acq, TRUE);
@@ -529,6 +542,13 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
       default:
         return acq.outcome == RL_ACQUIRE_TAKEN;
       }
+}
+
+gboolean
+rl_lock_acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms,
+                       const RlLeaseRequest *request, GCancellable *cancellable, GError **error)
+{
+  return acquire_lease (lock, deadline, bounded, ttl_ms, NULL, request, cancellable, error);
 }
 
 /* With fencing on, the key of @lock's fencing counter in *fence_key (g_free()); NULL
@@ -604,7 +624,8 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
     ok = FALSE;
   else
     ok = (kept && rl_lock_accept_kept_lease (lock))
-         || acquire_lease (lock, deadline, wait_ms != 0, ttl_ms, fence_key, cancellable, error);
+         || acquire_lease (lock, deadline, wait_ms != 0, ttl_ms, fence_key, NULL, cancellable,
+                           error);
   g_cancellable_disconnect (cancellable, handler);
   if (!ok)
     release_local (lock);

@@ -769,6 +769,114 @@ memory_semaphore_available (RlStore *store, const char *sem_key, guint permits,
   return ok;
 }
 
+/* Read-write locks --------------------------------------------------------------- */
+
+/* How long another owner's lease holds back a read-write acquisition as @mode asks:
+ * the longest remaining TTL (-1: one has no expiry), or -2 when nothing does. The
+ * readers are the live keys under the reader prefix, so this store needs no set of
+ * them. memory_mutex held. */
+static gint64
+rw_held_back (MemorySpace *space, const RlRwKeys *keys, RlRwMode mode, const char *value,
+              gint64 now)
+{
+  gsize owner_len = strlen (keys->owner);
+  MemoryLease *writer = lease_lookup (space, keys->writer, now);
+  MemoryLease *waiting;
+  GHashTableIter iter;
+  gpointer key, data;
+  gint64 longest = -2;
+
+  if (writer != NULL
+      && (mode == RL_RW_WRITE ? strcmp (writer->owner, value) != 0
+                              : strncmp (writer->owner, keys->owner, owner_len) != 0
+                                    || writer->owner[owner_len] != ':'))
+    return lease_pttl (writer, now);
+  if (mode == RL_RW_READ)
+    {
+      waiting = lease_lookup (space, keys->waiting, now);
+      return waiting != NULL && strcmp (waiting->owner, keys->owner) != 0
+                 ? lease_pttl (waiting, now)
+                 : -2;
+    }
+  if (mode != RL_RW_WRITE)
+    return -2;
+  g_hash_table_iter_init (&iter, space->leases);
+  while (g_hash_table_iter_next (&iter, &key, &data))
+    {
+      MemoryLease *reader = data;
+      if (!g_str_has_prefix (key, keys->reader_prefix) || strcmp (key, keys->reader) == 0
+          || now >= reader->expires_us)
+        continue;
+      if (lease_pttl (reader, now) < 0 || longest == -1)
+        longest = -1;
+      else
+        longest = MAX (longest, lease_pttl (reader, now));
+    }
+  return longest;
+}
+
+static RlLeaseResult
+memory_rw_acquire (RlStore *store, const RlRwKeys *keys, RlRwMode mode, const char *value,
+                   gint64 ttl_ms, gint64 timeout_ms, gint64 *pttl_ms, GError **error)
+{
+  RlMemoryStore *self = (RlMemoryStore *) store;
+  const char *key = mode == RL_RW_WRITE ? keys->writer : keys->reader;
+  gint64 now = g_get_monotonic_time ();
+  RlLeaseResult result = RL_LEASE_OK;
+  GPtrArray *targets = NULL;
+  MemoryLease *waiting;
+  gint64 held;
+
+  count_request (store, 1);
+  if (wants_replicas (store, "acquisition", key, error))
+    return RL_LEASE_ERROR;
+  rl_mutex_lock (&memory_mutex);
+  held = rw_held_back (self->space, keys, mode, value, now);
+  waiting = lease_lookup (self->space, keys->waiting, now);
+  if (held != -2)
+    {
+      *pttl_ms = held;
+      result = RL_LEASE_HELD;
+      if (mode == RL_RW_WRITE && (waiting == NULL || strcmp (waiting->owner, keys->owner) == 0))
+        lease_insert (self->space, keys->waiting, keys->owner,
+                      expiry_after (now, MAX (ttl_ms, held) + 1000), now);
+      /* A mark newly set is told to every registry, as the Redis store publishes it. */
+      if (mode == RL_RW_WRITE && waiting == NULL)
+        targets = listeners_take (self->space, keys->waiting);
+    }
+  else
+    {
+      lease_take (self->space, key, value, ttl_ms, now);
+      if (mode == RL_RW_WRITE && waiting != NULL && strcmp (waiting->owner, keys->owner) == 0)
+        g_hash_table_remove (self->space->leases, keys->waiting);
+    }
+  rl_mutex_unlock (&memory_mutex);
+  if (targets != NULL)
+    listeners_deliver (targets, keys->waiting);
+  return result;
+}
+
+static gboolean
+memory_rw_stop_waiting (RlStore *store, const RlRwKeys *keys, GError **error)
+{
+  RlMemoryStore *self = (RlMemoryStore *) store;
+  GPtrArray *targets = NULL;
+  MemoryLease *waiting;
+
+  count_request (store, 1);
+  rl_mutex_lock (&memory_mutex);
+  waiting = lease_lookup (self->space, keys->waiting, g_get_monotonic_time ());
+  if (waiting != NULL && strcmp (waiting->owner, keys->owner) == 0)
+    {
+      targets = listeners_take (self->space, keys->waiting);
+      g_hash_table_remove (self->space->leases, keys->waiting);
+    }
+  rl_mutex_unlock (&memory_mutex);
+  if (targets != NULL)
+    listeners_deliver (targets, keys->waiting);
+  return TRUE;
+}
+
 static const RlStoreVTable memory_store_vtable = {
   .acquire = memory_acquire,
   .acquire_many = memory_acquire_many,
@@ -784,6 +892,9 @@ static const RlStoreVTable memory_store_vtable = {
   /* semaphores */
   .semaphore_acquire = memory_semaphore_acquire,
   .semaphore_available = memory_semaphore_available,
+  /* read-write locks */
+  .rw_acquire = memory_rw_acquire,
+  .rw_stop_waiting = memory_rw_stop_waiting,
   .close = memory_close,
   .free = memory_free,
 };

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* redis-store-private.h: what the Redis store's protocol files share.
  *
- * redis-store.c holds the exchange engine (routing, redirections, NOSCRIPT, stale
- * connections, WAIT for replicas) and the plain lease scripts; the scripts of the
- * other members of the lock family live in files of their own (redis-semaphore.c)
- * and reach the engine only through the two calls below, so that the engine stays
- * one copy and knows nothing of what their replies mean. redis-store.c refers to
- * their functions only from its vtable.
+ * redis-store.c holds the exchange engine (routing by key and Cluster slot,
+ * MOVED/ASK, retries, NOSCRIPT, stale connections, key tracking, WAIT for replicas)
+ * and the plain lease scripts; the scripts of the other members of the lock family
+ * live in files of their own (redis-semaphore.c, redis-rwlock.c) and reach the engine
+ * only through the calls below, so that the engine stays one copy and knows nothing
+ * of what their replies mean. The calls go one way: redis-store.c refers to the
+ * family's functions only from its vtable.
  */
 #ifndef RL_REDIS_STORE_PRIVATE_H
 #define RL_REDIS_STORE_PRIVATE_H
@@ -39,6 +40,25 @@ redisReply *rl_redis_store_call (RlStore *store, const char *key, int argc, cons
 void rl_redis_store_not_replicated (RlStore *store, const char *what, const char *key,
                                     GError **error);
 
+/* A lease script's reply that says the lease was taken (any other integer is the
+ * remaining TTL of what holds it back). */
+#define RL_SCRIPT_ACQUIRED (-3)
+
+/* rl_redis_store_call() for a lease script whose first key (argv[3]) routes it and
+ * whose reads are tracked for a waiter, as the acquire script's are: the reply
+ * (freeReplyObject()), never an error reply, or NULL with @error. When the reply is
+ * RL_SCRIPT_ACQUIRED and replicas must acknowledge writes, *@acked tells whether
+ * enough did; otherwise it is TRUE. */
+redisReply *rl_redis_store_eval (RlStore *store, const RlScript *script, int argc,
+                                 const char **argv, gint64 timeout_ms, gboolean *acked,
+                                 GError **error);
+/* A lease (@key holding @value) too few replicas acknowledged: released again;
+ * RL_LEASE_ERROR with NOT_REPLICATED. */
+RlLeaseResult rl_redis_store_unreplicated (RlStore *store, const char *key, const char *value,
+                                           GError **error);
+/* The channel a release of @key is published on (g_free()). */
+char *rl_redis_store_channel (RlStore *store, const char *key);
+
 /* redis-semaphore.c: the store seam's semaphore entries (store.h). */
 RlLeaseResult rl_redis_semaphore_acquire (RlStore *store, const char *sem_key, guint permits,
                                           guint start, const char *value, gint64 ttl_ms,
@@ -46,5 +66,11 @@ RlLeaseResult rl_redis_semaphore_acquire (RlStore *store, const char *sem_key, g
                                           GError **error);
 gboolean rl_redis_semaphore_available (RlStore *store, const char *sem_key, guint permits,
                                        guint *available, GError **error);
+
+/* redis-rwlock.c: the read-write lock's entries of the vtable (store.h). */
+RlLeaseResult rl_redis_rw_acquire (RlStore *store, const RlRwKeys *keys, RlRwMode mode,
+                                   const char *value, gint64 ttl_ms, gint64 timeout_ms,
+                                   gint64 *pttl_ms, GError **error);
+gboolean rl_redis_rw_stop_waiting (RlStore *store, const RlRwKeys *keys, GError **error);
 
 #endif /* RL_REDIS_STORE_PRIVATE_H */

@@ -2651,6 +2651,28 @@ redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem *i
   return &req->pub;
 }
 
+/* For the lock family's files (redis-store.h) ------------------------------------ */
+
+redisReply *
+rl_redis_store_eval (RlStore *store, const RlScript *script, int argc, const char **argv,
+                     gint64 timeout_ms, gboolean *acked, GError **error)
+{
+  return call_tracked ((RlRedisStore *) store, argv[3], argc, argv, script, timeout_ms, NULL,
+                       wrote_acquire, acked, TRUE, error);
+}
+
+RlLeaseResult
+rl_redis_store_unreplicated (RlStore *store, const char *key, const char *value, GError **error)
+{
+  return unreplicated_acquisition ((RlRedisStore *) store, key, value, error);
+}
+
+char *
+rl_redis_store_channel (RlStore *store, const char *key)
+{
+  return g_strconcat (((RlRedisStore *) store)->channel_prefix, key, NULL);
+}
+
 static const RlStoreVTable redis_store_vtable = {
   .acquire = redis_acquire,
   .acquire_many = redis_acquire_many,
@@ -2671,6 +2693,9 @@ static const RlStoreVTable redis_store_vtable = {
   /* semaphores: redis-semaphore.c */
   .semaphore_acquire = rl_redis_semaphore_acquire,
   .semaphore_available = rl_redis_semaphore_available,
+  /* read-write locks (redis-rwlock.c) */
+  .rw_acquire = rl_redis_rw_acquire,
+  .rw_stop_waiting = rl_redis_rw_stop_waiting,
   .close = redis_close,
   .free = redis_free,
 };

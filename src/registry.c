@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "rwlock.h"
 
 #define RL_DEFAULT_TTL_MS 60000
 #define RL_DEFAULT_IDLE_MS 100
@@ -49,6 +50,18 @@ make_client_id (void)
   return g_string_free (id, FALSE);
 }
 
+/* A key of a read-write lock (`registry_key:{name}:rw:…`, @tail after the registry
+ * key) may have been released: wake that lock's waiters. registry->cache_mutex held. */
+static void
+notify_rw (RedisLockRegistry *registry, const char *key, const char *tail)
+{
+  g_autofree char *name = rl_rw_lock_name_of_key (tail);
+  RedisRWLock *lock = name != NULL ? g_hash_table_lookup (registry->rw_locks, name) : NULL;
+
+  if (lock != NULL)
+    rl_rw_lock_notify (lock, key);
+}
+
 /* The store says @key may have been released (NULL: any key): wake its waiter. A
  * reset means the store's connection broke or came back, or its deployment failed
  * over (a server restart or failover may have taken leases with it): a new epoch
@@ -71,6 +84,9 @@ on_released (const char *key, gboolean reset, gpointer user_data)
       g_hash_table_iter_init (&iter, registry->locks);
       while (g_hash_table_iter_next (&iter, NULL, &lock))
         rl_lock_notify (lock);
+      g_hash_table_iter_init (&iter, registry->rw_locks);
+      while (g_hash_table_iter_next (&iter, NULL, &lock))
+        rl_rw_lock_notify (lock, NULL);
     }
   else if (strncmp (key, registry->registry_key, prefix_len) == 0 && key[prefix_len] == ':')
     {
@@ -93,6 +109,7 @@ on_released (const char *key, gboolean reset, gpointer user_data)
           if (registry->leases != NULL)
             rl_leases_check_soon (registry->leases, lock);
         }
+      notify_rw (registry, key, key + prefix_len + 1);
     }
   rl_mutex_unlock (&registry->cache_mutex);
 }
@@ -129,6 +146,7 @@ registry_new (const char *url, const char *const *urls, const char *registry_key
   registry->quorum = urls != NULL;
   rl_mutex_init (&registry->cache_mutex);
   registry->locks = g_hash_table_new (g_str_hash, g_str_equal);
+  registry->rw_locks = g_hash_table_new (g_str_hash, g_str_equal);
 
   if (urls != NULL)
     registry->store = rl_quorum_store_open (urls, registry_key, registry->client_id,
@@ -213,12 +231,20 @@ drop_cached (RedisLockRegistry *registry, RedisLock *lock)
 }
 
 static void
+free_rw (gpointer name, gpointer lock, gpointer data)
+{
+  rl_rw_lock_free (lock);
+}
+
+static void
 registry_free (RedisLockRegistry *registry)
 {
   /* Every user reference of a lock holds a registry reference, so only idle locks
    * remain, and no thread can reach them any more. */
   while (registry->lru_head != NULL)
     drop_cached (registry, registry->lru_head);
+  g_hash_table_foreach (registry->rw_locks, free_rw, NULL);
+  g_hash_table_unref (registry->rw_locks);
   rl_leases_free (registry->leases);
   if (registry->store != NULL)
     rl_store_free (registry->store);
@@ -268,6 +294,9 @@ redis_lock_registry_close (RedisLockRegistry *registry)
   g_hash_table_iter_init (&iter, registry->locks);
   while (g_hash_table_iter_next (&iter, NULL, &lock))
     rl_lock_wake_all (lock);
+  g_hash_table_iter_init (&iter, registry->rw_locks);
+  while (g_hash_table_iter_next (&iter, NULL, &lock))
+    rl_rw_lock_wake_all (lock);
   rl_mutex_unlock (&registry->cache_mutex);
 }
 
@@ -611,28 +640,106 @@ redis_lock_ref (RedisLock *lock)
   return lock;
 }
 
-void
-redis_lock_unref (RedisLock *lock)
+/* Drops one of the references handed out of a cached object (@user_refs, its count;
+ * @what and @name for the critical when none is left), and when it was the last, calls
+ * @drop (@object) (the cache may drop it now) and drops the registry reference the
+ * object held. */
+static void
+user_unref (RedisLockRegistry *registry, guint *user_refs, const char *what, const char *name,
+            void (*drop) (RedisLockRegistry *registry, gpointer object), gpointer object)
 {
-  RedisLockRegistry *registry;
   gboolean last;
 
-  if (lock == NULL)
-    return;
-  registry = lock->registry;
   if (is_forked (registry))
     return;
   rl_mutex_lock (&registry->cache_mutex);
-  if (lock->user_refs == 0)
+  if (*user_refs == 0)
     {
       rl_mutex_unlock (&registry->cache_mutex);
-      g_critical ("redis_lock_unref: lock “%s” has no reference left", rl_lock_name (lock));
+      g_critical ("%s “%s” has no reference left", what, name);
       return;
     }
-  last = --lock->user_refs == 0;
+  last = --*user_refs == 0;
+  if (last && drop != NULL)
+    drop (registry, object);
   rl_mutex_unlock (&registry->cache_mutex);
   if (last)
     redis_lock_registry_unref (registry);
+}
+
+void
+redis_lock_unref (RedisLock *lock)
+{
+  if (lock == NULL)
+    return;
+  user_unref (lock->registry, &lock->user_refs, "redis_lock_unref: lock", rl_lock_name (lock),
+              NULL, NULL);
+}
+
+/* Read-write locks ---------------------------------------------------------------- */
+
+/* Drops read-write lock @data from the cache when nobody references, holds or waits on
+ * it. registry->cache_mutex held. */
+static void
+drop_rw_if_idle (RedisLockRegistry *registry, gpointer data)
+{
+  RedisRWLock *lock = data;
+
+  if (lock->user_refs > 0 || !rl_rw_lock_is_idle (lock))
+    return;
+  g_hash_table_remove (registry->rw_locks, lock->name);
+  rl_rw_lock_free (lock);
+}
+
+RedisRWLock *
+redis_lock_registry_obtain_rw (RedisLockRegistry *registry, const char *name, GError **error)
+{
+  RedisRWLock *lock;
+
+  g_return_val_if_fail (registry != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  if (!check_name (name, error) || !rl_registry_check (registry, error)
+      || !rl_rw_lock_check_name (registry, name, error))
+    return NULL;
+  rl_mutex_lock (&registry->cache_mutex);
+  lock = g_hash_table_lookup (registry->rw_locks, name);
+  if (lock == NULL)
+    {
+      lock = rl_rw_lock_new (registry, name);
+      g_hash_table_insert (registry->rw_locks, lock->name, lock);
+    }
+  if (lock->user_refs++ == 0)
+    redis_lock_registry_ref (registry);
+  rl_mutex_unlock (&registry->cache_mutex);
+  return lock;
+}
+
+RedisRWLock *
+redis_rw_lock_ref (RedisRWLock *lock)
+{
+  RedisLockRegistry *registry;
+
+  g_return_val_if_fail (lock != NULL, NULL);
+  registry = lock->registry;
+  if (is_forked (registry))
+    return lock;
+  rl_mutex_lock (&registry->cache_mutex);
+  if (lock->user_refs++ == 0)
+    redis_lock_registry_ref (registry);
+  rl_mutex_unlock (&registry->cache_mutex);
+  return lock;
+}
+
+void
+redis_rw_lock_unref (RedisRWLock *lock)
+{
+  if (lock == NULL)
+    return;
+  /* Held or waited on still (a hold may outlive the references): kept until the next
+   * obtain of the name or the registry's end. */
+  user_unref (lock->registry, &lock->user_refs, "redis_rw_lock_unref: read-write lock",
+              lock->name, drop_rw_if_idle, lock);
 }
 
 /* Renewal ----------------------------------------------------------------------- */

@@ -104,6 +104,30 @@ typedef struct
   RedisLockRegistryStats *stats;
 } RlStoreContext;
 
+/* Read-write locks: the keys of one read-write lock, all in one Cluster slot (they
+ * share the hash tag `{name}`), so one script can read and write them together. */
+typedef struct
+{
+  const char *writer;        /* the writer lease */
+  const char *waiting;       /* a waiting writer's mark: holds its registry's client id */
+  const char *readers;       /* the set of client ids that took a reader lease */
+  const char *reader_prefix; /* a reader lease is this prefix and its client id */
+  const char *reader;        /* this registry's reader lease */
+  const char *owner;         /* this registry's client id */
+} RlRwKeys;
+
+/* What a read-write acquisition asks for. */
+typedef enum
+{
+  RL_RW_READ,      /* this registry's reader lease: held back by another owner's writer
+                      lease and by another owner's waiting writer */
+  RL_RW_DOWNGRADE, /* the same while this registry holds the writer lease: a waiting
+                      writer does not hold it back */
+  RL_RW_WRITE,     /* the writer lease: held back by another owner's writer lease and by
+                      another owner's live reader lease; while held back, it marks the
+                      lock as wanted by a waiting writer */
+} RlRwMode;
+
 typedef struct
 {
   /* Takes the lease @key for @ttl_ms with @value (unique to this acquisition) if it is
@@ -230,6 +254,23 @@ typedef struct
    * semaphore_acquire does. FALSE with @error. */
   gboolean (*semaphore_available) (RlStore *store, const char *sem_key, guint permits,
                                    guint *available, GError **error);
+
+  /* Read-write locks -------------------------------------------------------------
+   * NULL in a store that cannot hold them (the quorum store). */
+  /* Takes the lease @mode asks for (@keys->writer or @keys->reader) with @value for
+   * @ttl_ms, as one atomic step with the checks @mode names: RL_LEASE_OK, or
+   * RL_LEASE_HELD with the remaining TTL of what holds it back in *pttl_ms (the
+   * longest, -1: no expiry); RL_LEASE_ERROR with @error. A write held back leaves the
+   * waiting mark (this registry's client id) until its TTL (at least @ttl_ms and the
+   * holder's) runs out, it acquires, or rw_stop_waiting removes it; a mark newly set is
+   * notified as a release of its key is, to every registry. The lease taken is
+   * renewed and released as any other (renew, release). @timeout_ms as for acquire. */
+  RlLeaseResult (*rw_acquire) (RlStore *store, const RlRwKeys *keys, RlRwMode mode,
+                               const char *value, gint64 ttl_ms, gint64 timeout_ms,
+                               gint64 *pttl_ms, GError **error);
+  /* A writer of this registry gave up: removes its waiting mark, if it is there, and
+   * notifies the waiters for it (readers held back by it). */
+  gboolean (*rw_stop_waiting) (RlStore *store, const RlRwKeys *keys, GError **error);
 
   /* Stops background threads; the store stays usable for single calls. */
   void (*close) (RlStore *store);

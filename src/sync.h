@@ -12,13 +12,16 @@
  * lock-order checking in the TSan build holds the code to it):
  *
  *   quorum-store.c opener_mutex -> registry cache_mutex (internal.h) -> lock->m
+ *   registry cache_mutex -> rw->m (rwlock.h) -> lock->m of its carriers
  *   registry cache_mutex -> leases.c mutex
+ *   rw->m -> leases.c mutex
  *   leases.c renew_mutex -> leases.c mutex -> watchdog.c mutex
  *
  * and these leaves, under which nothing of the library is called: leases.c
  * callback_mutex, notify.c mutex, cluster.c mutex, sentinel.c mutex, the connection
  * pool's mutex (connection.c), memory-store.c memory_mutex, quorum-store.c
- * lease_mutex, lock-async.c's pool mutex and result_mutex, redis-store.c
+ * lease_mutex, lock-async.c's pool mutex and result_mutex, rwlock-async.c's
+ * result_mutex, redis-store.c
  * recent_mutex. Callbacks up the layers (a store's released(), a topology's changed(),
  * the lease-lost callback) are made with none of a layer's own mutexes held, except
  * the quorum opener's, which is outermost for that reason.

@@ -31,6 +31,7 @@ G_DEFINE_BOXED_TYPE (RedisSemaphore, redis_semaphore, redis_semaphore_ref, redis
 /* A permit's copy is a reference to the one permit; the last one dropped gives it back
  * if redis_permit_release() did not. */
 G_DEFINE_BOXED_TYPE (RedisPermit, redis_permit, rl_permit_ref, rl_permit_unref)
+G_DEFINE_BOXED_TYPE (RedisRWLock, redis_rw_lock, redis_rw_lock_ref, redis_rw_lock_unref)
 
 static RedisLockRegistryStats *
 registry_stats_copy (const RedisLockRegistryStats *stats)

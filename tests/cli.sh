@@ -8,7 +8,7 @@
 # --fencing (REDIS_LOCK_TOKEN, the counter, the last token in status), several --url (a
 # quorum over three servers, two of them enough), several locks with
 # --lock (all or none, one line per lock in the environment), --permits (a permit of a
-# semaphore, its size checked),
+# semaphore, its size checked), shared holds with --read,
 # signal forwarding (one SIGINT reaching the command once, on a terminal or sent to the
 # process group: Linux, python3), `status` / `list` output (text and JSON), escaped
 # holders, passwords kept out of every message, and `demo`. Prints TAP.
@@ -328,6 +328,29 @@ rl run --permits 3 pool -- true 2>"$tmp/err"; expect_rc "resized once its size k
 rcli DEL 'redislock:{pool}:sem' >/dev/null
 rl run --permits 0 pool -- true 2>"$tmp/err"; expect_rc "--permits 0: 64" 64 $?
 rl run --permits 2 --lock pa -- true 2>"$tmp/err"; expect_rc "--permits with --lock: 64" 64 $?
+# --- --read: shared holds of a read-write lock ------------------------------------------------
+start_bg "$RL" run --read doc -- $(hold r1)
+r1=$bg
+check "first --read holder started" wait_for "$tmp/r1.started"
+rl run --read --wait 5s doc -- sh -c '
+  printf "%s\n" "$REDIS_LOCK_NAME" >"$0/rname"
+  printf "%s\n" "${REDIS_LOCK_KEY-unset}" >"$0/rkey"' "$tmp" 2>"$tmp/err"
+expect_rc "a second --read runs while the first holds: 0" 0 $?
+check "REDIS_LOCK_NAME is the name" args_are "$tmp/rname" doc
+check "REDIS_LOCK_KEY is not set for a read hold" args_are "$tmp/rkey" unset
+check "the reader lease is the registry's key under {doc}" \
+  test "$(rcli --scan --pattern 'redislock:{doc}:rw:r:*' | wc -l)" = 1
+rl run doc -- true 2>"$tmp/err"; expect_rc "a plain lock of the same name is independent: 0" 0 $?
+touch "$tmp/r1.release"
+wait "$r1"; expect_rc "first --read holder: 0" 0 $?
+check "the reader lease is gone after" test "$(rcli --scan --pattern 'redislock:{doc}:rw:r:*' | wc -l)" = 0
+rcli SET 'redislock:{doc}:rw:ww' other-writer PX 60000 >/dev/null
+rl run --read --wait 300ms doc -- touch "$tmp/read.never" 2>"$tmp/err"
+expect_rc "--read behind a waiting writer of another process, --wait 300ms: 1" 1 $?
+check "the command did not run" test ! -e "$tmp/read.never"
+rcli DEL 'redislock:{doc}:rw:ww' >/dev/null
+rl run --read --lock a -- true 2>"$tmp/err"; expect_rc "--read with --lock: 64" 64 $?
+rl run --read --fencing doc -- true 2>"$tmp/err"; expect_rc "--read with --fencing: 64" 64 $?
 
 # --- a held lock: --wait 0 and --wait 300ms give 1; status and list show it -------------
 start_bg "$RL" run held -- $(hold held)

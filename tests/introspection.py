@@ -266,6 +266,25 @@ def test_lock_async(fx):
     assert theirs.unlock()
 
 
+def test_rw_lock(fx):
+    reg, other = fx.registry(), fx.registry()
+    assert GObject.type_name(Redislock.RWLock.__gtype__) == "RedisRWLock"
+    mine = reg.obtain_rw("doc")
+    theirs = other.obtain_rw("doc")
+    assert mine.get_name() == "doc"
+    assert mine.try_read_lock_for(1000, None) is True
+    assert theirs.try_read_lock_for(1000, None) is True  # readers of two registries
+    assert theirs.read_unlock() is True
+    assert theirs.try_write_lock_for(100, None) is False  # not within 100 ms
+    expect_error(Code.INVALID, mine.try_write_lock_for, 0, None)  # no upgrade
+    assert mine.get_lease_cancellable() is not None and not mine.is_lease_lost()
+    assert mine.read_unlock() is True
+    expect_error(Code.NOT_OWNER, mine.read_unlock)
+    assert theirs.try_write_lock_for(1000, None) is True
+    assert mine.try_read_lock_for(0, None) is False
+    assert theirs.write_unlock() is True
+
+
 TESTS = [
     test_types_registered,
     test_no_test_api_in_production_namespace,
@@ -277,6 +296,7 @@ TESTS = [
     test_wait_mode_setting,
     test_lease_lost_callback,
     test_lock_async,
+    test_rw_lock,
 ]
 
 

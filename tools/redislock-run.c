@@ -13,7 +13,7 @@
  */
 #include "config.h"
 
-#include "redislock-tool.h"
+#include "redislock-run.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,7 +41,8 @@ typedef struct
   /* read-only while the holder thread runs */
   RedisLock **locks;
   guint n_locks;
-  RedisSemaphore *semaphore; /* --permits: a permit of it instead of the lock */
+  RedisRWLock *rw; /* --read: a read hold of this read-write lock instead (n_locks 0) */
+  RedisSemaphore *semaphore; /* --permits: a permit of it instead (locks NULL, n_locks 1) */
   gint64 wait_ms;
   gint64 ttl_ms;
   GCancellable *cancellable;
@@ -110,7 +111,9 @@ holder_thread (gpointer data)
 
   /* Several locks: all or none, the leases of one registry requested together. The
    * registry's TTL is the --ttl then. */
-  if (h->semaphore != NULL)
+  if (h->rw != NULL)
+    ok = redis_rw_lock_try_read_lock_for (h->rw, h->wait_ms, h->cancellable, &error);
+  else if (h->semaphore != NULL)
     ok = (h->permit = redis_semaphore_try_acquire_for (h->semaphore, h->wait_ms, h->cancellable,
                                                        &error))
          != NULL;
@@ -141,7 +144,9 @@ holder_thread (gpointer data)
   pthread_mutex_unlock (&h->mu);
 
   error = NULL;
-  if (ok && h->semaphore != NULL)
+  if (ok && h->rw != NULL)
+    redis_rw_lock_read_unlock (h->rw, &error);
+  else if (ok && h->semaphore != NULL)
     redis_permit_release (h->permit, &error);
   else if (ok && h->n_locks == 1)
     redis_lock_unlock (h->locks[0], &error);
@@ -175,7 +180,8 @@ on_lease_lost (RedisLock *lock, gpointer user_data)
   if (!h->lease_lost)
     {
       h->lease_lost_us = now;
-      /* NULL: a permit (--permits), whose name is the command line's */
+      /* NULL: the read-write lock's lease or the permit (the only one then), named by
+       * st->name */
       h->lost_name = lock != NULL ? g_strdup (redis_lock_get_name (lock)) : NULL;
     }
   h->lease_lost = TRUE;
@@ -183,18 +189,6 @@ on_lease_lost (RedisLock *lock, gpointer user_data)
   holder_wake (h);
 }
 
-/* libredislock's drift margin for a lease of @ttl_ms (drift_margin_us() in
- * src/leases.c): 5% of the TTL, at least 25 ms, at most half the TTL. A lease is
- * reported lost once it has gone unconfirmed for the TTL less this margin, so its key
- * cannot expire, and another client take the lock, sooner than this margin after the
- * report: the command must be dead by then. */
-static gint64
-lease_margin_us (gint64 ttl_ms)
-{
-  gint64 ttl_us = ttl_ms * 1000;
-
-  return MIN (MAX (ttl_us / 20, 25000), ttl_us / 2);
-}
 
 static int ttou_disposition_ignored;
 static pid_t redislock_pid;
@@ -415,6 +409,13 @@ start_command (RunState *st)
   env = g_environ_setenv (env, "REDIS_LOCK_KEY", keys, TRUE);
   env = g_environ_setenv (env, "REDIS_LOCK_OWNER", owners, TRUE);
   env = g_environ_setenv (env, "REDIS_LOCK_NAME", names, TRUE);
+  if (st->holder->rw != NULL)
+    {
+      /* A read hold: the lease is the registry's, shared with its other readers. */
+      env = g_environ_setenv (env, "REDIS_LOCK_NAME", st->name, TRUE);
+      env = g_environ_unsetenv (env, "REDIS_LOCK_KEY");
+      env = g_environ_unsetenv (env, "REDIS_LOCK_OWNER");
+    }
   if (redis_lock_registry_get_fencing (st->registry))
     {
       g_autofree char *tokens = join_lines (st->holder, item_token);
@@ -463,7 +464,9 @@ report_not_acquired (RunState *st)
   /* Of several locks, the first that the store says is held. */
   for (guint i = 0; lease == NULL && st->names[i] != NULL; i++)
     {
-      lease = redis_lock_registry_get_lease_info (st->registry, st->names[i], NULL);
+      /* A read-write lock's holders are not a plain lease's. */
+      if (st->holder->rw == NULL)
+        lease = redis_lock_registry_get_lease_info (st->registry, st->names[i], NULL);
       if (lease != NULL || st->names[i + 1] == NULL)
         name = escape_for_display (st->names[i]);
     }
@@ -659,234 +662,6 @@ install_signal_handlers (void)
   return TRUE;
 }
 
-/* Whether the option @arg ("-x", "--long" or "--long=VALUE") of @tables takes the next
- * argument as its value. */
-static gboolean
-option_takes_next (const char *arg, const GOptionEntry *const *tables)
-{
-  const GOptionEntry *const *t;
-  const GOptionEntry *e;
-
-  if (arg[1] == '-')
-    {
-      const char *name = arg + 2;
-      gsize len = strcspn (name, "=");
-
-      if (name[len] == '=')
-        return FALSE;
-      for (t = tables; *t != NULL; t++)
-        for (e = *t; e->long_name != NULL; e++)
-          if (strlen (e->long_name) == len && strncmp (e->long_name, name, len) == 0)
-            return e->arg != G_OPTION_ARG_NONE;
-      return FALSE;
-    }
-  for (t = tables; *t != NULL; t++)
-    for (e = *t; e->long_name != NULL; e++)
-      if (e->short_name != 0 && e->short_name == arg[strlen (arg) - 1])
-        return e->arg != G_OPTION_ARG_NONE;
-  return FALSE;
-}
-
-/* How long --min-replicas waits for the replicas' acknowledgement. */
-#define MIN_REPLICAS_TIMEOUT_MS 1000
-
-static const char run_usage[] = "run [OPTION…] [--] NAME [--] COMMAND [ARG…]\n"
-                                "       redislock run --lock NAME [--lock NAME…] [OPTION…] [--] COMMAND [ARG…]";
-
-static char *opt_wait, *opt_ttl, *opt_kill_after, *opt_min_replicas;
-static char **opt_locks;
-static gboolean opt_fencing;
-static int opt_permits = -1; /* -1: not given */
-static const GOptionEntry run_entries[] = {
-  { "wait", 'w', 0, G_OPTION_ARG_STRING, &opt_wait,
-    "Give up (exit 1) when the lock is not acquired within DURATION; 0 tries once "
-    "(default: wait forever)",
-    "DURATION" },
-  { "ttl", 't', 0, G_OPTION_ARG_STRING, &opt_ttl,
-    "Lease TTL, renewed while the command runs; bounds how long a crashed redislock "
-    "blocks others (default: 60s)",
-    "DURATION" },
-  { "kill-after", 'k', 0, G_OPTION_ARG_STRING, &opt_kill_after,
-    "When the lease is lost, send SIGKILL this long after SIGTERM (default: 5s), at most "
-    "the lease margin, 5% of the TTL (3s at the default TTL); a longer value is cut, with "
-    "a warning",
-    "DURATION" },
-  { "min-replicas", 0, 0, G_OPTION_ARG_STRING, &opt_min_replicas,
-    "Count the lease taken and renewed only once N replicas acknowledged it (WAIT, 1s); "
-    "fewer: exit 2 without running the command (default: 0, off)",
-    "N" },
-  { "lock", 'l', 0, G_OPTION_ARG_STRING_ARRAY, &opt_locks,
-    "Hold lock NAME; repeat for several locks, taken all or none. With --lock there is no "
-    "NAME argument: the command follows the options",
-    "NAME" },
-  { "fencing", 'f', 0, G_OPTION_ARG_NONE, &opt_fencing,
-    "Take each lock with a fencing token, passed to the command as REDIS_LOCK_TOKEN", NULL },
-  { "permits", 'p', 0, G_OPTION_ARG_INT, &opt_permits,
-    "Hold one permit of the semaphore NAME of N permits instead of the lock NAME "
-    "(REDIS_LOCK_KEY is the permit's key)",
-    "N" },
-  { NULL },
-};
-
-/* What the command line of `run` asks for. */
-typedef struct
-{
-  GPtrArray *names; /* the lock names (const char *), NULL-terminated */
-  char **command;
-  gboolean fencing;
-  guint permits;  /* --permits: 0 for a lock */
-  gint64 wait_ms; /* -1: forever */
-  gint64 ttl_ms;
-  gint64 kill_after_ms;
-  guint min_replicas;
-} RunArgs;
-
-/* Where the options of `run` end: at the first "--" (*@sep set), NAME following it, or
- * at the first argument that is not an option, NAME. */
-static int
-find_options_end (int argc, char **argv, gboolean *sep)
-{
-  static const GOptionEntry *const tables[] = { common_entries, run_entries, NULL };
-  int end;
-
-  *sep = FALSE;
-  for (end = 1; end < argc; end++)
-    {
-      const char *arg = argv[end];
-
-      if (strcmp (arg, "--") == 0)
-        {
-          *sep = TRUE;
-          break;
-        }
-      if (arg[0] != '-' || arg[1] == '\0')
-        break;
-      if (option_takes_next (arg, tables) && end + 1 < argc)
-        end++;
-    }
-  return end;
-}
-
-/* Parses the options before NAME. Returns -1 to go on, else an exit status. */
-static int
-parse_run_options (int end, char **argv)
-{
-  int opt_argc = end, rc;
-  char **opt_argv = g_new0 (char *, opt_argc + 1);
-
-  memcpy (opt_argv, argv, sizeof (char *) * (gsize) opt_argc);
-  rc = parse_options ("run", run_usage, "[--] NAME [--] COMMAND [ARG…]",
-                      "Holds lock NAME (or every --lock NAME, or with --permits N one permit of\n"
-                      "the semaphore NAME) while COMMAND runs, and exits with its status.\n"
-                      "Exit status: the command's; 1 when the lock was not acquired within\n"
-                      "--wait; 2 on a Redis error; 3 when the lease was lost while the command\n"
-                      "ran; 64 on a usage error; 126/127 when the command cannot be run;\n"
-                      "128+N when the command (or redislock, before it started) got signal N.",
-                      run_entries, TRUE, TRUE, &opt_argc, &opt_argv);
-  if (rc < 0 && opt_argc > 1)
-    rc = usage_error ("run", run_usage, "unexpected argument '%s'", opt_argv[1]);
-  g_free (opt_argv);
-  return rc;
-}
-
-/* Reads --wait, --ttl and --kill-after into @args. */
-static int
-parse_run_durations (RunArgs *args)
-{
-  args->wait_ms = -1;
-  args->ttl_ms = DEFAULT_TTL_MS;
-  args->kill_after_ms = DEFAULT_KILL_AFTER_MS;
-  if (opt_wait != NULL && strcmp (opt_wait, "forever") != 0
-      && !parse_duration (opt_wait, &args->wait_ms))
-    return usage_error ("run", run_usage, "invalid duration for --wait: '%s'", opt_wait);
-  if (opt_ttl != NULL && (!parse_duration (opt_ttl, &args->ttl_ms) || args->ttl_ms < 1))
-    return usage_error ("run", run_usage, "invalid duration for --ttl: '%s' (at least 1ms)",
-                        opt_ttl);
-  if (opt_kill_after != NULL && !parse_duration (opt_kill_after, &args->kill_after_ms))
-    return usage_error ("run", run_usage, "invalid duration for --kill-after: '%s'",
-                        opt_kill_after);
-  /* The command must be dead before the key can expire: the grace is at most the lease
-   * margin. Said when the value given is more. */
-  if (opt_kill_after != NULL && args->kill_after_ms * 1000 > lease_margin_us (args->ttl_ms))
-    {
-      g_autofree char *given = format_duration (args->kill_after_ms);
-      g_autofree char *used = format_duration (lease_margin_us (args->ttl_ms) / 1000);
-      g_autofree char *ttl = format_duration (args->ttl_ms);
-
-      fprintf (stderr,
-               "redislock run: warning: --kill-after %s is more than the lease margin of a "
-               "%s TTL: using %s\n",
-               given, ttl, used);
-    }
-  if (opt_min_replicas != NULL)
-    {
-      guint64 n;
-      if (!g_ascii_string_to_unsigned (opt_min_replicas, 10, 0, 1000, &n, NULL))
-        return usage_error ("run", run_usage,
-                            "invalid number for --min-replicas: '%s' (0 to 1000)",
-                            opt_min_replicas);
-      args->min_replicas = (guint) n;
-    }
-  return -1;
-}
-
-/* Checks a lock name of the command line. Returns -1 when good, else an exit status. */
-static int
-check_name (const char *name)
-{
-  if (*name == '\0')
-    return usage_error ("run", run_usage, "the lock NAME must not be empty");
-  if (strlen (name) > REDIS_LOCK_NAME_MAX)
-    return usage_error ("run", run_usage, "lock NAME longer than %d bytes", REDIS_LOCK_NAME_MAX);
-  return -1;
-}
-
-/* The command line of `run`: options, NAME, COMMAND. One "--" right after NAME is
- * skipped; all the rest, other "--" included, is the command's. With --lock, there is
- * no NAME: the command follows the options (and one "--"). Returns -1 to go on, else an
- * exit status. */
-static int
-parse_run_arguments (int argc, char **argv, RunArgs *args)
-{
-  static const GOptionEntry *const tables[] = { common_entries, run_entries, NULL };
-  gboolean sep;
-  int end, rc, i;
-
-  split_attached_values (&argc, &argv, tables, TRUE);
-  end = find_options_end (argc, argv, &sep);
-  rc = parse_run_options (end, argv);
-
-  if (rc >= 0)
-    return rc;
-  i = sep ? end + 1 : end;
-  args->names = g_ptr_array_new ();
-  if (opt_locks != NULL)
-    for (char **l = opt_locks; *l != NULL; l++)
-      g_ptr_array_add (args->names, *l);
-  else
-    {
-      if (i >= argc)
-        return usage_error ("run", run_usage, "no lock NAME given");
-      g_ptr_array_add (args->names, argv[i++]);
-      if (i < argc && strcmp (argv[i], "--") == 0)
-        i++;
-    }
-  g_ptr_array_add (args->names, NULL);
-  args->command = argv + i;
-  if (args->command[0] == NULL)
-    return usage_error ("run", run_usage, "no COMMAND given");
-  for (guint j = 0; j + 1 < args->names->len; j++)
-    if ((rc = check_name (g_ptr_array_index (args->names, j))) >= 0)
-      return rc;
-  args->fencing = opt_fencing;
-  if (opt_permits != -1 && (opt_permits < 1 || opt_permits > REDIS_SEMAPHORE_MAX_PERMITS))
-    return usage_error ("run", run_usage, "invalid number for --permits: %d (1 to %d)",
-                        opt_permits, REDIS_SEMAPHORE_MAX_PERMITS);
-  if (opt_permits != -1 && (opt_locks != NULL || opt_fencing))
-    return usage_error ("run", run_usage, "--permits takes one NAME, without --lock or --fencing");
-  args->permits = opt_permits > 0 ? (guint) opt_permits : 0;
-  return parse_run_durations (args);
-}
 
 /* A holder for @lock, its wake-up pipe open; NULL (errno set) when the pipe cannot be
  * made. */
@@ -988,11 +763,12 @@ free_locks (RedisLock **locks, guint n)
   g_free (locks);
 }
 
-/* Holds @locks (@n of them, transfer full) of @registry, or with @semaphore (transfer
- * full; @locks NULL, @n 1) one permit of it, while the command runs, then closes the
- * registry; returns the exit status of `run`. */
+/* Holds @locks (@n of them, transfer full) of @registry, or with @rw (transfer full;
+ * @locks NULL, @n 0) a read hold of it, or with @semaphore (transfer full; @locks NULL,
+ * @n 1) one permit of it, while the command runs, then closes the registry; returns the
+ * exit status of `run`. */
 static int
-run_with_locks (RedisLockRegistry *registry, RedisLock **locks, guint n,
+run_with_locks (RedisLockRegistry *registry, RedisLock **locks, guint n, RedisRWLock *rw,
                 RedisSemaphore *semaphore, const RunArgs *args)
 {
   g_autoptr (GMainLoop) loop = g_main_loop_new (NULL, FALSE);
@@ -1006,8 +782,11 @@ run_with_locks (RedisLockRegistry *registry, RedisLock **locks, guint n,
     {
       die_message ("cannot create a pipe: %s", g_strerror (errno));
       free_locks (locks, n);
+      g_clear_pointer (&rw, redis_rw_lock_unref);
+      g_clear_pointer (&semaphore, redis_semaphore_unref);
       return EXIT_REDIS;
     }
+  h->rw = rw;
   h->semaphore = semaphore;
   redis_lock_registry_set_lease_lost_callback (registry, on_lease_lost, h, NULL);
   st.holder = h;
@@ -1023,9 +802,10 @@ run_with_locks (RedisLockRegistry *registry, RedisLock **locks, guint n,
   /* The registry's threads stop before the state they may call back into is freed. */
   redis_lock_registry_set_lease_lost_callback (registry, NULL, NULL, NULL);
   free_locks (locks, n);
+  g_clear_pointer (&rw, redis_rw_lock_unref);
   redis_lock_registry_close (registry);
   holder_free (h);
-  redis_semaphore_unref (semaphore);
+  g_clear_pointer (&semaphore, redis_semaphore_unref);
   return result;
 }
 
@@ -1060,6 +840,18 @@ cmd_run (int argc, char **argv)
   redis_lock_registry_set_fencing (registry, args.fencing);
   /* try_lock_all takes the registry's TTL. */
   redis_lock_registry_set_expire_after_ms (registry, args.ttl_ms);
+  if (args.read)
+    {
+      RedisRWLock *rw = redis_lock_registry_obtain_rw (registry, args.names->pdata[0], &error);
+      if (rw == NULL)
+        {
+          die_message ("%s", error->message);
+          rc = exit_status_for_error (error);
+          goto out;
+        }
+      rc = run_with_locks (registry, NULL, 0, rw, NULL, &args);
+      goto out;
+    }
   if (args.permits > 0)
     {
       RedisSemaphore *semaphore = redis_lock_registry_obtain_semaphore (
@@ -1070,7 +862,7 @@ cmd_run (int argc, char **argv)
           rc = exit_status_for_error (error);
           goto out;
         }
-      rc = run_with_locks (registry, NULL, 1, semaphore, &args);
+      rc = run_with_locks (registry, NULL, 1, NULL, semaphore, &args);
       goto out;
     }
   n = args.names->len - 1;
@@ -1086,7 +878,7 @@ cmd_run (int argc, char **argv)
           goto out;
         }
     }
-  rc = run_with_locks (registry, locks, n, NULL, &args);
+  rc = run_with_locks (registry, locks, n, NULL, NULL, &args);
 
 out:
   if (args.names != NULL)

@@ -3,7 +3,8 @@
  *
  * The tool is cut like GLib's gio tool: redislock.c holds main(), the table of commands,
  * the options every command takes and the usage messages; each command has a file of
- * its own (redislock-run.c, redislock-status.c for status and list, redislock-demo.c),
+ * its own (redislock-run.c, with its command line in redislock-run-args.c,
+ * redislock-status.c for status and list, redislock-demo.c),
  * entered through its cmd_*() function; redislock-common.c holds what several commands
  * use (display escaping, durations, the raw Redis connection, exit statuses) and
  * redislock-redact.c keeps passwords out of every message. Nothing here is a library

@@ -128,8 +128,10 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_wait_mode_get_type (void) G_GNUC_CO
  * RedisLockLeaseLostFunc:
  * @lock: (nullable): the lock whose lease was lost; valid for the duration of the call.
  *   %NULL for the lease of another member of the lock family (a semaphore's
- *   #RedisPermit), whose key is then logged with g_message(): its holder learns of the
- *   loss from redis_permit_is_lease_lost() and redis_permit_get_lease_cancellable().
+ *   #RedisPermit, a #RedisRWLock's reader or writer lease), whose key is then logged
+ *   with g_message(): its holder learns of the loss from redis_permit_is_lease_lost()
+ *   and redis_permit_get_lease_cancellable(), or redis_rw_lock_is_lease_lost() and
+ *   redis_rw_lock_get_lease_cancellable().
  * @user_data: (closure): the data given to redis_lock_registry_set_lease_lost_callback().
  *
  * Called once per lost lease from a library thread (the registry's watchdog thread,

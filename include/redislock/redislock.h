@@ -18,6 +18,7 @@
 #include <redislock/redislock-lock.h>
 #include <redislock/redislock-semaphore.h>
 #include <redislock/redislock-leader.h>
+#include <redislock/redislock-rwlock.h>
 
 #undef __REDIS_LOCK_H_INSIDE__
 

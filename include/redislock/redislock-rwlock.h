@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* redislock-rwlock.h: a named read-write lock: many readers (threads of any process)
+ * or one writer.
+ *
+ * It pairs a local level (the threads of one registry share readers and exclude
+ * writers in memory) with leases in Redis: one writer lease, and one reader lease per
+ * registry that the registry's reading threads share. Its keys differ from those of
+ * a plain lock of the same name (`registry_key:{name}:rw:…`), so the two are
+ * independent. The leases are renewed by the registry's watchdog and a loss is
+ * reported as a plain lock's is. All functions are thread-safe.
+ */
+#ifndef REDIS_LOCK_RWLOCK_H
+#define REDIS_LOCK_RWLOCK_H
+
+#if !defined(__REDIS_LOCK_H_INSIDE__) && !defined(REDIS_LOCK_COMPILATION)
+#error "Only <redislock/redislock.h> can be included directly."
+#endif
+
+#include <gio/gio.h>
+#include <redislock/redislock-macros.h>
+#include <redislock/redislock-registry.h>
+
+G_BEGIN_DECLS
+
+/**
+ * RedisRWLock:
+ *
+ * A named read-write lock of a registry: opaque, reference counted, thread-safe.
+ * Obtained with redis_lock_registry_obtain_rw().
+ *
+ * Since: 0.1
+ */
+typedef struct _RedisRWLock RedisRWLock;
+
+/**
+ * REDIS_LOCK_TYPE_RW_LOCK:
+ *
+ * The #GType of #RedisRWLock: a boxed type whose copy is redis_rw_lock_ref() and whose
+ * free is redis_rw_lock_unref().
+ *
+ * Since: 0.1
+ */
+#define REDIS_LOCK_TYPE_RW_LOCK (redis_rw_lock_get_type ())
+REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_rw_lock_get_type (void) G_GNUC_CONST;
+
+/**
+ * redis_lock_registry_obtain_rw:
+ * @registry: a registry
+ * @name: the lock's name: 1 to 1024 bytes, any but NUL
+ * @error: return location for a #GError
+ *
+ * The read-write lock @name of @registry. While any reference, hold or waiter exists,
+ * every call for the same name returns the same object. Its Redis keys are
+ * `registry_key:{name}:rw:w` (the writer lease), `registry_key:{name}:rw:r:CLIENT_ID`
+ * (one reader lease per registry), `registry_key:{name}:rw:readers` (the set of
+ * registries that took a reader lease) and `registry_key:{name}:rw:ww` (a waiting
+ * writer's mark), all in one Redis Cluster slot.
+ *
+ * Returns: (transfer full): a new reference to the lock, or %NULL with @error:
+ *   %REDIS_LOCK_ERROR_INVALID for a bad name, %REDIS_LOCK_ERROR_CLOSED,
+ *   %REDIS_LOCK_ERROR_FORKED.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisRWLock *redis_lock_registry_obtain_rw (RedisLockRegistry *registry,
+                                                              const char *name,
+                                                              GError **error);
+
+/**
+ * redis_rw_lock_ref: (skip)
+ * @lock: a read-write lock
+ *
+ * Takes another reference; only a holder of a reference may take another. Not
+ * introspected: bindings hold references through the boxed type
+ * %REDIS_LOCK_TYPE_RW_LOCK.
+ *
+ * Returns: (transfer full): @lock, with one more reference.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisRWLock *redis_rw_lock_ref (RedisRWLock *lock);
+
+/**
+ * redis_rw_lock_unref: (skip)
+ * @lock: (transfer full) (nullable): a read-write lock
+ *
+ * Drops a reference. Keep one for as long as you call functions on the lock.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_rw_lock_unref (RedisRWLock *lock);
+
+/**
+ * redis_rw_lock_get_name:
+ * @lock: a read-write lock
+ *
+ * Returns: (transfer none): the name given to redis_lock_registry_obtain_rw().
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_rw_lock_get_name (RedisRWLock *lock);
+
+/**
+ * redis_rw_lock_try_read_lock_for:
+ * @lock: a read-write lock
+ * @wait_ms: total wait in milliseconds, local and Redis together; < 0 waits forever, 0
+ *   makes one attempt
+ * @cancellable: (nullable): cancels the wait with %G_IO_ERROR_CANCELLED
+ * @error: return location for a #GError
+ *
+ * Takes a read hold for the calling thread. Many threads of any process may read at
+ * once; none while a writer holds the lock, and no new reader while a writer waits
+ * for it (in any process), so writers are not starved. Re-entrant: a thread that
+ * reads may read again (the count rises, Redis is not contacted), and so may the
+ * thread that writes (see redis_rw_lock_write_unlock() for the downgrade). The first
+ * reading thread of the registry takes its reader lease in Redis; the others share it
+ * without a request of their own.
+ *
+ * Returns: %TRUE = now reading; %FALSE with @error unset = not within @wait_ms;
+ *   %FALSE with @error set = failure (Redis, cancelled, closed, forked;
+ *   %REDIS_LOCK_ERROR_INVALID on a registry whose store cannot hold read-write locks,
+ *   the quorum store).
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_try_read_lock_for (RedisRWLock *lock,
+                                                            gint64 wait_ms,
+                                                            GCancellable *cancellable,
+                                                            GError **error) G_GNUC_WARN_UNUSED_RESULT;
+
+/**
+ * redis_rw_lock_read_unlock:
+ * @lock: a read-write lock
+ * @error: return location for a #GError
+ *
+ * Releases one read hold of the calling thread. The last reading thread of the
+ * registry releases the reader lease in Redis (and notifies waiting writers). The
+ * local hold is released in every case where the caller had one.
+ *
+ * Returns: %TRUE on success; %FALSE with %REDIS_LOCK_ERROR_NOT_OWNER (the calling thread
+ *   does not read; nothing changes), %REDIS_LOCK_ERROR_LEASE_LOST (the thread's
+ *   outermost read hold ends and the reader lease had been lost: the data it protected
+ *   may have changed), a Redis error, %REDIS_LOCK_ERROR_CLOSED or
+ *   %REDIS_LOCK_ERROR_FORKED.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_read_unlock (RedisRWLock *lock, GError **error);
+
+/**
+ * redis_rw_lock_try_write_lock_for:
+ * @lock: a read-write lock
+ * @wait_ms: as for redis_rw_lock_try_read_lock_for()
+ * @cancellable: (nullable): cancels the wait with %G_IO_ERROR_CANCELLED
+ * @error: return location for a #GError
+ *
+ * Takes the write hold for the calling thread: no other thread of any process reads or
+ * writes meanwhile. Re-entrant. While it waits, new readers of every process wait
+ * behind it. A thread that reads (and does not write) cannot upgrade: that would
+ * deadlock two upgraders, so it fails at once with %REDIS_LOCK_ERROR_INVALID.
+ *
+ * Returns: %TRUE = now writing; %FALSE with @error unset = not within @wait_ms;
+ *   %FALSE with @error set = failure (%REDIS_LOCK_ERROR_INVALID for an upgrade or a
+ *   quorum store, Redis, cancelled, closed, forked).
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_try_write_lock_for (RedisRWLock *lock,
+                                                             gint64 wait_ms,
+                                                             GCancellable *cancellable,
+                                                             GError **error) G_GNUC_WARN_UNUSED_RESULT;
+
+/**
+ * redis_rw_lock_write_unlock:
+ * @lock: a read-write lock
+ * @error: return location for a #GError
+ *
+ * Releases one write hold of the calling thread. The outermost one releases the writer
+ * lease. When the thread also reads (it took read holds while writing), it keeps
+ * reading: the registry's reader lease is taken before the writer lease is released
+ * (a downgrade), so no writer of another process can come between.
+ *
+ * Returns: %TRUE on success; %FALSE with %REDIS_LOCK_ERROR_NOT_OWNER (the calling thread
+ *   does not write; nothing changes), %REDIS_LOCK_ERROR_LEASE_LOST, a Redis error (a
+ *   downgrade whose reader lease could not be taken also ends the thread's read holds),
+ *   %REDIS_LOCK_ERROR_CLOSED or %REDIS_LOCK_ERROR_FORKED. The write hold is released in
+ *   every case where the caller had one.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_write_unlock (RedisRWLock *lock, GError **error);
+
+/**
+ * redis_rw_lock_read_lock_async:
+ * @lock: a read-write lock
+ * @wait_ms: as for redis_rw_lock_try_read_lock_for()
+ * @cancellable: (nullable): cancels the wait with %G_IO_ERROR_CANCELLED
+ * @callback: (scope async): called in the thread-default main context of the calling
+ *   thread when the call ends
+ * @user_data: (closure): data for @callback
+ *
+ * redis_rw_lock_try_read_lock_for() without blocking: the read hold, when taken, is the
+ * calling thread's, exactly as after the blocking call (release it with
+ * redis_rw_lock_read_unlock() from that thread). The wait runs on a library thread while
+ * the call is pending; the callback runs in the calling thread's thread-default main
+ * context (which must be running). Call redis_rw_lock_read_lock_finish() there. A call
+ * that completed with %TRUE keeps its hold even if @cancellable was cancelled
+ * meanwhile.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_rw_lock_read_lock_async (RedisRWLock *lock,
+                                                      gint64 wait_ms,
+                                                      GCancellable *cancellable,
+                                                      GAsyncReadyCallback callback,
+                                                      gpointer user_data);
+
+/**
+ * redis_rw_lock_read_lock_finish:
+ * @lock: the lock given to redis_rw_lock_read_lock_async()
+ * @result: the #GAsyncResult given to the callback
+ * @error: return location for a #GError
+ *
+ * Returns: as redis_rw_lock_try_read_lock_for(): %TRUE = the calling thread of
+ *   redis_rw_lock_read_lock_async() reads now; %FALSE with @error unset = not within
+ *   its wait; %FALSE with @error set = failure.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_read_lock_finish (RedisRWLock *lock,
+                                                           GAsyncResult *result,
+                                                           GError **error);
+
+/**
+ * redis_rw_lock_write_lock_async:
+ * @lock: a read-write lock
+ * @wait_ms: as for redis_rw_lock_try_write_lock_for()
+ * @cancellable: (nullable): cancels the wait with %G_IO_ERROR_CANCELLED
+ * @callback: (scope async): called in the thread-default main context of the calling
+ *   thread when the call ends
+ * @user_data: (closure): data for @callback
+ *
+ * redis_rw_lock_try_write_lock_for() without blocking, as
+ * redis_rw_lock_read_lock_async() is for reading: the write hold, when taken, is the
+ * calling thread's (release it with redis_rw_lock_write_unlock() from that thread). A
+ * calling thread that reads gets %REDIS_LOCK_ERROR_INVALID (no upgrade).
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_rw_lock_write_lock_async (RedisRWLock *lock,
+                                                       gint64 wait_ms,
+                                                       GCancellable *cancellable,
+                                                       GAsyncReadyCallback callback,
+                                                       gpointer user_data);
+
+/**
+ * redis_rw_lock_write_lock_finish:
+ * @lock: the lock given to redis_rw_lock_write_lock_async()
+ * @result: the #GAsyncResult given to the callback
+ * @error: return location for a #GError
+ *
+ * Returns: as redis_rw_lock_try_write_lock_for(): %TRUE = the calling thread of
+ *   redis_rw_lock_write_lock_async() writes now; %FALSE with @error unset = not within
+ *   its wait; %FALSE with @error set = failure.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_write_lock_finish (RedisRWLock *lock,
+                                                            GAsyncResult *result,
+                                                            GError **error);
+
+/**
+ * redis_rw_lock_is_lease_lost:
+ * @lock: a read-write lock
+ *
+ * Whether the lease behind the calling thread's hold (the writer lease when it writes,
+ * else the registry's reader lease) was lost: it expired, another owner took it, or
+ * renewal could not confirm it in time. Stays %TRUE until the hold ends.
+ *
+ * Returns: %TRUE when lost; %FALSE when not, or when the thread holds nothing.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_is_lease_lost (RedisRWLock *lock);
+
+/**
+ * redis_rw_lock_get_lease_cancellable:
+ * @lock: a read-write lock
+ *
+ * The cancellable of the lease behind the calling thread's hold (as for
+ * redis_rw_lock_is_lease_lost()), cancelled when that lease is lost: pass it to the
+ * work done under the lock.
+ *
+ * Returns: (transfer none) (nullable): the cancellable, valid while the calling thread
+ *   holds the lock; %NULL when it holds nothing.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 GCancellable *redis_rw_lock_get_lease_cancellable (RedisRWLock *lock);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisRWLock, redis_rw_lock_unref)
+
+G_END_DECLS
+
+#endif /* REDIS_LOCK_RWLOCK_H */

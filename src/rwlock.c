@@ -1,0 +1,702 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* rwlock.c: the read-write lock: many readers (threads of any process) or one writer.
+ *
+ * Two levels, as for a plain lock. Locally, one mutex and one condition variable keep
+ * the read holds of each thread, the writing thread and its hold count, and the
+ * number of threads waiting to write, which new readers wait behind (re-entry aside),
+ * so a writer is never starved by a stream of local readers. In the store, a writer
+ * holds the writer lease, and the reading threads of a registry share one reader
+ * lease: the first reading thread takes it (the others wait for that one request, and
+ * none of them sends its own), the last one gives it back. Each lease lives in the
+ * lease table through a carrier, a RedisLock made for it and never cached, so the
+ * watchdog renews it, a loss is found and reported, close releases it, and an
+ * acquisition runs on the one acquisition machine with the plain lock's blocking
+ * driver (rl_lock_acquire_lease(), sleeping on the carrier's notification number),
+ * only with the store's rw_acquire as its request. A notification of any key of the
+ * lock wakes the waiters of both leases (registry.c routes it here); one of the
+ * waiting writer's mark also stops new reading threads from joining the reader lease
+ * held now, so that the writer is not starved by the readers of one process.
+ *
+ * What crosses processes is the store's business (store.h: a waiting writer leaves a
+ * mark that holds back new readers of every registry; a writer waits for the reader
+ * leases of the other registries). A thread that reads may not upgrade (two upgraders
+ * would wait for each other forever); the writing thread may read, and keeps reading
+ * after its last write unlock: the reader lease is taken before the writer lease goes.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "rwlock.h"
+
+/* Construction ------------------------------------------------------------------- */
+
+static RedisLock *
+carrier_new (RedisLockRegistry *registry, const char *name, const char *suffix)
+{
+  g_autofree char *tail = g_strconcat ("{", name, "}:rw:", suffix, NULL);
+  RedisLock *carrier = rl_lock_new (registry, tail);
+
+  carrier->member = RL_MEMBER_RW_LEASE;
+  return carrier;
+}
+
+RedisRWLock *
+rl_rw_lock_new (RedisLockRegistry *registry, const char *name)
+{
+  RedisRWLock *lock = g_new0 (RedisRWLock, 1);
+  g_autofree char *reader = g_strconcat ("r:", registry->client_id, NULL);
+
+  lock->registry = registry;
+  lock->name = g_strdup (name);
+  lock->writer = carrier_new (registry, name, "w");
+  lock->reader = carrier_new (registry, name, reader);
+  lock->waiting_key = g_strdup_printf ("%s:{%s}:rw:ww", registry->registry_key, name);
+  lock->readers_key = g_strdup_printf ("%s:{%s}:rw:readers", registry->registry_key, name);
+  lock->reader_prefix = g_strdup_printf ("%s:{%s}:rw:r:", registry->registry_key, name);
+  lock->keys = (RlRwKeys){
+    .writer = lock->writer->key_data,
+    .waiting = lock->waiting_key,
+    .readers = lock->readers_key,
+    .reader_prefix = lock->reader_prefix,
+    .reader = lock->reader->key_data,
+    .owner = registry->client_id,
+  };
+  rl_mutex_init (&lock->m);
+  rl_cond_init (&lock->cond);
+  lock->reads = g_hash_table_new (NULL, NULL);
+  return lock;
+}
+
+void
+rl_rw_lock_free (RedisRWLock *lock)
+{
+  rl_lock_unref_memory (lock->writer);
+  rl_lock_unref_memory (lock->reader);
+  g_hash_table_unref (lock->reads);
+  rl_cond_clear (&lock->cond);
+  rl_mutex_clear (&lock->m);
+  g_free (lock->waiting_key);
+  g_free (lock->readers_key);
+  g_free (lock->reader_prefix);
+  g_free (lock->name);
+  g_free (lock);
+}
+
+gboolean
+rl_rw_lock_is_idle (RedisRWLock *lock)
+{
+  RlLeases *leases = lock->registry->leases;
+  gboolean idle;
+
+  if (rl_leases_is_pinned (leases, lock->writer) || rl_leases_is_pinned (leases, lock->reader))
+    return FALSE;
+  rl_mutex_lock (&lock->m);
+  idle = g_hash_table_size (lock->reads) == 0 && lock->write_owner == NULL && lock->waiters == 0
+         && lock->reader_lease == RL_RW_LEASE_NONE;
+  rl_mutex_unlock (&lock->m);
+  return idle;
+}
+
+gboolean
+rl_rw_lock_check_name (RedisLockRegistry *registry, const char *name, GError **error)
+{
+  g_autofree char *prefix = g_strdup_printf ("%s:{%s}", registry->registry_key, name);
+  const char *open = strchr (prefix, '{');
+
+  /* The keys share the prefix; its first `{` has a `}` after it (ours, at least), so
+   * the hash tag lies within the prefix unless it is empty. */
+  if (open[1] != '}')
+    return TRUE;
+  g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
+               "Read-write lock “%s” cannot be used: its keys would have an empty hash tag and "
+               "could not share a Cluster slot; rename it",
+               name);
+  return FALSE;
+}
+
+char *
+rl_rw_lock_name_of_key (const char *tail)
+{
+  const char *end = NULL;
+
+  if (tail[0] != '{')
+    return NULL;
+  for (const char *p = strstr (tail, "}:rw:"); p != NULL; p = strstr (p + 1, "}:rw:"))
+    end = p;
+  return end != NULL ? g_strndup (tail + 1, end - tail - 1) : NULL;
+}
+
+/* Wake-ups ------------------------------------------------------------------------- */
+
+void
+rl_rw_lock_notify (RedisRWLock *lock, const char *key)
+{
+  RlLeases *leases = lock->registry->leases;
+
+  rl_lock_notify (lock->writer);
+  rl_lock_notify (lock->reader);
+  /* A writer of another registry may wait now: the threads reading here finish, but
+   * no new one joins their lease (a stream of them would starve the writer). */
+  if (key != NULL && strcmp (key, lock->waiting_key) == 0)
+    {
+      rl_mutex_lock (&lock->m);
+      lock->mark_seq++;
+      if (lock->reader_lease != RL_RW_LEASE_NONE)
+        lock->writer_marked = TRUE;
+      rl_mutex_unlock (&lock->m);
+    }
+  /* A lease of ours heard released: someone forced it open. Checked now. */
+  if (key != NULL && leases != NULL && strcmp (key, lock->writer->key_data) == 0)
+    rl_leases_check_soon (leases, lock->writer);
+  else if (key != NULL && leases != NULL && strcmp (key, lock->reader->key_data) == 0)
+    rl_leases_check_soon (leases, lock->reader);
+}
+
+void
+rl_rw_lock_wake_all (RedisRWLock *lock)
+{
+  rl_mutex_lock (&lock->m);
+  rl_cond_broadcast (&lock->cond);
+  rl_mutex_unlock (&lock->m);
+  rl_lock_wake_all (lock->writer);
+  rl_lock_wake_all (lock->reader);
+}
+
+static void
+on_cancelled (GCancellable *cancellable, gpointer data)
+{
+  rl_rw_lock_wake_all (data);
+}
+
+/* The local level ------------------------------------------------------------------ */
+
+static inline gpointer
+current_thread (void)
+{
+  return g_thread_self ();
+}
+
+/* The read holds of @thread. lock->m held. */
+static guint
+reads_of (RedisRWLock *lock, gpointer thread)
+{
+  rl_mutex_assert_held (&lock->m);
+  return GPOINTER_TO_UINT (g_hash_table_lookup (lock->reads, thread));
+}
+
+static void
+set_reads (RedisRWLock *lock, gpointer thread, guint n)
+{
+  if (n == 0)
+    g_hash_table_remove (lock->reads, thread);
+  else
+    g_hash_table_insert (lock->reads, thread, GUINT_TO_POINTER (n));
+}
+
+/* Waits on the local condition until @deadline. FALSE with @error when the wait must
+ * end (closed, cancelled), FALSE without when the deadline passed. lock->m held. */
+static gboolean
+wait_local (RedisRWLock *lock, gint64 deadline, GCancellable *cancellable, GError **error)
+{
+  if (rl_lock_wait_error (lock->writer, cancellable, error))
+    return FALSE;
+  if (g_get_monotonic_time () >= deadline)
+    return FALSE;
+  rl_cond_wait_until (&lock->cond, &lock->m, deadline);
+  return !rl_lock_wait_error (lock->writer, cancellable, error);
+}
+
+/* FALSE with @error when @lock cannot be used now, or @cancellable was cancelled. */
+static gboolean
+check_usable (RedisRWLock *lock, GCancellable *cancellable, GError **error)
+{
+  RedisLockRegistry *registry = lock->registry;
+
+  if (!rl_registry_check (registry, error))
+    return FALSE;
+  if (cancellable != NULL && g_cancellable_set_error_if_cancelled (cancellable, error))
+    return FALSE;
+  if (registry->store->vt->rw_acquire == NULL)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
+                   "Read-write lock “%s”: a quorum (Redlock) registry cannot hold read-write "
+                   "locks; use a single server, Sentinel or Cluster URL",
+                   lock->name);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* The store's side ------------------------------------------------------------------ */
+
+typedef struct
+{
+  RedisRWLock *lock;
+  RlRwMode mode;
+} RwRequest;
+
+static RlLeaseResult
+rw_request (RedisLock *carrier, const char *value, gint64 ttl_ms, gint64 timeout_ms,
+            gint64 *pttl_ms, gpointer data, GError **error)
+{
+  RwRequest *req = data;
+  RlStore *store = req->lock->registry->store;
+
+  return store->vt->rw_acquire (store, &req->lock->keys, req->mode, value, ttl_ms, timeout_ms,
+                                pttl_ms, error);
+}
+
+/* Takes the lease @mode asks for until @deadline (the local level let the caller). */
+static gboolean
+acquire_lease (RedisRWLock *lock, RlRwMode mode, gint64 deadline, gboolean bounded,
+               GCancellable *cancellable, GError **error)
+{
+  RedisLockRegistry *registry = lock->registry;
+  RwRequest req = { lock, mode };
+  RlLeaseRequest request = { rw_request, &req };
+  gint64 ttl_ms = RL_ATOMIC_GET (registry->settings.expire_after_ms);
+
+  /* A reader lease is shared by threads that join it without asking the store, so the
+   * registry must hear a waiting writer's mark set after this request: notifications
+   * are confirmed first (once per registry; a wait of at most the connect timeout, or
+   * what is left of the caller's). */
+  if (mode == RL_RW_READ)
+    {
+      gint64 limit = RL_ATOMIC_GET (registry->store_ctx.connect_timeout_ms);
+      if (deadline != RL_FOREVER)
+        limit = MIN (limit, MAX (deadline - g_get_monotonic_time (), 0) / 1000);
+      registry->store->vt->watch (registry->store, limit);
+    }
+
+  return rl_lock_acquire_lease (mode == RL_RW_WRITE ? lock->writer : lock->reader, deadline,
+                                bounded, ttl_ms, &request, cancellable, error);
+}
+
+/* Gives back the lease of @carrier: TRUE, or FALSE with @error (LEASE_LOST when it had
+ * been lost, CLOSED when close released it, or the store's error). */
+static gboolean
+release_lease (RedisRWLock *lock, RedisLock *carrier, GError **error)
+{
+  RedisLockRegistry *registry = lock->registry;
+  RlLeaseView view = rl_leases_view (registry->leases, carrier);
+  char value[RL_LEASE_VALUE_MAX];
+  GError *store_error = NULL;
+  g_autoptr (GError) local_error = NULL;
+  RlLeaseResult result;
+  gboolean lost, others = FALSE;
+  gint64 start;
+
+  if (!rl_lock_release_begin (carrier, &view, 0, value, &lost, error))
+    return FALSE;
+  start = g_get_monotonic_time ();
+  result = registry->store->vt->release (registry->store, carrier->key_data, value, 0, &others,
+                                         &store_error);
+  if (rl_lock_release_end (carrier, &view, 0, value, lost, result, others, start, store_error,
+                           &local_error)
+      == RL_LEASE_OK)
+    return TRUE;
+  if (g_error_matches (local_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST))
+    g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST,
+                 "The %s lease of read-write lock “%s” was lost before unlock: it expired or "
+                 "another owner took it; the data it protected may have been changed "
+                 "concurrently",
+                 carrier == lock->writer ? "writer" : "reader", lock->name);
+  else
+    g_propagate_error (error, g_steal_pointer (&local_error));
+  return FALSE;
+}
+
+static void
+set_lost_error (RedisRWLock *lock, GError **error)
+{
+  g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST,
+               "The reader lease of read-write lock “%s” was lost before unlock: it expired or "
+               "another owner took it; the data it protected may have been changed concurrently",
+               lock->name);
+}
+
+/* Reading ------------------------------------------------------------------------- */
+
+/* Whether a new reading thread may join the reader lease held now: not when it was
+ * found lost (it is never handed on; the last reader gives it back, and the next
+ * takes a fresh one). Only reads the flag (a loss is reported with no mutex held, and
+ * a lease unconfirmed past its TTL is marked by the watchdog). lock->m held. */
+static gboolean
+reader_lease_good (RedisRWLock *lock)
+{
+  return !lock->writer_marked && !rl_leases_is_lost (lock->registry->leases, lock->reader);
+}
+
+/* Whether the reader lease held now may go to one more thread: it was confirmed since
+ * the store's connection last broke or came back, or a renewal confirms it now (a
+ * server that restarted empty may have lost it; the plain lock's hand-off follows the
+ * same rule). lock->m held, and dropped around the request: the caller looks at the
+ * state again. */
+static gboolean
+confirm_reader_lease (RedisRWLock *lock)
+{
+  RlLeases *leases = lock->registry->leases;
+  gboolean confirmed;
+
+  if (!rl_leases_view (leases, lock->reader).unconfirmed)
+    return TRUE;
+  rl_mutex_unlock (&lock->m);
+  confirmed = rl_leases_refresh (leases, lock->reader);
+  rl_mutex_lock (&lock->m);
+  return confirmed;
+}
+
+gboolean
+redis_rw_lock_try_read_lock_for (RedisRWLock *lock, gint64 wait_ms, GCancellable *cancellable,
+                                 GError **error)
+{
+  g_return_val_if_fail (lock != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  return rl_rw_lock_read_as (lock, current_thread (), wait_ms, cancellable, error);
+}
+
+gboolean
+rl_rw_lock_read_as (RedisRWLock *lock, gpointer self, gint64 wait_ms, GCancellable *cancellable,
+                    GError **error)
+{
+  gint64 deadline;
+  gulong handler = 0;
+  gboolean ok = FALSE;
+  guint n;
+
+  if (!check_usable (lock, cancellable, error))
+    return FALSE;
+
+  rl_mutex_lock (&lock->m);
+  n = reads_of (lock, self);
+  if (n > 0 || lock->write_owner == self)
+    {
+      /* Re-entry, or a read under the thread's own write hold (the writer lease covers
+       * it): no store request. */
+      set_reads (lock, self, n + 1);
+      rl_mutex_unlock (&lock->m);
+      return TRUE;
+    }
+  rl_mutex_unlock (&lock->m);
+
+  deadline = rl_deadline_after (g_get_monotonic_time (), wait_ms);
+  if (cancellable != NULL && wait_ms != 0)
+    handler = g_cancellable_connect (cancellable, G_CALLBACK (on_cancelled), lock, NULL);
+  rl_mutex_lock (&lock->m);
+  lock->waiters++;
+  for (;;)
+    {
+      if (lock->write_owner == NULL && lock->writers_waiting == 0)
+        {
+          if (lock->reader_lease == RL_RW_LEASE_HELD && reader_lease_good (lock))
+            {
+              if (!confirm_reader_lease (lock))
+                {
+                  /* Not now: wait for its readers to give it back, then take a fresh one. */
+                  if (!wait_local (lock, deadline, cancellable, error))
+                    break;
+                  continue;
+                }
+              if (lock->reader_lease != RL_RW_LEASE_HELD || !reader_lease_good (lock))
+                continue; /* changed while it was confirmed */
+              set_reads (lock, self, 1);
+              ok = TRUE;
+              break;
+            }
+          if (lock->reader_lease == RL_RW_LEASE_NONE)
+            {
+              /* The first reading thread: it asks the store, the others wait for it. */
+              guint seq = lock->mark_seq;
+              lock->reader_lease = RL_RW_LEASE_ACQUIRING;
+              rl_mutex_unlock (&lock->m);
+              ok = acquire_lease (lock, RL_RW_READ, deadline, wait_ms != 0, cancellable, error);
+              rl_mutex_lock (&lock->m);
+              lock->reader_lease = ok ? RL_RW_LEASE_HELD : RL_RW_LEASE_NONE;
+              /* The store let it in: no mark heard before the request stands. */
+              if (!ok || seq == lock->mark_seq)
+                lock->writer_marked = FALSE;
+              if (ok)
+                set_reads (lock, self, 1);
+              rl_cond_broadcast (&lock->cond);
+              break;
+            }
+        }
+      if (!wait_local (lock, deadline, cancellable, error))
+        break;
+    }
+  lock->waiters--;
+  rl_mutex_unlock (&lock->m);
+  g_cancellable_disconnect (cancellable, handler);
+  return ok;
+}
+
+gboolean
+redis_rw_lock_read_unlock (RedisRWLock *lock, GError **error)
+{
+  gpointer self = current_thread ();
+  gboolean last, lost = FALSE;
+  guint n;
+
+  g_return_val_if_fail (lock != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (rl_registry_is_forked (lock->registry))
+    return rl_registry_check (lock->registry, error);
+  rl_mutex_lock (&lock->m);
+  n = reads_of (lock, self);
+  if (n == 0)
+    {
+      rl_mutex_unlock (&lock->m);
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_OWNER,
+                   "The calling thread does not read read-write lock “%s”", lock->name);
+      return FALSE;
+    }
+  set_reads (lock, self, n - 1);
+  if (n > 1 || lock->write_owner == self)
+    {
+      /* An inner hold, or a read under the thread's own write hold. */
+      rl_mutex_unlock (&lock->m);
+      return TRUE;
+    }
+  /* The thread's outermost read hold ends: the last reading thread gives the lease
+   * back; the others only learn whether it was lost. */
+  g_assert (lock->reader_lease == RL_RW_LEASE_HELD);
+  last = g_hash_table_size (lock->reads) == 0;
+  if (last)
+    lock->reader_lease = RL_RW_LEASE_RELEASING;
+  rl_mutex_unlock (&lock->m);
+
+  if (!last)
+    {
+      /* The lease stays for the other reading threads (it is held while they read). */
+      if (!rl_registry_check (lock->registry, error))
+        return FALSE;
+      lost = rl_leases_check_time (lock->registry->leases, lock->reader);
+      if (lost)
+        set_lost_error (lock, error);
+      return !lost;
+    }
+  lost = !release_lease (lock, lock->reader, error);
+  rl_mutex_lock (&lock->m);
+  lock->reader_lease = RL_RW_LEASE_NONE;
+  lock->writer_marked = FALSE;
+  rl_cond_broadcast (&lock->cond);
+  rl_mutex_unlock (&lock->m);
+  return !lost;
+}
+
+/* Writing ------------------------------------------------------------------------- */
+
+gboolean
+redis_rw_lock_try_write_lock_for (RedisRWLock *lock, gint64 wait_ms, GCancellable *cancellable,
+                                  GError **error)
+{
+  g_return_val_if_fail (lock != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  return rl_rw_lock_write_as (lock, current_thread (), wait_ms, cancellable, error);
+}
+
+gboolean
+rl_rw_lock_write_as (RedisRWLock *lock, gpointer self, gint64 wait_ms, GCancellable *cancellable,
+                     GError **error)
+{
+  RedisLockRegistry *registry = lock->registry;
+  g_autoptr (GError) stop_error = NULL;
+  gint64 deadline;
+  gulong handler = 0;
+  gboolean ok = FALSE, local = FALSE;
+
+  if (!check_usable (lock, cancellable, error))
+    return FALSE;
+
+  rl_mutex_lock (&lock->m);
+  if (lock->write_owner == self)
+    {
+      lock->write_count++;
+      rl_mutex_unlock (&lock->m);
+      return TRUE;
+    }
+  if (reads_of (lock, self) > 0)
+    {
+      rl_mutex_unlock (&lock->m);
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
+                   "The calling thread reads read-write lock “%s” and cannot upgrade to "
+                   "writing (two upgraders would wait for each other forever); release the read "
+                   "holds first",
+                   lock->name);
+      return FALSE;
+    }
+  rl_mutex_unlock (&lock->m);
+
+  deadline = rl_deadline_after (g_get_monotonic_time (), wait_ms);
+  if (cancellable != NULL && wait_ms != 0)
+    handler = g_cancellable_connect (cancellable, G_CALLBACK (on_cancelled), lock, NULL);
+  rl_mutex_lock (&lock->m);
+  lock->waiters++;
+  lock->writers_waiting++;
+  for (;;)
+    {
+      if (lock->write_owner == NULL && g_hash_table_size (lock->reads) == 0
+          && lock->reader_lease == RL_RW_LEASE_NONE)
+        {
+          local = TRUE;
+          break;
+        }
+      if (!wait_local (lock, deadline, cancellable, error))
+        break;
+    }
+  lock->writers_waiting--;
+  if (local)
+    {
+      lock->write_owner = self;
+      lock->write_count = 1;
+    }
+  else
+    rl_cond_broadcast (&lock->cond); /* readers held back by this writer may go */
+  rl_mutex_unlock (&lock->m);
+
+  if (local)
+    {
+      ok = acquire_lease (lock, RL_RW_WRITE, deadline, wait_ms != 0, cancellable, error);
+      /* Not taken: the mark that held readers back goes now, not at its TTL. */
+      if (!ok && !rl_registry_is_closed (registry)
+          && !registry->store->vt->rw_stop_waiting (registry->store, &lock->keys, &stop_error))
+        g_debug ("read-write lock %s: removing the waiting mark: %s", lock->name,
+                 stop_error->message);
+    }
+  rl_mutex_lock (&lock->m);
+  if (local && !ok)
+    {
+      lock->write_owner = NULL;
+      lock->write_count = 0;
+      rl_cond_broadcast (&lock->cond);
+    }
+  lock->waiters--;
+  rl_mutex_unlock (&lock->m);
+  g_cancellable_disconnect (cancellable, handler);
+  return ok;
+}
+
+/* The writing thread reads too and its last write hold ends: it takes the reader lease
+ * (one attempt: the writer lease it still holds keeps every other writer out, and a
+ * waiting writer's mark does not hold a downgrade back). FALSE with @error: its read
+ * holds end too. */
+static gboolean
+downgrade (RedisRWLock *lock, gpointer self, GError **error)
+{
+  gboolean ok;
+
+  rl_mutex_lock (&lock->m);
+  g_assert (lock->reader_lease == RL_RW_LEASE_NONE);
+  lock->reader_lease = RL_RW_LEASE_ACQUIRING;
+  rl_mutex_unlock (&lock->m);
+  ok = acquire_lease (lock, RL_RW_DOWNGRADE, g_get_monotonic_time (), FALSE, NULL, error);
+  if (!ok && (error == NULL || *error == NULL))
+    g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST,
+                 "Read-write lock “%s”: the reader lease could not be taken when the last write "
+                 "hold ended (the writer lease was lost); the read holds ended too",
+                 lock->name);
+  rl_mutex_lock (&lock->m);
+  lock->reader_lease = ok ? RL_RW_LEASE_HELD : RL_RW_LEASE_NONE;
+  lock->writer_marked = FALSE; /* a downgrade is not held back by marks */
+  if (!ok)
+    set_reads (lock, self, 0);
+  rl_mutex_unlock (&lock->m);
+  return ok;
+}
+
+gboolean
+redis_rw_lock_write_unlock (RedisRWLock *lock, GError **error)
+{
+  gpointer self = current_thread ();
+  g_autoptr (GError) downgrade_error = NULL;
+  gboolean reading, ok = TRUE;
+
+  g_return_val_if_fail (lock != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (rl_registry_is_forked (lock->registry))
+    return rl_registry_check (lock->registry, error);
+  rl_mutex_lock (&lock->m);
+  if (lock->write_owner != self)
+    {
+      rl_mutex_unlock (&lock->m);
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_OWNER,
+                   "The calling thread does not write read-write lock “%s”", lock->name);
+      return FALSE;
+    }
+  if (--lock->write_count > 0)
+    {
+      rl_mutex_unlock (&lock->m);
+      return TRUE;
+    }
+  reading = reads_of (lock, self) > 0;
+  rl_mutex_unlock (&lock->m);
+
+  if (reading && !rl_registry_is_closed (lock->registry))
+    ok = downgrade (lock, self, &downgrade_error);
+  else if (reading)
+    {
+      rl_mutex_lock (&lock->m);
+      set_reads (lock, self, 0);
+      rl_mutex_unlock (&lock->m);
+    }
+  if (!release_lease (lock, lock->writer, error))
+    ok = FALSE;
+  else if (!ok)
+    g_propagate_error (error, g_steal_pointer (&downgrade_error));
+
+  rl_mutex_lock (&lock->m);
+  lock->write_owner = NULL;
+  rl_cond_broadcast (&lock->cond);
+  rl_mutex_unlock (&lock->m);
+  return ok;
+}
+
+/* Lease loss ---------------------------------------------------------------------- */
+
+/* The carrier of the lease behind the calling thread's hold; NULL: it holds nothing. */
+static RedisLock *
+hold_carrier (RedisRWLock *lock)
+{
+  gpointer self = current_thread ();
+  RedisLock *carrier = NULL;
+
+  rl_mutex_lock (&lock->m);
+  if (lock->write_owner == self)
+    carrier = lock->writer;
+  else if (reads_of (lock, self) > 0)
+    carrier = lock->reader;
+  rl_mutex_unlock (&lock->m);
+  return carrier;
+}
+
+gboolean
+redis_rw_lock_is_lease_lost (RedisRWLock *lock)
+{
+  RedisLock *carrier;
+
+  g_return_val_if_fail (lock != NULL, FALSE);
+  carrier = hold_carrier (lock);
+  return carrier != NULL && rl_leases_check_time (lock->registry->leases, carrier);
+}
+
+GCancellable *
+redis_rw_lock_get_lease_cancellable (RedisRWLock *lock)
+{
+  RedisLock *carrier;
+
+  g_return_val_if_fail (lock != NULL, NULL);
+  carrier = hold_carrier (lock);
+  return carrier != NULL ? rl_leases_get_cancellable (lock->registry->leases, carrier) : NULL;
+}
+
+const char *
+redis_rw_lock_get_name (RedisRWLock *lock)
+{
+  g_return_val_if_fail (lock != NULL, NULL);
+  return lock->name;
+}
