@@ -93,6 +93,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockLeader *redis_lock_leader_new (RedisLockReg
  * redis_lock_leader_ref: (skip)
  * @leader: a candidate
  *
+ * Takes a reference to the candidate.
+ *
  * Returns: (transfer full): @leader, with one more reference.
  *
  * Since: 0.1
@@ -153,6 +155,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_yield (RedisLockLeader *leade
  * @pause_ms: how long it waits before competing again after it yielded, lost its lease
  *   or failed to reach Redis; default 1000, must be >= 0
  *
+ * Sets the pause before the candidate competes again.
+ *
  * Since: 0.1
  */
 REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_set_pause_ms (RedisLockLeader *leader, gint64 pause_ms);
@@ -160,6 +164,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_set_pause_ms (RedisLockLeader
 /**
  * redis_lock_leader_is_leading:
  * @leader: a candidate
+ *
+ * Tells whether the candidate leads now.
  *
  * Returns: whether it leads now (from the grant to the end of leadership).
  *
@@ -170,6 +176,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_leader_is_leading (RedisLockLead
 /**
  * redis_lock_leader_get_cancellable:
  * @leader: a candidate
+ *
+ * Gives the cancellable of the current leadership.
  *
  * Returns: (transfer none): a #GCancellable cancelled when the current leadership ends
  *   (already cancelled when it does not lead), to pass to the work done as leader.
@@ -184,6 +192,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GCancellable *redis_lock_leader_get_cancellable (Red
 /**
  * redis_lock_leader_get_name:
  * @leader: a candidate
+ *
+ * Gives the name the candidate competes for.
  *
  * Returns: (transfer none): the name it competes for.
  *

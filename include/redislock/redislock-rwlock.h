@@ -94,6 +94,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_rw_lock_unref (RedisRWLock *lock);
  * redis_rw_lock_get_name:
  * @lock: a read-write lock
  *
+ * Gives the name of the read-write lock.
+ *
  * Returns: (transfer none): the name given to redis_lock_registry_obtain_rw().
  *
  * Since: 0.1
@@ -221,6 +223,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_rw_lock_read_lock_async (RedisRWLock *loc
  * @result: the #GAsyncResult given to the callback
  * @error: return location for a #GError
  *
+ * Finishes redis_rw_lock_read_lock_async().
+ *
  * Returns: as redis_rw_lock_try_read_lock_for(): %TRUE = the calling thread of
  *   redis_rw_lock_read_lock_async() reads now; %FALSE with @error unset = not within
  *   its wait; %FALSE with @error set = failure.
@@ -258,6 +262,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_rw_lock_write_lock_async (RedisRWLock *lo
  * @lock: the lock given to redis_rw_lock_write_lock_async()
  * @result: the #GAsyncResult given to the callback
  * @error: return location for a #GError
+ *
+ * Finishes redis_rw_lock_write_lock_async().
  *
  * Returns: as redis_rw_lock_try_write_lock_for(): %TRUE = the calling thread of
  *   redis_rw_lock_write_lock_async() writes now; %FALSE with @error unset = not within

@@ -119,6 +119,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisSemaphore *redis_lock_registry_obtain_semaphore
  * redis_semaphore_ref: (skip)
  * @semaphore: a semaphore
  *
+ * Takes a reference to the semaphore.
+ *
  * Returns: (transfer full): @semaphore, with one more reference.
  *
  * Since: 0.1
@@ -139,6 +141,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_semaphore_unref (RedisSemaphore *semaphor
  * redis_semaphore_get_name:
  * @semaphore: a semaphore
  *
+ * Gives the name of the semaphore.
+ *
  * Returns: (transfer none): the name given to redis_lock_registry_obtain_semaphore().
  *
  * Since: 0.1
@@ -148,6 +152,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_semaphore_get_name (RedisSemaphore
 /**
  * redis_semaphore_get_permits:
  * @semaphore: a semaphore
+ *
+ * Gives the number of permits of the semaphore.
  *
  * Returns: the semaphore's size.
  *
@@ -204,6 +210,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_semaphore_acquire_async (RedisSemaphore *
  * @result: the #GAsyncResult given to the callback
  * @error: return location for a #GError
  *
+ * Finishes redis_semaphore_acquire_async().
+ *
  * Returns: (transfer full) (nullable): as redis_semaphore_try_acquire_for().
  *
  * Since: 0.1
@@ -248,6 +256,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_permit_release (RedisPermit *permit, 
  * redis_permit_is_lease_lost:
  * @permit: a permit
  *
+ * Tells whether the permit's lease was lost.
+ *
  * Returns: %TRUE when the permit's lease was found lost (expired, deleted or taken by
  *   another holder), or the registry closed.
  *
@@ -258,6 +268,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_permit_is_lease_lost (RedisPermit *pe
 /**
  * redis_permit_get_lease_cancellable:
  * @permit: a permit
+ *
+ * Gives the cancellable cancelled when the permit's lease is lost.
  *
  * Returns: (transfer none): a #GCancellable cancelled when the permit's lease is lost
  *   (or the registry closes); valid until redis_permit_release().
@@ -270,6 +282,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GCancellable *redis_permit_get_lease_cancellable (Re
  * redis_permit_get_index:
  * @permit: a permit
  *
+ * Gives the number of the permit within its semaphore.
+ *
  * Returns: which permit of the semaphore this is, 0 to size - 1 (its key ends in
  *   `:sem:INDEX`).
  *
@@ -281,6 +295,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 guint redis_permit_get_index (RedisPermit *permit);
  * redis_permit_get_key:
  * @permit: a permit
  *
+ * Gives the key of the permit's lease.
+ *
  * Returns: (transfer none): the Redis key of the permit's lease,
  *   `registry_key:{name}:sem:INDEX`; valid until redis_permit_release().
  *
@@ -291,6 +307,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_permit_get_key (RedisPermit *permi
 /**
  * redis_permit_dup_lease_value:
  * @permit: a permit
+ *
+ * Gives the value the permit's lease key holds.
  *
  * Returns: (transfer full) (nullable): the value the permit's key holds while it is
  *   held: the registry's client id, `:` and the number of the acquisition; %NULL once
