@@ -63,6 +63,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "waits.h"
 
 #define RL_LOCAL_BARGE_MAX 4
 
@@ -336,11 +337,12 @@ release_orphan (RedisLock *lock)
  * @error on close or cancel, without on timeout. */
 static gboolean
 acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *cancellable,
-               gboolean *kept, gboolean *reentered, GError **error)
+               RlWaiting *waiting, gboolean *kept, gboolean *reentered, GError **error)
 {
   gboolean owned = FALSE;
   gboolean orphan = FALSE;
   gboolean waited = FALSE;
+  gint64 now;
 
   rl_mutex_lock (&lock->m);
   lock->waiters++;
@@ -361,9 +363,23 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
           owned = TRUE;
           break;
         }
-      if (g_get_monotonic_time () >= deadline)
+      now = g_get_monotonic_time ();
+      if (now >= deadline)
         break;
-      rl_cond_wait_until (&lock_wait (lock)->local, &lock->m, deadline);
+      if (waiting != NULL && rl_waiting_due (waiting, now))
+        {
+          gboolean go_on;
+
+          /* A wait for a thread of this process joins the waits-for graph too. */
+          rl_mutex_unlock (&lock->m);
+          go_on = rl_waiting_check (waiting, error);
+          rl_mutex_lock (&lock->m);
+          if (!go_on)
+            break;
+          continue;
+        }
+      rl_cond_wait_until (&lock_wait (lock)->local, &lock->m,
+                          waiting != NULL ? MIN (deadline, waiting->check_at) : deadline);
       lock->waking = FALSE;
       waited = TRUE;
     }
@@ -414,11 +430,13 @@ rl_lock_sleep (RedisLock *lock, const RlAcquire *acq, GCancellable *cancellable)
 {
   guint16 seq;
 
+  gint64 end = rl_acquire_sleep_end (acq);
+
   rl_mutex_lock (&lock->m);
   while ((!acq->watch_seq || lock->notify_seq == acq->seq)
          && !rl_registry_is_closed (lock->registry) && !g_cancellable_is_cancelled (cancellable)
-         && g_get_monotonic_time () < acq->wake_at)
-    rl_cond_wait_until (&lock_wait (lock)->notify, &lock->m, acq->wake_at);
+         && g_get_monotonic_time () < end)
+    rl_cond_wait_until (&lock_wait (lock)->notify, &lock->m, end);
   seq = lock->notify_seq;
   rl_mutex_unlock (&lock->m);
   return seq;
@@ -526,7 +544,8 @@ rl_lock_attempt_step (RedisLock *lock, RlAcquire *acq, gboolean pubsub, gboolean
  * (a try with a wait of 0 makes its one attempt within the command timeout). */
 static gboolean
 acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms,
-               const char *fence_key, GCancellable *cancellable, GError **error)
+               const char *fence_key, GCancellable *cancellable, RlWaiting *waiting,
+               GError **error)
 {
   RedisLockRegistry *registry = lock->registry;
   gboolean pubsub = rl_registry_pubsub (registry);
@@ -535,6 +554,7 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
   guint16 seq;
 
   rl_lock_begin_acquire (lock, &acq, deadline);
+  rl_acquire_check_at (&acq, waiting->check_at);
   action = rl_acquire_step (&acq, g_get_monotonic_time (), 0);
   for (;;)
     switch (action)
@@ -550,6 +570,12 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
         if (rl_lock_wait_error (lock, cancellable, error))
           return FALSE;
         action = rl_acquire_step (&acq, g_get_monotonic_time (), seq);
+        break;
+      case RL_ACQUIRE_CHECK:
+        if (!rl_waiting_check (waiting, error))
+          return FALSE;
+        action = rl_acquire_checked (&acq, waiting->check_at, g_get_monotonic_time (),
+                                     rl_lock_notify_seq (lock));
         break;
       case RL_ACQUIRE_DONE:
       default:
@@ -589,6 +615,7 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
   gboolean kept = FALSE;
   gboolean reentered = FALSE;
   gboolean ok;
+  RlWaiting waiting;
 
   if (!rl_registry_check (registry, error))
     return FALSE;
@@ -612,13 +639,17 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
 
   if (cancellable != NULL && wait_ms != 0)
     handler = g_cancellable_connect (cancellable, G_CALLBACK (on_cancelled), lock, NULL);
-  if (!owned && !acquire_local (lock, self, deadline, cancellable, &kept, &reentered, error))
+  rl_waiting_begin (&waiting, lock);
+  if (!owned
+      && !acquire_local (lock, self, deadline, cancellable, &waiting, &kept, &reentered, error))
     {
+      rl_waiting_end (&waiting);
       g_cancellable_disconnect (cancellable, handler);
       return FALSE;
     }
   if (reentered)
     {
+      rl_waiting_end (&waiting);
       g_cancellable_disconnect (cancellable, handler);
       return TRUE;
     }
@@ -630,7 +661,9 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
     ok = FALSE;
   else
     ok = (kept && rl_lock_accept_kept_lease (lock))
-         || acquire_lease (lock, deadline, wait_ms != 0, ttl_ms, fence_key, cancellable, error);
+         || acquire_lease (lock, deadline, wait_ms != 0, ttl_ms, fence_key, cancellable,
+                           &waiting, error);
+  rl_waiting_end (&waiting);
   g_cancellable_disconnect (cancellable, handler);
   if (!ok)
     release_local (lock);
@@ -656,7 +689,8 @@ rl_lock_take_local (RedisLock *lock, gint64 deadline, GCancellable *cancellable,
   if (owned)
     kept = take_ownership_locked (lock, self, FALSE);
   rl_mutex_unlock (&lock->m);
-  if (!owned && !acquire_local (lock, self, deadline, cancellable, &kept, &reentered, error))
+  if (!owned
+      && !acquire_local (lock, self, deadline, cancellable, NULL, &kept, &reentered, error))
     return RL_LOCAL_FAILED;
   if (reentered)
     return RL_LOCAL_REENTERED;

@@ -36,6 +36,7 @@
 #include "topology.h"
 #include "sync.h"
 #include "notify.h"
+#include "redis-waits.h"
 
 /* ACQUIRE: KEYS[1] = lock key, ARGV[1] = this acquisition's value, ARGV[2] = TTL in ms.
  * Absent: SET NX PX takes it (the common case, one command). Ours already (the same
@@ -238,6 +239,7 @@ typedef struct
   RlScript acquire, release, renew;
   RlScript fenced_acquire, acquire_all; /* with fencing, and for several leases at once */
   RlScript force_release;               /* an operator's delete, whoever holds the key */
+  RlScript waits;                       /* the waits-for records (redis-waits.c) */
   gboolean slotted; /* a Cluster: a script's keys must share a slot */
   gboolean sentinel; /* a Sentinel deployment: releases are remembered for a while */
   gint publish_refused; /* atomic: the missing channel permission was reported */
@@ -2563,6 +2565,27 @@ redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem *i
   return &req->pub;
 }
 
+/* The waits-for records: the script of redis-waits.c on the registry key's hash. */
+static gboolean
+redis_waits_update (RlStore *store, const char *id, const char *record, gint64 ttl_ms,
+                    GPtrArray *records, GError **error)
+{
+  RlRedisStore *self = (RlRedisStore *) store;
+  g_autofree char *key = rl_store_waits_key (store->registry_key);
+  const char *argv[8];
+  char ttl_text[24];
+  redisReply *reply;
+  gboolean ok;
+
+  rl_redis_waits_argv (argv, key, id, record, ttl_ms, records != NULL, ttl_text);
+  reply = call (self, key, 8, argv, &self->waits, 0, NULL, NULL, NULL, error);
+  if (reply == NULL)
+    return FALSE;
+  ok = rl_redis_waits_read_reply (reply, records, error);
+  freeReplyObject (reply);
+  return ok;
+}
+
 static const RlStoreVTable redis_store_vtable = {
   .acquire = redis_acquire,
   .acquire_many = redis_acquire_many,
@@ -2581,6 +2604,7 @@ static const RlStoreVTable redis_store_vtable = {
   .watch = redis_watch,
   .rewatch = redis_rewatch,
   .guard = redis_guard,
+  .waits_update = redis_waits_update,
   .close = redis_close,
   .free = redis_free,
 };
@@ -2702,6 +2726,7 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
   script_init (&self->fenced_acquire, fenced_acquire_script);
   script_init (&self->acquire_all, acquire_all_script);
   script_init (&self->force_release, force_release_script);
+  script_init (&self->waits, rl_redis_waits_script);
   self->slotted = parsed.kind == RL_TOPOLOGY_CLUSTER;
   self->sentinel = parsed.kind == RL_TOPOLOGY_SENTINEL;
   rl_mutex_init (&self->recent_mutex);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "waits.h"
 
 #define RL_DEFAULT_TTL_MS 60000
 #define RL_DEFAULT_IDLE_MS 100
@@ -112,6 +113,7 @@ registry_new (const char *url, const char *const *urls, const char *registry_key
   registry->settings.wait_mode = REDIS_LOCK_WAIT_PUBSUB;
   registry->settings.watchdog_enabled = TRUE;
   registry->settings.max_local_handoffs = RL_DEFAULT_MAX_LOCAL_HANDOFFS;
+  registry->settings.deadlock_detection = TRUE;
   registry->capacity = RL_DEFAULT_CAPACITY;
   registry->store_ctx.connect_timeout_ms = RL_DEFAULT_CONNECT_TIMEOUT_MS;
   registry->store_ctx.command_timeout_ms = RL_DEFAULT_COMMAND_TIMEOUT_MS;
@@ -134,6 +136,7 @@ registry_new (const char *url, const char *const *urls, const char *registry_key
     }
   registry->leases = rl_leases_new (registry->store, registry->client_id, &registry->settings,
                                     &registry->stats);
+  rl_waits_register (registry);
   return registry;
 }
 
@@ -209,6 +212,8 @@ registry_free (RedisLockRegistry *registry)
    * remain, and no thread can reach them any more. */
   while (registry->lru_head != NULL)
     drop_cached (registry, registry->lru_head);
+  if (registry->leases != NULL)
+    rl_waits_unregister (registry);
   rl_leases_free (registry->leases);
   if (registry->store != NULL)
     rl_store_free (registry->store);
@@ -309,6 +314,13 @@ redis_lock_registry_set_watchdog (RedisLockRegistry *registry, gboolean enabled)
   if (is_forked (registry))
     return;
   rl_leases_settings_changed (registry->leases);
+}
+
+void
+redis_lock_registry_set_deadlock_detection (RedisLockRegistry *registry, gboolean enabled)
+{
+  g_return_if_fail (registry != NULL);
+  g_atomic_int_set (&registry->settings.deadlock_detection, enabled ? 1 : 0);
 }
 
 /* Drops least recently obtained idle locks until @target entries remain or none can

@@ -55,7 +55,8 @@ G_DEFINE_ENUM_TYPE (RedisLockErrorCode, redis_lock_error,
                     G_DEFINE_ENUM_VALUE (REDIS_LOCK_ERROR_CACHE_FULL, "cache-full"),
                     G_DEFINE_ENUM_VALUE (REDIS_LOCK_ERROR_FORKED, "forked"),
                     G_DEFINE_ENUM_VALUE (REDIS_LOCK_ERROR_CLOSED, "closed"),
-                    G_DEFINE_ENUM_VALUE (REDIS_LOCK_ERROR_NOT_REPLICATED, "not-replicated"))
+                    G_DEFINE_ENUM_VALUE (REDIS_LOCK_ERROR_NOT_REPLICATED, "not-replicated"),
+                    G_DEFINE_ENUM_VALUE (REDIS_LOCK_ERROR_DEADLOCK, "deadlock"))
 
 G_DEFINE_ENUM_TYPE (RedisLockWaitMode, redis_lock_wait_mode,
                     G_DEFINE_ENUM_VALUE (REDIS_LOCK_WAIT_PUBSUB, "pubsub"),

@@ -295,6 +295,30 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_watchdog (RedisLockRegistry *regi
                                                          gboolean enabled);
 
 /**
+ * redis_lock_registry_set_deadlock_detection:
+ * @registry: a registry
+ * @enabled: whether waits of this registry are recorded and checked for cycles
+ *   (default %TRUE)
+ *
+ * With detection on, a thread that has waited for a lock of @registry for a few hundred
+ * milliseconds records what it waits for and what it holds in the store, next to the
+ * records of every other registry on the same registry key (other processes
+ * included), renews that record while it waits and deletes it when the wait ends. It
+ * then looks for a cycle of waits through itself twice a second: when it is the
+ * waiter of such a cycle whose wait began last, and a second reading confirms the
+ * cycle, its call fails with %REDIS_LOCK_ERROR_DEADLOCK, the message naming the locks
+ * and holders of the cycle; the other waiters of the cycle go on. A wait shorter
+ * than the first check costs nothing. With detection off, waits are neither recorded
+ * nor checked, so a cycle through a waiter of @registry is not found. It applies to
+ * blocking acquisitions (redis_lock_lock(), redis_lock_try_lock_for(),
+ * redis_lock_try_lock_full()) that start afterwards.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_EXPORT void redis_lock_registry_set_deadlock_detection (RedisLockRegistry *registry,
+                                                                   gboolean enabled);
+
+/**
  * redis_lock_registry_set_max_local_handoffs:
  * @registry: a registry
  * @max: most hand-offs in a row, 0 disables them (default 16); values above 65535
