@@ -78,6 +78,18 @@ rl_waits_unregister (RedisLockRegistry *registry)
 
 /* Records ---------------------------------------------------------------------- */
 
+/* The name of lock @key for a message: the key without "registry_key:". */
+static const char *
+name_of (const char *key, const char *registry_key)
+{
+  gsize len = strlen (registry_key);
+
+  if (strncmp (key, registry_key, len) == 0 && key[len] == ':')
+    return key + len + 1;
+  return key;
+}
+
+
 /* A record is a sequence of fields, each its length in decimal, ":", and its bytes
  * (a lock name may hold any byte): "1" (the format), id, key, host, pid, since (wall
  * clock µs), then a key and a value per lease held. */
@@ -166,6 +178,45 @@ rl_waits_read (RlStore *store, GError **error)
       && !store->vt->waits_update (store, NULL, NULL, 0, texts, error))
     return NULL;
   return records_parse (texts);
+}
+
+static gint
+compare_since (gconstpointer a, gconstpointer b)
+{
+  const RedisLockWaiterInfo *x = *(RedisLockWaiterInfo *const *) a;
+  const RedisLockWaiterInfo *y = *(RedisLockWaiterInfo *const *) b;
+
+  return x->since_us < y->since_us ? -1 : x->since_us > y->since_us;
+}
+
+GPtrArray *
+redis_lock_registry_list_waiters (RedisLockRegistry *registry, GError **error)
+{
+  g_autoptr (GPtrArray) records = NULL;
+  GPtrArray *waiters;
+
+  g_return_val_if_fail (registry != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+  if (!rl_registry_check (registry, error))
+    return NULL;
+  records = rl_waits_read (registry->store, error);
+  if (records == NULL)
+    return NULL;
+  waiters = g_ptr_array_new_with_free_func ((GDestroyNotify) redis_lock_waiter_info_free);
+  for (guint i = 0; i < records->len; i++)
+    {
+      RlWaitRecord *record = g_ptr_array_index (records, i);
+      RedisLockWaiterInfo *info = g_new0 (RedisLockWaiterInfo, 1);
+
+      info->name = g_strdup (name_of (record->key, registry->registry_key));
+      info->waiter = g_strdup (record->id);
+      info->host = g_strdup (record->host);
+      info->pid = record->pid;
+      info->since_us = record->since_us;
+      g_ptr_array_add (waiters, info);
+    }
+  g_ptr_array_sort (waiters, compare_since);
+  return waiters;
 }
 
 /* The holds of the calling thread --------------------------------------------- */
@@ -335,17 +386,6 @@ confirm_cycle (RlStore *store, GPtrArray *records, GArray *cycle)
         return FALSE;
     }
   return TRUE;
-}
-
-/* The name of lock @key for a message: the key without "registry_key:". */
-static const char *
-name_of (const char *key, const char *registry_key)
-{
-  gsize len = strlen (registry_key);
-
-  if (strncmp (key, registry_key, len) == 0 && key[len] == ':')
-    return key + len + 1;
-  return key;
 }
 
 static void

@@ -34,6 +34,8 @@ static char *self_exe;
 /* How long a party waits for its second lock: far beyond detection (about 2 s), so a
  * timeout means detection failed. */
 #define PARTY_WAIT_MS 10000
+/* A wait this long was checked for cycles at least once. */
+#define LONG_WAIT_MS 400
 /* The detection bound of the contract. */
 #define DETECT_MS 2000
 
@@ -116,7 +118,7 @@ typedef struct
   const WorkerOptions *opt;
   gint deadlocks;  /* atomic */
   gint failures;   /* atomic: other errors and timeouts */
-  gint long_waits; /* atomic: waits for a second lock of more than a first check */
+  gint long_waits; /* atomic: waits long enough for two checks */
 } StressRun;
 
 /* Random pairs i < j, taken in that order: no cycle of waits can form. */
@@ -137,6 +139,7 @@ stress_thread (guint index, gpointer data)
       g_autoptr (GError) error = NULL;
       gint64 start;
 
+      start = test_now_ms ();
       if (!redis_lock_try_lock_for (la, PARTY_WAIT_MS, NULL, &error))
         {
           g_atomic_int_inc (error != NULL && error->code == REDIS_LOCK_ERROR_DEADLOCK
@@ -144,13 +147,15 @@ stress_thread (guint index, gpointer data)
                                 : &run->failures);
           continue;
         }
+      if (test_now_ms () - start > LONG_WAIT_MS)
+        g_atomic_int_inc (&run->long_waits);
       start = test_now_ms ();
       if (redis_lock_try_lock_for (lb, PARTY_WAIT_MS, NULL, &error))
         {
-          if (test_now_ms () - start > 400)
+          if (test_now_ms () - start > LONG_WAIT_MS)
             g_atomic_int_inc (&run->long_waits);
           /* The critical section's work, so that others wait long enough to check. */
-          g_usleep (g_rand_int_range (rand, 20, 120) * 1000);
+          g_usleep (g_rand_int_range (rand, 40, 140) * 1000);
           redis_lock_unlock (lb, NULL);
         }
       else
@@ -373,7 +378,7 @@ test_three_processes (TestFixture *fx, gconstpointer data)
 static void
 test_process_stress (TestFixture *fx, gconstpointer data)
 {
-  enum { PROCESSES = 3, THREADS = 3, NAMES = 4, PAIRS = 25 };
+  enum { PROCESSES = 3, THREADS = 3, NAMES = 3, PAIRS = 12 };
   Worker *workers[PROCESSES];
   guint deadlocks = 0, failures = 0, long_waits = 0;
 
@@ -401,7 +406,7 @@ test_process_stress (TestFixture *fx, gconstpointer data)
       long_waits += l;
       worker_finish (workers[i]);
     }
-  g_test_message ("%u waits for a second lock were longer than a first check", long_waits);
+  g_test_message ("%u waits were long enough to be checked", long_waits);
   g_assert_cmpuint (deadlocks, ==, 0);
   g_assert_cmpuint (failures, ==, 0);
   /* The checks ran: otherwise the test could not fail. */
@@ -415,8 +420,10 @@ typedef struct
   RedisLock *first[2];  /* party i takes first[i]… */
   RedisLock *second[2]; /* …then waits for second[i] */
   gint64 wait_ms;
+  gboolean hold_on; /* parties keep their first lock until both have returned */
   TestSync sync;
-  guint holding; /* parties holding their first lock */
+  guint holding;  /* parties holding their first lock */
+  guint returned; /* parties back from waiting for their second */
   gboolean acquired[2];
   GError *error[2];
   gint64 waited_ms[2];
@@ -438,17 +445,25 @@ thread_party (guint i, gpointer data)
   start = test_now_ms ();
   c->acquired[i] = redis_lock_try_lock_for (c->second[i], c->wait_ms, NULL, &c->error[i]);
   c->waited_ms[i] = test_now_ms () - start;
+  test_sync_lock (&c->sync);
+  c->returned++;
+  test_sync_broadcast (&c->sync);
+  while (c->hold_on && c->returned < 2)
+    test_sync_wait (&c->sync);
+  test_sync_unlock (&c->sync);
   if (c->acquired[i])
     g_assert_true (redis_lock_unlock (c->second[i], NULL));
   g_assert_true (redis_lock_unlock (c->first[i], NULL));
 }
 
-/* Two threads in a cycle over @r0's lock a / b (party 0) and @r1's b / a (party 1). */
+/* Two threads in a cycle over @r0's lock a / b (party 0) and @r1's b / a (party 1);
+ * with @hold_on, neither lets go of its first lock before both returned. */
 static void
 run_thread_cycle (RedisLockRegistry *r0, RedisLockRegistry *r1, gint64 wait_ms,
-                  ThreadCycle *c)
+                  gboolean hold_on, ThreadCycle *c)
 {
   memset (c, 0, sizeof *c);
+  c->hold_on = hold_on;
   c->first[0] = test_obtain (r0, "x-a");
   c->second[0] = test_obtain (r0, "x-b");
   c->first[1] = test_obtain (r1, "x-b");
@@ -486,7 +501,7 @@ test_two_threads (TestFixture *fx, gconstpointer data)
   TEST_SKIP_IF_NO_STORE (fx);
   g_test_summary ("Two threads of one registry, each holding the lock the other waits for "
                   "(waits for the local mutex): exactly one fails with DEADLOCK within 2 s");
-  run_thread_cycle (fx->registry, fx->registry, PARTY_WAIT_MS, &c);
+  run_thread_cycle (fx->registry, fx->registry, PARTY_WAIT_MS, FALSE, &c);
   check_thread_cycle (&c);
 }
 
@@ -500,7 +515,7 @@ test_two_registries (TestFixture *fx, gconstpointer data)
   TEST_SKIP_IF_NO_STORE (fx);
   g_test_summary ("Two registries of one process on one store, each thread holding the lock "
                   "the other waits for in the store: exactly one fails with DEADLOCK");
-  run_thread_cycle (r0, r1, PARTY_WAIT_MS, &c);
+  run_thread_cycle (r0, r1, PARTY_WAIT_MS, FALSE, &c);
   check_thread_cycle (&c);
 }
 
@@ -517,7 +532,7 @@ test_detection_off (TestFixture *fx, gconstpointer data)
                   "and no record");
   redis_lock_registry_set_deadlock_detection (r0, FALSE);
   redis_lock_registry_set_deadlock_detection (r1, FALSE);
-  run_thread_cycle (r0, r1, 2500, &c);
+  run_thread_cycle (r0, r1, 2500, TRUE, &c);
   for (guint i = 0; i < 2; i++)
     {
       g_assert_false (c.acquired[i]);
