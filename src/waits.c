@@ -258,7 +258,7 @@ append_held (GString *out, const char *registry_key)
 }
 
 static char *
-record_build (const RlWaiting *waiting, gint64 since_us)
+record_build (const RlWaiting *waiting)
 {
   RedisLockRegistry *registry = waiting->lock->registry;
   GString *out = g_string_new (NULL);
@@ -270,7 +270,7 @@ record_build (const RlWaiting *waiting, gint64 since_us)
   append_field (out, g_get_host_name ());
   g_snprintf (number, sizeof number, "%ld", (long) getpid ());
   append_field (out, number);
-  g_snprintf (number, sizeof number, "%" G_GINT64_FORMAT, since_us);
+  g_snprintf (number, sizeof number, "%" G_GINT64_FORMAT, waiting->since_us);
   append_field (out, number);
   append_held (out, registry->registry_key);
   return g_string_free (out, FALSE);
@@ -427,6 +427,7 @@ rl_waiting_begin (RlWaiting *waiting, RedisLock *lock)
   waiting->lock = lock;
   waiting->started = g_get_monotonic_time ();
   waiting->recorded = FALSE;
+  waiting->since_us = 0;
   waiting->id[0] = '\0';
   if (g_atomic_int_get (&registry->settings.deadlock_detection)
       && registry->store->vt->waits_update != NULL)
@@ -450,8 +451,11 @@ rl_waiting_check (RlWaiting *waiting, GError **error)
 
   waiting->check_at = now + RL_WAITS_CHECK_MS * 1000;
   if (waiting->id[0] == '\0')
-    rl_leases_value (registry->leases, rl_leases_next_serial (registry->leases), waiting->id);
-  record = record_build (waiting, g_get_real_time () - (now - waiting->started));
+    {
+      rl_leases_value (registry->leases, rl_leases_next_serial (registry->leases), waiting->id);
+      waiting->since_us = g_get_real_time () - (now - waiting->started);
+    }
+  record = record_build (waiting);
   waiting->recorded = TRUE;
   if (!store->vt->waits_update (store, waiting->id, record, RL_WAITS_RECORD_TTL_MS, texts,
                                 &local_error))

@@ -21,6 +21,8 @@ typedef struct
 {
   RedisLock *lock;   /* what it waits for */
   gint64 started;    /* monotonic µs when the wait began */
+  gint64 since_us;   /* the same on the wall clock, fixed at the first check (0: none
+                        yet), so that every record of the wait orders it alike */
   gint64 check_at;   /* monotonic µs of the next check; RL_FOREVER: none */
   gboolean recorded; /* its record may be in the store */
   char id[RL_LEASE_VALUE_MAX]; /* the wait's id: client id and a number of its own;

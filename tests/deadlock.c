@@ -14,10 +14,12 @@
  *
  * The other half is that nothing else ever fails with DEADLOCK: processes and threads
  * taking random pairs of locks in one fixed order (no cycle can form) for several
- * seconds, with waits long enough for many checks; and a real cycle with detection
- * off, which ends in two plain timeouts. A waiter that gives up (timeout, cancel)
- * leaves no record behind. Process tests need a Redis server; the in-process ones run
- * on every store that keeps records.
+ * seconds, with waits long enough for many checks; records that look like a cycle
+ * while one of their leases has expired and gone to another acquisition; and a real
+ * cycle with detection off, which ends in two plain timeouts. A waiter's record says
+ * who waits for what (redis_lock_registry_list_waiters()), and goes when the waiter
+ * gives up (timeout, cancel). Process tests need a Redis server; the in-process ones
+ * run on every store that keeps records (all but the quorum).
  */
 #include "common.h"
 
@@ -251,6 +253,20 @@ worker_tell (Worker *w, const char *line)
   g_assert_cmpint (write (w->in_fd, text, strlen (text)), ==, (gssize) strlen (text));
 }
 
+/* Waits until each of the @n @workers holds what it holds first ("held"), then has
+ * them all go on at once. */
+static void
+workers_start (Worker **workers, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    {
+      g_autofree char *line = worker_read_line (workers[i], 20000);
+      g_assert_cmpstr (line, ==, "held");
+    }
+  for (guint i = 0; i < n; i++)
+    worker_tell (workers[i], "go");
+}
+
 /* Reaps the worker, asserting that it exited with 0. */
 static void
 worker_finish (Worker *w)
@@ -328,13 +344,7 @@ run_process_cycle (TestFixture *fx, guint n)
   g_assert_cmpuint (n, <=, G_N_ELEMENTS (names));
   for (guint i = 0; i < n; i++)
     workers[i] = worker_spawn (fx->url, names[i], names[(i + 1) % n], 0, 0, 0);
-  for (guint i = 0; i < n; i++)
-    {
-      g_autofree char *line = worker_read_line (workers[i], 20000);
-      g_assert_cmpstr (line, ==, "held");
-    }
-  for (guint i = 0; i < n; i++)
-    worker_tell (workers[i], "go");
+  workers_start (workers, n);
   for (guint i = 0; i < n; i++)
     {
       g_autofree char *line = worker_read_line (workers[i], PARTY_WAIT_MS + 10000);
@@ -388,13 +398,7 @@ test_process_stress (TestFixture *fx, gconstpointer data)
                   "since no cycle can form");
   for (guint i = 0; i < PROCESSES; i++)
     workers[i] = worker_spawn (fx->url, NULL, NULL, PAIRS, THREADS, NAMES);
-  for (guint i = 0; i < PROCESSES; i++)
-    {
-      g_autofree char *line = worker_read_line (workers[i], 20000);
-      g_assert_cmpstr (line, ==, "held");
-    }
-  for (guint i = 0; i < PROCESSES; i++)
-    worker_tell (workers[i], "go");
+  workers_start (workers, PROCESSES);
   for (guint i = 0; i < PROCESSES; i++)
     {
       g_autofree char *line = worker_read_line (workers[i], 60000);
@@ -542,6 +546,113 @@ test_detection_off (TestFixture *fx, gconstpointer data)
   g_assert_false (test_store_exists (fx, waits_key));
 }
 
+/* --- A stale record --------------------------------------------------------------------- */
+
+typedef struct
+{
+  RedisLock *a_x, *a_y, *b_x, *b_y;
+  TestSync sync;
+  gboolean b_holds, go_b;
+  gboolean a_acquired, b_acquired;
+  GError *a_error, *b_error;
+  gint64 b_waited_ms;
+} Stale;
+
+/* A: takes x with a short lease that nothing renews, then waits for y. */
+static gpointer
+stale_a (gpointer data)
+{
+  Stale *s = data;
+
+  g_assert_true (redis_lock_try_lock_full (s->a_x, -1, 800, NULL, NULL));
+  s->a_acquired = redis_lock_try_lock_for (s->a_y, PARTY_WAIT_MS, NULL, &s->a_error);
+  if (s->a_acquired)
+    redis_lock_unlock (s->a_y, NULL);
+  redis_lock_unlock (s->a_x, NULL); /* LEASE_LOST: it expired */
+  return NULL;
+}
+
+/* B: holds y; on "go", waits for x. */
+static gpointer
+stale_b (gpointer data)
+{
+  Stale *s = data;
+  gint64 start;
+
+  g_assert_true (redis_lock_lock (s->b_y, NULL));
+  test_sync_lock (&s->sync);
+  s->b_holds = TRUE;
+  test_sync_broadcast (&s->sync);
+  while (!s->go_b)
+    test_sync_wait (&s->sync);
+  test_sync_unlock (&s->sync);
+  start = test_now_ms ();
+  s->b_acquired = redis_lock_try_lock_for (s->b_x, 2000, NULL, &s->b_error);
+  s->b_waited_ms = test_now_ms () - start;
+  if (s->b_acquired)
+    redis_lock_unlock (s->b_x, NULL);
+  g_assert_true (redis_lock_unlock (s->b_y, NULL));
+  return NULL;
+}
+
+static guint
+count_waiters (RedisLockRegistry *registry)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) waiters = redis_lock_registry_list_waiters (registry, &error);
+
+  g_assert_no_error (error);
+  return waiters->len;
+}
+
+static void
+test_stale_holder (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) ra = test_registry_new (fx);
+  g_autoptr (RedisLockRegistry) rb = test_registry_new (fx);
+  g_autoptr (RedisLockRegistry) rc = test_registry_new (fx);
+  g_autoptr (RedisLock) c_x = test_obtain (rc, "st-x");
+  g_autofree char *x_key = test_lock_key ("st-x");
+  Stale s = { 0 };
+  GThread *a, *b;
+
+  TEST_SKIP_IF_NO_STORE (fx);
+  g_test_summary ("The records look like a cycle (A claims x and waits for y, B holds y and "
+                  "waits for x), but A's lease of x expired and another acquisition holds x: "
+                  "the key's value says so, and nobody fails with DEADLOCK");
+  redis_lock_registry_set_watchdog (ra, FALSE);
+  s.a_x = test_obtain (ra, "st-x");
+  s.a_y = test_obtain (ra, "st-y");
+  s.b_x = test_obtain (rb, "st-x");
+  s.b_y = test_obtain (rb, "st-y");
+  test_sync_init (&s.sync);
+  b = g_thread_new ("stale-b", stale_b, &s);
+  g_assert_true (test_sync_wait_flag (&s.sync, &s.b_holds, 10000));
+  a = g_thread_new ("stale-a", stale_a, &s);
+  /* A waits for y, with its record claiming x… */
+  TEST_WAIT_UNTIL (count_waiters (fx->registry) == 1, 10000);
+  /* …which expires and goes to C. */
+  TEST_WAIT_UNTIL (!test_store_exists (fx, x_key), 10000);
+  g_assert_true (redis_lock_lock (c_x, NULL));
+  test_sync_lock (&s.sync);
+  s.go_b = TRUE;
+  test_sync_broadcast (&s.sync);
+  test_sync_unlock (&s.sync);
+  g_thread_join (b);
+  g_assert_no_error (s.b_error);
+  g_assert_false (s.b_acquired);
+  g_assert_cmpint (s.b_waited_ms, >=, 2000);
+  g_assert_true (redis_lock_unlock (c_x, NULL));
+  g_thread_join (a);
+  g_assert_no_error (s.a_error);
+  g_assert_true (s.a_acquired);
+  test_sync_clear (&s.sync);
+  redis_lock_unref (s.a_x);
+  redis_lock_unref (s.a_y);
+  redis_lock_unref (s.b_x);
+  redis_lock_unref (s.b_y);
+}
+
 /* --- Records -------------------------------------------------------------------------- */
 
 typedef struct
@@ -562,7 +673,7 @@ give_up_thread (gpointer data)
   return NULL;
 }
 
-/* A waiter of another registry than @holder's gives up (a timeout, or with
+/* A waiter of another registry than the holder's gives up (a timeout, or with
  * @cancel, cancelled once its record is there): the record goes with it. */
 static void
 run_give_up (TestFixture *fx, gboolean cancel)
@@ -570,14 +681,24 @@ run_give_up (TestFixture *fx, gboolean cancel)
   g_autoptr (RedisLockRegistry) waiter_registry = test_registry_new (fx);
   g_autoptr (RedisLock) held = test_obtain (fx->registry, "given-up");
   g_autoptr (GCancellable) cancellable = cancel ? g_cancellable_new () : NULL;
-  const char *waits_key = "waits:{" TEST_REGISTRY_KEY "}";
+  g_autoptr (GPtrArray) waiters = NULL;
+  RedisLockWaiterInfo *info;
   GiveUp g = { test_obtain (waiter_registry, "given-up"), cancellable, FALSE, NULL };
+  gint64 before = g_get_real_time ();
   GThread *thread;
 
   g_assert_true (redis_lock_lock (held, NULL));
   thread = g_thread_new ("give-up", give_up_thread, &g);
-  /* The record appears after the first check… */
-  TEST_WAIT_UNTIL (test_store_exists (fx, waits_key), 5000);
+  /* The record appears after the first check, and says who waits for what… */
+  TEST_WAIT_UNTIL (count_waiters (fx->registry) == 1, 5000);
+  waiters = redis_lock_registry_list_waiters (fx->registry, NULL);
+  info = g_ptr_array_index (waiters, 0);
+  g_assert_cmpstr (info->name, ==, "given-up");
+  g_assert_cmpstr (info->host, ==, g_get_host_name ());
+  g_assert_cmpint (info->pid, ==, getpid ());
+  g_assert_true (g_str_has_prefix (info->waiter, redis_lock_registry_get_client_id (waiter_registry)));
+  g_assert_cmpint (info->since_us, >=, before - 1000);
+  g_assert_cmpint (info->since_us, <=, g_get_real_time ());
   if (cancel)
     g_cancellable_cancel (cancellable);
   g_thread_join (thread);
@@ -588,7 +709,8 @@ run_give_up (TestFixture *fx, gboolean cancel)
     g_assert_no_error (g.error);
   g_clear_error (&g.error);
   /* …and is gone as soon as the wait ended, long before it would expire. */
-  g_assert_false (test_store_exists (fx, waits_key));
+  g_assert_cmpuint (count_waiters (fx->registry), ==, 0);
+  g_assert_false (test_store_exists (fx, "waits:{" TEST_REGISTRY_KEY "}"));
   g_assert_true (redis_lock_unlock (held, NULL));
   redis_lock_unref (g.lock);
 }
@@ -652,7 +774,8 @@ main (int argc, char **argv)
   add_stores ("/deadlock/threads/two", test_two_threads);
   add_stores ("/deadlock/registries/two", test_two_registries);
   add_stores ("/deadlock/off/no-deadlock", test_detection_off);
-  test_add_redis ("/deadlock/records/timeout-removes", NULL, test_record_timeout);
-  test_add_redis ("/deadlock/records/cancel-removes", NULL, test_record_cancel);
+  add_stores ("/deadlock/stale/expired-holder", test_stale_holder);
+  add_stores ("/deadlock/records/timeout-removes", test_record_timeout);
+  add_stores ("/deadlock/records/cancel-removes", test_record_cancel);
   return g_test_run ();
 }

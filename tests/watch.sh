@@ -53,18 +53,8 @@ cleanup () {
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
-redis-server --port 0 --unixsocket "$sock" --unixsocketperm 700 --save '' --appendonly no \
-  --daemonize no --dir "$tmp" >"$tmp/redis.log" 2>&1 &
-server=$!
-i=0
-until [ "$(redis-cli -s "$sock" PING 2>/dev/null)" = PONG ]; do
-  i=$((i + 1))
-  if [ $i -gt 200 ] || ! kill -0 "$server" 2>/dev/null; then
-    echo "Bail out! redis-server did not start"
-    exit 1
-  fi
-  sleep 0.05
-done
+. "$(dirname "$0")/redis-server.sh"
+start_redis_server
 REDIS_URL=unix://$sock
 export REDIS_URL
 host=$(hostname)
@@ -79,7 +69,7 @@ poll () {
   done
 }
 
-echo "1..10"
+echo "1..11"
 
 "$RL" run -r wt shared -- sh -c "touch '$tmp/holding'; while [ ! -e '$tmp/release' ]; do sleep 0.05; done" \
   >/dev/null 2>"$tmp/holder.err" &
@@ -88,8 +78,9 @@ poll test -e "$tmp/holding" || { echo "Bail out! the holder did not get the lock
 "$RL" run -r wt --wait 60s shared -- true >/dev/null 2>"$tmp/waiter.err" &
 waiter=$!
 # The waiter's record: in the registry key's hash once it has waited long enough.
-poll test "$(redis-cli -s "$sock" HLEN 'waits:{wt}')" = 1
-check "the waiter's record is in the store" test "$(redis-cli -s "$sock" HLEN 'waits:{wt}')" = 1
+recorded () { test "$(redis-cli -s "$sock" HLEN 'waits:{wt}')" = 1; }
+poll recorded
+check "the waiter's record is in the store" recorded
 
 "$RL" status -r wt shared >"$tmp/status" 2>&1
 check "status lists the waiter (host:pid) under the lock" grep -q "^  waiter $host:$waiter since " "$tmp/status"
@@ -109,7 +100,7 @@ assert [w['pid'] for w in l['waiters']] == [int(sys.argv[3])]
 " "$tmp/json" "$holder" "$waiter" "$host"
 
 tmux -L "$tmux_sock" -f /dev/null new-session -d -x 150 -y 20 \
-  "REDIS_URL='$REDIS_URL' '$RL' watch -r wt --interval 100ms; echo \$? >'$tmp/watch-exit'; sleep 60"
+  "REDIS_URL='$REDIS_URL' '$RL' watch -r wt --interval 30s; echo \$? >'$tmp/watch-exit'; sleep 60"
 pane () { tmux -L "$tmux_sock" capture-pane -p -t 0 2>/dev/null; }
 shows () { pane | grep -q "$1"; }
 poll shows "^shared "
@@ -119,8 +110,12 @@ check "the pane shows its waiter" shows "^shared .*$host:$waiter ("
 check "the pane shows the header" shows "^NAME  *HOLDER  *TTL  *HAND/S  *WAITERS"
 pane | sed 's/^/# /'
 
-tmux -L "$tmux_sock" resize-window -t 0 -x 70 -y 10 2>/dev/null
-poll shows "redislock watch"
+# A frame comes every 30 s: only SIGWINCH can have it drawn again for 40 columns now,
+# the header cut to fit.
+tmux -L "$tmux_sock" resize-window -t 0 -x 40 -y 10
+poll shows "^redislock watch .*…\$"
+check "a resize draws the frame again at once, fitting the new width" shows "^redislock watch .*…\$"
+pane | sed 's/^/# /'
 tmux -L "$tmux_sock" send-keys -t 0 q
 poll test -e "$tmp/watch-exit"
 check "q ends watch with status 0" test "$(cat "$tmp/watch-exit" 2>/dev/null)" = 0

@@ -11,6 +11,7 @@
 
 #include "redislock-tool.h"
 #include "url.h"
+#include "report.h"
 
 #include <errno.h>
 #include <math.h>
@@ -358,4 +359,23 @@ split_client_id (const char *owner, char **host, gint64 *pid)
     return TRUE;
   return prev != NULL && all_hex (prev + 1, (gsize) (last - prev - 1))
          && split_host_pid (owner, last, host, pid);
+}
+
+void
+append_waiters_json (GString *out, GPtrArray *waiters)
+{
+  g_string_append (out, ", \"waiters\": [");
+  for (guint j = 0; j < waiters->len; j++)
+    {
+      const RedisLockWaiterInfo *w = g_ptr_array_index (waiters, j);
+
+      g_string_append (out, j ? ", {\"host\": " : "{\"host\": ");
+      rl_json_append_string (out, w->host);
+      g_string_append_printf (out, ", \"pid\": %" G_GINT64_FORMAT ", \"since_us\": %" G_GINT64_FORMAT
+                                   ", \"waiter\": ",
+                              w->pid, w->since_us);
+      rl_json_append_string (out, w->waiter);
+      g_string_append_c (out, '}');
+    }
+  g_string_append_c (out, ']');
 }

@@ -113,25 +113,6 @@ format_since (gint64 since_us)
                           (int) (since_us % G_USEC_PER_SEC / 1000));
 }
 
-static void
-append_waiters_json (GString *out, GPtrArray *waiters)
-{
-  g_string_append (out, ", \"waiters\": [");
-  for (guint j = 0; j < waiters->len; j++)
-    {
-      const RedisLockWaiterInfo *w = g_ptr_array_index (waiters, j);
-
-      g_string_append (out, j ? ", {\"host\": " : "{\"host\": ");
-      rl_json_append_string (out, w->host);
-      g_string_append_printf (out, ", \"pid\": %" G_GINT64_FORMAT ", \"since_us\": %" G_GINT64_FORMAT
-                                   ", \"waiter\": ",
-                              w->pid, w->since_us);
-      rl_json_append_string (out, w->waiter);
-      g_string_append_c (out, '}');
-    }
-  g_string_append_c (out, ']');
-}
-
 static char *
 format_ttl (const LockInfo *info)
 {

@@ -104,5 +104,8 @@ int exit_status_for_error (const GError *error);
  * acquisition. Other clients (Spring's, for one) store UUIDs: then nothing is split
  * (FALSE). */
 gboolean split_client_id (const char *owner, char **host, gint64 *pid);
+/* Appends `, "waiters": [...]` to a JSON object: host, pid, since_us and waiter of
+ * each RedisLockWaiterInfo of @waiters. */
+void append_waiters_json (GString *out, GPtrArray *waiters);
 
 #endif /* REDISLOCK_TOOL_H */

@@ -389,17 +389,8 @@ print_json (Watch *w)
         g_string_append_printf (out, ", \"ttl_ms\": %" G_GINT64_FORMAT, row->lease->pttl_ms);
       else
         g_string_append (out, ", \"ttl_ms\": null");
-      g_string_append (out, ", \"waiters\": [");
-      for (guint j = 0; j < row->waiters->len; j++)
-        {
-          const RedisLockWaiterInfo *wi = g_ptr_array_index (row->waiters, j);
-
-          g_string_append (out, j ? ", {\"host\": " : "{\"host\": ");
-          rl_json_append_string (out, wi->host);
-          g_string_append_printf (out, ", \"pid\": %" G_GINT64_FORMAT ", \"since_us\": %" G_GINT64_FORMAT "}",
-                                  wi->pid, wi->since_us);
-        }
-      g_string_append (out, "]}");
+      append_waiters_json (out, row->waiters);
+      g_string_append_c (out, '}');
     }
   g_string_append (out, rows->len ? "\n]}\n" : "]}\n");
   fputs (out->str, stdout);
