@@ -759,11 +759,15 @@ main (int argc, char **argv)
   if (argc > 1 && g_str_equal (argv[1], "--worker"))
     {
       g_autoptr (GOptionContext) context = g_option_context_new (NULL);
+      int status = 1;
 
       g_option_context_add_main_entries (context, entries, NULL);
-      if (!g_option_context_parse (context, &argc, &argv, NULL) || !worker || opt.url == NULL)
-        return 1;
-      return opt.pairs > 0 ? worker_stress (&opt) : worker_cycle (&opt);
+      if (g_option_context_parse (context, &argc, &argv, NULL) && worker && opt.url != NULL)
+        status = opt.pairs > 0 ? worker_stress (&opt) : worker_cycle (&opt);
+      g_free (opt.url);
+      g_free (opt.first);
+      g_free (opt.second);
+      return status;
     }
 
   self_exe = g_file_read_link ("/proc/self/exe", NULL);

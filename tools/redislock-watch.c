@@ -224,9 +224,9 @@ holder_text (const RedisLockLeaseInfo *lease)
   return escape_for_display (lease->owner);
 }
 
-/* @text cut or padded to @width characters. */
+/* @text cut to @width characters, and with @pad padded to it. */
 static void
-append_cell (GString *out, const char *text, glong width)
+append_fitted (GString *out, const char *text, glong width, gboolean pad)
 {
   glong len = g_utf8_strlen (text, -1);
 
@@ -240,8 +240,25 @@ append_cell (GString *out, const char *text, glong width)
       return;
     }
   g_string_append (out, text);
-  for (glong i = len; i < width; i++)
+  for (glong i = len; pad && i < width; i++)
     g_string_append_c (out, ' ');
+}
+
+/* A column: @text cut or padded to @width characters. */
+static void
+append_cell (GString *out, const char *text, glong width)
+{
+  append_fitted (out, text, width, TRUE);
+}
+
+/* A line of the frame: @text cut to the terminal's @width, without trailing blanks. */
+static void
+append_line (GString *out, const char *text, glong width, const char *eol)
+{
+  g_autofree char *trimmed = g_strchomp (g_strdup (text));
+
+  append_fitted (out, trimmed, width, FALSE);
+  g_string_append (out, eol);
 }
 
 static char *
@@ -311,8 +328,7 @@ render_frame (Watch *w, int width, int height, const char *eol, GString *out)
                           clock, effective_registry (), rows->len, n_waiters);
   if (w->error != NULL)
     g_string_append_printf (line, "  error: %s", w->error);
-  append_cell (out, line->str, width);
-  g_string_append (out, eol);
+  append_line (out, line->str, width, eol);
   g_string_truncate (line, 0);
   append_cell (line, "NAME", name_w);
   g_string_append (line, "  ");
@@ -322,8 +338,7 @@ render_frame (Watch *w, int width, int height, const char *eol, GString *out)
   g_string_append (line, "  ");
   append_cell (line, "HAND/S", rate_w);
   g_string_append (line, "  WAITERS");
-  append_cell (out, line->str, width);
-  g_string_append (out, eol);
+  append_line (out, line->str, width, eol);
 
   shown = rows->len;
   if (height > 0 && rows->len > (guint) MAX (height - 3, 0))
@@ -348,14 +363,12 @@ render_frame (Watch *w, int width, int height, const char *eol, GString *out)
       g_string_append (line, "  ");
       if (waiters_w > 0)
         append_cell (line, waiters, waiters_w);
-      append_cell (out, line->str, width);
-      g_string_append (out, eol);
+      append_line (out, line->str, width, eol);
     }
   if (shown < rows->len)
     {
       g_autofree char *more = g_strdup_printf ("… %u more", rows->len - shown);
-      append_cell (out, more, width);
-      g_string_append (out, eol);
+      append_line (out, more, width, eol);
     }
 }
 

@@ -940,6 +940,7 @@ REDIS_LOCK_EXPORT RedisLock *redis_lock_registry_obtain (RedisLockRegistry *regi
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockRegistry, redis_lock_registry_unref)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockLeaseInfo, redis_lock_lease_info_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockWaiterInfo, redis_lock_waiter_info_free)
 
 G_END_DECLS
 
