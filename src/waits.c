@@ -477,6 +477,17 @@ rl_waiting_check (RlWaiting *waiting, GError **error)
 }
 
 void
+rl_waiting_retarget (RlWaiting *waiting, RedisLock *lock)
+{
+  if (lock->registry != waiting->lock->registry)
+    {
+      rl_waiting_end (waiting);
+      waiting->id[0] = '\0';
+    }
+  waiting->lock = lock;
+}
+
+void
 rl_waiting_end (RlWaiting *waiting)
 {
   RlStore *store;

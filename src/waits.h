@@ -58,6 +58,9 @@ rl_waiting_due (const RlWaiting *waiting, gint64 now)
  * when it is confirmed. A store that fails is not a verdict: the check is planned
  * again. The caller holds no mutex. */
 gboolean rl_waiting_check (RlWaiting *waiting, GError **error);
+/* The wait is now for @lock (a set of locks waits for the one its last attempt found
+ * held); a record already written in another registry's store is deleted first. */
+void rl_waiting_retarget (RlWaiting *waiting, RedisLock *lock);
 /* The wait ended, however: its record, if it wrote one, is deleted. */
 void rl_waiting_end (RlWaiting *waiting);
 

@@ -10,7 +10,8 @@
  * pipes: "held" once it holds its first lock, "go" to start waiting, then one line
  * with the outcome), threads of one registry (the waits are for the local mutex), and
  * threads of two registries on one store (the waits are in the store, and each
- * record must list the lock its thread holds through the other registry).
+ * record must list the lock its thread holds through the other registry), and a
+ * thread waiting for a set of locks (redis_lock_try_lock_all()).
  *
  * The other half is that nothing else ever fails with DEADLOCK: processes and threads
  * taking random pairs of locks in one fixed order (no cycle can form) for several
@@ -546,6 +547,86 @@ test_detection_off (TestFixture *fx, gconstpointer data)
   g_assert_false (test_store_exists (fx, waits_key));
 }
 
+/* --- A set of locks ------------------------------------------------------------------------ */
+
+typedef struct
+{
+  RedisLock *set[2]; /* party 0 (registry 0): waits for the set {x, w} … */
+  RedisLock *z0;     /* … holding z */
+  RedisLock *x1;     /* party 1 (registry 1): holds x … */
+  RedisLock *z1;     /* … and waits for z */
+  TestSync sync;
+  guint holding;
+  gboolean acquired[2];
+  GError *error[2];
+  gint64 waited_ms[2];
+} SetCycle;
+
+static void
+set_party (guint i, gpointer data)
+{
+  SetCycle *c = data;
+  gint64 start;
+
+  g_assert_true (redis_lock_lock (i == 0 ? c->z0 : c->x1, NULL));
+  test_sync_lock (&c->sync);
+  c->holding++;
+  test_sync_broadcast (&c->sync);
+  while (c->holding < 2)
+    test_sync_wait (&c->sync);
+  test_sync_unlock (&c->sync);
+  start = test_now_ms ();
+  if (i == 0)
+    {
+      c->acquired[0] = redis_lock_try_lock_all (c->set, 2, PARTY_WAIT_MS, NULL, &c->error[0]);
+      c->waited_ms[0] = test_now_ms () - start;
+      if (c->acquired[0])
+        g_assert_true (redis_lock_unlock_all (c->set, 2, NULL));
+      g_assert_true (redis_lock_unlock (c->z0, NULL));
+    }
+  else
+    {
+      c->acquired[1] = redis_lock_try_lock_for (c->z1, PARTY_WAIT_MS, NULL, &c->error[1]);
+      c->waited_ms[1] = test_now_ms () - start;
+      if (c->acquired[1])
+        g_assert_true (redis_lock_unlock (c->z1, NULL));
+      g_assert_true (redis_lock_unlock (c->x1, NULL));
+    }
+}
+
+static void
+test_lock_set (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) r0 = test_registry_new (fx);
+  g_autoptr (RedisLockRegistry) r1 = test_registry_new (fx);
+  const char *names[] = { "set-x", "set-z" };
+  CycleOutcome out = { 0 };
+  SetCycle c = { 0 };
+
+  TEST_SKIP_IF_NO_STORE (fx);
+  g_test_summary ("A thread holding z waits for the set {x, w} (redis_lock_try_lock_all()) "
+                  "while another holds x and waits for z: exactly one fails with DEADLOCK");
+  c.set[0] = test_obtain (r0, "set-x");
+  c.set[1] = test_obtain (r0, "set-w");
+  c.z0 = test_obtain (r0, "set-z");
+  c.x1 = test_obtain (r1, "set-x");
+  c.z1 = test_obtain (r1, "set-z");
+  test_sync_init (&c.sync);
+  test_run_threads (2, set_party, &c);
+  test_sync_clear (&c.sync);
+  for (guint i = 0; i < 2; i++)
+    {
+      outcome_add (&out, c.acquired[i], c.error[i], c.waited_ms[i]);
+      g_clear_error (&c.error[i]);
+    }
+  outcome_check (&out, 2, names);
+  redis_lock_unref (c.set[0]);
+  redis_lock_unref (c.set[1]);
+  redis_lock_unref (c.z0);
+  redis_lock_unref (c.x1);
+  redis_lock_unref (c.z1);
+}
+
 /* --- A stale record --------------------------------------------------------------------- */
 
 typedef struct
@@ -777,6 +858,7 @@ main (int argc, char **argv)
   test_add_redis ("/deadlock/processes/ordered-stress", NULL, test_process_stress);
   add_stores ("/deadlock/threads/two", test_two_threads);
   add_stores ("/deadlock/registries/two", test_two_registries);
+  add_stores ("/deadlock/sets/lock-all", test_lock_set);
   add_stores ("/deadlock/off/no-deadlock", test_detection_off);
   add_stores ("/deadlock/stale/expired-holder", test_stale_holder);
   add_stores ("/deadlock/records/timeout-removes", test_record_timeout);
