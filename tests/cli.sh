@@ -59,9 +59,6 @@ trap 'exit 1' INT TERM HUP
 
 . "$(dirname "$0")/redis-server.sh"
 start_redis_server
-
-REDIS_URL=unix://$sock
-export REDIS_URL
 rcli () { redis-cli -s "$sock" "$@"; }
 rl () { timeout -k 5 $T "$RL" "$@"; }
 # wait_for FILE: polls for FILE for at most 20 s

@@ -420,6 +420,18 @@ test_process_stress (TestFixture *fx, gconstpointer data)
 
 /* --- Threads of one process ------------------------------------------------------------ */
 
+/* Counts the calling thread in *@count and waits until @n threads are. */
+static void
+barrier_pass (TestSync *sync, guint *count, guint n)
+{
+  test_sync_lock (sync);
+  (*count)++;
+  test_sync_broadcast (sync);
+  while (*count < n)
+    test_sync_wait (sync);
+  test_sync_unlock (sync);
+}
+
 typedef struct
 {
   RedisLock *first[2];  /* party i takes first[i]… */
@@ -441,21 +453,11 @@ thread_party (guint i, gpointer data)
   gint64 start;
 
   g_assert_true (redis_lock_lock (c->first[i], NULL));
-  test_sync_lock (&c->sync);
-  c->holding++;
-  test_sync_broadcast (&c->sync);
-  while (c->holding < 2)
-    test_sync_wait (&c->sync);
-  test_sync_unlock (&c->sync);
+  barrier_pass (&c->sync, &c->holding, 2);
   start = test_now_ms ();
   c->acquired[i] = redis_lock_try_lock_for (c->second[i], c->wait_ms, NULL, &c->error[i]);
   c->waited_ms[i] = test_now_ms () - start;
-  test_sync_lock (&c->sync);
-  c->returned++;
-  test_sync_broadcast (&c->sync);
-  while (c->hold_on && c->returned < 2)
-    test_sync_wait (&c->sync);
-  test_sync_unlock (&c->sync);
+  barrier_pass (&c->sync, &c->returned, c->hold_on ? 2 : 0);
   if (c->acquired[i])
     g_assert_true (redis_lock_unlock (c->second[i], NULL));
   g_assert_true (redis_lock_unlock (c->first[i], NULL));
@@ -569,12 +571,7 @@ set_party (guint i, gpointer data)
   gint64 start;
 
   g_assert_true (redis_lock_lock (i == 0 ? c->z0 : c->x1, NULL));
-  test_sync_lock (&c->sync);
-  c->holding++;
-  test_sync_broadcast (&c->sync);
-  while (c->holding < 2)
-    test_sync_wait (&c->sync);
-  test_sync_unlock (&c->sync);
+  barrier_pass (&c->sync, &c->holding, 2);
   start = test_now_ms ();
   if (i == 0)
     {

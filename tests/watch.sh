@@ -55,8 +55,6 @@ trap 'exit 1' INT TERM HUP
 
 . "$(dirname "$0")/redis-server.sh"
 start_redis_server
-REDIS_URL=unix://$sock
-export REDIS_URL
 host=$(hostname)
 
 # poll COMMAND…: retries COMMAND for at most 20 s

@@ -379,3 +379,24 @@ append_waiters_json (GString *out, GPtrArray *waiters)
     }
   g_string_append_c (out, ']');
 }
+
+void
+append_holder_json (GString *out, gboolean held, const char *owner, gint64 ttl_ms)
+{
+  g_autofree char *host = NULL;
+  gint64 pid = 0;
+  gboolean split = split_client_id (owner, &host, &pid);
+
+  g_string_append_printf (out, ", \"held\": %s, \"owner\": ", held ? "true" : "false");
+  rl_json_append_string (out, owner);
+  g_string_append (out, ", \"host\": ");
+  rl_json_append_string (out, split ? host : NULL);
+  if (split)
+    g_string_append_printf (out, ", \"pid\": %" G_GINT64_FORMAT, pid);
+  else
+    g_string_append (out, ", \"pid\": null");
+  if (held && ttl_ms >= 0)
+    g_string_append_printf (out, ", \"ttl_ms\": %" G_GINT64_FORMAT, ttl_ms);
+  else
+    g_string_append (out, ", \"ttl_ms\": null");
+}

@@ -147,28 +147,13 @@ print_locks (GPtrArray *locks, gboolean json, gboolean with_tokens)
       for (i = 0; i < locks->len; i++)
         {
           const LockInfo *info = g_ptr_array_index (locks, i);
-          g_autofree char *host = NULL;
-          gint64 pid = 0;
-          gboolean split = split_client_id (info->owner, &host, &pid);
 
           g_string_append (out, i ? ",\n  {" : "\n  {");
           g_string_append (out, "\"name\": ");
           rl_json_append_string (out, info->name);
           g_string_append (out, ", \"key\": ");
           rl_json_append_string (out, info->key);
-          g_string_append_printf (out, ", \"held\": %s, \"owner\": ",
-                                  info->held ? "true" : "false");
-          rl_json_append_string (out, info->owner);
-          g_string_append (out, ", \"host\": ");
-          rl_json_append_string (out, split ? host : NULL);
-          if (split)
-            g_string_append_printf (out, ", \"pid\": %" G_GINT64_FORMAT, pid);
-          else
-            g_string_append (out, ", \"pid\": null");
-          if (info->held && info->ttl_ms >= 0)
-            g_string_append_printf (out, ", \"ttl_ms\": %" G_GINT64_FORMAT, info->ttl_ms);
-          else
-            g_string_append (out, ", \"ttl_ms\": null");
+          append_holder_json (out, info->held, info->owner, info->ttl_ms);
           if (with_tokens && info->has_token)
             g_string_append_printf (out, ", \"last_token\": %" G_GUINT64_FORMAT, info->token);
           else if (with_tokens)

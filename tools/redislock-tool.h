@@ -104,6 +104,10 @@ int exit_status_for_error (const GError *error);
  * acquisition. Other clients (Spring's, for one) store UUIDs: then nothing is split
  * (FALSE). */
 gboolean split_client_id (const char *owner, char **host, gint64 *pid);
+/* Appends `, "held": …, "owner": …, "host": …, "pid": …, "ttl_ms": …` to a JSON object:
+ * host and pid split from @owner (split_client_id()) or null, the TTL null when free
+ * or without expiry. */
+void append_holder_json (GString *out, gboolean held, const char *owner, gint64 ttl_ms);
 /* Appends `, "waiters": [...]` to a JSON object: host, pid, since_us and waiter of
  * each RedisLockWaiterInfo of @waiters. */
 void append_waiters_json (GString *out, GPtrArray *waiters);

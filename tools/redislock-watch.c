@@ -384,24 +384,11 @@ print_json (Watch *w)
   for (guint i = 0; i < rows->len; i++)
     {
       Row *row = g_ptr_array_index (rows, i);
-      g_autofree char *host = NULL;
-      gint64 pid = 0;
-      gboolean split = row->lease != NULL && split_client_id (row->lease->owner, &host, &pid);
 
       g_string_append (out, i ? ",\n  {\"name\": " : "\n  {\"name\": ");
       rl_json_append_string (out, row->name);
-      g_string_append_printf (out, ", \"held\": %s, \"owner\": ", row->lease ? "true" : "false");
-      rl_json_append_string (out, row->lease ? row->lease->owner : NULL);
-      g_string_append (out, ", \"host\": ");
-      rl_json_append_string (out, split ? host : NULL);
-      if (split)
-        g_string_append_printf (out, ", \"pid\": %" G_GINT64_FORMAT, pid);
-      else
-        g_string_append (out, ", \"pid\": null");
-      if (row->lease != NULL && row->lease->pttl_ms >= 0)
-        g_string_append_printf (out, ", \"ttl_ms\": %" G_GINT64_FORMAT, row->lease->pttl_ms);
-      else
-        g_string_append (out, ", \"ttl_ms\": null");
+      append_holder_json (out, row->lease != NULL, row->lease ? row->lease->owner : NULL,
+                          row->lease ? row->lease->pttl_ms : -1);
       append_waiters_json (out, row->waiters);
       g_string_append_c (out, '}');
     }
