@@ -311,7 +311,8 @@ REDIS_LOCK_EXPORT void redis_lock_registry_set_watchdog (RedisLockRegistry *regi
  * than the first check costs nothing. With detection off, waits are neither recorded
  * nor checked, so a cycle through a waiter of @registry is not found. It applies to
  * blocking acquisitions (redis_lock_lock(), redis_lock_try_lock_for(),
- * redis_lock_try_lock_full()) that start afterwards.
+ * redis_lock_try_lock_full(), redis_lock_try_lock_all()) that start afterwards; the
+ * asynchronous calls block no thread and do not record their waits.
  *
  * Since: 0.1
  */
