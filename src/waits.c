@@ -298,7 +298,8 @@ held_index (const RlWaitRecord *holder, const char *key)
   return -1;
 }
 
-/* A cycle through @records[@self] in which every other wait began before its own: in
+/* A cycle of two waits or more through @records[@self] in which every other wait began
+ * before its own: in
  * *cycle (indexes, starting with @self, each waiting for a key the next one holds,
  * the last for one @self holds). A depth-first search over the records that began
  * earlier. */
@@ -325,6 +326,11 @@ find_cycle (GPtrArray *records, guint self, GArray *cycle)
           const RlWaitRecord *holder = g_ptr_array_index (records, j);
 
           if (held_index (holder, waiter->key) < 0)
+            continue;
+          if (j == self && at == self)
+            /* A thread waiting for a lock it holds itself through another registry:
+             * two registries are two owners, and its wait ends with its deadline, as
+             * it would for any other owner. Not a cycle of waits. */
             continue;
           if (j == self)
             {
