@@ -4,9 +4,10 @@
 # its --once and --json outputs. A private redis-server on a Unix socket; one
 # `redislock run` holds a lock, another waits for it (its waits-for record appears once
 # it has waited a few hundred milliseconds). The pane must show the lock, its holder
-# (host:pid of the holding process) and its waiter (host:pid of the waiting one); q
-# must end the command, whose exit is recorded by the pane's shell. `status` must list
-# the waiter under the lock too. Prints TAP. Without tmux (or Redis) it is skipped: a
+# (host:pid of the holding process) and its waiter (host:pid of the waiting one); a
+# resize must redraw it at once; q, and in a second pane Ctrl-C, must end the command
+# (its exit is recorded by the pane's shell) with the terminal put back. `status` must
+# list the waiter under the lock too. Prints TAP. Without tmux (or Redis) it is skipped: a
 # TAP skip under make check, exit status 77 when run by hand. Synchronisation uses
 # marker files and the pane's contents, polled in bounded loops.
 
@@ -43,7 +44,8 @@ sock=$tmp/s.sock
 tmux_sock=rlwatch$$
 holder= waiter= server=
 cleanup () {
-  tmux -L "$tmux_sock" kill-server 2>/dev/null
+  tmux -L "rlwatch$$" kill-server 2>/dev/null
+  tmux -L "rlwatch$$b" kill-server 2>/dev/null
   touch "$tmp/release"
   for p in $waiter $holder; do kill -TERM "$p" 2>/dev/null; done
   for p in $waiter $holder; do wait "$p" 2>/dev/null; done
@@ -67,7 +69,7 @@ poll () {
   done
 }
 
-echo "1..11"
+echo "1..12"
 
 "$RL" run -r wt shared -- sh -c "touch '$tmp/holding'; while [ ! -e '$tmp/release' ]; do sleep 0.05; done" \
   >/dev/null 2>"$tmp/holder.err" &
@@ -119,6 +121,18 @@ poll test -e "$tmp/watch-exit"
 check "q ends watch with status 0" test "$(cat "$tmp/watch-exit" 2>/dev/null)" = 0
 check "the terminal is put back (cursor shown, main screen)" \
   sh -c "tmux -L '$tmux_sock' display -p -t 0 '#{alternate_on} #{cursor_flag}' | grep -q '^0 1\$'"
+
+# Ctrl-C ends it too, the terminal put back (the pane's shell ignores SIGINT, so that
+# only watch hears it).
+tmux -L "$tmux_sock" kill-server 2>/dev/null
+tmux_sock=${tmux_sock}b
+tmux -L "$tmux_sock" -f /dev/null new-session -d -x 100 -y 20 \
+  "trap '' INT; REDIS_URL='$REDIS_URL' '$RL' watch -r wt; echo \$? >'$tmp/watch-exit2'; sleep 60"
+poll shows "^shared "
+tmux -L "$tmux_sock" send-keys -t 0 C-c
+poll test -e "$tmp/watch-exit2"
+check "Ctrl-C ends watch with status 0, the terminal put back" \
+  sh -c "test \"\$(cat '$tmp/watch-exit2')\" = 0 && tmux -L '$tmux_sock' display -p -t 0 '#{alternate_on} #{cursor_flag}' | grep -q '^0 1\$'"
 
 touch "$tmp/release"
 wait "$holder" 2>/dev/null
