@@ -60,6 +60,8 @@ bench_registry_settings (RedisLockRegistry *registry)
 {
   if (g_strcmp0 (g_getenv ("REDISLOCK_BENCH_KEY_TRACKING"), "on") == 0)
     redis_lock_registry_set_key_tracking (registry, TRUE);
+  if (g_strcmp0 (g_getenv ("REDISLOCK_BENCH_DEADLOCK_DETECTION"), "off") == 0)
+    redis_lock_registry_set_deadlock_detection (registry, FALSE);
 }
 
 RedisLockRegistry *
@@ -238,6 +240,7 @@ typedef struct
   gboolean json;
   gboolean list;
   gboolean key_tracking;
+  gboolean no_deadlock_detection;
   /* the other process of the hand-off (hidden options) */
   gboolean child;
   char *child_mode;
@@ -273,6 +276,8 @@ options_parse (Options *o, int *argc, char ***argv)
     { "list", 0, 0, G_OPTION_ARG_NONE, &o->list, "List the sections", NULL },
     { "key-tracking", 0, 0, G_OPTION_ARG_NONE, &o->key_tracking,
       "Run the library's registries with key tracking on (off by default)", NULL },
+    { "no-deadlock-detection", 0, 0, G_OPTION_ARG_NONE, &o->no_deadlock_detection,
+      "Run the library's registries with deadlock detection off (on by default)", NULL },
     { "child", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &o->child, NULL, NULL },
     { "child-mode", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &o->child_mode, NULL, NULL },
     { "child-name", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &o->child_name, NULL, NULL },
@@ -389,6 +394,8 @@ main (int argc, char **argv)
       /* Read by bench_registry_settings(), here and in the child processes. */
       if (opt.key_tracking)
         g_setenv ("REDISLOCK_BENCH_KEY_TRACKING", "on", TRUE);
+      if (opt.no_deadlock_detection)
+        g_setenv ("REDISLOCK_BENCH_DEADLOCK_DETECTION", "off", TRUE);
       status = run (&opt, argv[0]);
     }
   options_clear (&opt);

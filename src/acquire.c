@@ -24,6 +24,8 @@
  *               |                                | one did not count)
  *               | still down                     | sleeping, on the spin interval
  *   sleeping    | notified, or wake_at passed    | attempting: ATTEMPT
+ *               | a planned check is due         | sleeping: CHECK (the driver
+ *               |                                | checks for a cycle of waits)
  *
  * A sleep ended by its end time, even at the deadline, leads to one more attempt: the
  * holder may have gone quietly. Only an attempt's verdict ends an acquisition.
@@ -130,7 +132,8 @@ void
 rl_acquire_init (RlAcquire *acq, const char *name, gint64 deadline, gint64 yield_until)
 {
   *acq = (RlAcquire){
-    .name = name, .state = RL_ACQ_START, .deadline = deadline, .yield_until = yield_until
+    .name = name, .state = RL_ACQ_START, .deadline = deadline, .yield_until = yield_until,
+    .check_at = RL_FOREVER
   };
 }
 
@@ -161,6 +164,8 @@ rl_acquire_step (RlAcquire *acq, gint64 now, guint16 seq)
           }
         break;
       case RL_ACQ_SLEEPING:
+        if (now >= acq->check_at)
+          return RL_ACQUIRE_CHECK;
         if (now < acq->wake_at && seq == acq->seq)
           return RL_ACQUIRE_SLEEP;
         break;
@@ -174,6 +179,19 @@ rl_acquire_step (RlAcquire *acq, gint64 now, guint16 seq)
     }
   set_state (acq, RL_ACQ_ATTEMPTING);
   return RL_ACQUIRE_ATTEMPT;
+}
+
+void
+rl_acquire_check_at (RlAcquire *acq, gint64 at)
+{
+  acq->check_at = at;
+}
+
+RlAcquireAction
+rl_acquire_checked (RlAcquire *acq, gint64 next_at, gint64 now, guint16 seq)
+{
+  acq->check_at = next_at;
+  return rl_acquire_step (acq, now, seq);
 }
 
 RlAcquireAction

@@ -31,6 +31,9 @@ typedef enum
   RL_ACQUIRE_SLEEP,   /* sleep until wake_at, or until the notification number moves
                          past seq when watch_seq; then step again */
   RL_ACQUIRE_DONE,    /* finished: see outcome */
+  RL_ACQUIRE_CHECK,   /* during a sleep: the check for a cycle of waits the driver planned
+                         (rl_acquire_check_at()) is due; make it, then
+                         rl_acquire_checked() */
 } RlAcquireAction;
 
 /* How an acquisition ended. */
@@ -96,6 +99,8 @@ typedef struct
   gint64 wake_at;           /* SLEEP: monotonic µs */
   gint64 watch_ms;          /* WATCH: the most a blocking driver may wait for them */
   gint64 held_at;           /* when the last attempt was found held (monotonic µs) */
+  gint64 check_at;          /* the next check for a cycle of waits, a sleep ending for it
+                               (monotonic µs); RL_FOREVER: none */
   RlAttemptReport last;     /* the last attempt's report */
 } RlAcquire;
 
@@ -113,6 +118,21 @@ RlAcquireAction rl_acquire_step (RlAcquire *acq, gint64 now, guint16 seq);
 RlAcquireAction rl_acquire_attempted (RlAcquire *acq, const RlAttemptReport *report, gint64 now);
 /* The confirmation asked for was made: notifications are @up. What to do next. */
 RlAcquireAction rl_acquire_watched (RlAcquire *acq, gboolean up);
+/* Has the sleeps between attempts end at @at for a check for a cycle of waits
+ * (RL_ACQUIRE_CHECK), which only a driver that can make one asks for; RL_FOREVER: no
+ * check (the default). */
+void rl_acquire_check_at (RlAcquire *acq, gint64 at);
+/* The check asked for was made; the next one is due at @next_at. What to do next, as
+ * rl_acquire_step() says with @now and @seq (the sleep goes on, or ends at once when
+ * the notification number moved meanwhile). */
+RlAcquireAction rl_acquire_checked (RlAcquire *acq, gint64 next_at, gint64 now, guint16 seq);
+/* When the sleep asked for (RL_ACQUIRE_SLEEP) ends at the latest: its wake_at, or a
+ * check due earlier. */
+static inline gint64
+rl_acquire_sleep_end (const RlAcquire *acq)
+{
+  return acq->state == RL_ACQ_SLEEPING ? MIN (acq->wake_at, acq->check_at) : acq->wake_at;
+}
 /* Whether the next attempt follows one that found it held. */
 static inline gboolean
 rl_acquire_contended (const RlAcquire *acq)

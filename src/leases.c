@@ -213,6 +213,27 @@ rl_leases_value (RlLeases *self, guint64 serial, char value[RL_LEASE_VALUE_MAX])
   value[len] = '\0';
 }
 
+void
+rl_leases_foreach_held (RlLeases *self, RlLeasesHeldFunc func, gpointer user_data)
+{
+  GHashTableIter iter;
+  gpointer key;
+
+  rl_mutex_lock (&self->mutex);
+  g_hash_table_iter_init (&iter, self->held);
+  while (g_hash_table_iter_next (&iter, &key, NULL))
+    {
+      RedisLock *lock = key;
+      char value[RL_LEASE_VALUE_MAX];
+
+      if (lock->lease_flags.lost)
+        continue;
+      rl_leases_value (self, lock->lease.serial, value);
+      func (lock, value, user_data);
+    }
+  rl_mutex_unlock (&self->mutex);
+}
+
 /* Reporting losses ------------------------------------------------------------- */
 
 /* Counts a loss and cancels the lease cancellable of its hold. */

@@ -80,6 +80,11 @@ gboolean rl_leases_drop (RlLeases *leases, RedisLock *lock, gboolean *lost);
  * background until it is gone or its @ttl_ms has run out. */
 void rl_leases_add_doubtful (RlLeases *leases, const char *key, const char *value, gint64 ttl_ms);
 
+/* Calls @func for each lease in the table that is not known lost, with its value, under
+ * the table's mutex: @func must not call into the table, nor take a lock's mutex. */
+typedef void (*RlLeasesHeldFunc) (RedisLock *lock, const char *value, gpointer user_data);
+void rl_leases_foreach_held (RlLeases *leases, RlLeasesHeldFunc func, gpointer user_data);
+
 RlLeaseView rl_leases_view (RlLeases *leases, RedisLock *lock);
 /* Marks the held lease of @lock lost if its time ran out unconfirmed, and reports it.
  * Returns whether it is lost. */

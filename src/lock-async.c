@@ -540,7 +540,7 @@ step_lease (AsyncCall *call)
           return;
         }
       /* RL_ACQUIRE_SLEEP; if the number moved already, the machine looks again. */
-      if (sleep_until (call, call->acq.seq, call->acq.wake_at))
+      if (sleep_until (call, call->acq.seq, rl_acquire_sleep_end (&call->acq)))
         return;
     }
 }

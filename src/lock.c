@@ -63,6 +63,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "waits.h"
 
 #define RL_LOCAL_BARGE_MAX 4
 
@@ -323,11 +324,12 @@ release_orphan (RedisLock *lock)
  * @error on close or cancel, without on timeout. */
 static gboolean
 acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *cancellable,
-               gboolean *kept, gboolean *reentered, GError **error)
+               RlWaiting *waiting, gboolean *kept, gboolean *reentered, GError **error)
 {
   gboolean owned = FALSE;
   gboolean orphan = FALSE;
   gboolean waited = FALSE;
+  gint64 now;
 
   rl_mutex_lock (&lock->m);
   lock->waiters++;
@@ -348,9 +350,23 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
           owned = TRUE;
           break;
         }
-      if (g_get_monotonic_time () >= deadline)
+      now = g_get_monotonic_time ();
+      if (now >= deadline)
         break;
-      rl_cond_wait_until (&lock_wait (lock)->local, &lock->m, deadline);
+      if (waiting != NULL && rl_waiting_due (waiting, now))
+        {
+          gboolean go_on;
+
+          /* A wait for a thread of this process joins the waits-for graph too. */
+          rl_mutex_unlock (&lock->m);
+          go_on = rl_waiting_check (waiting, error);
+          rl_mutex_lock (&lock->m);
+          if (!go_on)
+            break;
+          continue;
+        }
+      rl_cond_wait_until (&lock_wait (lock)->local, &lock->m,
+                          waiting != NULL ? MIN (deadline, waiting->check_at) : deadline);
       lock->waking = FALSE;
       waited = TRUE;
     }
@@ -401,11 +417,13 @@ rl_lock_sleep (RedisLock *lock, const RlAcquire *acq, GCancellable *cancellable)
 {
   guint16 seq;
 
+  gint64 end = rl_acquire_sleep_end (acq);
+
   rl_mutex_lock (&lock->m);
   while ((!acq->watch_seq || lock->notify_seq == acq->seq)
          && !rl_registry_is_closed (lock->registry) && !g_cancellable_is_cancelled (cancellable)
-         && g_get_monotonic_time () < acq->wake_at)
-    rl_cond_wait_until (&lock_wait (lock)->notify, &lock->m, acq->wake_at);
+         && g_get_monotonic_time () < end)
+    rl_cond_wait_until (&lock_wait (lock)->notify, &lock->m, end);
   seq = lock->notify_seq;
   rl_mutex_unlock (&lock->m);
   return seq;
@@ -513,7 +531,7 @@ rl_lock_attempt_step (RedisLock *lock, RlAcquire *acq, gboolean pubsub, gboolean
 static gboolean
 acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms,
                const char *fence_key, const RlLeaseRequest *request, GCancellable *cancellable,
-               GError **error)
+               RlWaiting *waiting, GError **error)
 {
   RedisLockRegistry *registry = lock->registry;
   gboolean pubsub = rl_registry_pubsub (registry);
@@ -522,6 +540,8 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
   guint16 seq;
 
   rl_lock_begin_acquire (lock, &acq, deadline);
+  if (waiting != NULL)
+    rl_acquire_check_at (&acq, waiting->check_at);
   action = rl_acquire_step (&acq, g_get_monotonic_time (), 0);
   for (;;)
     switch (action)
@@ -538,6 +558,12 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
           return FALSE;
         action = rl_acquire_step (&acq, g_get_monotonic_time (), seq);
         break;
+      case RL_ACQUIRE_CHECK:
+        if (!rl_waiting_check (waiting, error))
+          return FALSE;
+        action = rl_acquire_checked (&acq, waiting->check_at, g_get_monotonic_time (),
+                                     rl_lock_notify_seq (lock));
+        break;
       case RL_ACQUIRE_DONE:
       default:
         return acq.outcome == RL_ACQUIRE_TAKEN;
@@ -548,7 +574,8 @@ gboolean
 rl_lock_acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms,
                        const RlLeaseRequest *request, GCancellable *cancellable, GError **error)
 {
-  return acquire_lease (lock, deadline, bounded, ttl_ms, NULL, request, cancellable, error);
+  /* A member's lease records no wait (waits.c knows the plain lock's holds only). */
+  return acquire_lease (lock, deadline, bounded, ttl_ms, NULL, request, cancellable, NULL, error);
 }
 
 /* With fencing on, the key of @lock's fencing counter in *fence_key (g_free()); NULL
@@ -583,6 +610,7 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
   gboolean kept = FALSE;
   gboolean reentered = FALSE;
   gboolean ok;
+  RlWaiting waiting;
 
   if (!rl_registry_check (registry, error))
     return FALSE;
@@ -606,13 +634,17 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
 
   if (cancellable != NULL && wait_ms != 0)
     handler = g_cancellable_connect (cancellable, G_CALLBACK (on_cancelled), lock, NULL);
-  if (!owned && !acquire_local (lock, self, deadline, cancellable, &kept, &reentered, error))
+  rl_waiting_begin (&waiting, lock);
+  if (!owned
+      && !acquire_local (lock, self, deadline, cancellable, &waiting, &kept, &reentered, error))
     {
+      rl_waiting_end (&waiting);
       g_cancellable_disconnect (cancellable, handler);
       return FALSE;
     }
   if (reentered)
     {
+      rl_waiting_end (&waiting);
       g_cancellable_disconnect (cancellable, handler);
       return TRUE;
     }
@@ -625,7 +657,8 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
   else
     ok = (kept && rl_lock_accept_kept_lease (lock))
          || acquire_lease (lock, deadline, wait_ms != 0, ttl_ms, fence_key, NULL, cancellable,
-                           error);
+                           &waiting, error);
+  rl_waiting_end (&waiting);
   g_cancellable_disconnect (cancellable, handler);
   if (!ok)
     release_local (lock);
@@ -651,7 +684,8 @@ rl_lock_take_local (RedisLock *lock, gint64 deadline, GCancellable *cancellable,
   if (owned)
     kept = take_ownership_locked (lock, self, FALSE);
   rl_mutex_unlock (&lock->m);
-  if (!owned && !acquire_local (lock, self, deadline, cancellable, &kept, &reentered, error))
+  if (!owned
+      && !acquire_local (lock, self, deadline, cancellable, NULL, &kept, &reentered, error))
     return RL_LOCAL_FAILED;
   if (reentered)
     return RL_LOCAL_REENTERED;

@@ -54,6 +54,8 @@ typedef struct
   guint refs;             /* stores open on it */
   GHashTable *leases;     /* full key -> MemoryLease */
   GHashTable *counters;   /* fencing counter key -> guint64 *, never removed */
+  GHashTable *waits;      /* waits-for hash key (rl_store_waits_key()) -> GHashTable of
+                             record id -> MemoryLease (the record as its owner) */
   GQueue listeners;       /* of RlMemoryStore, those not closed */
   guint inserts;          /* new keys since the last sweep */
   guint size_after_sweep; /* leases left by the last sweep */
@@ -640,6 +642,7 @@ space_unref (MemorySpace *space)
   g_hash_table_remove (memory_spaces, space->name);
   g_hash_table_unref (space->leases);
   g_hash_table_unref (space->counters);
+  g_hash_table_unref (space->waits);
   g_free (space->name);
   g_free (space);
 }
@@ -877,6 +880,54 @@ memory_rw_stop_waiting (RlStore *store, const RlRwKeys *keys, GError **error)
   return TRUE;
 }
 
+/* The waits-for records of the store's registry key, as the Redis store keeps them:
+ * one table per registry key, each record a MemoryLease whose owner is the record,
+ * expired ones removed when the table is read. */
+static gboolean
+memory_waits_update (RlStore *store, const char *id, const char *record, gint64 ttl_ms,
+                     GPtrArray *records, GError **error)
+{
+  RlMemoryStore *self = (RlMemoryStore *) store;
+  g_autofree char *key = rl_store_waits_key (store->registry_key);
+  gint64 now = g_get_monotonic_time ();
+  GHashTable *table;
+
+  rl_mutex_lock (&memory_mutex);
+  count_request (store, 1);
+  table = g_hash_table_lookup (self->space->waits, key);
+  if (table == NULL && record != NULL)
+    {
+      table = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, lease_free);
+      g_hash_table_insert (self->space->waits, g_strdup (key), table);
+    }
+  if (id != NULL && record == NULL && table != NULL)
+    g_hash_table_remove (table, id);
+  else if (id != NULL && record != NULL)
+    {
+      MemoryLease *entry = g_new (MemoryLease, 1);
+
+      entry->owner = g_strdup (record);
+      entry->expires_us = expiry_after (now, ttl_ms);
+      g_hash_table_replace (table, g_strdup (id), entry);
+    }
+  if (records != NULL && table != NULL)
+    {
+      GHashTableIter iter;
+      gpointer value;
+
+      g_hash_table_iter_init (&iter, table);
+      while (g_hash_table_iter_next (&iter, NULL, &value))
+        if (now >= ((MemoryLease *) value)->expires_us)
+          g_hash_table_iter_remove (&iter);
+        else
+          g_ptr_array_add (records, g_strdup (((MemoryLease *) value)->owner));
+    }
+  if (table != NULL && g_hash_table_size (table) == 0)
+    g_hash_table_remove (self->space->waits, key);
+  rl_mutex_unlock (&memory_mutex);
+  return TRUE;
+}
+
 static const RlStoreVTable memory_store_vtable = {
   .acquire = memory_acquire,
   .acquire_many = memory_acquire_many,
@@ -888,6 +939,7 @@ static const RlStoreVTable memory_store_vtable = {
   .inspect = memory_inspect,
   .read_counter = memory_read_counter,
   .list = memory_list,
+  .waits_update = memory_waits_update,
   .watch = memory_watch,
   /* semaphores */
   .semaphore_acquire = memory_semaphore_acquire,
@@ -958,6 +1010,8 @@ rl_memory_store_open (const char *url, const char *registry_key, const char *cli
       space->name = g_strdup (name);
       space->leases = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, lease_free);
       space->counters = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+      space->waits = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                            (GDestroyNotify) g_hash_table_unref);
       g_queue_init (&space->listeners);
       g_hash_table_insert (memory_spaces, space->name, space);
     }

@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "waits.h"
 
 /* The longest random pause before a retry that follows a partly taken set. */
 #define RL_MULTI_JITTER_MAX_MS 20
@@ -301,8 +302,8 @@ attempt_set (SetAttempt *a, RlAcquire *acq, RlAcquireAction *next, gboolean *ok,
  * on the first lock an attempt found held. TRUE when all are taken and recorded; FALSE
  * with @error on failure, without on timeout, and then none is held. */
 static gboolean
-acquire_leases (Entry *entries, guint m, gint64 deadline, gboolean bounded,
-                GCancellable *cancellable, GError **error)
+acquire_leases_waiting (Entry *entries, guint m, gint64 deadline, gboolean bounded,
+                        GCancellable *cancellable, RlWaiting *waiting, GError **error)
 {
   g_autofree guint *need = g_new0 (guint, m);
   g_autofree Group *groups = g_new0 (Group, m);
@@ -328,6 +329,7 @@ acquire_leases (Entry *entries, guint m, gint64 deadline, gboolean bounded,
 
   /* A set never yields: the yield policy is about one lock taken again and again. */
   rl_acquire_init (&acq, entries[need[0]].lock->key_data, deadline, 0);
+  rl_acquire_check_at (&acq, waiting->check_at);
   action = rl_acquire_step (&acq, g_get_monotonic_time (), 0);
   for (;;)
     switch (action)
@@ -356,10 +358,33 @@ acquire_leases (Entry *entries, guint m, gint64 deadline, gboolean bounded,
           return FALSE;
         action = rl_acquire_step (&acq, g_get_monotonic_time (), seq);
         break;
+      case RL_ACQUIRE_CHECK:
+        /* The set waits for the first lock its last attempt found held. */
+        rl_waiting_retarget (waiting, a.held->lock);
+        if (!rl_waiting_check (waiting, error))
+          return FALSE;
+        action = rl_acquire_checked (&acq, waiting->check_at, g_get_monotonic_time (),
+                                     rl_lock_notify_seq (a.held->lock));
+        break;
       case RL_ACQUIRE_DONE:
       default:
         return FALSE;
       }
+}
+
+/* acquire_leases_waiting(), its wait recorded and checked for cycles as a blocking
+ * lock's is (waits.h). */
+static gboolean
+acquire_leases (Entry *entries, guint m, gint64 deadline, gboolean bounded,
+                GCancellable *cancellable, GError **error)
+{
+  RlWaiting waiting;
+  gboolean ok;
+
+  rl_waiting_begin (&waiting, entries[0].lock);
+  ok = acquire_leases_waiting (entries, m, deadline, bounded, cancellable, &waiting, error);
+  rl_waiting_end (&waiting);
+  return ok;
 }
 
 /* Try lock all ------------------------------------------------------------------ */

@@ -38,6 +38,7 @@
 #include "sync.h"
 #include "notify.h"
 #include "redis-store-private.h"
+#include "redis-waits.h"
 
 /* ACQUIRE: KEYS[1] = lock key, ARGV[1] = this acquisition's value, ARGV[2] = TTL in ms.
  * Absent: SET NX PX takes it (the common case, one command). Ours already (the same
@@ -234,6 +235,7 @@ typedef struct
   RlScript acquire, release, renew;
   RlScript fenced_acquire, acquire_all; /* with fencing, and for several leases at once */
   RlScript force_release;               /* an operator's delete, whoever holds the key */
+  RlScript waits;                       /* the waits-for records (redis-waits.c) */
   gboolean slotted; /* a Cluster: a script's keys must share a slot */
   gboolean sentinel; /* a Sentinel deployment: releases are remembered for a while */
   gint publish_refused; /* atomic: the missing channel permission was reported */
@@ -2673,6 +2675,27 @@ rl_redis_store_channel (RlStore *store, const char *key)
   return g_strconcat (((RlRedisStore *) store)->channel_prefix, key, NULL);
 }
 
+/* The waits-for records: the script of redis-waits.c on the registry key's hash. */
+static gboolean
+redis_waits_update (RlStore *store, const char *id, const char *record, gint64 ttl_ms,
+                    GPtrArray *records, GError **error)
+{
+  RlRedisStore *self = (RlRedisStore *) store;
+  g_autofree char *key = rl_store_waits_key (store->registry_key);
+  const char *argv[8];
+  char ttl_text[24];
+  redisReply *reply;
+  gboolean ok;
+
+  rl_redis_waits_argv (argv, key, id, record, ttl_ms, records != NULL, ttl_text);
+  reply = call (self, key, 8, argv, &self->waits, 0, NULL, NULL, NULL, error);
+  if (reply == NULL)
+    return FALSE;
+  ok = rl_redis_waits_read_reply (reply, records, error);
+  freeReplyObject (reply);
+  return ok;
+}
+
 static const RlStoreVTable redis_store_vtable = {
   .acquire = redis_acquire,
   .acquire_many = redis_acquire_many,
@@ -2696,6 +2719,8 @@ static const RlStoreVTable redis_store_vtable = {
   /* read-write locks (redis-rwlock.c) */
   .rw_acquire = rl_redis_rw_acquire,
   .rw_stop_waiting = rl_redis_rw_stop_waiting,
+  /* waits-for records (redis-waits.c) */
+  .waits_update = redis_waits_update,
   .close = redis_close,
   .free = redis_free,
 };
@@ -2817,6 +2842,7 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
   rl_redis_script_init (&self->fenced_acquire, fenced_acquire_script);
   rl_redis_script_init (&self->acquire_all, acquire_all_script);
   rl_redis_script_init (&self->force_release, force_release_script);
+  rl_redis_script_init (&self->waits, rl_redis_waits_script);
   self->slotted = parsed.kind == RL_TOPOLOGY_CLUSTER;
   self->sentinel = parsed.kind == RL_TOPOLOGY_SENTINEL;
   rl_mutex_init (&self->recent_mutex);

@@ -19,6 +19,7 @@
 
 #include "internal.h"
 #include "rwlock.h"
+#include "waits.h"
 
 #define RL_DEFAULT_TTL_MS 60000
 #define RL_DEFAULT_IDLE_MS 100
@@ -139,6 +140,7 @@ registry_new (const char *url, const char *const *urls, const char *registry_key
   registry->settings.wait_mode = REDIS_LOCK_WAIT_PUBSUB;
   registry->settings.watchdog_enabled = TRUE;
   registry->settings.max_local_handoffs = RL_DEFAULT_MAX_LOCAL_HANDOFFS;
+  registry->settings.deadlock_detection = TRUE;
   registry->capacity = RL_DEFAULT_CAPACITY;
   registry->store_ctx.connect_timeout_ms = RL_DEFAULT_CONNECT_TIMEOUT_MS;
   registry->store_ctx.command_timeout_ms = RL_DEFAULT_COMMAND_TIMEOUT_MS;
@@ -162,6 +164,7 @@ registry_new (const char *url, const char *const *urls, const char *registry_key
     }
   registry->leases = rl_leases_new (registry->store, registry->client_id, &registry->settings,
                                     &registry->stats);
+  rl_waits_register (registry);
   return registry;
 }
 
@@ -245,6 +248,8 @@ registry_free (RedisLockRegistry *registry)
     drop_cached (registry, registry->lru_head);
   g_hash_table_foreach (registry->rw_locks, free_rw, NULL);
   g_hash_table_unref (registry->rw_locks);
+  if (registry->leases != NULL)
+    rl_waits_unregister (registry);
   rl_leases_free (registry->leases);
   if (registry->store != NULL)
     rl_store_free (registry->store);
@@ -348,6 +353,13 @@ redis_lock_registry_set_watchdog (RedisLockRegistry *registry, gboolean enabled)
   if (is_forked (registry))
     return;
   rl_leases_settings_changed (registry->leases);
+}
+
+void
+redis_lock_registry_set_deadlock_detection (RedisLockRegistry *registry, gboolean enabled)
+{
+  g_return_if_fail (registry != NULL);
+  g_atomic_int_set (&registry->settings.deadlock_detection, enabled ? 1 : 0);
 }
 
 /* Drops least recently obtained idle locks until @target entries remain or none can

@@ -17,6 +17,7 @@ typedef struct
   gint wait_mode;               /* atomic: RedisLockWaitMode */
   gint watchdog_enabled;        /* atomic */
   guint max_local_handoffs;     /* atomic */
+  gint deadlock_detection;      /* atomic: waits are recorded and checked for cycles */
 } RlSettings;
 
 /* Atomic access to 64-bit settings and statistics counters. */

@@ -272,6 +272,20 @@ typedef struct
    * notifies the waiters for it (readers held back by it). */
   gboolean (*rw_stop_waiting) (RlStore *store, const RlRwKeys *keys, GError **error);
 
+  /* waits-for records ----------------------------------------------------------
+   * Who waits for whom (waits.c): one record per waiting acquisition of every
+   * registry on this registry key, in any process, opaque to the store, all kept
+   * where one request reads them whole (on Redis one hash, rl_store_waits_key(): one
+   * key, so one Cluster slot), each with an expiry on the store's own clock, so that
+   * the records of a process that died go away by themselves. */
+
+  /* With @id: sets the record @id to @record, expiring @ttl_ms from now, or deletes it
+   * when @record is NULL. With @records: appends a copy (g_free()) of every record
+   * that has not expired (after the change), deleting the expired ones. One atomic
+   * step. NULL in a store that keeps no records (the quorum store). */
+  gboolean (*waits_update) (RlStore *store, const char *id, const char *record, gint64 ttl_ms,
+                            GPtrArray *records, GError **error);
+
   /* Stops background threads; the store stays usable for single calls. */
   void (*close) (RlStore *store);
   void (*free) (RlStore *store);
@@ -317,6 +331,15 @@ rl_store_semaphore_key_len (const char *key)
   if (i == len || i < 5 || key[i - 1] != ':' || memcmp (key + i - 5, ":sem", 4) != 0)
     return 0;
   return i - 1;
+}
+
+/* Where the waits-for records of @registry_key live: `waits:{REGISTRY_KEY}`, outside
+ * the `registry_key:` names of locks, so that no lock name can meet it. Free with
+ * g_free(). */
+static inline char *
+rl_store_waits_key (const char *registry_key)
+{
+  return g_strconcat ("waits:{", registry_key, "}", NULL);
 }
 
 struct _RlStore

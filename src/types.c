@@ -55,6 +55,33 @@ lease_info_copy (const RedisLockLeaseInfo *info)
 G_DEFINE_BOXED_TYPE (RedisLockLeaseInfo, redis_lock_lease_info, lease_info_copy,
                      redis_lock_lease_info_free)
 
+static RedisLockWaiterInfo *
+waiter_info_copy (const RedisLockWaiterInfo *info)
+{
+  RedisLockWaiterInfo *copy = g_new0 (RedisLockWaiterInfo, 1);
+
+  copy->name = g_strdup (info->name);
+  copy->waiter = g_strdup (info->waiter);
+  copy->host = g_strdup (info->host);
+  copy->pid = info->pid;
+  copy->since_us = info->since_us;
+  return copy;
+}
+
+void
+redis_lock_waiter_info_free (RedisLockWaiterInfo *info)
+{
+  if (info == NULL)
+    return;
+  g_free (info->name);
+  g_free (info->waiter);
+  g_free (info->host);
+  g_free (info);
+}
+
+G_DEFINE_BOXED_TYPE (RedisLockWaiterInfo, redis_lock_waiter_info, waiter_info_copy,
+                     redis_lock_waiter_info_free)
+
 G_DEFINE_ENUM_TYPE (RedisLockErrorCode, redis_lock_error,
                     G_DEFINE_ENUM_VALUE (REDIS_LOCK_ERROR_INVALID, "invalid"),
                     G_DEFINE_ENUM_VALUE (REDIS_LOCK_ERROR_CONNECTION, "connection"),
@@ -64,7 +91,8 @@ G_DEFINE_ENUM_TYPE (RedisLockErrorCode, redis_lock_error,
                     G_DEFINE_ENUM_VALUE (REDIS_LOCK_ERROR_CACHE_FULL, "cache-full"),
                     G_DEFINE_ENUM_VALUE (REDIS_LOCK_ERROR_FORKED, "forked"),
                     G_DEFINE_ENUM_VALUE (REDIS_LOCK_ERROR_CLOSED, "closed"),
-                    G_DEFINE_ENUM_VALUE (REDIS_LOCK_ERROR_NOT_REPLICATED, "not-replicated"))
+                    G_DEFINE_ENUM_VALUE (REDIS_LOCK_ERROR_NOT_REPLICATED, "not-replicated"),
+                    G_DEFINE_ENUM_VALUE (REDIS_LOCK_ERROR_DEADLOCK, "deadlock"))
 
 G_DEFINE_ENUM_TYPE (RedisLockWaitMode, redis_lock_wait_mode,
                     G_DEFINE_ENUM_VALUE (REDIS_LOCK_WAIT_PUBSUB, "pubsub"),

@@ -58,22 +58,8 @@ cleanup () {
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
-redis-server --port 0 --unixsocket "$sock" --unixsocketperm 700 --save '' --appendonly no \
-  --daemonize no --dir "$tmp" >"$tmp/redis.log" 2>&1 &
-server=$!
-i=0
-until [ "$(redis-cli -s "$sock" PING 2>/dev/null)" = PONG ]; do
-  i=$((i + 1))
-  if [ $i -gt 200 ] || ! kill -0 "$server" 2>/dev/null; then
-    echo "Bail out! redis-server did not start"
-    cat "$tmp/redis.log" | sed 's/^/# /'
-    exit 1
-  fi
-  sleep 0.05
-done
-
-REDIS_URL=unix://$sock
-export REDIS_URL
+. "$(dirname "$0")/redis-server.sh"
+start_redis_server
 rcli () { redis-cli -s "$sock" "$@"; }
 rl () { timeout -k 5 $T "$RL" "$@"; }
 # wait_for FILE: polls for FILE for at most 20 s

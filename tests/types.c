@@ -122,6 +122,22 @@ test_boxed_structs (void)
   g_assert_no_error (error);
 }
 
+static void
+test_boxed_waiter_info (void)
+{
+  RedisLockWaiterInfo info = { (char *) "a", (char *) "id:1", (char *) "host", 42, 1234 };
+  g_autoptr (RedisLockWaiterInfo) copy = NULL;
+
+  g_test_summary ("The waiter info is a boxed type copied with strings of its own.");
+  copy = g_boxed_copy (REDIS_LOCK_TYPE_WAITER_INFO, &info);
+  g_assert_true (copy->name != info.name && copy->waiter != info.waiter && copy->host != info.host);
+  g_assert_cmpstr (copy->name, ==, "a");
+  g_assert_cmpstr (copy->waiter, ==, "id:1");
+  g_assert_cmpstr (copy->host, ==, "host");
+  g_assert_cmpint (copy->pid, ==, 42);
+  g_assert_cmpint (copy->since_us, ==, 1234);
+}
+
 /* Asserts that @type is a GEnum (or GFlags) whose values are exactly @values, named
  * as in C, with the nicks @nicks. */
 static void
@@ -170,16 +186,17 @@ test_enums (void)
   static const char *const error_names[] = {
     "REDIS_LOCK_ERROR_INVALID",   "REDIS_LOCK_ERROR_CONNECTION", "REDIS_LOCK_ERROR_REDIS",
     "REDIS_LOCK_ERROR_NOT_OWNER", "REDIS_LOCK_ERROR_LEASE_LOST", "REDIS_LOCK_ERROR_CACHE_FULL",
-    "REDIS_LOCK_ERROR_FORKED",    "REDIS_LOCK_ERROR_CLOSED",     "REDIS_LOCK_ERROR_NOT_REPLICATED"
+    "REDIS_LOCK_ERROR_FORKED",    "REDIS_LOCK_ERROR_CLOSED",     "REDIS_LOCK_ERROR_NOT_REPLICATED",
+    "REDIS_LOCK_ERROR_DEADLOCK"
   };
   static const char *const error_nicks[]
       = { "invalid",    "connection", "redis",  "not-owner",     "lease-lost",
-          "cache-full", "forked",     "closed", "not-replicated" };
+          "cache-full", "forked",     "closed", "not-replicated", "deadlock" };
   static const int error_values[] = { REDIS_LOCK_ERROR_INVALID,       REDIS_LOCK_ERROR_CONNECTION,
                                       REDIS_LOCK_ERROR_REDIS,         REDIS_LOCK_ERROR_NOT_OWNER,
                                       REDIS_LOCK_ERROR_LEASE_LOST,    REDIS_LOCK_ERROR_CACHE_FULL,
                                       REDIS_LOCK_ERROR_FORKED,        REDIS_LOCK_ERROR_CLOSED,
-                                      REDIS_LOCK_ERROR_NOT_REPLICATED };
+                                      REDIS_LOCK_ERROR_NOT_REPLICATED, REDIS_LOCK_ERROR_DEADLOCK };
   static const char *const wait_names[] = { "REDIS_LOCK_WAIT_PUBSUB", "REDIS_LOCK_WAIT_SPIN" };
   static const char *const wait_nicks[] = { "pubsub", "spin" };
   static const int wait_values[] = { REDIS_LOCK_WAIT_PUBSUB, REDIS_LOCK_WAIT_SPIN };
@@ -254,6 +271,7 @@ main (int argc, char **argv)
   g_test_add_func ("/types/boxed/registry", test_boxed_registry);
   g_test_add_func ("/types/boxed/lock", test_boxed_lock);
   g_test_add_func ("/types/boxed/structs", test_boxed_structs);
+  g_test_add_func ("/types/boxed/waiter-info", test_boxed_waiter_info);
   g_test_add_func ("/types/enums", test_enums);
   g_test_add_func ("/types/test-server/ref", test_test_server_ref);
   return g_test_run ();

@@ -11,6 +11,7 @@
 
 #include "redislock-tool.h"
 #include "url.h"
+#include "report.h"
 
 #include <errno.h>
 #include <math.h>
@@ -284,4 +285,118 @@ exit_status_for_error (const GError *error)
   if (g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID))
     return EXIT_USAGE;
   return EXIT_REDIS;
+}
+
+/* The holder of a lease: its value split into host and pid ------------------------ */
+
+static gboolean
+all_digits (const char *s, gsize n)
+{
+  gsize i;
+
+  for (i = 0; i < n; i++)
+    if (!g_ascii_isdigit (s[i]))
+      return FALSE;
+  return n > 0;
+}
+
+static gboolean
+all_hex (const char *s, gsize n)
+{
+  gsize i;
+
+  for (i = 0; i < n; i++)
+    if (!g_ascii_isxdigit (s[i]))
+      return FALSE;
+  return n > 0;
+}
+
+/* The colon last before @end in @s, or NULL. */
+static const char *
+colon_before (const char *s, const char *end)
+{
+  while (end > s)
+    if (*--end == ':')
+      return end;
+  return NULL;
+}
+
+/* Splits @owner up to @end, `host:pid:tail`, into host and pid. */
+static gboolean
+split_host_pid (const char *owner, const char *end, char **host, gint64 *pid)
+{
+  const char *last = colon_before (owner, end);
+  const char *prev = last != NULL ? colon_before (owner, last) : NULL;
+  g_autofree char *pid_text = NULL;
+
+  if (last == NULL || prev == NULL || prev == owner || last + 1 == end)
+    return FALSE;
+  pid_text = g_strndup (prev + 1, (gsize) (last - prev - 1));
+  if (!all_digits (pid_text, strlen (pid_text))
+      || !g_ascii_string_to_signed (pid_text, 10, 0, G_MAXINT64, pid, NULL))
+    return FALSE;
+  *host = g_strndup (owner, (gsize) (prev - owner));
+  return TRUE;
+}
+
+gboolean
+split_client_id (const char *owner, char **host, gint64 *pid)
+{
+  const char *end, *last, *prev;
+  gboolean numbered;
+
+  if (owner == NULL)
+    return FALSE;
+  end = owner + strlen (owner);
+  last = colon_before (owner, end);
+  numbered = last != NULL && all_digits (last + 1, (gsize) (end - last - 1));
+  prev = numbered ? colon_before (owner, last) : NULL;
+  /* host:pid:<32 hex>:N first; host:pid:anything; then host:pid:hex:N with a short hex */
+  if (prev != NULL && last - prev - 1 == 32 && all_hex (prev + 1, 32)
+      && split_host_pid (owner, last, host, pid))
+    return TRUE;
+  if (split_host_pid (owner, end, host, pid))
+    return TRUE;
+  return prev != NULL && all_hex (prev + 1, (gsize) (last - prev - 1))
+         && split_host_pid (owner, last, host, pid);
+}
+
+void
+append_waiters_json (GString *out, GPtrArray *waiters)
+{
+  g_string_append (out, ", \"waiters\": [");
+  for (guint j = 0; j < waiters->len; j++)
+    {
+      const RedisLockWaiterInfo *w = g_ptr_array_index (waiters, j);
+
+      g_string_append (out, j ? ", {\"host\": " : "{\"host\": ");
+      rl_json_append_string (out, w->host);
+      g_string_append_printf (out, ", \"pid\": %" G_GINT64_FORMAT ", \"since_us\": %" G_GINT64_FORMAT
+                                   ", \"waiter\": ",
+                              w->pid, w->since_us);
+      rl_json_append_string (out, w->waiter);
+      g_string_append_c (out, '}');
+    }
+  g_string_append_c (out, ']');
+}
+
+void
+append_holder_json (GString *out, gboolean held, const char *owner, gint64 ttl_ms)
+{
+  g_autofree char *host = NULL;
+  gint64 pid = 0;
+  gboolean split = split_client_id (owner, &host, &pid);
+
+  g_string_append_printf (out, ", \"held\": %s, \"owner\": ", held ? "true" : "false");
+  rl_json_append_string (out, owner);
+  g_string_append (out, ", \"host\": ");
+  rl_json_append_string (out, split ? host : NULL);
+  if (split)
+    g_string_append_printf (out, ", \"pid\": %" G_GINT64_FORMAT, pid);
+  else
+    g_string_append (out, ", \"pid\": null");
+  if (held && ttl_ms >= 0)
+    g_string_append_printf (out, ", \"ttl_ms\": %" G_GINT64_FORMAT, ttl_ms);
+  else
+    g_string_append (out, ", \"ttl_ms\": null");
 }

@@ -7,7 +7,10 @@
  * (redis_lock_registry_get_lease_info()) and the last fencing token of each, when one
  * was ever handed out (redis_lock_registry_get_last_fencing_token()), and exits 1 when
  * one is free; list finds every
- * lock of a registry (redis_lock_registry_list_leases()). Both read through a registry
+ * lock of a registry (redis_lock_registry_list_leases()). Both also show the threads
+ * waiting for each lock (host, pid, since when) from the registry's waits-for records
+ * (redis_lock_registry_list_waiters()): a line per waiter under the lock in the table,
+ * a "waiters" array in JSON. Both read through a registry
  * of the library, so the key layout and the commands that read it stay the library's.
  * They share one file because they share the printing.
  */
@@ -29,6 +32,7 @@ typedef struct
   gint64 ttl_ms; /* -1: no expiry; meaningless when free */
   gboolean has_token; /* a fenced acquisition of the name ever happened */
   guint64 token;      /* then the last token handed out */
+  GPtrArray *waiters; /* RedisLockWaiterInfo (borrowed from the list read), oldest first */
 } LockInfo;
 
 static void
@@ -39,6 +43,7 @@ lock_info_free (gpointer p)
   g_free (info->name);
   g_free (info->key);
   g_free (info->owner);
+  g_ptr_array_unref (info->waiters);
   g_free (info);
 }
 
@@ -51,6 +56,7 @@ lock_info_new (const char *name, const RedisLockLeaseInfo *lease)
   info->name = g_strdup (name);
   info->key = g_strconcat (effective_registry (), ":", name, NULL);
   info->held = lease != NULL;
+  info->waiters = g_ptr_array_new ();
   if (lease != NULL)
     {
       info->owner = g_strdup (lease->owner);
@@ -75,79 +81,36 @@ open_registry (int *status)
   return registry;
 }
 
-static gboolean
-all_digits (const char *s, gsize n)
+/* Hands each waiter of @waiters (RedisLockWaiterInfo, oldest first) to its lock of
+ * @locks. */
+static void
+attach_waiters (GPtrArray *locks, GPtrArray *waiters)
 {
-  gsize i;
+  for (guint i = 0; i < locks->len; i++)
+    {
+      LockInfo *info = g_ptr_array_index (locks, i);
 
-  for (i = 0; i < n; i++)
-    if (!g_ascii_isdigit (s[i]))
-      return FALSE;
-  return n > 0;
+      for (guint j = 0; j < waiters->len; j++)
+        {
+          RedisLockWaiterInfo *waiter = g_ptr_array_index (waiters, j);
+
+          if (strcmp (waiter->name, info->name) == 0)
+            g_ptr_array_add (info->waiters, waiter);
+        }
+    }
 }
 
-static gboolean
-all_hex (const char *s, gsize n)
+/* When a wait began, as local time of day with milliseconds. */
+static char *
+format_since (gint64 since_us)
 {
-  gsize i;
+  g_autoptr (GDateTime) t = g_date_time_new_from_unix_local (since_us / G_USEC_PER_SEC);
 
-  for (i = 0; i < n; i++)
-    if (!g_ascii_isxdigit (s[i]))
-      return FALSE;
-  return n > 0;
-}
-
-/* The colon last before @end in @s, or NULL. */
-static const char *
-colon_before (const char *s, const char *end)
-{
-  while (end > s)
-    if (*--end == ':')
-      return end;
-  return NULL;
-}
-
-/* Splits @owner up to @end, `host:pid:tail`, into host and pid. */
-static gboolean
-split_host_pid (const char *owner, const char *end, char **host, gint64 *pid)
-{
-  const char *last = colon_before (owner, end);
-  const char *prev = last != NULL ? colon_before (owner, last) : NULL;
-  g_autofree char *pid_text = NULL;
-
-  if (last == NULL || prev == NULL || prev == owner || last + 1 == end)
-    return FALSE;
-  pid_text = g_strndup (prev + 1, (gsize) (last - prev - 1));
-  if (!all_digits (pid_text, strlen (pid_text))
-      || !g_ascii_string_to_signed (pid_text, 10, 0, G_MAXINT64, pid, NULL))
-    return FALSE;
-  *host = g_strndup (owner, (gsize) (prev - owner));
-  return TRUE;
-}
-
-/* Splits the value of a key held through libredislock into host and pid: the client id
- * `host:pid:hex` (32 hex digits), or that id followed by `:N`, the number of the
- * acquisition. Other clients (Spring's, for one) store UUIDs: then nothing is split. */
-static gboolean
-split_client_id (const char *owner, char **host, gint64 *pid)
-{
-  const char *end, *last, *prev;
-  gboolean numbered;
-
-  if (owner == NULL)
-    return FALSE;
-  end = owner + strlen (owner);
-  last = colon_before (owner, end);
-  numbered = last != NULL && all_digits (last + 1, (gsize) (end - last - 1));
-  prev = numbered ? colon_before (owner, last) : NULL;
-  /* host:pid:<32 hex>:N first; host:pid:anything; then host:pid:hex:N with a short hex */
-  if (prev != NULL && last - prev - 1 == 32 && all_hex (prev + 1, 32)
-      && split_host_pid (owner, last, host, pid))
-    return TRUE;
-  if (split_host_pid (owner, end, host, pid))
-    return TRUE;
-  return prev != NULL && all_hex (prev + 1, (gsize) (last - prev - 1))
-         && split_host_pid (owner, last, host, pid);
+  if (t == NULL)
+    return g_strdup ("?");
+  return g_strdup_printf ("%02d:%02d:%02d.%03d", g_date_time_get_hour (t),
+                          g_date_time_get_minute (t), g_date_time_get_second (t),
+                          (int) (since_us % G_USEC_PER_SEC / 1000));
 }
 
 static char *
@@ -184,32 +147,18 @@ print_locks (GPtrArray *locks, gboolean json, gboolean with_tokens)
       for (i = 0; i < locks->len; i++)
         {
           const LockInfo *info = g_ptr_array_index (locks, i);
-          g_autofree char *host = NULL;
-          gint64 pid = 0;
-          gboolean split = split_client_id (info->owner, &host, &pid);
 
           g_string_append (out, i ? ",\n  {" : "\n  {");
           g_string_append (out, "\"name\": ");
           rl_json_append_string (out, info->name);
           g_string_append (out, ", \"key\": ");
           rl_json_append_string (out, info->key);
-          g_string_append_printf (out, ", \"held\": %s, \"owner\": ",
-                                  info->held ? "true" : "false");
-          rl_json_append_string (out, info->owner);
-          g_string_append (out, ", \"host\": ");
-          rl_json_append_string (out, split ? host : NULL);
-          if (split)
-            g_string_append_printf (out, ", \"pid\": %" G_GINT64_FORMAT, pid);
-          else
-            g_string_append (out, ", \"pid\": null");
-          if (info->held && info->ttl_ms >= 0)
-            g_string_append_printf (out, ", \"ttl_ms\": %" G_GINT64_FORMAT, info->ttl_ms);
-          else
-            g_string_append (out, ", \"ttl_ms\": null");
+          append_holder_json (out, info->held, info->owner, info->ttl_ms);
           if (with_tokens && info->has_token)
             g_string_append_printf (out, ", \"last_token\": %" G_GUINT64_FORMAT, info->token);
           else if (with_tokens)
             g_string_append (out, ", \"last_token\": null");
+          append_waiters_json (out, info->waiters);
           g_string_append_c (out, '}');
         }
       g_string_append (out, locks->len ? "\n]\n" : "]\n");
@@ -263,6 +212,15 @@ print_locks (GPtrArray *locks, gboolean json, gboolean with_tokens)
           else
             printf ("%s%*s  %-5s  %*s  %s\n", name, pad, "", info->held ? "held" : "free",
                     (int) ttl_w, (const char *) g_ptr_array_index (ttls, i), owner);
+          for (guint j = 0; j < info->waiters->len; j++)
+            {
+              const RedisLockWaiterInfo *w = g_ptr_array_index (info->waiters, j);
+              g_autofree char *host = escape_for_display (w->host);
+              g_autofree char *since = format_since (w->since_us);
+
+              printf ("  waiter %s:%" G_GINT64_FORMAT " since %s (%.1fs)\n", host, w->pid, since,
+                      (double) (g_get_real_time () - w->since_us) / G_USEC_PER_SEC);
+            }
         }
     }
 }
@@ -315,6 +273,8 @@ int
 cmd_status (int argc, char **argv)
 {
   g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) waiters = NULL;
   g_autoptr (GPtrArray) locks = NULL;
   g_autoptr (GPtrArray) names = g_ptr_array_new ();
   g_autofree char **opt_argv = NULL;
@@ -331,7 +291,8 @@ cmd_status (int argc, char **argv)
     g_ptr_array_add (names, argv[i]);
   rc = parse_options ("status", status_usage, "NAME…",
                       "Shows whether each lock NAME is held, by which client, for how long, and\n"
-                      "the last fencing token handed out for it (when one ever was).\n"
+                      "the last fencing token handed out for it (when one ever was), and the\n"
+                      "threads waiting for it (host:pid, since when).\n"
                       "Exit status: 0 when every NAME is held, 1 when one is free, 2 on a Redis\n"
                       "error, 64 on a usage error.",
                       json_entries, TRUE, FALSE, &opt_argc, &opt_argv);
@@ -357,6 +318,13 @@ cmd_status (int argc, char **argv)
   locks = read_named_locks (registry, names);
   if (locks == NULL)
     return EXIT_REDIS;
+  waiters = redis_lock_registry_list_waiters (registry, &error);
+  if (waiters == NULL)
+    {
+      die_message ("%s", error->message);
+      return EXIT_REDIS;
+    }
+  attach_waiters (locks, waiters);
   print_locks (locks, opt_json, TRUE);
   for (j = 0; j < locks->len; j++)
     if (!((LockInfo *) g_ptr_array_index (locks, j))->held)
@@ -379,6 +347,7 @@ cmd_list (int argc, char **argv)
   g_autoptr (GError) error = NULL;
   g_autoptr (RedisLockRegistry) registry = NULL;
   g_autoptr (GPtrArray) leases = NULL;
+  g_autoptr (GPtrArray) waiters = NULL;
   g_autoptr (GPtrArray) locks = g_ptr_array_new_with_free_func (lock_info_free);
   int rc;
   guint j;
@@ -408,6 +377,13 @@ cmd_list (int argc, char **argv)
       if (j == 0 || compare_leases (&g_ptr_array_index (leases, j - 1), &lease) != 0)
         g_ptr_array_add (locks, lock_info_new (lease->name, lease));
     }
+  waiters = redis_lock_registry_list_waiters (registry, &error);
+  if (waiters == NULL)
+    {
+      die_message ("%s", error->message);
+      return EXIT_REDIS;
+    }
+  attach_waiters (locks, waiters);
   print_locks (locks, opt_json, FALSE);
   return 0;
 }

@@ -4,7 +4,7 @@
  * The tool is cut like GLib's gio tool: redislock.c holds main(), the table of commands,
  * the options every command takes and the usage messages; each command has a file of
  * its own (redislock-run.c, with its command line in redislock-run-args.c,
- * redislock-status.c for status and list, redislock-demo.c),
+ * redislock-status.c for status and list, redislock-demo.c, redislock-watch.c),
  * entered through its cmd_*() function; redislock-common.c holds what several commands
  * use (display escaping, durations, the raw Redis connection, exit statuses) and
  * redislock-redact.c keeps passwords out of every message. Nothing here is a library
@@ -43,6 +43,7 @@ int cmd_status (int argc, char **argv);
 int cmd_list (int argc, char **argv);
 int cmd_demo (int argc, char **argv);
 int cmd_break (int argc, char **argv);
+int cmd_watch (int argc, char **argv);
 /* The hidden mode the demo re-executes the tool in (redislock-demo.c). */
 int demo_worker (int argc, char **argv);
 
@@ -98,5 +99,17 @@ gboolean signal_is_ignored (int signum);
 redisContext *redis_open (const char *url, GError **error);
 redisReply *redis_callv (redisContext *c, GError **error, ...) G_GNUC_NULL_TERMINATED;
 int exit_status_for_error (const GError *error);
+/* Splits the value of a key held through libredislock into host and pid: the client id
+ * `host:pid:hex` (32 hex digits), or that id followed by `:N`, the number of the
+ * acquisition. Other clients (Spring's, for one) store UUIDs: then nothing is split
+ * (FALSE). */
+gboolean split_client_id (const char *owner, char **host, gint64 *pid);
+/* Appends `, "held": …, "owner": …, "host": …, "pid": …, "ttl_ms": …` to a JSON object:
+ * host and pid split from @owner (split_client_id()) or null, the TTL null when free
+ * or without expiry. */
+void append_holder_json (GString *out, gboolean held, const char *owner, gint64 ttl_ms);
+/* Appends `, "waiters": [...]` to a JSON object: host, pid, since_us and waiter of
+ * each RedisLockWaiterInfo of @waiters. */
+void append_waiters_json (GString *out, GPtrArray *waiters);
 
 #endif /* REDISLOCK_TOOL_H */

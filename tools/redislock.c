@@ -294,6 +294,7 @@ static const char main_help[] =
   "  status [OPTION…] NAME…                  show whether locks are held, by whom, how long\n"
   "  list [OPTION…]                          show the locks held in a registry\n"
   "  break [OPTION…] NAME                    delete lock NAME whoever holds it; waiters wake\n"
+  "  watch [OPTION…]                         show a registry's locks live (q to quit)\n"
   "  demo [OPTION…]                          flash-sale demonstration of the lock\n"
   "  help [COMMAND]                          show help for a command\n"
   "\n"
@@ -332,6 +333,7 @@ static const ToolCommand commands[] = {
   { "list", cmd_list },
   { "demo", cmd_demo },
   { "break", cmd_break },
+  { "watch", cmd_watch },
 };
 
 /* Handles what comes before a command (--help, --version, help COMMAND): returns -1

@@ -43,6 +43,12 @@ G_BEGIN_DECLS
  * @REDIS_LOCK_ERROR_NOT_REPLICATED: fewer replicas than
  *   redis_lock_registry_set_min_replicas() asks for acknowledged the acquisition within
  *   its timeout; the lease was released again.
+ * @REDIS_LOCK_ERROR_DEADLOCK: this wait closes a cycle of waits (a thread holds a lock
+ *   another waits for while it waits for one that other holds, across any number of
+ *   threads, registries and processes of one deployment): of the waiters of the
+ *   cycle, the one whose wait began last fails with it, its message naming the cycle,
+ *   and the others go on (see redis_lock_registry_set_deadlock_detection()).
+ *   Since: 0.1
  *
  * Error codes of the %REDIS_LOCK_ERROR domain.
  *
@@ -59,6 +65,7 @@ typedef enum
   REDIS_LOCK_ERROR_FORKED,
   REDIS_LOCK_ERROR_CLOSED,
   REDIS_LOCK_ERROR_NOT_REPLICATED,
+  REDIS_LOCK_ERROR_DEADLOCK,
 } RedisLockErrorCode;
 
 /**

@@ -352,6 +352,31 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_watchdog (RedisLockRegi
                                                          gboolean enabled);
 
 /**
+ * redis_lock_registry_set_deadlock_detection:
+ * @registry: a registry
+ * @enabled: whether waits of this registry are recorded and checked for cycles
+ *   (default %TRUE)
+ *
+ * With detection on, a thread that has waited for a lock of @registry for a few hundred
+ * milliseconds records what it waits for and what it holds in the store, next to the
+ * records of every other registry on the same registry key (other processes
+ * included), renews that record while it waits and deletes it when the wait ends. It
+ * then looks for a cycle of waits through itself twice a second: when it is the
+ * waiter of such a cycle whose wait began last, and a second reading confirms the
+ * cycle, its call fails with %REDIS_LOCK_ERROR_DEADLOCK, the message naming the locks
+ * and holders of the cycle; the other waiters of the cycle go on. A wait shorter
+ * than the first check costs nothing. With detection off, waits are neither recorded
+ * nor checked, so a cycle through a waiter of @registry is not found. It applies to
+ * blocking acquisitions (redis_lock_lock(), redis_lock_try_lock_for(),
+ * redis_lock_try_lock_full(), redis_lock_try_lock_all()) that start afterwards; the
+ * asynchronous calls block no thread and do not record their waits.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_EXPORT void redis_lock_registry_set_deadlock_detection (RedisLockRegistry *registry,
+                                                                   gboolean enabled);
+
+/**
  * redis_lock_registry_set_max_local_handoffs:
  * @registry: a registry
  * @max: most hand-offs in a row, 0 disables them (default 16); values above 65535
@@ -932,6 +957,80 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GPtrArray *redis_lock_registry_list_leases (RedisLoc
                                                              GError **error);
 
 /**
+ * RedisLockWaiterInfo:
+ * @name: the name of the lock it waits for (the key less `registry_key:`)
+ * @waiter: the wait's id: its registry's client id, `:` and a number of the wait
+ * @host: the host name of the waiting process
+ * @pid: the process id of the waiting process
+ * @since_us: when the wait began, wall-clock microseconds (as g_get_real_time())
+ *
+ * A thread waiting for a lock, as its waits-for record in the store describes it
+ * (see redis_lock_registry_set_deadlock_detection()), seen by
+ * redis_lock_registry_list_waiters().
+ *
+ * Since: 0.1
+ */
+typedef struct
+{
+  char *name;
+  char *waiter;
+  char *host;
+  gint64 pid;
+  gint64 since_us;
+} RedisLockWaiterInfo;
+
+/**
+ * REDIS_LOCK_TYPE_WAITER_INFO:
+ *
+ * The #GType of #RedisLockWaiterInfo: a boxed type copied with its strings and freed
+ * with redis_lock_waiter_info_free().
+ *
+ * Since: 0.1
+ */
+#define REDIS_LOCK_TYPE_WAITER_INFO (redis_lock_waiter_info_get_type ())
+
+/**
+ * redis_lock_waiter_info_get_type:
+ *
+ * Returns: the #GType of #RedisLockWaiterInfo, %REDIS_LOCK_TYPE_WAITER_INFO.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_EXPORT GType redis_lock_waiter_info_get_type (void) G_GNUC_CONST;
+
+/**
+ * redis_lock_waiter_info_free:
+ * @info: (transfer full) (nullable): a waiter info
+ *
+ * Frees @info and its strings.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_EXPORT void redis_lock_waiter_info_free (RedisLockWaiterInfo *info);
+
+/**
+ * redis_lock_registry_list_waiters:
+ * @registry: a registry
+ * @error: return location for a #GError
+ *
+ * Every thread of any process that waits for a lock under the registry key and has
+ * recorded its wait: a wait is recorded once it has lasted a few hundred
+ * milliseconds, by a registry with deadlock detection on (the default; see
+ * redis_lock_registry_set_deadlock_detection()), and its record goes when the wait
+ * ends. One request (on Redis, one script reading one hash). For operators and tools
+ * (`redislock status`, `redislock watch`).
+ *
+ * Returns: (transfer container) (element-type RedisLockWaiterInfo) (nullable): the
+ *   waiters, oldest wait first, in an array that frees its elements (free it with
+ *   g_ptr_array_unref()); an empty array on a quorum registry, which keeps no records;
+ *   %NULL with @error on failure.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_EXPORT GPtrArray *redis_lock_registry_list_waiters (RedisLockRegistry *registry,
+                                                              GError **error);
+
+/**
  * redis_lock_registry_get_stats:
  * @registry: a registry
  * @stats: (out caller-allocates): filled with the registry's counters
@@ -966,6 +1065,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLock *redis_lock_registry_obtain (RedisLockRegi
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockRegistry, redis_lock_registry_unref)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockLeaseInfo, redis_lock_lease_info_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockWaiterInfo, redis_lock_waiter_info_free)
 
 G_END_DECLS
 
