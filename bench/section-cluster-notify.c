@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "sync.h" /* pthread locks, which ThreadSanitizer sees (GMutex it does not) */
 
 /* Declared here as well as in section-list.h: this file does not include the table. */
 void section_cluster_notify (Bench *b, Section *s);
@@ -100,8 +101,8 @@ raw_publish_all (RedisLockTestCluster *cluster, RawConn **nodes, GPtrArray *keys
 typedef struct
 {
   RedisLock *lock; /* the waiter registry's */
-  GMutex mutex;
-  GCond cond;
+  RlMutex mutex;
+  RlCond cond;
   guint asked;    /* hand-offs the main thread asked for */
   guint done;     /* hand-offs the waiter completed */
   gint64 got_ns;  /* when the waiter's last lock returned */
@@ -119,19 +120,19 @@ waiter_thread (gpointer data)
       gboolean ok;
       gint64 got;
 
-      g_mutex_lock (&w->mutex);
+      rl_mutex_lock (&w->mutex);
       while (w->asked <= i)
-        g_cond_wait (&w->cond, &w->mutex);
-      g_mutex_unlock (&w->mutex);
+        rl_cond_wait_until (&w->cond, &w->mutex, RL_FOREVER);
+      rl_mutex_unlock (&w->mutex);
       ok = redis_lock_lock (w->lock, &error);
       got = now_ns ();
       ok = ok && redis_lock_unlock (w->lock, &error);
-      g_mutex_lock (&w->mutex);
+      rl_mutex_lock (&w->mutex);
       w->got_ns = got;
       w->failed = !ok;
       w->done = i + 1;
-      g_cond_broadcast (&w->cond);
-      g_mutex_unlock (&w->mutex);
+      rl_cond_broadcast (&w->cond);
+      rl_mutex_unlock (&w->mutex);
       if (!ok)
         return NULL;
     }
@@ -144,17 +145,17 @@ static gint64
 library_handoff (RedisLock *holder, RedisLockRegistry *waiting, Waiter *w, GError **error)
 {
   RedisLockRegistryStats before, now;
-  gint64 t0;
-  gboolean waited = FALSE;
+  gint64 t0, got_ns;
+  gboolean waited = FALSE, failed;
   guint target;
 
   if (!redis_lock_lock (holder, error))
     return -1;
   redis_lock_registry_get_stats (waiting, &before);
-  g_mutex_lock (&w->mutex);
+  rl_mutex_lock (&w->mutex);
   target = ++w->asked;
-  g_cond_broadcast (&w->cond);
-  g_mutex_unlock (&w->mutex);
+  rl_cond_broadcast (&w->cond);
+  rl_mutex_unlock (&w->mutex);
   /* Until the waiter's attempt failed, for at most 100 ms. */
   for (guint i = 0; i < 1000 && !waited; i++)
     {
@@ -165,16 +166,18 @@ library_handoff (RedisLock *holder, RedisLockRegistry *waiting, Waiter *w, GErro
   t0 = now_ns ();
   if (!redis_lock_unlock (holder, error))
     return -1;
-  g_mutex_lock (&w->mutex);
+  rl_mutex_lock (&w->mutex);
   while (w->done < target)
-    g_cond_wait (&w->cond, &w->mutex);
-  g_mutex_unlock (&w->mutex);
-  if (w->failed)
+    rl_cond_wait_until (&w->cond, &w->mutex, RL_FOREVER);
+  failed = w->failed;
+  got_ns = w->got_ns;
+  rl_mutex_unlock (&w->mutex);
+  if (failed)
     {
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "the waiter's lock failed");
       return -1;
     }
-  return waited ? w->got_ns - t0 : 0;
+  return waited ? got_ns - t0 : 0;
 }
 
 /* Reads one pub/sub message from @c; FALSE with @error on failure. */
@@ -268,8 +271,8 @@ handoff_rows (Bench *b, Section *s, RedisLockTestCluster *cluster, RedisLockRegi
       add_na (s, "cluster hand-off p50", "no two masters found");
       return;
     }
-  g_mutex_init (&w.mutex);
-  g_cond_init (&w.cond);
+  rl_mutex_init (&w.mutex);
+  rl_cond_init (&w.cond);
   if (!raw_target_parse (redis_lock_test_cluster_get_node_url (cluster, (guint) owner), &owner_t,
                          &error)
       || !raw_target_parse (redis_lock_test_cluster_get_node_url (cluster, (guint) other),
@@ -351,12 +354,14 @@ handoff_rows (Bench *b, Section *s, RedisLockTestCluster *cluster, RedisLockRegi
 out:
   if (thread != NULL)
     {
-      /* A failure leaves the waiter waiting for hand-offs never asked for: ask them all;
-       * the holder does not hold, so each lock returns at once. */
-      g_mutex_lock (&w.mutex);
+      /* A failure leaves the waiter waiting for hand-offs never asked for: ask them all,
+       * with the holder's lock let go, so each lock returns at once. */
+      if (redis_lock_is_held_by_current_thread (holder))
+        redis_lock_unlock (holder, NULL);
+      rl_mutex_lock (&w.mutex);
       w.asked = HANDOFF_WARMUP + HANDOFFS;
-      g_cond_broadcast (&w.cond);
-      g_mutex_unlock (&w.mutex);
+      rl_cond_broadcast (&w.cond);
+      rl_mutex_unlock (&w.mutex);
       g_thread_join (thread);
     }
   if (error != NULL)
@@ -370,8 +375,8 @@ out:
     redisFree (sharded_sub);
   raw_target_clear (&owner_t);
   raw_target_clear (&other_t);
-  g_cond_clear (&w.cond);
-  g_mutex_clear (&w.mutex);
+  rl_cond_clear (&w.cond);
+  rl_mutex_clear (&w.mutex);
 }
 
 /* --- the section ------------------------------------------------------------------- */
