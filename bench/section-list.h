@@ -15,6 +15,8 @@
 /* The sections of section-cluster.c, each on a private Redis Cluster. */
 void section_cluster_uncontended (Bench *b, Section *s);
 void section_cluster_watchdog (Bench *b, Section *s);
+/* section-cluster-notify.c: unlock notifications on a private Redis Cluster. */
+void section_cluster_notify (Bench *b, Section *s);
 /* section-fencing.c: fencing tokens and several locks at once. */
 void section_fencing (Bench *b, Section *s);
 /* section-tls.c: lock+unlock over rediss://, on a private TLS server. */
@@ -50,6 +52,8 @@ static const SectionEntry section_table[] = {
     section_cluster_uncontended },
   { "cluster-watchdog", "Watchdog tick with leases spread over 3 cluster masters",
     section_cluster_watchdog },
+  { "cluster-notify", "Cluster bus messages per unlock notification, 3 masters + replicas",
+    section_cluster_notify },
   { "tls", "Uncontended lock+unlock over TLS (rediss://)", section_tls },
   { "quorum", "Quorum (Redlock) on 3 private servers vs 1 node: lock+unlock and hand-off",
     section_quorum },

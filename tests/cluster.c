@@ -7,7 +7,8 @@
  * migrations in a loop under contention with a check that no two holders are ever
  * inside together, a master killed with and without a replica (fencing tokens still
  * rising after it, though the replica lost the counter), one watchdog batch
- * per master, and the errors a bad seed list or an unserved slot give. The tests
+ * per master, an unlock heard by a Spring-style pattern subscription on every
+ * master, and the errors a bad seed list or an unserved slot give. The tests
  * that do not harm the cluster share one, started on first use; the others start
  * their own.
  */
@@ -921,6 +922,70 @@ test_spring_peer (void)
   g_assert_null (node_get (cluster, 2, key));
 }
 
+/* Reads the next message of a PSUBSCRIBE connection and returns its payload. */
+static char *
+next_pmessage (redisContext *c)
+{
+  redisReply *reply = NULL;
+  char *payload;
+
+  g_assert_cmpint (redisGetReply (c, (void **) &reply), ==, REDIS_OK);
+  g_assert_nonnull (reply);
+  g_assert_cmpint (reply->type, ==, REDIS_REPLY_ARRAY);
+  g_assert_cmpuint (reply->elements, ==, 4);
+  g_assert_cmpstr (reply->element[0]->str, ==, "pmessage");
+  payload = g_strdup (reply->element[3]->str);
+  freeReplyObject (reply);
+  return payload;
+}
+
+static void
+test_release_heard_by_spring_pattern (void)
+{
+  RedisLockTestCluster *cluster = shared_cluster ();
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autofree char *name = NULL, *key = NULL;
+  redisContext *subs[3];
+  redisContext *owner;
+  redisReply *reply;
+
+  g_test_summary ("On a cluster an unlock is a classic PUBLISH on the per-key channel: a "
+                  "Spring waiter's pattern subscription (registry_key-channel:*) hears it "
+                  "once, on every master, not only on the key's");
+  if (cluster == NULL)
+    return;
+  registry = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
+  name = name_on (cluster, 2, "heard", 0);
+  key = g_strconcat (REGISTRY_KEY ":", name, NULL);
+  lock = test_obtain (registry, name);
+  for (guint i = 0; i < 3; i++)
+    {
+      subs[i] = node_connect (cluster, i);
+      reply = test_redis_command (subs[i], "PSUBSCRIBE %s", REGISTRY_KEY "-channel:*");
+      g_assert_cmpint (reply->type, ==, REDIS_REPLY_ARRAY);
+      freeReplyObject (reply);
+    }
+
+  test_lock_ok (lock);
+  test_unlock_ok (lock);
+  /* A marker published after the release on the same master reaches each node after
+   * it (one cluster bus link per pair of nodes, in order): a second copy of the
+   * release would come between the two. */
+  owner = node_connect (cluster, 2);
+  freeReplyObject (test_redis_command (owner, "PUBLISH %s marker", REGISTRY_KEY "-channel:marker"));
+  redisFree (owner);
+  for (guint i = 0; i < 3; i++)
+    {
+      g_autofree char *first = next_pmessage (subs[i]);
+      g_autofree char *second = next_pmessage (subs[i]);
+
+      g_assert_cmpstr (first, ==, key);
+      g_assert_cmpstr (second, ==, "marker");
+      redisFree (subs[i]);
+    }
+}
+
 /* --- The command-line tool ----------------------------------------------------------- */
 
 /* Runs the built `redislock` with @argv (NULL-terminated, after the program name);
@@ -1082,6 +1147,8 @@ main (int argc, char **argv)
   g_test_add_func ("/cluster/failover/unlock-on-new-master", test_failover_unlock);
   g_test_add_func ("/cluster/failover/fencing-lost-counter", test_failover_fencing);
   g_test_add_func ("/cluster/interop/spring-peer", test_spring_peer);
+  g_test_add_func ("/cluster/interop/release-heard-by-spring-pattern",
+                   test_release_heard_by_spring_pattern);
   g_test_add_func ("/cluster/tool/list-status-run", test_tool);
   g_test_add_func ("/cluster/bad-input/seeds-down", test_seeds_down);
   g_test_add_func ("/cluster/bad-input/not-a-cluster", test_seed_not_cluster);
