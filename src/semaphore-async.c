@@ -3,18 +3,21 @@
  * acquire.c driven from the caller's main context.
  *
  * A pending call is not a blocked thread. Each attempt (one request to the store, which
- * blocks for its round trip) runs on a short-lived thread of its own and hands its
- * verdict back to the caller's context; between attempts the call sleeps there, on a
- * timer at the machine's wake-up time (the smallest permit TTL, the spin interval or
- * the deadline) and as a sleeper of the semaphore's anchor lock (lock.c's queued
- * sleepers), which rl_lock_notify() pokes when any permit is released, and which close
- * pokes too, as cancellation does.
+ * blocks for its round trip) runs as a job on the registry's bounded worker pool
+ * (async-pool.c, shared with lock-async.c), so no thread is made per call or per
+ * attempt, and a registry whose server does not answer ties up its own workers only.
+ * The attempt hands its verdict back to the caller's context; between attempts the
+ * call sleeps there, holding no thread, on a timer at the machine's wake-up time (the
+ * smallest permit TTL, the spin interval or the deadline) and as a sleeper of the
+ * semaphore's anchor lock (lock.c's queued sleepers), which rl_lock_notify() pokes when
+ * any permit is released, and which close pokes too, as cancellation does.
  *
  * Everything that reaches the context from another thread (an attempt's end, a poke)
- * is one byte written to the call's pipe, which a source in the context reads; the
- * machine itself is touched only in the context, and by the attempt's thread between
- * its creation and its byte. So the hand-overs are a thread's creation and a pipe's
- * write and read, both edges ThreadSanitizer sees (GLib's own locks, behind GTask and
+ * is one byte written to the call's pipe, which a source in the context reads: 'd' for
+ * an attempt's end, the last thing the worker does with the call, 'x' for a poke. The
+ * machine itself is touched only in the context, and by the attempt's job between its
+ * push and its byte. So the hand-overs are the pool's mutex and a pipe's write and
+ * read, edges ThreadSanitizer sees (GLib's own locks, behind GTask and
  * g_source_set_ready_time(), it cannot), and no mutex guards the call. A poke comes with
  * the anchor's mutex held, from any thread: a write() of one byte to a non-blocking
  * pipe is all it does. The pipe is closed only once nothing can write to it any more:
@@ -26,13 +29,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glib-unix.h>
+#include <string.h>
 #include <unistd.h>
 
+#include "async-pool.h"
 #include "semaphore.h"
 
 typedef struct
 {
   RlLockWaiter waiter; /* poked by the anchor: notifications, close */
+  RlAsyncJob job;      /* an attempt on the registry's workers */
   RedisSemaphore *semaphore;
   RedisLock *anchor;
   GTask *task;
@@ -46,29 +52,34 @@ typedef struct
   GSource *pipe_source; /* the context's */
   GSource *timer;       /* the context's: the sleep's end */
   gboolean sleeping;    /* the context's: between two attempts */
-  gboolean attempting;  /* the context's: an attempt's thread runs */
+  gboolean attempting;  /* the context's: an attempt's job is queued or runs */
 
-  /* Written by the attempt's thread, read in the context after its byte. */
+  /* Written by the attempt's job, read in the context after its byte. */
   RlAcquire acq;
   RlAcquireAction action;
-  gint attempt_done; /* atomic */
   RedisPermit *permit;
   GError *error;
 } SemCall;
 
 static void step (SemCall *call, RlAcquireAction action);
 
-/* Any thread: the context looks at the call soon. */
+/* Any thread: the context looks at the call soon (@byte 'd': an attempt ended). */
 static void
-nudge (SemCall *call)
+send_byte (SemCall *call, char byte)
 {
-  char byte = 'x';
   ssize_t n;
 
   do
     n = write (call->pipe[1], &byte, 1);
   while (n < 0 && errno == EINTR);
-  /* EAGAIN: bytes are waiting already, which is enough. */
+  /* EAGAIN: bytes are waiting already, which is enough for a poke; the pipe holds far
+   * more bytes than a call's pokes between two reads, and an attempt's 'd' is one. */
+}
+
+static void
+nudge (SemCall *call)
+{
+  send_byte (call, 'x');
 }
 
 static void
@@ -165,17 +176,25 @@ sleep_until_woken (SemCall *call)
 
 /* Attempts ----------------------------------------------------------------------- */
 
-static gpointer
-attempt_thread (gpointer data)
+/* A worker of the registry makes the attempt. */
+static void
+attempt_job (RlAsyncJob *job)
 {
-  SemCall *call = data;
+  SemCall *call = (SemCall *) ((char *) job - G_STRUCT_OFFSET (SemCall, job));
 
-  call->action = rl_semaphore_attempt_step (call->semaphore, &call->acq, call->pubsub,
-                                            call->bounded, call->ttl_ms, &call->permit,
-                                            &call->error);
-  g_atomic_int_set (&call->attempt_done, 1);
-  nudge (call);
-  return NULL;
+  if (rl_async_job_late (job, &call->acq, call->bounded))
+    {
+      call->error = g_error_new (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                                 "Semaphore “%s”: no request reached Redis within the call's "
+                                 "wait; the registry's earlier requests had not returned",
+                                 redis_semaphore_get_name (call->semaphore));
+      call->action = RL_ACQUIRE_DONE;
+    }
+  else
+    call->action = rl_semaphore_attempt_step (call->semaphore, &call->acq, call->pubsub,
+                                              call->bounded, call->ttl_ms, &call->permit,
+                                              &call->error);
+  send_byte (call, 'd'); /* the context may free the call from here on */
 }
 
 /* The pipe had bytes: an attempt ended, or the sleep is to end. */
@@ -183,15 +202,17 @@ static gboolean
 on_pipe (gint fd, GIOCondition condition, gpointer data)
 {
   SemCall *call = data;
+  gboolean attempt_done = FALSE;
   char buf[64];
+  ssize_t n;
 
   (void) condition;
-  while (read (fd, buf, sizeof buf) > 0)
-    ;
-  if (call->attempting && g_atomic_int_get (&call->attempt_done))
+  while ((n = read (fd, buf, sizeof buf)) > 0)
+    attempt_done = attempt_done || memchr (buf, 'd', (size_t) n) != NULL;
+  if (attempt_done)
     {
+      g_assert (call->attempting);
       call->attempting = FALSE;
-      g_atomic_int_set (&call->attempt_done, 0);
       step (call, call->action);
     }
   else if (call->sleeping)
@@ -212,18 +233,9 @@ step (SemCall *call, RlAcquireAction action)
   switch (action)
     {
     case RL_ACQUIRE_ATTEMPT:
-      {
-        GThread *thread = g_thread_try_new ("redislock-permit", attempt_thread, call, &error);
-        if (thread == NULL)
-          {
-            call->error = error;
-            step (call, RL_ACQUIRE_DONE);
-            return;
-          }
-        call->attempting = TRUE;
-        g_thread_unref (thread);
-        return;
-      }
+      call->attempting = TRUE;
+      rl_async_pool_push (registry, &call->job);
+      return;
     case RL_ACQUIRE_WATCH:
       step (call, rl_registry_watch (registry, &call->acq, FALSE));
       return;
@@ -281,6 +293,7 @@ redis_semaphore_acquire_async (RedisSemaphore *semaphore, gint64 wait_ms,
       return;
     }
   call->waiter.poke = on_poke;
+  call->job.run = attempt_job;
   call->semaphore = redis_semaphore_ref (semaphore);
   call->anchor = rl_semaphore_anchor (semaphore);
   call->task = task;
