@@ -775,7 +775,9 @@ test_async_no_thread_per_call (TestFixture *fx, gconstpointer data)
   threads_pending = test_thread_count ();
   g_test_message ("threads: %u before, %u with %u calls pending", threads_before,
                   threads_pending, n);
-  g_assert_cmpuint (threads_pending, <=, threads_before + POOL_THREADS);
+  /* The registry's workers, and at most two other threads of the library (its watchdog,
+   * its notification subscriber) that may start meanwhile: nothing that grows with n. */
+  g_assert_cmpuint (threads_pending, <=, threads_before + POOL_THREADS + 2);
   g_assert_cmpuint (mr.done, ==, 0);
   redis_lock_test_server_resume (fx->server);
   g_assert_true (iterate_until (&mr.done, n, 20000));
