@@ -42,7 +42,7 @@ typedef struct
   RlLockWaiter waiter; /* poked by the anchor: notifications, close */
   RlAsyncJob job;      /* an attempt on the registry's workers */
   const RlAsyncDriverClass *klass;
-  gpointer data;    /* the member's call, handed to klass */
+  gpointer data;     /* the member's call, handed to klass */
   RedisLock *anchor; /* a user reference */
   GMainContext *context;
   GCancellable *cancellable;

@@ -16,8 +16,8 @@
  * thread's main context (GTask), so everything a thread can ask of its hold works from
  * there on.
  *
- * What each step does runs on the worker pool of the call's registry
- * (async-pool.c: RL_ASYNC_THREADS threads at most, leaving after RL_ASYNC_IDLE_MS idle): the store's
+ * What each step does runs on the worker pool of the call's registry (async-pool.c:
+ * RL_ASYNC_THREADS threads at most, leaving after RL_ASYNC_IDLE_MS idle): the store's
  * calls block, so they never run in the caller's main context, and a registry whose
  * server does not answer ties up its own workers only, never another registry's. A
  * call whose step could not start before its deadline (every worker of its registry
