@@ -47,7 +47,7 @@ struct _RedisLockRegistry
   gint fencing;                 /* atomic, written by registry.c: acquisitions take a token */
   gboolean quorum;              /* set at creation: the store is a quorum store (no fencing) */
   RlLeases *leases;
-  gpointer async_pool;              /* atomic: lock-async.c's workers, made on the first
+  gpointer async_pool;              /* atomic: async-pool.c's workers, made on the first
                                        asynchronous call; NULL: none yet */
   GDestroyNotify async_pool_release; /* set with it: registry.c calls it when it frees
                                         the registry (workers still running keep the

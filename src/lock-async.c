@@ -16,8 +16,8 @@
  * thread's main context (GTask), so everything a thread can ask of its hold works from
  * there on.
  *
- * What each step does runs on a small worker pool of the call's registry
- * (RL_ASYNC_THREADS threads at most, leaving after RL_ASYNC_IDLE_MS idle): the store's
+ * What each step does runs on the worker pool of the call's registry (async-pool.c:
+ * RL_ASYNC_THREADS threads at most, leaving after RL_ASYNC_IDLE_MS idle): the store's
  * calls block, so they never run in the caller's main context, and a registry whose
  * server does not answer ties up its own workers only, never another registry's. A
  * call whose step could not start before its deadline (every worker of its registry
@@ -31,122 +31,17 @@
  * thread; the workers only set its ready time, for a timer (the deadline, the PTTL
  * bound) or for the result, which the source delivers with the GTask in that context.
  * So a deadline needs that context running, as the callback does, and every GTask and
- * GMainContext call but g_source_set_ready_time() stays in the caller's thread. The
- * pool is made of pthread mutexes and condition variables (sync.h) rather than
- * GThreadPool, and results pass through atomics: GLib's own locks are invisible to
- * ThreadSanitizer, these are not. A pool outlives its registry while a worker of it
- * still runs (its own reference), so a worker may drop the registry's last reference.
+ * GMainContext call but g_source_set_ready_time() stays in the caller's thread. Results
+ * pass through atomics: GLib's own locks are invisible to ThreadSanitizer, these are
+ * not.
  */
 #include "config.h"
 
-#include "internal.h"
-
-#define RL_ASYNC_THREADS 4
-#define RL_ASYNC_IDLE_MS 2000
-
-/* The worker pools ----------------------------------------------------------------- */
+#include "async-pool.h"
 
 typedef struct _AsyncCall AsyncCall;
-static void run_call (AsyncCall *call);
-
-typedef struct _RlAsyncPool RlAsyncPool;
-
-/* A registry's workers. Reference-counted: the registry holds one reference until it
- * is freed, each running worker one, so a worker that drops the last reference to
- * the registry (its call's lock was the last) still finds its pool. */
-struct _RlAsyncPool
-{
-  gint ref_count; /* atomic */
-  RlMutex mutex;  /* guards the rest */
-  RlCond cond;    /* jobs queued, or stop */
-  GQueue jobs;    /* AsyncCall, each with a reference for its step */
-  guint threads;  /* running */
-  guint idle;     /* waiting for a job */
-  gboolean stop;  /* the registry is gone: idle workers leave at once */
-};
-
-static void
-async_pool_unref (RlAsyncPool *pool)
-{
-  if (!g_atomic_int_dec_and_test (&pool->ref_count))
-    return;
-  g_assert (pool->jobs.length == 0);
-  rl_cond_clear (&pool->cond);
-  rl_mutex_clear (&pool->mutex);
-  g_free (pool);
-}
-
-static gpointer
-pool_thread (gpointer data)
-{
-  RlAsyncPool *pool = data;
-
-  rl_thread_set_name ("redislock-async");
-  rl_mutex_lock (&pool->mutex);
-  for (;;)
-    {
-      AsyncCall *call = g_queue_pop_head (&pool->jobs);
-      if (call != NULL)
-        {
-          rl_mutex_unlock (&pool->mutex);
-          run_call (call);
-          rl_mutex_lock (&pool->mutex);
-          continue;
-        }
-      if (pool->stop)
-        break;
-      pool->idle++;
-      rl_cond_wait_until (&pool->cond, &pool->mutex,
-                          g_get_monotonic_time () + RL_ASYNC_IDLE_MS * 1000);
-      pool->idle--;
-      if (pool->jobs.length == 0)
-        break;
-    }
-  pool->threads--;
-  rl_mutex_unlock (&pool->mutex);
-  async_pool_unref (pool);
-  return NULL;
-}
-
-static void async_pool_release (gpointer data);
-
-/* The pool of @registry, made on first use. */
-static RlAsyncPool *
-registry_pool (RedisLockRegistry *registry)
-{
-  RlAsyncPool *pool = g_atomic_pointer_get (&registry->async_pool);
-
-  if (G_LIKELY (pool != NULL))
-    return pool;
-  pool = g_new0 (RlAsyncPool, 1);
-  pool->ref_count = 1;
-  rl_mutex_init (&pool->mutex);
-  rl_cond_init (&pool->cond);
-  g_queue_init (&pool->jobs);
-  /* Set before the pool is: whoever sees the pool sees how to release it. */
-  registry->async_pool_release = async_pool_release;
-  if (!g_atomic_pointer_compare_and_exchange (&registry->async_pool, NULL, pool))
-    {
-      async_pool_unref (pool);
-      pool = g_atomic_pointer_get (&registry->async_pool);
-    }
-  return pool;
-}
-
-/* The registry is freed: its reference goes, idle workers leave. */
-static void
-async_pool_release (gpointer data)
-{
-  RlAsyncPool *pool = data;
-
-  rl_mutex_lock (&pool->mutex);
-  pool->stop = TRUE;
-  rl_cond_broadcast (&pool->cond);
-  rl_mutex_unlock (&pool->mutex);
-  async_pool_unref (pool);
-}
-
 static void pool_push (AsyncCall *call);
+static void run_call (RlAsyncJob *job);
 
 /* A call -------------------------------------------------------------------------- */
 
@@ -170,6 +65,7 @@ typedef enum
 struct _AsyncCall
 {
   RlLockWaiter waiter; /* first: &call->waiter is the owner marker */
+  RlAsyncJob job;      /* a step on the registry's workers (async-pool.h) */
   gint ref_count;      /* atomic */
   gint pokes;          /* atomic: events not yet seen by a step; the first schedules one */
   CallKind kind;
@@ -183,7 +79,6 @@ struct _AsyncCall
   gint ok;                   /* atomic */
   gpointer error;            /* atomic: GError, or NULL */
   gint64 deadline; /* monotonic µs, RL_FOREVER */
-  gint64 queued_at; /* atomic: monotonic µs the last step was queued */
   gint64 ttl_ms;
   gboolean bounded; /* wait_ms != 0: requests are cut short at the deadline */
   char *fence_key;
@@ -231,44 +126,11 @@ call_unref (gpointer data)
   g_free (call);
 }
 
-/* Queues a step of @call (which brings a reference for it) on its registry's pool,
- * starting a worker when none is idle. */
+/* Queues a step of @call (which brings a reference for it) on its registry's workers. */
 static void
 pool_push (AsyncCall *call)
 {
-  RlAsyncPool *pool = registry_pool (call->lock->registry);
-  gboolean start;
-
-  RL_ATOMIC_SET (call->queued_at, g_get_monotonic_time ());
-  rl_mutex_lock (&pool->mutex);
-  g_queue_push_tail (&pool->jobs, call);
-  start = pool->idle < pool->jobs.length && pool->threads < RL_ASYNC_THREADS;
-  if (start)
-    {
-      pool->threads++;
-      g_atomic_int_inc (&pool->ref_count);
-    }
-  else
-    rl_cond_signal (&pool->cond);
-  rl_mutex_unlock (&pool->mutex);
-  if (start)
-    {
-      g_autoptr (GError) error = NULL;
-      GThread *thread = g_thread_try_new ("redislock-async", pool_thread, pool, &error);
-      if (thread != NULL)
-        g_thread_unref (thread);
-      else
-        {
-          /* The threads already running will take the job, or, with none, it waits
-           * for the next push. */
-          g_warning ("redislock: cannot start a worker for asynchronous calls: %s",
-                     error->message);
-          rl_mutex_lock (&pool->mutex);
-          pool->threads--;
-          rl_mutex_unlock (&pool->mutex);
-          async_pool_unref (pool);
-        }
-    }
+  rl_async_pool_push (call->lock->registry, &call->job);
 }
 
 /* Counts an event; the first one not yet seen schedules a step. Any thread, any
@@ -362,6 +224,7 @@ call_new (CallKind kind, RedisLock *lock, GTask *task, GCancellable *cancellable
 
   call->waiter.granted = on_granted;
   call->waiter.poke = on_poke;
+  call->job.run = run_call;
   call->ref_count = 1;
   /* Held until the caller has set the call up: events until then are counted and
    * seen by the step the caller schedules. */
@@ -519,12 +382,8 @@ step_lease (AsyncCall *call)
            * retries at once when it is up; until then, the spin interval (its coming
            * up bumps the notification number). */
           action = rl_registry_watch (registry, &call->acq, FALSE);
-        else if (call->acq.attempts == 0 && call->bounded && now >= call->deadline
-                 && RL_ATOMIC_GET (call->queued_at) < call->deadline)
+        else if (rl_async_job_late (&call->job, &call->acq, call->bounded))
           {
-            /* Its step waited for a worker past the deadline: every worker of the
-             * registry was blocked on an earlier request (a server that does not
-             * answer). Having never asked Redis, the call cannot say "held". */
             fail (call, g_error_new (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
                                      "Lock “%s”: no request reached Redis within the call's "
                                      "wait; the registry's earlier requests had not returned",
@@ -606,8 +465,10 @@ step_unlock (AsyncCall *call)
 
 /* A worker runs the call's steps until it has seen every poke counted. */
 static void
-run_call (AsyncCall *call)
+run_call (RlAsyncJob *job)
 {
+  AsyncCall *call = (AsyncCall *) ((char *) job - G_STRUCT_OFFSET (AsyncCall, job));
+
   for (;;)
     {
       gint seen = g_atomic_int_get (&call->pokes);

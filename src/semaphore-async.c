@@ -1,252 +1,53 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* semaphore-async.c: redis_semaphore_acquire_async(), the acquisition machine of
- * acquire.c driven from the caller's main context.
- *
- * A pending call is not a blocked thread. Each attempt (one request to the store, which
- * blocks for its round trip) runs on a short-lived thread of its own and hands its
- * verdict back to the caller's context; between attempts the call sleeps there, on a
- * timer at the machine's wake-up time (the smallest permit TTL, the spin interval or
- * the deadline) and as a sleeper of the semaphore's anchor lock (lock.c's queued
- * sleepers), which rl_lock_notify() pokes when any permit is released, and which close
- * pokes too, as cancellation does.
- *
- * Everything that reaches the context from another thread (an attempt's end, a poke)
- * is one byte written to the call's pipe, which a source in the context reads; the
- * machine itself is touched only in the context, and by the attempt's thread between
- * its creation and its byte. So the hand-overs are a thread's creation and a pipe's
- * write and read, both edges ThreadSanitizer sees (GLib's own locks, behind GTask and
- * g_source_set_ready_time(), it cannot), and no mutex guards the call. A poke comes with
- * the anchor's mutex held, from any thread: a write() of one byte to a non-blocking
- * pipe is all it does. The pipe is closed only once nothing can write to it any more:
- * the call has left the anchor's sleepers, its cancellation handler is disconnected and
- * no attempt is under way.
+/* semaphore-async.c: redis_semaphore_acquire_async(), a thin driver over
+ * async-driver.c: an attempt is rl_semaphore_attempt_step() (one request for a free
+ * permit, on a worker of the registry), the sleeps are on the semaphore's anchor lock,
+ * whose notification number moves when any permit is released, and the result is the
+ * permit taken, returned through the GTask in the caller's main context.
  */
 #include "config.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <glib-unix.h>
-#include <unistd.h>
-
+#include "async-driver.h"
 #include "semaphore.h"
 
 typedef struct
 {
-  RlLockWaiter waiter; /* poked by the anchor: notifications, close */
-  RedisSemaphore *semaphore;
-  RedisLock *anchor;
+  RedisSemaphore *semaphore; /* a reference */
   GTask *task;
-  GMainContext *context;
-  GCancellable *cancellable;
-  gulong cancel_handler;
-  gboolean pubsub;
-  gboolean bounded;
   gint64 ttl_ms;
-  int pipe[2];          /* [1]: written by pokes and attempts; [0]: read in the context */
-  GSource *pipe_source; /* the context's */
-  GSource *timer;       /* the context's: the sleep's end */
-  gboolean sleeping;    /* the context's: between two attempts */
-  gboolean attempting;  /* the context's: an attempt's thread runs */
-
-  /* Written by the attempt's thread, read in the context after its byte. */
-  RlAcquire acq;
-  RlAcquireAction action;
-  gint attempt_done; /* atomic */
-  RedisPermit *permit;
-  GError *error;
+  RedisPermit *permit; /* the attempt's, until done() */
 } SemCall;
 
-static void step (SemCall *call, RlAcquireAction action);
-
-/* Any thread: the context looks at the call soon. */
-static void
-nudge (SemCall *call)
+static RlAcquireAction
+sem_attempt (gpointer data, RlAcquire *acq, gboolean pubsub, gboolean bounded, GError **error)
 {
-  char byte = 'x';
-  ssize_t n;
+  SemCall *call = data;
 
-  do
-    n = write (call->pipe[1], &byte, 1);
-  while (n < 0 && errno == EINTR);
-  /* EAGAIN: bytes are waiting already, which is enough. */
+  return rl_semaphore_attempt_step (call->semaphore, acq, pubsub, bounded, call->ttl_ms,
+                                    &call->permit, error);
 }
 
 static void
-on_poke (RlLockWaiter *waiter)
+sem_done (gpointer data, gboolean taken, GError *error)
 {
-  nudge ((SemCall *) waiter);
-}
+  SemCall *call = data;
+  RedisPermit *permit = g_steal_pointer (&call->permit);
 
-static void
-on_cancelled (GCancellable *cancellable, gpointer data)
-{
-  (void) cancellable;
-  nudge (data);
-}
-
-static void
-call_free (SemCall *call)
-{
-  if (call->pipe_source != NULL)
-    {
-      g_source_destroy (call->pipe_source);
-      g_source_unref (call->pipe_source);
-    }
-  close (call->pipe[0]);
-  close (call->pipe[1]);
-  if (call->permit != NULL)
-    rl_permit_unref (call->permit);
-  g_clear_error (&call->error);
-  g_clear_object (&call->cancellable);
-  g_main_context_unref (call->context);
+  if (!taken || error != NULL)
+    g_clear_pointer (&permit, rl_permit_unref);
+  if (error != NULL)
+    g_task_return_error (call->task, error);
+  else
+    g_task_return_pointer (call->task, permit, (GDestroyNotify) rl_permit_unref);
   g_object_unref (call->task);
   redis_semaphore_unref (call->semaphore);
   g_free (call);
 }
 
-/* Sleeping -------------------------------------------------------------------------- */
-
-static void
-stop_sleeping (SemCall *call)
-{
-  if (call->timer != NULL)
-    {
-      g_source_destroy (call->timer);
-      g_clear_pointer (&call->timer, g_source_unref);
-    }
-  rl_lock_wake_queued (call->anchor, &call->waiter);
-  call->sleeping = FALSE;
-}
-
-/* The sleep ended (its time, a poke, cancellation, close): the machine's next step. */
-static void
-woken (SemCall *call)
-{
-  GError *error = NULL;
-
-  stop_sleeping (call);
-  if (rl_lock_wait_error (call->anchor, call->cancellable, &error))
-    {
-      call->error = error;
-      step (call, RL_ACQUIRE_DONE);
-      return;
-    }
-  step (call, rl_acquire_step (&call->acq, g_get_monotonic_time (),
-                               rl_lock_notify_seq (call->anchor)));
-}
-
-static gboolean
-on_timer (gpointer data)
-{
-  SemCall *call = data;
-
-  g_clear_pointer (&call->timer, g_source_unref);
-  woken (call);
-  return G_SOURCE_REMOVE;
-}
-
-/* Sleeps as the machine says: until wake_at, or a notification past its seq. */
-static void
-sleep_until_woken (SemCall *call)
-{
-  gint64 now = g_get_monotonic_time ();
-  gint64 ms = call->acq.wake_at > now ? (call->acq.wake_at - now + 999) / 1000 : 0;
-
-  call->sleeping = TRUE;
-  call->timer = g_timeout_source_new ((guint) MIN (ms, G_MAXUINT));
-  g_source_set_callback (call->timer, on_timer, call, NULL);
-  g_source_attach (call->timer, call->context);
-  /* The number moved already, or the registry closed: look again now. */
-  if (call->acq.watch_seq && !rl_lock_sleep_queued (call->anchor, &call->waiter, call->acq.seq))
-    nudge (call);
-  if (g_cancellable_is_cancelled (call->cancellable))
-    nudge (call);
-}
-
-/* Attempts ----------------------------------------------------------------------- */
-
-static gpointer
-attempt_thread (gpointer data)
-{
-  SemCall *call = data;
-
-  call->action = rl_semaphore_attempt_step (call->semaphore, &call->acq, call->pubsub,
-                                            call->bounded, call->ttl_ms, &call->permit,
-                                            &call->error);
-  g_atomic_int_set (&call->attempt_done, 1);
-  nudge (call);
-  return NULL;
-}
-
-/* The pipe had bytes: an attempt ended, or the sleep is to end. */
-static gboolean
-on_pipe (gint fd, GIOCondition condition, gpointer data)
-{
-  SemCall *call = data;
-  char buf[64];
-
-  (void) condition;
-  while (read (fd, buf, sizeof buf) > 0)
-    ;
-  if (call->attempting && g_atomic_int_get (&call->attempt_done))
-    {
-      call->attempting = FALSE;
-      g_atomic_int_set (&call->attempt_done, 0);
-      step (call, call->action);
-    }
-  else if (call->sleeping)
-    woken (call);
-  /* Otherwise a poke or a cancellation during an attempt: the sleep that may follow
-   * looks at the cancellable, and a notification moved the number it compares. */
-  return G_SOURCE_CONTINUE;
-}
-
-/* The machine's steps, in the caller's context. */
-static void
-step (SemCall *call, RlAcquireAction action)
-{
-  RedisLockRegistry *registry = call->anchor->registry;
-  RedisPermit *permit;
-  GError *error = NULL;
-
-  switch (action)
-    {
-    case RL_ACQUIRE_ATTEMPT:
-      {
-        GThread *thread = g_thread_try_new ("redislock-permit", attempt_thread, call, &error);
-        if (thread == NULL)
-          {
-            call->error = error;
-            step (call, RL_ACQUIRE_DONE);
-            return;
-          }
-        call->attempting = TRUE;
-        g_thread_unref (thread);
-        return;
-      }
-    case RL_ACQUIRE_WATCH:
-      step (call, rl_registry_watch (registry, &call->acq, FALSE));
-      return;
-    case RL_ACQUIRE_SLEEP:
-      sleep_until_woken (call);
-      return;
-    case RL_ACQUIRE_DONE:
-    default:
-      /* Nothing writes to the pipe after this: out of the sleepers, no handler, no
-       * attempt under way. */
-      stop_sleeping (call);
-      g_cancellable_disconnect (call->cancellable, call->cancel_handler);
-      call->cancel_handler = 0;
-      permit = g_steal_pointer (&call->permit);
-      error = g_steal_pointer (&call->error);
-      if (error != NULL)
-        g_task_return_error (call->task, error);
-      else
-        g_task_return_pointer (call->task, permit, (GDestroyNotify) rl_permit_unref);
-      call_free (call);
-      return;
-    }
-}
+static const RlAsyncDriverClass sem_driver = {
+  .attempt = sem_attempt,
+  .done = sem_done,
+};
 
 void
 redis_semaphore_acquire_async (RedisSemaphore *semaphore, gint64 wait_ms,
@@ -256,7 +57,7 @@ redis_semaphore_acquire_async (RedisSemaphore *semaphore, gint64 wait_ms,
   GTask *task;
   SemCall *call;
   GError *error = NULL;
-  RedisLockRegistry *registry;
+  RedisLock *anchor;
 
   g_return_if_fail (semaphore != NULL);
 
@@ -268,38 +69,12 @@ redis_semaphore_acquire_async (RedisSemaphore *semaphore, gint64 wait_ms,
       g_object_unref (task);
       return;
     }
+  anchor = rl_semaphore_anchor (semaphore);
   call = g_new0 (SemCall, 1);
-  if (!g_unix_open_pipe (call->pipe, FD_CLOEXEC, &error)
-      || !g_unix_set_fd_nonblocking (call->pipe[0], TRUE, &error)
-      || !g_unix_set_fd_nonblocking (call->pipe[1], TRUE, &error))
-    {
-      g_task_return_new_error (task, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
-                               "Cannot wait for a permit: %s", error->message);
-      g_error_free (error);
-      g_object_unref (task);
-      g_free (call);
-      return;
-    }
-  call->waiter.poke = on_poke;
   call->semaphore = redis_semaphore_ref (semaphore);
-  call->anchor = rl_semaphore_anchor (semaphore);
   call->task = task;
-  call->context = g_main_context_ref_thread_default ();
-  call->cancellable = cancellable != NULL ? g_object_ref (cancellable) : NULL;
-  registry = call->anchor->registry;
-  call->pubsub = rl_registry_pubsub (registry);
-  call->bounded = wait_ms != 0;
-  call->ttl_ms = RL_ATOMIC_GET (registry->settings.expire_after_ms);
-  call->pipe_source = g_unix_fd_source_new (call->pipe[0], G_IO_IN);
-  g_source_set_callback (call->pipe_source, G_SOURCE_FUNC (on_pipe), call, NULL);
-  g_source_attach (call->pipe_source, call->context);
-  if (cancellable != NULL && wait_ms != 0)
-    call->cancel_handler = g_cancellable_connect (cancellable, G_CALLBACK (on_cancelled), call,
-                                                  NULL);
-  rl_acquire_init (&call->acq, call->anchor->key_data,
-                   wait_ms < 0 ? RL_FOREVER : rl_deadline_after (g_get_monotonic_time (), wait_ms),
-                   0);
-  step (call, rl_acquire_step (&call->acq, g_get_monotonic_time (), 0));
+  call->ttl_ms = RL_ATOMIC_GET (anchor->registry->settings.expire_after_ms);
+  rl_async_drive (anchor, wait_ms, cancellable, &sem_driver, call);
 }
 
 RedisPermit *

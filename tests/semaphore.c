@@ -744,6 +744,145 @@ test_async_close (TestFixture *fx, gconstpointer data)
 
 /* ---- Redis only: round trips and other processes ---- */
 
+/* The workers of a registry's asynchronous calls (async-pool.h). */
+#define POOL_THREADS 4
+
+static void
+test_async_no_thread_per_call (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisSemaphore) sem = NULL;
+  g_autoptr (GMainContext) context = g_main_context_new ();
+  ManyResult mr = { 0 };
+  const guint n = 64;
+  guint threads_before, threads_pending;
+
+  g_test_summary ("64 acquire_async calls whose attempts are all stuck on a frozen server "
+                  "create no thread per call: their attempts queue on the registry's few "
+                  "workers, and all take their permits once the server answers again");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  g_main_context_push_thread_default (context);
+  mr.permits = g_ptr_array_new ();
+  sem = obtain_semaphore (fx->registry, "no-thread-per-call", n);
+  mr.sem = sem;
+  /* A first cycle starts what a registry starts with its first lease. */
+  release_ok (acquire_ok (sem, 0));
+  redis_lock_registry_set_command_timeout_ms (fx->registry, 20000);
+  threads_before = test_thread_count ();
+  redis_lock_test_server_pause (fx->server);
+  for (guint i = 0; i < n; i++)
+    redis_semaphore_acquire_async (sem, 30000, NULL, on_many, &mr);
+  threads_pending = test_thread_count ();
+  g_test_message ("threads: %u before, %u with %u calls pending", threads_before,
+                  threads_pending, n);
+  /* The registry's workers, and at most two other threads of the library (its watchdog,
+   * its notification subscriber) that may start meanwhile: nothing that grows with n. */
+  g_assert_cmpuint (threads_pending, <=, threads_before + POOL_THREADS + 2);
+  g_assert_cmpuint (mr.done, ==, 0);
+  redis_lock_test_server_resume (fx->server);
+  g_assert_true (iterate_until (&mr.done, n, 20000));
+  g_assert_no_error (mr.first_error);
+  g_assert_cmpuint (mr.taken, ==, n);
+  for (guint i = 0; i < mr.permits->len; i++)
+    release_ok (g_ptr_array_index (mr.permits, i));
+  g_ptr_array_unref (mr.permits);
+  g_main_context_pop_thread_default (context);
+}
+
+static void
+test_async_frozen_other_registry (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockTestServer) other = NULL;
+  g_autoptr (RedisLockRegistry) rb = NULL;
+  g_autoptr (RedisSemaphore) stuck_sem = NULL, free_sem = NULL;
+  g_autoptr (GMainContext) context = g_main_context_new ();
+  g_autoptr (GError) error = NULL;
+  ManyResult stuck = { 0 }, mr = { 0 };
+  const guint n = 2 * POOL_THREADS + 1;
+  gint64 t0, took;
+
+  g_test_summary ("With one registry's server frozen and more acquire_async calls stuck on it "
+                  "than a pool has workers, acquire_async (wait 2000 ms) on a free semaphore "
+                  "of a registry on another server takes a permit within its wait");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  g_main_context_push_thread_default (context);
+  other = redis_lock_test_server_new (NULL, &error);
+  g_assert_no_error (error);
+  rb = test_registry_new_on (redis_lock_test_server_get_url (other));
+  stuck.permits = g_ptr_array_new ();
+  mr.permits = g_ptr_array_new ();
+  stuck_sem = obtain_semaphore (fx->registry, "frozen", n);
+  free_sem = obtain_semaphore (rb, "free", 1);
+  stuck.sem = stuck_sem;
+  mr.sem = free_sem;
+  release_ok (acquire_ok (stuck_sem, 0));
+  release_ok (acquire_ok (free_sem, 0));
+  redis_lock_registry_set_command_timeout_ms (fx->registry, 5000);
+
+  redis_lock_test_server_pause (fx->server);
+  for (guint i = 0; i < n; i++)
+    redis_semaphore_acquire_async (stuck_sem, 8000, NULL, on_many, &stuck);
+  t0 = test_now_ms ();
+  redis_semaphore_acquire_async (free_sem, 2000, NULL, on_many, &mr);
+  g_assert_true (iterate_until (&mr.done, 1, 10000));
+  took = test_now_ms () - t0;
+  g_test_message ("the call on the other server completed after %" G_GINT64_FORMAT " ms", took);
+  g_assert_no_error (mr.first_error);
+  g_assert_cmpuint (mr.taken, ==, 1);
+  g_assert_cmpint (took, <, 2000);
+  release_ok (g_ptr_array_index (mr.permits, 0));
+
+  redis_lock_test_server_resume (fx->server);
+  g_assert_true (iterate_until (&stuck.done, n, 30000));
+  for (guint i = 0; i < stuck.permits->len; i++)
+    release_ok (g_ptr_array_index (stuck.permits, i));
+  g_clear_error (&stuck.first_error);
+  g_ptr_array_unref (stuck.permits);
+  g_ptr_array_unref (mr.permits);
+  g_main_context_pop_thread_default (context);
+}
+
+static void
+test_async_never_reached_redis (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisSemaphore) stuck_sem = NULL, late_sem = NULL;
+  g_autoptr (GMainContext) context = g_main_context_new ();
+  ManyResult stuck = { 0 }, mr = { 0 };
+
+  g_test_summary ("An acquire_async whose attempt could not even be sent within its wait "
+                  "(every worker of its registry blocked on a frozen server) completes with "
+                  "CONNECTION, not with NULL: it never learned that the permits were taken");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  g_main_context_push_thread_default (context);
+  stuck.permits = g_ptr_array_new ();
+  mr.permits = g_ptr_array_new ();
+  stuck_sem = obtain_semaphore (fx->registry, "stuck", POOL_THREADS);
+  late_sem = obtain_semaphore (fx->registry, "late", 1);
+  stuck.sem = stuck_sem;
+  mr.sem = late_sem;
+  release_ok (acquire_ok (stuck_sem, 0));
+  redis_lock_registry_set_command_timeout_ms (fx->registry, 1500);
+  redis_lock_test_server_pause (fx->server);
+  for (guint i = 0; i < POOL_THREADS; i++)
+    redis_semaphore_acquire_async (stuck_sem, 8000, NULL, on_many, &stuck);
+  redis_semaphore_acquire_async (late_sem, 300, NULL, on_many, &mr);
+  g_assert_true (iterate_until (&mr.done, 1, 20000));
+  redis_lock_test_server_resume (fx->server);
+  g_assert_cmpuint (mr.taken, ==, 0);
+  g_assert_error (mr.first_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION);
+  g_test_message ("%s", mr.first_error->message);
+  g_clear_error (&mr.first_error);
+  g_assert_true (iterate_until (&stuck.done, POOL_THREADS, 30000));
+  for (guint i = 0; i < stuck.permits->len; i++)
+    release_ok (g_ptr_array_index (stuck.permits, i));
+  g_clear_error (&stuck.first_error);
+  g_ptr_array_unref (stuck.permits);
+  g_ptr_array_unref (mr.permits);
+  g_main_context_pop_thread_default (context);
+}
+
 static void
 test_round_trips (TestFixture *fx, gconstpointer data)
 {
@@ -928,6 +1067,11 @@ main (int argc, char **argv)
   test_add_stores_but_quorum ("/semaphore/async/close", NULL, test_async_close);
   test_add_stores ("/semaphore/quorum-refused", NULL, test_quorum_refused);
   test_add_stores_but_quorum ("/semaphore/not-replicated", NULL, test_not_replicated);
+  test_add_redis ("/semaphore/async/no-thread-per-call", NULL, test_async_no_thread_per_call);
+  test_add_redis ("/semaphore/async/frozen-server/other-registry-unaffected", NULL,
+                  test_async_frozen_other_registry);
+  test_add_redis ("/semaphore/async/frozen-server/never-reached-redis", NULL,
+                  test_async_never_reached_redis);
   test_add_redis ("/semaphore/round-trips", NULL, test_round_trips);
   test_add_redis ("/semaphore/process/other-releases", NULL, test_other_process);
   test_add_redis ("/semaphore/process/crashed-holder", NULL, test_crashed_holder);

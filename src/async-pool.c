@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* async-pool.c: the registry's bounded worker pool for asynchronous calls (see
+ * async-pool.h for what a job is).
+ *
+ * The pool is made of pthread mutexes and condition variables (sync.h) rather than
+ * GThreadPool: GLib's own locks are invisible to ThreadSanitizer, these are not. It is
+ * reference-counted: the registry holds one reference until it is freed (registry.c
+ * calls async_pool_release through registry->async_pool_release), each running worker
+ * one, so a worker whose job drops the registry's last reference still finds its pool.
+ */
+#include "config.h"
+
+#include "async-pool.h"
+
+typedef struct
+{
+  gint ref_count; /* atomic */
+  RlMutex mutex;  /* guards the rest */
+  RlCond cond;    /* jobs queued, or stop */
+  GQueue jobs;    /* RlAsyncJob */
+  guint threads;  /* running */
+  guint idle;     /* waiting for a job */
+  gboolean stop;  /* the registry is gone: idle workers leave at once */
+} RlAsyncPool;
+
+static void
+async_pool_unref (RlAsyncPool *pool)
+{
+  if (!g_atomic_int_dec_and_test (&pool->ref_count))
+    return;
+  g_assert (pool->jobs.length == 0);
+  rl_cond_clear (&pool->cond);
+  rl_mutex_clear (&pool->mutex);
+  g_free (pool);
+}
+
+static gpointer
+pool_thread (gpointer data)
+{
+  RlAsyncPool *pool = data;
+
+  rl_thread_set_name ("redislock-async");
+  rl_mutex_lock (&pool->mutex);
+  for (;;)
+    {
+      RlAsyncJob *job = g_queue_pop_head (&pool->jobs);
+      if (job != NULL)
+        {
+          rl_mutex_unlock (&pool->mutex);
+          job->run (job);
+          rl_mutex_lock (&pool->mutex);
+          continue;
+        }
+      if (pool->stop)
+        break;
+      pool->idle++;
+      rl_cond_wait_until (&pool->cond, &pool->mutex,
+                          g_get_monotonic_time () + RL_ASYNC_IDLE_MS * 1000);
+      pool->idle--;
+      if (pool->jobs.length == 0)
+        break;
+    }
+  pool->threads--;
+  rl_mutex_unlock (&pool->mutex);
+  async_pool_unref (pool);
+  return NULL;
+}
+
+/* The registry is freed: its reference goes, idle workers leave. */
+static void
+async_pool_release (gpointer data)
+{
+  RlAsyncPool *pool = data;
+
+  rl_mutex_lock (&pool->mutex);
+  pool->stop = TRUE;
+  rl_cond_broadcast (&pool->cond);
+  rl_mutex_unlock (&pool->mutex);
+  async_pool_unref (pool);
+}
+
+/* The pool of @registry, made on first use. */
+static RlAsyncPool *
+registry_pool (RedisLockRegistry *registry)
+{
+  RlAsyncPool *pool = g_atomic_pointer_get (&registry->async_pool);
+
+  if (G_LIKELY (pool != NULL))
+    return pool;
+  pool = g_new0 (RlAsyncPool, 1);
+  pool->ref_count = 1;
+  rl_mutex_init (&pool->mutex);
+  rl_cond_init (&pool->cond);
+  g_queue_init (&pool->jobs);
+  /* Set before the pool is: whoever sees the pool sees how to release it. */
+  registry->async_pool_release = async_pool_release;
+  if (!g_atomic_pointer_compare_and_exchange (&registry->async_pool, NULL, pool))
+    {
+      async_pool_unref (pool);
+      pool = g_atomic_pointer_get (&registry->async_pool);
+    }
+  return pool;
+}
+
+void
+rl_async_pool_push (RedisLockRegistry *registry, RlAsyncJob *job)
+{
+  RlAsyncPool *pool = registry_pool (registry);
+  gboolean start;
+
+  RL_ATOMIC_SET (job->queued_at, g_get_monotonic_time ());
+  rl_mutex_lock (&pool->mutex);
+  g_queue_push_tail (&pool->jobs, job);
+  start = pool->idle < pool->jobs.length && pool->threads < RL_ASYNC_THREADS;
+  if (start)
+    {
+      pool->threads++;
+      g_atomic_int_inc (&pool->ref_count);
+    }
+  else
+    rl_cond_signal (&pool->cond);
+  rl_mutex_unlock (&pool->mutex);
+  if (start)
+    {
+      g_autoptr (GError) error = NULL;
+      GThread *thread = g_thread_try_new ("redislock-async", pool_thread, pool, &error);
+      if (thread != NULL)
+        g_thread_unref (thread);
+      else
+        {
+          /* The threads already running will take the job, or, with none, it waits
+           * for the next push. */
+          g_warning ("redislock: cannot start a worker for asynchronous calls: %s",
+                     error->message);
+          rl_mutex_lock (&pool->mutex);
+          pool->threads--;
+          rl_mutex_unlock (&pool->mutex);
+          async_pool_unref (pool);
+        }
+    }
+}
+
+gboolean
+rl_async_job_late (const RlAsyncJob *job, const RlAcquire *acq, gboolean bounded)
+{
+  return acq->attempts == 0 && bounded && g_get_monotonic_time () >= acq->deadline
+         && RL_ATOMIC_GET (job->queued_at) < acq->deadline;
+}
