@@ -293,6 +293,7 @@ void section_processes (Bench *b, Section *s);
 void section_watchdog (Bench *b, Section *s);
 void section_async (Bench *b, Section *s);
 void section_rwlock (Bench *b, Section *s);
+void section_deadlock (Bench *b, Section *s);
 void section_memory (Bench *b, Section *s);
 
 /* The other process of the hand-off (`redislock-bench --child`, section-handoff.c);

@@ -48,6 +48,8 @@ static const SectionEntry section_table[] = {
     section_async },
   { "fencing", "Fencing on vs off, and try_lock_all of 10 free locks", section_fencing },
   { "rwlock", "Read lock uncontended pair vs plain lock pair", section_rwlock },
+  { "deadlock", "Deadlock detection on vs off: contended sections in one and two registries",
+    section_deadlock },
   { "cluster-uncontended", "Uncontended lock+unlock on a 3-master Redis Cluster",
     section_cluster_uncontended },
   { "cluster-watchdog", "Watchdog tick with leases spread over 3 cluster masters",
