@@ -373,7 +373,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_watchdog (RedisLockRegi
  *
  * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_registry_set_deadlock_detection (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_deadlock_detection (RedisLockRegistry *registry,
                                                                    gboolean enabled);
 
 /**
@@ -996,7 +996,7 @@ typedef struct
  *
  * Since: 0.1
  */
-REDIS_LOCK_EXPORT GType redis_lock_waiter_info_get_type (void) G_GNUC_CONST;
+REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_waiter_info_get_type (void) G_GNUC_CONST;
 
 /**
  * redis_lock_waiter_info_free:
@@ -1006,7 +1006,7 @@ REDIS_LOCK_EXPORT GType redis_lock_waiter_info_get_type (void) G_GNUC_CONST;
  *
  * Since: 0.1
  */
-REDIS_LOCK_EXPORT void redis_lock_waiter_info_free (RedisLockWaiterInfo *info);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_waiter_info_free (RedisLockWaiterInfo *info);
 
 /**
  * redis_lock_registry_list_waiters:
@@ -1027,7 +1027,7 @@ REDIS_LOCK_EXPORT void redis_lock_waiter_info_free (RedisLockWaiterInfo *info);
  *
  * Since: 0.1
  */
-REDIS_LOCK_EXPORT GPtrArray *redis_lock_registry_list_waiters (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 GPtrArray *redis_lock_registry_list_waiters (RedisLockRegistry *registry,
                                                               GError **error);
 
 /**
