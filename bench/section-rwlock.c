@@ -7,11 +7,19 @@
  * work (it checks the writer lease and a waiting writer's mark, and records the
  * reader), so the two pairs are timed one pair at a time in blocks of INTERLEAVE_BLOCK
  * that alternate, as section-uncontended.c does, and the registry's counters give the
- * commands per pair.
+ * commands per pair. Then BENCH_THREADS reading threads of one registry read at once,
+ * each holding its read for a moment, against the same threads taking a plain lock in
+ * turn: the readers share the registry's one reader lease, so their sections overlap
+ * and cost Redis almost nothing, which the commands per section show.
  */
 #include <math.h>
+#include <string.h>
 
 #include "bench.h"
+
+/* Sections per reading thread, and how long each holds its read (µs). */
+#define READERS_SECTIONS 200
+#define READERS_HOLD_US 100
 
 /* Read pairs alternate with plain pairs in blocks of this many. */
 #define INTERLEAVE_BLOCK 25
@@ -21,6 +29,66 @@ read_pair (RedisRWLock *lock, GError **error)
 {
   return redis_rw_lock_try_read_lock_for (lock, -1, NULL, error)
          && redis_rw_lock_read_unlock (lock, error);
+}
+
+typedef struct
+{
+  RedisRWLock *rw;   /* read sections, or: */
+  RedisLock *lock;   /* plain sections */
+  GError *error;
+} Reader;
+
+static void
+reader_run (gpointer data)
+{
+  Reader *r = data;
+
+  for (guint i = 0; i < READERS_SECTIONS && r->error == NULL; i++)
+    {
+      gboolean ok = r->rw != NULL ? redis_rw_lock_try_read_lock_for (r->rw, -1, NULL, &r->error)
+                                  : redis_lock_lock (r->lock, &r->error);
+      if (!ok)
+        break;
+      g_usleep (READERS_HOLD_US); /* the section's work */
+      if (r->rw != NULL)
+        redis_rw_lock_read_unlock (r->rw, &r->error);
+      else
+        redis_lock_unlock (r->lock, &r->error);
+    }
+}
+
+/* BENCH_THREADS threads, READERS_SECTIONS sections each, reading @rw or locking @lock:
+ * sections per second and Redis commands per section, or FALSE with @error. */
+static gboolean
+readers_run (RedisLockRegistry *registry, RedisRWLock *rw, RedisLock *lock, double *rate,
+             double *commands, GError **error)
+{
+  Reader readers[BENCH_THREADS];
+  gpointer data[BENCH_THREADS];
+  RedisLockRegistryStats before, after;
+  double seconds;
+
+  memset (readers, 0, sizeof readers);
+  for (guint i = 0; i < BENCH_THREADS; i++)
+    {
+      readers[i].rw = rw;
+      readers[i].lock = lock;
+      data[i] = &readers[i];
+    }
+  redis_lock_registry_get_stats (registry, &before);
+  seconds = run_parallel (BENCH_THREADS, reader_run, data);
+  redis_lock_registry_get_stats (registry, &after);
+  for (guint i = 0; i < BENCH_THREADS; i++)
+    if (readers[i].error != NULL)
+      {
+        g_propagate_error (error, readers[i].error);
+        for (guint j = i + 1; j < BENCH_THREADS; j++)
+          g_clear_error (&readers[j].error);
+        return FALSE;
+      }
+  *rate = BENCH_THREADS * READERS_SECTIONS / seconds;
+  *commands = (double) (after.commands - before.commands) / (BENCH_THREADS * READERS_SECTIONS);
+  return TRUE;
 }
 
 void
@@ -89,6 +157,25 @@ section_rwlock (Bench *b, Section *s)
             "%u pairs of each from one thread, each timed, in alternating blocks of %d, after "
             "200 warm-up pairs of each",
             n, INTERLEAVE_BLOCK);
+
+  {
+    double read_rate, read_cmds, plain_rate, plain_cmds;
+
+    if (!readers_run (registry, rw, NULL, &read_rate, &read_cmds, &error)
+        || !readers_run (registry, NULL, lock, &plain_rate, &plain_cmds, &error))
+      goto fail;
+    add_row (s, "8 reading threads", read_rate, "sections/s", 0, read_rate / plain_rate,
+             "8 threads, plain lock", NULL, FALSE);
+    add_row (s, "8 reading threads: Redis commands/section", read_cmds, "", 3, NAN, "", NULL,
+             FALSE);
+    add_row (s, "8 threads, plain lock (baseline)", plain_rate, "sections/s", 0, 1.0,
+             "8 threads, plain lock", NULL, FALSE);
+    add_row (s, "8 threads, plain lock: Redis commands/section", plain_cmds, "", 3, NAN, "",
+             NULL, FALSE);
+    add_note (s, "%d threads of one registry, %d sections each holding %d us, reading the "
+              "read-write lock, then taking the plain lock",
+              BENCH_THREADS, READERS_SECTIONS, READERS_HOLD_US);
+  }
   return;
 
 fail:
