@@ -690,6 +690,85 @@ test_unknown_master (void)
   g_assert_nonnull (strstr (error->message, "no-such-master"));
 }
 
+/* --- The lock family ------------------------------------------------------------------ */
+
+static void
+test_family (void)
+{
+  g_autoptr (RedisLockTestSentinel) s = redis_lock_test_sentinel_new_or_skip (1, 1);
+  g_autoptr (RedisLockRegistry) a = NULL;
+  g_autoptr (RedisLockRegistry) b = NULL;
+  g_autoptr (RedisRWLock) reader = NULL;
+  g_autoptr (RedisRWLock) writer = NULL;
+  g_autoptr (RedisSemaphore) pool = NULL;
+  g_autoptr (GError) error = NULL;
+  RedisPermit *p1, *p2, *p3 = NULL;
+  gint64 t0;
+
+  g_test_summary ("A read-write lock and a semaphore work through a Sentinel URL: a reader "
+                  "of one registry keeps a writer of another out until it unlocks, a "
+                  "semaphore of 2 gives two permits and not a third, and after a forced "
+                  "failover permits are taken on the new master");
+  if (s == NULL)
+    return;
+  a = test_registry_new_on (redis_lock_test_sentinel_get_url (s));
+  b = test_registry_new_on (redis_lock_test_sentinel_get_url (s));
+
+  reader = redis_lock_registry_obtain_rw (a, "doc", &error);
+  g_assert_no_error (error);
+  writer = redis_lock_registry_obtain_rw (b, "doc", &error);
+  g_assert_no_error (error);
+  g_assert_true (redis_rw_lock_try_read_lock_for (reader, 0, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_false (redis_rw_lock_try_write_lock_for (writer, 100, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_true (redis_rw_lock_read_unlock (reader, &error));
+  g_assert_no_error (error);
+  g_assert_true (redis_rw_lock_try_write_lock_for (writer, 5000, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_true (redis_rw_lock_write_unlock (writer, &error));
+  g_assert_no_error (error);
+
+  pool = redis_lock_registry_obtain_semaphore (a, "pool", 2, &error);
+  g_assert_no_error (error);
+  p1 = redis_semaphore_try_acquire_for (pool, 0, NULL, &error);
+  g_assert_no_error (error);
+  p2 = redis_semaphore_try_acquire_for (pool, 0, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (p1);
+  g_assert_nonnull (p2);
+  g_assert_null (redis_semaphore_try_acquire_for (pool, 100, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_true (redis_permit_release (p1, &error));
+  g_assert_no_error (error);
+  g_assert_true (redis_permit_release (p2, &error));
+  g_assert_no_error (error);
+
+  g_assert_cmpint (redis_lock_test_sentinel_failover (s, 30000, &error), ==, 1);
+  g_assert_no_error (error);
+  /* As for a lock (failover/idle): once the registry follows the switch, every permit
+   * is taken on the new master. */
+  t0 = test_now_ms ();
+  while (test_now_ms () - t0 < 5000)
+    {
+      g_autofree char *there = NULL;
+
+      g_clear_error (&error);
+      p3 = redis_semaphore_try_acquire_for (pool, 0, NULL, &error);
+      if (p3 == NULL)
+        continue;
+      there = node_get (s, 1, redis_permit_get_key (p3));
+      if (there != NULL)
+        break;
+      /* Taken on the old master just before the switch. */
+      redis_permit_release (p3, NULL);
+      p3 = NULL;
+    }
+  g_assert_nonnull (p3);
+  g_assert_true (redis_permit_release (p3, &error));
+  g_assert_no_error (error);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -708,6 +787,7 @@ main (int argc, char **argv)
   g_test_add_func ("/sentinel/tool/run", test_tool);
   g_test_add_func ("/sentinel/min-replicas/paused-replica", test_min_replicas_paused_replica);
   g_test_add_func ("/sentinel/min-replicas/renewal", test_min_replicas_renewal);
+  g_test_add_func ("/sentinel/family/rw-and-semaphore", test_family);
   g_test_add_func ("/sentinel/bad-input/sentinels-down", test_sentinels_down);
   g_test_add_func ("/sentinel/bad-input/unknown-master", test_unknown_master);
   return g_test_run ();
