@@ -53,8 +53,8 @@ permit_key (GString *buf, const char *sem_key, guint i)
  * request sent twice) is returned again; else the first free one from @start. */
 RlLeaseResult
 rl_memory_semaphore_acquire (RlStore *store, const char *sem_key, guint permits, guint start,
-                          const char *value, gint64 ttl_ms, gint64 timeout_ms, guint *slot,
-                          gint64 *pttl_ms, GError **error)
+                             const char *value, gint64 ttl_ms, gint64 timeout_ms, guint *slot,
+                             gint64 *pttl_ms, GError **error)
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
   g_autoptr (GString) key = g_string_new (NULL);
@@ -104,8 +104,8 @@ rl_memory_semaphore_acquire (RlStore *store, const char *sem_key, guint permits,
 }
 
 gboolean
-rl_memory_semaphore_available (RlStore *store, const char *sem_key, guint permits,
-                            guint *available, GError **error)
+rl_memory_semaphore_available (RlStore *store, const char *sem_key, guint permits, guint *available,
+                               GError **error)
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
   g_autoptr (GString) key = g_string_new (NULL);
@@ -176,7 +176,7 @@ rw_held_back (RlMemorySpace *space, const RlRwKeys *keys, RlRwMode mode, const c
 
 RlLeaseResult
 rl_memory_rw_acquire (RlStore *store, const RlRwKeys *keys, RlRwMode mode, const char *value,
-                   gint64 ttl_ms, gint64 timeout_ms, gint64 *pttl_ms, GError **error)
+                      gint64 ttl_ms, gint64 timeout_ms, gint64 *pttl_ms, GError **error)
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
   const char *key = mode == RL_RW_WRITE ? keys->writer : keys->reader;
@@ -198,7 +198,7 @@ rl_memory_rw_acquire (RlStore *store, const RlRwKeys *keys, RlRwMode mode, const
       result = RL_LEASE_HELD;
       if (mode == RL_RW_WRITE && (waiting == NULL || strcmp (waiting->owner, keys->owner) == 0))
         rl_memory_lease_insert (self->space, keys->waiting, keys->owner,
-                      rl_memory_expiry_after (now, MAX (ttl_ms, held) + 1000), now);
+                                rl_memory_expiry_after (now, MAX (ttl_ms, held) + 1000), now);
       /* A mark newly set is told to every registry, as the Redis store publishes it. */
       if (mode == RL_RW_WRITE && waiting == NULL)
         targets = rl_memory_listeners_take (self->space, keys->waiting);
@@ -241,7 +241,7 @@ rl_memory_rw_stop_waiting (RlStore *store, const RlRwKeys *keys, GError **error)
  * expired ones removed when the table is read. */
 gboolean
 rl_memory_waits_update (RlStore *store, const char *id, const char *record, gint64 ttl_ms,
-                     GPtrArray *records, GError **error)
+                        GPtrArray *records, GError **error)
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
   g_autofree char *key = rl_store_waits_key (store->registry_key);

@@ -162,7 +162,7 @@ space_maybe_sweep (RlMemorySpace *space, gint64 now)
 
 void
 rl_memory_lease_insert (RlMemorySpace *space, const char *key, const char *owner, gint64 expires_us,
-              gint64 now)
+                        gint64 now)
 {
   RlMemoryLease *lease = g_new (RlMemoryLease, 1);
 

@@ -458,7 +458,7 @@ quorum_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error
   release_begin (self, n, items);
   f = rl_quorum_fan_out_all (self, RL_REQUEST_RELEASE, n, items);
   rl_quorum_fan_out_run (f, rl_quorum_node_timeout_ms (self, 0), WAIT_MAJORITY,
-               RL_ATOMIC_GET (self->parent.ctx->command_timeout_ms));
+                         RL_ATOMIC_GET (self->parent.ctx->command_timeout_ms));
   release_end (self, n, items);
   for (guint k = 0; k < n; k++)
     {

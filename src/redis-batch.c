@@ -153,7 +153,7 @@ acquire_many_plain (RlRedisStore *self, guint n, RlLeaseItem *items, const char 
  * in the same round trip, each all or none. */
 gboolean
 rl_redis_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
-                    gint64 timeout_ms, gboolean contended, GError **error)
+                       gint64 timeout_ms, gboolean contended, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   gboolean fenced = n > 0 && items[0].fence_key != NULL;
@@ -438,8 +438,8 @@ group_by_node (RlTopology *topology, guint n, const char *const *keys, GError **
  * (RL_LEASE_ERROR); the batch fails as a whole only when no node answered. */
 gboolean
 rl_redis_renew_batch (RlStore *store, guint n, const char *const *keys, const char *const *values,
-                   const gint64 *ttls, RlLeaseResult *results, gint64 timeout_ms,
-                   guint *round_trips, GError **error)
+                      const gint64 *ttls, RlLeaseResult *results, gint64 timeout_ms,
+                      guint *round_trips, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   RlTopology *topology = self->topology;

@@ -272,8 +272,8 @@ failover (RlTopology *topology, RlNode **node, const char *key, gint64 deadline,
  * read of the key it waits for: see queue_tracking()). */
 redisReply *
 rl_redis_call_tracked (RlRedisStore *self, const char *key, int argc, const char **argv,
-              const RlScript *script, gint64 timeout_ms, gboolean *retried, RlWroteFunc wrote,
-              gboolean *acked, gboolean track, GError **error)
+                       const RlScript *script, gint64 timeout_ms, gboolean *retried,
+                       RlWroteFunc wrote, gboolean *acked, gboolean track, GError **error)
 {
   RlTopology *topology = self->topology;
   RedisLockRegistryStats *stats = self->parent.ctx->stats;
@@ -400,18 +400,17 @@ rl_redis_call_tracked (RlRedisStore *self, const char *key, int argc, const char
 
 redisReply *
 rl_redis_store_call (RlStore *store, const char *key, int argc, const char **argv,
-                     const RlScript *script, gint64 timeout_ms, RlWroteFunc wrote,
-                     gboolean *acked, gboolean track, GError **error)
+                     const RlScript *script, gint64 timeout_ms, RlWroteFunc wrote, gboolean *acked,
+                     gboolean track, GError **error)
 {
   return rl_redis_call_tracked ((RlRedisStore *)store, key, argc, argv, script, timeout_ms, NULL,
                                 wrote, acked, track, error);
 }
 
 void
-rl_redis_store_not_replicated (RlStore *store, const char *what, const char *key,
-                               GError **error)
+rl_redis_store_not_replicated (RlStore *store, const char *what, const char *key, GError **error)
 {
-  rl_redis_set_not_replicated ((RlRedisStore *) store, error, what, key);
+  rl_redis_set_not_replicated ((RlRedisStore *)store, error, what, key);
 }
 
 redisReply *

@@ -20,8 +20,8 @@
 /* Runs @script with the EVALSHA command line @argv; its reply must be an integer. */
 redisReply *
 rl_redis_run_script_argv (RlRedisStore *self, RlScript *script, int argc, const char **argv,
-                 gint64 timeout_ms, gboolean *retried, RlWroteFunc wrote, gboolean *acked,
-                 GError **error)
+                          gint64 timeout_ms, gboolean *retried, RlWroteFunc wrote, gboolean *acked,
+                          GError **error)
 {
   redisReply *reply
       = rl_redis_call (self, argv[3], argc, argv, script, timeout_ms, retried, wrote, acked, error);
@@ -140,8 +140,8 @@ acquire_fenced (RlRedisStore *self, const char *key, const char *value, const ch
 
 RlLeaseResult
 rl_redis_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
-               gint64 timeout_ms, const char *fence_key, guint64 *token, gint64 *pttl_ms,
-               GError **error)
+                  gint64 timeout_ms, const char *fence_key, guint64 *token, gint64 *pttl_ms,
+                  GError **error)
 {
   RlRedisStore *self = (RlRedisStore *)store;
   char ttl[24];
@@ -312,7 +312,7 @@ rl_redis_release_legacy (RlRedisStore *self, char own[2])
 
 RlLeaseResult
 rl_redis_release (RlStore *store, const char *key, const char *value, gint64 keep_ttl_ms,
-               gboolean *others, GError **error)
+                  gboolean *others, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *)store;
   gsize prefix_len = strlen (self->channel_prefix), key_len = strlen (key);

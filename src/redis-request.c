@@ -404,8 +404,8 @@ rl_redis_request_end (RlRequest *request, GError **error)
         {
           GError *e = NULL;
           rl_redis_set_not_replicated (req->self, &e,
-                              req->kind == RL_REQUEST_ACQUIRE ? "acquisition" : "renewal",
-                              item->key);
+                                       req->kind == RL_REQUEST_ACQUIRE ? "acquisition" : "renewal",
+                                       item->key);
           request_fail_item (req, i, e);
         }
       if (req->errors[i] != NULL && first == NULL)
@@ -433,7 +433,7 @@ rl_redis_request_end (RlRequest *request, GError **error)
  * be the same (a Cluster's keys of different slots are refused: INVALID). */
 RlRequest *
 rl_redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem *items,
-                     gint64 timeout_ms, GError **error)
+                        gint64 timeout_ms, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   RlTopology *topology = self->topology;

@@ -6,10 +6,10 @@
  * Integration's RedisLockRegistry uses (Spring compares values only with its own
  * client id), so Java and C processes exclude each other. The number makes every
  * hold's value different, so a release or renewal that reaches Redis late (its reply
- * timed out, the holder moved on) can never match a later hold of the same registry. Every step
- * that reads the key and then changes it is one Lua script, because between a GET and a DEL another
- * owner may have taken the key over, and deleting it then would break mutual exclusion. The scripts
- * are sent by EVALSHA with their SHA-1 computed here; a server that does not know a script
+ * timed out, the holder moved on) can never match a later hold of the same registry. Every step that reads the key and then changes
+ * it is one Lua script, because between a GET and a DEL another owner may have taken
+ * the key over, and deleting it then would break mutual exclusion. The scripts are
+ * sent by EVALSHA with their SHA-1 computed here; a server that does not know a script
  * (restarted, SCRIPT FLUSH) answers NOSCRIPT and gets the script by EVAL, which also
  * caches it, in the same call. A free key is first tried with a plain
  * `SET key id NX PX ttl` (the same write Spring makes), which is cheaper for Redis
@@ -275,7 +275,7 @@ rl_redis_store_eval (RlStore *store, const RlScript *script, int argc, const cha
 RlLeaseResult
 rl_redis_store_unreplicated (RlStore *store, const char *key, const char *value, GError **error)
 {
-  return rl_redis_unreplicated_acquisition ((RlRedisStore *) store, key, value, error);
+  return rl_redis_unreplicated_acquisition ((RlRedisStore *)store, key, value, error);
 }
 
 char *
