@@ -60,16 +60,10 @@ void rl_memory_lease_take (RlMemorySpace *space, const char *key, const char *va
                            gint64 now);
 
 /* memory-family.c: the lock family's entries of the vtable (store.h). */
-RlLeaseResult rl_memory_semaphore_acquire (RlStore *store, const char *sem_key, guint permits,
-                                           guint start, const char *value, gint64 ttl_ms,
-                                           gint64 timeout_ms, guint *slot, gint64 *pttl_ms,
-                                           GError **error);
-gboolean rl_memory_semaphore_available (RlStore *store, const char *sem_key, guint permits,
-                                        guint *available, GError **error);
-RlLeaseResult rl_memory_rw_acquire (RlStore *store, const RlRwKeys *keys, RlRwMode mode,
-                                    const char *value, gint64 ttl_ms, gint64 timeout_ms,
-                                    gint64 *pttl_ms, GError **error);
-gboolean rl_memory_rw_stop_waiting (RlStore *store, const RlRwKeys *keys, GError **error);
+RlStoreSemaphoreAcquireFunc rl_memory_semaphore_acquire;
+RlStoreSemaphoreAvailableFunc rl_memory_semaphore_available;
+RlStoreRwAcquireFunc rl_memory_rw_acquire;
+RlStoreRwStopWaitingFunc rl_memory_rw_stop_waiting;
 gboolean rl_memory_waits_update (RlStore *store, const char *id, const char *record, gint64 ttl_ms,
                                  GPtrArray *records, GError **error);
 

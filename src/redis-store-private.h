@@ -67,18 +67,12 @@ RlLeaseResult rl_redis_store_unreplicated (RlStore *store, const char *key, cons
 char *rl_redis_store_channel (RlStore *store, const char *key);
 
 /* redis-semaphore.c: the store seam's semaphore entries (store.h). */
-RlLeaseResult rl_redis_semaphore_acquire (RlStore *store, const char *sem_key, guint permits,
-                                          guint start, const char *value, gint64 ttl_ms,
-                                          gint64 timeout_ms, guint *slot, gint64 *pttl_ms,
-                                          GError **error);
-gboolean rl_redis_semaphore_available (RlStore *store, const char *sem_key, guint permits,
-                                       guint *available, GError **error);
+RlStoreSemaphoreAcquireFunc rl_redis_semaphore_acquire;
+RlStoreSemaphoreAvailableFunc rl_redis_semaphore_available;
 
 /* redis-rwlock.c: the read-write lock's entries of the vtable (store.h). */
-RlLeaseResult rl_redis_rw_acquire (RlStore *store, const RlRwKeys *keys, RlRwMode mode,
-                                   const char *value, gint64 ttl_ms, gint64 timeout_ms,
-                                   gint64 *pttl_ms, GError **error);
-gboolean rl_redis_rw_stop_waiting (RlStore *store, const RlRwKeys *keys, GError **error);
+RlStoreRwAcquireFunc rl_redis_rw_acquire;
+RlStoreRwStopWaitingFunc rl_redis_rw_stop_waiting;
 
 /* The Redis store's own files share what follows (redis-store.c the scripts, the vtable
  * and opening; redis-lease.c the single-lease operations; redis-batch.c the batched ones;
