@@ -26,13 +26,14 @@
  *
  * Fan-out, in the calling thread: each Redis child queues the request on a
  * connection of its own and sends it (the stepwise requests of the store seam: the
- * protocol, the scripts and the sockets stay redis-store.c's; this file sees a file
- * descriptor to wait on and nothing else), then one poll() waits on every node, each
+ * protocol, the scripts and the sockets stay the Redis store's, redis-request.c;
+ * this file sees a file descriptor to wait on and nothing else), then one poll() waits on every node, each
  * request taking its next step when its socket is ready, so a request to N nodes costs the slowest
  * node's round trip, not N, with no thread hand-off. A child answering at once
  * (memory://) is simply called. (The children and the fan-out are quorum-fanout.c's;
  * this file keeps the store operations over them.) Each node is bounded by the
- * per-node timeout (min(50 ms, TTL/20) unless set, see redis_lock_registry_set_quorum_node_timeout_ms()):
+ * per-node timeout (min(50 ms, TTL/20) unless set, see
+ * redis_lock_registry_set_quorum_node_timeout_ms()):
  * an acquisition waits for nothing beyond it once a majority answered (while fewer
  * did, a busy machine's slow answers, it waits for a majority up to the call's bound,
  * and the time counts against the validity); a renewal or release waits for the rest
