@@ -27,9 +27,10 @@
  * Fan-out, in the calling thread: each Redis child queues the request on a
  * connection of its own and sends it (the stepwise requests of the store seam: the
  * protocol, the scripts and the sockets stay the Redis store's, redis-request.c;
- * this file sees a file descriptor to wait on and nothing else), then one poll() waits on every node, each
- * request taking its next step when its socket is ready, so a request to N nodes costs the slowest
- * node's round trip, not N, with no thread hand-off. A child answering at once
+ * this file sees a file descriptor to wait on and nothing else), then one poll()
+ * waits on every node, each request taking its next step when its socket is ready,
+ * so a request to N nodes costs the slowest node's round trip, not N, with no thread
+ * hand-off. A child answering at once
  * (memory://) is simply called. (The children and the fan-out are quorum-fanout.c's;
  * this file keeps the store operations over them.) Each node is bounded by the
  * per-node timeout (min(50 ms, TTL/20) unless set, see
