@@ -28,6 +28,9 @@
  * whose callback is due) pin it; the cache never drops a pinned lock, so a callback
  * that takes a reference finds the one object obtain() returns, and this file never
  * frees a lock.
+ *
+ * Reporting a loss (the cancellable, the callback, the pins) is leases-lost.c's; this
+ * file finds the losses and hands them over (leases-private.h).
  */
 #include "config.h"
 
@@ -36,17 +39,7 @@
 #include "internal.h"
 #include "leases.h"
 #include "watchdog.h"
-
-/* The lease-lost callback, reference counted so it can be called with no mutex held
- * and replaced meanwhile (even from inside itself): destroy (data) runs when the last
- * call in flight returns. */
-typedef struct
-{
-  gint ref_count; /* atomic */
-  RedisLockLeaseLostFunc func;
-  gpointer data;
-  GDestroyNotify destroy;
-} LostCallback;
+#include "leases-private.h"
 
 /* An acquisition or release whose outcome is unknown: its value may be in the store,
  * where nobody would release it. Released (compare-and-delete on that value, which
@@ -58,36 +51,6 @@ typedef struct
   char *value;
   gint64 until_us;
 } Doubtful;
-
-struct _RlLeases
-{
-  RlStore *store;
-  char *client_id;
-  const RlSettings *settings;
-  RedisLockRegistryStats *stats;
-  guint64 next_serial; /* atomic */
-
-  RlMutex renew_mutex; /* held across every renewal request, taken before mutex */
-
-  RlMutex mutex;           /* guards what follows and every lock's RlLeaseState */
-  GHashTable *held;        /* RedisLock -> same */
-  RlWatchdog *watchdog;    /* started on first need */
-  gint64 planned;          /* when the watchdog means to wake next */
-  GPtrArray *lost_pending; /* pinned locks found lost outside the watchdog */
-  GArray *doubtful;        /* Doubtful */
-  GPtrArray *suspects;     /* pinned held locks whose key was heard released: each is
-                              read back (GET) at check_at */
-  gint64 check_at;         /* when the suspects are checked, 0: none due */
-  gint64 checked_at;       /* when they were last checked */
-  gint64 epoch_at;         /* monotonic µs of the latest connection loss, reconnect or
-                              failover the store reported (0: none): a lease last
-                              confirmed by a request sent before it may have gone with a
-                              restart, so it is confirmed again before it is handed on */
-  gboolean closed;
-
-  RlMutex callback_mutex;
-  LostCallback *callback; /* NULL: none */
-};
 
 typedef struct
 {
@@ -151,16 +114,6 @@ rl_leases_new (RlStore *store, const char *client_id, const RlSettings *settings
 }
 
 static void
-callback_unref (LostCallback *callback)
-{
-  if (callback == NULL || !g_atomic_int_dec_and_test (&callback->ref_count))
-    return;
-  if (callback->destroy != NULL)
-    callback->destroy (callback->data);
-  g_free (callback);
-}
-
-static void
 doubtful_clear (Doubtful *d)
 {
   g_free (d->key);
@@ -173,7 +126,7 @@ rl_leases_free (RlLeases *self)
   if (self == NULL)
     return;
   g_assert (self->watchdog == NULL && self->lost_pending->len == 0 && self->suspects->len == 0);
-  callback_unref (self->callback);
+  rl_leases_callback_unref (self->callback);
   g_hash_table_unref (self->held);
   g_ptr_array_unref (self->lost_pending);
   g_ptr_array_unref (self->suspects);
@@ -236,102 +189,6 @@ rl_leases_foreach_held (RlLeases *self, RlLeasesHeldFunc func, gpointer user_dat
 
 /* Reporting losses ------------------------------------------------------------- */
 
-/* Counts a loss and cancels the lease cancellable of its hold. */
-static void
-cancel_lease (RlLeases *self, RedisLock *lock)
-{
-  GCancellable *cancellable;
-
-  RL_ATOMIC_ADD (self->stats->leases_lost, 1);
-  rl_mutex_lock (&self->mutex);
-  cancellable = lock->lease.cancellable ? g_object_ref (lock->lease.cancellable) : NULL;
-  rl_mutex_unlock (&self->mutex);
-  if (cancellable != NULL)
-    {
-      g_cancellable_cancel (cancellable);
-      g_object_unref (cancellable);
-    }
-  g_debug ("Lease of lock “%s” lost: the key expired or belongs to another owner",
-           lock->key_data);
-}
-
-/* Calls the lease-lost callback with no mutex held, so that it may call any function
- * of the library, rl_leases_set_callback() included. */
-static void
-call_callback (RlLeases *self, RedisLock *lock)
-{
-  LostCallback *callback;
-
-  /* A lock-family member's lease is not a RedisLock the application knows: the
-   * callback gets NULL, and the log names the lease. */
-  if (lock->member != RL_MEMBER_LOCK)
-    g_message ("The lease of “%s” was lost: the key expired or belongs to another owner",
-               lock->key_data);
-  rl_mutex_lock (&self->callback_mutex);
-  callback = self->callback;
-  if (callback != NULL)
-    g_atomic_int_inc (&callback->ref_count);
-  rl_mutex_unlock (&self->callback_mutex);
-  if (callback == NULL)
-    return;
-  if (callback->func != NULL)
-    callback->func (lock->member != RL_MEMBER_LOCK ? NULL : lock, callback->data);
-  callback_unref (callback);
-}
-
-/* A library thread takes @lock in hand: the cache must not drop it, and its memory stays
- * (a pin holds a reference: a permit's lease object, which no cache keeps, may be
- * released and dropped by its holder meanwhile). self->mutex held. */
-static void
-pin (RedisLock *lock)
-{
-  g_assert (lock->lease_flags.pins < 31);
-  lock->lease_flags.pins++;
-  g_atomic_int_inc (&lock->ref_count);
-}
-
-/* Ends a pin with self->mutex held; the caller drops the pin's memory reference with
- * rl_lock_unref_memory() once the mutex is released (it may be the last). */
-static void
-unpin_locked (RlLeases *self, RedisLock *lock)
-{
-  rl_mutex_assert_held (&self->mutex);
-  g_assert (lock->lease_flags.pins > 0);
-  lock->lease_flags.pins--;
-}
-
-static void
-unpin (RlLeases *self, RedisLock *lock)
-{
-  rl_mutex_lock (&self->mutex);
-  unpin_locked (self, lock);
-  rl_mutex_unlock (&self->mutex);
-  rl_lock_unref_memory (lock);
-}
-
-/* Drops the memory references of the pins ended in @locks. No mutex held. */
-static void
-unref_unpinned (GPtrArray *locks)
-{
-  for (guint i = 0; i < locks->len; i++)
-    rl_lock_unref_memory (g_ptr_array_index (locks, i));
-  g_ptr_array_set_size (locks, 0);
-}
-
-/* The watchdog found the pinned locks of @lost lost (their flag just set): cancel,
- * call back, unpin. */
-static void
-report_lost (RlLeases *self, GPtrArray *lost)
-{
-  for (guint i = 0; i < lost->len; i++)
-    {
-      RedisLock *lock = g_ptr_array_index (lost, i);
-      cancel_lease (self, lock);
-      call_callback (self, lock);
-      unpin (self, lock);
-    }
-}
-
 /* Another thread found @lock lost (flag just set): cancels its lease cancellable now
  * and has the watchdog thread call the callback (started for it even with renewal
  * off). Once closed, there is no watchdog: the callback comes from this thread. */
@@ -340,63 +197,18 @@ lost_found (RlLeases *self, RedisLock *lock)
 {
   gboolean queued = FALSE;
 
-  cancel_lease (self, lock);
+  rl_leases_cancel_lease (self, lock);
   rl_mutex_lock (&self->mutex);
   if (!self->closed)
     {
-      pin (lock);
+      rl_leases_pin (lock);
       g_ptr_array_add (self->lost_pending, lock);
       wake_watchdog (self);
       queued = TRUE;
     }
   rl_mutex_unlock (&self->mutex);
   if (!queued)
-    call_callback (self, lock);
-}
-
-/* Calls the callback for the losses queued by lost_found(). */
-static void
-report_pending (RlLeases *self)
-{
-  GPtrArray *pending;
-
-  rl_mutex_lock (&self->mutex);
-  if (self->lost_pending->len == 0)
-    {
-      rl_mutex_unlock (&self->mutex);
-      return;
-    }
-  pending = self->lost_pending;
-  self->lost_pending = g_ptr_array_new ();
-  rl_mutex_unlock (&self->mutex);
-  for (guint i = 0; i < pending->len; i++)
-    {
-      call_callback (self, g_ptr_array_index (pending, i));
-      unpin (self, g_ptr_array_index (pending, i));
-    }
-  g_ptr_array_unref (pending);
-}
-
-void
-rl_leases_set_callback (RlLeases *self, RedisLockLeaseLostFunc func, gpointer user_data,
-                        GDestroyNotify destroy)
-{
-  LostCallback *callback = NULL, *old;
-
-  if (func != NULL || destroy != NULL)
-    {
-      callback = g_new (LostCallback, 1);
-      callback->ref_count = 1;
-      callback->func = func;
-      callback->data = user_data;
-      callback->destroy = destroy;
-    }
-  rl_mutex_lock (&self->callback_mutex);
-  old = self->callback;
-  self->callback = callback;
-  rl_mutex_unlock (&self->callback_mutex);
-  /* A call in flight keeps the old one until it returns; its destroy runs then. */
-  callback_unref (old);
+    rl_leases_call_callback (self, lock);
 }
 
 /* Holds ------------------------------------------------------------------------- */
@@ -456,7 +268,7 @@ rl_leases_drop (RlLeases *self, RedisLock *lock, gboolean *lost)
   if (lock->lease_flags.suspect && g_ptr_array_remove_fast (self->suspects, lock))
     {
       lock->lease_flags.suspect = FALSE;
-      unpin_locked (self, lock);
+      rl_leases_unpin_locked (self, lock);
       /* The caller, the holder, has a reference: this one is never the last. */
       g_atomic_int_add (&lock->ref_count, -1);
       if (self->suspects->len == 0)
@@ -495,7 +307,8 @@ rl_leases_check_time (RlLeases *self, RedisLock *lock)
   gboolean lost, newly = FALSE;
 
   rl_mutex_lock (&self->mutex);
-  if (lock->lease_flags.held && !lock->lease_flags.lost && g_get_monotonic_time () >= lose_at (&lock->lease))
+  if (lock->lease_flags.held && !lock->lease_flags.lost
+      && g_get_monotonic_time () >= lose_at (&lock->lease))
     newly = lock->lease_flags.lost = TRUE;
   lost = lock->lease_flags.lost;
   rl_mutex_unlock (&self->mutex);
@@ -693,7 +506,7 @@ suspect_locked (RlLeases *self, RedisLock *lock)
   if (!lock->lease_flags.held || lock->lease_flags.lost || lock->lease_flags.suspect)
     return FALSE;
   lock->lease_flags.suspect = TRUE;
-  pin (lock);
+  rl_leases_pin (lock);
   g_ptr_array_add (self->suspects, lock);
   return TRUE;
 }
@@ -748,16 +561,16 @@ check_suspects (RlLeases *self)
           && lock->lease.serial == serial && !lock->lease_flags.lost)
         mark = lock->lease_flags.lost = TRUE;
       if (mark)
-        g_ptr_array_add (lost, lock); /* keeps the pin for report_lost() */
+        g_ptr_array_add (lost, lock); /* keeps the pin for rl_leases_report_lost() */
       else
-        unpin_locked (self, lock);
+        rl_leases_unpin_locked (self, lock);
       rl_mutex_unlock (&self->mutex);
       if (error != NULL)
         g_debug ("checking %s: %s", lock->key_data, error->message);
       if (!mark)
         rl_lock_unref_memory (lock);
     }
-  report_lost (self, lost);
+  rl_leases_report_lost (self, lost);
 }
 
 void
@@ -845,7 +658,7 @@ watchdog_chores (gpointer data)
   RlLeases *self = data;
   gboolean due;
 
-  report_pending (self);
+  rl_leases_report_pending (self);
   rl_mutex_lock (&self->mutex);
   due = self->check_at != 0 && g_get_monotonic_time () >= self->check_at;
   rl_mutex_unlock (&self->mutex);
@@ -936,7 +749,7 @@ watchdog_tick (gpointer data)
       char *value = value_buf + (gsize) entries->len * RL_LEASE_VALUE_MAX;
       if (lock->lease_flags.lost)
         continue;
-      pin (lock);
+      rl_leases_pin (lock);
       if (now >= lose_at (&lock->lease))
         {
           lock->lease_flags.lost = TRUE;
@@ -956,7 +769,7 @@ watchdog_tick (gpointer data)
     {
       /* An idle wake-up: nothing to renew, only the losses found above to report. */
       rl_mutex_unlock (&self->renew_mutex);
-      report_lost (self, lost);
+      rl_leases_report_lost (self, lost);
       return RL_TICK_DONE;
     }
 
@@ -1006,15 +819,15 @@ watchdog_tick (gpointer data)
         }
       else
         {
-          unpin_locked (self, e->lock);
+          rl_leases_unpin_locked (self, e->lock);
           g_ptr_array_add (unpinned, e->lock);
         }
     }
   rl_mutex_unlock (&self->mutex);
   rl_mutex_unlock (&self->renew_mutex);
 
-  unref_unpinned (unpinned);
-  report_lost (self, lost);
+  rl_leases_unref_unpinned (unpinned);
+  rl_leases_report_lost (self, lost);
   return result;
 }
 
@@ -1042,7 +855,7 @@ rl_leases_close (RlLeases *self)
   watchdog = g_steal_pointer (&self->watchdog);
   rl_mutex_unlock (&self->mutex);
   rl_watchdog_free (watchdog);
-  report_pending (self);
+  rl_leases_report_pending (self);
 
   /* Suspects left unchecked: close tells every holder anyway. */
   rl_mutex_lock (&self->mutex);
@@ -1050,13 +863,13 @@ rl_leases_close (RlLeases *self)
     {
       RedisLock *lock = g_ptr_array_index (self->suspects, i);
       lock->lease_flags.suspect = FALSE;
-      unpin_locked (self, lock);
+      rl_leases_unpin_locked (self, lock);
     }
   unchecked = g_steal_pointer (&self->suspects);
   self->suspects = g_ptr_array_new ();
   self->check_at = 0;
   rl_mutex_unlock (&self->mutex);
-  unref_unpinned (unchecked);
+  rl_leases_unref_unpinned (unchecked);
 
   /* Release every lease still held, best effort, and tell the holders as for a lost
    * lease (no callback: the registry is closing): is_lease_lost() is TRUE and the
@@ -1069,7 +882,7 @@ rl_leases_close (RlLeases *self)
       RedisLock *lock = key;
       lock->lease_flags.held = FALSE;
       lock->lease_flags.lost = TRUE;
-      pin (lock);
+      rl_leases_pin (lock);
       g_ptr_array_add (held, lock);
     }
   g_hash_table_remove_all (self->held);
@@ -1094,7 +907,7 @@ rl_leases_close (RlLeases *self)
       if (self->store->vt->release (self->store, lock->key_data, value, 0, &others, &error)
           == RL_LEASE_ERROR)
         g_debug ("close: releasing %s: %s", lock->key_data, error->message);
-      unpin (self, lock);
+      rl_leases_unpin (self, lock);
     }
   /* Requests whose outcome was unknown: one last try. */
   release_doubtful (self);

@@ -31,6 +31,9 @@
  * critical section that takes the lease, and never expires. Requests on several
  * leases (acquire_many, release_many) run under the mutex once, all or none, and
  * count as one round trip, as a Redis store's pipeline does.
+ *
+ * The lock family's entries (semaphores, read-write locks, waits-for records) are
+ * memory-family.c's, over this file's lease table (memory-store-private.h).
  */
 #include "config.h"
 
@@ -39,57 +42,27 @@
 #include "memory-hooks.h"
 #include "store.h"
 #include "sync.h"
+#include "memory-store-private.h"
 
 #define MEMORY_SCHEME "memory://"
 
-typedef struct
-{
-  char *owner;
-  gint64 expires_us; /* monotonic; RL_FOREVER: no expiry */
-} MemoryLease;
-
-typedef struct
-{
-  char *name;
-  guint refs;             /* stores open on it */
-  GHashTable *leases;     /* full key -> MemoryLease */
-  GHashTable *counters;   /* fencing counter key -> guint64 *, never removed */
-  GHashTable *waits;      /* waits-for hash key (rl_store_waits_key()) -> GHashTable of
-                             record id -> MemoryLease (the record as its owner) */
-  GQueue listeners;       /* of RlMemoryStore, those not closed */
-  guint inserts;          /* new keys since the last sweep */
-  guint size_after_sweep; /* leases left by the last sweep */
-} MemorySpace;
-
-typedef struct
-{
-  RlStore parent;
-  MemorySpace *space;
-  char *key_prefix;  /* registry_key ":", the keys whose release concerns this store */
-  GList link;        /* in space->listeners while listening */
-  gboolean listening;
-  gboolean watched;  /* a waiter asked for notifications (memory_watch), as a Redis
-                        store subscribes on the first wait */
-  guint delivering;  /* release callbacks running into this store now */
-} RlMemoryStore;
-
-/* memory_mutex guards everything below and every MemorySpace and MemoryLease. */
-static RlMutex memory_mutex = { PTHREAD_MUTEX_INITIALIZER };
+/* rl_memory_mutex guards everything below and every RlMemorySpace and RlMemoryLease. */
+RlMutex rl_memory_mutex = { PTHREAD_MUTEX_INITIALIZER };
 static RlCond memory_cond = { PTHREAD_COND_INITIALIZER }; /* a delivering count reached 0 */
-static GHashTable *memory_spaces;                         /* NAME -> MemorySpace */
+static GHashTable *memory_spaces;                         /* NAME -> RlMemorySpace */
 
 /* Fork ------------------------------------------------------------------------- */
 
 static void
 memory_fork_prepare (void)
 {
-  rl_mutex_lock (&memory_mutex);
+  rl_mutex_lock (&rl_memory_mutex);
 }
 
 static void
 memory_fork_parent (void)
 {
-  rl_mutex_unlock (&memory_mutex);
+  rl_mutex_unlock (&rl_memory_mutex);
 }
 
 /* The child forgets the parent's stores: it is another process, and no thread there
@@ -101,7 +74,7 @@ memory_fork_child (void)
 {
   memory_spaces = NULL;
   pthread_cond_init (&memory_cond.c, NULL);
-  rl_mutex_unlock (&memory_mutex);
+  rl_mutex_unlock (&rl_memory_mutex);
 }
 
 static void memory_publish_hooks (void);
@@ -121,18 +94,18 @@ memory_init (void)
 
 /* Leases ----------------------------------------------------------------------- */
 
-static void
-lease_free (gpointer data)
+void
+rl_memory_lease_free (gpointer data)
 {
-  MemoryLease *lease = data;
+  RlMemoryLease *lease = data;
 
   g_free (lease->owner);
   g_free (lease);
 }
 
 /* The monotonic time @ttl_ms from @now, saturated far below RL_FOREVER. */
-static gint64
-expiry_after (gint64 now, gint64 ttl_ms)
+gint64
+rl_memory_expiry_after (gint64 now, gint64 ttl_ms)
 {
   if (ttl_ms > (G_MAXINT64 / 2 - now) / 1000)
     return G_MAXINT64 / 2;
@@ -140,15 +113,15 @@ expiry_after (gint64 now, gint64 ttl_ms)
 }
 
 /* What PTTL would answer: milliseconds left, -1 without expiry. */
-static gint64
-lease_pttl (const MemoryLease *lease, gint64 now)
+gint64
+rl_memory_lease_pttl (const RlMemoryLease *lease, gint64 now)
 {
   if (lease->expires_us == RL_FOREVER)
     return -1;
   return MAX (lease->expires_us - now, 0) / 1000;
 }
 
-static MemorySpace *
+static RlMemorySpace *
 space_lookup (const char *name)
 {
   return memory_spaces == NULL ? NULL : g_hash_table_lookup (memory_spaces, name);
@@ -156,10 +129,10 @@ space_lookup (const char *name)
 
 /* The lease @key if it has not expired; an expired one is removed, as Redis does on
  * access. */
-static MemoryLease *
-lease_lookup (MemorySpace *space, const char *key, gint64 now)
+RlMemoryLease *
+rl_memory_lease_lookup (RlMemorySpace *space, const char *key, gint64 now)
 {
-  MemoryLease *lease = g_hash_table_lookup (space->leases, key);
+  RlMemoryLease *lease = g_hash_table_lookup (space->leases, key);
 
   if (lease != NULL && now >= lease->expires_us)
     {
@@ -172,7 +145,7 @@ lease_lookup (MemorySpace *space, const char *key, gint64 now)
 /* Removes every expired lease once as many keys were added as the last sweep left,
  * so keys that expire untouched cannot pile up, at a constant cost per insertion. */
 static void
-space_maybe_sweep (MemorySpace *space, gint64 now)
+space_maybe_sweep (RlMemorySpace *space, gint64 now)
 {
   GHashTableIter iter;
   gpointer value;
@@ -181,17 +154,17 @@ space_maybe_sweep (MemorySpace *space, gint64 now)
     return;
   g_hash_table_iter_init (&iter, space->leases);
   while (g_hash_table_iter_next (&iter, NULL, &value))
-    if (now >= ((MemoryLease *) value)->expires_us)
+    if (now >= ((RlMemoryLease *) value)->expires_us)
       g_hash_table_iter_remove (&iter);
   space->inserts = 0;
   space->size_after_sweep = g_hash_table_size (space->leases);
 }
 
-static void
-lease_insert (MemorySpace *space, const char *key, const char *owner, gint64 expires_us,
-              gint64 now)
+void
+rl_memory_lease_insert (RlMemorySpace *space, const char *key, const char *owner, gint64 expires_us,
+                        gint64 now)
 {
-  MemoryLease *lease = g_new (MemoryLease, 1);
+  RlMemoryLease *lease = g_new (RlMemoryLease, 1);
 
   lease->owner = g_strdup (owner);
   lease->expires_us = expires_us;
@@ -200,18 +173,18 @@ lease_insert (MemorySpace *space, const char *key, const char *owner, gint64 exp
 }
 
 /* The live lease @key if it holds @value. */
-static MemoryLease *
+static RlMemoryLease *
 lease_lookup_ours (RlMemoryStore *self, const char *key, const char *value, gint64 now)
 {
-  MemoryLease *lease = lease_lookup (self->space, key, now);
+  RlMemoryLease *lease = rl_memory_lease_lookup (self->space, key, now);
 
   if (lease != NULL && strcmp (lease->owner, value) == 0)
     return lease;
   return NULL;
 }
 
-static void
-count_request (RlStore *store, guint commands)
+void
+rl_memory_count_request (RlStore *store, guint commands)
 {
   RL_ATOMIC_ADD (store->ctx->stats->round_trips, 1);
   RL_ATOMIC_ADD (store->ctx->stats->commands, commands);
@@ -220,9 +193,9 @@ count_request (RlStore *store, guint commands)
 /* Release notifications -------------------------------------------------------- */
 
 /* The listening stores of @space that @key concerns, each marked as being delivered
- * to. memory_mutex held. */
-static GPtrArray *
-listeners_take (MemorySpace *space, const char *key)
+ * to. rl_memory_mutex held. */
+GPtrArray *
+rl_memory_listeners_take (RlMemorySpace *space, const char *key)
 {
   GPtrArray *targets = g_ptr_array_new ();
 
@@ -238,10 +211,10 @@ listeners_take (MemorySpace *space, const char *key)
   return targets;
 }
 
-/* Calls the release callbacks of @targets (memory_mutex not held), then lets stores
+/* Calls the release callbacks of @targets (rl_memory_mutex not held), then lets stores
  * waiting to close go. */
-static void
-listeners_deliver (GPtrArray *targets, const char *key)
+void
+rl_memory_listeners_deliver (GPtrArray *targets, const char *key)
 {
   gboolean done = FALSE;
 
@@ -251,7 +224,7 @@ listeners_deliver (GPtrArray *targets, const char *key)
       RL_ATOMIC_ADD (store->ctx->stats->notifications, 1);
       store->released (key, FALSE, store->released_data);
     }
-  rl_mutex_lock (&memory_mutex);
+  rl_mutex_lock (&rl_memory_mutex);
   for (guint i = 0; i < targets->len; i++)
     {
       RlMemoryStore *store = g_ptr_array_index (targets, i);
@@ -260,14 +233,14 @@ listeners_deliver (GPtrArray *targets, const char *key)
     }
   if (done)
     rl_cond_broadcast (&memory_cond);
-  rl_mutex_unlock (&memory_mutex);
+  rl_mutex_unlock (&rl_memory_mutex);
   g_ptr_array_unref (targets);
 }
 
 /* Whether writes must be acknowledged by replicas, which this store has none of:
  * what a Redis server without replicas answers to WAIT. */
-static gboolean
-wants_replicas (RlStore *store, const char *what, const char *key, GError **error)
+gboolean
+rl_memory_wants_replicas (RlStore *store, const char *what, const char *key, GError **error)
 {
   gint64 n = RL_ATOMIC_GET (store->ctx->min_replicas);
 
@@ -284,9 +257,9 @@ wants_replicas (RlStore *store, const char *what, const char *key, GError **erro
 
 /* Moves the counter @fence_key on to the next token and returns it: max (counter + 1,
  * the wall clock in microseconds), as the Redis store's scripts compute it with the
- * server's TIME, so that tokens mean the same on both stores. memory_mutex held. */
+ * server's TIME, so that tokens mean the same on both stores. rl_memory_mutex held. */
 static guint64
-counter_next_token (MemorySpace *space, const char *fence_key)
+counter_next_token (RlMemorySpace *space, const char *fence_key)
 {
   guint64 *counter = g_hash_table_lookup (space->counters, fence_key);
   guint64 now = (guint64) MAX (g_get_real_time (), 0);
@@ -302,26 +275,27 @@ counter_next_token (MemorySpace *space, const char *fence_key)
 
 /* The vtable ------------------------------------------------------------------- */
 
-/* The live lease @key when another owner than @value holds it. memory_mutex held. */
-static MemoryLease *
-lease_held_by_other (MemorySpace *space, const char *key, const char *value, gint64 now)
+/* The live lease @key when another owner than @value holds it. rl_memory_mutex held. */
+static RlMemoryLease *
+lease_held_by_other (RlMemorySpace *space, const char *key, const char *value, gint64 now)
 {
-  MemoryLease *lease = lease_lookup (space, key, now);
+  RlMemoryLease *lease = rl_memory_lease_lookup (space, key, now);
 
   return lease != NULL && strcmp (lease->owner, value) != 0 ? lease : NULL;
 }
 
 /* Takes @key for @value: inserts it, or refreshes the TTL when it holds @value
- * already. The caller checked that no other owner holds it. memory_mutex held. */
-static void
-lease_take (MemorySpace *space, const char *key, const char *value, gint64 ttl_ms, gint64 now)
+ * already. The caller checked that no other owner holds it. rl_memory_mutex held. */
+void
+rl_memory_lease_take (RlMemorySpace *space, const char *key, const char *value, gint64 ttl_ms,
+                      gint64 now)
 {
-  MemoryLease *lease = lease_lookup (space, key, now);
+  RlMemoryLease *lease = rl_memory_lease_lookup (space, key, now);
 
   if (lease == NULL)
-    lease_insert (space, key, value, expiry_after (now, ttl_ms), now);
+    rl_memory_lease_insert (space, key, value, rl_memory_expiry_after (now, ttl_ms), now);
   else
-    lease->expires_us = expiry_after (now, ttl_ms);
+    lease->expires_us = rl_memory_expiry_after (now, ttl_ms);
 }
 
 static RlLeaseResult
@@ -332,25 +306,25 @@ memory_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
   RlMemoryStore *self = (RlMemoryStore *) store;
   gint64 now = g_get_monotonic_time ();
   RlLeaseResult result = RL_LEASE_OK;
-  MemoryLease *lease;
+  RlMemoryLease *lease;
 
-  count_request (store, 1);
-  if (wants_replicas (store, "acquisition", key, error))
+  rl_memory_count_request (store, 1);
+  if (rl_memory_wants_replicas (store, "acquisition", key, error))
     return RL_LEASE_ERROR;
-  rl_mutex_lock (&memory_mutex);
+  rl_mutex_lock (&rl_memory_mutex);
   lease = lease_held_by_other (self->space, key, value, now);
   if (lease == NULL)
     {
-      lease_take (self->space, key, value, ttl_ms, now);
+      rl_memory_lease_take (self->space, key, value, ttl_ms, now);
       if (fence_key != NULL)
         *token = counter_next_token (self->space, fence_key);
     }
   else
     {
-      *pttl_ms = lease_pttl (lease, now);
+      *pttl_ms = rl_memory_lease_pttl (lease, now);
       result = RL_LEASE_HELD;
     }
-  rl_mutex_unlock (&memory_mutex);
+  rl_mutex_unlock (&rl_memory_mutex);
   return result;
 }
 
@@ -362,17 +336,17 @@ memory_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
   gint64 now = g_get_monotonic_time ();
-  MemoryLease *held = NULL;
+  RlMemoryLease *held = NULL;
   guint i;
 
-  count_request (store, n);
-  if (wants_replicas (store, "acquisition", items[0].key, error))
+  rl_memory_count_request (store, n);
+  if (rl_memory_wants_replicas (store, "acquisition", items[0].key, error))
     {
       for (i = 0; i < n; i++)
         items[i].result = RL_LEASE_ERROR;
       return FALSE;
     }
-  rl_mutex_lock (&memory_mutex);
+  rl_mutex_lock (&rl_memory_mutex);
   for (i = 0; i < n && held == NULL; i++)
     held = lease_held_by_other (self->space, items[i].key, items[i].value, now);
   for (guint k = 0; k < n; k++)
@@ -383,15 +357,15 @@ memory_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
         {
           item->result = k + 1 == i ? RL_LEASE_HELD : RL_LEASE_SKIPPED;
           if (k + 1 == i)
-            item->pttl_ms = lease_pttl (held, now);
+            item->pttl_ms = rl_memory_lease_pttl (held, now);
           continue;
         }
-      lease_take (self->space, item->key, item->value, ttl_ms, now);
+      rl_memory_lease_take (self->space, item->key, item->value, ttl_ms, now);
       if (item->fence_key != NULL)
         item->token = counter_next_token (self->space, item->fence_key);
       item->result = RL_LEASE_OK;
     }
-  rl_mutex_unlock (&memory_mutex);
+  rl_mutex_unlock (&rl_memory_mutex);
   return TRUE;
 }
 
@@ -400,15 +374,15 @@ memory_renew (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
   gint64 now = g_get_monotonic_time ();
-  MemoryLease *lease;
+  RlMemoryLease *lease;
 
-  count_request (store, 1);
-  rl_mutex_lock (&memory_mutex);
+  rl_memory_count_request (store, 1);
+  rl_mutex_lock (&rl_memory_mutex);
   lease = lease_lookup_ours (self, key, value, now);
   if (lease != NULL)
-    lease->expires_us = expiry_after (now, ttl_ms);
-  rl_mutex_unlock (&memory_mutex);
-  if (lease != NULL && wants_replicas (store, "renewal", key, error))
+    lease->expires_us = rl_memory_expiry_after (now, ttl_ms);
+  rl_mutex_unlock (&rl_memory_mutex);
+  if (lease != NULL && rl_memory_wants_replicas (store, "renewal", key, error))
     return RL_LEASE_ERROR;
   return lease != NULL ? RL_LEASE_OK : RL_LEASE_LOST;
 }
@@ -424,19 +398,19 @@ memory_release (RlStore *store, const char *key, const char *value, gint64 keep_
   RlMemoryStore *self = (RlMemoryStore *) store;
   gint64 now = g_get_monotonic_time ();
   GPtrArray *targets = NULL;
-  MemoryLease *lease;
+  RlMemoryLease *lease;
   gboolean kept = FALSE;
 
   *others = FALSE;
-  count_request (store, 1);
+  rl_memory_count_request (store, 1);
   /* A kept streak is a write no replica would acknowledge: release instead. */
   if (RL_ATOMIC_GET (store->ctx->min_replicas) > 0)
     keep_ttl_ms = 0;
-  rl_mutex_lock (&memory_mutex);
+  rl_mutex_lock (&rl_memory_mutex);
   lease = lease_lookup_ours (self, key, value, now);
   if (lease != NULL)
     {
-      targets = listeners_take (self->space, key);
+      targets = rl_memory_listeners_take (self->space, key);
       for (guint i = 0; i < targets->len; i++)
         {
           RlMemoryStore *target = g_ptr_array_index (targets, i);
@@ -445,14 +419,14 @@ memory_release (RlStore *store, const char *key, const char *value, gint64 keep_
         }
       kept = keep_ttl_ms > 0 && !*others;
       if (kept)
-        lease->expires_us = expiry_after (now, keep_ttl_ms);
+        lease->expires_us = rl_memory_expiry_after (now, keep_ttl_ms);
       else
         g_hash_table_remove (self->space->leases, key);
     }
-  rl_mutex_unlock (&memory_mutex);
+  rl_mutex_unlock (&rl_memory_mutex);
   if (targets == NULL)
     return RL_LEASE_LOST;
-  listeners_deliver (targets, key);
+  rl_memory_listeners_deliver (targets, key);
   return kept ? RL_LEASE_KEPT : RL_LEASE_OK;
 }
 
@@ -463,17 +437,17 @@ memory_force_release (RlStore *store, const char *key, GError **error)
   gint64 now = g_get_monotonic_time ();
   GPtrArray *targets = NULL;
 
-  count_request (store, 1);
-  rl_mutex_lock (&memory_mutex);
-  if (lease_lookup (self->space, key, now) != NULL)
+  rl_memory_count_request (store, 1);
+  rl_mutex_lock (&rl_memory_mutex);
+  if (rl_memory_lease_lookup (self->space, key, now) != NULL)
     {
-      targets = listeners_take (self->space, key);
+      targets = rl_memory_listeners_take (self->space, key);
       g_hash_table_remove (self->space->leases, key);
     }
-  rl_mutex_unlock (&memory_mutex);
+  rl_mutex_unlock (&rl_memory_mutex);
   if (targets == NULL)
     return RL_LEASE_LOST;
-  listeners_deliver (targets, key);
+  rl_memory_listeners_deliver (targets, key);
   return RL_LEASE_OK;
 }
 
@@ -485,8 +459,8 @@ memory_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error
   g_autoptr (GPtrArray) deliveries = g_ptr_array_new ();
   guint i;
 
-  count_request (store, n);
-  rl_mutex_lock (&memory_mutex);
+  rl_memory_count_request (store, n);
+  rl_mutex_lock (&rl_memory_mutex);
   for (i = 0; i < n; i++)
     {
       RlLeaseItem *item = &items[i];
@@ -496,7 +470,7 @@ memory_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error
       item->result = RL_LEASE_LOST;
       if (lease_lookup_ours (self, item->key, item->value, now) == NULL)
         continue;
-      targets = listeners_take (self->space, item->key);
+      targets = rl_memory_listeners_take (self->space, item->key);
       for (guint k = 0; k < targets->len; k++)
         {
           RlMemoryStore *target = g_ptr_array_index (targets, k);
@@ -508,9 +482,10 @@ memory_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error
       g_ptr_array_add (deliveries, targets);
       g_ptr_array_add (deliveries, (gpointer) item->key);
     }
-  rl_mutex_unlock (&memory_mutex);
+  rl_mutex_unlock (&rl_memory_mutex);
   for (i = 0; i < deliveries->len; i += 2)
-    listeners_deliver (g_ptr_array_index (deliveries, i), g_ptr_array_index (deliveries, i + 1));
+    rl_memory_listeners_deliver (g_ptr_array_index (deliveries, i),
+                                 g_ptr_array_index (deliveries, i + 1));
   return TRUE;
 }
 
@@ -525,19 +500,19 @@ memory_renew_batch (RlStore *store, guint n, const char *const *keys, const char
   *round_trips = 0;
   if (n == 0)
     return TRUE;
-  count_request (store, n);
+  rl_memory_count_request (store, n);
   *round_trips = 1;
-  rl_mutex_lock (&memory_mutex);
+  rl_mutex_lock (&rl_memory_mutex);
   for (guint i = 0; i < n; i++)
     {
-      MemoryLease *lease = lease_lookup_ours (self, keys[i], values[i], now);
+      RlMemoryLease *lease = lease_lookup_ours (self, keys[i], values[i], now);
       if (lease != NULL)
-        lease->expires_us = expiry_after (now, ttls[i]);
+        lease->expires_us = rl_memory_expiry_after (now, ttls[i]);
       results[i] = lease == NULL                                      ? RL_LEASE_LOST
                    : RL_ATOMIC_GET (store->ctx->min_replicas) > 0 ? RL_LEASE_ERROR
                                                                   : RL_LEASE_OK;
     }
-  rl_mutex_unlock (&memory_mutex);
+  rl_mutex_unlock (&rl_memory_mutex);
   return TRUE;
 }
 
@@ -546,17 +521,17 @@ memory_inspect (RlStore *store, const char *key, char **value, gint64 *pttl_ms, 
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
   gint64 now = g_get_monotonic_time ();
-  MemoryLease *lease;
+  RlMemoryLease *lease;
 
-  count_request (store, 2);
-  rl_mutex_lock (&memory_mutex);
-  lease = lease_lookup (self->space, key, now);
+  rl_memory_count_request (store, 2);
+  rl_mutex_lock (&rl_memory_mutex);
+  lease = rl_memory_lease_lookup (self->space, key, now);
   if (lease != NULL)
     {
       *value = g_strdup (lease->owner);
-      *pttl_ms = lease_pttl (lease, now);
+      *pttl_ms = rl_memory_lease_pttl (lease, now);
     }
-  rl_mutex_unlock (&memory_mutex);
+  rl_mutex_unlock (&rl_memory_mutex);
   return lease != NULL;
 }
 
@@ -566,11 +541,11 @@ memory_read_counter (RlStore *store, const char *fence_key, guint64 *value, GErr
   RlMemoryStore *self = (RlMemoryStore *) store;
   guint64 *counter;
 
-  count_request (store, 1);
-  rl_mutex_lock (&memory_mutex);
+  rl_memory_count_request (store, 1);
+  rl_mutex_lock (&rl_memory_mutex);
   counter = g_hash_table_lookup (self->space->counters, fence_key);
   *value = counter != NULL ? *counter : 0;
-  rl_mutex_unlock (&memory_mutex);
+  rl_mutex_unlock (&rl_memory_mutex);
   return counter != NULL;
 }
 
@@ -582,22 +557,22 @@ memory_list (RlStore *store, GArray *entries, GError **error)
   GHashTableIter iter;
   gpointer key, value;
 
-  count_request (store, 1);
-  rl_mutex_lock (&memory_mutex);
+  rl_memory_count_request (store, 1);
+  rl_mutex_lock (&rl_memory_mutex);
   g_hash_table_iter_init (&iter, self->space->leases);
   while (g_hash_table_iter_next (&iter, &key, &value))
     {
-      MemoryLease *lease = value;
+      RlMemoryLease *lease = value;
       RlStoreEntry e;
 
       if (!g_str_has_prefix (key, self->key_prefix) || now >= lease->expires_us)
         continue;
       e.key = g_strdup (key);
       e.value = g_strdup (lease->owner);
-      e.pttl_ms = lease_pttl (lease, now);
+      e.pttl_ms = rl_memory_lease_pttl (lease, now);
       g_array_append_val (entries, e);
     }
-  rl_mutex_unlock (&memory_mutex);
+  rl_mutex_unlock (&rl_memory_mutex);
   return TRUE;
 }
 
@@ -609,10 +584,10 @@ memory_watch (RlStore *store, gint64 timeout_ms)
   RlMemoryStore *self = (RlMemoryStore *) store;
   gboolean listening;
 
-  rl_mutex_lock (&memory_mutex);
+  rl_mutex_lock (&rl_memory_mutex);
   listening = self->listening;
   self->watched = TRUE;
-  rl_mutex_unlock (&memory_mutex);
+  rl_mutex_unlock (&rl_memory_mutex);
   return listening;
 }
 
@@ -623,19 +598,19 @@ memory_close (RlStore *store)
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
 
-  rl_mutex_lock (&memory_mutex);
+  rl_mutex_lock (&rl_memory_mutex);
   if (self->listening)
     {
       g_queue_unlink (&self->space->listeners, &self->link);
       self->listening = FALSE;
     }
   while (self->delivering > 0)
-    rl_cond_wait_until (&memory_cond, &memory_mutex, RL_FOREVER);
-  rl_mutex_unlock (&memory_mutex);
+    rl_cond_wait_until (&memory_cond, &rl_memory_mutex, RL_FOREVER);
+  rl_mutex_unlock (&rl_memory_mutex);
 }
 
 static void
-space_unref (MemorySpace *space)
+space_unref (RlMemorySpace *space)
 {
   if (--space->refs > 0)
     return;
@@ -654,278 +629,11 @@ memory_free (RlStore *store)
   RlMemoryStore *self = (RlMemoryStore *) store;
 
   memory_close (store);
-  rl_mutex_lock (&memory_mutex);
+  rl_mutex_lock (&rl_memory_mutex);
   space_unref (self->space);
-  rl_mutex_unlock (&memory_mutex);
+  rl_mutex_unlock (&rl_memory_mutex);
   g_free (self->key_prefix);
   g_free (self);
-}
-
-/* Semaphores ------------------------------------------------------------------- */
-
-/* Checks the size stored in @sem_key against @permits, storing it (without expiry)
- * when there is none: FALSE with INVALID naming both sizes. memory_mutex held. */
-static gboolean
-semaphore_size_check (MemorySpace *space, const char *sem_key, guint permits, gint64 now,
-                      GError **error)
-{
-  MemoryLease *size = lease_lookup (space, sem_key, now);
-  char digits[24];
-
-  g_snprintf (digits, sizeof digits, "%u", permits);
-  if (size == NULL)
-    {
-      lease_insert (space, sem_key, digits, RL_FOREVER, now);
-      return TRUE;
-    }
-  if (strcmp (size->owner, digits) == 0)
-    return TRUE;
-  g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-               "Semaphore “%s” has %s permits in the store, not %u", sem_key, size->owner,
-               permits);
-  return FALSE;
-}
-
-/* The key of permit @i of @sem_key, in @buf. */
-static const char *
-permit_key (GString *buf, const char *sem_key, guint i)
-{
-  g_string_printf (buf, "%s:%u", sem_key, i);
-  return buf->str;
-}
-
-/* As the Redis store's SEMAPHORE ACQUIRE script: a permit holding @value already (a
- * request sent twice) is returned again; else the first free one from @start. */
-static RlLeaseResult
-memory_semaphore_acquire (RlStore *store, const char *sem_key, guint permits, guint start,
-                          const char *value, gint64 ttl_ms, gint64 timeout_ms, guint *slot,
-                          gint64 *pttl_ms, GError **error)
-{
-  RlMemoryStore *self = (RlMemoryStore *) store;
-  g_autoptr (GString) key = g_string_new (NULL);
-  gint64 now = g_get_monotonic_time ();
-  RlLeaseResult result = RL_LEASE_HELD;
-  gint64 min_pttl = -1;
-  gboolean free_found = FALSE;
-
-  count_request (store, 1);
-  if (wants_replicas (store, "acquisition", sem_key, error))
-    return RL_LEASE_ERROR;
-  rl_mutex_lock (&memory_mutex);
-  if (!semaphore_size_check (self->space, sem_key, permits, now, error))
-    {
-      rl_mutex_unlock (&memory_mutex);
-      return RL_LEASE_ERROR;
-    }
-  for (guint j = 0; j < permits && result != RL_LEASE_OK; j++)
-    {
-      guint i = (start + j) % permits;
-      MemoryLease *lease = lease_lookup (self->space, permit_key (key, sem_key, i), now);
-      if (lease != NULL && strcmp (lease->owner, value) == 0)
-        {
-          *slot = i;
-          result = RL_LEASE_OK;
-        }
-      else if (lease == NULL && !free_found)
-        {
-          *slot = i;
-          free_found = TRUE;
-        }
-      else if (lease != NULL && lease->expires_us != RL_FOREVER)
-        {
-          gint64 pttl = lease_pttl (lease, now);
-          min_pttl = min_pttl < 0 ? pttl : MIN (min_pttl, pttl);
-        }
-    }
-  if (result != RL_LEASE_OK && free_found)
-    result = RL_LEASE_OK;
-  if (result == RL_LEASE_OK)
-    lease_take (self->space, permit_key (key, sem_key, *slot), value, ttl_ms, now);
-  else
-    *pttl_ms = min_pttl;
-  rl_mutex_unlock (&memory_mutex);
-  return result;
-}
-
-static gboolean
-memory_semaphore_available (RlStore *store, const char *sem_key, guint permits,
-                            guint *available, GError **error)
-{
-  RlMemoryStore *self = (RlMemoryStore *) store;
-  g_autoptr (GString) key = g_string_new (NULL);
-  gint64 now = g_get_monotonic_time ();
-  MemoryLease *size;
-  char digits[24];
-  gboolean ok = TRUE;
-
-  count_request (store, 1);
-  g_snprintf (digits, sizeof digits, "%u", permits);
-  *available = 0;
-  rl_mutex_lock (&memory_mutex);
-  size = lease_lookup (self->space, sem_key, now);
-  if (size != NULL && strcmp (size->owner, digits) != 0)
-    ok = semaphore_size_check (self->space, sem_key, permits, now, error);
-  for (guint i = 0; ok && i < permits; i++)
-    if (lease_lookup (self->space, permit_key (key, sem_key, i), now) == NULL)
-      (*available)++;
-  rl_mutex_unlock (&memory_mutex);
-  return ok;
-}
-
-/* Read-write locks --------------------------------------------------------------- */
-
-/* How long another owner's lease holds back a read-write acquisition as @mode asks:
- * the longest remaining TTL (-1: one has no expiry), or -2 when nothing does. The
- * readers are the live keys under the reader prefix, so this store needs no set of
- * them. memory_mutex held. */
-static gint64
-rw_held_back (MemorySpace *space, const RlRwKeys *keys, RlRwMode mode, const char *value,
-              gint64 now)
-{
-  gsize owner_len = strlen (keys->owner);
-  MemoryLease *writer = lease_lookup (space, keys->writer, now);
-  MemoryLease *waiting;
-  GHashTableIter iter;
-  gpointer key, data;
-  gint64 longest = -2;
-
-  if (writer != NULL
-      && (mode == RL_RW_WRITE ? strcmp (writer->owner, value) != 0
-                              : strncmp (writer->owner, keys->owner, owner_len) != 0
-                                    || writer->owner[owner_len] != ':'))
-    return lease_pttl (writer, now);
-  if (mode == RL_RW_READ)
-    {
-      waiting = lease_lookup (space, keys->waiting, now);
-      return waiting != NULL && strcmp (waiting->owner, keys->owner) != 0
-                 ? lease_pttl (waiting, now)
-                 : -2;
-    }
-  if (mode != RL_RW_WRITE)
-    return -2;
-  g_hash_table_iter_init (&iter, space->leases);
-  while (g_hash_table_iter_next (&iter, &key, &data))
-    {
-      MemoryLease *reader = data;
-      if (!g_str_has_prefix (key, keys->reader_prefix) || strcmp (key, keys->reader) == 0
-          || now >= reader->expires_us)
-        continue;
-      if (lease_pttl (reader, now) < 0 || longest == -1)
-        longest = -1;
-      else
-        longest = MAX (longest, lease_pttl (reader, now));
-    }
-  return longest;
-}
-
-static RlLeaseResult
-memory_rw_acquire (RlStore *store, const RlRwKeys *keys, RlRwMode mode, const char *value,
-                   gint64 ttl_ms, gint64 timeout_ms, gint64 *pttl_ms, GError **error)
-{
-  RlMemoryStore *self = (RlMemoryStore *) store;
-  const char *key = mode == RL_RW_WRITE ? keys->writer : keys->reader;
-  gint64 now = g_get_monotonic_time ();
-  RlLeaseResult result = RL_LEASE_OK;
-  GPtrArray *targets = NULL;
-  MemoryLease *waiting;
-  gint64 held;
-
-  count_request (store, 1);
-  if (wants_replicas (store, "acquisition", key, error))
-    return RL_LEASE_ERROR;
-  rl_mutex_lock (&memory_mutex);
-  held = rw_held_back (self->space, keys, mode, value, now);
-  waiting = lease_lookup (self->space, keys->waiting, now);
-  if (held != -2)
-    {
-      *pttl_ms = held;
-      result = RL_LEASE_HELD;
-      if (mode == RL_RW_WRITE && (waiting == NULL || strcmp (waiting->owner, keys->owner) == 0))
-        lease_insert (self->space, keys->waiting, keys->owner,
-                      expiry_after (now, MAX (ttl_ms, held) + 1000), now);
-      /* A mark newly set is told to every registry, as the Redis store publishes it. */
-      if (mode == RL_RW_WRITE && waiting == NULL)
-        targets = listeners_take (self->space, keys->waiting);
-    }
-  else
-    {
-      lease_take (self->space, key, value, ttl_ms, now);
-      if (mode == RL_RW_WRITE && waiting != NULL && strcmp (waiting->owner, keys->owner) == 0)
-        g_hash_table_remove (self->space->leases, keys->waiting);
-    }
-  rl_mutex_unlock (&memory_mutex);
-  if (targets != NULL)
-    listeners_deliver (targets, keys->waiting);
-  return result;
-}
-
-static gboolean
-memory_rw_stop_waiting (RlStore *store, const RlRwKeys *keys, GError **error)
-{
-  RlMemoryStore *self = (RlMemoryStore *) store;
-  GPtrArray *targets = NULL;
-  MemoryLease *waiting;
-
-  count_request (store, 1);
-  rl_mutex_lock (&memory_mutex);
-  waiting = lease_lookup (self->space, keys->waiting, g_get_monotonic_time ());
-  if (waiting != NULL && strcmp (waiting->owner, keys->owner) == 0)
-    {
-      targets = listeners_take (self->space, keys->waiting);
-      g_hash_table_remove (self->space->leases, keys->waiting);
-    }
-  rl_mutex_unlock (&memory_mutex);
-  if (targets != NULL)
-    listeners_deliver (targets, keys->waiting);
-  return TRUE;
-}
-
-/* The waits-for records of the store's registry key, as the Redis store keeps them:
- * one table per registry key, each record a MemoryLease whose owner is the record,
- * expired ones removed when the table is read. */
-static gboolean
-memory_waits_update (RlStore *store, const char *id, const char *record, gint64 ttl_ms,
-                     GPtrArray *records, GError **error)
-{
-  RlMemoryStore *self = (RlMemoryStore *) store;
-  g_autofree char *key = rl_store_waits_key (store->registry_key);
-  gint64 now = g_get_monotonic_time ();
-  GHashTable *table;
-
-  rl_mutex_lock (&memory_mutex);
-  count_request (store, 1);
-  table = g_hash_table_lookup (self->space->waits, key);
-  if (table == NULL && record != NULL)
-    {
-      table = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, lease_free);
-      g_hash_table_insert (self->space->waits, g_strdup (key), table);
-    }
-  if (id != NULL && record == NULL && table != NULL)
-    g_hash_table_remove (table, id);
-  else if (id != NULL && record != NULL)
-    {
-      MemoryLease *entry = g_new (MemoryLease, 1);
-
-      entry->owner = g_strdup (record);
-      entry->expires_us = expiry_after (now, ttl_ms);
-      g_hash_table_replace (table, g_strdup (id), entry);
-    }
-  if (records != NULL && table != NULL)
-    {
-      GHashTableIter iter;
-      gpointer value;
-
-      g_hash_table_iter_init (&iter, table);
-      while (g_hash_table_iter_next (&iter, NULL, &value))
-        if (now >= ((MemoryLease *) value)->expires_us)
-          g_hash_table_iter_remove (&iter);
-        else
-          g_ptr_array_add (records, g_strdup (((MemoryLease *) value)->owner));
-    }
-  if (table != NULL && g_hash_table_size (table) == 0)
-    g_hash_table_remove (self->space->waits, key);
-  rl_mutex_unlock (&memory_mutex);
-  return TRUE;
 }
 
 static const RlStoreVTable memory_store_vtable = {
@@ -939,14 +647,14 @@ static const RlStoreVTable memory_store_vtable = {
   .inspect = memory_inspect,
   .read_counter = memory_read_counter,
   .list = memory_list,
-  .waits_update = memory_waits_update,
+  .waits_update = rl_memory_waits_update,
   .watch = memory_watch,
   /* semaphores */
-  .semaphore_acquire = memory_semaphore_acquire,
-  .semaphore_available = memory_semaphore_available,
+  .semaphore_acquire = rl_memory_semaphore_acquire,
+  .semaphore_available = rl_memory_semaphore_available,
   /* read-write locks */
-  .rw_acquire = memory_rw_acquire,
-  .rw_stop_waiting = memory_rw_stop_waiting,
+  .rw_acquire = rl_memory_rw_acquire,
+  .rw_stop_waiting = rl_memory_rw_stop_waiting,
   .close = memory_close,
   .free = memory_free,
 };
@@ -969,7 +677,7 @@ rl_memory_store_open (const char *url, const char *registry_key, const char *cli
 {
   const char *name = url + strlen (MEMORY_SCHEME);
   RlMemoryStore *self;
-  MemorySpace *space;
+  RlMemorySpace *space;
 
   g_return_val_if_fail (g_str_has_prefix (url, MEMORY_SCHEME), NULL);
   if (*name == '\0')
@@ -1000,15 +708,15 @@ rl_memory_store_open (const char *url, const char *registry_key, const char *cli
   self->key_prefix = g_strconcat (registry_key, ":", NULL);
   self->link.data = self;
 
-  rl_mutex_lock (&memory_mutex);
+  rl_mutex_lock (&rl_memory_mutex);
   if (memory_spaces == NULL)
     memory_spaces = g_hash_table_new (g_str_hash, g_str_equal);
   space = g_hash_table_lookup (memory_spaces, name);
   if (space == NULL)
     {
-      space = g_new0 (MemorySpace, 1);
+      space = g_new0 (RlMemorySpace, 1);
       space->name = g_strdup (name);
-      space->leases = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, lease_free);
+      space->leases = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, rl_memory_lease_free);
       space->counters = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
       space->waits = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                             (GDestroyNotify) g_hash_table_unref);
@@ -1019,7 +727,7 @@ rl_memory_store_open (const char *url, const char *registry_key, const char *cli
   self->space = space;
   g_queue_push_tail_link (&space->listeners, &self->link);
   self->listening = TRUE;
-  rl_mutex_unlock (&memory_mutex);
+  rl_mutex_unlock (&rl_memory_mutex);
   return &self->parent;
 }
 
@@ -1033,17 +741,17 @@ static gboolean
 hook_expire (const char *store_name, const char *key)
 {
   gint64 now = g_get_monotonic_time ();
-  MemorySpace *space;
+  RlMemorySpace *space;
   gboolean found = FALSE;
 
-  rl_mutex_lock (&memory_mutex);
+  rl_mutex_lock (&rl_memory_mutex);
   space = space_lookup (store_name);
-  if (space != NULL && lease_lookup (space, key, now) != NULL)
+  if (space != NULL && rl_memory_lease_lookup (space, key, now) != NULL)
     {
       g_hash_table_remove (space->leases, key);
       found = TRUE;
     }
-  rl_mutex_unlock (&memory_mutex);
+  rl_mutex_unlock (&rl_memory_mutex);
   return found;
 }
 
@@ -1051,20 +759,20 @@ static gboolean
 hook_steal (const char *store_name, const char *key, const char *new_owner, gint64 ttl_ms)
 {
   gint64 now = g_get_monotonic_time ();
-  MemorySpace *space;
-  MemoryLease *lease = NULL;
+  RlMemorySpace *space;
+  RlMemoryLease *lease = NULL;
 
-  rl_mutex_lock (&memory_mutex);
+  rl_mutex_lock (&rl_memory_mutex);
   space = space_lookup (store_name);
   if (space != NULL)
-    lease = lease_lookup (space, key, now);
+    lease = rl_memory_lease_lookup (space, key, now);
   if (lease != NULL)
     {
       g_free (lease->owner);
       lease->owner = g_strdup (new_owner);
-      lease->expires_us = ttl_ms < 0 ? RL_FOREVER : expiry_after (now, ttl_ms);
+      lease->expires_us = ttl_ms < 0 ? RL_FOREVER : rl_memory_expiry_after (now, ttl_ms);
     }
-  rl_mutex_unlock (&memory_mutex);
+  rl_mutex_unlock (&rl_memory_mutex);
   return lease != NULL;
 }
 
@@ -1072,16 +780,16 @@ static char *
 hook_get_owner (const char *store_name, const char *key)
 {
   gint64 now = g_get_monotonic_time ();
-  MemorySpace *space;
-  MemoryLease *lease = NULL;
+  RlMemorySpace *space;
+  RlMemoryLease *lease = NULL;
   char *owner;
 
-  rl_mutex_lock (&memory_mutex);
+  rl_mutex_lock (&rl_memory_mutex);
   space = space_lookup (store_name);
   if (space != NULL)
-    lease = lease_lookup (space, key, now);
+    lease = rl_memory_lease_lookup (space, key, now);
   owner = lease != NULL ? g_strdup (lease->owner) : NULL;
-  rl_mutex_unlock (&memory_mutex);
+  rl_mutex_unlock (&rl_memory_mutex);
   return owner;
 }
 
@@ -1089,16 +797,16 @@ static gint64
 hook_get_pttl (const char *store_name, const char *key)
 {
   gint64 now = g_get_monotonic_time ();
-  MemorySpace *space;
-  MemoryLease *lease = NULL;
+  RlMemorySpace *space;
+  RlMemoryLease *lease = NULL;
   gint64 pttl;
 
-  rl_mutex_lock (&memory_mutex);
+  rl_mutex_lock (&rl_memory_mutex);
   space = space_lookup (store_name);
   if (space != NULL)
-    lease = lease_lookup (space, key, now);
-  pttl = lease != NULL ? lease_pttl (lease, now) : -2;
-  rl_mutex_unlock (&memory_mutex);
+    lease = rl_memory_lease_lookup (space, key, now);
+  pttl = lease != NULL ? rl_memory_lease_pttl (lease, now) : -2;
+  rl_mutex_unlock (&rl_memory_mutex);
   return pttl;
 }
 

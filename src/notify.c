@@ -38,7 +38,7 @@
  * does that: the server remembers, per client, the keys it read, and reports the next
  * change of each once. Here the clients that read are the store's data connections:
  * each turns tracking on with REDIRECT to this connection's id, OPTIN and NOLOOP
- * (redis-store.c), and sends CLIENT CACHING yes right before the acquire script of a
+ * (redis-exchange.c), and sends CLIENT CACHING yes right before the acquire script of a
  * key found held, whose GET and PTTL are the waiter's read; nothing else they read is
  * tracked, and their own writes report nothing. This connection gets its id (CLIENT
  * ID), checks that the user may turn tracking on (CLIENT TRACKING on REDIRECT <own

@@ -26,12 +26,15 @@
  *
  * Fan-out, in the calling thread: each Redis child queues the request on a
  * connection of its own and sends it (the stepwise requests of the store seam: the
- * protocol, the scripts and the sockets stay redis-store.c's; this file sees a file
- * descriptor to wait on and nothing else), then one poll() waits on every node, each
- * request taking its next step when its socket is ready, so a request to N nodes costs the slowest
- * node's round trip, not N, with no thread hand-off. A child answering at once
- * (memory://) is simply called. Each node is bounded by the per-node timeout
- * (min(50 ms, TTL/20) unless set, see redis_lock_registry_set_quorum_node_timeout_ms()):
+ * protocol, the scripts and the sockets stay the Redis store's, redis-request.c;
+ * this file sees a file descriptor to wait on and nothing else), then one poll()
+ * waits on every node, each request taking its next step when its socket is ready,
+ * so a request to N nodes costs the slowest node's round trip, not N, with no thread
+ * hand-off. A child answering at once
+ * (memory://) is simply called. (The children and the fan-out are quorum-fanout.c's;
+ * this file keeps the store operations over them.) Each node is bounded by the
+ * per-node timeout (min(50 ms, TTL/20) unless set, see
+ * redis_lock_registry_set_quorum_node_timeout_ms()):
  * an acquisition waits for nothing beyond it once a majority answered (while fewer
  * did, a busy machine's slow answers, it waits for a majority up to the call's bound,
  * and the time counts against the validity); a renewal or release waits for the rest
@@ -52,43 +55,13 @@
  */
 #include "config.h"
 
-#include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "store.h"
 #include "sync.h"
 #include "url.h"
-
-#define QUORUM_NODE_TIMEOUT_MS 50 /* the default per-node bound, at most */
-#define QUORUM_REOPEN_US G_USEC_PER_SEC
-
-typedef struct _RlQuorumStore RlQuorumStore;
-
-typedef struct
-{
-  char *url;
-  RlStore *store; /* atomic: NULL until opened (by rl_quorum_store_open() or the opener) */
-} QuorumChild;
-
-struct _RlQuorumStore
-{
-  RlStore parent;
-  guint n;
-  guint majority;
-  QuorumChild *children;
-  /* The opener of the children missing at creation. */
-  GThread *opener;
-  RlMutex opener_mutex; /* guards stopping */
-  RlCond opener_cond;
-  gboolean stopping;
-  /* Renewals and releases of one lease kept apart (see the top of the file). */
-  RlMutex lease_mutex;   /* guards what follows; a leaf: nothing is called under it */
-  RlCond lease_cond;     /* a renewal's SET NX fan-out ended */
-  GQueue renewals;       /* of Renewal: those under way */
-  GHashTable *releasing; /* lease value -> releases of it under way (GUINT_TO_POINTER) */
-};
+#include "quorum-store-private.h"
 
 /* A renewal under way, as its releases see it. */
 typedef struct
@@ -98,343 +71,6 @@ typedef struct
   gboolean resetting; /* its SET NX fan-out is under way */
   GList link;         /* in renewals */
 } Renewal;
-
-/* Children --------------------------------------------------------------------- */
-
-static void
-child_released (const char *key, gboolean reset, gpointer user_data)
-{
-  RlQuorumStore *self = user_data;
-
-  self->parent.released (key, reset, self->parent.released_data);
-}
-
-static RlStore *
-child_store (RlQuorumStore *self, guint i)
-{
-  return g_atomic_pointer_get (&self->children[i].store);
-}
-
-static RlStore *
-child_open (RlQuorumStore *self, guint i, GError **error)
-{
-  return rl_store_open (self->children[i].url, self->parent.registry_key, self->parent.client_id,
-                        self->parent.ctx, child_released, self, error);
-}
-
-/* Opens the missing children once a second until none is missing or the store
- * closes. */
-static gpointer
-opener_main (gpointer data)
-{
-  RlQuorumStore *self = data;
-  gboolean missing = TRUE;
-
-  rl_mutex_lock (&self->opener_mutex);
-  while (missing && !self->stopping)
-    {
-      missing = FALSE;
-      for (guint i = 0; i < self->n && !self->stopping; i++)
-        {
-          g_autoptr (GError) error = NULL;
-          RlStore *store;
-
-          if (child_store (self, i) != NULL)
-            continue;
-          rl_mutex_unlock (&self->opener_mutex);
-          store = child_open (self, i, &error);
-          rl_mutex_lock (&self->opener_mutex);
-          if (store == NULL)
-            {
-              g_debug ("quorum node %u: %s", i + 1, error->message);
-              missing = TRUE;
-              continue;
-            }
-          /* Opened while the store closed: its threads stop at once. */
-          if (self->stopping)
-            store->vt->close (store);
-          g_atomic_pointer_set (&self->children[i].store, store);
-          /* Waiters may have missed a release on it while it was away. */
-          self->parent.released (NULL, FALSE, self->parent.released_data);
-        }
-      if (missing && !self->stopping)
-        rl_cond_wait_until (&self->opener_cond, &self->opener_mutex,
-                            g_get_monotonic_time () + QUORUM_REOPEN_US);
-    }
-  rl_mutex_unlock (&self->opener_mutex);
-  return NULL;
-}
-
-/* The per-node timeout of a request with @ttl_ms (0: not known). */
-static gint64
-node_timeout_ms (RlQuorumStore *self, gint64 ttl_ms)
-{
-  gint64 set = RL_ATOMIC_GET (self->parent.ctx->quorum_node_timeout_ms);
-
-  if (set > 0)
-    return set;
-  return ttl_ms > 0 ? MIN (QUORUM_NODE_TIMEOUT_MS, MAX (ttl_ms / 20, 1)) : QUORUM_NODE_TIMEOUT_MS;
-}
-
-/* Fan-out ---------------------------------------------------------------------- */
-
-/* One request to every node: each node's copy of the leases, and how it stands. */
-typedef struct
-{
-  RlQuorumStore *self;
-  RlRequestKind kind;
-  RlLeaseItem **items; /* per node: NULL when the node is not asked */
-  guint *counts;       /* per node: leases asked */
-  RlRequest **requests; /* per node: under way */
-  GError **errors;     /* per node: the first error of its leases */
-  guint answered;      /* nodes whose request ended without an error */
-  gint64 grace_us;     /* how long the others are waited for once a majority answered */
-  gint64 not_before;   /* ... but at least until then (monotonic µs) */
-  gint64 majority_at;  /* when a majority had answered; 0: not yet */
-} FanOut;
-
-/* How long a fan-out waits for its nodes. */
-typedef enum
-{
-  WAIT_NODE,     /* each node at most the per-node timeout */
-  WAIT_ACQUIRE,  /* each node at most the per-node timeout once a majority answered;
-                  * until then, up to the call's bound */
-  WAIT_MAJORITY, /* up to the call's bound, and the others at most the per-node
-                  * timeout after a majority answered */
-} FanOutWait;
-
-static FanOut *
-fan_out_new (RlQuorumStore *self, RlRequestKind kind)
-{
-  FanOut *f = g_new0 (FanOut, 1);
-
-  f->self = self;
-  f->kind = kind;
-  f->items = g_new0 (RlLeaseItem *, self->n);
-  f->counts = g_new0 (guint, self->n);
-  f->requests = g_new0 (RlRequest *, self->n);
-  f->errors = g_new0 (GError *, self->n);
-  return f;
-}
-
-static void
-fan_out_free (FanOut *f)
-{
-  for (guint i = 0; i < f->self->n; i++)
-    {
-      g_free (f->items[i]);
-      g_clear_error (&f->errors[i]);
-    }
-  g_free (f->items);
-  g_free (f->counts);
-  g_free (f->requests);
-  g_free (f->errors);
-  g_free (f);
-}
-
-/* Asks node @i for the @n leases of @items (copied). */
-static void
-fan_out_ask (FanOut *f, guint i, guint n, const RlLeaseItem *items)
-{
-  f->items[i] = g_memdup2 (items, n * sizeof *items);
-  f->counts[i] = n;
-}
-
-/* Asks every node for the same leases. */
-static FanOut *
-fan_out_all (RlQuorumStore *self, RlRequestKind kind, guint n, const RlLeaseItem *items)
-{
-  FanOut *f = fan_out_new (self, kind);
-
-  for (guint i = 0; i < self->n; i++)
-    fan_out_ask (f, i, n, items);
-  return f;
-}
-
-static void
-fan_out_end_request (FanOut *f, guint i)
-{
-  RlStore *store = child_store (f->self, i);
-
-  if (store->vt->request_end (f->requests[i], &f->errors[i]))
-    f->answered++;
-  f->requests[i] = NULL;
-}
-
-/* A child without stepwise requests answers each lease by a call. */
-static void
-fan_out_call (FanOut *f, guint i, RlStore *store, gint64 timeout_ms)
-{
-  gboolean ok = TRUE;
-
-  for (guint k = 0; k < f->counts[i]; k++)
-    {
-      RlLeaseItem *item = &f->items[i][k];
-      g_autoptr (GError) error = NULL;
-
-      item->others = FALSE;
-      switch (f->kind)
-        {
-        case RL_REQUEST_ACQUIRE:
-          item->result = store->vt->acquire (store, item->key, item->value, item->ttl_ms,
-                                             timeout_ms, NULL, NULL, &item->pttl_ms, &error);
-          break;
-        case RL_REQUEST_RENEW:
-          item->result = store->vt->renew (store, item->key, item->value, item->ttl_ms, &error);
-          break;
-        case RL_REQUEST_RELEASE:
-          item->result
-              = store->vt->release (store, item->key, item->value, 0, &item->others, &error);
-          break;
-        default:
-          g_assert_not_reached ();
-        }
-      if (item->result == RL_LEASE_ERROR)
-        {
-          ok = FALSE;
-          if (f->errors[i] == NULL)
-            f->errors[i] = g_steal_pointer (&error);
-        }
-    }
-  f->answered += ok;
-}
-
-/* When a soft wait may end: once a majority answered, the grace after that but not
- * before not_before; never while fewer did (G_MAXINT64). */
-static gint64
-fan_out_until (FanOut *f)
-{
-  if (f->answered < f->self->majority)
-    return G_MAXINT64;
-  if (f->majority_at == 0)
-    f->majority_at = g_get_monotonic_time ();
-  return MAX (f->majority_at + f->grace_us, f->not_before);
-}
-
-/* Runs the request on every node asked, all at once, waiting for the nodes as @wait
- * says, with the per-node timeout @node_ms and the call's bound @timeout_ms. Every
- * lease ends with a result (ERROR for a node that did not answer in time). One poll()
- * waits on every node's request; each request takes its own steps (the protocol is
- * its store's) when its socket is ready. */
-static void
-fan_out_run (FanOut *f, gint64 node_ms, FanOutWait wait, gint64 timeout_ms)
-{
-  RlQuorumStore *self = f->self;
-  gboolean soft = wait != WAIT_NODE;
-  gint64 start = g_get_monotonic_time ();
-  gint64 end = start + (soft ? MAX (timeout_ms, node_ms) : node_ms) * 1000;
-  g_autofree struct pollfd *pfds = g_new0 (struct pollfd, self->n);
-  g_autofree guint *live = g_new0 (guint, self->n);
-
-  f->grace_us = wait == WAIT_MAJORITY ? node_ms * 1000 : 0;
-  f->not_before = wait == WAIT_ACQUIRE ? start + node_ms * 1000 : 0;
-  f->majority_at = 0;
-  for (guint i = 0; i < self->n; i++)
-    {
-      RlStore *store = child_store (self, i);
-
-      if (f->items[i] == NULL)
-        continue;
-      for (guint k = 0; k < f->counts[i]; k++)
-        f->items[i][k].result = RL_LEASE_ERROR;
-      if (store == NULL)
-        g_set_error_literal (&f->errors[i], REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
-                             "not connected");
-      else if (store->vt->request_begin == NULL)
-        fan_out_call (f, i, store, node_ms);
-      else
-        f->requests[i] = store->vt->request_begin (store, f->kind, f->counts[i], f->items[i],
-                                                   node_ms, &f->errors[i]);
-    }
-
-  for (;;)
-    {
-      gint64 now, stop;
-      gboolean ready = FALSE;
-      guint n_live = 0;
-      int rc;
-
-      for (guint i = 0; i < self->n; i++)
-        {
-          RlRequest *request = f->requests[i];
-
-          if (request == NULL)
-            continue;
-          if (request->done)
-            {
-              fan_out_end_request (f, i);
-              continue;
-            }
-          pfds[n_live].fd = request->fd;
-          pfds[n_live].events = request->events;
-          pfds[n_live].revents = 0;
-          ready = ready || request->ready;
-          live[n_live++] = i;
-        }
-      now = g_get_monotonic_time ();
-      stop = soft ? MIN (end, fan_out_until (f)) : end;
-      if (n_live == 0 || now >= stop)
-        break;
-      rc = poll (pfds, n_live, ready ? 0 : (int) MIN ((stop - now + 999) / 1000, G_MAXINT));
-      if (rc < 0 && errno != EINTR)
-        break;
-      for (guint k = 0; rc >= 0 && k < n_live; k++)
-        {
-          RlRequest *request = f->requests[live[k]];
-
-          if (pfds[k].revents != 0 || request->ready)
-            child_store (self, live[k])->vt->request_ready (request, pfds[k].revents);
-        }
-    }
-  /* Requests cut short by the time: their leases end ERROR. */
-  for (guint i = 0; i < self->n; i++)
-    if (f->requests[i] != NULL)
-      fan_out_end_request (f, i);
-}
-
-/* Whether every node asked ended its request without an error. */
-static gboolean
-no_errors (FanOut *f)
-{
-  for (guint i = 0; i < f->self->n; i++)
-    if (f->errors[i] != NULL)
-      return FALSE;
-  return TRUE;
-}
-
-/* The nodes that answered for at least one lease. */
-static guint
-nodes_answered (FanOut *f)
-{
-  guint answered = 0;
-
-  for (guint i = 0; i < f->self->n; i++)
-    for (guint k = 0; k < f->counts[i]; k++)
-      if (f->items[i][k].result != RL_LEASE_ERROR)
-        {
-          answered++;
-          break;
-        }
-  return answered;
-}
-
-/* The error of fewer than a majority answering, with the first node's error. */
-static void
-set_no_majority (FanOut *f, guint answered, const char *what, GError **error)
-{
-  RlQuorumStore *self = f->self;
-  const char *cause = "no answer in time";
-
-  for (guint i = 0; i < self->n; i++)
-    if (f->errors[i] != NULL)
-      {
-        cause = f->errors[i]->message;
-        break;
-      }
-  g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
-               "%s: %u of %u quorum nodes answered, a majority is %u (%s)", what, answered,
-               self->n, self->majority, cause);
-}
 
 /* The vtable ------------------------------------------------------------------- */
 
@@ -484,18 +120,18 @@ quorum_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
   gint64 start = g_get_monotonic_time (), node_ms, bound_ms, elapsed_ms, validity_ms;
   g_autofree gint64 *held = g_new0 (gint64, self->n);
   guint ok = 0, n_held = 0, answered;
-  FanOut *f;
+  RlFanOut *f;
 
   if (refuse_fencing (fence_key, error))
     return RL_LEASE_ERROR;
-  node_ms = node_timeout_ms (self, ttl_ms);
+  node_ms = rl_quorum_node_timeout_ms (self, ttl_ms);
   /* The call's bound, in whole ms rounded down by the caller: one more ms lets the
    * caller's deadline pass before a cut-short attempt returns. */
   bound_ms = timeout_ms > 0 ? timeout_ms + 1 : RL_ATOMIC_GET (store->ctx->command_timeout_ms);
   node_ms = MIN (node_ms, bound_ms);
 
-  f = fan_out_all (self, RL_REQUEST_ACQUIRE, 1, &item);
-  fan_out_run (f, node_ms, WAIT_ACQUIRE, bound_ms);
+  f = rl_quorum_fan_out_all (self, RL_REQUEST_ACQUIRE, 1, &item);
+  rl_quorum_fan_out_run (f, node_ms, WAIT_ACQUIRE, bound_ms);
   elapsed_ms = (g_get_monotonic_time () - start) / 1000;
   for (guint i = 0; i < self->n; i++)
     if (f->items[i][0].result == RL_LEASE_OK)
@@ -507,19 +143,19 @@ quorum_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
   validity_ms = ttl_ms - elapsed_ms - (ttl_ms / 100 + 2);
   if (ok >= self->majority && validity_ms > 0)
     {
-      fan_out_free (f);
+      rl_quorum_fan_out_free (f);
       return RL_LEASE_OK;
     }
 
   /* Not ours: undo it everywhere, also where no answer came (it may still arrive) or
    * an answer came only in part. */
-  if (ok > 0 || answered < self->n || !no_errors (f))
+  if (ok > 0 || answered < self->n || !rl_quorum_no_errors (f))
     release_everywhere (self, key, value);
 
   if (answered < self->majority)
     {
-      set_no_majority (f, answered, "Acquiring a quorum lease", error);
-      fan_out_free (f);
+      rl_quorum_set_no_majority (f, answered, "Acquiring a quorum lease", error);
+      rl_quorum_fan_out_free (f);
       return RL_LEASE_ERROR;
     }
   /* Contention: the wait is bounded by the time until a majority could be free. */
@@ -531,7 +167,7 @@ quorum_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
       qsort (held, n_held, sizeof *held, compare_pttl);
       *pttl_ms = held[MIN (k, n_held) - 1];
     }
-  fan_out_free (f);
+  rl_quorum_fan_out_free (f);
   return RL_LEASE_HELD;
 }
 
@@ -708,7 +344,7 @@ renew_leases (RlQuorumStore *self, guint n, RlLeaseItem *items, gint64 timeout_m
               GError **error)
 {
   gint64 ttl = 0;
-  FanOut *f, *reset = NULL;
+  RlFanOut *f, *reset = NULL;
   g_autofree guint *lost_somewhere = g_new (guint, n);
   guint n_lost_somewhere = 0;
   Renewal renewal;
@@ -718,12 +354,12 @@ renew_leases (RlQuorumStore *self, guint n, RlLeaseItem *items, gint64 timeout_m
   if (timeout_ms <= 0)
     timeout_ms = RL_ATOMIC_GET (self->parent.ctx->command_timeout_ms);
   renewal_begin (self, &renewal, n, items);
-  f = fan_out_all (self, RL_REQUEST_RENEW, n, items);
-  fan_out_run (f, node_timeout_ms (self, ttl), WAIT_MAJORITY, timeout_ms);
-  if (nodes_answered (f) < self->majority)
+  f = rl_quorum_fan_out_all (self, RL_REQUEST_RENEW, n, items);
+  rl_quorum_fan_out_run (f, rl_quorum_node_timeout_ms (self, ttl), WAIT_MAJORITY, timeout_ms);
+  if (rl_quorum_nodes_answered (f) < self->majority)
     {
-      set_no_majority (f, nodes_answered (f), "Renewing quorum leases", error);
-      fan_out_free (f);
+      rl_quorum_set_no_majority (f, rl_quorum_nodes_answered (f), "Renewing quorum leases", error);
+      rl_quorum_fan_out_free (f);
       renewal_end (self, &renewal);
       return FALSE;
     }
@@ -753,7 +389,7 @@ renew_leases (RlQuorumStore *self, guint n, RlLeaseItem *items, gint64 timeout_m
           {
             RlLeaseItem *grown;
             if (reset == NULL)
-              reset = fan_out_new (self, RL_REQUEST_ACQUIRE);
+              reset = rl_quorum_fan_out_new (self, RL_REQUEST_ACQUIRE);
             grown = g_renew (RlLeaseItem, reset->items[i], reset->counts[i] + 1);
             grown[reset->counts[i]++] = items[k];
             reset->items[i] = grown;
@@ -762,11 +398,11 @@ renew_leases (RlQuorumStore *self, guint n, RlLeaseItem *items, gint64 timeout_m
   if (reset != NULL)
     {
       /* SET NX: a key another owner took there meanwhile stays theirs. */
-      fan_out_run (reset, node_timeout_ms (self, ttl), WAIT_NODE, 0);
-      fan_out_free (reset);
+      rl_quorum_fan_out_run (reset, rl_quorum_node_timeout_ms (self, ttl), WAIT_NODE, 0);
+      rl_quorum_fan_out_free (reset);
     }
   renewal_end (self, &renewal);
-  fan_out_free (f);
+  rl_quorum_fan_out_free (f);
   return TRUE;
 }
 
@@ -818,13 +454,13 @@ static gboolean
 quorum_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error)
 {
   RlQuorumStore *self = (RlQuorumStore *) store;
-  FanOut *f;
+  RlFanOut *f;
   gboolean all = TRUE;
 
   release_begin (self, n, items);
-  f = fan_out_all (self, RL_REQUEST_RELEASE, n, items);
-  fan_out_run (f, node_timeout_ms (self, 0), WAIT_MAJORITY,
-               RL_ATOMIC_GET (self->parent.ctx->command_timeout_ms));
+  f = rl_quorum_fan_out_all (self, RL_REQUEST_RELEASE, n, items);
+  rl_quorum_fan_out_run (f, rl_quorum_node_timeout_ms (self, 0), WAIT_MAJORITY,
+                         RL_ATOMIC_GET (self->parent.ctx->command_timeout_ms));
   release_end (self, n, items);
   for (guint k = 0; k < n; k++)
     {
@@ -845,11 +481,11 @@ quorum_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error
         {
           items[k].result = RL_LEASE_ERROR;
           if (all)
-            set_no_majority (f, released + lost, "Releasing a quorum lease", error);
+            rl_quorum_set_no_majority (f, released + lost, "Releasing a quorum lease", error);
           all = FALSE;
         }
     }
-  fan_out_free (f);
+  rl_quorum_fan_out_free (f);
   return all;
 }
 
@@ -881,7 +517,7 @@ quorum_force_release (RlStore *store, const char *key, GError **error)
 
   for (guint i = 0; i < self->n; i++)
     {
-      RlStore *child = child_store (self, i);
+      RlStore *child = rl_quorum_child_store (self, i);
       g_autoptr (GError) local_error = NULL;
       RlLeaseResult result;
 
@@ -920,7 +556,7 @@ quorum_inspect (RlStore *store, const char *key, char **value, gint64 *pttl_ms, 
 
   for (guint i = 0; i < self->n; i++)
     {
-      RlStore *child = child_store (self, i);
+      RlStore *child = rl_quorum_child_store (self, i);
       g_autoptr (GError) local_error = NULL;
 
       if (child == NULL)
@@ -995,7 +631,7 @@ quorum_list (RlStore *store, GArray *entries, GError **error)
 
   for (guint i = 0; i < self->n; i++)
     {
-      RlStore *child = child_store (self, i);
+      RlStore *child = rl_quorum_child_store (self, i);
       g_autoptr (GError) local_error = NULL;
 
       if (child == NULL)
@@ -1050,13 +686,13 @@ quorum_watch (RlStore *store, gint64 timeout_ms)
 
   for (guint i = 0; i < self->n; i++)
     {
-      RlStore *child = child_store (self, i);
+      RlStore *child = rl_quorum_child_store (self, i);
       running[i] = child != NULL && child->vt->watch (child, 0);
       count += running[i];
     }
   for (guint i = 0; i < self->n && count < self->majority && timeout_ms > 0; i++)
     {
-      RlStore *child = child_store (self, i);
+      RlStore *child = rl_quorum_child_store (self, i);
       gint64 left_ms = (end - g_get_monotonic_time ()) / 1000;
 
       if (running[i] || child == NULL || left_ms <= 0)
@@ -1073,7 +709,7 @@ quorum_rewatch (RlStore *store)
 
   for (guint i = 0; i < self->n; i++)
     {
-      RlStore *child = child_store (self, i);
+      RlStore *child = rl_quorum_child_store (self, i);
 
       if (child != NULL && child->vt->rewatch != NULL)
         child->vt->rewatch (child);
@@ -1090,7 +726,7 @@ quorum_guard (RlStore *store)
 
   for (guint i = 0; i < self->n; i++)
     {
-      RlStore *child = child_store (self, i);
+      RlStore *child = rl_quorum_child_store (self, i);
 
       if (child != NULL && (child->vt->guard == NULL || child->vt->guard (child)))
         up++;
@@ -1118,7 +754,7 @@ quorum_close (RlStore *store)
   stop_opener (self);
   for (guint i = 0; i < self->n; i++)
     {
-      RlStore *child = child_store (self, i);
+      RlStore *child = rl_quorum_child_store (self, i);
       if (child != NULL)
         child->vt->close (child);
     }
@@ -1133,7 +769,7 @@ quorum_free (RlStore *store)
   stop_opener (self);
   for (guint i = 0; i < self->n; i++)
     {
-      QuorumChild *child = &self->children[i];
+      RlQuorumChild *child = &self->children[i];
       if (child->store != NULL)
         rl_store_free (child->store);
       g_free (child->url);
@@ -1216,7 +852,7 @@ rl_quorum_store_open (const char *const *urls, const char *registry_key, const c
   self->parent.released_data = released_data;
   self->n = n;
   self->majority = n / 2 + 1;
-  self->children = g_new0 (QuorumChild, n);
+  self->children = g_new0 (RlQuorumChild, n);
   rl_mutex_init (&self->opener_mutex);
   rl_cond_init (&self->opener_cond);
   rl_mutex_init (&self->lease_mutex);
@@ -1228,7 +864,7 @@ rl_quorum_store_open (const char *const *urls, const char *registry_key, const c
   for (guint i = 0; i < n; i++)
     {
       g_autoptr (GError) local_error = NULL;
-      RlStore *child = child_open (self, i, &local_error);
+      RlStore *child = rl_quorum_child_open (self, i, &local_error);
 
       if (child != NULL)
         {
@@ -1257,6 +893,6 @@ rl_quorum_store_open (const char *const *urls, const char *registry_key, const c
       return NULL;
     }
   if (opened < n)
-    self->opener = g_thread_new ("rl-quorum-open", opener_main, self);
+    self->opener = g_thread_new ("rl-quorum-open", rl_quorum_opener_main, self);
   return &self->parent;
 }

@@ -1,20 +1,27 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* redis-store-private.h: what the Redis store's protocol files share.
  *
- * redis-store.c holds the exchange engine (routing by key and Cluster slot,
- * MOVED/ASK, retries, NOSCRIPT, stale connections, key tracking, WAIT for replicas)
- * and the plain lease scripts; the scripts of the other members of the lock family
- * live in files of their own (redis-semaphore.c, redis-rwlock.c) and reach the engine
- * only through the calls below, so that the engine stays one copy and knows nothing
- * of what their replies mean. The calls go one way: redis-store.c refers to the
- * family's functions only from its vtable.
+ * redis-exchange.c holds the exchange engine (routing by key and Cluster slot,
+ * MOVED/ASK, retries, NOSCRIPT, stale connections, key tracking, WAIT for replicas);
+ * redis-store.c the plain lease scripts, the vtable and opening, over redis-lease.c
+ * (one lease), redis-batch.c (several), redis-inspect.c (inspection) and
+ * redis-request.c (the quorum store's stepwise requests); the scripts of the other
+ * members of the lock family live in files of their own (redis-semaphore.c,
+ * redis-rwlock.c) and reach the engine only through the rl_redis_store_ calls below,
+ * so that the engine stays one copy and knows nothing of what their replies mean. The
+ * calls go one way: redis-store.c refers to the family's functions only from its
+ * vtable.
  */
 #ifndef RL_REDIS_STORE_PRIVATE_H
 #define RL_REDIS_STORE_PRIVATE_H
 
 #include <hiredis/hiredis.h>
 
+#include "connection.h"
+#include "notify.h"
 #include "store.h"
+#include "sync.h"
+#include "topology.h"
 
 /* A Lua script: its text and the SHA-1 that EVALSHA names it by. */
 typedef struct
@@ -32,7 +39,7 @@ void rl_redis_script_init (RlScript *script, const char *text);
  * the node serving @key and returns the reply, NULL with @error on failure or an error
  * reply, within @timeout_ms (0: the command timeout). With @wrote, *@acked tells
  * whether enough replicas acknowledged a write; with @track, the keys the command
- * reads are tracked for the registry's waiters (see redis-store.c's call_tracked()). */
+ * reads are tracked for the registry's waiters (see redis-exchange.c's rl_redis_call_tracked()). */
 redisReply *rl_redis_store_call (RlStore *store, const char *key, int argc, const char **argv,
                                  const RlScript *script, gint64 timeout_ms, RlWroteFunc wrote,
                                  gboolean *acked, gboolean track, GError **error);
@@ -60,17 +67,145 @@ RlLeaseResult rl_redis_store_unreplicated (RlStore *store, const char *key, cons
 char *rl_redis_store_channel (RlStore *store, const char *key);
 
 /* redis-semaphore.c: the store seam's semaphore entries (store.h). */
-RlLeaseResult rl_redis_semaphore_acquire (RlStore *store, const char *sem_key, guint permits,
-                                          guint start, const char *value, gint64 ttl_ms,
-                                          gint64 timeout_ms, guint *slot, gint64 *pttl_ms,
-                                          GError **error);
-gboolean rl_redis_semaphore_available (RlStore *store, const char *sem_key, guint permits,
-                                       guint *available, GError **error);
+RlStoreSemaphoreAcquireFunc rl_redis_semaphore_acquire;
+RlStoreSemaphoreAvailableFunc rl_redis_semaphore_available;
 
 /* redis-rwlock.c: the read-write lock's entries of the vtable (store.h). */
-RlLeaseResult rl_redis_rw_acquire (RlStore *store, const RlRwKeys *keys, RlRwMode mode,
-                                   const char *value, gint64 ttl_ms, gint64 timeout_ms,
-                                   gint64 *pttl_ms, GError **error);
-gboolean rl_redis_rw_stop_waiting (RlStore *store, const RlRwKeys *keys, GError **error);
+RlStoreRwAcquireFunc rl_redis_rw_acquire;
+RlStoreRwStopWaitingFunc rl_redis_rw_stop_waiting;
+
+/* The Redis store's own files share what follows (redis-store.c the scripts, the vtable
+ * and opening; redis-lease.c the single-lease operations; redis-batch.c the batched ones;
+ * redis-inspect.c the inspection calls; redis-request.c the stepwise requests; all of
+ * them over redis-exchange.c, the exchange engine). */
+
+/* On Sentinel, the releases remembered: those made shortly before the registry learns
+ * of a failover went to the old master, maybe after the new one had been promoted
+ * and had given the lock to another holder (asynchronous replication had not told it
+ * of the hold). They are counted and logged as doubtful (stats.doubtful_releases). */
+#define RL_RECENT_RELEASES 64
+#define RL_DOUBT_WINDOW_US (2 * G_USEC_PER_SEC)
+
+typedef struct
+{
+  RlStore parent;
+  RlTopology *topology;
+  RlNotifier *notifier;
+  char *channel_prefix; /* registry_key "-channel:" */
+  char *forced_channel; /* registry_key "-forced": forced releases, for their holders */
+  char *legacy_channel; /* registry_key "-channel": older Spring releases' one channel */
+  RlScript acquire, release, renew;
+  RlScript fenced_acquire, acquire_all; /* with fencing, and for several leases at once */
+  RlScript force_release;               /* an operator's delete, whoever holds the key */
+  RlScript waits;                       /* the waits-for records (redis-waits.c) */
+  gboolean slotted; /* a Cluster: a script's keys must share a slot */
+  gboolean sentinel; /* a Sentinel deployment: releases are remembered for a while */
+  gint publish_refused; /* atomic: the missing channel permission was reported */
+
+  RlMutex recent_mutex;                       /* guards the two below */
+  gint64 recent_releases[RL_RECENT_RELEASES]; /* monotonic µs of the latest releases, 0:
+                                                 none; a ring */
+  guint recent_next;
+} RlRedisStore;
+
+/* The integer replies of the lease scripts (redis-store.c), as redis-lease.c and
+ * redis-request.c read them: ACQUIRE's "taken", and RELEASE's outcomes. */
+#define RL_ACQUIRED (-3)
+#define RL_RELEASE_KEPT (-1)
+#define RL_RELEASE_LOST 0
+#define RL_RELEASE_OTHERS 2
+#define RL_RELEASE_UNPUBLISHED 3
+
+/* What the last WAIT of this thread that fell short found, for the NOT_REPLICATED
+ * message that follows it in the same thread (rl_redis_set_not_replicated()): the node, the
+ * replicas that acknowledged and those connected to it (ROLE), -1 when unknown. */
+typedef struct
+{
+  char node[128];
+  gint64 acked;
+  gint64 connected;
+} RlWaitShortfall;
+extern _Thread_local RlWaitShortfall rl_redis_wait_shortfall;
+
+/* One command of a pipelined request: EVALSHA of @script with @argv (argv[0] and
+ * argv[1] are set here), or @argv as it is without a script, sent to the node that
+ * serves @route. */
+typedef struct
+{
+  const RlScript *script; /* NULL: a plain command */
+  const char *route;
+  int argc;
+  const char **argv;
+  redisReply *reply;     /* out: the reply, never an error reply; NULL with @error */
+  GError *error;         /* out */
+  gboolean retried;      /* out: sent again after a stale connection broke (see rl_redis_call()) */
+  gboolean unreplicated; /* out: with @wrote, too few replicas acknowledged its write */
+  guint8 state;          /* where it stands, below */
+} RlPipeCommand;
+
+/* redis-exchange.c: the exchange engine. */
+gboolean rl_redis_is_noscript (redisReply *reply);
+gint64 rl_redis_min_replicas (RlRedisStore *self);
+gboolean rl_redis_replicated (RlRedisStore *self, RlNode *node, RlConn *conn, gint64 budget_ms);
+void rl_redis_set_not_replicated (RlRedisStore *self, GError **error, const char *what,
+                                  const char *key);
+redisReply *rl_redis_call_tracked (RlRedisStore *self, const char *key, int argc, const char **argv,
+                                   const RlScript *script, gint64 timeout_ms, gboolean *retried,
+                                   RlWroteFunc wrote, gboolean *acked, gboolean track,
+                                   GError **error);
+redisReply *rl_redis_call (RlRedisStore *self, const char *key, int argc, const char **argv,
+                           const RlScript *script, gint64 timeout_ms, gboolean *retried,
+                           RlWroteFunc wrote, gboolean *acked, GError **error);
+gboolean rl_redis_is_reroute (const redisReply *reply);
+void rl_redis_pipeline (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc wrote,
+                        gint64 timeout_ms);
+void rl_redis_pipe_command_clear (RlPipeCommand *cmd);
+
+/* redis-lease.c: the single-lease operations and what their replies mean. */
+redisReply *rl_redis_run_script_argv (RlRedisStore *self, RlScript *script, int argc,
+                                      const char **argv, gint64 timeout_ms, gboolean *retried,
+                                      RlWroteFunc wrote, gboolean *acked, GError **error);
+gboolean rl_redis_wrote_set (const redisReply *reply);
+gboolean rl_redis_wrote_acquire (const redisReply *reply);
+RlLeaseResult rl_redis_unreplicated_acquisition (RlRedisStore *self, const char *key,
+                                                 const char *value, GError **error);
+gboolean rl_redis_reply_token (const redisReply *reply, guint64 *token);
+RlLeaseResult rl_redis_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
+                                gint64 timeout_ms, const char *fence_key, guint64 *token,
+                                gint64 *pttl_ms, GError **error);
+RlLeaseResult rl_redis_renew (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
+                              GError **error);
+gboolean rl_redis_release_heard (RlRedisStore *self, long long result, const char *channel);
+RlLeaseResult rl_redis_release_outcome (long long result, gboolean retried, const char *key,
+                                        GError **error);
+void rl_redis_remember_release (RlRedisStore *self);
+void rl_redis_count_doubtful_releases (RlRedisStore *self);
+const char *rl_redis_release_legacy (RlRedisStore *self, char own[2]);
+RlLeaseResult rl_redis_release (RlStore *store, const char *key, const char *value,
+                                gint64 keep_ttl_ms, gboolean *others, GError **error);
+
+/* redis-batch.c: the batched lease operations. */
+gboolean rl_redis_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
+                                gint64 timeout_ms, gboolean contended, GError **error);
+gboolean rl_redis_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error);
+gboolean rl_redis_renew_batch (RlStore *store, guint n, const char *const *keys,
+                               const char *const *values, const gint64 *ttls,
+                               RlLeaseResult *results, gint64 timeout_ms, guint *round_trips,
+                               GError **error);
+
+/* redis-inspect.c: the inspection calls. */
+RlLeaseResult rl_redis_force_release (RlStore *store, const char *key, GError **error);
+gboolean rl_redis_inspect (RlStore *store, const char *key, char **value, gint64 *pttl_ms,
+                           GError **error);
+gboolean rl_redis_read_counter (RlStore *store, const char *fence_key, guint64 *value,
+                                GError **error);
+gboolean rl_redis_list (RlStore *store, GArray *entries, GError **error);
+char *rl_redis_glob_escape (const char *prefix);
+
+/* redis-request.c: the stepwise requests of the quorum store. */
+void rl_redis_request_ready (RlRequest *request, short revents);
+gboolean rl_redis_request_end (RlRequest *request, GError **error);
+RlRequest *rl_redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem *items,
+                                   gint64 timeout_ms, GError **error);
 
 #endif /* RL_REDIS_STORE_PRIVATE_H */

@@ -17,8 +17,8 @@
  * its effects (the default since Redis 5.0, the only way since 7.0).
  *
  * This file builds the command line and reads the reply; redis-store.c sends it
- * through its one exchange engine (routing, NOSCRIPT, redirections), as it does the
- * lease scripts.
+ * through the one exchange engine (redis-exchange.c: routing, NOSCRIPT, redirections),
+ * as it does the lease scripts.
  */
 #include "config.h"
 

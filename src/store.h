@@ -128,6 +128,20 @@ typedef enum
                       lock as wanted by a waiting writer */
 } RlRwMode;
 
+/* The lock family's entries of the store vtable (RlStoreVTable below says what each
+ * does), as function types, so that the stores' files declare them with the seam's own
+ * signatures. */
+typedef RlLeaseResult RlStoreSemaphoreAcquireFunc (RlStore *store, const char *sem_key,
+                                                   guint permits, guint start, const char *value,
+                                                   gint64 ttl_ms, gint64 timeout_ms, guint *slot,
+                                                   gint64 *pttl_ms, GError **error);
+typedef gboolean RlStoreSemaphoreAvailableFunc (RlStore *store, const char *sem_key, guint permits,
+                                                guint *available, GError **error);
+typedef RlLeaseResult RlStoreRwAcquireFunc (RlStore *store, const RlRwKeys *keys, RlRwMode mode,
+                                            const char *value, gint64 ttl_ms, gint64 timeout_ms,
+                                            gint64 *pttl_ms, GError **error);
+typedef gboolean RlStoreRwStopWaitingFunc (RlStore *store, const RlRwKeys *keys, GError **error);
+
 typedef struct
 {
   /* Takes the lease @key for @ttl_ms with @value (unique to this acquisition) if it is
@@ -246,14 +260,10 @@ typedef struct
    * *pttl_ms (-1: unknown, or a permit without expiry); RL_LEASE_ERROR with @error,
    * REDIS_LOCK_ERROR_INVALID naming both sizes when the stored size is another.
    * @timeout_ms as for acquire. */
-  RlLeaseResult (*semaphore_acquire) (RlStore *store, const char *sem_key, guint permits,
-                                      guint start, const char *value, gint64 ttl_ms,
-                                      gint64 timeout_ms, guint *slot, gint64 *pttl_ms,
-                                      GError **error);
+  RlStoreSemaphoreAcquireFunc *semaphore_acquire;
   /* How many of the @permits permits of @sem_key are free, checking the stored size as
    * semaphore_acquire does. FALSE with @error. */
-  gboolean (*semaphore_available) (RlStore *store, const char *sem_key, guint permits,
-                                   guint *available, GError **error);
+  RlStoreSemaphoreAvailableFunc *semaphore_available;
 
   /* Read-write locks -------------------------------------------------------------
    * NULL in a store that cannot hold them (the quorum store). */
@@ -265,12 +275,10 @@ typedef struct
    * holder's) runs out, it acquires, or rw_stop_waiting removes it; a mark newly set is
    * notified as a release of its key is, to every registry. The lease taken is
    * renewed and released as any other (renew, release). @timeout_ms as for acquire. */
-  RlLeaseResult (*rw_acquire) (RlStore *store, const RlRwKeys *keys, RlRwMode mode,
-                               const char *value, gint64 ttl_ms, gint64 timeout_ms,
-                               gint64 *pttl_ms, GError **error);
+  RlStoreRwAcquireFunc *rw_acquire;
   /* A writer of this registry gave up: removes its waiting mark, if it is there, and
    * notifies the waiters for it (readers held back by it). */
-  gboolean (*rw_stop_waiting) (RlStore *store, const RlRwKeys *keys, GError **error);
+  RlStoreRwStopWaitingFunc *rw_stop_waiting;
 
   /* waits-for records ----------------------------------------------------------
    * Who waits for whom (waits.c): one record per waiting acquisition of every

@@ -19,12 +19,12 @@
  *
  * and these leaves, under which nothing of the library is called: leases.c
  * callback_mutex, notify.c mutex, cluster.c mutex, sentinel.c mutex, the connection
- * pool's mutex (connection.c), memory-store.c memory_mutex, quorum-store.c
+ * pool's mutex (connection.c), memory-store.c rl_memory_mutex, quorum-store.c
  * lease_mutex, lock-async.c's pool mutex and result_mutex, rwlock-async.c's
- * result_mutex, redis-store.c
- * recent_mutex. Callbacks up the layers (a store's released(), a topology's changed(),
- * the lease-lost callback) are made with none of a layer's own mutexes held, except
- * the quorum opener's, which is outermost for that reason.
+ * result_mutex, the Redis store's recent_mutex (redis-lease.c). Callbacks up the
+ * layers (a store's released(), a topology's changed(), the lease-lost callback) are
+ * made with none of a layer's own mutexes held, except the quorum opener's, which is
+ * outermost for that reason.
  */
 #ifndef RL_SYNC_H
 #define RL_SYNC_H

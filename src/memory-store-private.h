@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* memory-store-private.h: what the memory store's two files share: the spaces, leases
+ * and stores (memory-store.c), the one mutex that guards them, and the helpers of the
+ * lease table that the lock family's entries (memory-family.c) are built on.
+ */
+#ifndef RL_MEMORY_STORE_PRIVATE_H
+#define RL_MEMORY_STORE_PRIVATE_H
+
+#include "store.h"
+#include "sync.h"
+
+typedef struct
+{
+  char *owner;
+  gint64 expires_us; /* monotonic; RL_FOREVER: no expiry */
+} RlMemoryLease;
+
+typedef struct
+{
+  char *name;
+  guint refs;             /* stores open on it */
+  GHashTable *leases;     /* full key -> RlMemoryLease */
+  GHashTable *counters;   /* fencing counter key -> guint64 *, never removed */
+  GHashTable *waits;      /* waits-for hash key (rl_store_waits_key()) -> GHashTable of
+                             record id -> RlMemoryLease (the record as its owner) */
+  GQueue listeners;       /* of RlMemoryStore, those not closed */
+  guint inserts;          /* new keys since the last sweep */
+  guint size_after_sweep; /* leases left by the last sweep */
+} RlMemorySpace;
+
+typedef struct
+{
+  RlStore parent;
+  RlMemorySpace *space;
+  char *key_prefix;  /* registry_key ":", the keys whose release concerns this store */
+  GList link;        /* in space->listeners while listening */
+  gboolean listening;
+  gboolean watched;  /* a waiter asked for notifications (memory_watch), as a Redis
+                        store subscribes on the first wait */
+  guint delivering;  /* release callbacks running into this store now */
+} RlMemoryStore;
+
+/* Guards every RlMemorySpace and RlMemoryLease (memory-store.c's opening comment). */
+extern RlMutex rl_memory_mutex;
+
+/* memory-store.c: the lease table and the release notifications. */
+
+void rl_memory_lease_free (gpointer data);
+gint64 rl_memory_expiry_after (gint64 now, gint64 ttl_ms);
+gint64 rl_memory_lease_pttl (const RlMemoryLease *lease, gint64 now);
+RlMemoryLease *rl_memory_lease_lookup (RlMemorySpace *space, const char *key, gint64 now);
+void rl_memory_lease_insert (RlMemorySpace *space, const char *key, const char *owner,
+                             gint64 expires_us, gint64 now);
+void rl_memory_count_request (RlStore *store, guint commands);
+GPtrArray *rl_memory_listeners_take (RlMemorySpace *space, const char *key);
+void rl_memory_listeners_deliver (GPtrArray *targets, const char *key);
+gboolean rl_memory_wants_replicas (RlStore *store, const char *what, const char *key,
+                                   GError **error);
+void rl_memory_lease_take (RlMemorySpace *space, const char *key, const char *value, gint64 ttl_ms,
+                           gint64 now);
+
+/* memory-family.c: the lock family's entries of the vtable (store.h). */
+RlStoreSemaphoreAcquireFunc rl_memory_semaphore_acquire;
+RlStoreSemaphoreAvailableFunc rl_memory_semaphore_available;
+RlStoreRwAcquireFunc rl_memory_rw_acquire;
+RlStoreRwStopWaitingFunc rl_memory_rw_stop_waiting;
+gboolean rl_memory_waits_update (RlStore *store, const char *id, const char *record, gint64 ttl_ms,
+                                 GPtrArray *records, GError **error);
+
+#endif /* RL_MEMORY_STORE_PRIVATE_H */

@@ -1,0 +1,361 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* redis-lease.c: the single-lease operations of the Redis store (acquire, renew,
+ * release) and what the scripts' replies mean for them, including the fenced
+ * acquisition and the releases a Sentinel failover makes doubtful. Cut from
+ * redis-store.c (which keeps the scripts, the vtable and opening) so that the
+ * batched operations and the stepwise requests, which read the same replies, reach
+ * these helpers without calling back into the file that calls them.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "connection.h"
+#include "store.h"
+#include "topology.h"
+#include "sync.h"
+#include "notify.h"
+#include "redis-store-private.h"
+
+/* Runs @script with the EVALSHA command line @argv; its reply must be an integer. */
+redisReply *
+rl_redis_run_script_argv (RlRedisStore *self, RlScript *script, int argc, const char **argv,
+                          gint64 timeout_ms, gboolean *retried, RlWroteFunc wrote, gboolean *acked,
+                          GError **error)
+{
+  redisReply *reply
+      = rl_redis_call (self, argv[3], argc, argv, script, timeout_ms, retried, wrote, acked, error);
+
+  if (reply != NULL && reply->type != REDIS_REPLY_INTEGER)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                   "Redis lock script returned an unexpected reply (type %d)", reply->type);
+      freeReplyObject (reply);
+      return NULL;
+    }
+  return reply;
+}
+
+/* Runs @script on @key with two arguments; its reply must be an integer. */
+static redisReply *
+run_script (RlRedisStore *self, RlScript *script, const char *key, const char *arg1,
+            const char *arg2, gint64 timeout_ms, RlWroteFunc wrote, gboolean *acked,
+            GError **error)
+{
+  const char *argv[6] = { "EVALSHA", script->sha, "1", key, arg1, arg2 };
+
+  return rl_redis_run_script_argv (self, script, 6, argv, timeout_ms, NULL, wrote, acked, error);
+}
+
+gboolean
+rl_redis_wrote_set (const redisReply *reply)
+{
+  return reply->type == REDIS_REPLY_STATUS;
+}
+
+gboolean
+rl_redis_wrote_acquire (const redisReply *reply)
+{
+  return reply->type == REDIS_REPLY_INTEGER && reply->integer == RL_ACQUIRED;
+}
+
+static gboolean
+wrote_renew (const redisReply *reply)
+{
+  return reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+}
+
+static gboolean
+wrote_kept (const redisReply *reply)
+{
+  return reply->type == REDIS_REPLY_INTEGER && reply->integer == RL_RELEASE_KEPT;
+}
+
+
+/* An acquisition too few replicas acknowledged: released again, and NOT_REPLICATED. */
+RlLeaseResult
+rl_redis_unreplicated_acquisition (RlRedisStore *self, const char *key, const char *value,
+                                   GError **error)
+{
+  g_autoptr (GError) release_error = NULL;
+  gboolean others;
+
+  if (rl_redis_release (&self->parent, key, value, 0, &others, &release_error) == RL_LEASE_ERROR)
+    g_debug ("releasing the unreplicated lease of “%s”: %s", key, release_error->message);
+  rl_redis_set_not_replicated (self, error, "acquisition", key);
+  return RL_LEASE_ERROR;
+}
+
+static gboolean
+wrote_fenced (const redisReply *reply)
+{
+  return reply->type == REDIS_REPLY_ARRAY;
+}
+
+/* The token in a reply of FENCED ACQUIRE or ACQUIRE ALL: the counter's decimal string
+ * (NEXT TOKEN), or the integer 0 of ACQUIRE ALL without fencing. */
+gboolean
+rl_redis_reply_token (const redisReply *reply, guint64 *token)
+{
+  if (reply->type == REDIS_REPLY_STRING)
+    return g_ascii_string_to_unsigned (reply->str, 10, 1, G_MAXUINT64, token, NULL);
+  if (reply->type != REDIS_REPLY_INTEGER || reply->integer < 0)
+    return FALSE;
+  *token = (guint64) reply->integer;
+  return TRUE;
+}
+
+/* One round trip: FENCED ACQUIRE. */
+static RlLeaseResult
+acquire_fenced (RlRedisStore *self, const char *key, const char *value, const char *ttl,
+                gint64 timeout_ms, const char *fence_key, guint64 *token, gint64 *pttl_ms,
+                GError **error)
+{
+  const char *argv[7] = { "EVALSHA", self->fenced_acquire.sha, "2", key, fence_key, value, ttl };
+  gboolean acked;
+  /* One script that reads the key when it is held: tracked, as ACQUIRE's. */
+  redisReply *reply = rl_redis_call_tracked (self, key, 7, argv, &self->fenced_acquire, timeout_ms,
+                                             NULL, wrote_fenced, &acked, TRUE, error);
+
+  if (reply == NULL)
+    return RL_LEASE_ERROR;
+  if (reply->type == REDIS_REPLY_INTEGER)
+    {
+      *pttl_ms = reply->integer;
+      freeReplyObject (reply);
+      return RL_LEASE_HELD;
+    }
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 1
+      || !rl_redis_reply_token (reply->element[0], token))
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                   "Redis fenced lock script returned an unexpected reply (type %d)", reply->type);
+      freeReplyObject (reply);
+      /* The lease may have been taken: the caller releases it in the background. */
+      return RL_LEASE_ERROR;
+    }
+  freeReplyObject (reply);
+  return acked ? RL_LEASE_OK : rl_redis_unreplicated_acquisition (self, key, value, error);
+}
+
+RlLeaseResult
+rl_redis_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
+                  gint64 timeout_ms, const char *fence_key, guint64 *token, gint64 *pttl_ms,
+                  GError **error)
+{
+  RlRedisStore *self = (RlRedisStore *)store;
+  char ttl[24];
+  redisReply *reply;
+  long long result;
+  gboolean acked;
+
+  rl_format_uint (ttl, ttl_ms);
+  if (fence_key != NULL)
+    return acquire_fenced (self, key, value, ttl, timeout_ms, fence_key, token, pttl_ms, error);
+
+  /* Fast path: a free key is taken by a plain SET NX PX, the cheapest command Redis
+   * has for it (no script runs). Only when the key exists does the acquire script
+   * decide between "ours already" and "held by another, for PTTL ms". */
+  {
+    const char *argv[6] = { "SET", key, value, "NX", "PX", ttl };
+    gboolean taken;
+
+    reply = rl_redis_call (self, key, 6, argv, NULL, timeout_ms, NULL, rl_redis_wrote_set, &acked,
+                           error);
+    if (reply == NULL)
+      return RL_LEASE_ERROR;
+    taken = reply->type == REDIS_REPLY_STATUS;
+    freeReplyObject (reply);
+    if (taken)
+      return acked ? RL_LEASE_OK : rl_redis_unreplicated_acquisition (self, key, value, error);
+  }
+
+  /* The key is held: this read of it (the script's GET and PTTL) is the one a waiter
+   * is woken by a change of, without a notification too. */
+  {
+    const char *argv[6] = { "EVALSHA", self->acquire.sha, "1", key, value, ttl };
+
+    reply = rl_redis_call_tracked (self, key, 6, argv, &self->acquire, timeout_ms, NULL,
+                                   rl_redis_wrote_acquire, &acked, TRUE, error);
+  }
+  if (reply == NULL)
+    return RL_LEASE_ERROR;
+  if (reply->type != REDIS_REPLY_INTEGER)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                   "Redis lock script returned an unexpected reply (type %d)", reply->type);
+      freeReplyObject (reply);
+      return RL_LEASE_ERROR;
+    }
+  result = reply->integer;
+  freeReplyObject (reply);
+  if (result == RL_ACQUIRED)
+    return acked ? RL_LEASE_OK : rl_redis_unreplicated_acquisition (self, key, value, error);
+  *pttl_ms = result;
+  return RL_LEASE_HELD;
+}
+
+RlLeaseResult
+rl_redis_renew (RlStore *store, const char *key, const char *value, gint64 ttl_ms, GError **error)
+{
+  RlRedisStore *self = (RlRedisStore *)store;
+  char ttl[24];
+  redisReply *reply;
+  gboolean kept;
+
+  gboolean acked;
+
+  rl_format_uint (ttl, ttl_ms);
+  reply = run_script (self, &self->renew, key, value, ttl, 0, wrote_renew, &acked, error);
+  if (reply == NULL)
+    return RL_LEASE_ERROR;
+  kept = reply->integer == 1;
+  freeReplyObject (reply);
+  if (kept && !acked)
+    {
+      /* Kept on the master, but a failover now could lose it: not confirmed. */
+      rl_redis_set_not_replicated (self, error, "renewal", key);
+      return RL_LEASE_ERROR;
+    }
+  return kept ? RL_LEASE_OK : RL_LEASE_LOST;
+}
+
+/* Whether a client other than our registry heard the release that RELEASE answered
+ * @result to on @channel; warns once when the notification was refused. */
+gboolean
+rl_redis_release_heard (RlRedisStore *self, long long result, const char *channel)
+{
+  if (result == RL_RELEASE_UNPUBLISHED
+      && g_atomic_int_compare_and_exchange (&self->publish_refused, 0, 1))
+    g_warning ("Redis refused the unlock notification on channel “%s”: the Redis user lacks "
+               "permission on the channels “%s*” (ACL `&%s*`). Locks are still released, but "
+               "waiters elsewhere learn of it only by polling or when the holder's TTL ends",
+               channel, self->channel_prefix, self->channel_prefix);
+  /* A Cluster's count is one node's: a waiter subscribed elsewhere may have been
+   * told, so a release counts as heard (the cost: a short yield at the end of a
+   * streak of hand-offs). */
+  return result == RL_RELEASE_OTHERS
+         || (!self->topology->publish_counts_all
+             && (result == 1 || result == RL_RELEASE_UNPUBLISHED));
+}
+
+/* What the release script's @result (but KEPT) means for @key: OK or LOST; or, when
+ * the request was sent again after its connection broke (@retried), ERROR with @error:
+ * the first attempt may have deleted the key itself, so "gone" then does not mean
+ * another owner or expiry took it, and unknown is the honest answer. */
+RlLeaseResult
+rl_redis_release_outcome (long long result, gboolean retried, const char *key, GError **error)
+{
+  if (result == RL_RELEASE_LOST && retried)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                   "The connection to Redis broke during the release of “%s”; it may or may "
+                   "not have been released by it (a lease left behind expires with its TTL)",
+                   key);
+      return RL_LEASE_ERROR;
+    }
+  return result == RL_RELEASE_LOST ? RL_LEASE_LOST : RL_LEASE_OK;
+}
+
+/* A release on a Sentinel deployment's master succeeded: remembered for
+ * rl_redis_count_doubtful_releases(). */
+void
+rl_redis_remember_release (RlRedisStore *self)
+{
+  if (!self->sentinel)
+    return;
+  rl_mutex_lock (&self->recent_mutex);
+  self->recent_releases[self->recent_next] = g_get_monotonic_time ();
+  self->recent_next = (self->recent_next + 1) % RL_RECENT_RELEASES;
+  rl_mutex_unlock (&self->recent_mutex);
+}
+
+/* The master changed: the releases of the last RL_DOUBT_WINDOW_US went to the old one,
+ * maybe after the promotion. Counted and logged, then forgotten. */
+void
+rl_redis_count_doubtful_releases (RlRedisStore *self)
+{
+  gint64 now = g_get_monotonic_time ();
+  guint n = 0;
+
+  rl_mutex_lock (&self->recent_mutex);
+  for (guint i = 0; i < RL_RECENT_RELEASES; i++)
+    {
+      if (self->recent_releases[i] != 0 && now - self->recent_releases[i] < RL_DOUBT_WINDOW_US)
+        n++;
+      self->recent_releases[i] = 0;
+    }
+  rl_mutex_unlock (&self->recent_mutex);
+  if (n == 0)
+    return;
+  RL_ATOMIC_ADD (self->parent.ctx->stats->doubtful_releases, n);
+  g_message ("The Redis master of “%s” was replaced: %u release%s made on the old master in "
+             "the last %d ms may have come after the promotion, when another holder could "
+             "already have had the lock on the new one (writes replicated asynchronously; "
+             "see redis_lock_registry_set_min_replicas())",
+             self->parent.registry_key, n, n == 1 ? "" : "s",
+             (int) (RL_DOUBT_WINDOW_US / 1000));
+}
+
+/* The second channel a release publishes on (RELEASE's ARGV[5]), NULL when the
+ * registry's legacy_spring_channel setting is off; and in @own (ARGV[3]) how many of
+ * the receivers are our own subscription. */
+const char *
+rl_redis_release_legacy (RlRedisStore *self, char own[2])
+{
+  gboolean legacy = g_atomic_int_get (&self->parent.ctx->legacy_channel) != 0;
+
+  own[0] = (char) ('0' + rl_notifier_receivers (self->notifier, legacy));
+  own[1] = '\0';
+  return legacy ? self->legacy_channel : NULL;
+}
+
+RlLeaseResult
+rl_redis_release (RlStore *store, const char *key, const char *value, gint64 keep_ttl_ms,
+                  gboolean *others, GError **error)
+{
+  RlRedisStore *self = (RlRedisStore *)store;
+  gsize prefix_len = strlen (self->channel_prefix), key_len = strlen (key);
+  char stack[512];
+  /* The channel is built on the stack: no allocation per release. */
+  g_autofree char *heap
+      = prefix_len + key_len < sizeof stack ? NULL : g_malloc (prefix_len + key_len + 1);
+  char *channel = heap != NULL ? heap : stack;
+  char keep[24] = "0", own[2];
+  const char *legacy = rl_redis_release_legacy (self, own);
+  const char *argv[9] = { "EVALSHA", self->release.sha, "1", key, value, channel, own, keep,
+                          legacy };
+  redisReply *reply;
+  long long result;
+  gboolean retried, acked;
+  int argc;
+
+  *others = FALSE;
+  memcpy (channel, self->channel_prefix, prefix_len);
+  memcpy (channel + prefix_len, key, key_len + 1);
+  /* Keeping the lease when nobody else listens needs a count of every listener; on a
+   * Cluster every streak ends with a release instead. */
+  if (!self->topology->publish_counts_all)
+    keep_ttl_ms = 0;
+  if (keep_ttl_ms > 0)
+    rl_format_uint (keep, keep_ttl_ms);
+
+  argc = legacy != NULL ? 9 : keep_ttl_ms > 0 ? 8 : 7;
+  reply = rl_redis_run_script_argv (self, &self->release, argc, argv, 0, &retried, wrote_kept,
+                                    &acked, error);
+  if (reply == NULL)
+    return RL_LEASE_ERROR;
+  result = reply->integer;
+  freeReplyObject (reply);
+  *others = rl_redis_release_heard (self, result, channel);
+  /* A kept streak too few replicas acknowledged ends with a release instead. */
+  if (result == RL_RELEASE_KEPT && !acked)
+    return rl_redis_release (store, key, value, 0, others, error);
+  if (result == RL_RELEASE_KEPT)
+    return RL_LEASE_KEPT;
+  if (result != RL_RELEASE_LOST)
+    rl_redis_remember_release (self);
+  return rl_redis_release_outcome (result, retried, key, error);
+}
+
+/* Several leases at once ---------------------------------------------------------- */
