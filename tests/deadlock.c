@@ -527,6 +527,24 @@ test_two_registries (TestFixture *fx, gconstpointer data)
 }
 
 static void
+test_sentinel_two_registries (void)
+{
+  g_autoptr (RedisLockTestSentinel) s = redis_lock_test_sentinel_new_or_skip (1, 1);
+  g_autoptr (RedisLockRegistry) r0 = NULL;
+  g_autoptr (RedisLockRegistry) r1 = NULL;
+  ThreadCycle c;
+
+  g_test_summary ("On a Sentinel deployment (the records in the master's hash), two "
+                  "registries in a cycle of two locks: exactly one fails with DEADLOCK");
+  if (s == NULL)
+    return;
+  r0 = test_registry_new_on (redis_lock_test_sentinel_get_url (s));
+  r1 = test_registry_new_on (redis_lock_test_sentinel_get_url (s));
+  run_thread_cycle (r0, r1, PARTY_WAIT_MS, FALSE, &c);
+  check_thread_cycle (&c);
+}
+
+static void
 test_detection_off (TestFixture *fx, gconstpointer data)
 {
   g_autoptr (RedisLockRegistry) r0 = test_registry_new (fx);
@@ -850,6 +868,7 @@ main (int argc, char **argv)
 
   self_exe = g_file_read_link ("/proc/self/exe", NULL);
   g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/deadlock/sentinel/two-registries", test_sentinel_two_registries);
   test_add_redis ("/deadlock/processes/two", NULL, test_two_processes);
   test_add_redis ("/deadlock/processes/three", NULL, test_three_processes);
   test_add_redis ("/deadlock/processes/ordered-stress", NULL, test_process_stress);
