@@ -39,8 +39,9 @@
  * The outermost unlock releases the store lease before the local mutex, so that the
  * next local owner can never find our key still present; and it releases the local
  * mutex in every case, so a lost lease or a Redis failure never wedges other threads.
- * What it does is one plan (plan_unlock()), made from one snapshot of the lock, the
- * lease and the settings, and carried out by one switch (unlock_outermost()):
+ * What it does is one plan (plan_unlock() in unlock.c), made from one snapshot of the
+ * lock, the lease and the settings, and carried out by one switch
+ * (rl_lock_unlock_outermost()); the local mutex's granting rules are lock-local.c's:
  *
  *   threads of ours waiting | hand-offs in a row | lease     | plan
  *   ------------------------+--------------------+-----------+------------------------
@@ -63,9 +64,9 @@
 #include <string.h>
 
 #include "internal.h"
+#include "lock-private.h"
 #include "waits.h"
 
-#define RL_LOCAL_BARGE_MAX 4
 
 G_STATIC_ASSERT (RL_LOCAL_BARGE_MAX < 8); /* lock->barged is 3 bits */
 
@@ -102,19 +103,6 @@ rl_lock_is_idle (RedisLock *lock)
   idle = lock->owner == NULL && lock->waiters == 0;
   rl_mutex_unlock (&lock->m);
   return idle;
-}
-
-/* The lock's condition variables, made on first need. lock->m held. */
-static RlLockWait *
-lock_wait (RedisLock *lock)
-{
-  if (lock->wait == NULL)
-    {
-      lock->wait = g_new0 (RlLockWait, 1);
-      rl_cond_init (&lock->wait->local);
-      rl_cond_init (&lock->wait->notify);
-    }
-  return lock->wait;
 }
 
 /* Pokes the waiters that sleep for a notification, if any (each leaves the list).
@@ -165,91 +153,11 @@ on_cancelled (GCancellable *cancellable, gpointer data)
   rl_lock_wake_all (data);
 }
 
-/* The calling thread's GThread, which the owner field holds, kept in a thread-local
- * variable: g_thread_self() looks it up in a GPrivate on every call, a visible part
- * of a re-entry's few nanoseconds. */
-static inline gpointer
-current_thread (void)
-{
-  static __thread gpointer self;
-
-  if (G_UNLIKELY (self == NULL))
-    self = g_thread_self ();
-  return self;
-}
-
-/* Whether the calling thread (@self) owns the local mutex, read without taking it:
- * only @self, or an asynchronous call of @self handing its hold over (rl_lock_set_owner(),
- * with the hold count already set), ever sets the owner to @self, and only the owner
- * clears it, so a TRUE answer cannot change under the caller's feet (a FALSE one turns
- * TRUE when the call is granted, which acquire_local() watches for). While a thread
- * owns the lock, it alone reads and changes the hold count, so re-entry and an inner
- * unlock need no lock->m either. */
-static inline gboolean
-owned_by_caller (RedisLock *lock, gpointer self)
-{
-  return g_atomic_pointer_get (&lock->owner) == self;
-}
-
-static gboolean take_ownership_locked (RedisLock *lock, gpointer self, gboolean waited);
-
-/* Grants the free mutex to the first queued waiter, unless threads wait too and the
- * mutex went to the queue last time: the two kinds then take turns. lock->m held. */
-static gboolean
-grant_queued_locked (RedisLock *lock)
-{
-  RlLockWait *wait = lock->wait;
-  RlLockWaiter *waiter;
-  gboolean threads_wait;
-
-  if (wait == NULL || wait->queue.length == 0)
-    return FALSE;
-  threads_wait = lock->waiters > wait->queue.length;
-  if (threads_wait && wait->queue_went_last)
-    {
-      wait->queue_went_last = FALSE;
-      return FALSE;
-    }
-  wait->queue_went_last = threads_wait;
-  waiter = g_queue_pop_head_link (&wait->queue)->data;
-  lock->waiters--;
-  waiter->granted (waiter, take_ownership_locked (lock, waiter, TRUE));
-  return TRUE;
-}
-
-/* Wakes one waiter for the local mutex, unless one was woken and has not run yet:
- * it will look at the mutex anyway, and a thread that unlocks and locks again at once
- * (as in a loop) then costs no system call and no context switch. A queued waiter is
- * granted the mutex at once instead, when it is its turn. lock->m held. */
-static void
-wake_local_waiter (RedisLock *lock)
-{
-  if (grant_queued_locked (lock))
-    return;
-  if (lock->waiters > 0 && !lock->waking)
-    {
-      lock->waking = TRUE;
-      rl_cond_signal (&lock_wait (lock)->local);
-    }
-}
-
-/* Gives up the local mutex. lock->m held. */
-static void
-release_local_locked (RedisLock *lock)
-{
-  g_atomic_pointer_set (&lock->owner, NULL);
-  lock->count = 0;
-  if (lock->waiters > 0 && lock->barged < RL_LOCAL_BARGE_MAX
-      && ++lock->barged == RL_LOCAL_BARGE_MAX)
-    lock->reserved = TRUE;
-  wake_local_waiter (lock);
-}
-
 static void
 release_local (RedisLock *lock)
 {
   rl_mutex_lock (&lock->m);
-  release_local_locked (lock);
+  rl_lock_release_local_locked (lock);
   rl_mutex_unlock (&lock->m);
 }
 
@@ -265,23 +173,7 @@ rl_lock_wait_error (RedisLock *lock, GCancellable *cancellable, GError **error)
   return g_cancellable_set_error_if_cancelled (cancellable, error);
 }
 
-/* Makes the calling thread the owner; @waited: it comes out of the wait for the local
- * mutex (and may take a reserved one). lock->m held. Returns whether the previous
- * owner left the lease for it (a local hand-off). */
-static gboolean
-take_ownership_locked (RedisLock *lock, gpointer self, gboolean waited)
-{
-  gboolean kept = lock->handed_over;
 
-  if (waited)
-    lock->barged = lock->reserved = 0;
-  g_atomic_pointer_set (&lock->owner, self);
-  lock->count = 1;
-  lock->handed_over = FALSE;
-  return kept;
-}
-
-static gboolean unlock_outermost (RedisLock *lock, GError **error);
 
 /* Counts a waiter (@self: a thread, or a queued waiter's marker) out of the wait for the
  * local mutex; @owned: it leaves owning the mutex. One that leaves without it may be
@@ -299,11 +191,11 @@ leave_wait_locked (RedisLock *lock, gpointer self, gboolean owned)
     return FALSE;
   if (lock->handed_over && lock->waiters == 0)
     {
-      take_ownership_locked (lock, self, TRUE);
+      rl_lock_take_ownership_locked (lock, self, TRUE);
       return TRUE;
     }
   if (lock->waiters > 0)
-    wake_local_waiter (lock);
+    rl_lock_wake_local_waiter (lock);
   return FALSE;
 }
 
@@ -313,7 +205,7 @@ release_orphan (RedisLock *lock)
 {
   g_autoptr (GError) orphan_error = NULL;
 
-  if (!unlock_outermost (lock, &orphan_error))
+  if (!rl_lock_unlock_outermost (lock, &orphan_error))
     g_message ("Releasing the lease of lock “%s”, handed over to waiters that all gave up: %s",
                rl_lock_name (lock), orphan_error->message);
 }
@@ -346,7 +238,7 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
         }
       if (lock->owner == NULL && (waited || !lock->reserved))
         {
-          *kept = take_ownership_locked (lock, self, waited);
+          *kept = rl_lock_take_ownership_locked (lock, self, waited);
           owned = TRUE;
           break;
         }
@@ -365,7 +257,7 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
             break;
           continue;
         }
-      rl_cond_wait_until (&lock_wait (lock)->local, &lock->m,
+      rl_cond_wait_until (&rl_lock_wait_state (lock)->local, &lock->m,
                           waiting != NULL ? MIN (deadline, waiting->check_at) : deadline);
       lock->waking = FALSE;
       waited = TRUE;
@@ -397,20 +289,6 @@ rl_lock_accept_kept_lease (RedisLock *lock)
   return FALSE;
 }
 
-/* The registry was closed while @lock's lease (@value) was being taken or kept, after
- * close() released the leases it knew of: release this one too, and fail with CLOSED. */
-void
-rl_lock_release_after_close (RedisLock *lock, const char *value, GError **error)
-{
-  RlStore *store = lock->registry->store;
-  gboolean others;
-
-  if (store->vt->release (store, lock->key_data, value, 0, &others, NULL) == RL_LEASE_OK)
-    RL_ATOMIC_ADD (lock->registry->stats.releases, 1);
-  g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED,
-                       "The lock registry was closed during this call; the lease it had just taken "
-                       "was released");
-}
 
 guint16
 rl_lock_sleep (RedisLock *lock, const RlAcquire *acq, GCancellable *cancellable)
@@ -423,7 +301,7 @@ rl_lock_sleep (RedisLock *lock, const RlAcquire *acq, GCancellable *cancellable)
   while ((!acq->watch_seq || lock->notify_seq == acq->seq)
          && !rl_registry_is_closed (lock->registry) && !g_cancellable_is_cancelled (cancellable)
          && g_get_monotonic_time () < end)
-    rl_cond_wait_until (&lock_wait (lock)->notify, &lock->m, end);
+    rl_cond_wait_until (&rl_lock_wait_state (lock)->notify, &lock->m, end);
   seq = lock->notify_seq;
   rl_mutex_unlock (&lock->m);
   return seq;
@@ -436,7 +314,7 @@ rl_lock_sleep (RedisLock *lock, const RlAcquire *acq, GCancellable *cancellable)
 static void
 count_lease_hold_locked (RedisLock *lock, gboolean contended)
 {
-  RlLockWait *wait = contended ? lock_wait (lock) : lock->wait;
+  RlLockWait *wait = contended ? rl_lock_wait_state (lock) : lock->wait;
 
   if (wait != NULL)
     rl_yield_count_hold (&wait->yield, contended);
@@ -602,7 +480,7 @@ static gboolean
 acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellable, GError **error)
 {
   RedisLockRegistry *registry = lock->registry;
-  gpointer self = current_thread ();
+  gpointer self = rl_lock_current_thread ();
   g_autofree char *fence_key = NULL;
   gint64 deadline;
   gulong handler = 0;
@@ -620,7 +498,7 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
    * rule does not depend on who holds the lock). */
   if (g_atomic_int_get (&registry->fencing) && !rl_lock_fence_key (lock, &fence_key, error))
     return FALSE;
-  if (owned_by_caller (lock, self))
+  if (rl_lock_owned_by_caller (lock, self))
     {
       lock->count++;
       return TRUE;
@@ -629,7 +507,7 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
   rl_mutex_lock (&lock->m);
   owned = lock->owner == NULL && !lock->reserved;
   if (owned)
-    kept = take_ownership_locked (lock, self, FALSE);
+    kept = rl_lock_take_ownership_locked (lock, self, FALSE);
   rl_mutex_unlock (&lock->m);
 
   if (cancellable != NULL && wait_ms != 0)
@@ -671,10 +549,10 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
 RlLocalTake
 rl_lock_take_local (RedisLock *lock, gint64 deadline, GCancellable *cancellable, GError **error)
 {
-  gpointer self = current_thread ();
+  gpointer self = rl_lock_current_thread ();
   gboolean owned, kept = FALSE, reentered = FALSE;
 
-  if (owned_by_caller (lock, self))
+  if (rl_lock_owned_by_caller (lock, self))
     {
       lock->count++;
       return RL_LOCAL_REENTERED;
@@ -682,7 +560,7 @@ rl_lock_take_local (RedisLock *lock, gint64 deadline, GCancellable *cancellable,
   rl_mutex_lock (&lock->m);
   owned = lock->owner == NULL && !lock->reserved;
   if (owned)
-    kept = take_ownership_locked (lock, self, FALSE);
+    kept = rl_lock_take_ownership_locked (lock, self, FALSE);
   rl_mutex_unlock (&lock->m);
   if (!owned
       && !acquire_local (lock, self, deadline, cancellable, NULL, &kept, &reentered, error))
@@ -714,7 +592,7 @@ rl_lock_give_back_local (RedisLock *lock, RlLocalTake taken)
       break;
     case RL_LOCAL_WITH_LEASE:
       /* The lease handed over goes on to the next local waiter, or is released. */
-      if (!unlock_outermost (lock, &error))
+      if (!rl_lock_unlock_outermost (lock, &error))
         g_debug ("giving back lock %s: %s", lock->key_data, error->message);
       break;
     case RL_LOCAL_FAILED:
@@ -738,11 +616,11 @@ rl_lock_take_or_queue (RedisLock *lock, gpointer thread, RlLockWaiter *waiter, g
     }
   else if (lock->owner == NULL && !lock->reserved
            && (lock->wait == NULL || lock->wait->queue.length == 0))
-    taken = take_ownership_locked (lock, waiter, FALSE) ? RL_QUEUE_KEPT : RL_QUEUE_OWNED;
+    taken = rl_lock_take_ownership_locked (lock, waiter, FALSE) ? RL_QUEUE_KEPT : RL_QUEUE_OWNED;
   else if (may_queue)
     {
       waiter->link.data = waiter;
-      g_queue_push_tail_link (&lock_wait (lock)->queue, &waiter->link);
+      g_queue_push_tail_link (&rl_lock_wait_state (lock)->queue, &waiter->link);
       lock->waiters++;
       taken = RL_QUEUE_QUEUED;
     }
@@ -780,7 +658,7 @@ rl_lock_sleep_queued (RedisLock *lock, RlLockWaiter *waiter, guint16 seq)
 
   rl_mutex_lock (&lock->m);
   sleeps = lock->notify_seq == seq && !rl_registry_is_closed (lock->registry);
-  if (sleeps && g_queue_link_index (&lock_wait (lock)->sleepers, &waiter->link) < 0)
+  if (sleeps && g_queue_link_index (&rl_lock_wait_state (lock)->sleepers, &waiter->link) < 0)
     {
       waiter->link.data = waiter;
       g_queue_push_tail_link (&lock->wait->sleepers, &waiter->link);
@@ -882,349 +760,6 @@ redis_lock_try_lock_full (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCance
   return acquire (lock, wait_ms, ttl_ms, cancellable, error);
 }
 
-/* Ends the hold after the lease is settled: local mutex free, a cancelled lease
- * cancellable dropped (an uncancelled one is kept for the next hold). @others: a
- * client outside this registry was told of the release. When the yield policy says
- * so (rl_yield_plan(): the hold ends a hand-off streak of @max hand-offs, or ends too
- * long a run of holds since this process last had to wait for the lock), the next
- * local acquisition waits a little (about twice the release's round trip, whatever
- * notifications come meanwhile) so that client can take it. */
-static void
-end_hold (RedisLock *lock, guint max, gint64 release_us, gboolean others)
-{
-  RedisLockRegistry *registry = lock->registry;
-
-  RlHoldEnd end = { .others = others, .max_handoffs = max, .release_us = release_us };
-  static const RlYieldRecord none = { 0 };
-  RlYieldPlan plan;
-
-  rl_leases_forget_cancelled (registry->leases, lock);
-  rl_mutex_lock (&lock->m);
-  end.handoffs = lock->handoffs;
-  plan = rl_yield_plan (lock->wait != NULL ? &lock->wait->yield : &none, &end);
-  if (plan.reason != RL_YIELD_NONE)
-    rl_yield_apply (&lock_wait (lock)->yield, &plan, lock->key_data);
-  lock->handoffs = 0;
-  lock->streak_extended = FALSE;
-  release_local_locked (lock);
-  rl_mutex_unlock (&lock->m);
-  RL_ATOMIC_SET (lock->last_used, g_get_monotonic_time ());
-}
-
-/* Hands the local mutex, with the lease, to a waiting thread of this registry, if one
- * still waits; @new_streak: the lease was just kept at the end of a streak, so the
- * count of hand-offs in a row starts again. Returns whether it was handed over. */
-static gboolean
-hand_over (RedisLock *lock, gboolean new_streak)
-{
-  gboolean handed;
-
-  rl_mutex_lock (&lock->m);
-  if (new_streak)
-    lock->streak_extended = TRUE;
-  handed = lock->waiters > 0;
-  if (handed)
-    {
-      lock->handed_over = TRUE;
-      lock->handoffs = new_streak ? 0 : lock->handoffs + 1;
-      release_local_locked (lock);
-    }
-  rl_mutex_unlock (&lock->m);
-  if (handed)
-    {
-      RL_ATOMIC_ADD (lock->registry->stats.local_handoffs, 1);
-      RL_ATOMIC_SET (lock->last_used, g_get_monotonic_time ());
-    }
-  return handed;
-}
-
-/* The outermost unlock as a plan ------------------------------------------------ */
-
-/* What the outermost unlock does, decided by plan_unlock() from one snapshot. */
-typedef enum
-{
-  UNLOCK_HAND_OVER,         /* give the lease to a waiting thread of this registry */
-  UNLOCK_REFRESH_HAND_OVER, /* the same, after renewing it (nobody else renews it) */
-  UNLOCK_RELEASE_OR_KEEP,   /* streak at its bound: release, or keep it for one more
-                               streak when no other client listens */
-  UNLOCK_RELEASE,           /* release it */
-} UnlockPlan;
-
-static const char *const unlock_plan_names[] = {
-  [UNLOCK_HAND_OVER] = "hand over",
-  [UNLOCK_REFRESH_HAND_OVER] = "refresh, then hand over",
-  [UNLOCK_RELEASE_OR_KEEP] = "release or keep",
-  [UNLOCK_RELEASE] = "release",
-};
-
-/* The state the plan is made from: the settings, read once per unlock, and the lock's
- * state, read under lock->m and from the lease table at one moment. */
-typedef struct
-{
-  guint max;         /* max_local_handoffs */
-  gboolean watchdog; /* leases are renewed in the background */
-  guint waiters;
-  guint handoffs;
-  gboolean streak_extended;
-  RlLeaseView lease;       /* the lease table's view of the hold */
-  gboolean lease_ok;       /* in the table and not found lost */
-  gboolean handover_tried; /* a hand-over of this unlock failed: release instead */
-} UnlockState;
-
-static UnlockPlan
-plan_unlock (const UnlockState *s)
-{
-  if (s->max == 0 || s->waiters == 0 || !s->lease_ok || s->handover_tried)
-    return UNLOCK_RELEASE;
-  if (s->handoffs < s->max)
-    /* A lease nobody renews, or one last confirmed before the store's connection
-     * broke or came back (the server may have restarted empty since), is confirmed
-     * first: never hand another thread a lease that may be gone. */
-    return s->watchdog && !s->lease.unconfirmed ? UNLOCK_HAND_OVER : UNLOCK_REFRESH_HAND_OVER;
-  if (!s->streak_extended)
-    return UNLOCK_RELEASE_OR_KEEP;
-  return UNLOCK_RELEASE;
-}
-
-static void
-snapshot (RedisLock *lock, UnlockState *s)
-{
-  s->lease = rl_leases_view (lock->registry->leases, lock);
-  rl_mutex_lock (&lock->m);
-  s->waiters = lock->waiters;
-  s->handoffs = lock->handoffs;
-  s->streak_extended = lock->streak_extended;
-  rl_mutex_unlock (&lock->m);
-  s->lease_ok = s->lease.held && !s->lease.lost;
-}
-
-/* The first half of a release: the value of the hold of @view, and the lease dropped
- * from the table (*lost: it had been found lost). FALSE when close() released it
- * between our check and now: the hold is ended and @error says CLOSED. */
-gboolean
-rl_lock_release_begin (RedisLock *lock, const RlLeaseView *view, guint max,
-                       char value[RL_LEASE_VALUE_MAX], gboolean *lost, GError **error)
-{
-  RedisLockRegistry *registry = lock->registry;
-
-  rl_leases_value (registry->leases, view->serial, value);
-  if (rl_leases_drop (registry->leases, lock, lost))
-    return TRUE;
-  end_hold (lock, max, 0, FALSE);
-  g_set_error_literal (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED,
-                       "The lock registry is closed");
-  return FALSE;
-}
-
-/* The second half, once the store answered @result (not KEPT), @others and
- * @store_error (taken) to the release of @value sent at @start_us: ends the hold and
- * reports. */
-RlLeaseResult
-rl_lock_release_end (RedisLock *lock, const RlLeaseView *view, guint max, const char *value,
-                     gboolean lost, RlLeaseResult result, gboolean others, gint64 start_us,
-                     GError *store_error, GError **error)
-{
-  RedisLockRegistry *registry = lock->registry;
-  g_autoptr (GError) local_error = store_error;
-
-  RL_ATOMIC_ADD (registry->stats.releases, 1);
-  end_hold (lock, max, g_get_monotonic_time () - start_us, others);
-  if (result == RL_LEASE_ERROR)
-    /* The release may not have reached Redis: the key would stay until its TTL, and
-     * this registry's next acquisition, with another value, would wait for it. It is
-     * released in the background (on this hold's value only, so never a later hold). */
-    rl_leases_add_doubtful (registry->leases, lock->key_data, value, view->ttl_ms);
-
-  /* The release failed, but the lease had gone unconfirmed past its TTL already: it
-   * is lost whatever the release would have said. */
-  if (result == RL_LEASE_ERROR && !lost && g_get_monotonic_time () >= view->lose_at)
-    {
-      g_debug ("release of %s failed after its lease ran out: %s", lock->key_data,
-               local_error->message);
-      result = RL_LEASE_LOST;
-    }
-  if (result == RL_LEASE_LOST && !lost)
-    RL_ATOMIC_ADD (registry->stats.leases_lost, 1);
-  if (lost || result == RL_LEASE_LOST)
-    {
-      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST,
-                   "The lease of lock “%s” was lost before unlock: it expired or another owner "
-                   "took it; the data it protected may have been changed concurrently",
-                   rl_lock_name (lock));
-      return RL_LEASE_LOST;
-    }
-  if (result == RL_LEASE_ERROR)
-    {
-      g_propagate_error (error, g_steal_pointer (&local_error));
-      return RL_LEASE_ERROR;
-    }
-  return RL_LEASE_OK;
-}
-
-/* Releases the lease of @view (the hold's, just read) in the store (@keep: unless no
- * other client listens, then keeps it with its TTL reset, and the result is
- * RL_LEASE_KEPT with the lease held again); otherwise ends the hold and reports: TRUE,
- * or FALSE with @error. Only the holding thread changes the hold's serial and TTL, so
- * the view is current for them; whether the lease was lost is read as it is dropped. */
-static RlLeaseResult
-release_lease (RedisLock *lock, const RlLeaseView *view, guint max, gboolean keep,
-               GError **error)
-{
-  RedisLockRegistry *registry = lock->registry;
-  GError *store_error = NULL;
-  char value[RL_LEASE_VALUE_MAX];
-  RlLeaseResult result;
-  gboolean lost, others = FALSE;
-  gint64 start;
-
-  if (!rl_lock_release_begin (lock, view, max, value, &lost, error))
-    return RL_LEASE_ERROR;
-  start = g_get_monotonic_time ();
-  result = registry->store->vt->release (registry->store, lock->key_data, value,
-                                         keep && !lost ? view->ttl_ms : 0, &others, &store_error);
-  if (result == RL_LEASE_KEPT)
-    {
-      if (rl_leases_take (registry->leases, lock, view->serial, view->ttl_ms, start,
-                          view->token))
-        return RL_LEASE_KEPT;
-      /* Closed meanwhile: close() did not see this lease. */
-      rl_lock_release_after_close (lock, value, error);
-      end_hold (lock, max, 0, FALSE);
-      return RL_LEASE_ERROR;
-    }
-  return rl_lock_release_end (lock, view, max, value, lost, result, others, start, store_error,
-                              error);
-}
-
-gboolean
-rl_lock_plans_release (RedisLock *lock, RlLeaseView *view, guint *max)
-{
-  RedisLockRegistry *registry = lock->registry;
-  UnlockState s = { 0 };
-
-  s.max = g_atomic_int_get (&registry->settings.max_local_handoffs);
-  s.watchdog = g_atomic_int_get (&registry->settings.watchdog_enabled) != 0;
-  snapshot (lock, &s);
-  *view = s.lease;
-  *max = s.max;
-  return s.lease_ok && plan_unlock (&s) == UNLOCK_RELEASE;
-}
-
-/* The outermost unlock: the caller owns the lock with a hold count of 1. Plans, carries
- * the plan out, and plans again when a step changed the state (a hand-over found no
- * waiter or a stale lease, a streak was kept): each pass either ends the hold or makes
- * the next plan a release, so it ends within three passes. */
-static gboolean
-unlock_outermost (RedisLock *lock, GError **error)
-{
-  RedisLockRegistry *registry = lock->registry;
-  UnlockState s = { 0 };
-
-  s.max = g_atomic_int_get (&registry->settings.max_local_handoffs);
-  s.watchdog = g_atomic_int_get (&registry->settings.watchdog_enabled) != 0;
-  for (;;)
-    {
-      UnlockPlan plan;
-
-      snapshot (lock, &s);
-      plan = plan_unlock (&s);
-      g_debug ("unlock %s: %s (%u waiting, %u hand-offs in a row)", lock->key_data,
-               unlock_plan_names[plan], s.waiters, s.handoffs);
-      switch (plan)
-        {
-        case UNLOCK_HAND_OVER:
-          /* Only a lease confirmed recently enough is handed on; one that may have
-           * expired (this process was frozen) is released instead, which reports it
-           * lost. */
-          if (!rl_leases_check_time (registry->leases, lock) && hand_over (lock, FALSE))
-            return TRUE;
-          s.handover_tried = TRUE;
-          break;
-        case UNLOCK_REFRESH_HAND_OVER:
-          if (rl_leases_refresh (registry->leases, lock) && hand_over (lock, FALSE))
-            return TRUE;
-          s.handover_tried = TRUE;
-          break;
-        case UNLOCK_RELEASE_OR_KEEP:
-        case UNLOCK_RELEASE:
-          switch (release_lease (lock, &s.lease, s.max, plan == UNLOCK_RELEASE_OR_KEEP, error))
-            {
-            case RL_LEASE_KEPT:
-              /* Nobody else listened: the lease starts a new streak with the next
-               * waiter, or, if all left meanwhile, is released on the next pass. */
-              if (hand_over (lock, TRUE))
-                return TRUE;
-              break;
-            case RL_LEASE_OK:
-              return TRUE;
-            default:
-              return FALSE;
-            }
-          break;
-        }
-    }
-}
-
-RlUnlockStep
-rl_lock_unlock_local (RedisLock *lock, GError **error)
-{
-  RedisLockRegistry *registry = lock->registry;
-  gpointer self = current_thread ();
-  g_autoptr (GError) local_error = NULL;
-  gboolean owner;
-
-  if (!rl_registry_check (registry, &local_error))
-    {
-      if (local_error->code == REDIS_LOCK_ERROR_CLOSED)
-        {
-          /* The lease went with close; the local hold goes now. */
-          rl_mutex_lock (&lock->m);
-          if (lock->owner == self)
-            release_local_locked (lock);
-          rl_mutex_unlock (&lock->m);
-        }
-      g_propagate_error (error, g_steal_pointer (&local_error));
-      return RL_UNLOCK_FAILED;
-    }
-
-  owner = owned_by_caller (lock, self);
-  if (owner && lock->count > 1)
-    {
-      lock->count--;
-      return RL_UNLOCK_INNER;
-    }
-  if (!owner)
-    {
-      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_OWNER,
-                   "The calling thread does not hold lock “%s”", rl_lock_name (lock));
-      return RL_UNLOCK_FAILED;
-    }
-  return RL_UNLOCK_OUTERMOST;
-}
-
-gboolean
-rl_lock_unlock_outermost (RedisLock *lock, GError **error)
-{
-  return unlock_outermost (lock, error);
-}
-
-gboolean
-redis_lock_unlock (RedisLock *lock, GError **error)
-{
-  g_return_val_if_fail (lock != NULL, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-  switch (rl_lock_unlock_local (lock, error))
-    {
-    case RL_UNLOCK_INNER:
-      return TRUE;
-    case RL_UNLOCK_OUTERMOST:
-      return unlock_outermost (lock, error);
-    case RL_UNLOCK_FAILED:
-    default:
-      return FALSE;
-    }
-}
-
 const char *
 redis_lock_get_name (RedisLock *lock)
 {
@@ -1247,7 +782,7 @@ redis_lock_is_held_by_current_thread (RedisLock *lock)
   g_return_val_if_fail (lock != NULL, FALSE);
   if (rl_registry_is_forked (lock->registry))
     return FALSE;
-  held = owned_by_caller (lock, current_thread ());
+  held = rl_lock_owned_by_caller (lock, rl_lock_current_thread ());
   return held;
 }
 
@@ -1259,7 +794,7 @@ redis_lock_get_hold_count (RedisLock *lock)
   g_return_val_if_fail (lock != NULL, 0);
   if (rl_registry_is_forked (lock->registry))
     return 0;
-  count = owned_by_caller (lock, current_thread ()) ? lock->count : 0;
+  count = rl_lock_owned_by_caller (lock, rl_lock_current_thread ()) ? lock->count : 0;
   return count;
 }
 

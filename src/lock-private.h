@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* lock-private.h: what the files of the lock share. lock.c takes a lock (the local
+ * mutex, then the lease through the acquisition machine); unlock.c gives it back (the
+ * unlock plan: keep, hand over, release); lock-local.c holds the local mutex's rules
+ * both apply (granting it when it comes free), so those rules have one place. The
+ * calls go unlock.c -> lock-local.c and lock.c -> {unlock.c, lock-local.c}.
+ */
+#ifndef RL_LOCK_PRIVATE_H
+#define RL_LOCK_PRIVATE_H
+
+#include "internal.h"
+
+/* Holds in a row a thread may barge in ahead of local waiters before the mutex is
+ * reserved for them. */
+#define RL_LOCAL_BARGE_MAX 4
+
+/* The calling thread's GThread, which the owner field holds, kept in a thread-local
+ * variable: g_thread_self() looks it up in a GPrivate on every call, a visible part
+ * of a re-entry's few nanoseconds. */
+static inline gpointer
+rl_lock_current_thread (void)
+{
+  static __thread gpointer self;
+
+  if (G_UNLIKELY (self == NULL))
+    self = g_thread_self ();
+  return self;
+}
+
+/* Whether the calling thread (@self) owns the local mutex, read without taking it:
+ * only @self, or an asynchronous call of @self handing its hold over (rl_lock_set_owner(),
+ * with the hold count already set), ever sets the owner to @self, and only the owner
+ * clears it, so a TRUE answer cannot change under the caller's feet (a FALSE one turns
+ * TRUE when the call is granted, which acquire_local() watches for). While a thread
+ * owns the lock, it alone reads and changes the hold count, so re-entry and an inner
+ * unlock need no lock->m either. */
+static inline gboolean
+rl_lock_owned_by_caller (RedisLock *lock, gpointer self)
+{
+  return g_atomic_pointer_get (&lock->owner) == self;
+}
+
+/* The lock's condition variables, made on first need. lock->m held. */
+RlLockWait *rl_lock_wait_state (RedisLock *lock);
+/* Gives up the local mutex and wakes the next local waiter. lock->m held. */
+void rl_lock_release_local_locked (RedisLock *lock);
+/* Grants the free mutex to the next queued waiter, or wakes one waiting thread (once:
+ * it looks at the mutex anyway). lock->m held. */
+void rl_lock_wake_local_waiter (RedisLock *lock);
+/* Makes @self the owner; @waited: it comes out of the wait for the mutex (and may take a
+ * reserved one). Returns whether the previous owner left the lease for it. lock->m
+ * held. */
+gboolean rl_lock_take_ownership_locked (RedisLock *lock, gpointer self, gboolean waited);
+
+#endif /* RL_LOCK_PRIVATE_H */
