@@ -41,7 +41,7 @@
  * mutex in every case, so a lost lease or a Redis failure never wedges other threads.
  * What it does is one plan (plan_unlock() in unlock.c), made from one snapshot of the
  * lock, the lease and the settings, and carried out by one switch
- * (rl_lock_unlock_outermost()); the local mutex's granting rules are lock-local.c's:
+ * (rl_lock_unlock_outermost()); the local mutex's granting rules are in lock-local.c:
  *
  *   threads of ours waiting | hand-offs in a row | lease     | plan
  *   ------------------------+--------------------+-----------+------------------------
