@@ -334,262 +334,61 @@ rl_redis_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **err
   return TRUE;
 }
 
-/* The leases of one batch that one node serves, and the connection they go on. */
-typedef struct
-{
-  RlNode *node;
-  RlConn *conn;
-  GArray *items; /* guint: indexes into the batch, in the order they are sent */
-  guint next;    /* the position in items where the next reply's lease is looked for */
-  guint sent;    /* leases sent in the exchange under way */
-  guint answered; /* of them, answered: the reply after the last is WAIT's */
-  gboolean unreplicated; /* a WAIT counted too few replicas */
-} Group;
-
-/* Where each lease of a batch stands. */
-enum
-{
-  ITEM_UNSENT,
-  ITEM_SENT,     /* in the exchange under way */
-  ITEM_DONE,     /* results[i] is final */
-  ITEM_NOSCRIPT, /* to be sent again by EVAL */
-  ITEM_ROUTE,    /* redirected or "try again": to be renewed alone through rl_redis_call() */
-};
-
-typedef struct
-{
-  Group **groups; /* the groups of the exchange, by connection index */
-  guint8 *state;
-  RlLeaseResult *results;
-  gint64 min_replicas;
-} BatchReplies;
-
-static void
-on_batch_reply (guint g, redisReply *reply, gpointer user_data)
-{
-  BatchReplies *b = user_data;
-  Group *group = b->groups[g];
-  guint i;
-
-  if (group->answered == group->sent)
-    {
-      /* WAIT, after the renewals. */
-      if (reply->type != REDIS_REPLY_INTEGER || reply->integer < b->min_replicas)
-        group->unreplicated = TRUE;
-      freeReplyObject (reply);
-      return;
-    }
-  group->answered++;
-  /* Replies come in the order the leases were sent; leases not sent in this exchange
-   * have no reply. */
-  do
-    i = g_array_index (group->items, guint, group->next++);
-  while (b->state[i] != ITEM_SENT);
-  b->state[i] = ITEM_DONE;
-  if (reply->type == REDIS_REPLY_INTEGER)
-    b->results[i] = reply->integer == 1 ? RL_LEASE_OK : RL_LEASE_LOST;
-  else if (rl_redis_is_noscript (reply))
-    b->state[i] = ITEM_NOSCRIPT;
-  else if (rl_redis_is_reroute (reply))
-    b->state[i] = ITEM_ROUTE;
-  freeReplyObject (reply);
-}
-
-/* Groups the leases of a batch by the node that serves each; a lease no node serves
- * stays unconfirmed. */
-static GPtrArray *
-group_by_node (RlTopology *topology, guint n, const char *const *keys, GError **first_error)
-{
-  GPtrArray *groups = g_ptr_array_new ();
-
-  for (guint i = 0; i < n; i++)
-    {
-      g_autoptr (GError) local_error = NULL;
-      g_autoptr (RlNode) node = topology->vt->route (topology, keys[i], &local_error);
-      Group *group = NULL;
-
-      if (node == NULL)
-        {
-          if (*first_error == NULL)
-            *first_error = g_steal_pointer (&local_error);
-          continue;
-        }
-      for (guint g = 0; g < groups->len && group == NULL; g++)
-        if (((Group *) g_ptr_array_index (groups, g))->node == node)
-          group = g_ptr_array_index (groups, g);
-      if (group == NULL)
-        {
-          group = g_new0 (Group, 1);
-          group->node = rl_node_ref (node);
-          group->items = g_array_new (FALSE, FALSE, sizeof (guint));
-          g_ptr_array_add (groups, group);
-        }
-      g_array_append_val (group->items, i);
-    }
-  return groups;
-}
-
 /* Renews the leases in one pipelined batch per node that serves some of them (one on
- * a single server, one per master on a Cluster), all nodes at once: one write and
- * one round trip of wall time. Leases a node answered NOSCRIPT for are sent again by
- * EVAL in a second exchange; leases that were redirected (a slot migrating) or met a
- * "try again" answer are renewed one by one through rl_redis_call(), which follows the
- * redirection. A node that cannot be reached leaves its leases unconfirmed
- * (RL_LEASE_ERROR); the batch fails as a whole only when no node answered. */
+ * a single server, one per master on a Cluster), all nodes at once, through the
+ * exchange engine's pipeline: one write and one round trip of wall time, NOSCRIPT
+ * answered by EVAL, redirections and "try again" answers followed lease by lease. A
+ * node that cannot be reached leaves its leases unconfirmed (RL_LEASE_ERROR), as does
+ * a renewal too few replicas acknowledged; the batch fails as a whole only when no
+ * node answered. */
 gboolean
 rl_redis_renew_batch (RlStore *store, guint n, const char *const *keys, const char *const *values,
                       const gint64 *ttls, RlLeaseResult *results, gint64 timeout_ms,
                       guint *round_trips, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *) store;
-  RlTopology *topology = self->topology;
-  RedisLockRegistryStats *stats = store->ctx->stats;
+  g_autofree RlPipeCommand *cmds = g_new0 (RlPipeCommand, n);
+  g_autofree const char **argvs = g_new0 (const char *, (gsize) n * 6);
+  g_autofree char *ttl_s = g_malloc ((gsize) n * 24);
   g_autoptr (GError) first_error = NULL;
-  g_autofree guint8 *state = g_new0 (guint8, n);
-  gint64 deadline = g_get_monotonic_time () + timeout_ms * 1000;
-  g_autoptr (GPtrArray) groups = NULL;
-  g_autofree RlConn **conns = NULL;
-  g_autofree guint *expected = NULL;
-  g_autofree gboolean *failed = NULL;
-  g_autofree Group **live = NULL;
-  BatchReplies b = { NULL, state, results, rl_redis_min_replicas (self) };
   gboolean answered = FALSE;
 
   *round_trips = 0;
-  for (guint i = 0; i < n; i++)
-    results[i] = RL_LEASE_ERROR;
   if (n == 0)
     return TRUE;
-  groups = group_by_node (topology, n, keys, &first_error);
-  conns = g_new0 (RlConn *, groups->len + 1);
-  expected = g_new0 (guint, groups->len + 1);
-  failed = g_new0 (gboolean, groups->len + 1);
-  live = g_new0 (Group *, groups->len + 1);
-  b.groups = live;
-
-  for (int round = 0; round < 2; round++)
-    {
-      guint wanted = round == 0 ? ITEM_UNSENT : ITEM_NOSCRIPT;
-      guint n_live = 0, sent = 0;
-
-      for (guint g = 0; g < groups->len; g++)
-        {
-          Group *group = g_ptr_array_index (groups, g);
-          guint count = 0;
-
-          for (guint k = 0; k < group->items->len; k++)
-            count += state[g_array_index (group->items, guint, k)] == wanted;
-          if (count == 0)
-            continue;
-          if (group->conn == NULL)
-            {
-              g_autoptr (GError) local_error = NULL;
-              gboolean reused;
-              group->conn = rl_pool_get (group->node->pool, MAX (timeout_ms, 1), &reused,
-                                         &local_error);
-              if (group->conn == NULL)
-                {
-                  topology->vt->failed (topology, group->node);
-                  if (first_error == NULL)
-                    first_error = g_steal_pointer (&local_error);
-                  continue;
-                }
-            }
-          for (guint k = 0; k < group->items->len; k++)
-            {
-              guint i = g_array_index (group->items, guint, k);
-              char ttl[24];
-              const char *argv[6] = { round == 0 ? "EVALSHA" : "EVAL",
-                                      round == 0 ? self->renew.sha : self->renew.text,
-                                      "1",
-                                      keys[i],
-                                      values[i],
-                                      ttl };
-              if (state[i] != wanted)
-                continue;
-              rl_format_uint (ttl, ttls[i]);
-              rl_conn_append (group->conn, 6, argv);
-              state[i] = ITEM_SENT;
-            }
-          if (b.min_replicas > 0)
-            {
-              /* Every renewal above is acknowledged, or the group counts as unconfirmed. */
-              char count_s[24], timeout_s[24];
-              gint64 wait_ms = RL_ATOMIC_GET (store->ctx->replica_timeout_ms);
-              const char *wait[] = { "WAIT", count_s, timeout_s };
-              rl_format_uint (count_s, b.min_replicas);
-              rl_format_uint (timeout_s, MAX (MIN (wait_ms, timeout_ms * 3 / 4), 1));
-              rl_conn_append (group->conn, 3, wait);
-            }
-          group->next = 0;
-          group->sent = count;
-          group->answered = 0;
-          conns[n_live] = group->conn;
-          expected[n_live] = count + (b.min_replicas > 0 ? 1 : 0);
-          live[n_live++] = group;
-          sent += count;
-        }
-      if (n_live == 0)
-        break;
-      RL_ATOMIC_ADD (stats->round_trips, 1);
-      RL_ATOMIC_ADD (stats->commands, sent);
-      (*round_trips)++;
-      rl_conns_exchange (conns, n_live, expected,
-                         MAX ((deadline - g_get_monotonic_time ()) / 1000, 1), on_batch_reply, &b,
-                         failed);
-      for (guint k = 0; k < n_live; k++)
-        {
-          Group *group = live[k];
-          if (!failed[k])
-            {
-              answered = TRUE;
-              continue;
-            }
-          if (first_error == NULL)
-            {
-              g_autofree char *what = g_strdup_printf ("Renewing leases on %s", group->node->name);
-              rl_set_error_from_conn (&first_error, group->conn, what);
-            }
-          topology->vt->failed (topology, group->node);
-          for (guint j = 0; j < group->items->len; j++)
-            {
-              guint i = g_array_index (group->items, guint, j);
-              if (state[i] == ITEM_SENT)
-                state[i] = ITEM_DONE;
-            }
-          rl_pool_put (group->node->pool, group->conn);
-          group->conn = NULL;
-        }
-    }
-
-  for (guint g = 0; g < groups->len; g++)
-    {
-      Group *group = g_ptr_array_index (groups, g);
-      /* Renewed on the master alone: a failover now could lose them. */
-      for (guint k = 0; group->unreplicated && k < group->items->len; k++)
-        {
-          guint i = g_array_index (group->items, guint, k);
-          if (results[i] == RL_LEASE_OK)
-            results[i] = RL_LEASE_ERROR;
-        }
-      if (group->conn != NULL)
-        rl_pool_put (group->node->pool, group->conn);
-      rl_node_unref (group->node);
-      g_array_unref (group->items);
-      g_free (group);
-    }
-
-  /* Leases of a slot on the move: one by one, following the redirection. */
   for (guint i = 0; i < n; i++)
     {
-      g_autoptr (GError) local_error = NULL;
-      if (state[i] != ITEM_ROUTE || g_get_monotonic_time () >= deadline)
-        continue;
-      (*round_trips)++;
-      results[i] = rl_redis_renew (store, keys[i], values[i], ttls[i], &local_error);
-      answered = answered || results[i] != RL_LEASE_ERROR;
-    }
+      const char **argv = argvs + (gsize) i * 6;
 
+      rl_format_uint (ttl_s + (gsize) i * 24, ttls[i]);
+      argv[2] = "1";
+      argv[3] = keys[i];
+      argv[4] = values[i];
+      argv[5] = ttl_s + (gsize) i * 24;
+      cmds[i].script = &self->renew;
+      cmds[i].route = keys[i];
+      cmds[i].argc = 6;
+      cmds[i].argv = argv;
+    }
+  *round_trips = rl_redis_pipeline (self, n, cmds, rl_redis_wrote_renew, MAX (timeout_ms, 1));
+  for (guint i = 0; i < n; i++)
+    {
+      RlPipeCommand *cmd = &cmds[i];
+
+      results[i] = RL_LEASE_ERROR;
+      if (cmd->reply != NULL)
+        {
+          answered = TRUE;
+          /* Renewed on the master alone: a failover now could lose it. */
+          if (cmd->reply->type == REDIS_REPLY_INTEGER && !cmd->unreplicated)
+            results[i] = cmd->reply->integer == 1 ? RL_LEASE_OK : RL_LEASE_LOST;
+          else if (cmd->reply->type == REDIS_REPLY_INTEGER && cmd->reply->integer != 1)
+            results[i] = RL_LEASE_LOST;
+        }
+      if (cmd->error != NULL && first_error == NULL)
+        first_error = g_steal_pointer (&cmd->error);
+      rl_redis_pipe_command_clear (cmd);
+    }
   if (!answered && first_error != NULL)
     {
       g_propagate_error (error, g_steal_pointer (&first_error));

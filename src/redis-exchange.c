@@ -527,8 +527,8 @@ pipe_node_for (GPtrArray *nodes, RlNode *node)
  * on a fresh connection. With @wrote and replicas required, a WAIT follows each node's
  * commands (or each command sent alone whose reply @wrote says is a write). Bounded by
  * @timeout_ms as a whole (0: the command timeout). Each command ends with its reply or
- * its error. */
-void
+ * its error. Returns the round trips it took (exchanges, and commands sent alone). */
+guint
 rl_redis_pipeline (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc wrote,
                    gint64 timeout_ms)
 {
@@ -543,6 +543,7 @@ rl_redis_pipeline (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc
   g_autofree gboolean *failed = NULL;
   g_autofree PipeNode **live = NULL;
   PipeReplies p = { NULL, cmds, wrote != NULL ? rl_redis_min_replicas (self) : 0 };
+  guint round_trips = 0;
 
   for (guint i = 0; i < n; i++)
     {
@@ -635,6 +636,7 @@ rl_redis_pipeline (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc
         break;
       RL_ATOMIC_ADD (stats->round_trips, 1);
       RL_ATOMIC_ADD (stats->commands, sent);
+      round_trips++;
       if (n_live == 1)
         {
           /* One node (the common case): send, then read the replies in order, as a
@@ -713,6 +715,7 @@ rl_redis_pipeline (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc
                          "Redis did not answer the lock command for “%s” in time", cmd->route);
           else
             {
+              round_trips++;
               cmd->reply = rl_redis_call (self, cmd->route, cmd->argc, cmd->argv, cmd->script,
                                           left_ms, &cmd->retried, wrote, &acked, &cmd->error);
               cmd->unreplicated = !acked;
@@ -726,6 +729,7 @@ rl_redis_pipeline (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc
           g_clear_pointer (&cmd->reply, freeReplyObject);
         }
     }
+  return round_trips;
 }
 
 void

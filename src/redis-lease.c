@@ -59,8 +59,8 @@ rl_redis_wrote_acquire (const redisReply *reply)
   return reply->type == REDIS_REPLY_INTEGER && reply->integer == RL_ACQUIRED;
 }
 
-static gboolean
-wrote_renew (const redisReply *reply)
+gboolean
+rl_redis_wrote_renew (const redisReply *reply)
 {
   return reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
 }
@@ -206,7 +206,7 @@ rl_redis_renew (RlStore *store, const char *key, const char *value, gint64 ttl_m
   gboolean acked;
 
   rl_format_uint (ttl, ttl_ms);
-  reply = run_script (self, &self->renew, key, value, ttl, 0, wrote_renew, &acked, error);
+  reply = run_script (self, &self->renew, key, value, ttl, 0, rl_redis_wrote_renew, &acked, error);
   if (reply == NULL)
     return RL_LEASE_ERROR;
   kept = reply->integer == 1;

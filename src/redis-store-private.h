@@ -157,8 +157,8 @@ redisReply *rl_redis_call (RlRedisStore *self, const char *key, int argc, const 
                            const RlScript *script, gint64 timeout_ms, gboolean *retried,
                            RlWroteFunc wrote, gboolean *acked, GError **error);
 gboolean rl_redis_is_reroute (const redisReply *reply);
-void rl_redis_pipeline (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc wrote,
-                        gint64 timeout_ms);
+guint rl_redis_pipeline (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc wrote,
+                         gint64 timeout_ms);
 void rl_redis_pipe_command_clear (RlPipeCommand *cmd);
 
 /* redis-lease.c: the single-lease operations and what their replies mean. */
@@ -167,6 +167,7 @@ redisReply *rl_redis_run_script_argv (RlRedisStore *self, RlScript *script, int 
                                       RlWroteFunc wrote, gboolean *acked, GError **error);
 gboolean rl_redis_wrote_set (const redisReply *reply);
 gboolean rl_redis_wrote_acquire (const redisReply *reply);
+gboolean rl_redis_wrote_renew (const redisReply *reply);
 RlLeaseResult rl_redis_unreplicated_acquisition (RlRedisStore *self, const char *key,
                                                  const char *value, GError **error);
 gboolean rl_redis_reply_token (const redisReply *reply, guint64 *token);
