@@ -275,6 +275,14 @@ rl_pool_get (RlPool *pool, gint64 timeout_ms, gboolean *reused, GError **error)
 }
 
 RlConn *
+rl_pool_get_until (RlPool *pool, gint64 deadline, gboolean *reused, GError **error)
+{
+  gint64 left_ms = MAX ((deadline - g_get_monotonic_time ()) / 1000, 1);
+
+  return rl_pool_get_within (pool, left_ms, left_ms, reused, error);
+}
+
+RlConn *
 rl_pool_get_within (RlPool *pool, gint64 timeout_ms, gint64 connect_ms, gboolean *reused,
                     GError **error)
 {

@@ -25,6 +25,10 @@ RlConn *rl_pool_get (RlPool *pool, gint64 timeout_ms, gboolean *reused, GError *
  * (0: the connect timeout; never more than it). */
 RlConn *rl_pool_get_within (RlPool *pool, gint64 timeout_ms, gint64 connect_ms, gboolean *reused,
                             GError **error);
+/* A connection for a caller whose time ends at the monotonic @deadline (µs): a new one
+ * is set up within what is left of it (never more than the connect timeout), and the
+ * socket timeout is what is left. */
+RlConn *rl_pool_get_until (RlPool *pool, gint64 deadline, gboolean *reused, GError **error);
 /* Gives it back; a connection in error is closed instead. */
 void rl_pool_put (RlPool *pool, RlConn *conn);
 /* A new connection outside the pool (the subscriber's), authenticated and selected. */

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* redis-request.c: the Redis store's stepwise requests, for the quorum store:
- * the same commands and scripts as the blocking operations, sent and read for
- * several servers at once. Each lease moves from SET NX to the acquire script, or
- * from EVALSHA to EVAL, as its replies come, on the request's one connection; the
- * request names the socket to wait on and takes its next step when it is ready. Cut
- * from redis-store.c because it is a second, poll-driven way to run the lease
- * operations, with its own state machine.
+/* redis-request.c: the Redis store's stepwise requests, for the quorum store: the
+ * lease operations of one server as the poll-driven form of the exchange engine (one
+ * RlNodeExchange of redis-pipeline.c, driven by the caller's poll), so that the quorum
+ * store waits on several servers at once. What is particular to a request is here: the
+ * leases' commands (an acquisition's SET NX, followed by the acquire script when the
+ * key was taken), and what each reply means for its lease; NOSCRIPT, stale
+ * connections and WAIT are the engine's.
  */
 #include "config.h"
 
@@ -18,323 +18,94 @@
 #include "notify.h"
 #include "redis-store-private.h"
 
-/* Stepwise requests -------------------------------------------------------------- */
-
-/* The command each lease of a stepwise request is sent next. */
-enum
-{
-  STEP_SET,     /* acquire: SET NX PX, the fast path of rl_redis_acquire() */
-  STEP_EVALSHA, /* the kind's script by EVALSHA (acquire: the key existed) */
-  STEP_EVAL,    /* the kind's script by EVAL, after NOSCRIPT */
-  STEP_DONE,    /* the lease's result is final */
-};
-
-/* The requests of rl_redis_request_begin(): the leases of one request on one node, on
- * one connection, each lease moving through the steps above as its replies come. The
- * replies of one exchange come in the order the leases were sent (a WAIT last). */
+/* The requests of rl_redis_request_begin(): the leases of one request on one node, as
+ * one RlNodeExchange (redis-pipeline.c), whose commands are the leases' commands: SET NX
+ * PX first for an acquisition (the fast path of rl_redis_acquire()), followed by the
+ * acquire script when the key was taken; the kind's script for the others. What each
+ * reply means is read at the end, by rl_redis_request_end(). */
 typedef struct
 {
   RlRequest pub;
   RlRedisStore *self;
-  RlConn *conn;     /* the request's own connection, NULL once failed for good */
-  guint expected;   /* replies of the exchange under way */
-  guint got;        /* of them, read */
+  RlNodeExchange *ex;
   RlRequestKind kind;
-  const RlScript *script;
   guint n;
   RlLeaseItem *items;
-  RlNode *node;
-  gboolean reused;  /* the connection came from the pool */
-  gboolean retried; /* sent again on a fresh connection after a stale one broke */
-  gint64 timeout_ms; /* bounds setting up a new connection */
-  guint8 *step;     /* per lease */
-  gboolean *sent;   /* per lease: in the exchange under way */
-  gboolean *wrote;  /* per lease: wrote in the exchange under way (WAIT's to confirm) */
-  gboolean *unreplicated;
-  GError **errors;  /* per lease, with result ERROR */
+  RlPipeCommand *cmds;  /* per lease */
+  const char **argvs;   /* 9 per lease */
   char (*ttls)[24];
-  char **channels; /* release: each lease's notification channel */
-  char own[2];        /* release: RELEASE's ARGV[3] */
-  const char *legacy; /* release: RELEASE's ARGV[5], or NULL */
-  guint next;       /* where the next reply's lease is looked for */
-  guint n_sent;     /* leases sent in the exchange under way */
-  guint answered;   /* of them, answered */
-  gboolean waited;  /* a WAIT follows them */
+  char **channels;      /* release: each lease's notification channel */
+  char own[2];          /* release: RELEASE's ARGV[3] */
+  const char *legacy;   /* release: RELEASE's ARGV[5], or NULL */
 } RedisRequest;
 
-/* Queues the next command of every lease not done, and WAIT after writes when
- * replicas must acknowledge them; sets expected. */
-static void
-request_queue (RedisRequest *req)
-{
-  RlRedisStore *self = req->self;
-  RlStoreContext *ctx = self->parent.ctx;
-  guint count = 0;
-
-  for (guint i = 0; i < req->n; i++)
-    {
-      RlLeaseItem *item = &req->items[i];
-      const char *argv[9];
-      int argc = 6;
-
-      req->sent[i] = req->wrote[i] = FALSE;
-      if (req->step[i] == STEP_DONE)
-        continue;
-      if (req->step[i] == STEP_SET)
-        {
-          argv[0] = "SET";
-          argv[1] = item->key;
-          argv[2] = item->value;
-          argv[3] = "NX";
-          argv[4] = "PX";
-          argv[5] = req->ttls[i];
-        }
-      else
-        {
-          argv[0] = req->step[i] == STEP_EVALSHA ? "EVALSHA" : "EVAL";
-          argv[1] = req->step[i] == STEP_EVALSHA ? req->script->sha : req->script->text;
-          argv[2] = "1";
-          argv[3] = item->key;
-          argv[4] = item->value;
-          if (req->kind == RL_REQUEST_RELEASE)
-            {
-              argv[5] = req->channels[i];
-              argv[6] = req->own;
-              argv[7] = "0";
-              argv[8] = req->legacy;
-              argc = req->legacy != NULL ? 9 : 7;
-            }
-          else
-            argv[5] = req->ttls[i];
-        }
-      rl_conn_append (req->conn, argc, argv);
-      req->sent[i] = TRUE;
-      count++;
-    }
-  req->waited = count > 0 && req->kind != RL_REQUEST_RELEASE && rl_redis_min_replicas (self) > 0;
-  if (req->waited)
-    {
-      char count_s[24], timeout_s[24];
-      gint64 wait_ms = RL_ATOMIC_GET (ctx->replica_timeout_ms);
-      const char *wait[] = { "WAIT", count_s, timeout_s };
-
-      rl_format_uint (count_s, rl_redis_min_replicas (self));
-      rl_format_uint (timeout_s, wait_ms > 0 ? wait_ms : RL_ATOMIC_GET (ctx->command_timeout_ms));
-      rl_conn_append (req->conn, 3, wait);
-    }
-  req->next = 0;
-  req->n_sent = count;
-  req->answered = 0;
-  req->expected = count + (req->waited ? 1 : 0);
-  RL_ATOMIC_ADD (ctx->stats->round_trips, 1);
-  RL_ATOMIC_ADD (ctx->stats->commands, req->expected);
-}
-
-/* Ends lease @i with @error. An acquisition whose SET NX found the key taken stays
- * HELD (the node did answer that much), with the error saying its follow-up is
- * unknown. */
-static void
-request_fail_item (RedisRequest *req, guint i, GError *error)
-{
-  if (!(req->kind == RL_REQUEST_ACQUIRE && req->step[i] != STEP_SET
-        && req->items[i].result == RL_LEASE_HELD))
-    req->items[i].result = RL_LEASE_ERROR;
-  req->step[i] = STEP_DONE;
-  g_clear_error (&req->errors[i]);
-  req->errors[i] = error;
-}
-
-/* One reply of the exchange under way, in the order the commands were sent. */
-static void
-request_reply (RedisRequest *req, redisReply *reply)
-{
-  RlLeaseItem *item;
-  guint i;
-
-  if (req->answered == req->n_sent)
-    {
-      /* WAIT, after the commands. */
-      gboolean acked = reply->type == REDIS_REPLY_INTEGER
-                       && reply->integer >= rl_redis_min_replicas (req->self);
-      if (!acked)
-        {
-          g_strlcpy (rl_redis_wait_shortfall.node, req->node->name,
-                     sizeof rl_redis_wait_shortfall.node);
-          rl_redis_wait_shortfall.acked = reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
-          rl_redis_wait_shortfall.connected = -1;
-        }
-      for (guint k = 0; k < req->n; k++)
-        if (req->wrote[k] && !acked)
-          req->unreplicated[k] = TRUE;
-      freeReplyObject (reply);
-      return;
-    }
-  req->answered++;
-  do
-    i = req->next++;
-  while (!req->sent[i]);
-  item = &req->items[i];
-
-  if (reply->type == REDIS_REPLY_ERROR)
-    {
-      RlTopology *topology = req->self->topology;
-      RlNode *target = NULL;
-      RlReplyKind kind;
-
-      if (req->step[i] == STEP_EVALSHA && rl_redis_is_noscript (reply))
-        {
-          req->step[i] = STEP_EVAL;
-          freeReplyObject (reply);
-          return;
-        }
-      /* The topology learns of a failover from it (READONLY, a master no more). */
-      kind = topology->vt->classify (topology, req->node, reply, &target);
-      if (target != NULL)
-        rl_node_unref (target);
-      request_fail_item (req, i,
-                         g_error_new (REDIS_LOCK_ERROR,
-                                      kind == RL_REPLY_RETRY ? REDIS_LOCK_ERROR_CONNECTION
-                                                             : REDIS_LOCK_ERROR_REDIS,
-                                      "Redis at %s refused the lock command: %s",
-                                      req->node->name, reply->str));
-    }
-  else if (req->step[i] == STEP_SET)
-    {
-      if (reply->type == REDIS_REPLY_STATUS)
-        {
-          item->result = RL_LEASE_OK;
-          req->wrote[i] = TRUE;
-          req->step[i] = STEP_DONE;
-        }
-      else if (reply->type == REDIS_REPLY_NIL)
-        {
-          /* The key exists: the script says whether it is ours already, or whose for
-           * how long; until it answers, held (-1: for how long is unknown). */
-          item->result = RL_LEASE_HELD;
-          item->pttl_ms = -1;
-          req->step[i] = STEP_EVALSHA;
-        }
-      else
-        request_fail_item (req, i,
-                           g_error_new (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
-                                        "Redis lock command returned an unexpected reply (type %d)",
-                                        reply->type));
-    }
-  else if (reply->type != REDIS_REPLY_INTEGER)
-    request_fail_item (req, i,
-                       g_error_new (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
-                                    "Redis lock script returned an unexpected reply (type %d)",
-                                    reply->type));
-  else
-    {
-      long long result = reply->integer;
-
-      req->step[i] = STEP_DONE;
-      switch (req->kind)
-        {
-        case RL_REQUEST_ACQUIRE:
-          item->result = result == RL_ACQUIRED ? RL_LEASE_OK : RL_LEASE_HELD;
-          req->wrote[i] = result == RL_ACQUIRED;
-          if (result != RL_ACQUIRED)
-            item->pttl_ms = result;
-          break;
-        case RL_REQUEST_RENEW:
-          item->result = result == 1 ? RL_LEASE_OK : RL_LEASE_LOST;
-          req->wrote[i] = result == 1;
-          break;
-        case RL_REQUEST_RELEASE:
-          item->others = rl_redis_release_heard (req->self, result, req->channels[i]);
-          {
-            GError *lost_error = NULL;
-
-            item->result = rl_redis_release_outcome (result, req->retried, item->key, &lost_error);
-            if (lost_error != NULL)
-              request_fail_item (req, i, lost_error);
-          }
-          break;
-        default:
-          g_assert_not_reached ();
-        }
-    }
-  freeReplyObject (reply);
-}
-
-/* The exchange under way ended, every reply read or @failed (its connection broke):
- * TRUE when a follow-up was queued (the script by EVAL after NOSCRIPT, the acquire
- * script for a key SET NX found taken, everything again on a fresh connection for one
- * that had gone stale), FALSE when every lease has its result. */
+/* An acquisition's write: SET NX PX's OK, or the acquire script's "taken". */
 static gboolean
-request_step (RedisRequest *req, gboolean failed)
+wrote_acquire (const redisReply *reply)
 {
-  RlPool *pool = req->node->pool;
-  gboolean pending = FALSE;
+  return rl_redis_wrote_set (reply) || rl_redis_wrote_acquire (reply);
+}
 
-  if (failed)
-    {
-      RlConn *conn = req->conn;
-      /* Nothing answered on a pooled connection the server had closed (restarted):
-       * sent again, once, on a fresh one, as rl_redis_call() does. */
-      gboolean stale
-          = req->reused && !req->retried && req->answered == 0 && rl_conn_is_stale (conn);
-      g_autoptr (GError) error = NULL;
+/* An acquisition's SET NX found the key taken: until the acquire script answers, held
+ * (-1: for how long is unknown), and the script goes next. */
+static gboolean
+follow_set (gpointer data, RlPipeCommand *cmd, const redisReply *reply)
+{
+  RedisRequest *req = data;
+  guint i = (guint) (cmd - req->cmds);
 
-      if (!stale)
-        {
-          g_autofree char *what = g_strdup_printf ("Lock request on %s", req->node->name);
-          rl_set_error_from_conn (&error, conn, what);
-          req->self->topology->vt->failed (req->self->topology, req->node);
-        }
-      rl_pool_put (pool, conn);
-      req->conn = NULL;
-      req->expected = req->got = 0;
-      if (stale)
-        {
-          req->retried = TRUE;
-          req->conn = rl_pool_get_within (pool, 0, req->timeout_ms, &req->reused, &error);
-        }
-      for (guint i = 0; i < req->n; i++)
-        {
-          if (req->waited && req->wrote[i])
-            req->unreplicated[i] = TRUE;
-          if (req->sent[i] && req->step[i] != STEP_DONE && req->conn == NULL)
-            request_fail_item (req, i, g_error_copy (error));
-        }
-      if (req->conn == NULL)
-        return FALSE;
-    }
-  for (guint i = 0; i < req->n; i++)
-    pending = pending || req->step[i] != STEP_DONE;
-  if (!pending)
+  if (cmd->script != NULL || reply->type != REDIS_REPLY_NIL)
     return FALSE;
-  request_queue (req);
+  req->items[i].result = RL_LEASE_HELD;
+  req->items[i].pttl_ms = -1;
+  cmd->script = &req->self->acquire;
+  cmd->argv[2] = "1";
+  cmd->argv[3] = req->items[i].key;
+  cmd->argv[4] = req->items[i].value;
+  cmd->argv[5] = req->ttls[i];
   return TRUE;
 }
 
-/* What the caller waits on now: the connection's socket, for reading, and for writing
+/* What the connection is waited on for now: its socket, for reading, and for writing
  * while bytes wait to be sent; or nothing, with ready set, when the next step needs no
  * wait (decrypted bytes already in, the connection failed). */
 static void
 request_wait_for (RedisRequest *req)
 {
-  req->pub.fd = req->conn->fd;
-  req->pub.events = (short) (POLLIN | (rl_conn_wants_write (req->conn) ? POLLOUT : 0));
-  req->pub.ready = req->conn->err != RL_CONN_OK || rl_conn_has_pending (req->conn);
+  RlConn *conn = rl_node_exchange_conn (req->ex);
+
+  req->pub.fd = conn->fd;
+  req->pub.events = (short) (POLLIN | (rl_conn_wants_write (conn) ? POLLOUT : 0));
+  req->pub.ready = conn->err != RL_CONN_OK || rl_conn_has_pending (conn);
 }
 
-/* Sends what is queued, as far as the socket takes it without waiting. */
-static void
+/* Queues the next exchange and sends it as far as the socket takes it without
+ * waiting; FALSE when there is nothing left to send (every lease is final). */
+static gboolean
 request_send (RedisRequest *req)
 {
-  if (rl_conn_wants_write (req->conn))
-    rl_conn_write_some (req->conn);
+  RlConn *conn;
+
+  if (rl_node_exchange_queue (req->ex) == 0)
+    {
+      req->pub.done = TRUE;
+      req->pub.fd = -1;
+      req->pub.events = 0;
+      req->pub.ready = FALSE;
+      return FALSE;
+    }
+  conn = rl_node_exchange_conn (req->ex);
+  if (rl_conn_wants_write (conn))
+    rl_conn_write_some (conn);
   request_wait_for (req);
+  return TRUE;
 }
 
 void
 rl_redis_request_ready (RlRequest *request, short revents)
 {
   RedisRequest *req = (RedisRequest *) request;
-  RlConn *conn = req->conn;
+  RlConn *conn = rl_node_exchange_conn (req->ex);
   gboolean ok = conn->err == RL_CONN_OK;
 
   g_return_if_fail (!req->pub.done);
@@ -342,33 +113,70 @@ rl_redis_request_ready (RlRequest *request, short revents)
     ok = rl_conn_write_some (conn);
   if (ok && ((revents & (POLLIN | POLLHUP | POLLERR)) != 0 || rl_conn_has_pending (conn)))
     ok = rl_conn_read_some (conn);
-  while (ok && req->got < req->expected)
+  while (ok && !rl_node_exchange_complete (req->ex))
     {
       redisReply *reply = NULL;
 
       ok = rl_conn_next_reply (conn, &reply);
       if (!ok || reply == NULL)
         break;
-      req->got++;
-      request_reply (req, reply);
+      rl_node_exchange_reply (req->ex, reply);
     }
   if (!ok)
-    rl_conn_fail (conn, RL_CONN_ERR_IO, "Redis connection failed");
-  if (!ok || req->got == req->expected)
     {
-      if (!request_step (req, !ok))
-        {
-          req->pub.done = TRUE;
-          req->pub.fd = -1;
-          req->pub.events = 0;
-          req->pub.ready = FALSE;
-          return;
-        }
-      req->got = 0;
+      rl_conn_fail (conn, RL_CONN_ERR_IO, "Redis connection failed");
+      rl_node_exchange_broke (req->ex);
+    }
+  if (!ok || rl_node_exchange_complete (req->ex))
+    {
       request_send (req);
       return;
     }
   request_wait_for (req);
+}
+
+/* What the reply of lease @i's last command means for it. */
+static void
+read_reply (RedisRequest *req, guint i)
+{
+  RlLeaseItem *item = &req->items[i];
+  RlPipeCommand *cmd = &req->cmds[i];
+  const redisReply *reply = cmd->reply;
+
+  if (cmd->script == NULL)
+    {
+      /* SET NX PX: taken (a NIL was followed by the script). */
+      if (reply->type == REDIS_REPLY_STATUS)
+        item->result = RL_LEASE_OK;
+      else
+        g_set_error (&cmd->error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                     "Redis lock command returned an unexpected reply (type %d)", reply->type);
+      return;
+    }
+  if (reply->type != REDIS_REPLY_INTEGER)
+    {
+      g_set_error (&cmd->error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                   "Redis lock script returned an unexpected reply (type %d)", reply->type);
+      return;
+    }
+  switch (req->kind)
+    {
+    case RL_REQUEST_ACQUIRE:
+      item->result = reply->integer == RL_ACQUIRED ? RL_LEASE_OK : RL_LEASE_HELD;
+      if (reply->integer != RL_ACQUIRED)
+        item->pttl_ms = reply->integer;
+      break;
+    case RL_REQUEST_RENEW:
+      item->result = reply->integer == 1 ? RL_LEASE_OK : RL_LEASE_LOST;
+      break;
+    case RL_REQUEST_RELEASE:
+      item->others = rl_redis_release_heard (req->self, reply->integer, req->channels[i]);
+      item->result = rl_redis_release_outcome (reply->integer, cmd->retried, item->key,
+                                               &cmd->error);
+      break;
+    default:
+      g_assert_not_reached ();
+    }
 }
 
 gboolean
@@ -377,48 +185,38 @@ rl_redis_request_end (RlRequest *request, GError **error)
   RedisRequest *req = (RedisRequest *) request;
   GError *first = NULL;
 
-  if (req->conn != NULL)
-    {
-      /* Ended by the caller with replies outstanding: the connection can serve nobody
-       * else, and the node counts as failing, as for any timeout. */
-      if (!req->pub.done)
-        {
-          rl_conn_fail (req->conn, RL_CONN_ERR_TIMEOUT, "Redis timed out");
-          req->self->topology->vt->failed (req->self->topology, req->node);
-        }
-      rl_pool_put (req->node->pool, req->conn);
-    }
+  /* Ends what has not: with replies outstanding, the connection is failed and the
+   * commands end with a timeout error. */
+  g_clear_pointer (&req->ex, rl_node_exchange_free);
   for (guint i = 0; i < req->n; i++)
     {
       RlLeaseItem *item = &req->items[i];
+      RlPipeCommand *cmd = &req->cmds[i];
 
-      /* Ended by the caller before its answer came. */
-      if (req->step[i] != STEP_DONE)
-        request_fail_item (req, i,
-                           g_error_new (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
-                                        "Redis at %s did not answer the lock request in time",
-                                        req->node->name));
+      if (cmd->reply != NULL)
+        read_reply (req, i);
+      /* An acquisition whose SET NX found the key taken stays HELD (the node did answer
+       * that much), with the error saying its follow-up is unknown. */
+      if (cmd->error != NULL
+          && !(req->kind == RL_REQUEST_ACQUIRE && item->result == RL_LEASE_HELD))
+        item->result = RL_LEASE_ERROR;
       /* Written on the master alone: a failover now could lose it, so it does not
        * count (an acquisition is released by the caller, which asked for it). */
-      if (req->unreplicated[i] && item->result == RL_LEASE_OK && req->kind != RL_REQUEST_RELEASE)
+      if (cmd->unreplicated && item->result == RL_LEASE_OK && req->kind != RL_REQUEST_RELEASE)
         {
-          GError *e = NULL;
-          rl_redis_set_not_replicated (req->self, &e,
+          item->result = RL_LEASE_ERROR;
+          g_clear_error (&cmd->error);
+          rl_redis_set_not_replicated (req->self, &cmd->error,
                                        req->kind == RL_REQUEST_ACQUIRE ? "acquisition" : "renewal",
                                        item->key);
-          request_fail_item (req, i, e);
         }
-      if (req->errors[i] != NULL && first == NULL)
-        first = g_steal_pointer (&req->errors[i]);
-      g_clear_error (&req->errors[i]);
+      if (cmd->error != NULL && first == NULL)
+        first = g_steal_pointer (&cmd->error);
+      rl_redis_pipe_command_clear (cmd);
     }
-  rl_node_unref (req->node);
   g_strfreev (req->channels);
-  g_free (req->step);
-  g_free (req->sent);
-  g_free (req->wrote);
-  g_free (req->unreplicated);
-  g_free (req->errors);
+  g_free (req->cmds);
+  g_free (req->argvs);
   g_free (req->ttls);
   g_free (req);
   if (first != NULL)
@@ -472,19 +270,19 @@ rl_redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem
   req = g_new0 (RedisRequest, 1);
   req->self = self;
   req->kind = kind;
-  req->script = kind == RL_REQUEST_ACQUIRE ? &self->acquire
-                : kind == RL_REQUEST_RENEW ? &self->renew
-                                           : &self->release;
   req->n = n;
   req->items = items;
-  req->node = node;
-  req->timeout_ms = timeout_ms;
-  req->step = g_new0 (guint8, n);
-  req->sent = g_new0 (gboolean, n);
-  req->wrote = g_new0 (gboolean, n);
-  req->unreplicated = g_new0 (gboolean, n);
-  req->errors = g_new0 (GError *, n);
+  req->cmds = g_new0 (RlPipeCommand, n);
+  req->argvs = g_new0 (const char *, (gsize) n * 9);
   req->ttls = g_malloc0 (sizeof *req->ttls * n);
+  /* Releases are not written for replicas to confirm: WAIT follows acquisitions and
+   * renewals only. */
+  req->ex = rl_node_exchange_new (self, node, req->cmds,
+                                  kind == RL_REQUEST_ACQUIRE ? wrote_acquire
+                                  : kind == RL_REQUEST_RENEW ? rl_redis_wrote_renew
+                                                             : NULL,
+                                  kind == RL_REQUEST_ACQUIRE ? follow_set : NULL, req,
+                                  rl_deadline_after (g_get_monotonic_time (), timeout_ms));
   if (kind == RL_REQUEST_RELEASE)
     {
       req->channels = g_new0 (char *, n + 1);
@@ -492,20 +290,47 @@ rl_redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem
     }
   for (guint i = 0; i < n; i++)
     {
-      req->step[i] = kind == RL_REQUEST_ACQUIRE ? STEP_SET : STEP_EVALSHA;
+      RlPipeCommand *cmd = &req->cmds[i];
+      const char **argv = req->argvs + (gsize) i * 9;
+
       rl_format_uint (req->ttls[i], items[i].ttl_ms);
-      if (req->channels != NULL)
-        req->channels[i] = g_strconcat (self->channel_prefix, items[i].key, NULL);
+      cmd->route = items[i].key;
+      cmd->argv = argv;
+      cmd->argc = 6;
+      if (kind == RL_REQUEST_ACQUIRE)
+        {
+          argv[0] = "SET";
+          argv[1] = items[i].key;
+          argv[2] = items[i].value;
+          argv[3] = "NX";
+          argv[4] = "PX";
+          argv[5] = req->ttls[i];
+        }
+      else
+        {
+          cmd->script = kind == RL_REQUEST_RENEW ? &self->renew : &self->release;
+          argv[2] = "1";
+          argv[3] = items[i].key;
+          argv[4] = items[i].value;
+          argv[5] = req->ttls[i];
+        }
+      if (kind == RL_REQUEST_RELEASE)
+        {
+          req->channels[i] = g_strconcat (self->channel_prefix, items[i].key, NULL);
+          argv[5] = req->channels[i];
+          argv[6] = req->own;
+          argv[7] = "0";
+          argv[8] = req->legacy;
+          cmd->argc = req->legacy != NULL ? 9 : 7;
+        }
+      cmd->state = RL_PIPE_UNSENT;
+      rl_node_exchange_add (req->ex, i);
     }
-  req->conn = rl_pool_get_within (node->pool, 0, timeout_ms, &req->reused, &local_error);
-  if (req->conn == NULL)
+  rl_node_unref (node);
+  if (!request_send (req))
     {
-      topology->vt->failed (topology, node);
-      rl_redis_request_end (&req->pub, NULL);
-      g_propagate_error (error, g_steal_pointer (&local_error));
+      rl_redis_request_end (&req->pub, error);
       return NULL;
     }
-  request_queue (req);
-  request_send (req);
   return &req->pub;
 }

@@ -127,9 +127,18 @@ typedef struct
 } RlWaitShortfall;
 extern _Thread_local RlWaitShortfall rl_redis_wait_shortfall;
 
+/* Where a command of a pipelined request stands. */
+enum
+{
+  RL_PIPE_UNSENT, /* to be sent in the next exchange */
+  RL_PIPE_SENT,   /* in the exchange under way */
+  RL_PIPE_DONE,   /* reply or error final */
+  RL_PIPE_ALONE,  /* redirected or "try again": for the single-command path */
+};
+
 /* One command of a pipelined request: EVALSHA of @script with @argv (argv[0] and
- * argv[1] are set here), or @argv as it is without a script, sent to the node that
- * serves @route. */
+ * argv[1] are set by the engine: EVALSHA, or EVAL after NOSCRIPT), or @argv as it is
+ * without a script, sent to the node that serves @route. */
 typedef struct
 {
   const RlScript *script; /* NULL: a plain command */
@@ -140,8 +149,51 @@ typedef struct
   GError *error;         /* out */
   gboolean retried;      /* out: sent again after a stale connection broke (see rl_redis_call()) */
   gboolean unreplicated; /* out: with @wrote, too few replicas acknowledged its write */
-  guint8 state;          /* where it stands, below */
+  guint8 state;          /* where it stands, above */
+  gboolean eval;         /* the script goes by its text (the node answered NOSCRIPT) */
+  gboolean wrote;        /* its reply in the exchange under way was a write */
 } RlPipeCommand;
+
+/* A caller's follow-up to the non-error @reply of @cmd (@data as given): TRUE when it
+ * armed @cmd's next command (its script, argc and argv), which goes in the next
+ * exchange on the same connection, and the reply is dropped; FALSE keeps the reply as
+ * the command's. */
+typedef gboolean (*RlFollowFunc) (gpointer data, RlPipeCommand *cmd, const redisReply *reply);
+
+/* redis-pipeline.c: the pipelined exchange of the commands one node serves, on one
+ * connection, driven either by rl_redis_pipeline_follow() or by the caller's poll
+ * (redis-request.c): rl_node_exchange_queue() appends what is to be sent (0: nothing,
+ * every command is final), the connection's replies go to rl_node_exchange_reply()
+ * until rl_node_exchange_complete(), a connection that failed to
+ * rl_node_exchange_broke() (TRUE: the commands go again on a fresh one); then queue
+ * again. rl_node_exchange_free() ends what has not ended with a timeout error. */
+typedef struct _RlNodeExchange RlNodeExchange;
+RlNodeExchange *rl_node_exchange_new (RlRedisStore *self, RlNode *node, RlPipeCommand *cmds,
+                                      RlWroteFunc wrote, RlFollowFunc follow, gpointer data,
+                                      gint64 deadline);
+void rl_node_exchange_add (RlNodeExchange *ex, guint i);
+RlNode *rl_node_exchange_node (RlNodeExchange *ex);
+RlConn *rl_node_exchange_conn (RlNodeExchange *ex);
+guint rl_node_exchange_queue (RlNodeExchange *ex);
+guint rl_node_exchange_expected (RlNodeExchange *ex);
+void rl_node_exchange_reply (RlNodeExchange *ex, redisReply *reply);
+gboolean rl_node_exchange_complete (RlNodeExchange *ex);
+gboolean rl_node_exchange_broke (RlNodeExchange *ex);
+void rl_node_exchange_free (RlNodeExchange *ex);
+/* Sends the @n commands of @cmds, pipelined on one connection per node that serves
+ * some of them, all nodes at once: one write and one round trip of wall time per
+ * exchange; commands redirected or answered "try again" go alone through
+ * rl_redis_call(). With @wrote and replicas required, a WAIT follows each node's
+ * commands. Bounded by the monotonic @deadline. Each command ends with its reply or its
+ * error. Returns the round trips it took. */
+guint rl_redis_pipeline_follow (RlRedisStore *self, guint n, RlPipeCommand *cmds,
+                                RlWroteFunc wrote, RlFollowFunc follow, gpointer data,
+                                gint64 deadline);
+/* rl_redis_pipeline_follow() without follow-ups, within @timeout_ms (0: the command
+ * timeout). */
+guint rl_redis_pipeline (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc wrote,
+                         gint64 timeout_ms);
+void rl_redis_pipe_command_clear (RlPipeCommand *cmd);
 
 /* redis-exchange.c: the exchange engine. */
 gboolean rl_redis_is_noscript (redisReply *reply);
@@ -157,9 +209,6 @@ redisReply *rl_redis_call (RlRedisStore *self, const char *key, int argc, const 
                            const RlScript *script, gint64 timeout_ms, gboolean *retried,
                            RlWroteFunc wrote, gboolean *acked, GError **error);
 gboolean rl_redis_is_reroute (const redisReply *reply);
-guint rl_redis_pipeline (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc wrote,
-                         gint64 timeout_ms);
-void rl_redis_pipe_command_clear (RlPipeCommand *cmd);
 
 /* redis-lease.c: the single-lease operations and what their replies mean. */
 redisReply *rl_redis_run_script_argv (RlRedisStore *self, RlScript *script, int argc,

@@ -977,11 +977,23 @@ test_release_heard_by_spring_pattern (void)
   redisFree (owner);
   for (guint i = 0; i < 3; i++)
     {
-      g_autofree char *first = next_pmessage (subs[i]);
-      g_autofree char *second = next_pmessage (subs[i]);
+      guint heard = 0;
 
-      g_assert_cmpstr (first, ==, key);
-      g_assert_cmpstr (second, ==, "marker");
+      /* Every message up to the marker: the release once. A release of an earlier test
+       * on the shared cluster may still be on its way over the bus: a key of another
+       * test is passed over. */
+      for (;;)
+        {
+          g_autofree char *payload = next_pmessage (subs[i]);
+
+          if (strcmp (payload, "marker") == 0)
+            break;
+          if (strcmp (payload, key) == 0)
+            heard++;
+          else
+            g_test_message ("passed over a late message for %s", payload);
+        }
+      g_assert_cmpuint (heard, ==, 1);
       redisFree (subs[i]);
     }
 }

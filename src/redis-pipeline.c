@@ -1,0 +1,496 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* redis-pipeline.c: the exchange engine's pipelined form: many commands, one pipeline
+ * per node that serves some of them, replies in order, in both the blocking form
+ * (rl_redis_pipeline(), every node at once in one poll loop) and the poll-driven one
+ * (a single RlNodeExchange driven by the caller's poll, as the quorum store's
+ * stepwise requests are in redis-request.c).
+ *
+ * The per-node exchange is the one place where a pipelined command meets the
+ * protocol's detours: NOSCRIPT answered by the script's text by EVAL, a pooled
+ * connection found stale retried once on a fresh one, WAIT after the writes when
+ * replicas must acknowledge them, an error reply that the topology learns from, a
+ * redirection or "try again" marked for the single-command path (rl_redis_call() in
+ * redis-exchange.c, which follows it). A caller's follow-up (an acquisition whose
+ * SET NX found the key taken goes on with the acquire script) is one more command in
+ * the next exchange, through the caller's RlFollowFunc. Cut from redis-exchange.c so
+ * that the blocking pipeline, the watchdog's batch and the stepwise requests are one
+ * machine, not three.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "connection.h"
+#include "store.h"
+#include "topology.h"
+#include "sync.h"
+#include "redis-store-private.h"
+
+/* Exchanges one pipeline may take before its remaining commands are failed: a command
+ * goes again only after NOSCRIPT, a caller's follow-up or a stale connection, each
+ * bounded, so this is a guard, never reached by a server that behaves. */
+#define RL_MAX_EXCHANGES 8
+
+struct _RlNodeExchange
+{
+  RlRedisStore *self;
+  RlNode *node;
+  RlConn *conn;     /* NULL until connected, and after it failed for good */
+  gboolean reused;  /* the connection came from the pool */
+  gboolean retried; /* sent again on a fresh connection after a stale one broke */
+  RlPipeCommand *cmds;
+  GArray *idx;      /* guint: the commands of this node, in the order they are sent */
+  RlWroteFunc wrote;
+  RlFollowFunc follow;
+  gpointer data;
+  gint64 deadline;  /* monotonic µs */
+  guint expected;   /* replies of the exchange under way */
+  guint got;        /* of them, read */
+  guint next;       /* where the next reply's command is looked for in idx */
+  guint sent;       /* commands sent in the exchange under way */
+  guint answered;   /* of them, answered: a reply after the last is WAIT's */
+  gboolean waited;  /* a WAIT follows them */
+  guint exchanges;
+};
+
+static gint64
+left_ms (gint64 deadline)
+{
+  return MAX ((deadline - g_get_monotonic_time ()) / 1000, 1);
+}
+
+RlNodeExchange *
+rl_node_exchange_new (RlRedisStore *self, RlNode *node, RlPipeCommand *cmds, RlWroteFunc wrote,
+                      RlFollowFunc follow, gpointer data, gint64 deadline)
+{
+  RlNodeExchange *ex = g_new0 (RlNodeExchange, 1);
+
+  ex->self = self;
+  ex->node = rl_node_ref (node);
+  ex->cmds = cmds;
+  ex->idx = g_array_new (FALSE, FALSE, sizeof (guint));
+  ex->wrote = wrote != NULL && rl_redis_min_replicas (self) > 0 ? wrote : NULL;
+  ex->follow = follow;
+  ex->data = data;
+  ex->deadline = deadline;
+  return ex;
+}
+
+void
+rl_node_exchange_add (RlNodeExchange *ex, guint i)
+{
+  g_array_append_val (ex->idx, i);
+}
+
+RlNode *
+rl_node_exchange_node (RlNodeExchange *ex)
+{
+  return ex->node;
+}
+
+RlConn *
+rl_node_exchange_conn (RlNodeExchange *ex)
+{
+  return ex->conn;
+}
+
+guint
+rl_node_exchange_expected (RlNodeExchange *ex)
+{
+  return ex->expected;
+}
+
+gboolean
+rl_node_exchange_complete (RlNodeExchange *ex)
+{
+  return ex->got == ex->expected;
+}
+
+/* Ends every command of @ex in @state with a copy of @error. */
+static void
+fail_commands (RlNodeExchange *ex, guint8 state, const GError *error)
+{
+  for (guint k = 0; k < ex->idx->len; k++)
+    {
+      RlPipeCommand *cmd = &ex->cmds[g_array_index (ex->idx, guint, k)];
+      if (cmd->state != state)
+        continue;
+      cmd->state = RL_PIPE_DONE;
+      g_clear_error (&cmd->error);
+      cmd->error = g_error_copy (error);
+    }
+}
+
+/* A connection for the next exchange, set up within what is left of the deadline; on
+ * failure the node counts as failing and the commands waiting to be sent end with the
+ * error. */
+static gboolean
+connect_node (RlNodeExchange *ex)
+{
+  g_autoptr (GError) error = NULL;
+
+  ex->conn = rl_pool_get_until (ex->node->pool, ex->deadline, &ex->reused, &error);
+  if (ex->conn != NULL)
+    return TRUE;
+  ex->self->topology->vt->failed (ex->self->topology, ex->node);
+  fail_commands (ex, RL_PIPE_UNSENT, error);
+  return FALSE;
+}
+
+guint
+rl_node_exchange_queue (RlNodeExchange *ex)
+{
+  RlStoreContext *ctx = ex->self->parent.ctx;
+  guint count = 0;
+
+  ex->expected = ex->got = 0;
+  for (guint k = 0; k < ex->idx->len; k++)
+    count += ex->cmds[g_array_index (ex->idx, guint, k)].state == RL_PIPE_UNSENT;
+  if (count == 0)
+    return 0;
+  if (ex->exchanges++ == RL_MAX_EXCHANGES)
+    {
+      g_autoptr (GError) error
+          = g_error_new (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                         "Redis at %s kept asking for the lock command again", ex->node->name);
+      fail_commands (ex, RL_PIPE_UNSENT, error);
+      return 0;
+    }
+  if (ex->conn == NULL && !connect_node (ex))
+    return 0;
+  rl_conn_set_timeout (ex->conn, left_ms (ex->deadline));
+  for (guint k = 0; k < ex->idx->len; k++)
+    {
+      RlPipeCommand *cmd = &ex->cmds[g_array_index (ex->idx, guint, k)];
+      if (cmd->state != RL_PIPE_UNSENT)
+        continue;
+      if (cmd->script != NULL)
+        {
+          cmd->argv[0] = cmd->eval ? "EVAL" : "EVALSHA";
+          cmd->argv[1] = cmd->eval ? cmd->script->text : cmd->script->sha;
+        }
+      rl_conn_append (ex->conn, cmd->argc, cmd->argv);
+      cmd->state = RL_PIPE_SENT;
+      cmd->wrote = FALSE;
+    }
+  ex->waited = ex->wrote != NULL;
+  if (ex->waited)
+    {
+      /* Every write above is acknowledged, or it counts as unreplicated. */
+      char count_s[24], timeout_s[24];
+      gint64 wait_ms = RL_ATOMIC_GET (ctx->replica_timeout_ms);
+      const char *wait[] = { "WAIT", count_s, timeout_s };
+      rl_format_uint (count_s, rl_redis_min_replicas (ex->self));
+      rl_format_uint (timeout_s, MAX (MIN (wait_ms, left_ms (ex->deadline) * 3 / 4), 1));
+      rl_conn_append (ex->conn, 3, wait);
+    }
+  ex->next = 0;
+  ex->sent = count;
+  ex->answered = 0;
+  ex->expected = count + (ex->waited ? 1 : 0);
+  RL_ATOMIC_ADD (ctx->stats->round_trips, 1);
+  RL_ATOMIC_ADD (ctx->stats->commands, ex->expected);
+  return ex->expected;
+}
+
+/* The writes of the exchange under way had no acknowledgement from enough replicas. */
+static void
+mark_unreplicated (RlNodeExchange *ex)
+{
+  for (guint k = 0; k < ex->idx->len; k++)
+    {
+      RlPipeCommand *cmd = &ex->cmds[g_array_index (ex->idx, guint, k)];
+      if (cmd->wrote)
+        cmd->unreplicated = TRUE;
+    }
+}
+
+void
+rl_node_exchange_reply (RlNodeExchange *ex, redisReply *reply)
+{
+  RlTopology *topology = ex->self->topology;
+  RlPipeCommand *cmd;
+
+  ex->got++;
+  if (ex->answered == ex->sent)
+    {
+      /* WAIT, after the commands. */
+      if (reply->type != REDIS_REPLY_INTEGER || reply->integer < rl_redis_min_replicas (ex->self))
+        {
+          mark_unreplicated (ex);
+          g_strlcpy (rl_redis_wait_shortfall.node, ex->node->name,
+                     sizeof rl_redis_wait_shortfall.node);
+          rl_redis_wait_shortfall.acked = reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
+          rl_redis_wait_shortfall.connected = -1;
+        }
+      freeReplyObject (reply);
+      return;
+    }
+  ex->answered++;
+  /* Replies come in the order the commands were sent; commands not sent in this
+   * exchange have none. */
+  do
+    cmd = &ex->cmds[g_array_index (ex->idx, guint, ex->next++)];
+  while (cmd->state != RL_PIPE_SENT);
+  cmd->state = RL_PIPE_DONE;
+
+  if (reply->type == REDIS_REPLY_ERROR)
+    {
+      RlNode *target = NULL;
+      RlReplyKind kind;
+
+      if (cmd->script != NULL && !cmd->eval && rl_redis_is_noscript (reply))
+        {
+          cmd->eval = TRUE;
+          cmd->state = RL_PIPE_UNSENT;
+          freeReplyObject (reply);
+          return;
+        }
+      if (rl_redis_is_reroute (reply))
+        {
+          /* Followed by the single-command path (rl_redis_call()) where the caller
+           * can; the error is what it ends with where it cannot. */
+          cmd->state = RL_PIPE_ALONE;
+          kind = RL_REPLY_RETRY;
+        }
+      else
+        {
+          /* The topology learns of a failover from it (READONLY, a master no more). */
+          kind = topology->vt->classify (topology, ex->node, reply, &target);
+          if (target != NULL)
+            rl_node_unref (target);
+        }
+      g_clear_error (&cmd->error);
+      cmd->error = g_error_new (REDIS_LOCK_ERROR,
+                                kind == RL_REPLY_RETRY ? REDIS_LOCK_ERROR_CONNECTION
+                                                       : REDIS_LOCK_ERROR_REDIS,
+                                "Redis at %s refused the lock command: %s", ex->node->name,
+                                reply->str);
+      freeReplyObject (reply);
+      return;
+    }
+  cmd->wrote = ex->wrote != NULL && ex->wrote (reply);
+  if (ex->follow != NULL && ex->follow (ex->data, cmd, reply))
+    {
+      /* The caller armed the command's next step. */
+      cmd->state = RL_PIPE_UNSENT;
+      cmd->eval = FALSE;
+      freeReplyObject (reply);
+      return;
+    }
+  cmd->reply = reply;
+}
+
+gboolean
+rl_node_exchange_broke (RlNodeExchange *ex)
+{
+  RlConn *conn = ex->conn;
+  /* Nothing answered on a pooled connection the server had closed (restarted): sent
+   * again, once, on a fresh one. */
+  gboolean stale = ex->reused && !ex->retried && ex->answered == 0 && rl_conn_is_stale (conn);
+  g_autoptr (GError) error = NULL;
+
+  if (!stale)
+    {
+      g_autofree char *what = g_strdup_printf ("Lock request on %s", ex->node->name);
+      rl_set_error_from_conn (&error, conn, what);
+      ex->self->topology->vt->failed (ex->self->topology, ex->node);
+    }
+  /* A WAIT that did not answer: the writes count as unacknowledged. */
+  if (ex->waited)
+    {
+      mark_unreplicated (ex);
+      rl_redis_wait_shortfall = (RlWaitShortfall){ "", -1, -1 };
+    }
+  rl_pool_put (ex->node->pool, conn);
+  ex->conn = NULL;
+  ex->expected = ex->got = 0;
+  if (stale)
+    {
+      ex->retried = TRUE;
+      ex->conn = rl_pool_get_until (ex->node->pool, ex->deadline, &ex->reused, &error);
+    }
+  if (ex->conn == NULL)
+    {
+      fail_commands (ex, RL_PIPE_SENT, error);
+      return FALSE;
+    }
+  for (guint k = 0; k < ex->idx->len; k++)
+    {
+      RlPipeCommand *cmd = &ex->cmds[g_array_index (ex->idx, guint, k)];
+      if (cmd->state != RL_PIPE_SENT)
+        continue;
+      cmd->state = RL_PIPE_UNSENT;
+      cmd->retried = TRUE;
+    }
+  return TRUE;
+}
+
+void
+rl_node_exchange_free (RlNodeExchange *ex)
+{
+  g_autoptr (GError) error = NULL;
+
+  if (ex->conn != NULL)
+    {
+      /* Ended with replies outstanding: the connection can serve nobody else, and the
+       * node counts as failing, as for any timeout. */
+      if (ex->got < ex->expected)
+        {
+          rl_conn_fail (ex->conn, RL_CONN_ERR_TIMEOUT, "Redis timed out");
+          ex->self->topology->vt->failed (ex->self->topology, ex->node);
+        }
+      rl_pool_put (ex->node->pool, ex->conn);
+    }
+  error = g_error_new (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                       "Redis at %s did not answer the lock request in time", ex->node->name);
+  fail_commands (ex, RL_PIPE_SENT, error);
+  fail_commands (ex, RL_PIPE_UNSENT, error);
+  rl_node_unref (ex->node);
+  g_array_unref (ex->idx);
+  g_free (ex);
+}
+
+/* The exchange of @ex for @node in @nodes, added when new. */
+static RlNodeExchange *
+exchange_for (GPtrArray *nodes, RlRedisStore *self, RlNode *node, RlPipeCommand *cmds,
+              RlWroteFunc wrote, RlFollowFunc follow, gpointer data, gint64 deadline)
+{
+  RlNodeExchange *ex;
+
+  for (guint g = 0; g < nodes->len; g++)
+    if (((RlNodeExchange *) g_ptr_array_index (nodes, g))->node == node)
+      return g_ptr_array_index (nodes, g);
+  ex = rl_node_exchange_new (self, node, cmds, wrote, follow, data, deadline);
+  g_ptr_array_add (nodes, ex);
+  return ex;
+}
+
+static void
+on_reply (guint g, redisReply *reply, gpointer user_data)
+{
+  rl_node_exchange_reply (((RlNodeExchange **) user_data)[g], reply);
+}
+
+guint
+rl_redis_pipeline_follow (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc wrote,
+                          RlFollowFunc follow, gpointer data, gint64 deadline)
+{
+  RlTopology *topology = self->topology;
+  g_autoptr (GPtrArray) nodes = g_ptr_array_new_with_free_func ((GDestroyNotify) rl_node_exchange_free);
+  g_autofree RlConn **conns = NULL;
+  g_autofree guint *expected = NULL;
+  g_autofree gboolean *failed = NULL;
+  g_autofree RlNodeExchange **live = NULL;
+  guint round_trips = 0;
+
+  for (guint i = 0; i < n; i++)
+    {
+      g_autoptr (RlNode) node = NULL;
+
+      cmds[i].state = RL_PIPE_UNSENT;
+      cmds[i].reply = NULL;
+      cmds[i].error = NULL;
+      cmds[i].retried = cmds[i].unreplicated = cmds[i].eval = cmds[i].wrote = FALSE;
+      node = topology->vt->route (topology, cmds[i].route, &cmds[i].error);
+      if (node == NULL)
+        {
+          cmds[i].state = RL_PIPE_DONE;
+          continue;
+        }
+      rl_node_exchange_add (exchange_for (nodes, self, node, cmds, wrote, follow, data, deadline),
+                            i);
+    }
+  conns = g_new0 (RlConn *, nodes->len + 1);
+  expected = g_new0 (guint, nodes->len + 1);
+  failed = g_new0 (gboolean, nodes->len + 1);
+  live = g_new0 (RlNodeExchange *, nodes->len + 1);
+
+  for (;;)
+    {
+      guint n_live = 0;
+
+      for (guint g = 0; g < nodes->len; g++)
+        {
+          RlNodeExchange *ex = g_ptr_array_index (nodes, g);
+          guint count = rl_node_exchange_queue (ex);
+
+          if (count == 0)
+            continue;
+          conns[n_live] = ex->conn;
+          expected[n_live] = count;
+          live[n_live++] = ex;
+        }
+      if (n_live == 0)
+        break;
+      round_trips++;
+      if (n_live == 1)
+        {
+          /* One node (the common case): send, then read the replies in order, as a
+           * single command is read; no poll for writability first. */
+          failed[0] = FALSE;
+          while (!rl_node_exchange_complete (live[0]))
+            {
+              redisReply *reply = NULL;
+              if (!rl_conn_get_reply (conns[0], &reply))
+                {
+                  failed[0] = TRUE;
+                  break;
+                }
+              rl_node_exchange_reply (live[0], reply);
+            }
+        }
+      else
+        rl_conns_exchange (conns, n_live, expected, left_ms (deadline), on_reply, live, failed);
+      for (guint k = 0; k < n_live; k++)
+        if (failed[k])
+          rl_node_exchange_broke (live[k]);
+    }
+  g_clear_pointer (&nodes, g_ptr_array_unref);
+
+  for (guint i = 0; i < n; i++)
+    {
+      RlPipeCommand *cmd = &cmds[i];
+      gint64 wait_ms = (deadline - g_get_monotonic_time ()) / 1000;
+      gboolean acked = TRUE;
+
+      if (cmd->state != RL_PIPE_ALONE)
+        continue;
+      /* Redirected (a slot migrating) or "try again": alone, through the path that
+       * follows it. */
+      g_clear_error (&cmd->error);
+      if (wait_ms <= 0)
+        g_set_error (&cmd->error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                     "Redis did not answer the lock command for “%s” in time", cmd->route);
+      else
+        {
+          gboolean retried = FALSE;
+
+          round_trips++;
+          cmd->reply = rl_redis_call (self, cmd->route, cmd->argc, cmd->argv, cmd->script,
+                                      wait_ms, &retried, wrote, &acked, &cmd->error);
+          cmd->retried = cmd->retried || retried;
+          cmd->unreplicated = !acked;
+        }
+      cmd->state = RL_PIPE_DONE;
+    }
+  return round_trips;
+}
+
+guint
+rl_redis_pipeline (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc wrote,
+                   gint64 timeout_ms)
+{
+  gint64 budget_ms
+      = timeout_ms > 0 ? timeout_ms : RL_ATOMIC_GET (self->parent.ctx->command_timeout_ms);
+
+  return rl_redis_pipeline_follow (self, n, cmds, wrote, NULL, NULL,
+                                   rl_deadline_after (g_get_monotonic_time (), budget_ms));
+}
+
+void
+rl_redis_pipe_command_clear (RlPipeCommand *cmd)
+{
+  g_clear_pointer (&cmd->reply, freeReplyObject);
+  g_clear_error (&cmd->error);
+}
