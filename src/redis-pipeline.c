@@ -51,7 +51,54 @@ struct _RlNodeExchange
   guint answered;   /* of them, answered: a reply after the last is WAIT's */
   gboolean waited;  /* a WAIT follows them */
   guint exchanges;
+  gboolean asking;  /* ASKING goes before the commands (a slot being imported) */
+  gint64 track_id;  /* the reads of the commands are tracked for this client; 0: not */
+  guint prefix;     /* replies before the commands' own: key tracking's, ASKING's */
+  guint tracking;   /* of them, key tracking's */
+  gboolean short_wait; /* the WAIT of the exchange under way counted too few replicas */
 };
+
+/* The waiter's read of a key is tracked (see notify.c): with @track_id, the
+ * connection's key tracking reports to that client (the registry's subscriber), in
+ * OPTIN mode, so that only the command right after CLIENT CACHING yes has the keys it
+ * reads tracked, and NOLOOP, so that its own writes report nothing. Queues CLIENT
+ * TRACKING when the connection reports elsewhere or nowhere yet, then CLIENT CACHING
+ * yes; returns how many replies they add. */
+static guint
+queue_tracking (RlConn *conn, gint64 track_id)
+{
+  char id[24];
+  const char *tracking[7] = { "CLIENT", "TRACKING", "on", "REDIRECT", id, "OPTIN", "NOLOOP" };
+  const char *caching[3] = { "CLIENT", "CACHING", "yes" };
+  guint n = 0;
+
+  if (track_id == 0)
+    return 0;
+  if (conn->tracking_redirect != track_id)
+    {
+      rl_format_uint (id, track_id);
+      rl_conn_append (conn, 7, tracking);
+      n++;
+    }
+  rl_conn_append (conn, 3, caching);
+  return n + 1;
+}
+
+/* The reply to the @i-th command queue_tracking() queued (@n in all). A refusal leaves
+ * the connection without tracking (and the read untracked: the waiter is woken as
+ * without it); it is logged at debug level, the subscriber having warned already if
+ * the user lacks the command. */
+static void
+read_tracking (RlConn *conn, gint64 track_id, guint i, guint n, const redisReply *reply)
+{
+  if (reply->type == REDIS_REPLY_ERROR)
+    {
+      g_debug ("key tracking on a data connection: %s", reply->str);
+      conn->tracking_redirect = 0;
+    }
+  else if (i == 0 && n == 2)
+    conn->tracking_redirect = track_id;
+}
 
 static gint64
 left_ms (gint64 deadline)
@@ -74,6 +121,13 @@ rl_node_exchange_new (RlRedisStore *self, RlNode *node, RlPipeCommand *cmds, RlW
   ex->data = data;
   ex->deadline = deadline;
   return ex;
+}
+
+void
+rl_node_exchange_set_prefix (RlNodeExchange *ex, gboolean asking, gint64 track_id)
+{
+  ex->asking = asking;
+  ex->track_id = track_id;
 }
 
 void
@@ -159,6 +213,13 @@ rl_node_exchange_queue (RlNodeExchange *ex)
   if (ex->conn == NULL && !connect_node (ex))
     return 0;
   rl_conn_set_timeout (ex->conn, left_ms (ex->deadline));
+  ex->tracking = queue_tracking (ex->conn, ex->track_id);
+  if (ex->asking)
+    {
+      const char *asking[] = { "ASKING" };
+      rl_conn_append (ex->conn, 1, asking);
+    }
+  ex->prefix = ex->tracking + (ex->asking ? 1 : 0);
   for (guint k = 0; k < ex->idx->len; k++)
     {
       RlPipeCommand *cmd = &ex->cmds[g_array_index (ex->idx, guint, k)];
@@ -171,6 +232,7 @@ rl_node_exchange_queue (RlNodeExchange *ex)
         }
       rl_conn_append (ex->conn, cmd->argc, cmd->argv);
       cmd->state = RL_PIPE_SENT;
+      cmd->sent = TRUE;
       cmd->wrote = FALSE;
     }
   ex->waited = ex->wrote != NULL;
@@ -180,15 +242,17 @@ rl_node_exchange_queue (RlNodeExchange *ex)
       char count_s[24], timeout_s[24];
       gint64 wait_ms = RL_ATOMIC_GET (ctx->replica_timeout_ms);
       const char *wait[] = { "WAIT", count_s, timeout_s };
+      if (wait_ms <= 0)
+        wait_ms = RL_ATOMIC_GET (ctx->command_timeout_ms);
       rl_format_uint (count_s, rl_redis_min_replicas (ex->self));
       rl_format_uint (timeout_s, MAX (MIN (wait_ms, left_ms (ex->deadline) * 3 / 4), 1));
       rl_conn_append (ex->conn, 3, wait);
     }
   ex->next = 0;
+  ex->short_wait = FALSE;
   ex->sent = count;
   ex->answered = 0;
-  ex->expected = count + (ex->waited ? 1 : 0);
-  RL_ATOMIC_ADD (ctx->stats->round_trips, 1);
+  ex->expected = ex->prefix + count + (ex->waited ? 1 : 0);
   RL_ATOMIC_ADD (ctx->stats->commands, ex->expected);
   return ex->expected;
 }
@@ -212,12 +276,21 @@ rl_node_exchange_reply (RlNodeExchange *ex, redisReply *reply)
   RlPipeCommand *cmd;
 
   ex->got++;
+  if (ex->got <= ex->prefix)
+    {
+      /* Key tracking's replies, then ASKING's, which says nothing. */
+      if (ex->got <= ex->tracking)
+        read_tracking (ex->conn, ex->track_id, ex->got - 1, ex->tracking, reply);
+      freeReplyObject (reply);
+      return;
+    }
   if (ex->answered == ex->sent)
     {
       /* WAIT, after the commands. */
       if (reply->type != REDIS_REPLY_INTEGER || reply->integer < rl_redis_min_replicas (ex->self))
         {
           mark_unreplicated (ex);
+          ex->short_wait = TRUE;
           g_strlcpy (rl_redis_wait_shortfall.node, ex->node->name,
                      sizeof rl_redis_wait_shortfall.node);
           rl_redis_wait_shortfall.acked = reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
@@ -246,27 +319,28 @@ rl_node_exchange_reply (RlNodeExchange *ex, redisReply *reply)
           freeReplyObject (reply);
           return;
         }
-      if (rl_redis_is_reroute (reply))
-        {
-          /* Followed by the single-command path (rl_redis_call()) where the caller
-           * can; the error is what it ends with where it cannot. */
-          cmd->state = RL_PIPE_ALONE;
-          kind = RL_REPLY_RETRY;
-        }
-      else
-        {
-          /* The topology learns of a failover from it (READONLY, a master no more). */
-          kind = topology->vt->classify (topology, ex->node, reply, &target);
-          if (target != NULL)
-            rl_node_unref (target);
-        }
+      /* The topology learns from it (MOVED: the slot's owner; READONLY: a failover). */
+      kind = topology->vt->classify (topology, ex->node, reply, &target);
+      if (target != NULL)
+        rl_node_unref (target);
       g_clear_error (&cmd->error);
       cmd->error = g_error_new (REDIS_LOCK_ERROR,
-                                kind == RL_REPLY_RETRY ? REDIS_LOCK_ERROR_CONNECTION
-                                                       : REDIS_LOCK_ERROR_REDIS,
+                                kind == RL_REPLY_FINAL ? REDIS_LOCK_ERROR_REDIS
+                                                       : REDIS_LOCK_ERROR_CONNECTION,
                                 "Redis at %s refused the lock command: %s", ex->node->name,
                                 reply->str);
-      freeReplyObject (reply);
+      if (kind == RL_REPLY_FINAL)
+        {
+          cmd->refused = TRUE;
+          freeReplyObject (reply);
+          return;
+        }
+      /* Redirected, or "try again": followed by the single-command path
+       * (rl_redis_call()), which reads where to from the reply; the error is what a
+       * caller that cannot follow it ends with. */
+      cmd->state = RL_PIPE_ALONE;
+      g_clear_pointer (&cmd->redirect, freeReplyObject);
+      cmd->redirect = reply;
       return;
     }
   cmd->wrote = ex->wrote != NULL && ex->wrote (reply);
@@ -351,6 +425,58 @@ rl_node_exchange_free (RlNodeExchange *ex)
   g_free (ex);
 }
 
+/* The replicas connected to the master @conn talks to, by ROLE; -1 when it does not say. */
+static gint64
+connected_replicas (RlRedisStore *self, RlConn *conn)
+{
+  const char *argv[] = { "ROLE" };
+  redisReply *reply;
+  gint64 n = -1;
+
+  RL_ATOMIC_ADD (self->parent.ctx->stats->round_trips, 1);
+  RL_ATOMIC_ADD (self->parent.ctx->stats->commands, 1);
+  reply = rl_conn_roundtrip (conn, 1, argv);
+  if (reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements >= 3
+      && reply->element[0]->type == REDIS_REPLY_STRING
+      && strcmp (reply->element[0]->str, "master") == 0
+      && reply->element[2]->type == REDIS_REPLY_ARRAY)
+    n = (gint64) reply->element[2]->elements;
+  if (reply != NULL)
+    freeReplyObject (reply);
+  return n;
+}
+
+/* Reads the replies of the exchange under way on its one connection, in order, as a
+ * single command is read (no poll first); FALSE when the connection failed. A WAIT
+ * that fell short is followed by ROLE, for the message that says how many replicas the
+ * master has. */
+static gboolean
+read_exchange (RlNodeExchange *ex)
+{
+  while (!rl_node_exchange_complete (ex))
+    {
+      redisReply *reply = NULL;
+
+      if (!rl_conn_get_reply (ex->conn, &reply))
+        return FALSE;
+      rl_node_exchange_reply (ex, reply);
+    }
+  if (ex->short_wait && rl_redis_wait_shortfall.acked >= 0)
+    rl_redis_wait_shortfall.connected = connected_replicas (ex->self, ex->conn);
+  return TRUE;
+}
+
+void
+rl_node_exchange_run (RlNodeExchange *ex)
+{
+  while (rl_node_exchange_queue (ex) > 0)
+    {
+      RL_ATOMIC_ADD (ex->self->parent.ctx->stats->round_trips, 1);
+      if (!read_exchange (ex))
+        rl_node_exchange_broke (ex);
+    }
+}
+
 /* The exchange of @ex for @node in @nodes, added when new. */
 static RlNodeExchange *
 exchange_for (GPtrArray *nodes, RlRedisStore *self, RlNode *node, RlPipeCommand *cmds,
@@ -391,7 +517,10 @@ rl_redis_pipeline_follow (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWr
       cmds[i].state = RL_PIPE_UNSENT;
       cmds[i].reply = NULL;
       cmds[i].error = NULL;
-      cmds[i].retried = cmds[i].unreplicated = cmds[i].eval = cmds[i].wrote = FALSE;
+      cmds[i].redirect = NULL;
+      cmds[i].refused = FALSE;
+      cmds[i].retried = cmds[i].unreplicated = cmds[i].eval = cmds[i].wrote = cmds[i].sent
+          = FALSE;
       node = topology->vt->route (topology, cmds[i].route, &cmds[i].error);
       if (node == NULL)
         {
@@ -423,23 +552,12 @@ rl_redis_pipeline_follow (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWr
         }
       if (n_live == 0)
         break;
+      /* One round trip of wall time, however many nodes. */
+      RL_ATOMIC_ADD (self->parent.ctx->stats->round_trips, 1);
       round_trips++;
       if (n_live == 1)
-        {
-          /* One node (the common case): send, then read the replies in order, as a
-           * single command is read; no poll for writability first. */
-          failed[0] = FALSE;
-          while (!rl_node_exchange_complete (live[0]))
-            {
-              redisReply *reply = NULL;
-              if (!rl_conn_get_reply (conns[0], &reply))
-                {
-                  failed[0] = TRUE;
-                  break;
-                }
-              rl_node_exchange_reply (live[0], reply);
-            }
-        }
+        /* One node (the common case): no poll for writability first. */
+        failed[0] = !read_exchange (live[0]);
       else
         rl_conns_exchange (conns, n_live, expected, left_ms (deadline), on_reply, live, failed);
       for (guint k = 0; k < n_live; k++)
@@ -459,6 +577,7 @@ rl_redis_pipeline_follow (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWr
       /* Redirected (a slot migrating) or "try again": alone, through the path that
        * follows it. */
       g_clear_error (&cmd->error);
+      g_clear_pointer (&cmd->redirect, freeReplyObject);
       if (wait_ms <= 0)
         g_set_error (&cmd->error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
                      "Redis did not answer the lock command for “%s” in time", cmd->route);
@@ -492,5 +611,6 @@ void
 rl_redis_pipe_command_clear (RlPipeCommand *cmd)
 {
   g_clear_pointer (&cmd->reply, freeReplyObject);
+  g_clear_pointer (&cmd->redirect, freeReplyObject);
   g_clear_error (&cmd->error);
 }

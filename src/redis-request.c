@@ -94,6 +94,7 @@ request_send (RedisRequest *req)
       req->pub.ready = FALSE;
       return FALSE;
     }
+  RL_ATOMIC_ADD (req->self->parent.ctx->stats->round_trips, 1);
   conn = rl_node_exchange_conn (req->ex);
   if (rl_conn_wants_write (conn))
     rl_conn_write_some (conn);

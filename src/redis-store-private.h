@@ -152,6 +152,9 @@ typedef struct
   guint8 state;          /* where it stands, above */
   gboolean eval;         /* the script goes by its text (the node answered NOSCRIPT) */
   gboolean wrote;        /* its reply in the exchange under way was a write */
+  gboolean sent;         /* out: it went out on a connection at least once */
+  redisReply *redirect;  /* out, ALONE: the error reply that redirected it */
+  gboolean refused;      /* out: @error is the node's error reply, not a failed connection */
 } RlPipeCommand;
 
 /* A caller's follow-up to the non-error @reply of @cmd (@data as given): TRUE when it
@@ -171,7 +174,14 @@ typedef struct _RlNodeExchange RlNodeExchange;
 RlNodeExchange *rl_node_exchange_new (RlRedisStore *self, RlNode *node, RlPipeCommand *cmds,
                                       RlWroteFunc wrote, RlFollowFunc follow, gpointer data,
                                       gint64 deadline);
+/* ASKING before the commands (@asking), and key tracking of what they read for the
+ * client @track_id (0: none), in every exchange. */
+void rl_node_exchange_set_prefix (RlNodeExchange *ex, gboolean asking, gint64 track_id);
 void rl_node_exchange_add (RlNodeExchange *ex, guint i);
+/* Drives @ex to its end on its own, blocking: every exchange sent and read in turn.
+ * rl_node_exchange_queue() counts the commands in the registry's stats; the driver
+ * counts its round trips. */
+void rl_node_exchange_run (RlNodeExchange *ex);
 RlNode *rl_node_exchange_node (RlNodeExchange *ex);
 RlConn *rl_node_exchange_conn (RlNodeExchange *ex);
 guint rl_node_exchange_queue (RlNodeExchange *ex);
@@ -198,7 +208,6 @@ void rl_redis_pipe_command_clear (RlPipeCommand *cmd);
 /* redis-exchange.c: the exchange engine. */
 gboolean rl_redis_is_noscript (redisReply *reply);
 gint64 rl_redis_min_replicas (RlRedisStore *self);
-gboolean rl_redis_replicated (RlRedisStore *self, RlNode *node, RlConn *conn, gint64 budget_ms);
 void rl_redis_set_not_replicated (RlRedisStore *self, GError **error, const char *what,
                                   const char *key);
 redisReply *rl_redis_call_tracked (RlRedisStore *self, const char *key, int argc, const char **argv,
@@ -208,7 +217,6 @@ redisReply *rl_redis_call_tracked (RlRedisStore *self, const char *key, int argc
 redisReply *rl_redis_call (RlRedisStore *self, const char *key, int argc, const char **argv,
                            const RlScript *script, gint64 timeout_ms, gboolean *retried,
                            RlWroteFunc wrote, gboolean *acked, GError **error);
-gboolean rl_redis_is_reroute (const redisReply *reply);
 
 /* redis-lease.c: the single-lease operations and what their replies mean. */
 redisReply *rl_redis_run_script_argv (RlRedisStore *self, RlScript *script, int argc,
