@@ -236,25 +236,27 @@ rl_registry_watch (RedisLockRegistry *registry, RlAcquire *acq, gboolean may_wai
   return rl_acquire_watched (acq, registry->store->vt->watch (registry->store, limit));
 }
 
-/* The bound (ms) of a request of an acquisition that must end at @deadline, sent at
- * @now: with @bounded, what is left of the wait when that is less than the command
- * timeout (at least 1); 0: the command timeout alone bounds it. */
+/* The deadline (monotonic µs) of a request sent at @now by an acquisition that must
+ * end at @deadline: the command timeout from @now, and with @bounded no later than
+ * @deadline. The one place where the caller's wait and the command timeout meet: the
+ * store carries the result down to the poll() of each exchange and to the setting up
+ * of a new connection (store.h, rl_store_deadline()). */
 static inline gint64
-rl_request_bound_ms (RedisLockRegistry *registry, gint64 deadline, gboolean bounded, gint64 now)
+rl_request_deadline (RedisLockRegistry *registry, gint64 deadline, gboolean bounded, gint64 now)
 {
-  if (bounded && deadline != RL_FOREVER
-      && (deadline - now) / 1000 < RL_ATOMIC_GET (registry->store_ctx.command_timeout_ms))
-    return MAX ((deadline - now) / 1000, 1);
-  return 0;
+  gint64 own = rl_deadline_after (now, RL_ATOMIC_GET (registry->store_ctx.command_timeout_ms));
+
+  return bounded ? MIN (own, deadline) : own;
 }
 
-/* Whether a request bounded by @bound_ms that failed with @error only ran out of the
- * caller's wait, with a sliver of it left for the request: not acquired in time, not a
- * verdict on the store. */
+/* Whether a request sent at @sent with the deadline @request_deadline, which failed
+ * with @error, only ran out of the caller's wait (@deadline), which had a mere sliver
+ * left for it: not acquired in time, not a verdict on the store. */
 static inline gboolean
-rl_request_ran_out (gint64 bound_ms, gint64 deadline, const GError *error)
+rl_request_ran_out (gint64 request_deadline, gint64 sent, gint64 deadline, const GError *error)
 {
-  return bound_ms > 0 && bound_ms < RL_MIN_REQUEST_MS && g_get_monotonic_time () >= deadline
+  return request_deadline == deadline && deadline - sent < RL_MIN_REQUEST_MS * 1000
+         && g_get_monotonic_time () >= deadline
          && g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION);
 }
 
@@ -385,11 +387,11 @@ RlAcquireAction rl_lock_attempt_step (RedisLock *lock, RlAcquire *acq, gboolean 
                                       GError **error);
 /* The lease request of a member of the lock family (a read-write lock's reader or
  * writer lease): takes the lease of @lock (a member's lease carrier, see
- * RedisLock.member) with @value for @ttl_ms, within @timeout_ms (0: the command
- * timeout), answering as the store's acquire does (OK, HELD with *pttl_ms, ERROR). */
+ * RedisLock.member) with @value for @ttl_ms, by the monotonic @deadline (µs, 0: the
+ * command timeout from now), answering as the store's acquire does (OK, HELD with *pttl_ms, ERROR). */
 typedef struct
 {
-  RlLeaseResult (*func) (RedisLock *lock, const char *value, gint64 ttl_ms, gint64 timeout_ms,
+  RlLeaseResult (*func) (RedisLock *lock, const char *value, gint64 ttl_ms, gint64 deadline,
                          gint64 *pttl_ms, gpointer data, GError **error);
   gpointer data;
 } RlLeaseRequest;

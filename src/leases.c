@@ -731,7 +731,7 @@ watchdog_tick (gpointer data)
   GHashTableIter iter;
   gpointer key;
   gint64 now = g_get_monotonic_time ();
-  gint64 timeout_ms;
+  gint64 deadline;
   gint64 sent;
   guint round_trips = 0;
   gboolean ok;
@@ -740,7 +740,9 @@ watchdog_tick (gpointer data)
   rl_mutex_lock (&self->renew_mutex);
   rl_mutex_lock (&self->mutex);
   value_buf = g_malloc ((gsize) MAX (g_hash_table_size (self->held), 1) * RL_LEASE_VALUE_MAX);
-  timeout_ms = RL_ATOMIC_GET (store->ctx->command_timeout_ms);
+  /* The batch ends with the command timeout, or when the first of its leases would be
+   * lost, whichever comes first. */
+  deadline = rl_deadline_after (now, RL_ATOMIC_GET (store->ctx->command_timeout_ms));
   g_hash_table_iter_init (&iter, self->held);
   while (g_hash_table_iter_next (&iter, &key, NULL))
     {
@@ -756,7 +758,7 @@ watchdog_tick (gpointer data)
           g_ptr_array_add (lost, lock);
           continue;
         }
-      timeout_ms = MIN (timeout_ms, MAX ((lose_at (&lock->lease) - now) / 1000, 1));
+      deadline = MIN (deadline, MAX (lose_at (&lock->lease), now + 1000));
       rl_leases_value (self, e.serial, value);
       g_array_append_val (entries, e);
       g_ptr_array_add (keys, lock->key_data);
@@ -777,7 +779,7 @@ watchdog_tick (gpointer data)
   sent = g_get_monotonic_time ();
   ok = store->vt->renew_batch (store, entries->len, (const char *const *) keys->pdata,
                                (const char *const *) values->pdata, (const gint64 *) ttls->data,
-                               results, timeout_ms, &round_trips, &error);
+                               results, deadline, &round_trips, &error);
   if (!ok)
     {
       g_debug ("watchdog: renewing %u leases: %s", entries->len, error->message);

@@ -337,15 +337,16 @@ attempt_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
   guint64 serial = rl_leases_next_serial (leases), token = 0;
   char value[RL_LEASE_VALUE_MAX];
   g_autoptr (GError) local_error = NULL;
-  gint64 sent, bound_ms;
+  gint64 sent, request_deadline;
 
   *pttl_ms = -1;
   rl_leases_value (leases, serial, value);
   sent = g_get_monotonic_time ();
-  bound_ms = rl_request_bound_ms (registry, deadline, bounded, sent);
+  request_deadline = rl_request_deadline (registry, deadline, bounded, sent);
   switch (request != NULL
-              ? request->func (lock, value, ttl_ms, bound_ms, pttl_ms, request->data, &local_error)
-              : store->vt->acquire (store, lock->key_data, value, ttl_ms, bound_ms, fence_key,
+              ? request->func (lock, value, ttl_ms, request_deadline, pttl_ms, request->data,
+                               &local_error)
+              : store->vt->acquire (store, lock->key_data, value, ttl_ms, request_deadline, fence_key,
                                     &token, pttl_ms, &local_error))
     {
     case RL_LEASE_OK:
@@ -368,7 +369,7 @@ attempt_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
       /* The request may have reached the store and taken the key after all: have it
        * released in the background, so that nobody waits for its TTL. */
       rl_leases_add_doubtful (leases, lock->key_data, value, ttl_ms);
-      if (rl_request_ran_out (bound_ms, deadline, local_error))
+      if (rl_request_ran_out (request_deadline, sent, deadline, local_error))
         {
           /* The wait ran out with a sliver of it left for the request: not acquired in
            * time, not a verdict on the store. */

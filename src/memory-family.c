@@ -53,7 +53,7 @@ permit_key (GString *buf, const char *sem_key, guint i)
  * request sent twice) is returned again; else the first free one from @start. */
 RlLeaseResult
 rl_memory_semaphore_acquire (RlStore *store, const char *sem_key, guint permits, guint start,
-                             const char *value, gint64 ttl_ms, gint64 timeout_ms, guint *slot,
+                             const char *value, gint64 ttl_ms, gint64 deadline, guint *slot,
                              gint64 *pttl_ms, GError **error)
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
@@ -176,7 +176,7 @@ rw_held_back (RlMemorySpace *space, const RlRwKeys *keys, RlRwMode mode, const c
 
 RlLeaseResult
 rl_memory_rw_acquire (RlStore *store, const RlRwKeys *keys, RlRwMode mode, const char *value,
-                      gint64 ttl_ms, gint64 timeout_ms, gint64 *pttl_ms, GError **error)
+                      gint64 ttl_ms, gint64 deadline, gint64 *pttl_ms, GError **error)
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
   const char *key = mode == RL_RW_WRITE ? keys->writer : keys->reader;

@@ -300,7 +300,7 @@ rl_memory_lease_take (RlMemorySpace *space, const char *key, const char *value, 
 
 static RlLeaseResult
 memory_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
-                gint64 timeout_ms, const char *fence_key, guint64 *token, gint64 *pttl_ms,
+                gint64 deadline, const char *fence_key, guint64 *token, gint64 *pttl_ms,
                 GError **error)
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
@@ -332,7 +332,7 @@ memory_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
  * every item not taken. */
 static gboolean
 memory_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
-                     gint64 timeout_ms, gboolean contended, GError **error)
+                     gint64 deadline, gboolean contended, GError **error)
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
   gint64 now = g_get_monotonic_time ();
@@ -491,7 +491,7 @@ memory_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error
 
 static gboolean
 memory_renew_batch (RlStore *store, guint n, const char *const *keys, const char *const *values,
-                    const gint64 *ttls, RlLeaseResult *results, gint64 timeout_ms,
+                    const gint64 *ttls, RlLeaseResult *results, gint64 deadline,
                     guint *round_trips, GError **error)
 {
   RlMemoryStore *self = (RlMemoryStore *) store;

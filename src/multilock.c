@@ -210,7 +210,7 @@ attempt_set (SetAttempt *a, RlAcquire *acq, RlAcquireAction *next, gboolean *ok,
   g_autoptr (GError) local_error = NULL;
   RlAttemptReport report = { .result = RL_ATTEMPT_HELD, .pttl_ms = -1 };
   gboolean failed = FALSE;
-  gint64 sent, bound_ms = 0;
+  gint64 sent, request_deadline = 0;
 
   *ok = FALSE;
   a->held = NULL;
@@ -244,10 +244,10 @@ attempt_set (SetAttempt *a, RlAcquire *acq, RlAcquireAction *next, gboolean *ok,
 
       group->notify
           = rl_registry_notify_state (registry, rl_registry_pubsub (registry), acq->need_watch);
-      bound_ms
-          = rl_request_bound_ms (registry, acq->deadline, a->bounded, g_get_monotonic_time ());
+      request_deadline
+          = rl_request_deadline (registry, acq->deadline, a->bounded, g_get_monotonic_time ());
       if (!store->vt->acquire_many (store, group->end - group->start, a->items + group->start,
-                                    first->ttl_ms, bound_ms, rl_acquire_contended (acq),
+                                    first->ttl_ms, request_deadline, rl_acquire_contended (acq),
                                     &local_error))
         failed = TRUE;
     }
@@ -286,7 +286,7 @@ attempt_set (SetAttempt *a, RlAcquire *acq, RlAcquireAction *next, gboolean *ok,
     {
       report.result = RL_ATTEMPT_FAILED;
       rl_acquire_attempted (acq, &report, g_get_monotonic_time ());
-      if (rl_request_ran_out (bound_ms, acq->deadline, local_error))
+      if (rl_request_ran_out (request_deadline, sent, acq->deadline, local_error))
         g_debug ("acquiring %u locks: the wait ended during the request: %s", a->n_need,
                  local_error->message);
       else

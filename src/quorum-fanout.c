@@ -156,7 +156,7 @@ fan_out_end_request (RlFanOut *f, guint i)
 
 /* A child without stepwise requests answers each lease by a call. */
 static void
-fan_out_call (RlFanOut *f, guint i, RlStore *store, gint64 timeout_ms)
+fan_out_call (RlFanOut *f, guint i, RlStore *store, gint64 deadline)
 {
   gboolean ok = TRUE;
 
@@ -170,7 +170,7 @@ fan_out_call (RlFanOut *f, guint i, RlStore *store, gint64 timeout_ms)
         {
         case RL_REQUEST_ACQUIRE:
           item->result = store->vt->acquire (store, item->key, item->value, item->ttl_ms,
-                                             timeout_ms, NULL, NULL, &item->pttl_ms, &error);
+                                             deadline, NULL, NULL, &item->pttl_ms, &error);
           break;
         case RL_REQUEST_RENEW:
           item->result = store->vt->renew (store, item->key, item->value, item->ttl_ms, &error);
@@ -216,6 +216,8 @@ rl_quorum_fan_out_run (RlFanOut *f, gint64 node_ms, RlFanOutWait wait, gint64 ti
   gboolean soft = wait != WAIT_NODE;
   gint64 start = g_get_monotonic_time ();
   gint64 end = start + (soft ? MAX (timeout_ms, node_ms) : node_ms) * 1000;
+  /* What bounds one node's request: its own deadline, from the per-node timeout. */
+  gint64 node_end = start + node_ms * 1000;
   g_autofree struct pollfd *pfds = g_new0 (struct pollfd, self->n);
   g_autofree guint *live = g_new0 (guint, self->n);
 
@@ -234,10 +236,10 @@ rl_quorum_fan_out_run (RlFanOut *f, gint64 node_ms, RlFanOutWait wait, gint64 ti
         g_set_error_literal (&f->errors[i], REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
                              "not connected");
       else if (store->vt->request_begin == NULL)
-        fan_out_call (f, i, store, node_ms);
+        fan_out_call (f, i, store, node_end);
       else
         f->requests[i] = store->vt->request_begin (store, f->kind, f->counts[i], f->items[i],
-                                                   node_ms, &f->errors[i]);
+                                                   node_end, &f->errors[i]);
     }
 
   for (;;)

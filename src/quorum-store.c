@@ -112,7 +112,7 @@ release_everywhere (RlQuorumStore *self, const char *key, const char *value)
 
 static RlLeaseResult
 quorum_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
-                gint64 timeout_ms, const char *fence_key, guint64 *token, gint64 *pttl_ms,
+                gint64 deadline, const char *fence_key, guint64 *token, gint64 *pttl_ms,
                 GError **error)
 {
   RlQuorumStore *self = (RlQuorumStore *) store;
@@ -125,9 +125,9 @@ quorum_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
   if (refuse_fencing (fence_key, error))
     return RL_LEASE_ERROR;
   node_ms = rl_quorum_node_timeout_ms (self, ttl_ms);
-  /* The call's bound, in whole ms rounded down by the caller: one more ms lets the
-   * caller's deadline pass before a cut-short attempt returns. */
-  bound_ms = timeout_ms > 0 ? timeout_ms + 1 : RL_ATOMIC_GET (store->ctx->command_timeout_ms);
+  /* The call's bound, in whole ms rounded down: one more ms lets the caller's deadline
+   * pass before a cut-short attempt returns. */
+  bound_ms = (rl_store_deadline (store->ctx, deadline) - start) / 1000 + 1;
   node_ms = MIN (node_ms, bound_ms);
 
   f = rl_quorum_fan_out_all (self, RL_REQUEST_ACQUIRE, 1, &item);
@@ -175,9 +175,8 @@ quorum_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
  * one. */
 static gboolean
 quorum_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
-                     gint64 timeout_ms, gboolean contended, GError **error)
+                     gint64 deadline, gboolean contended, GError **error)
 {
-  gint64 end = timeout_ms > 0 ? g_get_monotonic_time () + timeout_ms * 1000 : 0;
   guint i;
 
   for (i = 0; i < n; i++)
@@ -188,13 +187,10 @@ quorum_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
   for (i = 0; i < n; i++)
     {
       RlLeaseItem *item = &items[i];
-      gint64 bound = 0;
 
-      if (end != 0)
-        bound = MAX ((end - g_get_monotonic_time ()) / 1000, 1);
       item->result = refuse_fencing (item->fence_key, error)
                          ? RL_LEASE_ERROR
-                         : quorum_acquire (store, item->key, item->value, ttl_ms, bound, NULL,
+                         : quorum_acquire (store, item->key, item->value, ttl_ms, deadline, NULL,
                                            NULL, &item->pttl_ms, error);
       if (item->result == RL_LEASE_ERROR)
         return FALSE;
@@ -340,10 +336,12 @@ release_end (RlQuorumStore *self, guint n, const RlLeaseItem *items)
  * is free there (a node restarted empty). FALSE with @error when fewer than a
  * majority of the nodes answered at all. */
 static gboolean
-renew_leases (RlQuorumStore *self, guint n, RlLeaseItem *items, gint64 timeout_ms,
+renew_leases (RlQuorumStore *self, guint n, RlLeaseItem *items, gint64 deadline,
               GError **error)
 {
   gint64 ttl = 0;
+  gint64 timeout_ms
+      = MAX ((rl_store_deadline (self->parent.ctx, deadline) - g_get_monotonic_time ()) / 1000, 1);
   RlFanOut *f, *reset = NULL;
   g_autofree guint *lost_somewhere = g_new (guint, n);
   guint n_lost_somewhere = 0;
@@ -351,8 +349,6 @@ renew_leases (RlQuorumStore *self, guint n, RlLeaseItem *items, gint64 timeout_m
 
   for (guint k = 0; k < n; k++)
     ttl = MAX (ttl, items[k].ttl_ms);
-  if (timeout_ms <= 0)
-    timeout_ms = RL_ATOMIC_GET (self->parent.ctx->command_timeout_ms);
   renewal_begin (self, &renewal, n, items);
   f = rl_quorum_fan_out_all (self, RL_REQUEST_RENEW, n, items);
   rl_quorum_fan_out_run (f, rl_quorum_node_timeout_ms (self, ttl), WAIT_MAJORITY, timeout_ms);
@@ -423,7 +419,7 @@ quorum_renew (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
 
 static gboolean
 quorum_renew_batch (RlStore *store, guint n, const char *const *keys, const char *const *values,
-                    const gint64 *ttls, RlLeaseResult *results, gint64 timeout_ms,
+                    const gint64 *ttls, RlLeaseResult *results, gint64 deadline,
                     guint *round_trips, GError **error)
 {
   RlQuorumStore *self = (RlQuorumStore *) store;
@@ -440,7 +436,7 @@ quorum_renew_batch (RlStore *store, guint n, const char *const *keys, const char
       items[k].ttl_ms = ttls[k];
     }
   *round_trips = 1;
-  if (!renew_leases (self, n, items, timeout_ms, error))
+  if (!renew_leases (self, n, items, deadline, error))
     return FALSE;
   for (guint k = 0; k < n; k++)
     results[k] = items[k].result;

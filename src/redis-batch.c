@@ -98,7 +98,7 @@ acquisitions_failed (RlRedisStore *self, GError **first_error, gboolean unreplic
  * @items, the others SKIPPED, and @taken says which it took. */
 static gboolean
 acquire_many_plain (RlRedisStore *self, guint n, RlLeaseItem *items, const char *ttl,
-                    gint64 timeout_ms, gboolean *taken, GError **error)
+                    gint64 deadline, gboolean *taken, GError **error)
 {
   g_autofree RlPipeCommand *cmds = g_new0 (RlPipeCommand, n);
   g_autofree const char **argvs = g_new0 (const char *, (gsize) n * 6);
@@ -119,7 +119,7 @@ acquire_many_plain (RlRedisStore *self, guint n, RlLeaseItem *items, const char 
       cmds[i].argc = 6;
       cmds[i].argv = argv;
     }
-  rl_redis_pipeline (self, n, cmds, rl_redis_wrote_set, timeout_ms);
+  rl_redis_pipeline (self, n, cmds, rl_redis_wrote_set, deadline);
   for (guint i = 0; i < n; i++)
     {
       RlPipeCommand *cmd = &cmds[i];
@@ -153,14 +153,11 @@ acquire_many_plain (RlRedisStore *self, guint n, RlLeaseItem *items, const char 
  * in the same round trip, each all or none. */
 gboolean
 rl_redis_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
-                       gint64 timeout_ms, gboolean contended, GError **error)
+                       gint64 deadline, gboolean contended, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   gboolean fenced = n > 0 && items[0].fence_key != NULL;
   g_autofree gboolean *taken = g_new0 (gboolean, n);
-  gint64 deadline = g_get_monotonic_time ()
-                    + (timeout_ms > 0 ? timeout_ms : RL_ATOMIC_GET (store->ctx->command_timeout_ms))
-                          * 1000;
   guint max_keys = (RL_ARGV_MAX - 5) / (fenced ? 3 : 2);
   g_autoptr (GHashTable) by_source = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr (GPtrArray) groups = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
@@ -170,6 +167,7 @@ rl_redis_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_m
   gboolean unreplicated = FALSE;
   char ttl[24];
 
+  deadline = rl_store_deadline (store->ctx, deadline);
   rl_format_uint (ttl, ttl_ms);
   for (guint i = 0; i < n; i++)
     {
@@ -180,14 +178,13 @@ rl_redis_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_m
     {
       g_autoptr (GError) plain_error = NULL;
 
-      if (acquire_many_plain (self, n, items, ttl, timeout_ms, taken, &plain_error))
+      if (acquire_many_plain (self, n, items, ttl, deadline, taken, &plain_error))
         {
           if (plain_error == NULL)
             return TRUE;
           g_propagate_error (error, g_steal_pointer (&plain_error));
           return FALSE;
         }
-      timeout_ms = MAX ((deadline - g_get_monotonic_time ()) / 1000, 1);
     }
 
   for (guint i = 0; i < n; i++)
@@ -240,7 +237,7 @@ rl_redis_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_m
       cmds[g].argc = argc;
       cmds[g].argv = argv;
     }
-  rl_redis_pipeline (self, groups->len, cmds, wrote_all, timeout_ms);
+  rl_redis_pipeline (self, groups->len, cmds, wrote_all, deadline);
 
   for (guint g = 0; g < groups->len; g++)
     {
@@ -343,7 +340,7 @@ rl_redis_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **err
  * node answered. */
 gboolean
 rl_redis_renew_batch (RlStore *store, guint n, const char *const *keys, const char *const *values,
-                      const gint64 *ttls, RlLeaseResult *results, gint64 timeout_ms,
+                      const gint64 *ttls, RlLeaseResult *results, gint64 deadline,
                       guint *round_trips, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *) store;
@@ -370,7 +367,7 @@ rl_redis_renew_batch (RlStore *store, guint n, const char *const *keys, const ch
       cmds[i].argc = 6;
       cmds[i].argv = argv;
     }
-  *round_trips = rl_redis_pipeline (self, n, cmds, rl_redis_wrote_renew, MAX (timeout_ms, 1));
+  *round_trips = rl_redis_pipeline (self, n, cmds, rl_redis_wrote_renew, deadline);
   for (guint i = 0; i < n; i++)
     {
       RlPipeCommand *cmd = &cmds[i];

@@ -117,32 +117,26 @@ failover (RlTopology *topology, RlNode **node, const char *key, gint64 deadline,
  * is a write and replicas must acknowledge writes, *@acked tells whether enough did
  * (`WAIT` on the same connection); otherwise it is TRUE. Follows MOVED and ASK (at
  * most RL_MAX_REDIRECTS), sends again after TRYAGAIN-like answers with a pause, and
- * retries once on a fresh connection when a pooled one turns out stale; all within
- * @timeout_ms (0: the command timeout), which also bounds each exchange. With
+ * retries once on a fresh connection when a pooled one turns out stale; all by the
+ * monotonic @deadline (0: the command timeout from now), which also bounds each
+ * exchange and the setting up of a new connection. With
  * @script, argv[0..1] are EVALSHA and its SHA-1, and a NOSCRIPT answer is followed by
  * EVAL of the script text on the same connection. With @track, the keys the command
  * reads are tracked while the registry's subscriber hears invalidations (a waiter's
  * read of the key it waits for: see queue_tracking()). */
 redisReply *
 rl_redis_call_tracked (RlRedisStore *self, const char *key, int argc, const char **argv,
-                       const RlScript *script, gint64 timeout_ms, gboolean *retried,
+                       const RlScript *script, gint64 deadline, gboolean *retried,
                        RlWroteFunc wrote, gboolean *acked, gboolean track, GError **error)
 {
   RlTopology *topology = self->topology;
-  gint64 budget_ms
-      = timeout_ms > 0 ? timeout_ms : RL_ATOMIC_GET (self->parent.ctx->command_timeout_ms);
-  gint64 now = g_get_monotonic_time ();
-  gint64 deadline = rl_deadline_after (now, budget_ms);
   RlNode *node = topology->vt->route (topology, key, error);
   RlPipeCommand cmd = { .script = script, .route = key, .argc = argc, .argv = argv };
   gboolean asking = FALSE;
   guint redirects = 0, pauses = 0, reroutes = 0;
   redisReply *reply = NULL;
 
-  /* A write replicas must acknowledge has WAIT's time on top of the command's. */
-  if (wrote != NULL && rl_redis_min_replicas (self) > 0)
-    deadline = rl_deadline_after (deadline,
-                                  MAX (RL_ATOMIC_GET (self->parent.ctx->replica_timeout_ms), 0));
+  deadline = rl_store_deadline (self->parent.ctx, deadline);
   if (retried != NULL)
     *retried = FALSE;
   if (acked != NULL)
@@ -235,10 +229,10 @@ rl_redis_call_tracked (RlRedisStore *self, const char *key, int argc, const char
 
 redisReply *
 rl_redis_store_call (RlStore *store, const char *key, int argc, const char **argv,
-                     const RlScript *script, gint64 timeout_ms, RlWroteFunc wrote, gboolean *acked,
+                     const RlScript *script, gint64 deadline, RlWroteFunc wrote, gboolean *acked,
                      gboolean track, GError **error)
 {
-  return rl_redis_call_tracked ((RlRedisStore *)store, key, argc, argv, script, timeout_ms, NULL,
+  return rl_redis_call_tracked ((RlRedisStore *)store, key, argc, argv, script, deadline, NULL,
                                 wrote, acked, track, error);
 }
 
@@ -250,9 +244,9 @@ rl_redis_store_not_replicated (RlStore *store, const char *what, const char *key
 
 redisReply *
 rl_redis_call (RlRedisStore *self, const char *key, int argc, const char **argv,
-               const RlScript *script, gint64 timeout_ms, gboolean *retried, RlWroteFunc wrote,
+               const RlScript *script, gint64 deadline, gboolean *retried, RlWroteFunc wrote,
                gboolean *acked, GError **error)
 {
-  return rl_redis_call_tracked (self, key, argc, argv, script, timeout_ms, retried, wrote, acked,
+  return rl_redis_call_tracked (self, key, argc, argv, script, deadline, retried, wrote, acked,
                                 FALSE, error);
 }

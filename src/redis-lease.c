@@ -20,11 +20,11 @@
 /* Runs @script with the EVALSHA command line @argv; its reply must be an integer. */
 redisReply *
 rl_redis_run_script_argv (RlRedisStore *self, RlScript *script, int argc, const char **argv,
-                          gint64 timeout_ms, gboolean *retried, RlWroteFunc wrote, gboolean *acked,
+                          gint64 deadline, gboolean *retried, RlWroteFunc wrote, gboolean *acked,
                           GError **error)
 {
   redisReply *reply
-      = rl_redis_call (self, argv[3], argc, argv, script, timeout_ms, retried, wrote, acked, error);
+      = rl_redis_call (self, argv[3], argc, argv, script, deadline, retried, wrote, acked, error);
 
   if (reply != NULL && reply->type != REDIS_REPLY_INTEGER)
     {
@@ -39,12 +39,12 @@ rl_redis_run_script_argv (RlRedisStore *self, RlScript *script, int argc, const 
 /* Runs @script on @key with two arguments; its reply must be an integer. */
 static redisReply *
 run_script (RlRedisStore *self, RlScript *script, const char *key, const char *arg1,
-            const char *arg2, gint64 timeout_ms, RlWroteFunc wrote, gboolean *acked,
+            const char *arg2, gint64 deadline, RlWroteFunc wrote, gboolean *acked,
             GError **error)
 {
   const char *argv[6] = { "EVALSHA", script->sha, "1", key, arg1, arg2 };
 
-  return rl_redis_run_script_argv (self, script, 6, argv, timeout_ms, NULL, wrote, acked, error);
+  return rl_redis_run_script_argv (self, script, 6, argv, deadline, NULL, wrote, acked, error);
 }
 
 gboolean
@@ -108,13 +108,13 @@ rl_redis_reply_token (const redisReply *reply, guint64 *token)
 /* One round trip: FENCED ACQUIRE. */
 static RlLeaseResult
 acquire_fenced (RlRedisStore *self, const char *key, const char *value, const char *ttl,
-                gint64 timeout_ms, const char *fence_key, guint64 *token, gint64 *pttl_ms,
+                gint64 deadline, const char *fence_key, guint64 *token, gint64 *pttl_ms,
                 GError **error)
 {
   const char *argv[7] = { "EVALSHA", self->fenced_acquire.sha, "2", key, fence_key, value, ttl };
   gboolean acked;
   /* One script that reads the key when it is held: tracked, as ACQUIRE's. */
-  redisReply *reply = rl_redis_call_tracked (self, key, 7, argv, &self->fenced_acquire, timeout_ms,
+  redisReply *reply = rl_redis_call_tracked (self, key, 7, argv, &self->fenced_acquire, deadline,
                                              NULL, wrote_fenced, &acked, TRUE, error);
 
   if (reply == NULL)
@@ -140,7 +140,7 @@ acquire_fenced (RlRedisStore *self, const char *key, const char *value, const ch
 
 RlLeaseResult
 rl_redis_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
-                  gint64 timeout_ms, const char *fence_key, guint64 *token, gint64 *pttl_ms,
+                  gint64 deadline, const char *fence_key, guint64 *token, gint64 *pttl_ms,
                   GError **error)
 {
   RlRedisStore *self = (RlRedisStore *)store;
@@ -151,7 +151,7 @@ rl_redis_acquire (RlStore *store, const char *key, const char *value, gint64 ttl
 
   rl_format_uint (ttl, ttl_ms);
   if (fence_key != NULL)
-    return acquire_fenced (self, key, value, ttl, timeout_ms, fence_key, token, pttl_ms, error);
+    return acquire_fenced (self, key, value, ttl, deadline, fence_key, token, pttl_ms, error);
 
   /* Fast path: a free key is taken by a plain SET NX PX, the cheapest command Redis
    * has for it (no script runs). Only when the key exists does the acquire script
@@ -160,7 +160,7 @@ rl_redis_acquire (RlStore *store, const char *key, const char *value, gint64 ttl
     const char *argv[6] = { "SET", key, value, "NX", "PX", ttl };
     gboolean taken;
 
-    reply = rl_redis_call (self, key, 6, argv, NULL, timeout_ms, NULL, rl_redis_wrote_set, &acked,
+    reply = rl_redis_call (self, key, 6, argv, NULL, deadline, NULL, rl_redis_wrote_set, &acked,
                            error);
     if (reply == NULL)
       return RL_LEASE_ERROR;
@@ -175,7 +175,7 @@ rl_redis_acquire (RlStore *store, const char *key, const char *value, gint64 ttl
   {
     const char *argv[6] = { "EVALSHA", self->acquire.sha, "1", key, value, ttl };
 
-    reply = rl_redis_call_tracked (self, key, 6, argv, &self->acquire, timeout_ms, NULL,
+    reply = rl_redis_call_tracked (self, key, 6, argv, &self->acquire, deadline, NULL,
                                    rl_redis_wrote_acquire, &acked, TRUE, error);
   }
   if (reply == NULL)

@@ -569,7 +569,6 @@ rl_redis_pipeline_follow (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWr
   for (guint i = 0; i < n; i++)
     {
       RlPipeCommand *cmd = &cmds[i];
-      gint64 wait_ms = (deadline - g_get_monotonic_time ()) / 1000;
       gboolean acked = TRUE;
 
       if (cmd->state != RL_PIPE_ALONE)
@@ -578,7 +577,7 @@ rl_redis_pipeline_follow (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWr
        * follows it. */
       g_clear_error (&cmd->error);
       g_clear_pointer (&cmd->redirect, freeReplyObject);
-      if (wait_ms <= 0)
+      if (g_get_monotonic_time () >= deadline)
         g_set_error (&cmd->error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
                      "Redis did not answer the lock command for “%s” in time", cmd->route);
       else
@@ -587,7 +586,7 @@ rl_redis_pipeline_follow (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWr
 
           round_trips++;
           cmd->reply = rl_redis_call (self, cmd->route, cmd->argc, cmd->argv, cmd->script,
-                                      wait_ms, &retried, wrote, &acked, &cmd->error);
+                                      deadline, &retried, wrote, &acked, &cmd->error);
           cmd->retried = cmd->retried || retried;
           cmd->unreplicated = !acked;
         }
@@ -598,13 +597,10 @@ rl_redis_pipeline_follow (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWr
 
 guint
 rl_redis_pipeline (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc wrote,
-                   gint64 timeout_ms)
+                   gint64 deadline)
 {
-  gint64 budget_ms
-      = timeout_ms > 0 ? timeout_ms : RL_ATOMIC_GET (self->parent.ctx->command_timeout_ms);
-
   return rl_redis_pipeline_follow (self, n, cmds, wrote, NULL, NULL,
-                                   rl_deadline_after (g_get_monotonic_time (), budget_ms));
+                                   rl_store_deadline (self->parent.ctx, deadline));
 }
 
 void

@@ -232,7 +232,7 @@ rl_redis_request_end (RlRequest *request, GError **error)
  * be the same (a Cluster's keys of different slots are refused: INVALID). */
 RlRequest *
 rl_redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem *items,
-                        gint64 timeout_ms, GError **error)
+                        gint64 deadline, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   RlTopology *topology = self->topology;
@@ -283,7 +283,7 @@ rl_redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem
                                   : kind == RL_REQUEST_RENEW ? rl_redis_wrote_renew
                                                              : NULL,
                                   kind == RL_REQUEST_ACQUIRE ? follow_set : NULL, req,
-                                  rl_deadline_after (g_get_monotonic_time (), timeout_ms));
+                                  rl_store_deadline (store->ctx, deadline));
   if (kind == RL_REQUEST_RELEASE)
     {
       req->channels = g_new0 (char *, n + 1);

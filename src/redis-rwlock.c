@@ -128,7 +128,7 @@ scripts (void)
 
 RlLeaseResult
 rl_redis_rw_acquire (RlStore *store, const RlRwKeys *keys, RlRwMode mode, const char *value,
-                     gint64 ttl_ms, gint64 timeout_ms, gint64 *pttl_ms, GError **error)
+                     gint64 ttl_ms, gint64 deadline, gint64 *pttl_ms, GError **error)
 {
   const RwScripts *s = scripts ();
   const char *key = mode == RL_RW_WRITE ? keys->writer : keys->reader;
@@ -157,7 +157,7 @@ rl_redis_rw_acquire (RlStore *store, const RlRwKeys *keys, RlRwMode mode, const 
   if (write)
     argv[argc++] = channel;
 
-  reply = rl_redis_store_eval (store, write ? &s->write : &s->read, argc, argv, timeout_ms,
+  reply = rl_redis_store_eval (store, write ? &s->write : &s->read, argc, argv, deadline,
                                &acked, error);
   if (reply == NULL)
     return RL_LEASE_ERROR;

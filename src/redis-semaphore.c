@@ -152,7 +152,7 @@ read_reply (const redisReply *reply, const char *sem_key, guint permits, long lo
 
 RlLeaseResult
 rl_redis_semaphore_acquire (RlStore *store, const char *sem_key, guint permits, guint start,
-                            const char *value, gint64 ttl_ms, gint64 timeout_ms, guint *slot,
+                            const char *value, gint64 ttl_ms, gint64 deadline, guint *slot,
                             gint64 *pttl_ms, GError **error)
 {
   const SemaphoreScripts *s = scripts ();
@@ -167,7 +167,7 @@ rl_redis_semaphore_acquire (RlStore *store, const char *sem_key, guint permits, 
   rl_format_uint (from, start % permits);
   /* The script reads every permit: a waiter is woken by the change of any of them,
    * without a notification too. */
-  reply = rl_redis_store_call (store, sem_key, 8, argv, &s->acquire, timeout_ms, wrote_permit,
+  reply = rl_redis_store_call (store, sem_key, 8, argv, &s->acquire, deadline, wrote_permit,
                                &acked, TRUE, error);
   if (reply == NULL)
     return RL_LEASE_ERROR;

@@ -37,11 +37,11 @@ void rl_redis_script_init (RlScript *script, const char *text);
 
 /* Sends @argv (argv[0..1] are EVALSHA and the SHA-1 of @script when it is not NULL) to
  * the node serving @key and returns the reply, NULL with @error on failure or an error
- * reply, within @timeout_ms (0: the command timeout). With @wrote, *@acked tells
+ * reply, by the monotonic @deadline (0: the command timeout from now). With @wrote, *@acked tells
  * whether enough replicas acknowledged a write; with @track, the keys the command
  * reads are tracked for the registry's waiters (see redis-exchange.c's rl_redis_call_tracked()). */
 redisReply *rl_redis_store_call (RlStore *store, const char *key, int argc, const char **argv,
-                                 const RlScript *script, gint64 timeout_ms, RlWroteFunc wrote,
+                                 const RlScript *script, gint64 deadline, RlWroteFunc wrote,
                                  gboolean *acked, gboolean track, GError **error);
 /* Sets NOT_REPLICATED for the @what ("acquisition") of @key. */
 void rl_redis_store_not_replicated (RlStore *store, const char *what, const char *key,
@@ -57,7 +57,7 @@ void rl_redis_store_not_replicated (RlStore *store, const char *what, const char
  * RL_SCRIPT_ACQUIRED and replicas must acknowledge writes, *@acked tells whether
  * enough did; otherwise it is TRUE. */
 redisReply *rl_redis_store_eval (RlStore *store, const RlScript *script, int argc,
-                                 const char **argv, gint64 timeout_ms, gboolean *acked,
+                                 const char **argv, gint64 deadline, gboolean *acked,
                                  GError **error);
 /* A lease (@key holding @value) too few replicas acknowledged: released again;
  * RL_LEASE_ERROR with NOT_REPLICATED. */
@@ -199,10 +199,10 @@ void rl_node_exchange_free (RlNodeExchange *ex);
 guint rl_redis_pipeline_follow (RlRedisStore *self, guint n, RlPipeCommand *cmds,
                                 RlWroteFunc wrote, RlFollowFunc follow, gpointer data,
                                 gint64 deadline);
-/* rl_redis_pipeline_follow() without follow-ups, within @timeout_ms (0: the command
- * timeout). */
+/* rl_redis_pipeline_follow() without follow-ups, by @deadline (0: the command timeout
+ * from now). */
 guint rl_redis_pipeline (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc wrote,
-                         gint64 timeout_ms);
+                         gint64 deadline);
 void rl_redis_pipe_command_clear (RlPipeCommand *cmd);
 
 /* redis-exchange.c: the exchange engine. */
@@ -211,16 +211,16 @@ gint64 rl_redis_min_replicas (RlRedisStore *self);
 void rl_redis_set_not_replicated (RlRedisStore *self, GError **error, const char *what,
                                   const char *key);
 redisReply *rl_redis_call_tracked (RlRedisStore *self, const char *key, int argc, const char **argv,
-                                   const RlScript *script, gint64 timeout_ms, gboolean *retried,
+                                   const RlScript *script, gint64 deadline, gboolean *retried,
                                    RlWroteFunc wrote, gboolean *acked, gboolean track,
                                    GError **error);
 redisReply *rl_redis_call (RlRedisStore *self, const char *key, int argc, const char **argv,
-                           const RlScript *script, gint64 timeout_ms, gboolean *retried,
+                           const RlScript *script, gint64 deadline, gboolean *retried,
                            RlWroteFunc wrote, gboolean *acked, GError **error);
 
 /* redis-lease.c: the single-lease operations and what their replies mean. */
 redisReply *rl_redis_run_script_argv (RlRedisStore *self, RlScript *script, int argc,
-                                      const char **argv, gint64 timeout_ms, gboolean *retried,
+                                      const char **argv, gint64 deadline, gboolean *retried,
                                       RlWroteFunc wrote, gboolean *acked, GError **error);
 gboolean rl_redis_wrote_set (const redisReply *reply);
 gboolean rl_redis_wrote_acquire (const redisReply *reply);
@@ -229,7 +229,7 @@ RlLeaseResult rl_redis_unreplicated_acquisition (RlRedisStore *self, const char 
                                                  const char *value, GError **error);
 gboolean rl_redis_reply_token (const redisReply *reply, guint64 *token);
 RlLeaseResult rl_redis_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
-                                gint64 timeout_ms, const char *fence_key, guint64 *token,
+                                gint64 deadline, const char *fence_key, guint64 *token,
                                 gint64 *pttl_ms, GError **error);
 RlLeaseResult rl_redis_renew (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
                               GError **error);
@@ -244,11 +244,11 @@ RlLeaseResult rl_redis_release (RlStore *store, const char *key, const char *val
 
 /* redis-batch.c: the batched lease operations. */
 gboolean rl_redis_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
-                                gint64 timeout_ms, gboolean contended, GError **error);
+                                gint64 deadline, gboolean contended, GError **error);
 gboolean rl_redis_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error);
 gboolean rl_redis_renew_batch (RlStore *store, guint n, const char *const *keys,
                                const char *const *values, const gint64 *ttls,
-                               RlLeaseResult *results, gint64 timeout_ms, guint *round_trips,
+                               RlLeaseResult *results, gint64 deadline, guint *round_trips,
                                GError **error);
 
 /* redis-inspect.c: the inspection calls. */
@@ -264,6 +264,6 @@ char *rl_redis_glob_escape (const char *prefix);
 void rl_redis_request_ready (RlRequest *request, short revents);
 gboolean rl_redis_request_end (RlRequest *request, GError **error);
 RlRequest *rl_redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem *items,
-                                   gint64 timeout_ms, GError **error);
+                                   gint64 deadline, GError **error);
 
 #endif /* RL_REDIS_STORE_PRIVATE_H */

@@ -266,9 +266,9 @@ redis_free (RlStore *store)
 
 redisReply *
 rl_redis_store_eval (RlStore *store, const RlScript *script, int argc, const char **argv,
-                     gint64 timeout_ms, gboolean *acked, GError **error)
+                     gint64 deadline, gboolean *acked, GError **error)
 {
-  return rl_redis_call_tracked ((RlRedisStore *)store, argv[3], argc, argv, script, timeout_ms,
+  return rl_redis_call_tracked ((RlRedisStore *)store, argv[3], argc, argv, script, deadline,
                                 NULL, rl_redis_wrote_acquire, acked, TRUE, error);
 }
 

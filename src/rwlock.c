@@ -237,13 +237,13 @@ typedef struct
 } RwRequest;
 
 static RlLeaseResult
-rw_request (RedisLock *carrier, const char *value, gint64 ttl_ms, gint64 timeout_ms,
+rw_request (RedisLock *carrier, const char *value, gint64 ttl_ms, gint64 deadline,
             gint64 *pttl_ms, gpointer data, GError **error)
 {
   RwRequest *req = data;
   RlStore *store = req->lock->registry->store;
 
-  return store->vt->rw_acquire (store, &req->lock->keys, req->mode, value, ttl_ms, timeout_ms,
+  return store->vt->rw_acquire (store, &req->lock->keys, req->mode, value, ttl_ms, deadline,
                                 pttl_ms, error);
 }
 

@@ -320,16 +320,16 @@ attempt_permit (RedisSemaphore *semaphore, gint64 deadline, gboolean bounded, gi
   char value[RL_LEASE_VALUE_MAX];
   g_autofree char *lease_name = NULL;
   RedisLock *lease;
-  gint64 sent, bound_ms;
+  gint64 sent, request_deadline;
   guint slot = 0;
 
   *pttl_ms = -1;
   rl_leases_value (leases, serial, value);
   sent = g_get_monotonic_time ();
-  bound_ms = rl_request_bound_ms (registry, deadline, bounded, sent);
+  request_deadline = rl_request_deadline (registry, deadline, bounded, sent);
   switch (store->vt->semaphore_acquire (store, semaphore_key (semaphore), semaphore->permits,
                                         (guint) g_atomic_int_add (&semaphore->next, 1), value,
-                                        ttl_ms, bound_ms, &slot, pttl_ms, &local_error))
+                                        ttl_ms, request_deadline, &slot, pttl_ms, &local_error))
     {
     case RL_LEASE_OK:
       RL_ATOMIC_ADD (registry->stats.acquisitions, 1);
@@ -352,7 +352,7 @@ attempt_permit (RedisSemaphore *semaphore, gint64 deadline, gboolean bounded, gi
     default:
       /* A permit taken by a request whose answer was lost is not known here: it comes
        * back when its TTL ends. */
-      if (rl_request_ran_out (bound_ms, deadline, local_error))
+      if (rl_request_ran_out (request_deadline, sent, deadline, local_error))
         {
           g_debug ("acquiring a permit of %s: the wait ended during the request: %s",
                    semaphore_key (semaphore), local_error->message);

@@ -133,12 +133,12 @@ typedef enum
  * signatures. */
 typedef RlLeaseResult RlStoreSemaphoreAcquireFunc (RlStore *store, const char *sem_key,
                                                    guint permits, guint start, const char *value,
-                                                   gint64 ttl_ms, gint64 timeout_ms, guint *slot,
+                                                   gint64 ttl_ms, gint64 deadline, guint *slot,
                                                    gint64 *pttl_ms, GError **error);
 typedef gboolean RlStoreSemaphoreAvailableFunc (RlStore *store, const char *sem_key, guint permits,
                                                 guint *available, GError **error);
 typedef RlLeaseResult RlStoreRwAcquireFunc (RlStore *store, const RlRwKeys *keys, RlRwMode mode,
-                                            const char *value, gint64 ttl_ms, gint64 timeout_ms,
+                                            const char *value, gint64 ttl_ms, gint64 deadline,
                                             gint64 *pttl_ms, GError **error);
 typedef gboolean RlStoreRwStopWaitingFunc (RlStore *store, const RlRwKeys *keys, GError **error);
 
@@ -146,14 +146,16 @@ typedef struct
 {
   /* Takes the lease @key for @ttl_ms with @value (unique to this acquisition) if it is
    * free or already holds @value. When another owner holds it: RL_LEASE_HELD with its
-   * remaining TTL in *pttl_ms (-1: no expiry). @timeout_ms bounds the call (0: the
-   * command timeout); when it runs out the outcome is unknown and the result is
-   * RL_LEASE_ERROR. With @fence_key (see rl_store_fence_key()), taking the lease and
+   * remaining TTL in *pttl_ms (-1: no expiry). The call ends by @deadline (monotonic
+   * µs; 0: the command timeout from now, see rl_store_deadline()), which bounds each
+   * exchange's poll() and the setting up of a new connection; when it passes the
+   * outcome is unknown and the result is RL_LEASE_ERROR. With @fence_key (see
+   * rl_store_fence_key()), taking the lease and
    * moving that counter on to max (counter + 1, the store's clock in microseconds)
    * are one atomic step, and *token is its new value; without, nothing but the lease
    * is touched. */
   RlLeaseResult (*acquire) (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
-                            gint64 timeout_ms, const char *fence_key, guint64 *token,
+                            gint64 deadline, const char *fence_key, guint64 *token,
                             gint64 *pttl_ms, GError **error);
   /* Takes the @n leases of @items (distinct keys) for @ttl_ms each, as acquire does
    * one, in as few round trips as the store can (one per server); the leases that can
@@ -162,12 +164,12 @@ typedef struct
    * has a fence_key), HELD (another owner holds it, for pttl_ms), SKIPPED (free, but
    * not taken along with a held one) or ERROR (outcome unknown). Returns FALSE with
    * @error when an item ended ERROR; items taken meanwhile are the caller's to
-   * release. @timeout_ms as for acquire. Either all items have a fence_key or none.
+   * release. @deadline as for acquire. Either all items have a fence_key or none.
    * @contended: an earlier attempt of the caller met a held lease; a store that tries
    * a cheaper way first (which can take part of a set) then goes straight to the all
    * or none one. */
   gboolean (*acquire_many) (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
-                            gint64 timeout_ms, gboolean contended, GError **error);
+                            gint64 deadline, gboolean contended, GError **error);
   /* Extends the lease @key holding @value to @ttl_ms; RL_LEASE_LOST when it is gone or
    * holds another value. */
   RlLeaseResult (*renew) (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
@@ -186,12 +188,12 @@ typedef struct
    * first item's @error when one ended ERROR. */
   gboolean (*release_many) (RlStore *store, guint n, RlLeaseItem *items, GError **error);
   /* Renews @n leases (@keys[i] holding @values[i]) in one batch, bounded by
-   * @timeout_ms as a whole. Fills @results (OK or LOST each) and returns TRUE, or
+   * @deadline (as for acquire) as a whole. Fills @results (OK or LOST each) and returns TRUE, or
    * returns FALSE with @error when the batch failed as a whole; *round_trips counts
    * the exchanges it took. */
   gboolean (*renew_batch) (RlStore *store, guint n, const char *const *keys,
                            const char *const *values, const gint64 *ttls, RlLeaseResult *results,
-                           gint64 timeout_ms, guint *round_trips, GError **error);
+                           gint64 deadline, guint *round_trips, GError **error);
   /* Deletes @key whoever holds it and notifies its waiters, as one atomic step (an
    * operator's recovery from a crashed holder): RL_LEASE_OK when a key was deleted,
    * RL_LEASE_LOST when there was none, RL_LEASE_ERROR with @error. */
@@ -227,7 +229,8 @@ typedef struct
   /* Stepwise requests; NULL in a store that answers at once (the memory store), whose
    * acquire, renew and release the caller calls instead. request_begin queues @kind
    * on each of the @n @items (distinct keys, on one server) on a connection of the
-   * request's own (a new one set up within @timeout_ms) and sends what it can without
+   * request's own (a new one set up by @deadline, monotonic µs: the request's own bound,
+   * which also caps a WAIT after its writes) and sends what it can without
    * waiting, or returns NULL with @error (every item ERROR) when none can be had;
    * @items stay the caller's and must outlive the request. The caller waits as the
    * request's fields say and hands what poll() reported (@revents, 0 when it did not
@@ -241,7 +244,7 @@ typedef struct
    * for how long (the key existed, the request that would have said more failed: it
    * may have taken the key after all). */
   RlRequest *(*request_begin) (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem *items,
-                               gint64 timeout_ms, GError **error);
+                               gint64 deadline, GError **error);
   void (*request_ready) (RlRequest *request, short revents);
   gboolean (*request_end) (RlRequest *request, GError **error);
 
@@ -259,7 +262,7 @@ typedef struct
    * *slot; RL_LEASE_HELD when every permit is held, with the smallest remaining TTL in
    * *pttl_ms (-1: unknown, or a permit without expiry); RL_LEASE_ERROR with @error,
    * REDIS_LOCK_ERROR_INVALID naming both sizes when the stored size is another.
-   * @timeout_ms as for acquire. */
+   * @deadline as for acquire. */
   RlStoreSemaphoreAcquireFunc *semaphore_acquire;
   /* How many of the @permits permits of @sem_key are free, checking the stored size as
    * semaphore_acquire does. FALSE with @error. */
@@ -274,7 +277,7 @@ typedef struct
    * waiting mark (this registry's client id) until its TTL (at least @ttl_ms and the
    * holder's) runs out, it acquires, or rw_stop_waiting removes it; a mark newly set is
    * notified as a release of its key is, to every registry. The lease taken is
-   * renewed and released as any other (renew, release). @timeout_ms as for acquire. */
+   * renewed and released as any other (renew, release). @deadline as for acquire. */
   RlStoreRwAcquireFunc *rw_acquire;
   /* A writer of this registry gave up: removes its waiting mark, if it is there, and
    * notifies the waiters for it (readers held back by it). */
@@ -303,6 +306,16 @@ typedef struct
  * the acquisition in the registry, so that a request that reaches the store late can
  * never match a later hold of the same registry. */
 #define RL_LEASE_VALUE_MAX 192
+
+/* The deadline a store call ends by: @deadline (monotonic µs) as given, or 0 for the
+ * command timeout from now. */
+static inline gint64
+rl_store_deadline (RlStoreContext *ctx, gint64 deadline)
+{
+  if (deadline > 0)
+    return deadline;
+  return g_get_monotonic_time () + RL_ATOMIC_GET (ctx->command_timeout_ms) * 1000;
+}
 
 /* The key of the fencing counter of the lease @key, in the same Cluster slot as @key on
  * every store, so that fenced code means the same wherever it runs: `fence:{KEY}`, or

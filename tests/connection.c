@@ -402,6 +402,51 @@ test_server_paused (TestFixture *f, gconstpointer data)
   test_unlock_ok (lock);
 }
 
+/* A connection made for an acquisition is set up within what is left of the caller's
+ * wait, not the whole connect timeout: the server accepts (the kernel does, for a
+ * stopped process) but never answers the SELECT of the connection's setup. */
+static void
+test_cold_connect_within_wait (TestFixture *f, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *url = NULL;
+  gint64 start, took;
+  gboolean ok;
+
+  g_test_summary ("With the server frozen and no connection in the pool, try_lock_for (200 ms) "
+                  "ends within its wait, not after the 5 s connect timeout: a new connection "
+                  "is set up within what is left of the caller's wait.");
+  TEST_SKIP_IF_NO_SERVER (f);
+
+  url = g_strdup_printf ("%s%sdb=1", redis_lock_test_server_get_url (f->server),
+                         strchr (redis_lock_test_server_get_url (f->server), '?') != NULL ? "&"
+                                                                                          : "?");
+  registry = redis_lock_registry_new (url, TEST_REGISTRY_KEY, &error);
+  g_assert_no_error (error);
+  redis_lock_registry_set_connect_timeout_ms (registry, 5000);
+  redis_lock_registry_set_command_timeout_ms (registry, 5000);
+  lock = test_obtain (registry, "cold-connect");
+
+  redis_lock_test_server_pause (f->server);
+  start = test_now_ms ();
+  ok = redis_lock_try_lock_for (lock, 200, NULL, &error);
+  took = test_now_ms () - start;
+  redis_lock_test_server_resume (f->server);
+  g_test_message ("try_lock_for (200 ms) on a frozen server: %" G_GINT64_FORMAT " ms, %s", took,
+                  error != NULL ? error->message : ok ? "acquired" : "not acquired");
+  g_assert_false (ok);
+  g_assert_cmpint (took, <, 2500);
+  g_clear_error (&error);
+
+  /* The server back, the lock is taken through the same registry. */
+  ok = redis_lock_try_lock_for (lock, 5000, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  test_unlock_ok (lock);
+}
+
 /* URLs that carry the secret "S3cr3t" in every way a password can be misplaced or
  * mis-encoded, each (in upper and lower case) anywhere it could leak: each must fail,
  * INVALID before connecting or CONNECTION on port 1 of 127.0.0.1 or a missing socket,
@@ -936,6 +981,8 @@ main (int argc, char **argv)
               test_server_stopped, test_fixture_teardown);
   g_test_add ("/connection/outage/server-paused", TestFixture, NULL, test_fixture_setup,
               test_server_paused, test_fixture_teardown);
+  g_test_add ("/connection/outage/cold-connect-within-wait", TestFixture, NULL,
+              test_fixture_setup, test_cold_connect_within_wait, test_fixture_teardown);
   g_test_add ("/connection/outage/unlock-after-ttl-is-lease-lost", TestFixture, NULL,
               test_fixture_setup, test_unlock_after_ttl_during_outage, test_fixture_teardown);
 
