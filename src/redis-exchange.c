@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* redis-exchange.c: the exchange engine of the Redis store: one command for a key
- * goes to the node that serves it (rl_redis_call(): MOVED/ASK, TRYAGAIN-like answers with a
- * paused retry, NOSCRIPT answered by EVAL, a stale pooled connection retried once, a
- * Cluster failover rerouted, WAIT for replicas, key tracking for a waiter's read), or
- * many commands go at once, one pipeline per node (rl_redis_pipeline()); either way one reply
- * per command. It knows nothing of what the replies mean: that is the callers' part
- * (redis-lease.c, redis-batch.c, redis-inspect.c, the lock family's script files).
- * Cut from redis-store.c because it is the one layer below every Redis operation, so
- * the calls go one way: the operations call it, it calls only the topology and the
- * connections.
+/* redis-exchange.c: the single-command path of the Redis store's exchange engine: one
+ * command for a key goes to the node that serves it, as one RlNodeExchange of
+ * redis-pipeline.c (which answers NOSCRIPT by EVAL, retries a stale pooled connection
+ * once, tracks a waiter's read, sends WAIT after a write), inside the loop that only a
+ * single command needs: MOVED/ASK followed to the node named, "try again" answers
+ * (TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN) sent again after a paused backoff, a
+ * Cluster failover rerouted; all by one deadline. Also the scripts' SHA-1s and the
+ * NOT_REPLICATED message. It knows nothing of what the replies mean: that is the
+ * callers' part (redis-lease.c, redis-batch.c, redis-inspect.c, the lock family's
+ * script files).
  */
 #include "config.h"
 
