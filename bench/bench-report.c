@@ -110,9 +110,9 @@ print_header (Bench *b)
            b->own_server ? "private, on a Unix socket (redislock-test.h)"
                          : "external (REDIS_URL / --url)");
   g_print ("registry: key \"%s\", key tracking %s\n", b->key,
-           g_strcmp0 (g_getenv ("REDISLOCK_BENCH_KEY_TRACKING"), "on") == 0
-               ? "on (--key-tracking)"
-               : "off (the default)");
+           g_strcmp0 (g_getenv ("REDISLOCK_BENCH_KEY_TRACKING"), "off") == 0
+               ? "off (--no-key-tracking)"
+               : "on (the default)");
   if (b->raw_error != NULL)
     g_print ("baseline: n/a (%s); ratios to it are n/a\n", b->raw_error);
   else

@@ -215,7 +215,7 @@ double raw_us (Bench *b);
 
 /* A new registry on the run's server under the run's registry key. */
 RedisLockRegistry *bench_registry (Bench *b, GError **error);
-/* Applies the run's registry settings (--key-tracking) to @registry; for the
+/* Applies the run's registry settings (--no-key-tracking) to @registry; for the
  * registries of child processes too. */
 void bench_registry_settings (RedisLockRegistry *registry);
 

@@ -58,8 +58,8 @@ raw_us (Bench *b)
 void
 bench_registry_settings (RedisLockRegistry *registry)
 {
-  if (g_strcmp0 (g_getenv ("REDISLOCK_BENCH_KEY_TRACKING"), "on") == 0)
-    redis_lock_registry_set_key_tracking (registry, TRUE);
+  if (g_strcmp0 (g_getenv ("REDISLOCK_BENCH_KEY_TRACKING"), "off") == 0)
+    redis_lock_registry_set_key_tracking (registry, FALSE);
   if (g_strcmp0 (g_getenv ("REDISLOCK_BENCH_DEADLOCK_DETECTION"), "off") == 0)
     redis_lock_registry_set_deadlock_detection (registry, FALSE);
 }
@@ -239,7 +239,7 @@ typedef struct
   gboolean quick;
   gboolean json;
   gboolean list;
-  gboolean key_tracking;
+  gboolean no_key_tracking;
   gboolean no_deadlock_detection;
   /* the other process of the hand-off (hidden options) */
   gboolean child;
@@ -274,8 +274,8 @@ options_parse (Options *o, int *argc, char ***argv)
     { "json", 0, 0, G_OPTION_ARG_NONE, &o->json, "Print the figures as JSON", NULL },
     { "only", 0, 0, G_OPTION_ARG_STRING, &o->only, "Run only these sections", "NAME[,NAME]" },
     { "list", 0, 0, G_OPTION_ARG_NONE, &o->list, "List the sections", NULL },
-    { "key-tracking", 0, 0, G_OPTION_ARG_NONE, &o->key_tracking,
-      "Run the library's registries with key tracking on (off by default)", NULL },
+    { "no-key-tracking", 0, 0, G_OPTION_ARG_NONE, &o->no_key_tracking,
+      "Run the library's registries with key tracking off (on by default)", NULL },
     { "no-deadlock-detection", 0, 0, G_OPTION_ARG_NONE, &o->no_deadlock_detection,
       "Run the library's registries with deadlock detection off (on by default)", NULL },
     { "child", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &o->child, NULL, NULL },
@@ -392,8 +392,8 @@ main (int argc, char **argv)
   else
     {
       /* Read by bench_registry_settings(), here and in the child processes. */
-      if (opt.key_tracking)
-        g_setenv ("REDISLOCK_BENCH_KEY_TRACKING", "on", TRUE);
+      if (opt.no_key_tracking)
+        g_setenv ("REDISLOCK_BENCH_KEY_TRACKING", "off", TRUE);
       if (opt.no_deadlock_detection)
         g_setenv ("REDISLOCK_BENCH_DEADLOCK_DETECTION", "off", TRUE);
       status = run (&opt, argv[0]);

@@ -144,6 +144,9 @@ registry_new (const char *url, const char *const *urls, const char *registry_key
   registry->capacity = RL_DEFAULT_CAPACITY;
   registry->store_ctx.connect_timeout_ms = RL_DEFAULT_CONNECT_TIMEOUT_MS;
   registry->store_ctx.command_timeout_ms = RL_DEFAULT_COMMAND_TIMEOUT_MS;
+  /* Waiters hear of keys changed without a notification unless told otherwise: it
+   * costs only keys someone waits for (see redis_lock_registry_set_key_tracking()). */
+  registry->store_ctx.key_tracking = 1;
   registry->store_ctx.stats = &registry->stats;
   registry->quorum = urls != NULL;
   rl_mutex_init (&registry->cache_mutex);

@@ -826,9 +826,11 @@ acl_registries_new (TestFixture *fx, const char *user, const char *const *rules,
 
   *a = redis_lock_registry_new (url, TEST_REGISTRY_KEY, &error);
   g_assert_no_error (error);
+  redis_lock_registry_set_key_tracking (*a, FALSE);
   *b = redis_lock_registry_new (url, TEST_REGISTRY_KEY, &error);
   g_assert_no_error (error);
-  redis_lock_registry_set_key_tracking (*b, TRUE);
+  /* Key tracking on, the default. */
+  g_assert_true (redis_lock_registry_get_key_tracking (*b));
 }
 
 /* Stops counting warnings (after the registries are gone: their last ones count). */

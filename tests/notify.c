@@ -988,8 +988,8 @@ test_tracking_overwrite_keeps_waiting (TestFixture *fx, gconstpointer data)
 
   freeReplyObject (test_redis_command (fx->redis, "SET %s %s PX %d", REGISTRY_KEY ":over",
                                        "foreign-a", MINUTE_MS));
+  /* Key tracking on: the default. */
   b = registry_new_slow_spin (fx);
-  redis_lock_registry_set_key_tracking (b, TRUE);
   lb = test_obtain (b, "over");
   w = waiter_start_watched (b, lb, 30000);
 
@@ -1031,7 +1031,6 @@ test_tracking_delete_after_own_release (TestFixture *fx, gconstpointer data)
   TEST_SKIP_IF_NO_SERVER (fx);
 
   r = registry_new_slow_spin (fx);
-  redis_lock_registry_set_key_tracking (r, TRUE);
   lock = test_obtain (r, "own");
   registry_hears_releases (fx, r);
   test_lock_ok (lock);
@@ -1055,15 +1054,16 @@ test_tracking_delete_after_own_release (TestFixture *fx, gconstpointer data)
 }
 
 static void
-test_tracking_off (TestFixture *fx, gconstpointer data)
+test_tracking_default (TestFixture *fx, gconstpointer data)
 {
   g_autoptr (RedisLockRegistry) r = NULL;
   g_autoptr (RedisLock) lock = NULL;
   Waiter *w;
 
-  g_test_summary ("Key tracking is off by default: no connection of a waiting registry has "
-                  "it on (CLIENT LIST flag t); with redis_lock_registry_set_key_tracking (TRUE) "
-                  "the subscriber and the connection that read the key have it");
+  g_test_summary ("Key tracking is on by default: the subscriber and the connection that read "
+                  "the waited-for key have it on (CLIENT LIST flag t); after "
+                  "redis_lock_registry_set_key_tracking (FALSE) no connection of a waiting "
+                  "registry has it");
   TEST_SKIP_IF_NO_SERVER (fx);
 
   freeReplyObject (test_redis_command (fx->redis, "SET %s %s PX %d", REGISTRY_KEY ":off",
@@ -1071,22 +1071,25 @@ test_tracking_off (TestFixture *fx, gconstpointer data)
   g_assert_cmpuint (tracking_clients (fx->redis), ==, 0);
 
   r = registry_new_slow_spin (fx);
-  g_assert_false (redis_lock_registry_get_key_tracking (r));
+  g_assert_true (redis_lock_registry_get_key_tracking (r));
   lock = test_obtain (r, "off");
   w = waiter_start_watched (r, lock, 500);
-  g_assert_cmpuint (tracking_clients (fx->redis), ==, 0);
+  /* The subscriber, and the data connection that read the key. */
+  g_assert_cmpuint (tracking_clients (fx->redis), ==, 2);
   g_assert_true (waiter_wait_returned (w, 10000));
   g_assert_false (w->acquired);
   waiter_finish (w);
   g_clear_pointer (&lock, redis_lock_unref);
   g_clear_pointer (&r, redis_lock_registry_unref);
+  /* The closed registry's connections gone from the server's list. */
+  TEST_WAIT_UNTIL (tracking_clients (fx->redis) == 0, 5000);
 
   r = registry_new_slow_spin (fx);
-  redis_lock_registry_set_key_tracking (r, TRUE);
+  redis_lock_registry_set_key_tracking (r, FALSE);
+  g_assert_false (redis_lock_registry_get_key_tracking (r));
   lock = test_obtain (r, "off");
   w = waiter_start_watched (r, lock, 500);
-  /* The subscriber, and the data connection that read the key. */
-  g_assert_cmpuint (tracking_clients (fx->redis), ==, 2);
+  g_assert_cmpuint (tracking_clients (fx->redis), ==, 0);
   g_assert_true (waiter_wait_returned (w, 10000));
   g_assert_false (w->acquired);
   waiter_finish (w);
@@ -1115,7 +1118,7 @@ main (int argc, char **argv)
                   test_tracking_overwrite_keeps_waiting);
   test_add_redis ("/notify/tracking/delete-after-own-release", NULL,
                   test_tracking_delete_after_own_release);
-  test_add_redis ("/notify/tracking/off", NULL, test_tracking_off);
+  test_add_redis ("/notify/tracking/on-by-default", NULL, test_tracking_default);
   test_add_stores ("/notify/spin/acquires-after-release", NULL, test_spin_mode);
   test_add_stores ("/notify/close/wakes-waiters-and-joins", NULL, test_close_wakes_waiters);
   return g_test_run ();

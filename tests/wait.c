@@ -430,7 +430,7 @@ test_no_expiry_silent_delete (TestFixture *f, gconstpointer data)
   GThread *thread;
   gint64 deleted_at;
 
-  g_test_summary ("A waiter with default settings, blocked on a key without expiry (PTTL -1) "
+  g_test_summary ("A waiter with key tracking off, blocked on a key without expiry (PTTL -1) "
                   "that is then deleted without a notification, gets the lock within 3 s of "
                   "the delete: it rechecks at the SPIN interval instead of sleeping until its "
                   "deadline, which lock() and try_lock_for(-1) do not have.");
@@ -444,7 +444,7 @@ test_no_expiry_silent_delete (TestFixture *f, gconstpointer data)
   g_assert_cmpint (test_store_get_pttl (f, key), ==, -1);
 
   waiter = test_registry_new (f);
-  g_assert_false (redis_lock_registry_get_key_tracking (waiter));
+  redis_lock_registry_set_key_tracking (waiter, FALSE);
   wanted = test_obtain (waiter, "no-expiry");
   t.fixture = f;
   thread = test_taker_start (&t, wanted, *(const gint64 *)data);
@@ -470,10 +470,10 @@ test_no_expiry_silent_delete (TestFixture *f, gconstpointer data)
 
 /* ---- keys that change without an unlock notification (Redis key tracking) ---- */
 
-/* Starts a lock() of @name in a PUBSUB registry of its own with key tracking on while
- * the key is held by a client outside the library (a raw SET with a 30 s TTL), and
- * returns once the waiter has found it held and sleeps. With @late, tracking is turned
- * on only after the subscription is up. */
+/* Starts a lock() of @name in a PUBSUB registry of its own with key tracking on (the
+ * default) while the key is held by a client outside the library (a raw SET with a 30 s
+ * TTL), and returns once the waiter has found it held and sleeps. With @late, tracking
+ * is turned off first and back on only after the subscription is up. */
 static GThread *
 start_silent_waiter (TestFixture *f, const char *name, gboolean late, RedisLockRegistry **waiter,
                      RedisLock **wanted, TestTaker *t)
@@ -488,9 +488,9 @@ start_silent_waiter (TestFixture *f, const char *name, gboolean late, RedisLockR
   g_assert_cmpint (reply->type, ==, REDIS_REPLY_STATUS);
   freeReplyObject (reply);
   *waiter = waiter_registry_new (f, &pubsub_mode);
-  g_assert_false (redis_lock_registry_get_key_tracking (*waiter));
-  if (!late)
-    redis_lock_registry_set_key_tracking (*waiter, TRUE);
+  g_assert_true (redis_lock_registry_get_key_tracking (*waiter));
+  if (late)
+    redis_lock_registry_set_key_tracking (*waiter, FALSE);
   *wanted = test_obtain (*waiter, name);
   /* Wait once first, so the subscription (and the key tracking) is up. */
   g_assert_false (redis_lock_try_lock_for (*wanted, 300, NULL, &error));
@@ -596,7 +596,6 @@ test_wakes_on_silent_delete_after_unlock (TestFixture *f, gconstpointer data)
   held = test_obtain (f->registry, "silent-after-unlock");
   g_assert_true (redis_lock_lock (held, NULL));
   waiter = waiter_registry_new (f, &pubsub_mode);
-  redis_lock_registry_set_key_tracking (waiter, TRUE);
   wanted = test_obtain (waiter, "silent-after-unlock");
   g_assert_false (redis_lock_try_lock_for (wanted, 300, NULL, &error));
   g_assert_no_error (error);

@@ -497,14 +497,14 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_min_replicas (RedisLock
  * redis_lock_registry_set_key_tracking:
  * @registry: a registry
  * @enabled: whether waiters also hear of lock keys changed without an unlock
- *   notification (default %FALSE)
+ *   notification (default %TRUE)
  *
  * Wake-ups without a notification. Waiters in %REDIS_LOCK_WAIT_PUBSUB mode are woken
  * by the unlock notification that every release of this library (and of Spring's
  * registry in its pub-sub mode) publishes. A key deleted by a client that does not
  * publish (Spring's registry in spin mode, an operator's `DEL`), overwritten, or
  * whose TTL is cut short would leave them waiting until the end of the TTL they read.
- * With @enabled, Redis tells the registry's subscriber connection of the next change
+ * With @enabled (the default), Redis tells the registry's subscriber connection of the next change
  * of each key a waiter read (client-side-caching tracking, Redis 6 or later, no
  * server configuration): the connection that sends a waiter's attempt has `CLIENT
  * TRACKING on REDIRECT <subscriber> OPTIN NOLOOP` on and sends `CLIENT CACHING yes`
@@ -513,10 +513,10 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_min_replicas (RedisLock
  *
  * The cost is one small command with each failed attempt and one small message per
  * change of a key someone waits for (a release then reaches the waiting process twice,
- * as its notification and as the change); keys nobody waits for cost nothing. On the
- * cross-process hand-off that measured about 5 % on the p50 and 9 % on the ratio to
- * the raw floor, within a noisy machine's spread, which is why it is off by default
- * (see docs/performance.md). It works on a single server and a Sentinel
+ * as its notification and as the change, and wakes it once); keys nobody waits for
+ * cost nothing (see docs/performance.md for what it measured). With @enabled %FALSE a
+ * waiter behind such a change sleeps until the TTL it read. It works on a single
+ * server and a Sentinel
  * master; a Cluster registry ignores it (one subscriber would hear of one master's
  * keys only), and waits for several locks at once (redis_lock_try_lock_all()) and
  * those of a quorum registry are woken by notifications and TTLs only. A user that
