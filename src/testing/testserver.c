@@ -460,29 +460,13 @@ redis_lock_test_server_new_tls (RedisLockTestTlsFlags flags, const char *const *
   return server_new (TRUE, flags, config_lines, error);
 }
 
-/* Skips the test case when something is not installed; any other failure is fatal. */
-static RedisLockTestServer *
-or_skip (RedisLockTestServer *server, GError *error)
-{
-  if (server != NULL)
-    return server;
-  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
-    {
-      g_test_skip (error->message);
-      g_error_free (error);
-      return NULL;
-    }
-  g_error ("redislock test server: %s", error->message);
-  return NULL;
-}
-
 RedisLockTestServer *
 redis_lock_test_server_new_or_skip (const char *const *config_lines)
 {
   GError *error = NULL;
   RedisLockTestServer *server = redis_lock_test_server_new (config_lines, &error);
 
-  return or_skip (server, error);
+  return rl_test_or_skip (server, error, "redislock test server");
 }
 
 RedisLockTestServer *
@@ -492,7 +476,7 @@ redis_lock_test_server_new_tls_or_skip (RedisLockTestTlsFlags flags,
   GError *error = NULL;
   RedisLockTestServer *server = redis_lock_test_server_new_tls (flags, config_lines, &error);
 
-  return or_skip (server, error);
+  return rl_test_or_skip (server, error, "redislock test server");
 }
 
 const char *
