@@ -178,12 +178,13 @@ rl_lock_wait_error (RedisLock *lock, GCancellable *cancellable, GError **error)
 /* Counts a waiter (@self: a thread, or a queued waiter's marker) out of the wait for the
  * local mutex; @owned: it leaves owning the mutex. One that leaves without it may be
  * the last of the waiters a lease was handed over to: it then takes the mutex, and
- * TRUE tells the caller to release that lease (release_orphan()) once lock->m is
- * unlocked, so that it does not stay in Redis with nobody to release it. Otherwise it
+ * TRUE tells the caller to release that lease (leave_wait_and_unlock()) once lock->m
+ * is unlocked, so that it does not stay in Redis with nobody to release it. Otherwise it
  * may have swallowed a signal meant for another waiter, which goes on. lock->m held. */
 static gboolean
 leave_wait_locked (RedisLock *lock, gpointer self, gboolean owned)
 {
+  rl_mutex_assert_held (&lock->m);
   lock->waiters--;
   if (lock->waiters == 0)
     lock->barged = lock->reserved = 0;
@@ -199,13 +200,16 @@ leave_wait_locked (RedisLock *lock, gpointer self, gboolean owned)
   return FALSE;
 }
 
-/* Releases the lease leave_wait_locked() took over from waiters that all left. */
+/* leave_wait_locked(), then unlocks lock->m and releases the lease it took over from
+ * waiters that all left, if it did. lock->m held on entry, not on return. */
 static void
-release_orphan (RedisLock *lock)
+leave_wait_and_unlock (RedisLock *lock, gpointer self, gboolean owned)
 {
   g_autoptr (GError) orphan_error = NULL;
+  gboolean orphan = leave_wait_locked (lock, self, owned);
 
-  if (!rl_lock_unlock_outermost (lock, &orphan_error))
+  rl_mutex_unlock (&lock->m);
+  if (orphan && !rl_lock_unlock_outermost (lock, &orphan_error))
     g_message ("Releasing the lease of lock “%s”, handed over to waiters that all gave up: %s",
                rl_lock_name (lock), orphan_error->message);
 }
@@ -219,7 +223,6 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
                RlWaiting *waiting, gboolean *kept, gboolean *reentered, GError **error)
 {
   gboolean owned = FALSE;
-  gboolean orphan = FALSE;
   gboolean waited = FALSE;
   gint64 now;
 
@@ -262,10 +265,7 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
       lock->waking = FALSE;
       waited = TRUE;
     }
-  orphan = leave_wait_locked (lock, self, owned);
-  rl_mutex_unlock (&lock->m);
-  if (orphan)
-    release_orphan (lock);
+  leave_wait_and_unlock (lock, self, owned);
   return owned;
 }
 
@@ -635,8 +635,6 @@ rl_lock_take_or_queue (RedisLock *lock, gpointer thread, RlLockWaiter *waiter, g
 gboolean
 rl_lock_leave_queue (RedisLock *lock, RlLockWaiter *waiter)
 {
-  gboolean orphan = FALSE;
-
   rl_mutex_lock (&lock->m);
   if (lock->owner == waiter)
     {
@@ -644,10 +642,7 @@ rl_lock_leave_queue (RedisLock *lock, RlLockWaiter *waiter)
       return FALSE;
     }
   g_queue_unlink (&lock->wait->queue, &waiter->link);
-  orphan = leave_wait_locked (lock, waiter, FALSE);
-  rl_mutex_unlock (&lock->m);
-  if (orphan)
-    release_orphan (lock);
+  leave_wait_and_unlock (lock, waiter, FALSE);
   return TRUE;
 }
 
