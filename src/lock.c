@@ -807,22 +807,32 @@ redis_lock_is_acquired_in_this_process (RedisLock *lock)
   return acquired;
 }
 
+/* The lease table of @lock's registry when the calling thread holds @lock (its lease
+ * is there), else NULL. */
+static RlLeases *
+held_leases (RedisLock *lock)
+{
+  return redis_lock_is_held_by_current_thread (lock) ? lock->registry->leases : NULL;
+}
+
 gboolean
 redis_lock_is_lease_lost (RedisLock *lock)
 {
+  RlLeases *leases;
+
   g_return_val_if_fail (lock != NULL, FALSE);
-  if (!redis_lock_is_held_by_current_thread (lock))
-    return FALSE;
-  return rl_leases_is_lost (lock->registry->leases, lock);
+  leases = held_leases (lock);
+  return leases != NULL && rl_leases_is_lost (leases, lock);
 }
 
 GCancellable *
 redis_lock_get_lease_cancellable (RedisLock *lock)
 {
+  RlLeases *leases;
+
   g_return_val_if_fail (lock != NULL, NULL);
-  if (!redis_lock_is_held_by_current_thread (lock))
-    return NULL;
-  return rl_leases_get_cancellable (lock->registry->leases, lock);
+  leases = held_leases (lock);
+  return leases != NULL ? rl_leases_get_cancellable (leases, lock) : NULL;
 }
 
 char *
@@ -832,9 +842,9 @@ redis_lock_dup_lease_value (RedisLock *lock)
   char value[RL_LEASE_VALUE_MAX];
 
   g_return_val_if_fail (lock != NULL, NULL);
-  if (!redis_lock_is_held_by_current_thread (lock))
+  leases = held_leases (lock);
+  if (leases == NULL)
     return NULL;
-  leases = lock->registry->leases;
   rl_leases_value (leases, rl_leases_view (leases, lock).serial, value);
   return g_strdup (value);
 }
@@ -842,8 +852,9 @@ redis_lock_dup_lease_value (RedisLock *lock)
 guint64
 redis_lock_get_fencing_token (RedisLock *lock)
 {
+  RlLeases *leases;
+
   g_return_val_if_fail (lock != NULL, 0);
-  if (!redis_lock_is_held_by_current_thread (lock))
-    return 0;
-  return rl_leases_get_token (lock->registry->leases, lock);
+  leases = held_leases (lock);
+  return leases != NULL ? rl_leases_get_token (leases, lock) : 0;
 }
