@@ -660,28 +660,35 @@ redis_lock_test_cluster_get_n_nodes (RedisLockTestCluster *cluster)
   return cluster->n_nodes;
 }
 
-const char *
-redis_lock_test_cluster_get_node_url (RedisLockTestCluster *cluster, guint node)
+/* Node @node of @cluster, or NULL (with a critical) when there is no such node. */
+static RlTestProcess *
+node_process (RedisLockTestCluster *cluster, guint node)
 {
   g_return_val_if_fail (cluster != NULL, NULL);
   g_return_val_if_fail (node < cluster->n_nodes, NULL);
-  return cluster->nodes[node].url;
+  return cluster->nodes[node].process;
+}
+
+const char *
+redis_lock_test_cluster_get_node_url (RedisLockTestCluster *cluster, guint node)
+{
+  return node_process (cluster, node) != NULL ? cluster->nodes[node].url : NULL;
 }
 
 int
 redis_lock_test_cluster_get_port (RedisLockTestCluster *cluster, guint node)
 {
-  g_return_val_if_fail (cluster != NULL, -1);
-  g_return_val_if_fail (node < cluster->n_nodes, -1);
-  return cluster->nodes[node].process->port;
+  RlTestProcess *process = node_process (cluster, node);
+
+  return process != NULL ? process->port : -1;
 }
 
 GPid
 redis_lock_test_cluster_get_pid (RedisLockTestCluster *cluster, guint node)
 {
-  g_return_val_if_fail (cluster != NULL, 0);
-  g_return_val_if_fail (node < cluster->n_nodes, 0);
-  return cluster->nodes[node].process->pid;
+  RlTestProcess *process = node_process (cluster, node);
+
+  return process != NULL ? process->pid : 0;
 }
 
 /* The owner of @slot in most running nodes' views (the first such owner on a tie). */
@@ -718,15 +725,6 @@ redis_lock_test_cluster_get_slot_owner (RedisLockTestCluster *cluster, guint slo
 }
 
 /* --- Faults ------------------------------------------------------------------------ */
-
-/* Node @node of @cluster, or NULL (with a critical) when there is no such node. */
-static RlTestProcess *
-node_process (RedisLockTestCluster *cluster, guint node)
-{
-  g_return_val_if_fail (cluster != NULL, NULL);
-  g_return_val_if_fail (node < cluster->n_nodes, NULL);
-  return cluster->nodes[node].process;
-}
 
 void
 redis_lock_test_cluster_stop_node (RedisLockTestCluster *cluster, guint node)

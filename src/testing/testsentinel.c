@@ -504,20 +504,27 @@ redis_lock_test_sentinel_get_n_nodes (RedisLockTestSentinel *sentinel)
   return sentinel->n_nodes;
 }
 
-const char *
-redis_lock_test_sentinel_get_node_url (RedisLockTestSentinel *sentinel, guint node)
+/* Data node @node of @sentinel, or NULL (with a critical) when there is no such node. */
+static RlTestProcess *
+node_process (RedisLockTestSentinel *sentinel, guint node)
 {
   g_return_val_if_fail (sentinel != NULL, NULL);
   g_return_val_if_fail (node < sentinel->n_nodes, NULL);
-  return sentinel->node_urls[node];
+  return sentinel->nodes[node];
+}
+
+const char *
+redis_lock_test_sentinel_get_node_url (RedisLockTestSentinel *sentinel, guint node)
+{
+  return node_process (sentinel, node) != NULL ? sentinel->node_urls[node] : NULL;
 }
 
 GPid
 redis_lock_test_sentinel_get_pid (RedisLockTestSentinel *sentinel, guint node)
 {
-  g_return_val_if_fail (sentinel != NULL, 0);
-  g_return_val_if_fail (node < sentinel->n_nodes, 0);
-  return sentinel->nodes[node]->pid;
+  RlTestProcess *process = node_process (sentinel, node);
+
+  return process != NULL ? process->pid : 0;
 }
 
 /* The data node the first running Sentinel names as master, or -1. */
@@ -680,15 +687,6 @@ redis_lock_test_sentinel_failover (RedisLockTestSentinel *sentinel, gint64 timeo
 }
 
 /* --- Faults ------------------------------------------------------------------------ */
-
-/* Data node @node of @sentinel, or NULL (with a critical) when there is no such node. */
-static RlTestProcess *
-node_process (RedisLockTestSentinel *sentinel, guint node)
-{
-  g_return_val_if_fail (sentinel != NULL, NULL);
-  g_return_val_if_fail (node < sentinel->n_nodes, NULL);
-  return sentinel->nodes[node];
-}
 
 void
 redis_lock_test_sentinel_stop_node (RedisLockTestSentinel *sentinel, guint node)
