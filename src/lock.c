@@ -112,6 +112,7 @@ wake_sleeper_locked (RedisLock *lock)
 {
   GList *link;
 
+  rl_mutex_assert_held (&lock->m);
   while ((link = g_queue_pop_head_link (&lock->wait->sleepers)) != NULL)
     {
       RlLockWaiter *sleeper = link->data;
@@ -314,8 +315,10 @@ rl_lock_sleep (RedisLock *lock, const RlAcquire *acq, GCancellable *cancellable)
 static void
 count_lease_hold_locked (RedisLock *lock, gboolean contended)
 {
-  RlLockWait *wait = contended ? rl_lock_wait_state (lock) : lock->wait;
+  RlLockWait *wait;
 
+  rl_mutex_assert_held (&lock->m);
+  wait = contended ? rl_lock_wait_state (lock) : lock->wait;
   if (wait != NULL)
     rl_yield_count_hold (&wait->yield, contended);
 }
