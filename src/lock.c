@@ -772,28 +772,27 @@ redis_lock_get_key (RedisLock *lock)
   return lock->key_data;
 }
 
+/* Whether the calling thread holds @lock (never in a forked child: the holds were the
+ * parent's). */
+static gboolean
+held_by_caller (RedisLock *lock)
+{
+  return !rl_registry_is_forked (lock->registry)
+         && rl_lock_owned_by_caller (lock, rl_lock_current_thread ());
+}
+
 gboolean
 redis_lock_is_held_by_current_thread (RedisLock *lock)
 {
-  gboolean held;
-
   g_return_val_if_fail (lock != NULL, FALSE);
-  if (rl_registry_is_forked (lock->registry))
-    return FALSE;
-  held = rl_lock_owned_by_caller (lock, rl_lock_current_thread ());
-  return held;
+  return held_by_caller (lock);
 }
 
 guint
 redis_lock_get_hold_count (RedisLock *lock)
 {
-  guint count;
-
   g_return_val_if_fail (lock != NULL, 0);
-  if (rl_registry_is_forked (lock->registry))
-    return 0;
-  count = rl_lock_owned_by_caller (lock, rl_lock_current_thread ()) ? lock->count : 0;
-  return count;
+  return held_by_caller (lock) ? lock->count : 0;
 }
 
 gboolean
@@ -815,7 +814,7 @@ redis_lock_is_acquired_in_this_process (RedisLock *lock)
 static RlLeases *
 held_leases (RedisLock *lock)
 {
-  return redis_lock_is_held_by_current_thread (lock) ? lock->registry->leases : NULL;
+  return held_by_caller (lock) ? lock->registry->leases : NULL;
 }
 
 gboolean
