@@ -172,6 +172,20 @@ rl_lock_name (const RedisLock *lock)
  * overflow, and Redis accepts it as a PX argument. */
 #define RL_TTL_MAX_MS ((gint64) 100 * 365 * 24 * 3600 * 1000)
 
+/* Whether @ttl_ms is a lease TTL a call takes: 1 to RL_TTL_MAX_MS, or 0 for the
+ * registry's; else FALSE with REDIS_LOCK_ERROR_INVALID. */
+static inline gboolean
+rl_check_ttl (gint64 ttl_ms, GError **error)
+{
+  if (ttl_ms >= 0 && ttl_ms <= RL_TTL_MAX_MS)
+    return TRUE;
+  g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
+               "Invalid lease TTL %" G_GINT64_FORMAT " ms: it must be 1 to %" G_GINT64_FORMAT
+               " ms, or 0 for the registry's TTL",
+               ttl_ms, RL_TTL_MAX_MS);
+  return FALSE;
+}
+
 /* process.c: the fork guard. */
 extern guint rl_fork_generation;
 void rl_fork_guard_init (void);

@@ -517,15 +517,7 @@ redis_lock_lock_async (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancella
   g_return_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable));
 
   task = task_new (lock, cancellable, callback, user_data, redis_lock_lock_async);
-  if (ttl_ms < 0 || ttl_ms > RL_TTL_MAX_MS)
-    {
-      g_task_return_new_error (task, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                               "Invalid lease TTL %" G_GINT64_FORMAT " ms: it must be 1 to "
-                               "%" G_GINT64_FORMAT " ms, or 0 for the registry's TTL",
-                               ttl_ms, RL_TTL_MAX_MS);
-      return;
-    }
-  if (!rl_registry_check (lock->registry, &error)
+  if (!rl_check_ttl (ttl_ms, &error) || !rl_registry_check (lock->registry, &error)
       || g_cancellable_set_error_if_cancelled (cancellable, &error)
       || !rl_lock_fence_key (lock, &fence_key, &error))
     {

@@ -747,14 +747,8 @@ redis_lock_try_lock_full (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCance
   g_return_val_if_fail (lock != NULL, FALSE);
   g_return_val_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable), FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-  if (ttl_ms < 0 || ttl_ms > RL_TTL_MAX_MS)
-    {
-      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                   "Invalid lease TTL %" G_GINT64_FORMAT " ms: it must be 1 to %" G_GINT64_FORMAT
-                   " ms, or 0 for the registry's TTL",
-                   ttl_ms, RL_TTL_MAX_MS);
-      return FALSE;
-    }
+  if (!rl_check_ttl (ttl_ms, error))
+    return FALSE;
   return acquire (lock, wait_ms, ttl_ms, cancellable, error);
 }
 

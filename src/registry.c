@@ -768,17 +768,8 @@ redis_lock_registry_renew (RedisLockRegistry *registry, const char *name, gint64
   gboolean ok;
 
   g_return_val_if_fail (registry != NULL, FALSE);
-  if (!check_name (name, error))
-    return FALSE;
-  if (ttl_ms < 0 || ttl_ms > RL_TTL_MAX_MS)
-    {
-      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                   "Invalid TTL %" G_GINT64_FORMAT " ms: it must be 1 to %" G_GINT64_FORMAT
-                   " ms, or 0 for the registry's TTL",
-                   ttl_ms, RL_TTL_MAX_MS);
-      return FALSE;
-    }
-  if (!rl_registry_check (registry, error))
+  if (!check_name (name, error) || !rl_check_ttl (ttl_ms, error)
+      || !rl_registry_check (registry, error))
     return FALSE;
   if (ttl_ms == 0)
     ttl_ms = RL_ATOMIC_GET (registry->settings.expire_after_ms);
