@@ -4,12 +4,12 @@
  *
  * A baseline is only fair if it talks to the same server in the same way as the
  * library, minus the library: so these connections take the same URL forms (redis://,
- * unix://, with AUTH and SELECT), and the reference call is an EVALSHA, the command the
- * library's own scripts are sent with, of a script that does nothing (`return 1`). The
- * lock protocol done by hand (one SET NX in the cheapest case, a checked UNLINK and a
- * PUBLISH to release) is here too, as the least any correct Redis lock must ask of the
- * server. Errors become a GError so that a section can print "n/a" with the reason and
- * the run goes on.
+ * unix://, with AUTH and SELECT), read by the library's own parser (url.h), and the
+ * reference call is an EVALSHA, the command the library's own scripts are sent with, of
+ * a script that does nothing (`return 1`). The lock protocol done by hand (one SET NX
+ * in the cheapest case, a checked UNLINK and a PUBLISH to release) is here too, as the
+ * least any correct Redis lock must ask of the server. Errors become a GError so that a
+ * section can print "n/a" with the reason and the run goes on.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "url.h"
 
 /* --- Targets, commands and the scripts --------------------------------------------- */
 
@@ -33,56 +34,29 @@ raw_target_clear (RawTarget *t)
 gboolean
 raw_target_parse (const char *url, RawTarget *t, GError **error)
 {
-  g_autoptr (GUri) uri = NULL;
-  const char *scheme;
+  RlConnConfig config;
 
   memset (t, 0, sizeof *t);
-  if (url == NULL)
-    {
-      t->host = g_strdup ("127.0.0.1");
-      t->port = 6379;
-      return TRUE;
-    }
-  uri = g_uri_parse (url, G_URI_FLAGS_HAS_PASSWORD, error);
-  if (uri == NULL)
+  if (!rl_conn_config_parse (url != NULL ? url : "redis://127.0.0.1:6379", &config, error))
     return FALSE;
-  scheme = g_uri_get_scheme (uri);
-  if (g_ascii_strcasecmp (scheme, "unix") == 0)
+  if (config.tls)
     {
-      const char *query = g_uri_get_query (uri);
+      g_autofree char *where = rl_conn_config_describe (&config);
 
-      t->socket_path = g_strdup (g_uri_get_path (uri));
-      if (query != NULL)
-        {
-          g_autoptr (GHashTable) params = NULL;
-          const char *db;
-
-          params = g_uri_parse_params (query, -1, "&", G_URI_PARAMS_NONE, error);
-          if (params == NULL)
-            return FALSE;
-          db = g_hash_table_lookup (params, "db");
-          t->db = db != NULL ? atoi (db) : 0;
-          t->password = g_strdup (g_hash_table_lookup (params, "password"));
-          t->username = g_strdup (g_hash_table_lookup (params, "username"));
-        }
-      return TRUE;
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                   "the benchmark's own connections do not speak TLS (the server at %s)",
+                   where);
+      rl_conn_config_clear (&config);
+      return FALSE;
     }
-  if (g_ascii_strcasecmp (scheme, "redis") == 0)
-    {
-      const char *host = g_uri_get_host (uri);
-      const char *path = g_uri_get_path (uri);
-
-      t->host = g_strdup (host != NULL && *host != '\0' ? host : "127.0.0.1");
-      t->port = g_uri_get_port (uri) > 0 ? g_uri_get_port (uri) : 6379;
-      t->username = g_strdup (g_uri_get_user (uri));
-      t->password = g_strdup (g_uri_get_password (uri));
-      t->db = path != NULL && path[0] == '/' && path[1] != '\0' ? atoi (path + 1) : 0;
-      return TRUE;
-    }
-  g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-               "the benchmark's own connections support redis:// and unix:// URLs, not %s://",
-               scheme);
-  return FALSE;
+  t->socket_path = g_steal_pointer (&config.path);
+  t->host = g_steal_pointer (&config.host);
+  t->port = config.port;
+  t->username = g_steal_pointer (&config.username);
+  t->password = g_steal_pointer (&config.password);
+  t->db = config.db;
+  rl_conn_config_clear (&config);
+  return TRUE;
 }
 
 redisReply *

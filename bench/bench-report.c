@@ -99,6 +99,12 @@ add_note (Section *s, const char *format, ...)
 
 /* --- The table --------------------------------------------------------------------- */
 
+double
+raw_us (Bench *b)
+{
+  return b->raw_error != NULL ? NAN : b->raw.p50 / 1000.0;
+}
+
 void
 print_header (Bench *b)
 {

@@ -4,7 +4,8 @@
  * The program is one file per section (section-*.c, listed in order in section-list.h,
  * as libuv lists its test/benchmark-*.c in benchmark-list.h) around a few shared files:
  * redislock-bench.c runs the program (options, the private redis-server, the sizes of
- * the run, the reference round trip, the loop over the sections), bench-stats.c holds
+ * the run, the reference round trip, the loop over the sections, the child processes
+ * some sections start), bench-registry.c makes the registries, bench-stats.c holds
  * the clocks and the percentiles, bench-threads.c starts worker threads together and
  * accounts for what a parallel run cost, bench-hiredis.c makes the plain hiredis
  * connections every baseline is measured on, and bench-report.c collects the figures
@@ -114,8 +115,9 @@ void print_json (Bench *b, double seconds);
 
 /* --- Plain hiredis connections (bench-hiredis.c) ----------------------------------- */
 
-/* Where the raw connections go: the same server as the library, parsed from the same
- * URL forms (redis://, unix://). */
+/* Where the raw connections go: the same server as the library, parsed by the
+ * library's URL parser (rl_conn_config_parse(), url.h) from the same URL forms
+ * (redis://, unix://; not TLS). */
 typedef struct
 {
   char *socket_path; /* NULL for TCP */
@@ -126,7 +128,7 @@ typedef struct
   int db;
 } RawTarget;
 
-/* Parses @url (NULL: 127.0.0.1:6379) into @t; clear it with raw_target_clear(). */
+/* Parses @url (NULL: redis://127.0.0.1:6379) into @t; clear it with raw_target_clear(). */
 gboolean raw_target_parse (const char *url, RawTarget *t, GError **error);
 void raw_target_clear (RawTarget *t);
 
@@ -210,10 +212,10 @@ struct _Bench
   GPtrArray *sections; /* of Section */
 };
 
-/* The reference round trip in µs, NAN when there is none. */
+/* The reference round trip in µs, NAN when there is none (bench-report.c). */
 double raw_us (Bench *b);
 
-/* A new registry on the run's server under the run's registry key. */
+/* bench-registry.c: a new registry on the run's server under the run's registry key. */
 RedisLockRegistry *bench_registry (Bench *b, GError **error);
 /* Applies the run's registry settings (--no-key-tracking) to @registry; for the
  * registries of child processes too. */
@@ -296,13 +298,18 @@ void section_rwlock (Bench *b, Section *s);
 void section_deadlock (Bench *b, Section *s);
 void section_memory (Bench *b, Section *s);
 
-/* The other process of the hand-off (`redislock-bench --child`, section-handoff.c);
- * returns the exit status. */
-int child_main (const char *mode, const char *name, guint steps, gint64 hold_us);
+/* The other processes some sections run: a second copy of this program, started as
+ * `redislock-bench --child=SECTION --child-mode=MODE --child-name=NAME --child-steps=N
+ * --child-hold-us=US`, runs the child of SECTION's entry in section-list.h with those
+ * values; returns the exit status. */
+typedef int (*ChildFunc) (const char *mode, const char *name, guint steps, gint64 hold_us);
+
+/* The other process of the hand-off (section-handoff.c). */
+int handoff_child (const char *mode, const char *name, guint steps, gint64 hold_us);
 
 /* A contending process of section-processes.c (modes "contend-raw" and "contend-lib"),
- * number @id; returns the exit status. */
-int processes_child_main (const char *mode, const char *name, guint id);
+ * number @steps; @hold_us is not used. */
+int processes_child (const char *mode, const char *name, guint steps, gint64 hold_us);
 
 G_END_DECLS
 

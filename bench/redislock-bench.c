@@ -27,8 +27,8 @@
  * The program starts its own redis-server on a Unix socket (redislock-test.h) unless
  * REDIS_URL or --url names one, uses a registry key unique to the run, prints a table
  * (or JSON with --json), and prints "n/a" with the reason for any figure it cannot
- * produce instead of stopping. The cross-process hand-off runs a second copy of this
- * program (`--child`, see section-handoff.c).
+ * produce instead of stopping. The cross-process sections run more copies of this
+ * program (`--child=SECTION`, the child of that section's entry in section-list.h).
  *
  * Each section is a file of its own, section-NAME.c, listed in section-list.h, so that
  * a figure and its baseline can be read together without the rest. This file is the
@@ -48,31 +48,6 @@
 #include "section-list.h"
 
 /* --- The run ----------------------------------------------------------------------- */
-
-double
-raw_us (Bench *b)
-{
-  return b->raw_error != NULL ? NAN : b->raw.p50 / 1000.0;
-}
-
-void
-bench_registry_settings (RedisLockRegistry *registry)
-{
-  if (g_strcmp0 (g_getenv ("REDISLOCK_BENCH_KEY_TRACKING"), "off") == 0)
-    redis_lock_registry_set_key_tracking (registry, FALSE);
-  if (g_strcmp0 (g_getenv ("REDISLOCK_BENCH_DEADLOCK_DETECTION"), "off") == 0)
-    redis_lock_registry_set_deadlock_detection (registry, FALSE);
-}
-
-RedisLockRegistry *
-bench_registry (Bench *b, GError **error)
-{
-  RedisLockRegistry *registry = redis_lock_registry_new (b->url, b->key, error);
-
-  if (registry != NULL)
-    bench_registry_settings (registry);
-  return registry;
-}
 
 /* The reference round trip (and the server's version), measured before any section. */
 static void
@@ -241,8 +216,8 @@ typedef struct
   gboolean list;
   gboolean no_key_tracking;
   gboolean no_deadlock_detection;
-  /* the other process of the hand-off (hidden options) */
-  gboolean child;
+  /* a child process of a section (hidden options) */
+  char *child;
   char *child_mode;
   char *child_name;
   gint child_steps;
@@ -254,6 +229,7 @@ options_clear (Options *o)
 {
   g_free (o->url);
   g_free (o->only);
+  g_free (o->child);
   g_free (o->child_mode);
   g_free (o->child_name);
 }
@@ -278,7 +254,7 @@ options_parse (Options *o, int *argc, char ***argv)
       "Run the library's registries with key tracking off (on by default)", NULL },
     { "no-deadlock-detection", 0, 0, G_OPTION_ARG_NONE, &o->no_deadlock_detection,
       "Run the library's registries with deadlock detection off (on by default)", NULL },
-    { "child", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &o->child, NULL, NULL },
+    { "child", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &o->child, NULL, NULL },
     { "child-mode", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &o->child_mode, NULL, NULL },
     { "child-name", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &o->child_name, NULL, NULL },
     { "child-steps", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &o->child_steps, NULL, NULL },
@@ -376,6 +352,21 @@ run (const Options *opt, const char *argv0)
   return 0;
 }
 
+/* A child process of a section (`--child=SECTION`): the child of that entry of the
+ * table, with the values of the other hidden options. */
+static int
+run_child (const Options *opt)
+{
+  guint i;
+
+  for (i = 0; i < G_N_ELEMENTS (section_table); i++)
+    if (section_table[i].child != NULL && strcmp (opt->child, section_table[i].name) == 0)
+      return section_table[i].child (opt->child_mode, opt->child_name,
+                                     (guint)MAX (opt->child_steps, 0), opt->child_hold_us);
+  g_printerr ("redislock-bench: no section '%s' with child processes\n", opt->child);
+  return 2;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -384,9 +375,8 @@ main (int argc, char **argv)
 
   if (!options_parse (&opt, &argc, &argv))
     status = 2;
-  else if (opt.child)
-    status = child_main (opt.child_mode, opt.child_name, (guint)MAX (opt.child_steps, 0),
-                         opt.child_hold_us);
+  else if (opt.child != NULL)
+    status = run_child (&opt);
   else if (opt.list)
     status = list_sections ();
   else

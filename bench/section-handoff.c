@@ -5,8 +5,9 @@
  * waiter's acquire, so it is compared with raw round trips and with the same ping-pong
  * done by hand (a release script that publishes, a process blocked reading SUBSCRIBE,
  * one SET NX PX): the floor.
- * The other process is a second copy of this program (`--child`, started with exec so
- * that it never inherits a registry across fork()), and the two ping-pong one lock.
+ * The other process is a second copy of this program (`--child=handoff`, started with
+ * exec so that it never inherits a registry across fork()), and the two ping-pong one
+ * lock.
  * Each side tells the other through a pipe that it is about to wait, and the holder
  * keeps the lock HANDOFF_HOLD_US longer so the waiter is really blocked in Redis when
  * the release happens; the waiter's `contended_attempts` counter confirms each wait,
@@ -337,12 +338,12 @@ out:
   return ok;
 }
 
-/* The other side of the hand-off: `redislock-bench --child`, started with exec by the
- * parent, stdin and stdout being the pipes. The URL and registry key come from the
- * environment so that a password never shows in the process list. Mode "raw" runs the
- * floor instead of the library; modes "contend-*" are section-processes.c's. */
+/* The other side of the hand-off: `redislock-bench --child=handoff`, started with exec
+ * by the parent, stdin and stdout being the pipes. The URL and registry key come from
+ * the environment so that a password never shows in the process list. Mode "raw" runs
+ * the floor instead of the library. */
 int
-child_main (const char *mode, const char *name, guint steps, gint64 hold_us)
+handoff_child (const char *mode, const char *name, guint steps, gint64 hold_us)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (RedisLockRegistry) registry = NULL;
@@ -351,8 +352,6 @@ child_main (const char *mode, const char *name, guint steps, gint64 hold_us)
   const char *key = g_getenv ("REDISLOCK_BENCH_KEY");
   PingPong pp;
 
-  if (g_str_has_prefix (mode != NULL ? mode : "", "contend-"))
-    return processes_child_main (mode, name, steps);
   memset (&pp, 0, sizeof pp);
   /* Keep the protocol pipe for ourselves; anything else printed goes to stderr. */
   pp.in_fd = dup (STDIN_FILENO);
@@ -383,7 +382,7 @@ child_main (const char *mode, const char *name, guint steps, gint64 hold_us)
   return 0;
 
 fail:
-  g_printerr ("redislock-bench --child: %s\n", error->message);
+  g_printerr ("redislock-bench --child=handoff: %s\n", error->message);
   return 1;
 }
 
@@ -396,7 +395,7 @@ wait_mode_name (RedisLockWaitMode mode)
   return mode == REDIS_LOCK_WAIT_SPIN ? "spin" : "pubsub";
 }
 
-/* Starts `redislock-bench --child` with pipes for its stdin and stdout. */
+/* Starts `redislock-bench --child=handoff` with pipes for its stdin and stdout. */
 static gboolean
 child_spawn (Bench *b, const char *mode, const char *name, guint steps, GPid *pid, int *to_child,
              int *from_child, GError **error)
@@ -405,7 +404,8 @@ child_spawn (Bench *b, const char *mode, const char *name, guint steps, GPid *pi
   g_autofree char *name_arg = g_strdup_printf ("--child-name=%s", name);
   g_autofree char *steps_arg = g_strdup_printf ("--child-steps=%u", steps);
   g_autofree char *hold_arg = g_strdup_printf ("--child-hold-us=%d", HANDOFF_HOLD_US);
-  const char *argv[] = { b->self_path, "--child", mode_arg, name_arg, steps_arg, hold_arg, NULL };
+  const char *argv[] = { b->self_path, "--child=handoff", mode_arg, name_arg, steps_arg, hold_arg,
+                         NULL };
   g_auto (GStrv) envp = g_get_environ ();
 
   envp = g_environ_setenv (envp, "REDISLOCK_BENCH_URL", b->url != NULL ? b->url : "", TRUE);

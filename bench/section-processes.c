@@ -2,11 +2,11 @@
 /* section-processes.c: single-threaded processes contending on one name.
  *
  * The figure a deployment of many one-thread workers sees: PROCESSES_N copies of this
- * program (`--child`, started with exec like the hand-off's child), each taking the same
- * lock over and over, and each critical section doing two Redis round trips of its own
- * on a plain hiredis connection (LLEN of a shared list, then RPUSH of the process's
- * number, which must make the list one longer: a section that overlaps another shows as
- * a wrong length). The list is the order in which the sections ran, so the fraction of
+ * program (`--child=processes`, started with exec like the hand-off's child), each
+ * taking the same lock over and over, and each critical section doing two Redis round
+ * trips of its own on a plain hiredis connection (LLEN of a shared list, then RPUSH of
+ * the process's number, which must make the list one longer: a section that overlaps
+ * another shows as a wrong length). The list is the order in which the sections ran, so the fraction of
  * consecutive sections that changed process tells whether the lock is shared or one
  * process keeps it.
  *
@@ -220,7 +220,7 @@ lib_contend (RawConn *cmd, const char *name, const char *list, guint id, gint64 
 }
 
 int
-processes_child_main (const char *mode, const char *name, guint id)
+processes_child (const char *mode, const char *name, guint id, gint64 hold_us)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (RawConn) cmd = NULL;
@@ -253,7 +253,7 @@ processes_child_main (const char *mode, const char *name, guint id)
   if (ok && write_full (out_fd, &sections, sizeof sections, &error))
     return 0;
 fail:
-  g_printerr ("redislock-bench --child: %s\n", error->message);
+  g_printerr ("redislock-bench --child=processes: %s\n", error->message);
   return 1;
 }
 
@@ -286,7 +286,7 @@ processes_run (Bench *b, RawConn *raw, const char *mode, const char *name, gint6
       g_autofree char *mode_arg = g_strdup_printf ("--child-mode=%s", mode);
       g_autofree char *name_arg = g_strdup_printf ("--child-name=%s", name);
       g_autofree char *id_arg = g_strdup_printf ("--child-steps=%u", i);
-      const char *argv[] = { b->self_path, "--child", mode_arg, name_arg, id_arg, NULL };
+      const char *argv[] = { b->self_path, "--child=processes", mode_arg, name_arg, id_arg, NULL };
       g_auto (GStrv) envp = g_get_environ ();
 
       envp = g_environ_setenv (envp, "REDISLOCK_BENCH_URL", b->url != NULL ? b->url : "", TRUE);

@@ -1,20 +1,25 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* internal.h: the registry and lock structures, shared by registry.c, lock.c and
- * leases.c.
+/* internal.h: the registry and lock structures. Included by the files of the lock
+ * core (registry.c, lock.c, leases.c, leases-lost.c, multilock.c, locker.c, leader.c,
+ * waits.c, process.c, semaphore.c) and, through the private headers built on it, by
+ * the files that include those: lock-private.h (lock-local.c, unlock.c),
+ * leases-private.h, rwlock.h, semaphore.h, async-pool.h (lock-async.c, async-pool.c)
+ * and async-driver.h.
  *
  * Each field has one writer, named beside it: the cache (registry.c, under
- * registry->cache_mutex), the local mutex (lock.c, under lock->m), the lease fields
- * (leases.c, under its own mutex, see leases.h). Locking order, which every file
- * follows: registry->cache_mutex before lock->m before the lease table's mutex; the lease
- * table's renew mutex comes before all of them and is the one mutex held across a
- * store call (renewals go one at a time, see leases.c). The user's callback is called
- * with no mutex held. Nothing that holds lock->m or the lease table's mutex calls the
- * store, so no Redis round trip ever happens under a mutex a lock or unlock may need.
+ * registry->cache_mutex), the local mutex (lock.c, lock-local.c and unlock.c, under
+ * lock->m), the lease fields (leases.c, under its own mutex, see leases.h). The lock
+ * order of these mutexes and every other is in sync.h; the lease table's renew mutex
+ * is the one mutex held across a store call (renewals go one at a time, see leases.c).
+ * The user's callback is called with no mutex held. Nothing that holds lock->m or the
+ * lease table's mutex calls the store, so no Redis round trip ever happens under a
+ * mutex a lock or unlock may need.
  *
- * The calls between the files go one way: registry.c -> lock.c -> leases.c ->
- * {watchdog.c, the store}; lock-async.c calls lock.c and leases.c, and lock.c reaches
- * its queued waiters (RlLockWaiter) only through their callbacks. lock.c, lock-async.c
- * and multilock.c each drive the acquisition machine of acquire.c (acquire.h), which
+ * The calls between the files go one way: registry.c -> lock.c -> unlock.c ->
+ * lock-local.c (which calls none of the others); registry.c, lock.c and unlock.c ->
+ * leases.c -> {leases-lost.c, watchdog.c, the store}; lock-async.c calls lock.c and unlock.c, and lock.c reaches its queued waiters
+ * (RlLockWaiter) only through their callbacks. lock.c, lock-async.c, multilock.c and
+ * semaphore.c each drive the acquisition machine of acquire.c (acquire.h), which
  * calls none of them. What a lower file needs of the registry (is it closed or
  * forked, its settings, its store) it reads from these structures through the inline
  * functions below, never by calling up.
@@ -166,6 +171,20 @@ rl_lock_name (const RedisLock *lock)
 /* Longest lease TTL accepted (about 100 years): microsecond arithmetic on it cannot
  * overflow, and Redis accepts it as a PX argument. */
 #define RL_TTL_MAX_MS ((gint64) 100 * 365 * 24 * 3600 * 1000)
+
+/* Whether @ttl_ms is a lease TTL a call takes: 1 to RL_TTL_MAX_MS, or 0 for the
+ * registry's; else FALSE with REDIS_LOCK_ERROR_INVALID. */
+static inline gboolean
+rl_check_ttl (gint64 ttl_ms, GError **error)
+{
+  if (ttl_ms >= 0 && ttl_ms <= RL_TTL_MAX_MS)
+    return TRUE;
+  g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
+               "Invalid lease TTL %" G_GINT64_FORMAT " ms: it must be 1 to %" G_GINT64_FORMAT
+               " ms, or 0 for the registry's TTL",
+               ttl_ms, RL_TTL_MAX_MS);
+  return FALSE;
+}
 
 /* process.c: the fork guard. */
 extern guint rl_fork_generation;

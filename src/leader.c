@@ -53,7 +53,6 @@ static const char *const state_names[] = {
 
 struct _RedisLockLeader
 {
-  gint ref_count; /* atomic */
   RedisLock *lock;
   RedisLockLeaderFunc func;
   gpointer user_data;
@@ -91,8 +90,7 @@ redis_lock_leader_new (RedisLockRegistry *registry, const char *name, RedisLockL
       g_critical ("redis_lock_leader_new: %s", error->message);
       return NULL;
     }
-  leader = g_new0 (RedisLockLeader, 1);
-  leader->ref_count = 1;
+  leader = g_atomic_rc_box_new0 (RedisLockLeader);
   leader->lock = lock;
   leader->func = func;
   leader->user_data = user_data;
@@ -109,15 +107,15 @@ RedisLockLeader *
 redis_lock_leader_ref (RedisLockLeader *leader)
 {
   g_return_val_if_fail (leader != NULL, NULL);
-  g_atomic_int_inc (&leader->ref_count);
-  return leader;
+  return g_atomic_rc_box_acquire (leader);
 }
 
-void
-redis_lock_leader_unref (RedisLockLeader *leader)
+/* Frees what @data, a leader whose last reference went, holds. */
+static void
+leader_clear (gpointer data)
 {
-  if (leader == NULL || !g_atomic_int_dec_and_test (&leader->ref_count))
-    return;
+  RedisLockLeader *leader = data;
+
   /* Every source and pending call of a started candidate holds a reference: only an
    * idle one gets here. */
   g_assert (leader->state == LEADER_IDLE);
@@ -129,7 +127,13 @@ redis_lock_leader_unref (RedisLockLeader *leader)
     g_main_context_unref (leader->context);
   redis_lock_unref (leader->lock);
   rl_mutex_clear (&leader->mutex);
-  g_free (leader);
+}
+
+void
+redis_lock_leader_unref (RedisLockLeader *leader)
+{
+  if (leader != NULL)
+    g_atomic_rc_box_release_full (leader, leader_clear);
 }
 
 const char *

@@ -517,15 +517,7 @@ redis_lock_lock_async (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancella
   g_return_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable));
 
   task = task_new (lock, cancellable, callback, user_data, redis_lock_lock_async);
-  if (ttl_ms < 0 || ttl_ms > RL_TTL_MAX_MS)
-    {
-      g_task_return_new_error (task, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                               "Invalid lease TTL %" G_GINT64_FORMAT " ms: it must be 1 to "
-                               "%" G_GINT64_FORMAT " ms, or 0 for the registry's TTL",
-                               ttl_ms, RL_TTL_MAX_MS);
-      return;
-    }
-  if (!rl_registry_check (lock->registry, &error)
+  if (!rl_check_ttl (ttl_ms, &error) || !rl_registry_check (lock->registry, &error)
       || g_cancellable_set_error_if_cancelled (cancellable, &error)
       || !rl_lock_fence_key (lock, &fence_key, &error))
     {
@@ -565,15 +557,23 @@ redis_lock_lock_async (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancella
   call_unref (call);
 }
 
-gboolean
-redis_lock_lock_finish (RedisLock *lock, GAsyncResult *result, GError **error)
+/* The end of a `_finish` call: the boolean outcome of @result, a task of @lock made by
+ * the call whose source tag is @tag. */
+static gboolean
+finish_boolean (RedisLock *lock, GAsyncResult *result, gpointer tag, GError **error)
 {
   g_return_val_if_fail (lock != NULL, FALSE);
   g_return_val_if_fail (g_task_is_valid (result, NULL), FALSE);
-  g_return_val_if_fail (g_task_get_source_tag (G_TASK (result)) == redis_lock_lock_async, FALSE);
+  g_return_val_if_fail (g_task_get_source_tag (G_TASK (result)) == tag, FALSE);
   g_return_val_if_fail (g_task_get_task_data (G_TASK (result)) == lock, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
   return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+gboolean
+redis_lock_lock_finish (RedisLock *lock, GAsyncResult *result, GError **error)
+{
+  return finish_boolean (lock, result, redis_lock_lock_async, error);
 }
 
 void
@@ -616,10 +616,5 @@ redis_lock_unlock_async (RedisLock *lock, GCancellable *cancellable, GAsyncReady
 gboolean
 redis_lock_unlock_finish (RedisLock *lock, GAsyncResult *result, GError **error)
 {
-  g_return_val_if_fail (lock != NULL, FALSE);
-  g_return_val_if_fail (g_task_is_valid (result, NULL), FALSE);
-  g_return_val_if_fail (g_task_get_source_tag (G_TASK (result)) == redis_lock_unlock_async, FALSE);
-  g_return_val_if_fail (g_task_get_task_data (G_TASK (result)) == lock, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-  return g_task_propagate_boolean (G_TASK (result), error);
+  return finish_boolean (lock, result, redis_lock_unlock_async, error);
 }

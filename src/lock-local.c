@@ -33,6 +33,7 @@ grant_queued_locked (RedisLock *lock)
   RlLockWaiter *waiter;
   gboolean threads_wait;
 
+  rl_mutex_assert_held (&lock->m);
   if (wait == NULL || wait->queue.length == 0)
     return FALSE;
   threads_wait = lock->waiters > wait->queue.length;
@@ -67,6 +68,7 @@ rl_lock_wake_local_waiter (RedisLock *lock)
 void
 rl_lock_release_local_locked (RedisLock *lock)
 {
+  rl_mutex_assert_held (&lock->m);
   g_atomic_pointer_set (&lock->owner, NULL);
   lock->count = 0;
   if (lock->waiters > 0 && lock->barged < RL_LOCAL_BARGE_MAX
@@ -82,8 +84,10 @@ rl_lock_release_local_locked (RedisLock *lock)
 gboolean
 rl_lock_take_ownership_locked (RedisLock *lock, gpointer self, gboolean waited)
 {
-  gboolean kept = lock->handed_over;
+  gboolean kept;
 
+  rl_mutex_assert_held (&lock->m);
+  kept = lock->handed_over;
   if (waited)
     lock->barged = lock->reserved = 0;
   g_atomic_pointer_set (&lock->owner, self);

@@ -112,6 +112,7 @@ wake_sleeper_locked (RedisLock *lock)
 {
   GList *link;
 
+  rl_mutex_assert_held (&lock->m);
   while ((link = g_queue_pop_head_link (&lock->wait->sleepers)) != NULL)
     {
       RlLockWaiter *sleeper = link->data;
@@ -178,12 +179,13 @@ rl_lock_wait_error (RedisLock *lock, GCancellable *cancellable, GError **error)
 /* Counts a waiter (@self: a thread, or a queued waiter's marker) out of the wait for the
  * local mutex; @owned: it leaves owning the mutex. One that leaves without it may be
  * the last of the waiters a lease was handed over to: it then takes the mutex, and
- * TRUE tells the caller to release that lease (release_orphan()) once lock->m is
- * unlocked, so that it does not stay in Redis with nobody to release it. Otherwise it
+ * TRUE tells the caller to release that lease (leave_wait_and_unlock()) once lock->m
+ * is unlocked, so that it does not stay in Redis with nobody to release it. Otherwise it
  * may have swallowed a signal meant for another waiter, which goes on. lock->m held. */
 static gboolean
 leave_wait_locked (RedisLock *lock, gpointer self, gboolean owned)
 {
+  rl_mutex_assert_held (&lock->m);
   lock->waiters--;
   if (lock->waiters == 0)
     lock->barged = lock->reserved = 0;
@@ -199,13 +201,16 @@ leave_wait_locked (RedisLock *lock, gpointer self, gboolean owned)
   return FALSE;
 }
 
-/* Releases the lease leave_wait_locked() took over from waiters that all left. */
+/* leave_wait_locked(), then unlocks lock->m and releases the lease it took over from
+ * waiters that all left, if it did. lock->m held on entry, not on return. */
 static void
-release_orphan (RedisLock *lock)
+leave_wait_and_unlock (RedisLock *lock, gpointer self, gboolean owned)
 {
   g_autoptr (GError) orphan_error = NULL;
+  gboolean orphan = leave_wait_locked (lock, self, owned);
 
-  if (!rl_lock_unlock_outermost (lock, &orphan_error))
+  rl_mutex_unlock (&lock->m);
+  if (orphan && !rl_lock_unlock_outermost (lock, &orphan_error))
     g_message ("Releasing the lease of lock “%s”, handed over to waiters that all gave up: %s",
                rl_lock_name (lock), orphan_error->message);
 }
@@ -219,7 +224,6 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
                RlWaiting *waiting, gboolean *kept, gboolean *reentered, GError **error)
 {
   gboolean owned = FALSE;
-  gboolean orphan = FALSE;
   gboolean waited = FALSE;
   gint64 now;
 
@@ -262,10 +266,7 @@ acquire_local (RedisLock *lock, gpointer self, gint64 deadline, GCancellable *ca
       lock->waking = FALSE;
       waited = TRUE;
     }
-  orphan = leave_wait_locked (lock, self, owned);
-  rl_mutex_unlock (&lock->m);
-  if (orphan)
-    release_orphan (lock);
+  leave_wait_and_unlock (lock, self, owned);
   return owned;
 }
 
@@ -314,8 +315,10 @@ rl_lock_sleep (RedisLock *lock, const RlAcquire *acq, GCancellable *cancellable)
 static void
 count_lease_hold_locked (RedisLock *lock, gboolean contended)
 {
-  RlLockWait *wait = contended ? rl_lock_wait_state (lock) : lock->wait;
+  RlLockWait *wait;
 
+  rl_mutex_assert_held (&lock->m);
+  wait = contended ? rl_lock_wait_state (lock) : lock->wait;
   if (wait != NULL)
     rl_yield_count_hold (&wait->yield, contended);
 }
@@ -636,8 +639,6 @@ rl_lock_take_or_queue (RedisLock *lock, gpointer thread, RlLockWaiter *waiter, g
 gboolean
 rl_lock_leave_queue (RedisLock *lock, RlLockWaiter *waiter)
 {
-  gboolean orphan = FALSE;
-
   rl_mutex_lock (&lock->m);
   if (lock->owner == waiter)
     {
@@ -645,10 +646,7 @@ rl_lock_leave_queue (RedisLock *lock, RlLockWaiter *waiter)
       return FALSE;
     }
   g_queue_unlink (&lock->wait->queue, &waiter->link);
-  orphan = leave_wait_locked (lock, waiter, FALSE);
-  rl_mutex_unlock (&lock->m);
-  if (orphan)
-    release_orphan (lock);
+  leave_wait_and_unlock (lock, waiter, FALSE);
   return TRUE;
 }
 
@@ -750,14 +748,8 @@ redis_lock_try_lock_full (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCance
   g_return_val_if_fail (lock != NULL, FALSE);
   g_return_val_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable), FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-  if (ttl_ms < 0 || ttl_ms > RL_TTL_MAX_MS)
-    {
-      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                   "Invalid lease TTL %" G_GINT64_FORMAT " ms: it must be 1 to %" G_GINT64_FORMAT
-                   " ms, or 0 for the registry's TTL",
-                   ttl_ms, RL_TTL_MAX_MS);
-      return FALSE;
-    }
+  if (!rl_check_ttl (ttl_ms, error))
+    return FALSE;
   return acquire (lock, wait_ms, ttl_ms, cancellable, error);
 }
 
@@ -775,28 +767,27 @@ redis_lock_get_key (RedisLock *lock)
   return lock->key_data;
 }
 
+/* Whether the calling thread holds @lock (never in a forked child: the holds were the
+ * parent's). */
+static gboolean
+held_by_caller (RedisLock *lock)
+{
+  return !rl_registry_is_forked (lock->registry)
+         && rl_lock_owned_by_caller (lock, rl_lock_current_thread ());
+}
+
 gboolean
 redis_lock_is_held_by_current_thread (RedisLock *lock)
 {
-  gboolean held;
-
   g_return_val_if_fail (lock != NULL, FALSE);
-  if (rl_registry_is_forked (lock->registry))
-    return FALSE;
-  held = rl_lock_owned_by_caller (lock, rl_lock_current_thread ());
-  return held;
+  return held_by_caller (lock);
 }
 
 guint
 redis_lock_get_hold_count (RedisLock *lock)
 {
-  guint count;
-
   g_return_val_if_fail (lock != NULL, 0);
-  if (rl_registry_is_forked (lock->registry))
-    return 0;
-  count = rl_lock_owned_by_caller (lock, rl_lock_current_thread ()) ? lock->count : 0;
-  return count;
+  return held_by_caller (lock) ? lock->count : 0;
 }
 
 gboolean
@@ -813,22 +804,32 @@ redis_lock_is_acquired_in_this_process (RedisLock *lock)
   return acquired;
 }
 
+/* The lease table of @lock's registry when the calling thread holds @lock (its lease
+ * is there), else NULL. */
+static RlLeases *
+held_leases (RedisLock *lock)
+{
+  return held_by_caller (lock) ? lock->registry->leases : NULL;
+}
+
 gboolean
 redis_lock_is_lease_lost (RedisLock *lock)
 {
+  RlLeases *leases;
+
   g_return_val_if_fail (lock != NULL, FALSE);
-  if (!redis_lock_is_held_by_current_thread (lock))
-    return FALSE;
-  return rl_leases_is_lost (lock->registry->leases, lock);
+  leases = held_leases (lock);
+  return leases != NULL && rl_leases_is_lost (leases, lock);
 }
 
 GCancellable *
 redis_lock_get_lease_cancellable (RedisLock *lock)
 {
+  RlLeases *leases;
+
   g_return_val_if_fail (lock != NULL, NULL);
-  if (!redis_lock_is_held_by_current_thread (lock))
-    return NULL;
-  return rl_leases_get_cancellable (lock->registry->leases, lock);
+  leases = held_leases (lock);
+  return leases != NULL ? rl_leases_get_cancellable (leases, lock) : NULL;
 }
 
 char *
@@ -838,9 +839,9 @@ redis_lock_dup_lease_value (RedisLock *lock)
   char value[RL_LEASE_VALUE_MAX];
 
   g_return_val_if_fail (lock != NULL, NULL);
-  if (!redis_lock_is_held_by_current_thread (lock))
+  leases = held_leases (lock);
+  if (leases == NULL)
     return NULL;
-  leases = lock->registry->leases;
   rl_leases_value (leases, rl_leases_view (leases, lock).serial, value);
   return g_strdup (value);
 }
@@ -848,8 +849,9 @@ redis_lock_dup_lease_value (RedisLock *lock)
 guint64
 redis_lock_get_fencing_token (RedisLock *lock)
 {
+  RlLeases *leases;
+
   g_return_val_if_fail (lock != NULL, 0);
-  if (!redis_lock_is_held_by_current_thread (lock))
-    return 0;
-  return rl_leases_get_token (lock->registry->leases, lock);
+  leases = held_leases (lock);
+  return leases != NULL ? rl_leases_get_token (leases, lock) : 0;
 }

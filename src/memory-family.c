@@ -209,9 +209,7 @@ rl_memory_rw_acquire (RlStore *store, const RlRwKeys *keys, RlRwMode mode, const
       if (mode == RL_RW_WRITE && waiting != NULL && strcmp (waiting->owner, keys->owner) == 0)
         g_hash_table_remove (self->space->leases, keys->waiting);
     }
-  rl_mutex_unlock (&rl_memory_mutex);
-  if (targets != NULL)
-    rl_memory_listeners_deliver (targets, keys->waiting);
+  rl_memory_unlock_and_deliver (targets, keys->waiting);
   return result;
 }
 
@@ -230,9 +228,7 @@ rl_memory_rw_stop_waiting (RlStore *store, const RlRwKeys *keys, GError **error)
       targets = rl_memory_listeners_take (self->space, keys->waiting);
       g_hash_table_remove (self->space->leases, keys->waiting);
     }
-  rl_mutex_unlock (&rl_memory_mutex);
-  if (targets != NULL)
-    rl_memory_listeners_deliver (targets, keys->waiting);
+  rl_memory_unlock_and_deliver (targets, keys->waiting);
   return TRUE;
 }
 

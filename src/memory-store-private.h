@@ -54,6 +54,7 @@ void rl_memory_lease_insert (RlMemorySpace *space, const char *key, const char *
 void rl_memory_count_request (RlStore *store, guint commands);
 GPtrArray *rl_memory_listeners_take (RlMemorySpace *space, const char *key);
 void rl_memory_listeners_deliver (GPtrArray *targets, const char *key);
+void rl_memory_unlock_and_deliver (GPtrArray *targets, const char *key);
 gboolean rl_memory_wants_replicas (RlStore *store, const char *what, const char *key,
                                    GError **error);
 void rl_memory_lease_take (RlMemorySpace *space, const char *key, const char *value, gint64 ttl_ms,

@@ -237,6 +237,16 @@ rl_memory_listeners_deliver (GPtrArray *targets, const char *key)
   g_ptr_array_unref (targets);
 }
 
+/* Unlocks rl_memory_mutex, then delivers @key's release to @targets, if any (NULL: none
+ * were taken). */
+void
+rl_memory_unlock_and_deliver (GPtrArray *targets, const char *key)
+{
+  rl_mutex_unlock (&rl_memory_mutex);
+  if (targets != NULL)
+    rl_memory_listeners_deliver (targets, key);
+}
+
 /* Whether writes must be acknowledged by replicas, which this store has none of:
  * what a Redis server without replicas answers to WAIT. */
 gboolean

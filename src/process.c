@@ -8,8 +8,10 @@
  * every registry remembers the generation it was made in, so the check on each call
  * is one integer comparison and the child handler needs no lock.
  *
- * hiredis writes with write(2), which raises SIGPIPE when Redis has gone away, and
- * has no per-call way to avoid it: as GLib's GSocket does, the signal is ignored
+ * A write to a server that has gone away raises SIGPIPE unless the writer asks
+ * otherwise. The transport's plain sockets do (send() with MSG_NOSIGNAL), but a TLS
+ * connection's writes are GnuTLS's own (its default push function, the session made
+ * without GNUTLS_NO_SIGNAL): as GLib's GSocket does, the signal is ignored
  * process-wide unless the application installed a handler.
  */
 #include "config.h"
@@ -37,9 +39,8 @@ rl_fork_guard_init (void)
       struct sigaction sa;
 
       pthread_atfork (NULL, NULL, rl_fork_child);
-      /* hiredis writes with write(2), which raises SIGPIPE when Redis has gone away;
-       * there is no per-call way to avoid it there, so, as GLib's GSocket does, the
-       * signal is ignored process-wide unless the application installed a handler. */
+      /* GnuTLS's writes on a TLS connection may raise SIGPIPE (see above): ignored
+       * unless the application installed a handler. */
       if (sigaction (SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL)
         signal (SIGPIPE, SIG_IGN);
       g_once_init_leave (&once, 1);

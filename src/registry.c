@@ -583,6 +583,39 @@ check_name (const char *name, GError **error)
   return TRUE;
 }
 
+/* Counts one more reference handed out of a cached object (@user_refs, its count); the
+ * first one holds a registry reference. registry->cache_mutex held. */
+static void
+take_user_ref_locked (RedisLockRegistry *registry, guint *user_refs)
+{
+  rl_mutex_assert_held (&registry->cache_mutex);
+  if ((*user_refs)++ == 0)
+    redis_lock_registry_ref (registry);
+}
+
+/* Takes one more reference to a cached object (@user_refs, its count) for a holder of
+ * one. @cached, when not NULL, says whether the cache still keeps the object: only a
+ * holder of a reference (or the lease-lost callback, whose lock cannot be dropped while
+ * the call runs) may take another, and an object the cache dropped was unreferenced and
+ * idle, and may be freed at any moment (@name for the critical then). */
+static void
+user_ref (RedisLockRegistry *registry, guint *user_refs, const guint8 *cached, const char *name)
+{
+  if (is_forked (registry))
+    return;
+  rl_mutex_lock (&registry->cache_mutex);
+  if (cached != NULL && !*cached)
+    {
+      rl_mutex_unlock (&registry->cache_mutex);
+      g_critical ("redis_lock_ref: lock “%s” is no longer referenced by anyone; obtain it again "
+                  "with redis_lock_registry_obtain()",
+                  name);
+      return;
+    }
+  take_user_ref_locked (registry, user_refs);
+  rl_mutex_unlock (&registry->cache_mutex);
+}
+
 RedisLock *
 redis_lock_registry_obtain (RedisLockRegistry *registry, const char *name, GError **error)
 {
@@ -621,8 +654,7 @@ redis_lock_registry_obtain (RedisLockRegistry *registry, const char *name, GErro
       lru_unlink (registry, lock);
       lru_push_tail (registry, lock);
     }
-  if (lock->user_refs++ == 0)
-    redis_lock_registry_ref (registry);
+  take_user_ref_locked (registry, &lock->user_refs);
   RL_ATOMIC_SET (lock->last_used, g_get_monotonic_time ());
   rl_mutex_unlock (&registry->cache_mutex);
   return lock;
@@ -631,27 +663,8 @@ redis_lock_registry_obtain (RedisLockRegistry *registry, const char *name, GErro
 RedisLock *
 redis_lock_ref (RedisLock *lock)
 {
-  RedisLockRegistry *registry;
-
   g_return_val_if_fail (lock != NULL, NULL);
-  registry = lock->registry;
-  if (is_forked (registry))
-    return lock;
-  rl_mutex_lock (&registry->cache_mutex);
-  if (!lock->cached)
-    {
-      /* Only a holder of a reference (or the lease-lost callback, whose lock cannot be
-       * dropped while the call runs) may take another: a lock the cache dropped was
-       * unreferenced and idle, and may be freed at any moment. */
-      rl_mutex_unlock (&registry->cache_mutex);
-      g_critical ("redis_lock_ref: lock “%s” is no longer referenced by anyone; obtain it again "
-                  "with redis_lock_registry_obtain()",
-                  rl_lock_name (lock));
-      return lock;
-    }
-  if (lock->user_refs++ == 0)
-    redis_lock_registry_ref (registry);
-  rl_mutex_unlock (&registry->cache_mutex);
+  user_ref (lock->registry, &lock->user_refs, &lock->cached, rl_lock_name (lock));
   return lock;
 }
 
@@ -724,8 +737,7 @@ redis_lock_registry_obtain_rw (RedisLockRegistry *registry, const char *name, GE
       lock = rl_rw_lock_new (registry, name);
       g_hash_table_insert (registry->rw_locks, lock->name, lock);
     }
-  if (lock->user_refs++ == 0)
-    redis_lock_registry_ref (registry);
+  take_user_ref_locked (registry, &lock->user_refs);
   rl_mutex_unlock (&registry->cache_mutex);
   return lock;
 }
@@ -733,16 +745,8 @@ redis_lock_registry_obtain_rw (RedisLockRegistry *registry, const char *name, GE
 RedisRWLock *
 redis_rw_lock_ref (RedisRWLock *lock)
 {
-  RedisLockRegistry *registry;
-
   g_return_val_if_fail (lock != NULL, NULL);
-  registry = lock->registry;
-  if (is_forked (registry))
-    return lock;
-  rl_mutex_lock (&registry->cache_mutex);
-  if (lock->user_refs++ == 0)
-    redis_lock_registry_ref (registry);
-  rl_mutex_unlock (&registry->cache_mutex);
+  user_ref (lock->registry, &lock->user_refs, NULL, lock->name);
   return lock;
 }
 
@@ -767,17 +771,8 @@ redis_lock_registry_renew (RedisLockRegistry *registry, const char *name, gint64
   gboolean ok;
 
   g_return_val_if_fail (registry != NULL, FALSE);
-  if (!check_name (name, error))
-    return FALSE;
-  if (ttl_ms < 0 || ttl_ms > RL_TTL_MAX_MS)
-    {
-      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                   "Invalid TTL %" G_GINT64_FORMAT " ms: it must be 1 to %" G_GINT64_FORMAT
-                   " ms, or 0 for the registry's TTL",
-                   ttl_ms, RL_TTL_MAX_MS);
-      return FALSE;
-    }
-  if (!rl_registry_check (registry, error))
+  if (!check_name (name, error) || !rl_check_ttl (ttl_ms, error)
+      || !rl_registry_check (registry, error))
     return FALSE;
   if (ttl_ms == 0)
     ttl_ms = RL_ATOMIC_GET (registry->settings.expire_after_ms);

@@ -10,12 +10,16 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "report.h"
 
 void
 rl_json_append_string (GString *out, const char *s)
 {
+  /* The characters written as a backslash and one more character, and that character. */
+  static const char escaped[] = "\"\\\n\t\r";
+  static const char escapes[] = "\"\\ntr";
   const char *p = s;
 
   if (s == NULL)
@@ -27,6 +31,7 @@ rl_json_append_string (GString *out, const char *s)
   while (*p)
     {
       gunichar c = g_utf8_get_char_validated (p, -1);
+      const char *at;
 
       if (c == (gunichar) -1 || c == (gunichar) -2)
         {
@@ -34,29 +39,16 @@ rl_json_append_string (GString *out, const char *s)
           p++;
           continue;
         }
-      switch (c)
+      at = c < 0x80 ? strchr (escaped, (int) c) : NULL;
+      if (at != NULL)
         {
-        case '"':
-          g_string_append (out, "\\\"");
-          break;
-        case '\\':
-          g_string_append (out, "\\\\");
-          break;
-        case '\n':
-          g_string_append (out, "\\n");
-          break;
-        case '\t':
-          g_string_append (out, "\\t");
-          break;
-        case '\r':
-          g_string_append (out, "\\r");
-          break;
-        default:
-          if (c < 0x20 || c == 0x7f)
-            g_string_append_printf (out, "\\u%04x", c);
-          else
-            g_string_append_len (out, p, g_utf8_next_char (p) - p);
+          g_string_append_c (out, '\\');
+          g_string_append_c (out, escapes[at - escaped]);
         }
+      else if (c < 0x20 || c == 0x7f)
+        g_string_append_printf (out, "\\u%04x", c);
+      else
+        g_string_append_len (out, p, g_utf8_next_char (p) - p);
       p = g_utf8_next_char (p);
     }
   g_string_append_c (out, '"');

@@ -81,26 +81,38 @@ typedef enum
   ASK_FAILED,
 } AskResult;
 
+/* Sends one command (@argc words of @argv) to @node on a connection of its pool and
+ * returns the reply, or NULL with @error (@what, followed by the node's name, says
+ * what was being done). */
+static redisReply *
+roundtrip (RlNode *node, gint64 timeout_ms, int argc, const char **argv, const char *what,
+           GError **error)
+{
+  gboolean reused;
+  RlConn *conn = rl_pool_get (node->pool, timeout_ms, &reused, error);
+  redisReply *reply;
+
+  if (conn == NULL)
+    return NULL;
+  reply = rl_conn_roundtrip (conn, argc, argv);
+  if (reply == NULL)
+    {
+      g_autofree char *doing = g_strdup_printf ("%s %s", what, node->name);
+      rl_set_error_from_conn (error, conn, doing);
+    }
+  rl_pool_put (node->pool, conn);
+  return reply;
+}
+
 /* Asks @sentinel where the master is. */
 static AskResult
 ask_sentinel (RlSentinel *self, RlNode *sentinel, gint64 timeout_ms, char **host, int *port,
               GError **error)
 {
   const char *argv[] = { "SENTINEL", "get-master-addr-by-name", self->master_name };
-  gboolean reused;
-  RlConn *conn = rl_pool_get (sentinel->pool, timeout_ms, &reused, error);
-  redisReply *reply;
+  redisReply *reply = roundtrip (sentinel, timeout_ms, 3, argv, "Asking the Sentinel at", error);
   AskResult result = ASK_FAILED;
 
-  if (conn == NULL)
-    return ASK_FAILED;
-  reply = rl_conn_roundtrip (conn, 3, argv);
-  if (reply == NULL)
-    {
-      g_autofree char *what = g_strdup_printf ("Asking the Sentinel at %s", sentinel->name);
-      rl_set_error_from_conn (error, conn, what);
-    }
-  rl_pool_put (sentinel->pool, conn);
   if (reply == NULL)
     return ASK_FAILED;
   if (reply->type == REDIS_REPLY_NIL)
@@ -130,19 +142,9 @@ static gboolean
 is_master (RlSentinel *self, RlNode *node, gint64 timeout_ms, GError **error)
 {
   const char *argv[] = { "ROLE" };
-  gboolean reused, master;
-  RlConn *conn = rl_pool_get (node->pool, timeout_ms, &reused, error);
-  redisReply *reply;
+  redisReply *reply = roundtrip (node, timeout_ms, 1, argv, "Asking the role of", error);
+  gboolean master;
 
-  if (conn == NULL)
-    return FALSE;
-  reply = rl_conn_roundtrip (conn, 1, argv);
-  if (reply == NULL)
-    {
-      g_autofree char *what = g_strdup_printf ("Asking %s for its role", node->name);
-      rl_set_error_from_conn (error, conn, what);
-    }
-  rl_pool_put (node->pool, conn);
   if (reply == NULL)
     return FALSE;
   master = reply->type == REDIS_REPLY_ARRAY && reply->elements > 0

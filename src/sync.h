@@ -16,15 +16,16 @@
  *   registry cache_mutex -> leases.c mutex
  *   rw->m -> leases.c mutex
  *   leases.c renew_mutex -> leases.c mutex -> watchdog.c mutex
+ *   waits.c list_mutex -> leases.c mutex
  *
  * and these leaves, under which nothing of the library is called: leases.c
  * callback_mutex, notify.c mutex, cluster.c mutex, sentinel.c mutex, the connection
  * pool's mutex (connection.c), memory-store.c rl_memory_mutex, quorum-store.c
- * lease_mutex, lock-async.c's pool mutex and result_mutex, rwlock-async.c's
- * result_mutex, the Redis store's recent_mutex (redis-lease.c). Callbacks up the
- * layers (a store's released(), a topology's changed(), the lease-lost callback) are
- * made with none of a layer's own mutexes held, except the quorum opener's, which is
- * outermost for that reason.
+ * lease_mutex, the async worker pool's mutex (async-pool.c), lock-async.c's and
+ * rwlock-async.c's result_mutex, the Redis store's recent_mutex (redis-lease.c), a
+ * leader's mutex (leader.c). Callbacks up the layers (a store's released(), a
+ * topology's changed(), the lease-lost callback) are made with none of a layer's own
+ * mutexes held, except the quorum opener's, which is outermost for that reason.
  */
 #ifndef RL_SYNC_H
 #define RL_SYNC_H

@@ -108,22 +108,26 @@ rl_watchdog_new (const RlWatchdogFuncs *funcs, gpointer data)
   return self;
 }
 
-void
-rl_watchdog_kick (RlWatchdog *self)
+/* Sets @flag, one of @self's requests (stop, kicked, now), and wakes the thread. */
+static void
+request (RlWatchdog *self, gboolean *flag)
 {
   rl_mutex_lock (&self->mutex);
-  self->kicked = TRUE;
+  *flag = TRUE;
   rl_cond_signal (&self->cond);
   rl_mutex_unlock (&self->mutex);
 }
 
 void
+rl_watchdog_kick (RlWatchdog *self)
+{
+  request (self, &self->kicked);
+}
+
+void
 rl_watchdog_tick_now (RlWatchdog *self)
 {
-  rl_mutex_lock (&self->mutex);
-  self->now = TRUE;
-  rl_cond_signal (&self->cond);
-  rl_mutex_unlock (&self->mutex);
+  request (self, &self->now);
 }
 
 void
@@ -131,10 +135,7 @@ rl_watchdog_free (RlWatchdog *self)
 {
   if (self == NULL)
     return;
-  rl_mutex_lock (&self->mutex);
-  self->stop = TRUE;
-  rl_cond_signal (&self->cond);
-  rl_mutex_unlock (&self->mutex);
+  request (self, &self->stop);
   pthread_join (self->thread, NULL);
   rl_cond_clear (&self->cond);
   rl_mutex_clear (&self->mutex);

@@ -44,10 +44,11 @@ int cmd_list (int argc, char **argv);
 int cmd_demo (int argc, char **argv);
 int cmd_break (int argc, char **argv);
 int cmd_watch (int argc, char **argv);
-/* The hidden mode the demo re-executes the tool in (redislock-demo.c). */
+/* The hidden command the demo starts its workers as (redislock-demo.c). */
 int demo_worker (int argc, char **argv);
 
-/* redislock.c: options every command takes, parsing, usage errors. */
+/* redislock-options.c: options every command takes, parsing, usage errors; and what
+ * main() records for the commands (tool_argv0, pipe_disposition_ignored). */
 extern char *opt_url;
 extern char **opt_urls;
 extern char *opt_registry;

@@ -641,16 +641,7 @@ redis_lock_test_cluster_new_or_skip (guint n_masters, guint replicas_per_master)
   RedisLockTestCluster *cluster
       = redis_lock_test_cluster_new (n_masters, replicas_per_master, &error);
 
-  if (cluster != NULL)
-    return cluster;
-  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
-    {
-      g_test_skip (error->message);
-      g_error_free (error);
-      return NULL;
-    }
-  g_error ("redislock test cluster: %s", error->message);
-  return NULL;
+  return rl_test_or_skip (cluster, error, "redislock test cluster");
 }
 
 /* --- Accessors --------------------------------------------------------------------- */
@@ -669,28 +660,35 @@ redis_lock_test_cluster_get_n_nodes (RedisLockTestCluster *cluster)
   return cluster->n_nodes;
 }
 
-const char *
-redis_lock_test_cluster_get_node_url (RedisLockTestCluster *cluster, guint node)
+/* Node @node of @cluster, or NULL (with a critical) when there is no such node. */
+static RlTestProcess *
+node_process (RedisLockTestCluster *cluster, guint node)
 {
   g_return_val_if_fail (cluster != NULL, NULL);
   g_return_val_if_fail (node < cluster->n_nodes, NULL);
-  return cluster->nodes[node].url;
+  return cluster->nodes[node].process;
+}
+
+const char *
+redis_lock_test_cluster_get_node_url (RedisLockTestCluster *cluster, guint node)
+{
+  return node_process (cluster, node) != NULL ? cluster->nodes[node].url : NULL;
 }
 
 int
 redis_lock_test_cluster_get_port (RedisLockTestCluster *cluster, guint node)
 {
-  g_return_val_if_fail (cluster != NULL, -1);
-  g_return_val_if_fail (node < cluster->n_nodes, -1);
-  return cluster->nodes[node].process->port;
+  RlTestProcess *process = node_process (cluster, node);
+
+  return process != NULL ? process->port : -1;
 }
 
 GPid
 redis_lock_test_cluster_get_pid (RedisLockTestCluster *cluster, guint node)
 {
-  g_return_val_if_fail (cluster != NULL, 0);
-  g_return_val_if_fail (node < cluster->n_nodes, 0);
-  return cluster->nodes[node].process->pid;
+  RlTestProcess *process = node_process (cluster, node);
+
+  return process != NULL ? process->pid : 0;
 }
 
 /* The owner of @slot in most running nodes' views (the first such owner on a tie). */
@@ -731,35 +729,30 @@ redis_lock_test_cluster_get_slot_owner (RedisLockTestCluster *cluster, guint slo
 void
 redis_lock_test_cluster_stop_node (RedisLockTestCluster *cluster, guint node)
 {
-  g_return_if_fail (cluster != NULL);
-  g_return_if_fail (node < cluster->n_nodes);
-  rl_test_process_stop (cluster->nodes[node].process);
+  rl_test_process_stop (node_process (cluster, node));
 }
 
 gboolean
 redis_lock_test_cluster_start_node (RedisLockTestCluster *cluster, guint node, GError **error)
 {
-  g_return_val_if_fail (cluster != NULL, FALSE);
-  g_return_val_if_fail (node < cluster->n_nodes, FALSE);
+  RlTestProcess *process = node_process (cluster, node);
+
+  g_return_val_if_fail (process != NULL, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
   /* Same ports and nodes.conf: the node comes back with its id and its peers. */
-  return rl_test_process_restart (cluster->nodes[node].process, error);
+  return rl_test_process_restart (process, error);
 }
 
 void
 redis_lock_test_cluster_pause_node (RedisLockTestCluster *cluster, guint node)
 {
-  g_return_if_fail (cluster != NULL);
-  g_return_if_fail (node < cluster->n_nodes);
-  rl_test_process_pause (cluster->nodes[node].process);
+  rl_test_process_pause (node_process (cluster, node));
 }
 
 void
 redis_lock_test_cluster_resume_node (RedisLockTestCluster *cluster, guint node)
 {
-  g_return_if_fail (cluster != NULL);
-  g_return_if_fail (node < cluster->n_nodes);
-  rl_test_process_resume (cluster->nodes[node].process);
+  rl_test_process_resume (node_process (cluster, node));
 }
 
 void

@@ -826,3 +826,18 @@ rl_test_process_free (RlTestProcess *process)
   g_free (process->address);
   g_free (process);
 }
+
+gpointer
+rl_test_or_skip (gpointer object, GError *error, const char *what)
+{
+  if (object != NULL)
+    return object;
+  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
+    {
+      g_test_skip (error->message);
+      g_error_free (error);
+      return NULL;
+    }
+  g_error ("%s: %s", what, error->message);
+  return NULL;
+}

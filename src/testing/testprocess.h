@@ -132,4 +132,9 @@ void rl_test_process_free (RlTestProcess *process);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlTestProcess, rl_test_process_free)
 
+/* The `_new_or_skip` constructors' end: @object when it was made; else skips the test
+ * case when something is not installed (@error is G_IO_ERROR_NOT_FOUND, freed here) and
+ * returns NULL; any other failure is fatal, named by @what. */
+gpointer rl_test_or_skip (gpointer object, GError *error, const char *what);
+
 #endif /* RL_TEST_PROCESS_H */

@@ -478,16 +478,7 @@ redis_lock_test_sentinel_new_or_skip (guint n_replicas, guint n_sentinels)
   GError *error = NULL;
   RedisLockTestSentinel *sentinel = redis_lock_test_sentinel_new (n_replicas, n_sentinels, &error);
 
-  if (sentinel != NULL)
-    return sentinel;
-  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
-    {
-      g_test_skip (error->message);
-      g_error_free (error);
-      return NULL;
-    }
-  g_error ("redislock test Sentinel deployment: %s", error->message);
-  return NULL;
+  return rl_test_or_skip (sentinel, error, "redislock test Sentinel deployment");
 }
 
 /* --- Accessors --------------------------------------------------------------------- */
@@ -513,20 +504,27 @@ redis_lock_test_sentinel_get_n_nodes (RedisLockTestSentinel *sentinel)
   return sentinel->n_nodes;
 }
 
-const char *
-redis_lock_test_sentinel_get_node_url (RedisLockTestSentinel *sentinel, guint node)
+/* Data node @node of @sentinel, or NULL (with a critical) when there is no such node. */
+static RlTestProcess *
+node_process (RedisLockTestSentinel *sentinel, guint node)
 {
   g_return_val_if_fail (sentinel != NULL, NULL);
   g_return_val_if_fail (node < sentinel->n_nodes, NULL);
-  return sentinel->node_urls[node];
+  return sentinel->nodes[node];
+}
+
+const char *
+redis_lock_test_sentinel_get_node_url (RedisLockTestSentinel *sentinel, guint node)
+{
+  return node_process (sentinel, node) != NULL ? sentinel->node_urls[node] : NULL;
 }
 
 GPid
 redis_lock_test_sentinel_get_pid (RedisLockTestSentinel *sentinel, guint node)
 {
-  g_return_val_if_fail (sentinel != NULL, 0);
-  g_return_val_if_fail (node < sentinel->n_nodes, 0);
-  return sentinel->nodes[node]->pid;
+  RlTestProcess *process = node_process (sentinel, node);
+
+  return process != NULL ? process->pid : 0;
 }
 
 /* The data node the first running Sentinel names as master, or -1. */
@@ -693,34 +691,29 @@ redis_lock_test_sentinel_failover (RedisLockTestSentinel *sentinel, gint64 timeo
 void
 redis_lock_test_sentinel_stop_node (RedisLockTestSentinel *sentinel, guint node)
 {
-  g_return_if_fail (sentinel != NULL);
-  g_return_if_fail (node < sentinel->n_nodes);
-  rl_test_process_stop (sentinel->nodes[node]);
+  rl_test_process_stop (node_process (sentinel, node));
 }
 
 gboolean
 redis_lock_test_sentinel_start_node (RedisLockTestSentinel *sentinel, guint node, GError **error)
 {
-  g_return_val_if_fail (sentinel != NULL, FALSE);
-  g_return_val_if_fail (node < sentinel->n_nodes, FALSE);
+  RlTestProcess *process = node_process (sentinel, node);
+
+  g_return_val_if_fail (process != NULL, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-  return rl_test_process_restart (sentinel->nodes[node], error);
+  return rl_test_process_restart (process, error);
 }
 
 void
 redis_lock_test_sentinel_pause_node (RedisLockTestSentinel *sentinel, guint node)
 {
-  g_return_if_fail (sentinel != NULL);
-  g_return_if_fail (node < sentinel->n_nodes);
-  rl_test_process_pause (sentinel->nodes[node]);
+  rl_test_process_pause (node_process (sentinel, node));
 }
 
 void
 redis_lock_test_sentinel_resume_node (RedisLockTestSentinel *sentinel, guint node)
 {
-  g_return_if_fail (sentinel != NULL);
-  g_return_if_fail (node < sentinel->n_nodes);
-  rl_test_process_resume (sentinel->nodes[node]);
+  rl_test_process_resume (node_process (sentinel, node));
 }
 
 void

@@ -71,7 +71,6 @@ struct _RedisLockTestServer
   char *server_cert;
   char *server_key;
 
-  gint ref_count; /* atomic; the last redis_lock_test_server_free() stops the server */
 };
 
 /* Returns the password of a `requirepass` line, or NULL when @line is something else.
@@ -398,8 +397,8 @@ server_new (gboolean tls, RedisLockTestTlsFlags flags, const char *const *config
         }
     }
 
-  server = g_new0 (RedisLockTestServer, 1);
-  server->ref_count = 1;
+  /* Reference counted: the last redis_lock_test_server_free() stops the server. */
+  server = g_atomic_rc_box_new0 (RedisLockTestServer);
   server->process
       = rl_test_process_new (executable, NULL, "redislock-test", "redis.sock", 0, error);
   if (server->process == NULL)
@@ -460,29 +459,13 @@ redis_lock_test_server_new_tls (RedisLockTestTlsFlags flags, const char *const *
   return server_new (TRUE, flags, config_lines, error);
 }
 
-/* Skips the test case when something is not installed; any other failure is fatal. */
-static RedisLockTestServer *
-or_skip (RedisLockTestServer *server, GError *error)
-{
-  if (server != NULL)
-    return server;
-  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
-    {
-      g_test_skip (error->message);
-      g_error_free (error);
-      return NULL;
-    }
-  g_error ("redislock test server: %s", error->message);
-  return NULL;
-}
-
 RedisLockTestServer *
 redis_lock_test_server_new_or_skip (const char *const *config_lines)
 {
   GError *error = NULL;
   RedisLockTestServer *server = redis_lock_test_server_new (config_lines, &error);
 
-  return or_skip (server, error);
+  return rl_test_or_skip (server, error, "redislock test server");
 }
 
 RedisLockTestServer *
@@ -492,7 +475,7 @@ redis_lock_test_server_new_tls_or_skip (RedisLockTestTlsFlags flags,
   GError *error = NULL;
   RedisLockTestServer *server = redis_lock_test_server_new_tls (flags, config_lines, &error);
 
-  return or_skip (server, error);
+  return rl_test_or_skip (server, error, "redislock test server");
 }
 
 const char *
@@ -569,16 +552,15 @@ RedisLockTestServer *
 redis_lock_test_server_ref (RedisLockTestServer *server)
 {
   g_return_val_if_fail (server != NULL, NULL);
-  g_return_val_if_fail (g_atomic_int_get (&server->ref_count) > 0, NULL);
-  g_atomic_int_inc (&server->ref_count);
-  return server;
+  return g_atomic_rc_box_acquire (server);
 }
 
-void
-redis_lock_test_server_free (RedisLockTestServer *server)
+/* Stops @data, a server whose last reference went, and frees what it holds. */
+static void
+server_clear (gpointer data)
 {
-  if (server == NULL || !g_atomic_int_dec_and_test (&server->ref_count))
-    return;
+  RedisLockTestServer *server = data;
+
   rl_test_process_free (server->process);
   g_free (server->url);
   g_free (server->password);
@@ -587,5 +569,11 @@ redis_lock_test_server_free (RedisLockTestServer *server)
     g_free (server->tls_files[i]);
   g_free (server->server_cert);
   g_free (server->server_key);
-  g_free (server);
+}
+
+void
+redis_lock_test_server_free (RedisLockTestServer *server)
+{
+  if (server != NULL)
+    g_atomic_rc_box_release_full (server, server_clear);
 }
