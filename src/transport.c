@@ -139,10 +139,65 @@ struct _RlTls
   char *sni;         /* the name sent, or NULL (an IP address is not sent) */
 };
 
+/* GnuTLS reads a record as two reads of the socket (its 5-byte header, then the
+ * rest). The session reads through @in instead: one recv() takes whatever the socket
+ * has (a whole reply burst, usually), and GnuTLS's reads are served from it. */
+#define RL_TLS_IN_SIZE (16384 + 2048) /* a maximal TLS record and some */
+
 struct _RlTlsSession
 {
   gnutls_session_t session;
+  int fd;
+  gsize in_off, in_len; /* @in[in_off, in_len) read from the socket, not yet by GnuTLS */
+  char in[RL_TLS_IN_SIZE];
 };
+
+static ssize_t
+tls_pull (gnutls_transport_ptr_t ptr, void *data, size_t len)
+{
+  struct _RlTlsSession *s = ptr;
+  gsize n;
+
+  if (s->in_off == s->in_len)
+    {
+      ssize_t got = recv (s->fd, s->in, sizeof s->in, 0);
+
+      if (got <= 0)
+        {
+          if (got < 0)
+            gnutls_transport_set_errno (s->session, errno);
+          return got;
+        }
+      s->in_off = 0;
+      s->in_len = (gsize) got;
+    }
+  n = MIN (len, s->in_len - s->in_off);
+  memcpy (data, s->in + s->in_off, n);
+  s->in_off += n;
+  return (ssize_t) n;
+}
+
+static int
+tls_pull_timeout (gnutls_transport_ptr_t ptr, unsigned int ms)
+{
+  struct _RlTlsSession *s = ptr;
+  struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
+
+  if (s->in_off < s->in_len)
+    return 1;
+  return poll (&pfd, 1, ms == GNUTLS_INDEFINITE_TIMEOUT ? -1 : (int) ms);
+}
+
+static ssize_t
+tls_push (gnutls_transport_ptr_t ptr, const void *data, size_t len)
+{
+  struct _RlTlsSession *s = ptr;
+  ssize_t n = send (s->fd, data, len, MSG_NOSIGNAL);
+
+  if (n < 0)
+    gnutls_transport_set_errno (s->session, errno);
+  return n;
+}
 
 static gboolean
 is_ip_address (const char *host)
@@ -249,7 +304,11 @@ handshake (RlConn *conn, RlTls *tls, const char *where, gint64 deadline, GError 
   if (tls->sni != NULL)
     gnutls_server_name_set (s->session, GNUTLS_NAME_DNS, tls->sni, strlen (tls->sni));
   gnutls_session_set_verify_cert (s->session, tls->verify_name, 0);
-  gnutls_transport_set_int (s->session, conn->fd);
+  s->fd = conn->fd;
+  gnutls_transport_set_ptr (s->session, s);
+  gnutls_transport_set_pull_function (s->session, tls_pull);
+  gnutls_transport_set_pull_timeout_function (s->session, tls_pull_timeout);
+  gnutls_transport_set_push_function (s->session, tls_push);
   gnutls_handshake_set_timeout (s->session, 0);
 
   for (;;)
@@ -361,7 +420,9 @@ tls_send (RlConn *conn, const char *buf, gsize len)
 gboolean
 rl_conn_has_pending (RlConn *conn)
 {
-  return conn->tls != NULL && gnutls_record_check_pending (conn->tls->session) > 0;
+  return conn->tls != NULL
+         && (gnutls_record_check_pending (conn->tls->session) > 0
+             || conn->tls->in_off < conn->tls->in_len);
 }
 
 #else /* !RL_HAVE_GNUTLS */
