@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* redis-exchange.c: the single-command path of the Redis store's exchange engine: one
- * command for a key goes to the node that serves it, as one RlNodeExchange of
- * redis-pipeline.c (which answers NOSCRIPT by EVAL, retries a stale pooled connection
- * once, tracks a waiter's read, sends WAIT after a write), inside the loop that only a
- * single command needs: MOVED/ASK followed to the node named, "try again" answers
- * (TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN) sent again after a paused backoff, a
- * Cluster failover rerouted; all by one deadline. Also the scripts' SHA-1s and the
- * NOT_REPLICATED message. It knows nothing of what the replies mean: that is the
- * callers' part (redis-lease.c, redis-batch.c, redis-inspect.c, the lock family's
- * script files).
+/* redis-exchange.c: the top of the Redis store's exchange engine, over the node
+ * exchange of redis-node-exchange.c (which answers NOSCRIPT by EVAL, retries a stale
+ * pooled connection once, tracks a waiter's read, sends WAIT after the writes): a
+ * single command for a key (rl_redis_call()), one node exchange inside the loop only a
+ * single command needs (MOVED/ASK followed to the node named, "try again" answers sent
+ * again after a paused backoff, a Cluster failover rerouted); and many commands at once
+ * (rl_redis_pipeline()), one node exchange per node that serves some of them, every
+ * node in one poll loop, a command redirected sent again alone. All by one deadline.
+ * Also the scripts' SHA-1s and the NOT_REPLICATED message. It knows nothing of what the
+ * replies mean: that is the callers' part (redis-lease.c, redis-batch.c,
+ * redis-inspect.c, the lock family's script files).
  */
 #include "config.h"
 
@@ -40,12 +41,6 @@ rl_redis_script_init (RlScript *script, const char *text)
   script->sha[40] = '\0';
 }
 
-gboolean
-rl_redis_is_noscript (redisReply *reply)
-{
-  return reply->type == REDIS_REPLY_ERROR && g_str_has_prefix (reply->str, "NOSCRIPT");
-}
-
 /* Sleeps before a command that the node could not serve is sent again: @attempt-th
  * doubling of RL_RETRY_BACKOFF_MS, ±50 % jitter so that many clients do not come back
  * at once, never past @deadline. */
@@ -57,15 +52,6 @@ retry_pause (guint attempt, gint64 deadline)
 
   g_usleep ((gulong) MAX (MIN (us, deadline - g_get_monotonic_time ()), 0));
 }
-
-/* The replicas redis_lock_registry_set_min_replicas() asks for, 0 when off. */
-gint64
-rl_redis_min_replicas (RlRedisStore *self)
-{
-  return RL_ATOMIC_GET (self->parent.ctx->min_replicas);
-}
-
-_Thread_local RlWaitShortfall rl_redis_wait_shortfall = { "", -1, -1 };
 
 void
 rl_redis_set_not_replicated (RlRedisStore *self, GError **error, const char *what, const char *key)
@@ -249,4 +235,132 @@ rl_redis_call (RlRedisStore *self, const char *key, int argc, const char **argv,
 {
   return rl_redis_call_tracked (self, key, argc, argv, script, deadline, retried, wrote, acked,
                                 FALSE, error);
+}
+
+/* The exchange of @ex for @node in @nodes, added when new. */
+static RlNodeExchange *
+exchange_for (GPtrArray *nodes, RlRedisStore *self, RlNode *node, RlPipeCommand *cmds,
+              RlWroteFunc wrote, RlFollowFunc follow, gpointer data, gint64 deadline)
+{
+  RlNodeExchange *ex;
+
+  for (guint g = 0; g < nodes->len; g++)
+    if (rl_node_exchange_node (g_ptr_array_index (nodes, g)) == node)
+      return g_ptr_array_index (nodes, g);
+  ex = rl_node_exchange_new (self, node, cmds, wrote, follow, data, deadline);
+  g_ptr_array_add (nodes, ex);
+  return ex;
+}
+
+static void
+on_reply (guint g, redisReply *reply, gpointer user_data)
+{
+  rl_node_exchange_reply (((RlNodeExchange **) user_data)[g], reply);
+}
+
+guint
+rl_redis_pipeline_follow (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc wrote,
+                          RlFollowFunc follow, gpointer data, gint64 deadline)
+{
+  RlTopology *topology = self->topology;
+  g_autoptr (GPtrArray) nodes = g_ptr_array_new_with_free_func ((GDestroyNotify) rl_node_exchange_free);
+  g_autofree RlConn **conns = NULL;
+  g_autofree guint *expected = NULL;
+  g_autofree gboolean *failed = NULL;
+  g_autofree RlNodeExchange **live = NULL;
+  guint round_trips = 0;
+
+  for (guint i = 0; i < n; i++)
+    {
+      g_autoptr (RlNode) node = NULL;
+
+      cmds[i].state = RL_PIPE_UNSENT;
+      cmds[i].reply = NULL;
+      cmds[i].error = NULL;
+      cmds[i].redirect = NULL;
+      cmds[i].refused = FALSE;
+      cmds[i].retried = cmds[i].unreplicated = cmds[i].eval = cmds[i].wrote = cmds[i].sent
+          = FALSE;
+      node = topology->vt->route (topology, cmds[i].route, &cmds[i].error);
+      if (node == NULL)
+        {
+          cmds[i].state = RL_PIPE_DONE;
+          continue;
+        }
+      rl_node_exchange_add (exchange_for (nodes, self, node, cmds, wrote, follow, data, deadline),
+                            i);
+    }
+  conns = g_new0 (RlConn *, nodes->len + 1);
+  expected = g_new0 (guint, nodes->len + 1);
+  failed = g_new0 (gboolean, nodes->len + 1);
+  live = g_new0 (RlNodeExchange *, nodes->len + 1);
+
+  for (;;)
+    {
+      guint n_live = 0;
+
+      for (guint g = 0; g < nodes->len; g++)
+        {
+          RlNodeExchange *ex = g_ptr_array_index (nodes, g);
+          guint count = rl_node_exchange_queue (ex);
+
+          if (count == 0)
+            continue;
+          conns[n_live] = rl_node_exchange_conn (ex);
+          expected[n_live] = count;
+          live[n_live++] = ex;
+        }
+      if (n_live == 0)
+        break;
+      /* One round trip of wall time, however many nodes. */
+      RL_ATOMIC_ADD (self->parent.ctx->stats->round_trips, 1);
+      round_trips++;
+      if (n_live == 1)
+        /* One node (the common case): no poll for writability first. */
+        failed[0] = !rl_node_exchange_read (live[0]);
+      else
+        rl_conns_exchange (conns, n_live, expected,
+                           MAX ((deadline - g_get_monotonic_time ()) / 1000, 1), on_reply, live,
+                           failed);
+      for (guint k = 0; k < n_live; k++)
+        if (failed[k])
+          rl_node_exchange_broke (live[k]);
+    }
+  g_clear_pointer (&nodes, g_ptr_array_unref);
+
+  for (guint i = 0; i < n; i++)
+    {
+      RlPipeCommand *cmd = &cmds[i];
+      gboolean acked = TRUE;
+
+      if (cmd->state != RL_PIPE_ALONE)
+        continue;
+      /* Redirected (a slot migrating) or "try again": alone, through the path that
+       * follows it. */
+      g_clear_error (&cmd->error);
+      g_clear_pointer (&cmd->redirect, freeReplyObject);
+      if (g_get_monotonic_time () >= deadline)
+        g_set_error (&cmd->error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                     "Redis did not answer the lock command for “%s” in time", cmd->route);
+      else
+        {
+          gboolean retried = FALSE;
+
+          round_trips++;
+          cmd->reply = rl_redis_call (self, cmd->route, cmd->argc, cmd->argv, cmd->script,
+                                      deadline, &retried, wrote, &acked, &cmd->error);
+          cmd->retried = cmd->retried || retried;
+          cmd->unreplicated = !acked;
+        }
+      cmd->state = RL_PIPE_DONE;
+    }
+  return round_trips;
+}
+
+guint
+rl_redis_pipeline (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc wrote,
+                   gint64 deadline)
+{
+  return rl_redis_pipeline_follow (self, n, cmds, wrote, NULL, NULL,
+                                   rl_store_deadline (self->parent.ctx, deadline));
 }

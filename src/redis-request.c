@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* redis-request.c: the Redis store's stepwise requests, for the quorum store: the
  * lease operations of one server as the poll-driven form of the exchange engine (one
- * RlNodeExchange of redis-pipeline.c, driven by the caller's poll), so that the quorum
+ * RlNodeExchange of redis-node-exchange.c, driven by the caller's poll), so that the quorum
  * store waits on several servers at once. What is particular to a request is here: the
  * leases' commands (an acquisition's SET NX, followed by the acquire script when the
  * key was taken), and what each reply means for its lease; NOSCRIPT, stale
@@ -19,7 +19,7 @@
 #include "redis-store-private.h"
 
 /* The requests of rl_redis_request_begin(): the leases of one request on one node, as
- * one RlNodeExchange (redis-pipeline.c), whose commands are the leases' commands: SET NX
+ * one RlNodeExchange (redis-node-exchange.c), whose commands are the leases' commands: SET NX
  * PX first for an acquisition (the fast path of rl_redis_acquire()), followed by the
  * acquire script when the key was taken; the kind's script for the others. What each
  * reply means is read at the end, by rl_redis_request_end(). */

@@ -163,9 +163,9 @@ typedef struct
  * the command's. */
 typedef gboolean (*RlFollowFunc) (gpointer data, RlPipeCommand *cmd, const redisReply *reply);
 
-/* redis-pipeline.c: the pipelined exchange of the commands one node serves, on one
- * connection, driven either by rl_redis_pipeline_follow() or by the caller's poll
- * (redis-request.c): rl_node_exchange_queue() appends what is to be sent (0: nothing,
+/* redis-node-exchange.c: the pipelined exchange of the commands one node serves, on
+ * one connection, driven blocking (rl_node_exchange_run(); every node at once by
+ * rl_redis_pipeline_follow()) or by the caller's poll (redis-request.c): rl_node_exchange_queue() appends what is to be sent (0: nothing,
  * every command is final), the connection's replies go to rl_node_exchange_reply()
  * until rl_node_exchange_complete(), a connection that failed to
  * rl_node_exchange_broke() (TRUE: the commands go again on a fresh one); then queue
@@ -178,6 +178,9 @@ RlNodeExchange *rl_node_exchange_new (RlRedisStore *self, RlNode *node, RlPipeCo
  * client @track_id (0: none), in every exchange. */
 void rl_node_exchange_set_prefix (RlNodeExchange *ex, gboolean asking, gint64 track_id);
 void rl_node_exchange_add (RlNodeExchange *ex, guint i);
+/* Reads the replies of the exchange under way on @ex's connection, in order, blocking
+ * (no poll first); FALSE when the connection failed. */
+gboolean rl_node_exchange_read (RlNodeExchange *ex);
 /* Drives @ex to its end on its own, blocking: every exchange sent and read in turn.
  * rl_node_exchange_queue() counts the commands in the registry's stats; the driver
  * counts its round trips. */

@@ -1,20 +1,19 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* redis-pipeline.c: the exchange engine's pipelined form: many commands, one pipeline
- * per node that serves some of them, replies in order, in both the blocking form
- * (rl_redis_pipeline(), every node at once in one poll loop) and the poll-driven one
- * (a single RlNodeExchange driven by the caller's poll, as the quorum store's
- * stepwise requests are in redis-request.c).
+/* redis-node-exchange.c: the bottom of the Redis store's exchange engine: the
+ * pipelined exchange of the commands that one node serves, on one connection, replies
+ * read in order (RlNodeExchange). Driven blocking (rl_node_exchange_run(), or every
+ * node at once by redis-exchange.c's pipeline) or by the caller's poll (the quorum
+ * store's stepwise requests, redis-request.c).
  *
- * The per-node exchange is the one place where a pipelined command meets the
- * protocol's detours: NOSCRIPT answered by the script's text by EVAL, a pooled
- * connection found stale retried once on a fresh one, WAIT after the writes when
- * replicas must acknowledge them, an error reply that the topology learns from, a
- * redirection or "try again" marked for the single-command path (rl_redis_call() in
- * redis-exchange.c, which follows it). A caller's follow-up (an acquisition whose
- * SET NX found the key taken goes on with the acquire script) is one more command in
- * the next exchange, through the caller's RlFollowFunc. Cut from redis-exchange.c so
- * that the blocking pipeline, the watchdog's batch and the stepwise requests are one
- * machine, not three.
+ * It is the one place where a command meets the protocol's detours: NOSCRIPT answered
+ * by the script's text by EVAL, a pooled connection found stale retried once on a
+ * fresh one, key tracking and ASKING before the commands, WAIT after the writes when
+ * replicas must acknowledge them, an error reply the topology learns from; a
+ * redirection or "try again" is marked for the single-command path of
+ * redis-exchange.c, which follows it. A caller's follow-up (an acquisition whose SET
+ * NX found the key taken goes on with the acquire script) is one more command in the
+ * next exchange, through the caller's RlFollowFunc. Everything is bounded by one
+ * monotonic deadline, turned into a relative timeout only at the socket.
  */
 #include "config.h"
 
@@ -57,6 +56,21 @@ struct _RlNodeExchange
   guint tracking;   /* of them, key tracking's */
   gboolean short_wait; /* the WAIT of the exchange under way counted too few replicas */
 };
+
+gboolean
+rl_redis_is_noscript (redisReply *reply)
+{
+  return reply->type == REDIS_REPLY_ERROR && g_str_has_prefix (reply->str, "NOSCRIPT");
+}
+
+/* The replicas redis_lock_registry_set_min_replicas() asks for, 0 when off. */
+gint64
+rl_redis_min_replicas (RlRedisStore *self)
+{
+  return RL_ATOMIC_GET (self->parent.ctx->min_replicas);
+}
+
+_Thread_local RlWaitShortfall rl_redis_wait_shortfall = { "", -1, -1 };
 
 /* The waiter's read of a key is tracked (see notify.c): with @track_id, the
  * connection's key tracking reports to that client (the registry's subscriber), in
@@ -450,8 +464,8 @@ connected_replicas (RlRedisStore *self, RlConn *conn)
  * single command is read (no poll first); FALSE when the connection failed. A WAIT
  * that fell short is followed by ROLE, for the message that says how many replicas the
  * master has. */
-static gboolean
-read_exchange (RlNodeExchange *ex)
+gboolean
+rl_node_exchange_read (RlNodeExchange *ex)
 {
   while (!rl_node_exchange_complete (ex))
     {
@@ -472,135 +486,9 @@ rl_node_exchange_run (RlNodeExchange *ex)
   while (rl_node_exchange_queue (ex) > 0)
     {
       RL_ATOMIC_ADD (ex->self->parent.ctx->stats->round_trips, 1);
-      if (!read_exchange (ex))
+      if (!rl_node_exchange_read (ex))
         rl_node_exchange_broke (ex);
     }
-}
-
-/* The exchange of @ex for @node in @nodes, added when new. */
-static RlNodeExchange *
-exchange_for (GPtrArray *nodes, RlRedisStore *self, RlNode *node, RlPipeCommand *cmds,
-              RlWroteFunc wrote, RlFollowFunc follow, gpointer data, gint64 deadline)
-{
-  RlNodeExchange *ex;
-
-  for (guint g = 0; g < nodes->len; g++)
-    if (((RlNodeExchange *) g_ptr_array_index (nodes, g))->node == node)
-      return g_ptr_array_index (nodes, g);
-  ex = rl_node_exchange_new (self, node, cmds, wrote, follow, data, deadline);
-  g_ptr_array_add (nodes, ex);
-  return ex;
-}
-
-static void
-on_reply (guint g, redisReply *reply, gpointer user_data)
-{
-  rl_node_exchange_reply (((RlNodeExchange **) user_data)[g], reply);
-}
-
-guint
-rl_redis_pipeline_follow (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc wrote,
-                          RlFollowFunc follow, gpointer data, gint64 deadline)
-{
-  RlTopology *topology = self->topology;
-  g_autoptr (GPtrArray) nodes = g_ptr_array_new_with_free_func ((GDestroyNotify) rl_node_exchange_free);
-  g_autofree RlConn **conns = NULL;
-  g_autofree guint *expected = NULL;
-  g_autofree gboolean *failed = NULL;
-  g_autofree RlNodeExchange **live = NULL;
-  guint round_trips = 0;
-
-  for (guint i = 0; i < n; i++)
-    {
-      g_autoptr (RlNode) node = NULL;
-
-      cmds[i].state = RL_PIPE_UNSENT;
-      cmds[i].reply = NULL;
-      cmds[i].error = NULL;
-      cmds[i].redirect = NULL;
-      cmds[i].refused = FALSE;
-      cmds[i].retried = cmds[i].unreplicated = cmds[i].eval = cmds[i].wrote = cmds[i].sent
-          = FALSE;
-      node = topology->vt->route (topology, cmds[i].route, &cmds[i].error);
-      if (node == NULL)
-        {
-          cmds[i].state = RL_PIPE_DONE;
-          continue;
-        }
-      rl_node_exchange_add (exchange_for (nodes, self, node, cmds, wrote, follow, data, deadline),
-                            i);
-    }
-  conns = g_new0 (RlConn *, nodes->len + 1);
-  expected = g_new0 (guint, nodes->len + 1);
-  failed = g_new0 (gboolean, nodes->len + 1);
-  live = g_new0 (RlNodeExchange *, nodes->len + 1);
-
-  for (;;)
-    {
-      guint n_live = 0;
-
-      for (guint g = 0; g < nodes->len; g++)
-        {
-          RlNodeExchange *ex = g_ptr_array_index (nodes, g);
-          guint count = rl_node_exchange_queue (ex);
-
-          if (count == 0)
-            continue;
-          conns[n_live] = ex->conn;
-          expected[n_live] = count;
-          live[n_live++] = ex;
-        }
-      if (n_live == 0)
-        break;
-      /* One round trip of wall time, however many nodes. */
-      RL_ATOMIC_ADD (self->parent.ctx->stats->round_trips, 1);
-      round_trips++;
-      if (n_live == 1)
-        /* One node (the common case): no poll for writability first. */
-        failed[0] = !read_exchange (live[0]);
-      else
-        rl_conns_exchange (conns, n_live, expected, left_ms (deadline), on_reply, live, failed);
-      for (guint k = 0; k < n_live; k++)
-        if (failed[k])
-          rl_node_exchange_broke (live[k]);
-    }
-  g_clear_pointer (&nodes, g_ptr_array_unref);
-
-  for (guint i = 0; i < n; i++)
-    {
-      RlPipeCommand *cmd = &cmds[i];
-      gboolean acked = TRUE;
-
-      if (cmd->state != RL_PIPE_ALONE)
-        continue;
-      /* Redirected (a slot migrating) or "try again": alone, through the path that
-       * follows it. */
-      g_clear_error (&cmd->error);
-      g_clear_pointer (&cmd->redirect, freeReplyObject);
-      if (g_get_monotonic_time () >= deadline)
-        g_set_error (&cmd->error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
-                     "Redis did not answer the lock command for “%s” in time", cmd->route);
-      else
-        {
-          gboolean retried = FALSE;
-
-          round_trips++;
-          cmd->reply = rl_redis_call (self, cmd->route, cmd->argc, cmd->argv, cmd->script,
-                                      deadline, &retried, wrote, &acked, &cmd->error);
-          cmd->retried = cmd->retried || retried;
-          cmd->unreplicated = !acked;
-        }
-      cmd->state = RL_PIPE_DONE;
-    }
-  return round_trips;
-}
-
-guint
-rl_redis_pipeline (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc wrote,
-                   gint64 deadline)
-{
-  return rl_redis_pipeline_follow (self, n, cmds, wrote, NULL, NULL,
-                                   rl_store_deadline (self->parent.ctx, deadline));
 }
 
 void
