@@ -493,6 +493,22 @@ wait_fd (int fd, short events, gint64 deadline)
     }
 }
 
+/* Waits for @events on @conn's socket until @deadline; FALSE with @conn failed (timed
+ * out, or the poll's error). */
+static gboolean
+wait_conn (RlConn *conn, short events, gint64 deadline)
+{
+  int ready = wait_fd (conn->fd, events, deadline);
+
+  if (ready > 0)
+    return TRUE;
+  if (ready == 0)
+    rl_conn_fail (conn, RL_CONN_ERR_TIMEOUT, "Redis timed out");
+  else
+    fail_errno (conn, errno);
+  return FALSE;
+}
+
 /* A non-blocking socket connected to @addr within @deadline; -1 with errno. */
 static int
 connect_addr (int family, const struct sockaddr *addr, socklen_t len, gint64 deadline)
@@ -801,20 +817,12 @@ rl_conn_get_reply (RlConn *conn, redisReply **reply)
     return TRUE;
   while (rl_conn_wants_write (conn))
     {
-      int ready;
       if (!rl_conn_write_some (conn))
         return FALSE;
       if (!rl_conn_wants_write (conn))
         break;
-      ready = wait_fd (conn->fd, POLLOUT, deadline);
-      if (ready <= 0)
-        {
-          if (ready == 0)
-            rl_conn_fail (conn, RL_CONN_ERR_TIMEOUT, "Redis timed out");
-          else
-            fail_errno (conn, errno);
-          return FALSE;
-        }
+      if (!wait_conn (conn, POLLOUT, deadline))
+        return FALSE;
     }
   for (;;)
     {
@@ -822,18 +830,8 @@ rl_conn_get_reply (RlConn *conn, redisReply **reply)
         return FALSE;
       if (*reply != NULL)
         return TRUE;
-      if (!rl_conn_has_pending (conn))
-        {
-          int ready = wait_fd (conn->fd, POLLIN, deadline);
-          if (ready <= 0)
-            {
-              if (ready == 0)
-                rl_conn_fail (conn, RL_CONN_ERR_TIMEOUT, "Redis timed out");
-              else
-                fail_errno (conn, errno);
-              return FALSE;
-            }
-        }
+      if (!rl_conn_has_pending (conn) && !wait_conn (conn, POLLIN, deadline))
+        return FALSE;
       if (!rl_conn_read_some (conn))
         return FALSE;
     }
