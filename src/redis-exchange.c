@@ -237,19 +237,17 @@ rl_redis_call (RlRedisStore *self, const char *key, int argc, const char **argv,
                                 FALSE, error);
 }
 
-/* The exchange of @ex for @node in @nodes, added when new. */
+/* The exchange for @node among the *@n_nodes of @nodes, added when new. */
 static RlNodeExchange *
-exchange_for (GPtrArray *nodes, RlRedisStore *self, RlNode *node, RlPipeCommand *cmds,
-              RlWroteFunc wrote, RlFollowFunc follow, gpointer data, gint64 deadline)
+exchange_for (RlNodeExchange **nodes, guint *n_nodes, RlRedisStore *self, RlNode *node,
+              RlPipeCommand *cmds, RlWroteFunc wrote, RlFollowFunc follow, gpointer data,
+              gint64 deadline)
 {
-  RlNodeExchange *ex;
-
-  for (guint g = 0; g < nodes->len; g++)
-    if (rl_node_exchange_node (g_ptr_array_index (nodes, g)) == node)
-      return g_ptr_array_index (nodes, g);
-  ex = rl_node_exchange_new (self, node, cmds, wrote, follow, data, deadline);
-  g_ptr_array_add (nodes, ex);
-  return ex;
+  for (guint g = 0; g < *n_nodes; g++)
+    if (rl_node_exchange_node (nodes[g]) == node)
+      return nodes[g];
+  nodes[*n_nodes] = rl_node_exchange_new (self, node, cmds, wrote, follow, data, deadline);
+  return nodes[(*n_nodes)++];
 }
 
 static void
@@ -263,7 +261,10 @@ rl_redis_pipeline_follow (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWr
                           RlFollowFunc follow, gpointer data, gint64 deadline)
 {
   RlTopology *topology = self->topology;
-  g_autoptr (GPtrArray) nodes = g_ptr_array_new_with_free_func ((GDestroyNotify) rl_node_exchange_free);
+  /* Plain arrays, at most one exchange per command: GPtrArray's header comes from
+   * GSlice, whose reuse across threads ThreadSanitizer cannot follow. */
+  g_autofree RlNodeExchange **nodes = g_new0 (RlNodeExchange *, n + 1);
+  guint n_nodes = 0;
   g_autofree RlConn **conns = NULL;
   g_autofree guint *expected = NULL;
   g_autofree gboolean *failed = NULL;
@@ -287,21 +288,21 @@ rl_redis_pipeline_follow (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWr
           cmds[i].state = RL_PIPE_DONE;
           continue;
         }
-      rl_node_exchange_add (exchange_for (nodes, self, node, cmds, wrote, follow, data, deadline),
-                            i);
+      rl_node_exchange_add (
+          exchange_for (nodes, &n_nodes, self, node, cmds, wrote, follow, data, deadline), i);
     }
-  conns = g_new0 (RlConn *, nodes->len + 1);
-  expected = g_new0 (guint, nodes->len + 1);
-  failed = g_new0 (gboolean, nodes->len + 1);
-  live = g_new0 (RlNodeExchange *, nodes->len + 1);
+  conns = g_new0 (RlConn *, n_nodes + 1);
+  expected = g_new0 (guint, n_nodes + 1);
+  failed = g_new0 (gboolean, n_nodes + 1);
+  live = g_new0 (RlNodeExchange *, n_nodes + 1);
 
   for (;;)
     {
       guint n_live = 0;
 
-      for (guint g = 0; g < nodes->len; g++)
+      for (guint g = 0; g < n_nodes; g++)
         {
-          RlNodeExchange *ex = g_ptr_array_index (nodes, g);
+          RlNodeExchange *ex = nodes[g];
           guint count = rl_node_exchange_queue (ex);
 
           if (count == 0)
@@ -326,7 +327,8 @@ rl_redis_pipeline_follow (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWr
         if (failed[k])
           rl_node_exchange_broke (live[k]);
     }
-  g_clear_pointer (&nodes, g_ptr_array_unref);
+  for (guint g = 0; g < n_nodes; g++)
+    rl_node_exchange_free (nodes[g]);
 
   for (guint i = 0; i < n; i++)
     {

@@ -38,7 +38,12 @@ struct _RlNodeExchange
   gboolean reused;  /* the connection came from the pool */
   gboolean retried; /* sent again on a fresh connection after a stale one broke */
   RlPipeCommand *cmds;
-  GArray *idx;      /* guint: the commands of this node, in the order they are sent */
+  /* The commands of this node, in the order they are sent: indexes into cmds. A plain
+   * array (GArray's header comes from GSlice, whose reuse across threads
+   * ThreadSanitizer cannot follow, and an exchange is made per command). */
+  guint *idx;
+  guint n_idx, idx_size;
+  guint idx_one;    /* idx's storage while there is one command */
   RlWroteFunc wrote;
   RlFollowFunc follow;
   gpointer data;
@@ -129,7 +134,8 @@ rl_node_exchange_new (RlRedisStore *self, RlNode *node, RlPipeCommand *cmds, RlW
   ex->self = self;
   ex->node = rl_node_ref (node);
   ex->cmds = cmds;
-  ex->idx = g_array_new (FALSE, FALSE, sizeof (guint));
+  ex->idx = &ex->idx_one;
+  ex->idx_size = 1;
   ex->wrote = wrote != NULL && rl_redis_min_replicas (self) > 0 ? wrote : NULL;
   ex->follow = follow;
   ex->data = data;
@@ -147,7 +153,17 @@ rl_node_exchange_set_prefix (RlNodeExchange *ex, gboolean asking, gint64 track_i
 void
 rl_node_exchange_add (RlNodeExchange *ex, guint i)
 {
-  g_array_append_val (ex->idx, i);
+  if (ex->n_idx == ex->idx_size)
+    {
+      guint *bigger = g_new (guint, ex->idx_size * 2);
+
+      memcpy (bigger, ex->idx, ex->n_idx * sizeof (guint));
+      if (ex->idx != &ex->idx_one)
+        g_free (ex->idx);
+      ex->idx = bigger;
+      ex->idx_size *= 2;
+    }
+  ex->idx[ex->n_idx++] = i;
 }
 
 RlNode *
@@ -178,9 +194,9 @@ rl_node_exchange_complete (RlNodeExchange *ex)
 static void
 fail_commands (RlNodeExchange *ex, guint8 state, const GError *error)
 {
-  for (guint k = 0; k < ex->idx->len; k++)
+  for (guint k = 0; k < ex->n_idx; k++)
     {
-      RlPipeCommand *cmd = &ex->cmds[g_array_index (ex->idx, guint, k)];
+      RlPipeCommand *cmd = &ex->cmds[ex->idx[k]];
       if (cmd->state != state)
         continue;
       cmd->state = RL_PIPE_DONE;
@@ -212,8 +228,8 @@ rl_node_exchange_queue (RlNodeExchange *ex)
   guint count = 0;
 
   ex->expected = ex->got = 0;
-  for (guint k = 0; k < ex->idx->len; k++)
-    count += ex->cmds[g_array_index (ex->idx, guint, k)].state == RL_PIPE_UNSENT;
+  for (guint k = 0; k < ex->n_idx; k++)
+    count += ex->cmds[ex->idx[k]].state == RL_PIPE_UNSENT;
   if (count == 0)
     return 0;
   if (ex->exchanges++ == RL_MAX_EXCHANGES)
@@ -234,9 +250,9 @@ rl_node_exchange_queue (RlNodeExchange *ex)
       rl_conn_append (ex->conn, 1, asking);
     }
   ex->prefix = ex->tracking + (ex->asking ? 1 : 0);
-  for (guint k = 0; k < ex->idx->len; k++)
+  for (guint k = 0; k < ex->n_idx; k++)
     {
-      RlPipeCommand *cmd = &ex->cmds[g_array_index (ex->idx, guint, k)];
+      RlPipeCommand *cmd = &ex->cmds[ex->idx[k]];
       if (cmd->state != RL_PIPE_UNSENT)
         continue;
       if (cmd->script != NULL)
@@ -275,9 +291,9 @@ rl_node_exchange_queue (RlNodeExchange *ex)
 static void
 mark_unreplicated (RlNodeExchange *ex)
 {
-  for (guint k = 0; k < ex->idx->len; k++)
+  for (guint k = 0; k < ex->n_idx; k++)
     {
-      RlPipeCommand *cmd = &ex->cmds[g_array_index (ex->idx, guint, k)];
+      RlPipeCommand *cmd = &ex->cmds[ex->idx[k]];
       if (cmd->wrote)
         cmd->unreplicated = TRUE;
     }
@@ -317,7 +333,7 @@ rl_node_exchange_reply (RlNodeExchange *ex, redisReply *reply)
   /* Replies come in the order the commands were sent; commands not sent in this
    * exchange have none. */
   do
-    cmd = &ex->cmds[g_array_index (ex->idx, guint, ex->next++)];
+    cmd = &ex->cmds[ex->idx[ex->next++]];
   while (cmd->state != RL_PIPE_SENT);
   cmd->state = RL_PIPE_DONE;
 
@@ -403,9 +419,9 @@ rl_node_exchange_broke (RlNodeExchange *ex)
       fail_commands (ex, RL_PIPE_SENT, error);
       return FALSE;
     }
-  for (guint k = 0; k < ex->idx->len; k++)
+  for (guint k = 0; k < ex->n_idx; k++)
     {
-      RlPipeCommand *cmd = &ex->cmds[g_array_index (ex->idx, guint, k)];
+      RlPipeCommand *cmd = &ex->cmds[ex->idx[k]];
       if (cmd->state != RL_PIPE_SENT)
         continue;
       cmd->state = RL_PIPE_UNSENT;
@@ -435,7 +451,8 @@ rl_node_exchange_free (RlNodeExchange *ex)
   fail_commands (ex, RL_PIPE_SENT, error);
   fail_commands (ex, RL_PIPE_UNSENT, error);
   rl_node_unref (ex->node);
-  g_array_unref (ex->idx);
+  if (ex->idx != &ex->idx_one)
+    g_free (ex->idx);
   g_free (ex);
 }
 
