@@ -394,6 +394,11 @@ typedef struct
   gpointer data;
 } RlLeaseRequest;
 
+/* rl_lock_attempt_step() for a member's lease carrier @lock, whose lease @request takes
+ * (an asynchronous acquisition of a read-write lock's lease). */
+RlAcquireAction rl_lock_attempt_request_step (RedisLock *lock, RlAcquire *acq, gboolean pubsub,
+                                              gboolean bounded, gint64 ttl_ms,
+                                              const RlLeaseRequest *request, GError **error);
 /* The lease phase of a blocking acquisition of @lock's lease by @request, on the one
  * acquisition machine as a plain lock's: attempts until taken (TRUE, the lease in the
  * table), @deadline (FALSE without @error), a failure, close or cancel (FALSE with
