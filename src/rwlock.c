@@ -416,7 +416,9 @@ local_step_locked (RlRwCall *call)
           || lock->reader_lease != RL_RW_LEASE_NONE)
         return RL_RW_LOCAL_WAIT;
       lock->writers_waiting--;
-      lock->write_owner = call->owner;
+      /* An asynchronous call holds it under its own marker until the lease is taken: a
+       * thread may go on meanwhile, and its own calls must not count as re-entries. */
+      lock->write_owner = call->async ? (gpointer) call : call->owner;
       lock->write_count = 1;
       return RL_RW_LOCAL_LEASE;
     }
@@ -464,6 +466,7 @@ rl_rw_lock_local_async (RlRwCall *call, RlLockWaiter *waiter, gboolean may_wait)
   RedisRWLock *lock = call->lock;
   RlRwLocal local;
 
+  call->async = TRUE;
   rl_mutex_lock (&lock->m);
   local = local_step_locked (call);
   if (local == RL_RW_LOCAL_WAIT && may_wait)
@@ -557,6 +560,8 @@ rl_rw_lock_lease_end (RlRwCall *call, gboolean ok)
       lock->write_count = 0;
       broadcast_locked (lock);
     }
+  else
+    lock->write_owner = call->owner;
   lock->waiters--;
   rl_mutex_unlock (&lock->m);
 }

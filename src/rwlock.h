@@ -67,6 +67,8 @@ typedef struct
   guint seq;             /* READ: the marks heard when it asked the store */
   gint confirmed;        /* READ: the answer of the confirmation asked for: -1 none asked,
                             0 not confirmed, 1 confirmed */
+  gboolean async;        /* an asynchronous call: a writer holds the local level under the
+                            call's marker (the RlRwCall) until its lease is taken */
   RlLockWaiter *waiter;  /* an asynchronous call's, queued while it waits; NULL: none */
 } RlRwCall;
 
