@@ -1,21 +1,32 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* redis-semaphore.c: the Redis scripts of the semaphore, the store seam's two
- * semaphore entries (store.h).
+/* redis-semaphore.c: the Redis side of the semaphore, the store seam's two semaphore
+ * entries (store.h).
  *
  * A semaphore of N permits is N plain leases `SEM_KEY:0` … `SEM_KEY:N-1` and its size
  * in `SEM_KEY` (`registry_key:{NAME}:sem`: the hash tag puts them all in one Cluster
- * slot, so one script may touch them). Each permit is a string key holding one
- * acquisition's value with a PX expiry, exactly a lock's lease, so that renewal,
- * release (compare-and-delete that publishes), the watchdog, audits and forced
- * releases are the plain lease's scripts in redis-store.c; only taking a permit and
- * counting the free ones must look at the size and at every permit in one atomic
- * step, which the two scripts here do. They name only SEM_KEY in KEYS and build the
- * permit keys from it, which Redis allows for keys of the same slot.
+ * slot, so one script may touch them, and one pipeline reach them on one node). Each
+ * permit is a string key holding one acquisition's value with a PX expiry, exactly a
+ * lock's lease, so that renewal, release (compare-and-delete that publishes), the
+ * watchdog, audits and forced releases are the plain lease's scripts in redis-store.c;
+ * only taking a permit and counting the free ones must look at the size, which is done
+ * here.
  *
- * The cost is one round trip either way, and inside the script O(1) commands when a
- * permit is free at the place the search starts (each attempt starts one further, and
- * each process somewhere else), O(N) when the semaphore is full (N is at most
- * RL_SEMAPHORE_MAX_PERMITS).
+ * Taking a permit has two ways, each one round trip. When the caller names a permit it
+ * believes free (a @start below the size: the permit this process gave back last, see
+ * semaphore.c), the fast way tries that one alone: `SET SEM_KEY:I value NX PX ttl` with
+ * a `GET SEM_KEY` pipelined behind it, two of Redis's cheapest commands and no script,
+ * as a plain lock's acquisition is a plain SET. The GET runs after the SET: when it
+ * reads this semaphore's size, there was an instant at which the permit was ours and
+ * the size was ours too, which is all the script's atomic check guarantees (the size
+ * may vanish and come back later either way). When it reads another size, or none (the
+ * semaphore was deleted or lost, and perhaps made again with another size by another
+ * process), the permit just taken goes back (compare-and-delete, before anyone is told
+ * it was taken, so no one ever held it) and the script decides: it stores the size, or
+ * fails with INVALID naming both. A permit found held goes to the script too. The
+ * script (the other way, and the only one without a guess) checks the size and takes
+ * the first free permit in one atomic step: O(1) commands when a permit is free where
+ * the search starts (each attempt starts one further, and each process somewhere
+ * else), O(N) when the semaphore is full (N is at most RL_SEMAPHORE_MAX_PERMITS).
  */
 #include "config.h"
 
@@ -150,6 +161,67 @@ read_reply (const redisReply *reply, const char *sem_key, guint permits, long lo
   return TRUE;
 }
 
+/* Gives back permit @key (@value), taken by the fast way for nothing. */
+static void
+give_back (RlStore *store, const char *key, const char *value)
+{
+  gboolean others;
+
+  store->vt->release (store, key, value, 0, &others, NULL);
+}
+
+/* The fast way: permit @index alone by SET NX PX, the size read by a GET pipelined
+ * behind it. RL_LEASE_OK (taken, and the size ours), RL_LEASE_HELD (not taken here:
+ * the script decides) or RL_LEASE_ERROR with @error. */
+static RlLeaseResult
+acquire_guessed (RlStore *store, const char *sem_key, const char *size, guint index,
+                 const char *value, const char *ttl, gint64 timeout_ms, GError **error)
+{
+  RlRedisStore *self = (RlRedisStore *) store;
+  g_autofree char *key = g_strdup_printf ("%s:%u", sem_key, index);
+  const char *set_argv[6] = { "SET", key, value, "NX", "PX", ttl };
+  const char *get_argv[2] = { "GET", sem_key };
+  RlPipeCommand cmds[2] = {
+    { .route = sem_key, .argc = 6, .argv = set_argv },
+    { .route = sem_key, .argc = 2, .argv = get_argv },
+  };
+  const redisReply *set = NULL, *got = NULL;
+  RlLeaseResult result = RL_LEASE_HELD;
+  gboolean taken, same_size;
+
+  rl_redis_pipeline (self, 2, cmds, rl_redis_wrote_set, timeout_ms);
+  set = cmds[0].reply;
+  got = cmds[1].reply;
+  taken = set != NULL && set->type == REDIS_REPLY_STATUS;
+  same_size = got != NULL && got->type == REDIS_REPLY_STRING && strcmp (got->str, size) == 0;
+  if (set == NULL)
+    {
+      /* It may have been taken: it comes back at its TTL, as a script's would. */
+      g_propagate_error (error, g_steal_pointer (&cmds[0].error));
+      result = RL_LEASE_ERROR;
+    }
+  else if (!taken && set->type != REDIS_REPLY_NIL)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                   "Redis semaphore command returned an unexpected reply (type %d)", set->type);
+      result = RL_LEASE_ERROR;
+    }
+  else if (taken && !same_size)
+    give_back (store, key, value); /* the script checks the size and says what it is */
+  else if (taken && cmds[0].unreplicated)
+    {
+      /* Taken on the master, but a failover now could lose it: released again. */
+      give_back (store, key, value);
+      rl_redis_store_not_replicated (store, "acquisition", key, error);
+      result = RL_LEASE_ERROR;
+    }
+  else if (taken)
+    result = RL_LEASE_OK;
+  rl_redis_pipe_command_clear (&cmds[0]);
+  rl_redis_pipe_command_clear (&cmds[1]);
+  return result;
+}
+
 RlLeaseResult
 rl_redis_semaphore_acquire (RlStore *store, const char *sem_key, guint permits, guint start,
                             const char *value, gint64 ttl_ms, gint64 timeout_ms, guint *slot,
@@ -164,6 +236,25 @@ rl_redis_semaphore_acquire (RlStore *store, const char *sem_key, guint permits, 
 
   rl_format_uint (size, permits);
   rl_format_uint (ttl, ttl_ms);
+  if (start < permits)
+    {
+      gint64 began = g_get_monotonic_time ();
+
+      switch (acquire_guessed (store, sem_key, size, start, value, ttl, timeout_ms, error))
+        {
+        case RL_LEASE_OK:
+          *slot = start;
+          return RL_LEASE_OK;
+        case RL_LEASE_ERROR:
+          return RL_LEASE_ERROR;
+        case RL_LEASE_HELD:
+        default:
+          break;
+        }
+      /* The script gets what is left of the bound. */
+      if (timeout_ms > 0)
+        timeout_ms = MAX (timeout_ms - (g_get_monotonic_time () - began) / 1000, 1);
+    }
   rl_format_uint (from, start % permits);
   /* The script reads every permit: a waiter is woken by the change of any of them,
    * without a notification too. */
@@ -192,9 +283,8 @@ rl_redis_semaphore_acquire (RlStore *store, const char *sem_key, guint permits, 
     {
       /* Taken on the master, but a failover now could lose it: released again. */
       g_autofree char *key = g_strdup_printf ("%s:%u", sem_key, *slot);
-      gboolean others;
 
-      store->vt->release (store, key, value, 0, &others, NULL);
+      give_back (store, key, value);
       rl_redis_store_not_replicated (store, "acquisition", key, error);
       return RL_LEASE_ERROR;
     }

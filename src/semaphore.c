@@ -36,6 +36,8 @@ struct _RedisSemaphore
   char *name;
   guint permits;
   guint next; /* atomic: where the next attempt starts looking for a free permit */
+  gint hint;  /* atomic: 1 + the permit this process gave back last, which the next
+                 attempt names to the store as probably free (0: none) */
 };
 
 struct _RedisPermit
@@ -212,7 +214,10 @@ permit_give_back (RedisPermit *permit, GError **error)
       return FALSE;
     }
   if (result == RL_LEASE_OK)
-    RL_ATOMIC_ADD (registry->stats.releases, 1);
+    {
+      RL_ATOMIC_ADD (registry->stats.releases, 1);
+      g_atomic_int_set (&permit->semaphore->hint, (gint) permit->index + 1);
+    }
   if (lost || result == RL_LEASE_LOST)
     {
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST,
@@ -304,6 +309,21 @@ redis_permit_get_index (RedisPermit *permit)
 
 /* Acquisition --------------------------------------------------------------------- */
 
+/* Where an attempt starts looking for a free permit (store.h: @start % N): the permit
+ * this process gave back last, taken from the hint so that two attempts do not both
+ * name it, as an index below N, which tells a Redis store that it is a guess worth
+ * trying alone first (redis-semaphore.c); otherwise one further than the last attempt,
+ * as N + I, which asks for the search at I. */
+static guint
+attempt_start (RedisSemaphore *semaphore)
+{
+  guint hint = (guint) g_atomic_int_exchange (&semaphore->hint, 0);
+
+  if (hint > 0 && hint <= semaphore->permits)
+    return hint - 1;
+  return semaphore->permits + (guint) g_atomic_int_add (&semaphore->next, 1) % semaphore->permits;
+}
+
 /* One request for a permit of @semaphore. Returns OK (*permit: taken, its lease in the
  * table), HELD (*pttl_ms: the smallest remaining TTL among the permits, -1 when
  * unknown) or ERROR: with @error, or without when the wait ran out during the request
@@ -328,8 +348,8 @@ attempt_permit (RedisSemaphore *semaphore, gint64 deadline, gboolean bounded, gi
   sent = g_get_monotonic_time ();
   bound_ms = rl_request_bound_ms (registry, deadline, bounded, sent);
   switch (store->vt->semaphore_acquire (store, semaphore_key (semaphore), semaphore->permits,
-                                        (guint) g_atomic_int_add (&semaphore->next, 1), value,
-                                        ttl_ms, bound_ms, &slot, pttl_ms, &local_error))
+                                        attempt_start (semaphore), value, ttl_ms, bound_ms, &slot,
+                                        pttl_ms, &local_error))
     {
     case RL_LEASE_OK:
       RL_ATOMIC_ADD (registry->stats.acquisitions, 1);

@@ -890,13 +890,17 @@ test_round_trips (TestFixture *fx, gconstpointer data)
   RedisPermit *permit;
   guint64 before;
 
-  g_test_summary ("An uncontended acquisition is one round trip (one script), its release "
-                  "another (one script)");
+  g_test_summary ("An uncontended acquisition is one round trip: the first one script, the "
+                  "next ones (the permit given back last tried again) a SET and a GET and no "
+                  "script; a release is another round trip (one script)");
   TEST_SKIP_IF_NO_SERVER (fx);
 
-  sem = obtain_semaphore (fx->registry, "trips", 4);
-  /* A first cycle starts what a registry starts with its first lease. */
+  /* A first cycle (on another semaphore) starts what a registry starts with its first
+   * lease. */
+  sem = obtain_semaphore (fx->registry, "trips-first", 4);
   release_ok (acquire_ok (sem, 0));
+  g_clear_pointer (&sem, redis_semaphore_unref);
+  sem = obtain_semaphore (fx->registry, "trips", 4);
   test_redis_reset_stats (fx->redis);
   before = test_stats (fx->registry).round_trips;
   permit = acquire_ok (sem, 0);
@@ -906,6 +910,21 @@ test_round_trips (TestFixture *fx, gconstpointer data)
   release_ok (permit);
   g_assert_cmpuint (test_stats (fx->registry).round_trips - before, ==, 1);
   g_assert_cmpint (test_redis_command_calls (fx->redis, "evalsha"), ==, 2);
+
+  for (guint i = 0; i < 3; i++)
+    {
+      test_redis_reset_stats (fx->redis);
+      before = test_stats (fx->registry).round_trips;
+      permit = acquire_ok (sem, 0);
+      g_assert_cmpuint (test_stats (fx->registry).round_trips - before, ==, 1);
+      g_assert_cmpint (test_redis_command_calls (fx->redis, "evalsha"), ==, 0);
+      g_assert_cmpint (test_redis_command_calls (fx->redis, "set"), ==, 1);
+      g_assert_cmpint (test_redis_command_calls (fx->redis, "get"), ==, 1);
+      before = test_stats (fx->registry).round_trips;
+      release_ok (permit);
+      g_assert_cmpuint (test_stats (fx->registry).round_trips - before, ==, 1);
+      g_assert_cmpint (test_redis_command_calls (fx->redis, "evalsha"), ==, 1);
+    }
 }
 
 /* A child process holding a permit: this program run with --hold. */
