@@ -79,8 +79,9 @@ typedef struct
   RlYieldRecord yield; /* the yield policy's record of the holds (acquire.h) */
   GQueue queue;       /* RlLockWaiter, in order of arrival, counted in lock->waiters */
   GQueue sleepers;    /* RlLockWaiter (by their link) sleeping until notify_seq moves
-                         past their seq: the queued waiter that owns the mutex, and a
-                         semaphore's asynchronous acquisitions (semaphore-async.c) */
+                         past their seq: the queued waiter that owns the mutex, and the
+                         asynchronous acquisitions of a semaphore or a read-write lock's
+                         lease (async-driver.c) */
   gboolean queue_went_last; /* threads wait too, and the mutex last went to the queue */
 } RlLockWait;
 
