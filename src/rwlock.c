@@ -11,8 +11,13 @@
  * lease table through a carrier, a RedisLock made for it and never cached, so the
  * watchdog renews it, a loss is found and reported, close releases it, and an
  * acquisition runs on the one acquisition machine with the plain lock's blocking
- * driver (rl_lock_acquire_lease(), sleeping on the carrier's notification number),
- * only with the store's rw_acquire as its request. A notification of any key of the
+ * driver (rl_lock_acquire_lease(), sleeping on the carrier's notification number), or
+ * for an asynchronous call with async-driver.c's (rwlock-async.c), only with the
+ * store's rw_acquire as its request. Reading and writing are one path, parameterised
+ * by the mode (RlRwCall): the local level's step (local_step_locked()) decides, under
+ * the mutex, whether a call holds, waits, confirms the reader lease or asks the store;
+ * a blocking call waits on the condition variable, an asynchronous one as a queued
+ * waiter that every change of the state pokes. A notification of any key of the
  * lock wakes the waiters of both leases (registry.c routes it here); one of the
  * waiting writer's mark also stops new reading threads from joining the reader lease
  * held now, so that the writer is not starved by the readers of one process.
