@@ -90,9 +90,6 @@ typedef struct
 } RwManyCall;
 
 void on_many_done (GObject *source, GAsyncResult *result, gpointer data);
-/* Iterates the thread-default context until *@counter reaches @value (FALSE after
- * @timeout_ms). */
-gboolean iterate_until (const guint *counter, guint value, gint64 timeout_ms);
 
 /* The two-process test's child: `PROGRAM --rw-child URL NAME read|write` takes NAME on
  * URL, says "held", holds it until its stdin closes, releases it and says "done". */

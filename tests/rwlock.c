@@ -742,7 +742,7 @@ test_async_no_thread_per_call (TestFixture *fx, gconstpointer data)
   g_assert_cmpuint (m.done, ==, 0);
 
   rw_taker_release_join (&holder, thread);
-  g_assert_true (iterate_until (&m.done, writers + readers, 60000));
+  g_assert_true (test_iterate_until (&m.done, writers + readers, 60000));
   g_assert_no_error (m.first_error);
   g_assert_cmpuint (m.writes, ==, writers);
   g_assert_cmpuint (m.reads, ==, readers);
@@ -877,7 +877,7 @@ test_async_frozen_other_registry (TestFixture *fx, gconstpointer data)
   redis_lock_test_server_resume (fx->server);
   for (guint i = 0; i < n; i++)
     {
-      g_assert_true (iterate_until (&stuck[i].done, 1, 30000));
+      g_assert_true (test_iterate_until (&stuck[i].done, 1, 30000));
       done += stuck[i].done;
       g_clear_error (&stuck[i].first_error);
       redis_rw_lock_unref (stuck_locks[i]);

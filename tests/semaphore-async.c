@@ -114,23 +114,6 @@ on_many (GObject *source, GAsyncResult *result, gpointer data)
     g_clear_error (&error);
 }
 
-/* Iterates the thread-default context until *@counter reaches @value (FALSE after
- * @timeout_ms). */
-static gboolean
-iterate_until (const guint *counter, guint value, gint64 timeout_ms)
-{
-  gint64 end = test_now_ms () + timeout_ms;
-
-  while (*counter < value)
-    {
-      if (test_now_ms () >= end)
-        return FALSE;
-      if (!g_main_context_iteration (g_main_context_get_thread_default (), FALSE))
-        g_usleep (1000);
-    }
-  return TRUE;
-}
-
 static void
 test_async_no_thread (TestFixture *fx, gconstpointer data)
 {
@@ -161,9 +144,9 @@ test_async_no_thread (TestFixture *fx, gconstpointer data)
   g_assert_cmpuint (mr.done, ==, 0);
 
   release_ok (held);
-  g_assert_true (iterate_until (&mr.taken, 1, 10000));
+  g_assert_true (test_iterate_until (&mr.taken, 1, 10000));
   g_cancellable_cancel (cancellable);
-  g_assert_true (iterate_until (&mr.done, n, 10000));
+  g_assert_true (test_iterate_until (&mr.done, n, 10000));
   g_assert_cmpuint (mr.taken, ==, 1);
   g_assert_error (mr.first_error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
   g_clear_error (&mr.first_error);
@@ -192,7 +175,7 @@ test_async_close (TestFixture *fx, gconstpointer data)
   redis_semaphore_acquire_async (sem, 30000, NULL, on_many, &mr);
   g_assert_true (test_wait_contended (registry, 1, 10000));
   redis_lock_registry_close (registry);
-  g_assert_true (iterate_until (&mr.done, 1, 10000));
+  g_assert_true (test_iterate_until (&mr.done, 1, 10000));
   g_assert_cmpuint (mr.taken, ==, 0);
   g_assert_error (mr.first_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
   g_clear_error (&mr.first_error);
@@ -237,7 +220,7 @@ test_async_no_thread_per_call (TestFixture *fx, gconstpointer data)
   g_assert_cmpuint (threads_pending, <=, threads_before + POOL_THREADS + 2);
   g_assert_cmpuint (mr.done, ==, 0);
   redis_lock_test_server_resume (fx->server);
-  g_assert_true (iterate_until (&mr.done, n, 20000));
+  g_assert_true (test_iterate_until (&mr.done, n, 20000));
   g_assert_no_error (mr.first_error);
   g_assert_cmpuint (mr.taken, ==, n);
   for (guint i = 0; i < mr.permits->len; i++)
@@ -282,7 +265,7 @@ test_async_frozen_other_registry (TestFixture *fx, gconstpointer data)
     redis_semaphore_acquire_async (stuck_sem, 8000, NULL, on_many, &stuck);
   t0 = test_now_ms ();
   redis_semaphore_acquire_async (free_sem, 2000, NULL, on_many, &mr);
-  g_assert_true (iterate_until (&mr.done, 1, 10000));
+  g_assert_true (test_iterate_until (&mr.done, 1, 10000));
   took = test_now_ms () - t0;
   g_test_message ("the call on the other server completed after %" G_GINT64_FORMAT " ms", took);
   g_assert_no_error (mr.first_error);
@@ -291,7 +274,7 @@ test_async_frozen_other_registry (TestFixture *fx, gconstpointer data)
   release_ok (g_ptr_array_index (mr.permits, 0));
 
   redis_lock_test_server_resume (fx->server);
-  g_assert_true (iterate_until (&stuck.done, n, 30000));
+  g_assert_true (test_iterate_until (&stuck.done, n, 30000));
   for (guint i = 0; i < stuck.permits->len; i++)
     release_ok (g_ptr_array_index (stuck.permits, i));
   g_clear_error (&stuck.first_error);
@@ -325,13 +308,13 @@ test_async_never_reached_redis (TestFixture *fx, gconstpointer data)
   for (guint i = 0; i < POOL_THREADS; i++)
     redis_semaphore_acquire_async (stuck_sem, 8000, NULL, on_many, &stuck);
   redis_semaphore_acquire_async (late_sem, 300, NULL, on_many, &mr);
-  g_assert_true (iterate_until (&mr.done, 1, 20000));
+  g_assert_true (test_iterate_until (&mr.done, 1, 20000));
   redis_lock_test_server_resume (fx->server);
   g_assert_cmpuint (mr.taken, ==, 0);
   g_assert_error (mr.first_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION);
   g_test_message ("%s", mr.first_error->message);
   g_clear_error (&mr.first_error);
-  g_assert_true (iterate_until (&stuck.done, POOL_THREADS, 30000));
+  g_assert_true (test_iterate_until (&stuck.done, POOL_THREADS, 30000));
   for (guint i = 0; i < stuck.permits->len; i++)
     release_ok (g_ptr_array_index (stuck.permits, i));
   g_clear_error (&stuck.first_error);
