@@ -39,10 +39,13 @@ struct _RedisRWLock
   RlMutex m;
   RlCond cond;             /* the state below changed, closed or cancelled */
   GHashTable *reads;       /* GThread -> its read holds (GUINT_TO_POINTER) */
-  gpointer write_owner;    /* GThread of the writer, NULL: none */
+  gpointer write_owner;    /* GThread of the writer (an asynchronous call's RlRwCall until
+                              its lease is taken), NULL: none */
   guint write_count;       /* the writer's holds */
-  guint writers_waiting;   /* threads waiting to write: new readers wait behind them */
-  guint waiters;           /* threads inside a wait or a store request of the lock */
+  guint writers_waiting;   /* threads and calls waiting to write: new readers wait behind
+                              them */
+  guint waiters;           /* threads and asynchronous calls inside a wait or a store
+                              request of the lock */
   RlRwLeaseState reader_lease;
   gboolean writer_marked; /* a writer of another registry may wait (its mark was heard
                              set): new reading threads do not join the reader lease held
