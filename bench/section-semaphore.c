@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* section-semaphore.c: taking and giving back a permit that no one else wants.
  *
- * A permit is one script (check the size, set the first free permit) and one release
- * (the lease's compare-and-delete), two round trips, so the pair is compared with two
- * raw EVALSHA calls made back to back, timed in alternating blocks as the uncontended
- * lock is (section-uncontended.c), on a semaphore of 4 permits; the registry's counters
- * give the commands and round trips per pair. Then the same pair through
+ * A permit is one request (a plain SET of the permit this process gave back last while
+ * the size stands checked, the size-checking script the first time and every 10 s) and
+ * one release (the lease's compare-and-delete), two round trips, so the pair is compared
+ * with two raw EVALSHA calls made back to back, timed in alternating blocks as the
+ * uncontended lock is (section-uncontended.c), on a semaphore of 4 permits; the
+ * registry's counters give the commands and round trips per pair. Then the same pair through
  * redis_semaphore_acquire_async() from a main context (the attempt on a worker of the
  * registry, the verdict back in the context) against the blocking pair.
  */

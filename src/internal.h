@@ -84,8 +84,9 @@ typedef struct
   RlYieldRecord yield; /* the yield policy's record of the holds (acquire.h) */
   GQueue queue;       /* RlLockWaiter, in order of arrival, counted in lock->waiters */
   GQueue sleepers;    /* RlLockWaiter (by their link) sleeping until notify_seq moves
-                         past their seq: the queued waiter that owns the mutex, and a
-                         semaphore's asynchronous acquisitions (semaphore-async.c) */
+                         past their seq: the queued waiter that owns the mutex, and the
+                         asynchronous acquisitions of a semaphore or a read-write lock's
+                         lease (async-driver.c) */
   gboolean queue_went_last; /* threads wait too, and the mutex last went to the queue */
 } RlLockWait;
 
@@ -415,6 +416,11 @@ typedef struct
   gpointer data;
 } RlLeaseRequest;
 
+/* rl_lock_attempt_step() for a member's lease carrier @lock, whose lease @request takes
+ * (an asynchronous acquisition of a read-write lock's lease). */
+RlAcquireAction rl_lock_attempt_request_step (RedisLock *lock, RlAcquire *acq, gboolean pubsub,
+                                              gboolean bounded, gint64 ttl_ms,
+                                              const RlLeaseRequest *request, GError **error);
 /* The lease phase of a blocking acquisition of @lock's lease by @request, on the one
  * acquisition machine as a plain lock's: attempts until taken (TRUE, the lease in the
  * table), @deadline (FALSE without @error), a failure, close or cancel (FALSE with

@@ -406,6 +406,14 @@ rl_lock_attempt_step (RedisLock *lock, RlAcquire *acq, gboolean pubsub, gboolean
   return attempt_step (lock, acq, pubsub, bounded, ttl_ms, fence_key, NULL, error);
 }
 
+RlAcquireAction
+rl_lock_attempt_request_step (RedisLock *lock, RlAcquire *acq, gboolean pubsub,
+                              gboolean bounded, gint64 ttl_ms, const RlLeaseRequest *request,
+                              GError **error)
+{
+  return attempt_step (lock, acq, pubsub, bounded, ttl_ms, NULL, request, error);
+}
+
 /* The lease phase of a blocking acquisition, with the local mutex owned: the machine
  * driven by this thread, which sleeps on the lock's condition variable. Returns TRUE
  * when the lease is ours. With @bounded, each store call is cut short at @deadline too

@@ -1,158 +1,161 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* rwlock-async.c: redis_rw_lock_read_lock_async() and redis_rw_lock_write_lock_async(),
- * for code that runs a GMainLoop and must not block it.
+ * for code that runs a GMainLoop and must not block it: a thin driver over
+ * async-driver.c, as the semaphore's call is, with the read-write lock's local level in
+ * front of the machine.
  *
- * A call takes the hold for the thread that made it, exactly as the blocking call
- * would there, so the unlocks that follow are that thread's plain read or write
- * unlocks. The acquisition itself is the blocking one (rwlock.c's read and write
- * paths, given the calling thread as the owner), run on a thread of its own, so the
- * local wait, the acquisition machine's attempts and sleeps, the deadline, close and
- * cancellation behave exactly as for a blocking call; a pending call costs that
- * thread until it ends. The result goes back to the calling thread's main context: a
- * source made there by the calling thread and owned by its context, whose ready time
- * the call's thread sets once (with the result, under a mutex the dispatch takes too),
- * delivers it with the GTask, so every GTask and GMainContext call but
- * g_source_set_ready_time() stays in the calling thread, as in lock-async.c.
+ * A pending call is not a thread. Its local step is rwlock.c's, the one the blocking
+ * calls take (re-entry, a waiting writer holding new readers back, readers of this
+ * process sharing one reader lease): while it must wait, the call's waiter sits in the
+ * lock's queue, poked whenever the local state changes, as the blocking threads are
+ * signalled; a reader lease that must be confirmed first is confirmed on a worker. Once
+ * let in, the call takes its lease on the acquisition machine (rl_rw_lock_attempt_step()
+ * on the registry's workers, sleeping on the lease's carrier); a writer that did not get
+ * it removes its waiting mark on a worker too. One deadline covers both levels.
+ *
+ * A call takes the hold for the thread that made it, exactly as the blocking call would
+ * there, so the unlocks that follow are that thread's plain read or write unlocks; the
+ * result goes back through the GTask in that thread's main context.
  */
 #include "config.h"
 
+#include "async-driver.h"
 #include "rwlock.h"
+
+typedef enum
+{
+  STAGE_LOCAL,   /* counted among the lock's waiters, at the local level */
+  STAGE_LEASING, /* let in: the machine takes the lease (rl_rw_lock_lease_end() at the end) */
+  STAGE_OUT,     /* counted out by the local level (taken there, or gave up) */
+} RwStage;
 
 typedef struct
 {
-  gint ref_count; /* atomic: the call's thread and the source */
-  RedisRWLock *lock; /* a user reference */
-  gboolean write;
-  gpointer owner;  /* the calling thread */
-  gint64 wait_ms;
-  GCancellable *cancellable;
-  GTask *task;     /* the calling thread only */
-  GSource *source; /* in the calling thread's context, which owns it */
-  gint ok;         /* atomic, set before the source is made ready */
-  gpointer error;  /* atomic: GError, or NULL */
-} RwCall;
+  RlRwCall rw;
+  RedisRWLock *lock; /* a user reference: keeps the carriers and the registry */
+  GTask *task;
+  RwStage stage; /* the caller's context */
+} RwAsync;
 
-/* Orders the call's thread's g_source_set_ready_time() before the dispatch that reads
- * the result and then frees the source, for ThreadSanitizer, which cannot see the
- * main context's own futex-based lock. A leaf: nothing is called under it but that. */
-static RlMutex result_mutex = { PTHREAD_MUTEX_INITIALIZER };
+static RlAsyncLocal
+rw_local (gpointer data, RlLockWaiter *waiter, gboolean may_wait)
+{
+  RwAsync *call = data;
+
+  switch (rl_rw_lock_local_async (&call->rw, waiter, may_wait))
+    {
+    case RL_RW_LOCAL_WAIT:
+      return RL_ASYNC_LOCAL_WAIT;
+    case RL_RW_LOCAL_CONFIRM:
+      return RL_ASYNC_LOCAL_JOB;
+    case RL_RW_LOCAL_LEASE:
+      call->stage = STAGE_LEASING;
+      return RL_ASYNC_LOCAL_GO;
+    case RL_RW_LOCAL_TAKEN:
+      call->stage = STAGE_OUT;
+      return RL_ASYNC_LOCAL_TAKEN;
+    case RL_RW_LOCAL_ENDED:
+    default:
+      call->stage = STAGE_OUT;
+      return RL_ASYNC_LOCAL_ENDED;
+    }
+}
 
 static void
-call_unref (RwCall *call)
+rw_local_job (gpointer data)
 {
-  if (!g_atomic_int_dec_and_test (&call->ref_count))
-    return;
-  g_clear_object (&call->cancellable);
+  rl_rw_lock_confirm (&((RwAsync *) data)->rw);
+}
+
+static RlAcquireAction
+rw_attempt (gpointer data, RlAcquire *acq, gboolean pubsub, gboolean bounded, GError **error)
+{
+  return rl_rw_lock_attempt_step (&((RwAsync *) data)->rw, acq, pubsub, bounded, error);
+}
+
+static void
+rw_settle (gpointer data)
+{
+  rl_rw_lock_stop_waiting (&((RwAsync *) data)->rw);
+}
+
+static void
+rw_done (gpointer data, gboolean taken, GError *error)
+{
+  RwAsync *call = data;
+
+  if (call->stage == STAGE_LEASING)
+    rl_rw_lock_lease_end (&call->rw, taken);
+  else if (call->stage == STAGE_LOCAL)
+    rl_rw_lock_leave (&call->rw); /* the driver could not start */
+  if (error != NULL)
+    g_task_return_error (call->task, error);
+  else
+    g_task_return_boolean (call->task, taken);
+  g_object_unref (call->task);
   redis_rw_lock_unref (call->lock);
   g_free (call);
 }
 
-/* The source that delivers the result; it holds the call's second reference. */
-typedef struct
-{
-  GSource source;
-  RwCall *call;
-} CallSource;
-
-static gboolean
-call_source_dispatch (GSource *source, GSourceFunc callback, gpointer data)
-{
-  RwCall *call = ((CallSource *) source)->call;
-  GError *error;
-
-  rl_mutex_lock (&result_mutex);
-  error = g_atomic_pointer_get (&call->error);
-  rl_mutex_unlock (&result_mutex);
-
-  if (error != NULL)
-    g_task_return_error (call->task, error);
-  else
-    g_task_return_boolean (call->task, g_atomic_int_get (&call->ok));
-  g_clear_object (&call->task);
-  return G_SOURCE_REMOVE;
-}
-
-static void
-call_source_finalize (GSource *source)
-{
-  call_unref (((CallSource *) source)->call);
-}
-
-static GSourceFuncs call_source_funcs = {
-  .dispatch = call_source_dispatch,
-  .finalize = call_source_finalize,
+static const RlAsyncDriverClass rw_driver = {
+  .local = rw_local,
+  .local_job = rw_local_job,
+  .attempt = rw_attempt,
+  .settle = rw_settle,
+  .done = rw_done,
 };
 
+/* The GTask's source tag of a @mode call. */
 static gpointer
-call_thread (gpointer data)
+tag_of (RlRwMode mode)
 {
-  RwCall *call = data;
-  GError *error = NULL;
-  gboolean ok;
-
-  rl_thread_set_name ("redislock-rw");
-  ok = call->write ? rl_rw_lock_write_as (call->lock, call->owner, call->wait_ms,
-                                          call->cancellable, &error)
-                   : rl_rw_lock_read_as (call->lock, call->owner, call->wait_ms,
-                                         call->cancellable, &error);
-  rl_mutex_lock (&result_mutex);
-  g_atomic_int_set (&call->ok, ok);
-  g_atomic_pointer_set (&call->error, error);
-  g_source_set_ready_time (call->source, 0);
-  rl_mutex_unlock (&result_mutex);
-  call_unref (call);
-  return NULL;
+  return mode == RL_RW_WRITE ? (gpointer) redis_rw_lock_write_lock_async
+                             : (gpointer) redis_rw_lock_read_lock_async;
 }
 
 static void
-start (RedisRWLock *lock, gboolean write, gint64 wait_ms, GCancellable *cancellable,
-       GAsyncReadyCallback callback, gpointer user_data, gpointer tag)
+start (RedisRWLock *lock, RlRwMode mode, gint64 wait_ms, GCancellable *cancellable,
+       GAsyncReadyCallback callback, gpointer user_data)
 {
-  g_autoptr (GTask) task = g_task_new (NULL, cancellable, callback, user_data);
-  g_autoptr (GMainContext) context = g_main_context_ref_thread_default ();
-  g_autoptr (GError) error = NULL;
-  GThread *thread;
-  RwCall *call;
+  GTask *task;
+  GError *error = NULL;
+  gboolean taken;
+  RwAsync *call;
 
-  g_task_set_source_tag (task, tag);
+  g_return_if_fail (lock != NULL);
+  g_return_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable));
+
+  task = g_task_new (NULL, cancellable, callback, user_data);
+  g_task_set_source_tag (task, tag_of (mode));
   g_task_set_task_data (task, lock, NULL);
   /* The result stands as it is: a call that took the lock before it was cancelled says
    * so (the calling thread holds it and must unlock). */
   g_task_set_check_cancellable (task, FALSE);
 
-  call = g_new0 (RwCall, 1);
-  call->ref_count = 2;
-  call->lock = redis_rw_lock_ref (lock);
-  call->write = write;
-  call->owner = g_thread_self ();
-  call->wait_ms = wait_ms;
-  call->cancellable = cancellable != NULL ? g_object_ref (cancellable) : NULL;
-  call->task = g_object_ref (task);
-  call->source = g_source_new (&call_source_funcs, sizeof (CallSource));
-  ((CallSource *) call->source)->call = call;
-  g_source_set_static_name (call->source, write ? "redislock rw write" : "redislock rw read");
-  g_source_attach (call->source, context);
-  g_source_unref (call->source); /* the context's now, until the result is delivered */
-
-  thread = g_thread_try_new ("redislock-rw", call_thread, call, &error);
-  if (thread == NULL)
+  call = g_new0 (RwAsync, 1);
+  if (!rl_rw_lock_enter (&call->rw, lock, mode, g_thread_self (), wait_ms, cancellable, &taken,
+                         &error)
+      || taken)
     {
-      g_atomic_pointer_set (&call->error,
-                            g_error_new (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
-                                         "Read-write lock “%s”: no thread for the call: %s",
-                                         lock->name, error->message));
-      g_source_set_ready_time (call->source, 0);
-      call_unref (call);
+      if (error != NULL)
+        g_task_return_error (task, error);
+      else
+        g_task_return_boolean (task, TRUE);
+      g_object_unref (task);
+      g_free (call);
       return;
     }
-  g_thread_unref (thread);
+  call->lock = redis_rw_lock_ref (lock);
+  call->task = task;
+  call->stage = STAGE_LOCAL;
+  rl_async_drive (rl_rw_lock_carrier (&call->rw), wait_ms, cancellable, &rw_driver, call);
 }
 
 static gboolean
-finish (RedisRWLock *lock, GAsyncResult *result, gpointer tag, GError **error)
+finish (RedisRWLock *lock, GAsyncResult *result, RlRwMode mode, GError **error)
 {
   g_return_val_if_fail (g_task_is_valid (result, NULL), FALSE);
-  g_return_val_if_fail (g_task_get_source_tag (G_TASK (result)) == tag, FALSE);
+  g_return_val_if_fail (g_task_get_source_tag (G_TASK (result)) == tag_of (mode), FALSE);
   g_return_val_if_fail (g_task_get_task_data (G_TASK (result)) == lock, FALSE);
   return g_task_propagate_boolean (G_TASK (result), error);
 }
@@ -161,28 +164,24 @@ void
 redis_rw_lock_read_lock_async (RedisRWLock *lock, gint64 wait_ms, GCancellable *cancellable,
                                GAsyncReadyCallback callback, gpointer user_data)
 {
-  g_return_if_fail (lock != NULL);
-  g_return_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable));
-  start (lock, FALSE, wait_ms, cancellable, callback, user_data, redis_rw_lock_read_lock_async);
-}
-
-gboolean
-redis_rw_lock_read_lock_finish (RedisRWLock *lock, GAsyncResult *result, GError **error)
-{
-  return finish (lock, result, redis_rw_lock_read_lock_async, error);
+  start (lock, RL_RW_READ, wait_ms, cancellable, callback, user_data);
 }
 
 void
 redis_rw_lock_write_lock_async (RedisRWLock *lock, gint64 wait_ms, GCancellable *cancellable,
                                 GAsyncReadyCallback callback, gpointer user_data)
 {
-  g_return_if_fail (lock != NULL);
-  g_return_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable));
-  start (lock, TRUE, wait_ms, cancellable, callback, user_data, redis_rw_lock_write_lock_async);
+  start (lock, RL_RW_WRITE, wait_ms, cancellable, callback, user_data);
+}
+
+gboolean
+redis_rw_lock_read_lock_finish (RedisRWLock *lock, GAsyncResult *result, GError **error)
+{
+  return finish (lock, result, RL_RW_READ, error);
 }
 
 gboolean
 redis_rw_lock_write_lock_finish (RedisRWLock *lock, GAsyncResult *result, GError **error)
 {
-  return finish (lock, result, redis_rw_lock_write_lock_async, error);
+  return finish (lock, result, RL_RW_WRITE, error);
 }

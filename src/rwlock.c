@@ -11,8 +11,13 @@
  * lease table through a carrier, a RedisLock made for it and never cached, so the
  * watchdog renews it, a loss is found and reported, close releases it, and an
  * acquisition runs on the one acquisition machine with the plain lock's blocking
- * driver (rl_lock_acquire_lease(), sleeping on the carrier's notification number),
- * only with the store's rw_acquire as its request. A notification of any key of the
+ * driver (rl_lock_acquire_lease(), sleeping on the carrier's notification number), or
+ * for an asynchronous call with async-driver.c's (rwlock-async.c), only with the
+ * store's rw_acquire as its request. Reading and writing are one path, parameterised
+ * by the mode (RlRwCall): the local level's step (local_step_locked()) decides, under
+ * the mutex, whether a call holds, waits, confirms the reader lease or asks the store;
+ * a blocking call waits on the condition variable, an asynchronous one as a queued
+ * waiter that every change of the state pokes. A notification of any key of the
  * lock wakes the waiters of both leases (registry.c routes it here); one of the
  * waiting writer's mark also stops new reading threads from joining the reader lease
  * held now, so that the writer is not starved by the readers of one process.
@@ -153,11 +158,21 @@ rl_rw_lock_notify (RedisRWLock *lock, const char *key)
     rl_leases_check_soon (leases, lock->reader);
 }
 
+/* The local state changed (or the waits must end): the threads that wait are
+ * signalled, the asynchronous calls that do are poked. lock->m held. */
+static void
+broadcast_locked (RedisRWLock *lock)
+{
+  rl_cond_broadcast (&lock->cond);
+  for (GList *l = lock->queued.head; l != NULL; l = l->next)
+    ((RlLockWaiter *) l->data)->poke (l->data);
+}
+
 void
 rl_rw_lock_wake_all (RedisRWLock *lock)
 {
   rl_mutex_lock (&lock->m);
-  rl_cond_broadcast (&lock->cond);
+  broadcast_locked (lock);
   rl_mutex_unlock (&lock->m);
   rl_lock_wake_all (lock->writer);
   rl_lock_wake_all (lock->reader);
@@ -247,28 +262,32 @@ rw_request (RedisLock *carrier, const char *value, gint64 ttl_ms, gint64 deadlin
                                 pttl_ms, error);
 }
 
+/* A reader lease is shared by threads that join it without asking the store, so the
+ * registry must hear a waiting writer's mark set after a reader's request: notifications
+ * are confirmed before it (once per registry; a wait of at most the connect timeout, or
+ * what is left of the caller's until @deadline). */
+static void
+watch_before_read (RedisRWLock *lock, gint64 deadline)
+{
+  RedisLockRegistry *registry = lock->registry;
+  gint64 limit = RL_ATOMIC_GET (registry->store_ctx.connect_timeout_ms);
+
+  if (deadline != RL_FOREVER)
+    limit = MIN (limit, MAX (deadline - g_get_monotonic_time (), 0) / 1000);
+  registry->store->vt->watch (registry->store, limit);
+}
+
 /* Takes the lease @mode asks for until @deadline (the local level let the caller). */
 static gboolean
 acquire_lease (RedisRWLock *lock, RlRwMode mode, gint64 deadline, gboolean bounded,
                GCancellable *cancellable, GError **error)
 {
-  RedisLockRegistry *registry = lock->registry;
   RwRequest req = { lock, mode };
   RlLeaseRequest request = { rw_request, &req };
-  gint64 ttl_ms = RL_ATOMIC_GET (registry->settings.expire_after_ms);
+  gint64 ttl_ms = RL_ATOMIC_GET (lock->registry->settings.expire_after_ms);
 
-  /* A reader lease is shared by threads that join it without asking the store, so the
-   * registry must hear a waiting writer's mark set after this request: notifications
-   * are confirmed first (once per registry; a wait of at most the connect timeout, or
-   * what is left of the caller's). */
   if (mode == RL_RW_READ)
-    {
-      gint64 limit = RL_ATOMIC_GET (registry->store_ctx.connect_timeout_ms);
-      if (deadline != RL_FOREVER)
-        limit = MIN (limit, MAX (deadline - g_get_monotonic_time (), 0) / 1000);
-      registry->store->vt->watch (registry->store, limit);
-    }
-
+    watch_before_read (lock, deadline);
   return rl_lock_acquire_lease (mode == RL_RW_WRITE ? lock->writer : lock->reader, deadline,
                                 bounded, ttl_ms, &request, cancellable, error);
 }
@@ -316,7 +335,7 @@ set_lost_error (RedisRWLock *lock, GError **error)
                lock->name);
 }
 
-/* Reading ------------------------------------------------------------------------- */
+/* Taking a hold ------------------------------------------------------------------ */
 
 /* Whether a new reading thread may join the reader lease held now: not when it was
  * found lost (it is never handed on; the last reader gives it back, and the next
@@ -328,23 +347,280 @@ reader_lease_good (RedisRWLock *lock)
   return !lock->writer_marked && !rl_leases_is_lost (lock->registry->leases, lock->reader);
 }
 
-/* Whether the reader lease held now may go to one more thread: it was confirmed since
- * the store's connection last broke or came back, or a renewal confirms it now (a
- * server that restarted empty may have lost it; the plain lock's hand-off follows the
- * same rule). lock->m held, and dropped around the request: the caller looks at the
- * state again. */
-static gboolean
-confirm_reader_lease (RedisRWLock *lock)
+gboolean
+rl_rw_lock_enter (RlRwCall *call, RedisRWLock *lock, RlRwMode mode, gpointer owner,
+                  gint64 wait_ms, GCancellable *cancellable, gboolean *taken, GError **error)
 {
-  RlLeases *leases = lock->registry->leases;
-  gboolean confirmed;
+  guint n;
 
-  if (!rl_leases_view (leases, lock->reader).unconfirmed)
-    return TRUE;
-  rl_mutex_unlock (&lock->m);
-  confirmed = rl_leases_refresh (leases, lock->reader);
+  *taken = FALSE;
+  if (!check_usable (lock, cancellable, error))
+    return FALSE;
+  *call = (RlRwCall){
+    .lock = lock,
+    .mode = mode,
+    .owner = owner,
+    .bounded = wait_ms != 0,
+    .ttl_ms = RL_ATOMIC_GET (lock->registry->settings.expire_after_ms),
+    .confirmed = -1,
+  };
   rl_mutex_lock (&lock->m);
-  return confirmed;
+  n = reads_of (lock, owner);
+  if (mode == RL_RW_READ && (n > 0 || lock->write_owner == owner))
+    {
+      /* Re-entry, or a read under the thread's own write hold (the writer lease covers
+       * it): no store request. */
+      set_reads (lock, owner, n + 1);
+      *taken = TRUE;
+    }
+  else if (mode == RL_RW_WRITE && lock->write_owner == owner)
+    {
+      lock->write_count++;
+      *taken = TRUE;
+    }
+  else if (mode == RL_RW_WRITE && n > 0)
+    {
+      rl_mutex_unlock (&lock->m);
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
+                   "The calling thread reads read-write lock “%s” and cannot upgrade to "
+                   "writing (two upgraders would wait for each other forever); release the read "
+                   "holds first",
+                   lock->name);
+      return FALSE;
+    }
+  else
+    {
+      /* A waiting writer holds new readers back from now on. */
+      lock->waiters++;
+      if (mode == RL_RW_WRITE)
+        lock->writers_waiting++;
+    }
+  rl_mutex_unlock (&lock->m);
+  call->deadline = rl_deadline_after (g_get_monotonic_time (), wait_ms);
+  return TRUE;
+}
+
+/* One look of @call at the local state: the hold is the owner's (TAKEN), or the call
+ * is the one to ask the store for its lease (LEASE: a writer owns the writer's side
+ * locally; the first reader has the reader lease marked as being acquired, the others
+ * wait for that one request and send none of their own), or it must wait, or a reader
+ * must have the reader lease held now confirmed first: it goes to one more thread only
+ * when it was confirmed since the store's connection last broke or came back, or a
+ * renewal confirms it now (a server that restarted empty may have lost it; the plain
+ * lock's hand-off follows the same rule). lock->m held. */
+static RlRwLocal
+local_step_locked (RlRwCall *call)
+{
+  RedisRWLock *lock = call->lock;
+  gint confirmed = call->confirmed;
+
+  call->confirmed = -1;
+  if (call->mode == RL_RW_WRITE)
+    {
+      if (lock->write_owner != NULL || g_hash_table_size (lock->reads) > 0
+          || lock->reader_lease != RL_RW_LEASE_NONE)
+        return RL_RW_LOCAL_WAIT;
+      lock->writers_waiting--;
+      /* An asynchronous call holds it under its own marker until the lease is taken: a
+       * thread may go on meanwhile, and its own calls must not count as re-entries. */
+      lock->write_owner = call->async ? (gpointer) call : call->owner;
+      lock->write_count = 1;
+      return RL_RW_LOCAL_LEASE;
+    }
+  if (lock->write_owner != NULL || lock->writers_waiting > 0)
+    return RL_RW_LOCAL_WAIT;
+  if (lock->reader_lease == RL_RW_LEASE_HELD && reader_lease_good (lock))
+    {
+      if (confirmed != 1 && rl_leases_view (lock->registry->leases, lock->reader).unconfirmed)
+        /* Not confirmed: wait for its readers to give it back, then take a fresh one. */
+        return confirmed == 0 ? RL_RW_LOCAL_WAIT : RL_RW_LOCAL_CONFIRM;
+      set_reads (lock, call->owner, reads_of (lock, call->owner) + 1);
+      lock->waiters--;
+      return RL_RW_LOCAL_TAKEN;
+    }
+  if (lock->reader_lease != RL_RW_LEASE_NONE)
+    return RL_RW_LOCAL_WAIT;
+  call->seq = lock->mark_seq;
+  lock->reader_lease = RL_RW_LEASE_ACQUIRING;
+  return RL_RW_LOCAL_LEASE;
+}
+
+/* @call gives its wait up (closed, cancelled, the deadline) and is counted out; readers
+ * a waiting writer held back may go. lock->m held. */
+static void
+give_up_locked (RlRwCall *call)
+{
+  RedisRWLock *lock = call->lock;
+
+  if (call->waiter != NULL)
+    {
+      g_queue_unlink (&lock->queued, &call->waiter->link);
+      call->waiter = NULL;
+    }
+  lock->waiters--;
+  if (call->mode == RL_RW_WRITE)
+    {
+      lock->writers_waiting--;
+      broadcast_locked (lock);
+    }
+}
+
+RlRwLocal
+rl_rw_lock_local_async (RlRwCall *call, RlLockWaiter *waiter, gboolean may_wait)
+{
+  RedisRWLock *lock = call->lock;
+  RlRwLocal local;
+
+  call->async = TRUE;
+  rl_mutex_lock (&lock->m);
+  local = local_step_locked (call);
+  if (local == RL_RW_LOCAL_WAIT && may_wait)
+    {
+      if (call->waiter == NULL)
+        {
+          call->waiter = waiter;
+          waiter->link.data = waiter;
+          g_queue_push_tail_link (&lock->queued, &waiter->link);
+        }
+    }
+  else if (local == RL_RW_LOCAL_WAIT)
+    {
+      give_up_locked (call);
+      local = RL_RW_LOCAL_ENDED;
+    }
+  else if (call->waiter != NULL)
+    {
+      g_queue_unlink (&lock->queued, &call->waiter->link);
+      call->waiter = NULL;
+    }
+  rl_mutex_unlock (&lock->m);
+  return local;
+}
+
+void
+rl_rw_lock_leave (RlRwCall *call)
+{
+  rl_mutex_lock (&call->lock->m);
+  give_up_locked (call);
+  rl_mutex_unlock (&call->lock->m);
+}
+
+void
+rl_rw_lock_confirm (RlRwCall *call)
+{
+  call->confirmed = rl_leases_refresh (call->lock->registry->leases, call->lock->reader);
+}
+
+RedisLock *
+rl_rw_lock_carrier (RlRwCall *call)
+{
+  return call->mode == RL_RW_WRITE ? call->lock->writer : call->lock->reader;
+}
+
+RlAcquireAction
+rl_rw_lock_attempt_step (RlRwCall *call, RlAcquire *acq, gboolean pubsub, gboolean bounded,
+                         GError **error)
+{
+  RwRequest req = { call->lock, call->mode };
+  RlLeaseRequest request = { rw_request, &req };
+
+  if (call->mode == RL_RW_READ && acq->attempts == 0)
+    watch_before_read (call->lock, acq->deadline);
+  return rl_lock_attempt_request_step (rl_rw_lock_carrier (call), acq, pubsub, bounded,
+                                       call->ttl_ms, &request, error);
+}
+
+void
+rl_rw_lock_stop_waiting (RlRwCall *call)
+{
+  RedisLockRegistry *registry = call->lock->registry;
+  g_autoptr (GError) error = NULL;
+
+  if (call->mode != RL_RW_WRITE || rl_registry_is_closed (registry))
+    return;
+  if (!registry->store->vt->rw_stop_waiting (registry->store, &call->lock->keys, &error))
+    g_debug ("read-write lock %s: removing the waiting mark: %s", call->lock->name,
+             error->message);
+}
+
+void
+rl_rw_lock_lease_end (RlRwCall *call, gboolean ok)
+{
+  RedisRWLock *lock = call->lock;
+
+  rl_mutex_lock (&lock->m);
+  if (call->mode == RL_RW_READ)
+    {
+      lock->reader_lease = ok ? RL_RW_LEASE_HELD : RL_RW_LEASE_NONE;
+      /* The store let it in: no mark heard before the request stands. */
+      if (!ok || call->seq == lock->mark_seq)
+        lock->writer_marked = FALSE;
+      if (ok)
+        set_reads (lock, call->owner, reads_of (lock, call->owner) + 1);
+      broadcast_locked (lock);
+    }
+  else if (!ok)
+    {
+      lock->write_owner = NULL;
+      lock->write_count = 0;
+      broadcast_locked (lock);
+    }
+  else
+    lock->write_owner = call->owner;
+  lock->waiters--;
+  rl_mutex_unlock (&lock->m);
+}
+
+/* A blocking acquisition of a @mode hold for the calling thread: the local level waits
+ * on the condition variable, the store's part is the plain lock's blocking driver of
+ * the machine. */
+static gboolean
+acquire_hold (RedisRWLock *lock, RlRwMode mode, gint64 wait_ms, GCancellable *cancellable,
+              GError **error)
+{
+  RlRwCall call;
+  RlRwLocal local;
+  gulong handler = 0;
+  gboolean taken, ok;
+
+  if (!rl_rw_lock_enter (&call, lock, mode, current_thread (), wait_ms, cancellable, &taken,
+                         error))
+    return FALSE;
+  if (taken)
+    return TRUE;
+  if (cancellable != NULL && wait_ms != 0)
+    handler = g_cancellable_connect (cancellable, G_CALLBACK (on_cancelled), lock, NULL);
+  rl_mutex_lock (&lock->m);
+  for (;;)
+    {
+      local = local_step_locked (&call);
+      if (local == RL_RW_LOCAL_CONFIRM)
+        {
+          rl_mutex_unlock (&lock->m);
+          rl_rw_lock_confirm (&call);
+          rl_mutex_lock (&lock->m);
+        }
+      else if (local != RL_RW_LOCAL_WAIT)
+        break;
+      else if (!wait_local (lock, call.deadline, cancellable, error))
+        {
+          give_up_locked (&call);
+          local = RL_RW_LOCAL_ENDED;
+          break;
+        }
+    }
+  rl_mutex_unlock (&lock->m);
+  ok = local == RL_RW_LOCAL_TAKEN;
+  if (local == RL_RW_LOCAL_LEASE)
+    {
+      ok = acquire_lease (lock, mode, call.deadline, call.bounded, cancellable, error);
+      /* Not taken: a writer's mark that held readers back goes now, not at its TTL. */
+      if (!ok)
+        rl_rw_lock_stop_waiting (&call);
+      rl_rw_lock_lease_end (&call, ok);
+    }
+  g_cancellable_disconnect (cancellable, handler);
+  return ok;
 }
 
 gboolean
@@ -353,84 +629,19 @@ redis_rw_lock_try_read_lock_for (RedisRWLock *lock, gint64 wait_ms, GCancellable
 {
   g_return_val_if_fail (lock != NULL, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-
-  return rl_rw_lock_read_as (lock, current_thread (), wait_ms, cancellable, error);
+  return acquire_hold (lock, RL_RW_READ, wait_ms, cancellable, error);
 }
 
 gboolean
-rl_rw_lock_read_as (RedisRWLock *lock, gpointer self, gint64 wait_ms, GCancellable *cancellable,
-                    GError **error)
+redis_rw_lock_try_write_lock_for (RedisRWLock *lock, gint64 wait_ms, GCancellable *cancellable,
+                                  GError **error)
 {
-  gint64 deadline;
-  gulong handler = 0;
-  gboolean ok = FALSE;
-  guint n;
-
-  if (!check_usable (lock, cancellable, error))
-    return FALSE;
-
-  rl_mutex_lock (&lock->m);
-  n = reads_of (lock, self);
-  if (n > 0 || lock->write_owner == self)
-    {
-      /* Re-entry, or a read under the thread's own write hold (the writer lease covers
-       * it): no store request. */
-      set_reads (lock, self, n + 1);
-      rl_mutex_unlock (&lock->m);
-      return TRUE;
-    }
-  rl_mutex_unlock (&lock->m);
-
-  deadline = rl_deadline_after (g_get_monotonic_time (), wait_ms);
-  if (cancellable != NULL && wait_ms != 0)
-    handler = g_cancellable_connect (cancellable, G_CALLBACK (on_cancelled), lock, NULL);
-  rl_mutex_lock (&lock->m);
-  lock->waiters++;
-  for (;;)
-    {
-      if (lock->write_owner == NULL && lock->writers_waiting == 0)
-        {
-          if (lock->reader_lease == RL_RW_LEASE_HELD && reader_lease_good (lock))
-            {
-              if (!confirm_reader_lease (lock))
-                {
-                  /* Not now: wait for its readers to give it back, then take a fresh one. */
-                  if (!wait_local (lock, deadline, cancellable, error))
-                    break;
-                  continue;
-                }
-              if (lock->reader_lease != RL_RW_LEASE_HELD || !reader_lease_good (lock))
-                continue; /* changed while it was confirmed */
-              set_reads (lock, self, 1);
-              ok = TRUE;
-              break;
-            }
-          if (lock->reader_lease == RL_RW_LEASE_NONE)
-            {
-              /* The first reading thread: it asks the store, the others wait for it. */
-              guint seq = lock->mark_seq;
-              lock->reader_lease = RL_RW_LEASE_ACQUIRING;
-              rl_mutex_unlock (&lock->m);
-              ok = acquire_lease (lock, RL_RW_READ, deadline, wait_ms != 0, cancellable, error);
-              rl_mutex_lock (&lock->m);
-              lock->reader_lease = ok ? RL_RW_LEASE_HELD : RL_RW_LEASE_NONE;
-              /* The store let it in: no mark heard before the request stands. */
-              if (!ok || seq == lock->mark_seq)
-                lock->writer_marked = FALSE;
-              if (ok)
-                set_reads (lock, self, 1);
-              rl_cond_broadcast (&lock->cond);
-              break;
-            }
-        }
-      if (!wait_local (lock, deadline, cancellable, error))
-        break;
-    }
-  lock->waiters--;
-  rl_mutex_unlock (&lock->m);
-  g_cancellable_disconnect (cancellable, handler);
-  return ok;
+  g_return_val_if_fail (lock != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+  return acquire_hold (lock, RL_RW_WRITE, wait_ms, cancellable, error);
 }
+
+/* Ending a hold ------------------------------------------------------------------- */
 
 gboolean
 redis_rw_lock_read_unlock (RedisRWLock *lock, GError **error)
@@ -482,102 +693,9 @@ redis_rw_lock_read_unlock (RedisRWLock *lock, GError **error)
   rl_mutex_lock (&lock->m);
   lock->reader_lease = RL_RW_LEASE_NONE;
   lock->writer_marked = FALSE;
-  rl_cond_broadcast (&lock->cond);
+  broadcast_locked (lock);
   rl_mutex_unlock (&lock->m);
   return !lost;
-}
-
-/* Writing ------------------------------------------------------------------------- */
-
-gboolean
-redis_rw_lock_try_write_lock_for (RedisRWLock *lock, gint64 wait_ms, GCancellable *cancellable,
-                                  GError **error)
-{
-  g_return_val_if_fail (lock != NULL, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-
-  return rl_rw_lock_write_as (lock, current_thread (), wait_ms, cancellable, error);
-}
-
-gboolean
-rl_rw_lock_write_as (RedisRWLock *lock, gpointer self, gint64 wait_ms, GCancellable *cancellable,
-                     GError **error)
-{
-  RedisLockRegistry *registry = lock->registry;
-  g_autoptr (GError) stop_error = NULL;
-  gint64 deadline;
-  gulong handler = 0;
-  gboolean ok = FALSE, local = FALSE;
-
-  if (!check_usable (lock, cancellable, error))
-    return FALSE;
-
-  rl_mutex_lock (&lock->m);
-  if (lock->write_owner == self)
-    {
-      lock->write_count++;
-      rl_mutex_unlock (&lock->m);
-      return TRUE;
-    }
-  if (reads_of (lock, self) > 0)
-    {
-      rl_mutex_unlock (&lock->m);
-      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                   "The calling thread reads read-write lock “%s” and cannot upgrade to "
-                   "writing (two upgraders would wait for each other forever); release the read "
-                   "holds first",
-                   lock->name);
-      return FALSE;
-    }
-  rl_mutex_unlock (&lock->m);
-
-  deadline = rl_deadline_after (g_get_monotonic_time (), wait_ms);
-  if (cancellable != NULL && wait_ms != 0)
-    handler = g_cancellable_connect (cancellable, G_CALLBACK (on_cancelled), lock, NULL);
-  rl_mutex_lock (&lock->m);
-  lock->waiters++;
-  lock->writers_waiting++;
-  for (;;)
-    {
-      if (lock->write_owner == NULL && g_hash_table_size (lock->reads) == 0
-          && lock->reader_lease == RL_RW_LEASE_NONE)
-        {
-          local = TRUE;
-          break;
-        }
-      if (!wait_local (lock, deadline, cancellable, error))
-        break;
-    }
-  lock->writers_waiting--;
-  if (local)
-    {
-      lock->write_owner = self;
-      lock->write_count = 1;
-    }
-  else
-    rl_cond_broadcast (&lock->cond); /* readers held back by this writer may go */
-  rl_mutex_unlock (&lock->m);
-
-  if (local)
-    {
-      ok = acquire_lease (lock, RL_RW_WRITE, deadline, wait_ms != 0, cancellable, error);
-      /* Not taken: the mark that held readers back goes now, not at its TTL. */
-      if (!ok && !rl_registry_is_closed (registry)
-          && !registry->store->vt->rw_stop_waiting (registry->store, &lock->keys, &stop_error))
-        g_debug ("read-write lock %s: removing the waiting mark: %s", lock->name,
-                 stop_error->message);
-    }
-  rl_mutex_lock (&lock->m);
-  if (local && !ok)
-    {
-      lock->write_owner = NULL;
-      lock->write_count = 0;
-      rl_cond_broadcast (&lock->cond);
-    }
-  lock->waiters--;
-  rl_mutex_unlock (&lock->m);
-  g_cancellable_disconnect (cancellable, handler);
-  return ok;
 }
 
 /* The writing thread reads too and its last write hold ends: it takes the reader lease
@@ -651,7 +769,7 @@ redis_rw_lock_write_unlock (RedisRWLock *lock, GError **error)
 
   rl_mutex_lock (&lock->m);
   lock->write_owner = NULL;
-  rl_cond_broadcast (&lock->cond);
+  broadcast_locked (lock);
   rl_mutex_unlock (&lock->m);
   return ok;
 }

@@ -36,6 +36,10 @@ struct _RedisSemaphore
   char *name;
   guint permits;
   guint next; /* atomic: where the next attempt starts looking for a free permit */
+  gint hint;  /* atomic: 1 + the permit this process gave back last, which the next
+                 attempt names to the store as probably free (0: none) */
+  gint64 verified_until; /* atomic, monotonic µs: until then the size stands checked, and
+                            an attempt that names a permit needs no check (semaphore.h) */
 };
 
 struct _RedisPermit
@@ -212,7 +216,10 @@ permit_give_back (RedisPermit *permit, GError **error)
       return FALSE;
     }
   if (result == RL_LEASE_OK)
-    RL_ATOMIC_ADD (registry->stats.releases, 1);
+    {
+      RL_ATOMIC_ADD (registry->stats.releases, 1);
+      g_atomic_int_set (&permit->semaphore->hint, (gint) permit->index + 1);
+    }
   if (lost || result == RL_LEASE_LOST)
     {
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST,
@@ -304,6 +311,24 @@ redis_permit_get_index (RedisPermit *permit)
 
 /* Acquisition --------------------------------------------------------------------- */
 
+/* Where an attempt made at @now starts looking for a free permit (store.h: @start % N):
+ * while the size stands checked (semaphore.h), the permit this process gave back last,
+ * taken from the hint so that two attempts do not both name it, as an index below N,
+ * which tells a Redis store to try that one alone without the size check
+ * (redis-semaphore.c); otherwise one further than the last attempt, as N + I, which
+ * asks for the full check and the search from I. */
+static guint
+attempt_start (RedisSemaphore *semaphore, gint64 now)
+{
+  guint hint;
+
+  if (now < RL_ATOMIC_GET (semaphore->verified_until)
+      && (hint = (guint) g_atomic_int_exchange (&semaphore->hint, 0)) > 0
+      && hint <= semaphore->permits)
+    return hint - 1;
+  return semaphore->permits + (guint) g_atomic_int_add (&semaphore->next, 1) % semaphore->permits;
+}
+
 /* One request for a permit of @semaphore. Returns OK (*permit: taken, its lease in the
  * table), HELD (*pttl_ms: the smallest remaining TTL among the permits, -1 when
  * unknown) or ERROR: with @error, or without when the wait ran out during the request
@@ -321,18 +346,21 @@ attempt_permit (RedisSemaphore *semaphore, gint64 deadline, gboolean bounded, gi
   g_autofree char *lease_name = NULL;
   RedisLock *lease;
   gint64 sent, request_deadline;
-  guint slot = 0;
+  guint slot = 0, start;
 
   *pttl_ms = -1;
   rl_leases_value (leases, serial, value);
   sent = g_get_monotonic_time ();
   request_deadline = rl_request_deadline (registry, deadline, bounded, sent);
+  start = attempt_start (semaphore, sent);
   switch (store->vt->semaphore_acquire (store, semaphore_key (semaphore), semaphore->permits,
-                                        (guint) g_atomic_int_add (&semaphore->next, 1), value,
-                                        ttl_ms, request_deadline, &slot, pttl_ms, &local_error))
+                                        start, value, ttl_ms, request_deadline, &slot, pttl_ms,
+                                        &local_error))
     {
     case RL_LEASE_OK:
       RL_ATOMIC_ADD (registry->stats.acquisitions, 1);
+      if (start >= semaphore->permits)
+        RL_ATOMIC_SET (semaphore->verified_until, sent + RL_SEMAPHORE_VERIFIED_MS * 1000);
       lease_name = g_strdup_printf ("{%s}:sem:%u", semaphore->name, slot);
       lease = rl_lock_new (registry, lease_name);
       lease->member = RL_MEMBER_PERMIT;

@@ -7,6 +7,17 @@
 
 #include "internal.h"
 
+/* The size check's shortcut. A permit taken through the store's full check (the size
+ * compared, the first free permit searched: one script on Redis) lets this process,
+ * for RL_SEMAPHORE_VERIFIED_MS from the moment it asked, take the permit it gave back
+ * last by the cheapest request there is (a plain SET NX PX on Redis), without the size.
+ * The size cannot change meanwhile: a store keeps a record of the size it checked for
+ * RL_SEMAPHORE_RECORD_MS (longer, so that it outlives every shortcut it allows), and
+ * refuses to store another size while the record stands, even when the size itself was
+ * deleted. */
+#define RL_SEMAPHORE_VERIFIED_MS 10000
+#define RL_SEMAPHORE_RECORD_MS (2 * RL_SEMAPHORE_VERIFIED_MS)
+
 /* The permit's references: the holder's (given back by redis_permit_release()) and a
  * binding's copies; the last one gives an unreleased permit back. */
 RedisPermit *rl_permit_ref (RedisPermit *permit);

@@ -309,9 +309,12 @@ wait "$p2"; expect_rc "second permit holder: 0" 0 $?
 check "no permit left held" \
   test "$(rcli EXISTS 'redislock:{pool}:sem:0' 'redislock:{pool}:sem:1')" = 0
 check "the size stays with the semaphore" test "$(rcli GET 'redislock:{pool}:sem')" = 2
+rl run --permits 3 pool -- true 2>"$tmp/err"; expect_rc "not resized while its size record stands: 64" 64 $?
 rcli DEL 'redislock:{pool}:sem' >/dev/null
-rl run --permits 3 pool -- true 2>"$tmp/err"; expect_rc "resized once its size key is deleted: 0" 0 $?
-rcli DEL 'redislock:{pool}:sem' >/dev/null
+rl run --permits 3 pool -- true 2>"$tmp/err"; expect_rc "nor with only its size key deleted: 64" 64 $?
+rcli DEL 'redislock:{pool}:sem' 'redislock:{pool}:sem:size' >/dev/null
+rl run --permits 3 pool -- true 2>"$tmp/err"; expect_rc "resized once its size key and record are deleted: 0" 0 $?
+rcli DEL 'redislock:{pool}:sem' 'redislock:{pool}:sem:size' >/dev/null
 rl run --permits 0 pool -- true 2>"$tmp/err"; expect_rc "--permits 0: 64" 64 $?
 rl run --permits 2 --lock pa -- true 2>"$tmp/err"; expect_rc "--permits with --lock: 64" 64 $?
 # --- --read: shared holds of a read-write lock ------------------------------------------------

@@ -372,6 +372,21 @@ test_thread_count (void)
   return n;
 }
 
+gboolean
+test_iterate_until (const guint *counter, guint value, gint64 timeout_ms)
+{
+  gint64 end = test_now_ms () + timeout_ms;
+
+  while (*counter < value)
+    {
+      if (test_now_ms () >= end)
+        return FALSE;
+      if (!g_main_context_iteration (g_main_context_get_thread_default (), FALSE))
+        g_usleep (1000);
+    }
+  return TRUE;
+}
+
 gint
 test_find_thread (const char *name)
 {

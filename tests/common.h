@@ -146,6 +146,10 @@ void test_wait_threads_blocked (gint *tids, guint n_tids, gint64 timeout_ms);
  * check that a registry joined the threads it started. */
 guint test_thread_count (void);
 
+/* Iterates the thread-default main context until *@counter (which its callbacks
+ * count up) reaches @value; FALSE after @timeout_ms. */
+gboolean test_iterate_until (const guint *counter, guint value, gint64 timeout_ms);
+
 /* The kernel id of this process's thread named @name (its /proc comm), or 0. */
 gint test_find_thread (const char *name);
 

@@ -225,3 +225,53 @@ child_finish (Child *child)
   g_assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
   g_spawn_close_pid (child->pid);
 }
+
+/* Asynchronous calls ------------------------------------------------------------- */
+
+void
+on_async_done (GObject *source, GAsyncResult *result, gpointer data)
+{
+  AsyncResult *r = data;
+
+  g_assert_null (source);
+  r->result = r->write ? redis_rw_lock_write_lock_finish (r->lock, result, &r->error)
+                       : redis_rw_lock_read_lock_finish (r->lock, result, &r->error);
+  r->done = TRUE;
+}
+
+void
+async_wait (AsyncResult *r)
+{
+  gint64 end = test_now_ms () + 20000;
+
+  while (!r->done && test_now_ms () < end)
+    g_main_context_iteration (g_main_context_get_thread_default (), TRUE);
+  g_assert_true (r->done);
+}
+
+void
+on_many_done (GObject *source, GAsyncResult *result, gpointer data)
+{
+  RwManyCall *c = data;
+  RwMany *m = c->many;
+  GError *error = NULL;
+  gboolean ok = c->write ? redis_rw_lock_write_lock_finish (m->lock, result, &error)
+                         : redis_rw_lock_read_lock_finish (m->lock, result, &error);
+
+  m->done++;
+  if (ok && c->write)
+    {
+      m->writes++;
+      write_unlock_ok (m->lock);
+    }
+  else if (ok)
+    {
+      m->reads++;
+      if (m->writes < m->expected_writes)
+        m->reads_before_last_write++;
+    }
+  if (error != NULL && m->first_error == NULL)
+    m->first_error = error;
+  else
+    g_clear_error (&error);
+}

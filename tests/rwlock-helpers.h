@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* rwlock-helpers.h: what the read-write lock tests (rwlock.c) use to take and check
  * holds: calls that assert success, the keys of a lock, a thread that reads or writes
- * and reports (RwTaker), and the child process of the two-process test. */
+ * and reports (RwTaker), the results of asynchronous calls, and the child process of the
+ * two-process test. */
 #ifndef REDIS_LOCK_TESTS_RWLOCK_HELPERS_H
 #define REDIS_LOCK_TESTS_RWLOCK_HELPERS_H
 
@@ -54,6 +55,41 @@ void rw_taker_wait_blocked (RwTaker *t);
 void rw_taker_release_join (RwTaker *t, GThread *thread);
 /* Whether another thread can take a read hold of @lock at once (it gives it back). */
 gboolean other_thread_reads (RedisRWLock *lock);
+
+/* An asynchronous read or write call's result, set by on_async_done() (its callback,
+ * with the AsyncResult as user data). */
+typedef struct
+{
+  RedisRWLock *lock;
+  gboolean write;
+  gboolean done;
+  gboolean result;
+  GError *error;
+} AsyncResult;
+
+void on_async_done (GObject *source, GAsyncResult *result, gpointer data);
+/* Iterates the thread-default context until @r is done (asserts within 20 s). */
+void async_wait (AsyncResult *r);
+
+/* Many asynchronous calls of one thread (on_many_done() their callback, with a
+ * RwManyCall as user data), each unlocked by the callback as soon as it holds a write
+ * (so the next writer may go); reads are counted, and those that came before
+ * expected_writes writes did. */
+typedef struct
+{
+  RedisRWLock *lock;
+  guint done, writes, reads, reads_before_last_write;
+  guint expected_writes;
+  GError *first_error;
+} RwMany;
+
+typedef struct
+{
+  RwMany *many;
+  gboolean write;
+} RwManyCall;
+
+void on_many_done (GObject *source, GAsyncResult *result, gpointer data);
 
 /* The two-process test's child: `PROGRAM --rw-child URL NAME read|write` takes NAME on
  * URL, says "held", holds it until its stdin closes, releases it and says "done". */

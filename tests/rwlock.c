@@ -618,37 +618,6 @@ test_close (TestFixture *fx, gconstpointer data)
 
 /* ---- asynchronous calls ---- */
 
-typedef struct
-{
-  RedisRWLock *lock;
-  gboolean write;
-  gboolean done;
-  gboolean result;
-  GError *error;
-} AsyncResult;
-
-static void
-on_async_done (GObject *source, GAsyncResult *result, gpointer data)
-{
-  AsyncResult *r = data;
-
-  g_assert_null (source);
-  r->result = r->write ? redis_rw_lock_write_lock_finish (r->lock, result, &r->error)
-                       : redis_rw_lock_read_lock_finish (r->lock, result, &r->error);
-  r->done = TRUE;
-}
-
-/* Iterates the thread-default context until @r is done (asserts within 20 s). */
-static void
-async_wait (AsyncResult *r)
-{
-  gint64 end = test_now_ms () + 20000;
-
-  while (!r->done && test_now_ms () < end)
-    g_main_context_iteration (g_main_context_get_thread_default (), TRUE);
-  g_assert_true (r->done);
-}
-
 static void
 test_async (TestFixture *fx, gconstpointer data)
 {
@@ -703,6 +672,218 @@ test_async (TestFixture *fx, gconstpointer data)
   g_assert_error (r.error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
   g_clear_error (&r.error);
   write_unlock_ok (lock2);
+  g_main_context_pop_thread_default (context);
+}
+
+/* The workers of a registry's asynchronous calls (async-pool.h). */
+#define POOL_THREADS 4
+
+static void
+test_async_no_thread_per_call (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisRWLock) lock = NULL;
+  g_autoptr (GMainContext) context = g_main_context_new ();
+  g_autoptr (GCancellable) cancellable = g_cancellable_new ();
+  const guint writers = 48, readers = 16;
+  RwManyCall *calls = g_new0 (RwManyCall, writers + readers);
+  RwMany m = { 0 };
+  AsyncResult r = { 0 };
+  RwTaker holder;
+  GThread *thread;
+  guint threads_before, threads_pending;
+
+  g_test_summary ("64 pending read and write calls (writers behind another thread's write "
+                  "hold, readers behind them) create no thread per call; local waits end at "
+                  "their deadline or when cancelled; every call then takes its hold in turn, "
+                  "all writers before any reader");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  g_main_context_push_thread_default (context);
+  lock = obtain_rw (fx->registry, NAME);
+  m = (RwMany){ .lock = lock, .expected_writes = writers };
+  /* A first cycle starts what a registry starts with its first lease and async call. */
+  r = (AsyncResult){ .lock = lock, .write = TRUE };
+  redis_rw_lock_write_lock_async (lock, 5000, NULL, on_async_done, &r);
+  async_wait (&r);
+  g_assert_true (r.result);
+  write_unlock_ok (lock);
+  thread = rw_taker_start (&holder, lock, TRUE, 5000, TRUE, NULL);
+  g_assert_true (test_sync_wait_flag (&holder.sync, &holder.returned, 10000));
+  g_assert_true (holder.result);
+
+  threads_before = test_thread_count ();
+  for (guint i = 0; i < writers + readers; i++)
+    {
+      calls[i] = (RwManyCall){ &m, i < writers };
+      if (calls[i].write)
+        redis_rw_lock_write_lock_async (lock, 30000, NULL, on_many_done, &calls[i]);
+      else
+        redis_rw_lock_read_lock_async (lock, 30000, NULL, on_many_done, &calls[i]);
+    }
+  threads_pending = test_thread_count ();
+  g_test_message ("threads: %u before, %u with %u calls pending", threads_before,
+                  threads_pending, writers + readers);
+  /* At most two other threads of the library: nothing that grows with the calls. */
+  g_assert_cmpuint (threads_pending, <=, threads_before + 2);
+
+  /* A local wait ends at its deadline, and when cancelled. */
+  r = (AsyncResult){ .lock = lock, .write = TRUE };
+  redis_rw_lock_write_lock_async (lock, 150, NULL, on_async_done, &r);
+  async_wait (&r);
+  g_assert_no_error (r.error);
+  g_assert_false (r.result);
+  r = (AsyncResult){ .lock = lock, .write = FALSE };
+  redis_rw_lock_read_lock_async (lock, 30000, cancellable, on_async_done, &r);
+  g_main_context_iteration (context, FALSE);
+  g_cancellable_cancel (cancellable);
+  async_wait (&r);
+  g_assert_false (r.result);
+  g_assert_error (r.error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  g_clear_error (&r.error);
+  g_assert_cmpuint (m.done, ==, 0);
+
+  rw_taker_release_join (&holder, thread);
+  g_assert_true (test_iterate_until (&m.done, writers + readers, 60000));
+  g_assert_no_error (m.first_error);
+  g_assert_cmpuint (m.writes, ==, writers);
+  g_assert_cmpuint (m.reads, ==, readers);
+  g_assert_cmpuint (m.reads_before_last_write, ==, 0);
+  for (guint i = 0; i < readers; i++)
+    read_unlock_ok (lock);
+  g_assert_false (redis_rw_lock_is_lease_lost (lock)); /* holds nothing any more */
+  g_assert_true (other_thread_reads (lock));
+  g_free (calls);
+  g_main_context_pop_thread_default (context);
+}
+
+static void
+test_async_own_calls (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) other = test_registry_new (fx);
+  g_autoptr (RedisRWLock) lock = NULL, lock2 = NULL;
+  g_autoptr (GMainContext) context = g_main_context_new ();
+  AsyncResult first = { 0 }, second = { 0 };
+
+  g_test_summary ("A thread's second write call made while its first waits for the writer "
+                  "lease is no re-entry of a hold not taken yet: it waits behind the first, "
+                  "and ends at its deadline");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  g_main_context_push_thread_default (context);
+  lock = obtain_rw (fx->registry, NAME);
+  lock2 = obtain_rw (other, NAME);
+  write_ok (lock2);
+  first = (AsyncResult){ .lock = lock, .write = TRUE };
+  second = (AsyncResult){ .lock = lock, .write = TRUE };
+  redis_rw_lock_write_lock_async (lock, 20000, NULL, on_async_done, &first);
+  redis_rw_lock_write_lock_async (lock, 150, NULL, on_async_done, &second);
+  async_wait (&second);
+  g_assert_no_error (second.error);
+  g_assert_false (second.result);
+  g_assert_false (first.done);
+  write_unlock_ok (lock2);
+  async_wait (&first);
+  g_assert_no_error (first.error);
+  g_assert_true (first.result);
+  write_unlock_ok (lock);
+  g_main_context_pop_thread_default (context);
+}
+
+static void
+test_async_close (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) registry = test_registry_new (fx);
+  g_autoptr (RedisLockRegistry) other = test_registry_new (fx);
+  g_autoptr (RedisRWLock) lock = NULL, lock2 = NULL;
+  g_autoptr (GMainContext) context = g_main_context_new ();
+  AsyncResult in_store = { 0 }, local = { 0 };
+
+  g_test_summary ("Closing the registry ends both a call waiting in the store and one waiting "
+                  "at the local level with CLOSED");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  g_main_context_push_thread_default (context);
+  lock = obtain_rw (registry, NAME);
+  lock2 = obtain_rw (other, NAME);
+  write_ok (lock2);
+  in_store = (AsyncResult){ .lock = lock, .write = TRUE };
+  local = (AsyncResult){ .lock = lock, .write = FALSE };
+  redis_rw_lock_write_lock_async (lock, 30000, NULL, on_async_done, &in_store);
+  redis_rw_lock_read_lock_async (lock, 30000, NULL, on_async_done, &local);
+  TEST_WAIT_UNTIL (test_stats (registry).contended_attempts >= 1, 10000);
+  redis_lock_registry_close (registry);
+  async_wait (&in_store);
+  async_wait (&local);
+  g_assert_error (in_store.error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
+  g_assert_error (local.error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
+  g_clear_error (&in_store.error);
+  g_clear_error (&local.error);
+  write_unlock_ok (lock2);
+  g_main_context_pop_thread_default (context);
+}
+
+static void
+test_async_frozen_other_registry (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockTestServer) server = NULL;
+  g_autoptr (RedisLockRegistry) rb = NULL;
+  g_autoptr (RedisRWLock) free_lock = NULL;
+  g_autoptr (GMainContext) context = g_main_context_new ();
+  g_autoptr (GError) error = NULL;
+  const guint n = 2 * POOL_THREADS + 1;
+  RedisRWLock *stuck_locks[2 * POOL_THREADS + 1];
+  RwMany stuck[2 * POOL_THREADS + 1];
+  RwManyCall calls[2 * POOL_THREADS + 1];
+  AsyncResult r = { 0 };
+  gint64 t0, took;
+  guint done = 0;
+
+  g_test_summary ("With one registry's server frozen and more write calls stuck on it than a "
+                  "pool has workers, a write call (wait 2000 ms) on a free lock of a registry "
+                  "on another server takes it within its wait");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  g_main_context_push_thread_default (context);
+  server = redis_lock_test_server_new (NULL, &error);
+  g_assert_no_error (error);
+  rb = test_registry_new_on (redis_lock_test_server_get_url (server));
+  free_lock = obtain_rw (rb, NAME);
+  for (guint i = 0; i < n; i++)
+    {
+      g_autofree char *name = g_strdup_printf ("frozen-%u", i);
+      stuck_locks[i] = obtain_rw (fx->registry, name);
+      stuck[i] = (RwMany){ .lock = stuck_locks[i], .expected_writes = 1 };
+      calls[i] = (RwManyCall){ &stuck[i], TRUE };
+    }
+  write_ok (stuck_locks[0]);
+  write_unlock_ok (stuck_locks[0]);
+  write_ok (free_lock);
+  write_unlock_ok (free_lock);
+  redis_lock_registry_set_command_timeout_ms (fx->registry, 5000);
+
+  redis_lock_test_server_pause (fx->server);
+  for (guint i = 0; i < n; i++)
+    redis_rw_lock_write_lock_async (stuck_locks[i], 8000, NULL, on_many_done, &calls[i]);
+  t0 = test_now_ms ();
+  r = (AsyncResult){ .lock = free_lock, .write = TRUE };
+  redis_rw_lock_write_lock_async (free_lock, 2000, NULL, on_async_done, &r);
+  async_wait (&r);
+  took = test_now_ms () - t0;
+  g_test_message ("the call on the other server completed after %" G_GINT64_FORMAT " ms", took);
+  g_assert_no_error (r.error);
+  g_assert_true (r.result);
+  g_assert_cmpint (took, <, 2000);
+  write_unlock_ok (free_lock);
+
+  redis_lock_test_server_resume (fx->server);
+  for (guint i = 0; i < n; i++)
+    {
+      g_assert_true (test_iterate_until (&stuck[i].done, 1, 30000));
+      done += stuck[i].done;
+      g_clear_error (&stuck[i].first_error);
+      redis_rw_lock_unref (stuck_locks[i]);
+    }
+  g_assert_cmpuint (done, ==, n);
   g_main_context_pop_thread_default (context);
 }
 
@@ -792,6 +973,11 @@ main (int argc, char **argv)
   test_add_stores_but_quorum ("/rwlock/lease/lost", NULL, test_lease_lost);
   test_add_stores_but_quorum ("/rwlock/registry/close", NULL, test_close);
   test_add_stores_but_quorum ("/rwlock/async/read-write-cancel", NULL, test_async);
+  test_add_stores_but_quorum ("/rwlock/async/no-thread-per-call", NULL,
+                              test_async_no_thread_per_call);
+  test_add_stores_but_quorum ("/rwlock/async/own-calls", NULL, test_async_own_calls);
+  test_add_stores_but_quorum ("/rwlock/async/close", NULL, test_async_close);
+  test_add_redis ("/rwlock/async/frozen-other-registry", NULL, test_async_frozen_other_registry);
   test_add_redis ("/rwlock/processes/two", NULL, test_two_processes);
   test_add_redis ("/rwlock/lease/outage-no-join", NULL, test_outage_no_join);
   g_test_add_func ("/rwlock/type/boxed", test_boxed_type);

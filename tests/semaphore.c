@@ -18,16 +18,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "semaphore-helpers.h"
 
-/* The key of permit @index of the semaphore @name under TEST_REGISTRY_KEY. */
-static char *
+char *
 permit_key (const char *name, guint index)
 {
   return g_strdup_printf ("%s:{%s}:sem:%u", TEST_REGISTRY_KEY, name, index);
 }
 
-static RedisSemaphore *
+RedisSemaphore *
 obtain_semaphore (RedisLockRegistry *registry, const char *name, guint permits)
 {
   g_autoptr (GError) error = NULL;
@@ -39,7 +38,7 @@ obtain_semaphore (RedisLockRegistry *registry, const char *name, guint permits)
   return semaphore;
 }
 
-static RedisPermit *
+RedisPermit *
 acquire_ok (RedisSemaphore *semaphore, gint64 wait_ms)
 {
   g_autoptr (GError) error = NULL;
@@ -50,7 +49,7 @@ acquire_ok (RedisSemaphore *semaphore, gint64 wait_ms)
   return permit;
 }
 
-static void
+void
 release_ok (RedisPermit *permit)
 {
   g_autoptr (GError) error = NULL;
@@ -59,7 +58,7 @@ release_ok (RedisPermit *permit)
   g_assert_no_error (error);
 }
 
-static guint
+guint
 available (RedisSemaphore *semaphore)
 {
   g_autoptr (GError) error = NULL;
@@ -547,341 +546,7 @@ test_quorum_refused (TestFixture *fx, gconstpointer data)
     }
 }
 
-/* ---- asynchronous ---- */
-
-typedef struct
-{
-  GMainLoop *loop;
-  RedisPermit *permit;
-  GError *error;
-  gboolean done;
-} AsyncResult;
-
-typedef struct
-{
-  AsyncResult *ar;
-  RedisSemaphore *sem;
-} AsyncCtx;
-
-static void
-on_acquired_ctx (GObject *source, GAsyncResult *result, gpointer data)
-{
-  AsyncCtx *ctx = data;
-
-  (void) source;
-  ctx->ar->permit = redis_semaphore_acquire_finish (ctx->sem, result, &ctx->ar->error);
-  ctx->ar->done = TRUE;
-  g_main_loop_quit (ctx->ar->loop);
-}
-
-static gboolean
-release_later (gpointer data)
-{
-  release_ok (data);
-  return G_SOURCE_REMOVE;
-}
-
-static void
-test_async (TestFixture *fx, gconstpointer data)
-{
-  g_autoptr (RedisSemaphore) sem = NULL;
-  g_autoptr (GMainContext) context = g_main_context_new ();
-  AsyncResult ar = { 0 };
-  AsyncCtx ctx = { &ar, NULL };
-  RedisPermit *held;
-
-  g_test_summary ("acquire_async waits without blocking the main loop and completes in the "
-                  "calling thread's context when a permit is released; with none freed in "
-                  "time, it completes with NULL and no error");
-  TEST_SKIP_IF_NO_STORE (fx);
-
-  g_main_context_push_thread_default (context);
-  ar.loop = g_main_loop_new (context, FALSE);
-  sem = obtain_semaphore (fx->registry, "async", 1);
-  ctx.sem = sem;
-  held = acquire_ok (sem, 0);
-
-  redis_semaphore_acquire_async (sem, 200, NULL, on_acquired_ctx, &ctx);
-  g_main_loop_run (ar.loop);
-  g_assert_true (ar.done);
-  g_assert_no_error (ar.error);
-  g_assert_null (ar.permit);
-
-  ar.done = FALSE;
-  redis_semaphore_acquire_async (sem, 20000, NULL, on_acquired_ctx, &ctx);
-  g_assert_true (test_wait_contended (fx->registry, 2, 10000));
-  g_assert_false (ar.done);
-  {
-    GSource *idle = g_idle_source_new ();
-    g_source_set_callback (idle, release_later, held, NULL);
-    g_source_attach (idle, context);
-    g_source_unref (idle);
-  }
-  g_main_loop_run (ar.loop);
-  g_assert_true (ar.done);
-  g_assert_no_error (ar.error);
-  g_assert_nonnull (ar.permit);
-  release_ok (ar.permit);
-  g_main_loop_unref (ar.loop);
-  g_main_context_pop_thread_default (context);
-}
-
-typedef struct
-{
-  RedisSemaphore *sem;
-  guint done;
-  guint taken;
-  GError *first_error;
-  GPtrArray *permits;
-} ManyResult;
-
-static void
-on_many (GObject *source, GAsyncResult *result, gpointer data)
-{
-  ManyResult *mr = data;
-  GError *error = NULL;
-  RedisPermit *permit = redis_semaphore_acquire_finish (mr->sem, result, &error);
-
-  (void) source;
-  mr->done++;
-  if (permit != NULL)
-    {
-      mr->taken++;
-      g_ptr_array_add (mr->permits, permit);
-    }
-  if (error != NULL && mr->first_error == NULL)
-    mr->first_error = error;
-  else
-    g_clear_error (&error);
-}
-
-/* Iterates the thread-default context until *@counter reaches @value (FALSE after
- * @timeout_ms). */
-static gboolean
-iterate_until (const guint *counter, guint value, gint64 timeout_ms)
-{
-  gint64 end = test_now_ms () + timeout_ms;
-
-  while (*counter < value)
-    {
-      if (test_now_ms () >= end)
-        return FALSE;
-      if (!g_main_context_iteration (g_main_context_get_thread_default (), FALSE))
-        g_usleep (1000);
-    }
-  return TRUE;
-}
-
-static void
-test_async_no_thread (TestFixture *fx, gconstpointer data)
-{
-  g_autoptr (RedisSemaphore) sem = NULL;
-  g_autoptr (GMainContext) context = g_main_context_new ();
-  g_autoptr (GCancellable) cancellable = g_cancellable_new ();
-  ManyResult mr = { 0 };
-  const guint n = 16;
-  RedisPermit *held;
-  guint threads_before;
-
-  g_test_summary ("Sixteen pending acquire_async calls block no thread while they wait; a "
-                  "release hands the permit to one of them, cancelling ends the others with "
-                  "CANCELLED");
-  TEST_SKIP_IF_NO_STORE (fx);
-
-  g_main_context_push_thread_default (context);
-  mr.permits = g_ptr_array_new ();
-  sem = obtain_semaphore (fx->registry, "many", 1);
-  mr.sem = sem;
-  held = acquire_ok (sem, 0);
-  threads_before = test_thread_count ();
-  for (guint i = 0; i < n; i++)
-    redis_semaphore_acquire_async (sem, 30000, cancellable, on_many, &mr);
-  g_assert_true (test_wait_contended (fx->registry, n, 20000));
-  /* Their attempts are done; the workers that made them may linger a moment. */
-  TEST_WAIT_UNTIL (test_thread_count () < threads_before + n / 2, 20000);
-  g_assert_cmpuint (mr.done, ==, 0);
-
-  release_ok (held);
-  g_assert_true (iterate_until (&mr.taken, 1, 10000));
-  g_cancellable_cancel (cancellable);
-  g_assert_true (iterate_until (&mr.done, n, 10000));
-  g_assert_cmpuint (mr.taken, ==, 1);
-  g_assert_error (mr.first_error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
-  g_clear_error (&mr.first_error);
-  release_ok (g_ptr_array_index (mr.permits, 0));
-  g_ptr_array_unref (mr.permits);
-  g_main_context_pop_thread_default (context);
-}
-
-static void
-test_async_close (TestFixture *fx, gconstpointer data)
-{
-  g_autoptr (RedisLockRegistry) registry = test_registry_new (fx);
-  g_autoptr (RedisSemaphore) sem = NULL;
-  g_autoptr (GMainContext) context = g_main_context_new ();
-  ManyResult mr = { 0 };
-  RedisPermit *held;
-
-  g_test_summary ("A pending acquire_async completes with CLOSED when its registry closes");
-  TEST_SKIP_IF_NO_STORE (fx);
-
-  g_main_context_push_thread_default (context);
-  mr.permits = g_ptr_array_new ();
-  sem = obtain_semaphore (registry, "async-close", 1);
-  mr.sem = sem;
-  held = acquire_ok (sem, 0);
-  redis_semaphore_acquire_async (sem, 30000, NULL, on_many, &mr);
-  g_assert_true (test_wait_contended (registry, 1, 10000));
-  redis_lock_registry_close (registry);
-  g_assert_true (iterate_until (&mr.done, 1, 10000));
-  g_assert_cmpuint (mr.taken, ==, 0);
-  g_assert_error (mr.first_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
-  g_clear_error (&mr.first_error);
-  g_assert_false (redis_permit_release (held, NULL));
-  g_ptr_array_unref (mr.permits);
-  g_main_context_pop_thread_default (context);
-}
-
-/* ---- Redis only: round trips and other processes ---- */
-
-/* The workers of a registry's asynchronous calls (async-pool.h). */
-#define POOL_THREADS 4
-
-static void
-test_async_no_thread_per_call (TestFixture *fx, gconstpointer data)
-{
-  g_autoptr (RedisSemaphore) sem = NULL;
-  g_autoptr (GMainContext) context = g_main_context_new ();
-  ManyResult mr = { 0 };
-  const guint n = 64;
-  guint threads_before, threads_pending;
-
-  g_test_summary ("64 acquire_async calls whose attempts are all stuck on a frozen server "
-                  "create no thread per call: their attempts queue on the registry's few "
-                  "workers, and all take their permits once the server answers again");
-  TEST_SKIP_IF_NO_SERVER (fx);
-
-  g_main_context_push_thread_default (context);
-  mr.permits = g_ptr_array_new ();
-  sem = obtain_semaphore (fx->registry, "no-thread-per-call", n);
-  mr.sem = sem;
-  /* A first cycle starts what a registry starts with its first lease. */
-  release_ok (acquire_ok (sem, 0));
-  redis_lock_registry_set_command_timeout_ms (fx->registry, 20000);
-  threads_before = test_thread_count ();
-  redis_lock_test_server_pause (fx->server);
-  for (guint i = 0; i < n; i++)
-    redis_semaphore_acquire_async (sem, 30000, NULL, on_many, &mr);
-  threads_pending = test_thread_count ();
-  g_test_message ("threads: %u before, %u with %u calls pending", threads_before,
-                  threads_pending, n);
-  /* The registry's workers, and at most two other threads of the library (its watchdog,
-   * its notification subscriber) that may start meanwhile: nothing that grows with n. */
-  g_assert_cmpuint (threads_pending, <=, threads_before + POOL_THREADS + 2);
-  g_assert_cmpuint (mr.done, ==, 0);
-  redis_lock_test_server_resume (fx->server);
-  g_assert_true (iterate_until (&mr.done, n, 20000));
-  g_assert_no_error (mr.first_error);
-  g_assert_cmpuint (mr.taken, ==, n);
-  for (guint i = 0; i < mr.permits->len; i++)
-    release_ok (g_ptr_array_index (mr.permits, i));
-  g_ptr_array_unref (mr.permits);
-  g_main_context_pop_thread_default (context);
-}
-
-static void
-test_async_frozen_other_registry (TestFixture *fx, gconstpointer data)
-{
-  g_autoptr (RedisLockTestServer) other = NULL;
-  g_autoptr (RedisLockRegistry) rb = NULL;
-  g_autoptr (RedisSemaphore) stuck_sem = NULL, free_sem = NULL;
-  g_autoptr (GMainContext) context = g_main_context_new ();
-  g_autoptr (GError) error = NULL;
-  ManyResult stuck = { 0 }, mr = { 0 };
-  const guint n = 2 * POOL_THREADS + 1;
-  gint64 t0, took;
-
-  g_test_summary ("With one registry's server frozen and more acquire_async calls stuck on it "
-                  "than a pool has workers, acquire_async (wait 2000 ms) on a free semaphore "
-                  "of a registry on another server takes a permit within its wait");
-  TEST_SKIP_IF_NO_SERVER (fx);
-
-  g_main_context_push_thread_default (context);
-  other = redis_lock_test_server_new (NULL, &error);
-  g_assert_no_error (error);
-  rb = test_registry_new_on (redis_lock_test_server_get_url (other));
-  stuck.permits = g_ptr_array_new ();
-  mr.permits = g_ptr_array_new ();
-  stuck_sem = obtain_semaphore (fx->registry, "frozen", n);
-  free_sem = obtain_semaphore (rb, "free", 1);
-  stuck.sem = stuck_sem;
-  mr.sem = free_sem;
-  release_ok (acquire_ok (stuck_sem, 0));
-  release_ok (acquire_ok (free_sem, 0));
-  redis_lock_registry_set_command_timeout_ms (fx->registry, 5000);
-
-  redis_lock_test_server_pause (fx->server);
-  for (guint i = 0; i < n; i++)
-    redis_semaphore_acquire_async (stuck_sem, 8000, NULL, on_many, &stuck);
-  t0 = test_now_ms ();
-  redis_semaphore_acquire_async (free_sem, 2000, NULL, on_many, &mr);
-  g_assert_true (iterate_until (&mr.done, 1, 10000));
-  took = test_now_ms () - t0;
-  g_test_message ("the call on the other server completed after %" G_GINT64_FORMAT " ms", took);
-  g_assert_no_error (mr.first_error);
-  g_assert_cmpuint (mr.taken, ==, 1);
-  g_assert_cmpint (took, <, 2000);
-  release_ok (g_ptr_array_index (mr.permits, 0));
-
-  redis_lock_test_server_resume (fx->server);
-  g_assert_true (iterate_until (&stuck.done, n, 30000));
-  for (guint i = 0; i < stuck.permits->len; i++)
-    release_ok (g_ptr_array_index (stuck.permits, i));
-  g_clear_error (&stuck.first_error);
-  g_ptr_array_unref (stuck.permits);
-  g_ptr_array_unref (mr.permits);
-  g_main_context_pop_thread_default (context);
-}
-
-static void
-test_async_never_reached_redis (TestFixture *fx, gconstpointer data)
-{
-  g_autoptr (RedisSemaphore) stuck_sem = NULL, late_sem = NULL;
-  g_autoptr (GMainContext) context = g_main_context_new ();
-  ManyResult stuck = { 0 }, mr = { 0 };
-
-  g_test_summary ("An acquire_async whose attempt could not even be sent within its wait "
-                  "(every worker of its registry blocked on a frozen server) completes with "
-                  "CONNECTION, not with NULL: it never learned that the permits were taken");
-  TEST_SKIP_IF_NO_SERVER (fx);
-
-  g_main_context_push_thread_default (context);
-  stuck.permits = g_ptr_array_new ();
-  mr.permits = g_ptr_array_new ();
-  stuck_sem = obtain_semaphore (fx->registry, "stuck", POOL_THREADS);
-  late_sem = obtain_semaphore (fx->registry, "late", 1);
-  stuck.sem = stuck_sem;
-  mr.sem = late_sem;
-  release_ok (acquire_ok (stuck_sem, 0));
-  redis_lock_registry_set_command_timeout_ms (fx->registry, 1500);
-  redis_lock_test_server_pause (fx->server);
-  for (guint i = 0; i < POOL_THREADS; i++)
-    redis_semaphore_acquire_async (stuck_sem, 8000, NULL, on_many, &stuck);
-  redis_semaphore_acquire_async (late_sem, 300, NULL, on_many, &mr);
-  g_assert_true (iterate_until (&mr.done, 1, 20000));
-  redis_lock_test_server_resume (fx->server);
-  g_assert_cmpuint (mr.taken, ==, 0);
-  g_assert_error (mr.first_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION);
-  g_test_message ("%s", mr.first_error->message);
-  g_clear_error (&mr.first_error);
-  g_assert_true (iterate_until (&stuck.done, POOL_THREADS, 30000));
-  for (guint i = 0; i < stuck.permits->len; i++)
-    release_ok (g_ptr_array_index (stuck.permits, i));
-  g_clear_error (&stuck.first_error);
-  g_ptr_array_unref (stuck.permits);
-  g_ptr_array_unref (mr.permits);
-  g_main_context_pop_thread_default (context);
-}
+/* ---- Redis only: round trips, the size record, other processes ---- */
 
 static void
 test_round_trips (TestFixture *fx, gconstpointer data)
@@ -890,13 +555,17 @@ test_round_trips (TestFixture *fx, gconstpointer data)
   RedisPermit *permit;
   guint64 before;
 
-  g_test_summary ("An uncontended acquisition is one round trip (one script), its release "
-                  "another (one script)");
+  g_test_summary ("An uncontended acquisition is one round trip: the first one script, the "
+                  "next ones (the permit given back last tried again while the size stands "
+                  "checked) one plain SET; a release is another round trip (one script)");
   TEST_SKIP_IF_NO_SERVER (fx);
 
-  sem = obtain_semaphore (fx->registry, "trips", 4);
-  /* A first cycle starts what a registry starts with its first lease. */
+  /* A first cycle (on another semaphore) starts what a registry starts with its first
+   * lease. */
+  sem = obtain_semaphore (fx->registry, "trips-first", 4);
   release_ok (acquire_ok (sem, 0));
+  g_clear_pointer (&sem, redis_semaphore_unref);
+  sem = obtain_semaphore (fx->registry, "trips", 4);
   test_redis_reset_stats (fx->redis);
   before = test_stats (fx->registry).round_trips;
   permit = acquire_ok (sem, 0);
@@ -906,6 +575,69 @@ test_round_trips (TestFixture *fx, gconstpointer data)
   release_ok (permit);
   g_assert_cmpuint (test_stats (fx->registry).round_trips - before, ==, 1);
   g_assert_cmpint (test_redis_command_calls (fx->redis, "evalsha"), ==, 2);
+
+  for (guint i = 0; i < 3; i++)
+    {
+      test_redis_reset_stats (fx->redis);
+      before = test_stats (fx->registry).round_trips;
+      permit = acquire_ok (sem, 0);
+      g_assert_cmpuint (test_stats (fx->registry).round_trips - before, ==, 1);
+      g_assert_cmpint (test_redis_command_calls (fx->redis, "evalsha"), ==, 0);
+      g_assert_cmpint (test_redis_command_calls (fx->redis, "set"), ==, 1);
+      g_assert_cmpint (test_redis_command_calls (fx->redis, "get"), ==, 0);
+      before = test_stats (fx->registry).round_trips;
+      release_ok (permit);
+      g_assert_cmpuint (test_stats (fx->registry).round_trips - before, ==, 1);
+      g_assert_cmpint (test_redis_command_calls (fx->redis, "evalsha"), ==, 1);
+    }
+}
+
+static void
+test_size_record (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) other = NULL, third = NULL;
+  g_autoptr (RedisSemaphore) sem = NULL, wrong = NULL, same = NULL;
+  g_autoptr (GError) error = NULL, count_error = NULL;
+  g_autofree char *size_key = g_strdup_printf ("%s:{record}:sem", TEST_REGISTRY_KEY);
+  redisReply *reply;
+
+  g_test_summary ("A permit taken through the size check lets its process take the permit it "
+                  "gave back last without one; with the size key deleted meanwhile, another "
+                  "registry with another size still gets INVALID naming both (from an "
+                  "acquisition and a count), while one with the same size stores it again");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  sem = obtain_semaphore (fx->registry, "record", 4);
+  release_ok (acquire_ok (sem, 0));
+  reply = redisCommand (fx->redis, "DEL %s", size_key);
+  g_assert_nonnull (reply);
+  g_assert_cmpint (reply->integer, ==, 1);
+  freeReplyObject (reply);
+
+  other = test_registry_new (fx);
+  wrong = obtain_semaphore (other, "record", 2);
+  g_assert_null (redis_semaphore_try_acquire_for (wrong, 0, NULL, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
+  g_test_message ("%s", error->message);
+  g_assert_nonnull (strstr (error->message, "4"));
+  g_assert_nonnull (strstr (error->message, "2"));
+  g_assert_cmpuint (redis_semaphore_get_available (wrong, &count_error), ==, 0);
+  g_assert_error (count_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
+
+  /* The first process goes on by its shortcut: one plain SET, no script. */
+  test_redis_reset_stats (fx->redis);
+  release_ok (acquire_ok (sem, 0));
+  g_assert_cmpint (test_redis_command_calls (fx->redis, "set"), ==, 1);
+  g_assert_cmpint (test_redis_command_calls (fx->redis, "evalsha"), ==, 1); /* the release */
+
+  third = test_registry_new (fx);
+  same = obtain_semaphore (third, "record", 4);
+  release_ok (acquire_ok (same, 0));
+  reply = redisCommand (fx->redis, "GET %s", size_key);
+  g_assert_nonnull (reply);
+  g_assert_cmpint (reply->type, ==, REDIS_REPLY_STRING);
+  g_assert_cmpstr (reply->str, ==, "4");
+  freeReplyObject (reply);
 }
 
 /* A child process holding a permit: this program run with --hold. */
@@ -1062,17 +794,11 @@ main (int argc, char **argv)
   test_add_stores_but_quorum ("/semaphore/close", NULL, test_close);
   test_add_stores_but_quorum ("/semaphore/lease/lost-reported", NULL, test_lease_lost);
   test_add_stores_but_quorum ("/semaphore/lease/renewed", NULL, test_renewed);
-  test_add_stores_but_quorum ("/semaphore/async/acquire", NULL, test_async);
-  test_add_stores_but_quorum ("/semaphore/async/no-thread-blocked", NULL, test_async_no_thread);
-  test_add_stores_but_quorum ("/semaphore/async/close", NULL, test_async_close);
+  semaphore_add_async_tests ();
   test_add_stores ("/semaphore/quorum-refused", NULL, test_quorum_refused);
   test_add_stores_but_quorum ("/semaphore/not-replicated", NULL, test_not_replicated);
-  test_add_redis ("/semaphore/async/no-thread-per-call", NULL, test_async_no_thread_per_call);
-  test_add_redis ("/semaphore/async/frozen-server/other-registry-unaffected", NULL,
-                  test_async_frozen_other_registry);
-  test_add_redis ("/semaphore/async/frozen-server/never-reached-redis", NULL,
-                  test_async_never_reached_redis);
   test_add_redis ("/semaphore/round-trips", NULL, test_round_trips);
+  test_add_redis ("/semaphore/size/record-after-delete", NULL, test_size_record);
   test_add_redis ("/semaphore/process/other-releases", NULL, test_other_process);
   test_add_redis ("/semaphore/process/crashed-holder", NULL, test_crashed_holder);
   return g_test_run ();

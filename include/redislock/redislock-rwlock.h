@@ -203,8 +203,9 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_write_unlock (RedisRWLock *lo
  *
  * redis_rw_lock_try_read_lock_for() without blocking: the read hold, when taken, is the
  * calling thread's, exactly as after the blocking call (release it with
- * redis_rw_lock_read_unlock() from that thread). The wait runs on a library thread while
- * the call is pending; the callback runs in the calling thread's thread-default main
+ * redis_rw_lock_read_unlock() from that thread). A pending call blocks no thread: it
+ * waits in that main context and sends its Redis requests from the registry's worker
+ * pool; the callback runs in the calling thread's thread-default main
  * context (which must be running). Call redis_rw_lock_read_lock_finish() there. A call
  * that completed with %TRUE keeps its hold even if @cancellable was cancelled
  * meanwhile.
