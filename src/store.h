@@ -262,7 +262,12 @@ typedef struct
    * *slot; RL_LEASE_HELD when every permit is held, with the smallest remaining TTL in
    * *pttl_ms (-1: unknown, or a permit without expiry); RL_LEASE_ERROR with @error,
    * REDIS_LOCK_ERROR_INVALID naming both sizes when the stored size is another.
-   * @deadline as for acquire. */
+   * @start < @permits asks for a shortcut first, for a caller whose earlier call found
+   * the size its own less than a size record's life ago (semaphore.c): permit @start
+   * alone, as a plain lease (a Redis SET NX PX, no script), and the checked search
+   * above only when it is held. The checked search also keeps a size record that no
+   * other size may replace while it lasts, whatever happens to the size key.
+   * @deadline as for acquire, for the call as a whole. */
   RlStoreSemaphoreAcquireFunc *semaphore_acquire;
   /* How many of the @permits permits of @sem_key are free, checking the stored size as
    * semaphore_acquire does. FALSE with @error. */
