@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "cluster-common.h"
 
 #define REGISTRY_KEY TEST_REGISTRY_KEY
 
@@ -33,66 +34,6 @@ shared_cluster (void)
   if (shared == NULL)
     shared = redis_lock_test_cluster_new_or_skip (3, 0);
   return shared;
-}
-
-/* A raw connection to one node. */
-static redisContext *
-node_connect (RedisLockTestCluster *cluster, guint node)
-{
-  struct timeval tv = { 5, 0 };
-  redisContext *c
-      = redisConnectWithTimeout ("127.0.0.1", redis_lock_test_cluster_get_port (cluster, node), tv);
-
-  g_assert_nonnull (c);
-  g_assert_cmpint (c->err, ==, 0);
-  redisSetTimeout (c, tv);
-  return c;
-}
-
-/* The master that owns @key's slot now. */
-static guint
-key_owner (RedisLockTestCluster *cluster, const char *key)
-{
-  int owner = redis_lock_test_cluster_get_slot_owner (cluster, redis_lock_test_cluster_key_slot (key));
-
-  g_assert_cmpint (owner, >=, 0);
-  return (guint) owner;
-}
-
-/* GET @key on @node itself (READONLY first, so that a replica answers too, and ASKING,
- * so that a node importing the key's slot does); NULL when absent. */
-static char *
-node_get (RedisLockTestCluster *cluster, guint node, const char *key)
-{
-  redisContext *c = node_connect (cluster, node);
-  redisReply *reply;
-  char *value = NULL;
-
-  freeReplyObject (test_redis_command (c, "READONLY"));
-  freeReplyObject (test_redis_command (c, "ASKING"));
-  reply = test_redis_command (c, "GET %s", key);
-  if (reply->type == REDIS_REPLY_STRING)
-    value = g_strdup (reply->str);
-  else
-    /* Not the key's node: MOVED. */
-    g_assert_true (reply->type == REDIS_REPLY_NIL || reply->type == REDIS_REPLY_ERROR);
-  freeReplyObject (reply);
-  redisFree (c);
-  return value;
-}
-
-/* A lock name whose key is served by master @node, the @nth such name from @prefix. */
-static char *
-name_on (RedisLockTestCluster *cluster, guint node, const char *prefix, guint nth)
-{
-  for (guint i = 0;; i++)
-    {
-      char *name = g_strdup_printf ("%s%u", prefix, i);
-      g_autofree char *key = g_strconcat (REGISTRY_KEY ":", name, NULL);
-      if (key_owner (cluster, key) == node && nth-- == 0)
-        return name;
-      g_free (name);
-    }
 }
 
 /* The URL naming only node @node as seed. */
@@ -458,21 +399,6 @@ test_migrate_stress (void)
 
 /* --- Failures ----------------------------------------------------------------------- */
 
-/* Polls until GET @key on @node (READONLY) answers @value. */
-static void
-wait_replicated (RedisLockTestCluster *cluster, guint node, const char *key, const char *value)
-{
-  gint64 end = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
-
-  for (;;)
-    {
-      g_autofree char *got = node_get (cluster, node, key);
-      if (g_strcmp0 (got, value) == 0)
-        return;
-      g_assert_cmpint (g_get_monotonic_time (), <, end);
-      g_usleep (2000);
-    }
-}
 
 static void
 test_failover_with_replica (void)
