@@ -47,6 +47,7 @@
 #include "connection.h"
 #include "sync.h"
 #include "notify-shard.h"
+#include "wake-pipe.h"
 
 #define RL_SHARD_LINGER_US (30 * G_USEC_PER_SEC)
 #define RL_SHARD_BACKOFF_MIN_US (50 * 1000)
@@ -90,16 +91,13 @@ struct _RlShardNotifier
   RlCond cond;      /* a key confirmed, failures or refused changed */
   GHashTable *keys; /* key -> ShardKey (owned); only the thread removes entries */
   GHashTable *channels; /* channel -> ShardKey (the same, not owned) */
-  gboolean started;
-  gboolean joined;
+  RlWakeThread wt; /* the thread, its pipe, started and joined */
   gboolean stop;
   gboolean recheck;  /* the topology changed: compare every key's node with its route */
   gboolean refused;  /* the cluster refused an SSUBSCRIBE (not a redirection) */
   gboolean warned;
   gint64 refused_until; /* monotonic µs: the next SSUBSCRIBE after a refusal */
   guint64 failures;  /* connections that failed or broke */
-  pthread_t thread;
-  int wake[2];
 };
 
 static void
@@ -125,14 +123,9 @@ shard_conn_free (ShardConn *c)
 static void
 wake_thread_locked (RlShardNotifier *self)
 {
-  ssize_t rc;
-
   rl_mutex_assert_held (&self->mutex);
-  if (!self->started || self->stop)
-    return;
-  do
-    rc = write (self->wake[1], "w", 1);
-  while (rc < 0 && errno == EINTR);
+  if (self->wt.started && !self->stop)
+    rl_wake_pipe_write (self->wt.wake, 'w');
 }
 
 /* Wakes the waiters of each key of @woken (and frees the array). */
@@ -496,13 +489,12 @@ shard_thread (gpointer data)
     {
       guint n;
       struct pollfd *pfd;
-      char buf[16];
 
       drop_and_move (self);
       send_subscriptions (self);
       n = self->conns->len;
       pfd = g_newa (struct pollfd, n + 1);
-      pfd[0] = (struct pollfd){ self->wake[0], POLLIN, 0 };
+      pfd[0] = (struct pollfd){ self->wt.wake[0], POLLIN, 0 };
       for (guint i = 0; i < n; i++)
         {
           ShardConn *c = g_ptr_array_index (self->conns, i);
@@ -527,8 +519,7 @@ shard_thread (gpointer data)
         }
       if (poll (pfd, n + 1, poll_timeout_ms (self)) < 0 && errno != EINTR)
         continue;
-      while (read (self->wake[0], buf, sizeof buf) > 0)
-        ;
+      rl_wake_pipe_drain (self->wt.wake);
       /* Backwards: a broken connection is removed from the array. */
       for (guint i = n; i > 0; i--)
         {
@@ -558,7 +549,7 @@ rl_shard_notifier_new (RlStore *store, RlTopology *topology, const char *channel
   self->conns = g_ptr_array_new ();
   self->keys = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, shard_key_free);
   self->channels = g_hash_table_new (g_str_hash, g_str_equal);
-  self->wake[0] = self->wake[1] = -1;
+  rl_wake_thread_init (&self->wt);
   rl_mutex_init (&self->mutex);
   rl_cond_init (&self->cond);
   return self;
@@ -569,14 +560,9 @@ static void
 start_locked (RlShardNotifier *self)
 {
   rl_mutex_assert_held (&self->mutex);
-  if (self->started || self->stop)
+  if (self->wt.started || self->stop)
     return;
-  if (g_unix_open_pipe (self->wake, FD_CLOEXEC, NULL)
-      && g_unix_set_fd_nonblocking (self->wake[0], TRUE, NULL)
-      && g_unix_set_fd_nonblocking (self->wake[1], TRUE, NULL)
-      && pthread_create (&self->thread, NULL, shard_thread_main, self) == 0)
-    self->started = TRUE;
-  else
+  if (!rl_wake_thread_start (&self->wt, shard_thread_main, self))
     g_warning ("Cannot start the shard-notification thread; waiting by polling");
 }
 
@@ -606,7 +592,7 @@ rl_shard_notifier_watch (RlShardNotifier *self, const char *key, gint64 timeout_
         }
       k->last_watch = g_get_monotonic_time ();
       confirmed = k->confirmed;
-      if (confirmed || !self->started || self->stop || self->refused || timeout_ms <= 0
+      if (confirmed || !self->wt.started || self->stop || self->refused || timeout_ms <= 0
           || self->failures != failures)
         break;
       if (!rl_cond_wait_until (&self->cond, &self->mutex, end))
@@ -633,22 +619,7 @@ rl_shard_notifier_restart (RlShardNotifier *self)
 void
 rl_shard_notifier_stop (RlShardNotifier *self)
 {
-  gboolean join;
-
-  rl_mutex_lock (&self->mutex);
-  self->stop = TRUE;
-  join = self->started && !self->joined;
-  self->joined = TRUE;
-  rl_cond_broadcast (&self->cond);
-  rl_mutex_unlock (&self->mutex);
-  if (join)
-    {
-      ssize_t rc;
-      do
-        rc = write (self->wake[1], "x", 1);
-      while (rc < 0 && errno == EINTR);
-      pthread_join (self->thread, NULL);
-    }
+  rl_wake_thread_stop (&self->wt, &self->mutex, &self->cond, &self->stop);
 }
 
 void
@@ -657,11 +628,7 @@ rl_shard_notifier_free (RlShardNotifier *self)
   if (self == NULL)
     return;
   rl_shard_notifier_stop (self);
-  if (self->wake[0] >= 0)
-    {
-      close (self->wake[0]);
-      close (self->wake[1]);
-    }
+  rl_wake_pipe_close (self->wt.wake);
   for (guint i = 0; i < self->conns->len; i++)
     shard_conn_free (g_ptr_array_index (self->conns, i));
   g_ptr_array_unref (self->conns);
