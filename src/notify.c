@@ -22,7 +22,10 @@
  * The topology names the node to subscribe on: the one server, the Sentinel
  * deployment's master, any master of a Cluster (a Cluster broadcasts every PUBLISH to
  * all its nodes). When the subscription breaks, the node is reported failed and the
- * next attempt asks the topology again, so it moves to another node.
+ * next attempt asks the topology again, so it moves to another node. On a Cluster,
+ * releases of this library are also published on each key's shard channel, which
+ * notify-shard.c subscribes to per waited-for key; this pattern then hears Spring's
+ * releases (classic only) and those published classically too.
  *
  * The thread polls the socket together with a wake-up pipe, so close() stops it at
  * once and restart() makes it resubscribe at once, and PINGs an otherwise silent
