@@ -49,7 +49,7 @@
 #include "notify-shard.h"
 #include "wake-pipe.h"
 
-#define RL_SHARD_LINGER_US (30 * G_USEC_PER_SEC)
+#define RL_SHARD_LINGER_US (10 * G_USEC_PER_SEC)
 #define RL_SHARD_BACKOFF_MIN_US (50 * 1000)
 #define RL_SHARD_BACKOFF_MAX_US (2 * G_USEC_PER_SEC)
 #define RL_SHARD_REFUSED_US (5 * G_USEC_PER_SEC)

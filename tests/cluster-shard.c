@@ -320,6 +320,89 @@ test_woken_by_sharded_release (void)
 }
 
 static void
+test_dropped_after_waiters_leave (void)
+{
+  RedisLockTestCluster *cluster = shared_cluster ();
+  g_autoptr (RedisLockRegistry) holder = NULL;
+  g_autoptr (RedisLockRegistry) waiter = NULL;
+  g_autoptr (RedisLock) held = NULL;
+  g_autoptr (RedisLock) waited = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *name = NULL, *channel = NULL;
+  gint64 end;
+  guint owner;
+
+  g_test_summary ("A key nobody waits for any more is unsubscribed from its shard channel "
+                  "(within the 10 s a subscription lingers), and the master's connection "
+                  "with it when it was its last");
+  if (cluster == NULL)
+    return;
+  open_pair (cluster, &holder, &waiter);
+  name = name_on (cluster, 1, "left", 0);
+  held = test_obtain (holder, name);
+  waited = test_obtain (waiter, name);
+  channel = shard_channel (REGISTRY_KEY, redis_lock_get_key (held));
+  owner = key_owner (cluster, redis_lock_get_key (held));
+  test_lock_ok (held);
+  g_assert_false (redis_lock_try_lock_for (waited, 300, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (shard_subscribers (cluster, owner, channel), ==, 1);
+  end = g_get_monotonic_time () + 20 * G_USEC_PER_SEC;
+  while (shard_subscribers (cluster, owner, channel) > 0)
+    {
+      g_assert_cmpint (g_get_monotonic_time (), <, end);
+      g_usleep (20000);
+    }
+  test_unlock_ok (held);
+}
+
+static void
+test_wait_longer_than_linger (void)
+{
+  RedisLockTestCluster *cluster = shared_cluster ();
+  g_autoptr (RedisLockRegistry) holder = NULL;
+  g_autoptr (RedisLockRegistry) waiter = NULL;
+  g_autoptr (RedisLock) held = NULL;
+  g_autoptr (RedisLock) waited = NULL;
+  g_autofree char *name = NULL, *channel = NULL;
+  TestWaiter w = { 0 };
+  GThread *thread;
+  guint64 contended;
+  gint64 started_ms;
+  guint owner;
+
+  g_test_summary ("A waiter that sleeps longer than a subscription lingers unasked is woken "
+                  "when it is dropped, asks again, and is still woken by the release within "
+                  "50 ms");
+  if (cluster == NULL)
+    return;
+  open_pair (cluster, &holder, &waiter);
+  name = name_on (cluster, 2, "long", 0);
+  held = test_obtain (holder, name);
+  waited = test_obtain (waiter, name);
+  channel = shard_channel (REGISTRY_KEY, redis_lock_get_key (held));
+  owner = key_owner (cluster, redis_lock_get_key (held));
+  test_lock_ok (held);
+  thread = start_waiter (cluster, waiter, &w, waited, owner);
+  /* The drop wakes the waiter: it tries once more, finds the lock held, asks again;
+   * about 10 s after its last request, well before its 20 s spin interval. (An attempt
+   * within the first seconds is the tail of its first ones.) */
+  started_ms = test_now_ms ();
+  do
+    {
+      contended = test_stats (waiter).contended_attempts;
+      g_assert_true (test_wait_contended (waiter, contended + 1, 20000));
+    }
+  while (test_now_ms () - started_ms < 5000);
+  g_test_message ("woken by the drop %" G_GINT64_FORMAT " ms after it asked",
+                  test_now_ms () - started_ms);
+  g_assert_cmpint (test_now_ms () - started_ms, <, 15000);
+  wait_shard_subscribed (cluster, owner, channel);
+  g_assert_false (w.acquired);
+  release_and_check_woken (held, &w, thread);
+}
+
+static void
 test_slot_migrated_mid_wait (void)
 {
   RedisLockTestCluster *cluster = shared_cluster ();
@@ -409,6 +492,9 @@ main (int argc, char **argv)
   g_test_add_func ("/cluster-shard/publish/sharded-only", test_sharded_only);
   g_test_add_func ("/cluster-shard/publish/default-both", test_default_publishes_both);
   g_test_add_func ("/cluster-shard/wait/woken-by-sharded-release", test_woken_by_sharded_release);
+  g_test_add_func ("/cluster-shard/wait/dropped-after-waiters-leave",
+                   test_dropped_after_waiters_leave);
+  g_test_add_func ("/cluster-shard/wait/longer-than-linger", test_wait_longer_than_linger);
   g_test_add_func ("/cluster-shard/wait/slot-migrated", test_slot_migrated_mid_wait);
   g_test_add_func ("/cluster-shard/wait/failover", test_failover_mid_wait);
   status = g_test_run ();
