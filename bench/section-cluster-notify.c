@@ -9,14 +9,17 @@
  * every other node) and `cluster_stats_messages_publishshard_sent` (SPUBLISH, which a
  * master forwards to its own replicas only), per release. Two baselines go over plain
  * hiredis connections straight to the master owning each key, for the same keys in
- * the same run: one PUBLISH of the key per release, what the library's release does
- * today, and one SPUBLISH of the key on a channel of the key's own slot (the key
- * itself), what a release heard only on its key's shard would cost.
+ * the same run: one PUBLISH of the key per release, what a classic release costs, and
+ * one SPUBLISH of the key on a channel of the key's own slot (the key itself), what a
+ * release heard only on its key's shard costs. The library is measured twice: with
+ * its defaults (SPUBLISH on the key's shard channel and a classic PUBLISH for Spring
+ * peers) and with classic notifications off (SPUBLISH only).
  *
  * It also times the cluster hand-off: a second registry's thread waits for a lock
  * the first registry holds, and the time from the holder's unlock call to the
  * waiter's lock returning is taken, HANDOFFS times (the waiter's contended_attempts
- * counter confirms it was waiting). Its floor, interleaved with it, is the same
+ * counter confirms it was waiting), once with a holder registry at its defaults and
+ * once with one whose classic notifications are off. Its floor, interleaved with it, is the same
  * hand-off done by hand from one thread: PUBLISH on the key's master, the message read
  * on a SUBSCRIBE connection of another master (the broadcast's hop), then one SET NX
  * PX on the key's master; and the sharded floor: SPUBLISH on the key's master, read
@@ -114,7 +117,7 @@ waiter_thread (gpointer data)
 {
   Waiter *w = data;
 
-  for (guint i = 0; i < HANDOFF_WARMUP + HANDOFFS; i++)
+  for (guint i = 0; i < 2 * (HANDOFF_WARMUP + HANDOFFS); i++)
     {
       g_autoptr (GError) error = NULL;
       gboolean ok;
@@ -235,24 +238,27 @@ subscribe (redisContext *c, const char *command, const char *channel, GError **e
 }
 
 static void
-handoff_rows (Bench *b, Section *s, RedisLockTestCluster *cluster, RedisLockRegistry *registry)
+handoff_rows (Bench *b, Section *s, RedisLockTestCluster *cluster, RedisLockRegistry *registry,
+              RedisLockRegistry *registry_off)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (RedisLockRegistry) waiting = NULL;
   g_autoptr (RedisLock) holder = NULL;
+  g_autoptr (RedisLock) holder_off = NULL;
   g_autofree char *key = g_strconcat (b->key, ":cluster-handoff", NULL);
   g_autofree char *floor_key = g_strdup_printf ("{%s}:floor", key);
   g_autofree char *channel = g_strdup_printf ("{%s}:channel", key);
   g_autofree gint64 *lib_ns = g_new0 (gint64, HANDOFFS);
+  g_autofree gint64 *off_ns = g_new0 (gint64, HANDOFFS);
   g_autofree gint64 *classic_ns = g_new0 (gint64, HANDOFFS);
   g_autofree gint64 *sharded_ns = g_new0 (gint64, HANDOFFS);
   redisContext *owner_c = NULL, *classic_sub = NULL, *sharded_sub = NULL;
   RawTarget owner_t = { 0 }, other_t = { 0 };
   Waiter w = { 0 };
   GThread *thread = NULL;
-  guint n_lib = 0, slot = redis_lock_test_cluster_key_slot (key);
+  guint n_lib = 0, n_off = 0, slot = redis_lock_test_cluster_key_slot (key);
   int owner = redis_lock_test_cluster_get_slot_owner (cluster, slot), other = -1;
-  Dist lib, classic, sharded;
+  Dist lib, off, classic, sharded;
   guint on_owner = 0;
 
   for (guint i = 0; i < redis_lock_test_cluster_get_n_nodes (cluster) && other < 0; i++)
@@ -287,15 +293,20 @@ handoff_rows (Bench *b, Section *s, RedisLockTestCluster *cluster, RedisLockRegi
   if (waiting == NULL)
     goto out;
   holder = redis_lock_registry_obtain (registry, "cluster-handoff", &error);
-  w.lock = redis_lock_registry_obtain (waiting, "cluster-handoff", &error);
-  if (holder == NULL || w.lock == NULL)
+  holder_off = holder == NULL ? NULL
+                              : redis_lock_registry_obtain (registry_off, "cluster-handoff", &error);
+  w.lock = holder_off == NULL ? NULL
+                              : redis_lock_registry_obtain (waiting, "cluster-handoff", &error);
+  if (w.lock == NULL)
     goto out;
+  /* Two hand-offs per round, one from each holder. */
   thread = g_thread_new ("cluster-handoff-waiter", waiter_thread, &w);
-  /* Interleaved: a library hand-off, a classic floor, a sharded floor. */
+  /* Interleaved: a library hand-off from each holder, a classic floor, a sharded floor. */
   for (guint i = 0; i < HANDOFF_WARMUP + HANDOFFS; i++)
     {
       gint64 l = library_handoff (holder, waiting, &w, &error);
-      gint64 c = l < 0 ? -1 : floor_handoff (owner_c, classic_sub, "PUBLISH", channel, floor_key,
+      gint64 o = l < 0 ? -1 : library_handoff (holder_off, waiting, &w, &error);
+      gint64 c = o < 0 ? -1 : floor_handoff (owner_c, classic_sub, "PUBLISH", channel, floor_key,
                                              &error);
       gint64 sh = c < 0 ? -1 : floor_handoff (owner_c, sharded_sub, "SPUBLISH", channel,
                                               floor_key, &error);
@@ -306,10 +317,12 @@ handoff_rows (Bench *b, Section *s, RedisLockTestCluster *cluster, RedisLockRegi
         continue;
       if (l > 0)
         lib_ns[n_lib++] = l;
+      if (o > 0)
+        off_ns[n_off++] = o;
       classic_ns[i - HANDOFF_WARMUP] = c;
       sharded_ns[i - HANDOFF_WARMUP] = sh;
     }
-  if (n_lib == 0)
+  if (n_lib == 0 || n_off == 0)
     {
       add_na (s, "cluster hand-off p50", "the waiter was never seen waiting");
       goto out;
@@ -326,6 +339,7 @@ handoff_rows (Bench *b, Section *s, RedisLockTestCluster *cluster, RedisLockRegi
     freeReplyObject (list);
   }
   lib = dist_of (lib_ns, n_lib, 1);
+  off = dist_of (off_ns, n_off, 1);
   classic = dist_of (classic_ns, HANDOFFS, 1);
   sharded = dist_of (sharded_ns, HANDOFFS, 1);
   add_row (s, "cluster hand-off p50", lib.p50 / 1000, "us", 1, lib.p50 / classic.p50,
@@ -334,6 +348,10 @@ handoff_rows (Bench *b, Section *s, RedisLockTestCluster *cluster, RedisLockRegi
            "classic floor p99", NULL, FALSE);
   add_row (s, "  the same, vs sharded floor", lib.p50 / 1000, "us", 1, lib.p50 / sharded.p50,
            "sharded floor p50", NULL, FALSE);
+  add_row (s, "cluster hand-off p50, classic off", off.p50 / 1000, "us", 1,
+           off.p50 / sharded.p50, "sharded floor p50", NULL, FALSE);
+  add_row (s, "cluster hand-off p99, classic off", off.p99 / 1000, "us", 1,
+           off.p99 / sharded.p99, "sharded floor p99", NULL, FALSE);
   add_row (s, "classic floor p50 (baseline)", classic.p50 / 1000, "us", 1, 1.0,
            "classic floor p50", NULL, FALSE);
   add_row (s, "classic floor p99 (baseline)", classic.p99 / 1000, "us", 1, 1.0,
@@ -343,13 +361,14 @@ handoff_rows (Bench *b, Section *s, RedisLockTestCluster *cluster, RedisLockRegi
   add_row (s, "sharded floor p99 (baseline)", sharded.p99 / 1000, "us", 1,
            sharded.p99 / classic.p99, "classic floor p99", NULL, FALSE);
   add_note (s,
-            "hand-off: two registries of this process, the waiter in its own thread; %u of %d "
-            "hand-offs counted (the waiter seen waiting), after %d warm-up ones; the floors "
+            "hand-off: registries of this process, the waiter in its own thread; %u and %u "
+            "(classic off) of %d hand-offs counted (the waiter seen waiting), after %d "
+            "warm-up ones; the floors "
             "by hand from one thread, interleaved: PUBLISH on the key's master (port %d) read "
             "on a SUBSCRIBE connection to another master (port %d), or SPUBLISH read on an "
             "SSUBSCRIBE connection to the key's master, then SET NX PX there; %u of the "
             "registries' pattern subscriptions on the key's master",
-            n_lib, HANDOFFS, HANDOFF_WARMUP, owner_t.port, other_t.port, on_owner);
+            n_lib, n_off, HANDOFFS, HANDOFF_WARMUP, owner_t.port, other_t.port, on_owner);
 
 out:
   if (thread != NULL)
@@ -358,8 +377,10 @@ out:
        * with the holder's lock let go, so each lock returns at once. */
       if (redis_lock_is_held_by_current_thread (holder))
         redis_lock_unlock (holder, NULL);
+      if (holder_off != NULL && redis_lock_is_held_by_current_thread (holder_off))
+        redis_lock_unlock (holder_off, NULL);
       rl_mutex_lock (&w.mutex);
-      w.asked = HANDOFF_WARMUP + HANDOFFS;
+      w.asked = 2 * (HANDOFF_WARMUP + HANDOFFS);
       rl_cond_broadcast (&w.cond);
       rl_mutex_unlock (&w.mutex);
       g_thread_join (thread);
@@ -381,16 +402,44 @@ out:
 
 /* --- the section ------------------------------------------------------------------- */
 
+/* Locks and unlocks NOTIFY_NAMES names on @registry (after one warm-up pair, so its
+ * connections and scripts are in place) and counts the bus messages per release. */
+static gboolean
+library_release_all (RedisLockTestCluster *cluster, RawConn **nodes,
+                     RedisLockRegistry *registry, double *classic, double *sharded,
+                     GError **error)
+{
+  guint64 c0 = 0, s0 = 0, c1, s1;
+
+  for (guint i = 0; i < NOTIFY_NAMES + 1; i++)
+    {
+      g_autofree char *name = g_strdup_printf ("cluster-notify-%u", i == 0 ? NOTIFY_NAMES : i - 1);
+      g_autoptr (RedisLock) lock = redis_lock_registry_obtain (registry, name, error);
+
+      if (lock == NULL)
+        return FALSE;
+      if (i == 1 && !bus_messages (cluster, nodes, &c0, &s0, error))
+        return FALSE;
+      if (!redis_lock_lock (lock, error) || !redis_lock_unlock (lock, error))
+        return FALSE;
+    }
+  if (!bus_messages (cluster, nodes, &c1, &s1, error))
+    return FALSE;
+  *classic = (double) (c1 - c0) / NOTIFY_NAMES;
+  *sharded = (double) (s1 - s0) / NOTIFY_NAMES;
+  return TRUE;
+}
+
 void
 section_cluster_notify (Bench *b, Section *s)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (RedisLockTestCluster) cluster = NULL;
   g_autoptr (RedisLockRegistry) registry = NULL;
+  g_autoptr (RedisLockRegistry) registry_off = NULL;
   g_autoptr (GPtrArray) keys = g_ptr_array_new_with_free_func (g_free);
   g_autoptr (GPtrArray) nodes = g_ptr_array_new_with_free_func ((GDestroyNotify) raw_close);
-  double lib_classic, lib_sharded, pub_classic, pub_sharded, spub_classic, spub_sharded;
-  guint64 c0, s0, c1, s1;
+  double lib_classic, lib_sharded, off_classic, off_sharded, pub_classic, pub_sharded, spub_classic, spub_sharded;
   guint n_nodes, i;
 
   cluster = redis_lock_test_cluster_new (NOTIFY_MASTERS, NOTIFY_REPLICAS, &error);
@@ -418,28 +467,20 @@ section_cluster_notify (Bench *b, Section *s)
       g_ptr_array_add (nodes, conn);
     }
   registry = redis_lock_registry_new (redis_lock_test_cluster_get_url (cluster), b->key, &error);
-  if (registry == NULL)
+  registry_off = registry == NULL ? NULL
+                                  : redis_lock_registry_new (redis_lock_test_cluster_get_url (cluster),
+                                                             b->key, &error);
+  if (registry_off == NULL)
     goto fail;
+  redis_lock_registry_set_classic_notifications (registry_off, FALSE);
 
-  /* One warm-up pair, so the registry's connections and scripts are in place. */
-  for (i = 0; i < NOTIFY_NAMES + 1; i++)
-    {
-      g_autofree char *name = g_strdup_printf ("cluster-notify-%u", i);
-      g_autoptr (RedisLock) lock = redis_lock_registry_obtain (registry, name, &error);
-
-      if (lock == NULL)
-        goto fail;
-      if (i == 1 && !bus_messages (cluster, (RawConn **) nodes->pdata, &c0, &s0, &error))
-        goto fail;
-      if (!redis_lock_lock (lock, &error) || !redis_lock_unlock (lock, &error))
-        goto fail;
-      if (i > 0)
-        g_ptr_array_add (keys, g_strdup_printf ("%s:%s", b->key, name));
-    }
-  if (!bus_messages (cluster, (RawConn **) nodes->pdata, &c1, &s1, &error))
+  for (i = 0; i < NOTIFY_NAMES; i++)
+    g_ptr_array_add (keys, g_strdup_printf ("%s:cluster-notify-%u", b->key, i));
+  if (!library_release_all (cluster, (RawConn **) nodes->pdata, registry, &lib_classic,
+                            &lib_sharded, &error)
+      || !library_release_all (cluster, (RawConn **) nodes->pdata, registry_off, &off_classic,
+                               &off_sharded, &error))
     goto fail;
-  lib_classic = (double) (c1 - c0) / NOTIFY_NAMES;
-  lib_sharded = (double) (s1 - s0) / NOTIFY_NAMES;
 
   if (!raw_publish_all (cluster, (RawConn **) nodes->pdata, keys, "PUBLISH", &pub_classic,
                         &pub_sharded, &error)
@@ -456,6 +497,11 @@ section_cluster_notify (Bench *b, Section *s)
            "raw SPUBLISH", NULL, FALSE);
   add_row (s, "  of which sharded (publishshard)", lib_sharded, "", 2, (double) NAN, "", NULL,
            FALSE);
+  add_row (s, "bus messages per release, classic off", off_classic + off_sharded, "", 2,
+           spub_classic + spub_sharded > 0
+               ? (off_classic + off_sharded) / (spub_classic + spub_sharded)
+               : (double) NAN,
+           "raw SPUBLISH", NULL, FALSE);
   add_row (s, "raw PUBLISH (baseline)", pub_classic + pub_sharded, "", 2, 1.0,
            "raw PUBLISH", NULL, FALSE);
   add_row (s, "raw SPUBLISH (baseline)", spub_classic + spub_sharded, "", 2,
@@ -466,9 +512,11 @@ section_cluster_notify (Bench *b, Section *s)
             "%d names locked and unlocked once each, their keys spread over the slots; "
             "messages counted as the sum over all nodes of CLUSTER INFO "
             "cluster_stats_messages_publish_sent and ..._publishshard_sent; the raw baselines "
-            "send one PUBLISH / SPUBLISH of each key to its owner",
+            "send one PUBLISH / SPUBLISH of each key to its owner; the library at its "
+            "defaults (classic notifications on: SPUBLISH and PUBLISH) and with "
+            "redis_lock_registry_set_classic_notifications (FALSE)",
             NOTIFY_MASTERS, NOTIFY_REPLICAS, n_nodes, NOTIFY_NAMES);
-  handoff_rows (b, s, cluster, registry);
+  handoff_rows (b, s, cluster, registry, registry_off);
   return;
 
 fail:

@@ -118,6 +118,41 @@ key_slot (const char *key)
   return crc16_xmodem (key, len) & (RL_CLUSTER_SLOTS - 1);
 }
 
+guint
+rl_cluster_key_slot (const char *key)
+{
+  return key_slot (key);
+}
+
+/* The first form whose slot is the key's: Spring's own channel name (a hash tag of the
+ * key carries over, as when the registry key holds one), the key braced as a whole, or
+ * the key's tag in front; the key itself when no form can be (a key without a tag that
+ * holds a `}`, which no brace can enclose). */
+char *
+rl_cluster_shard_channel (const char *prefix, const char *key)
+{
+  guint slot = key_slot (key);
+  const char *open = strchr (key, '{');
+  const char *close = open != NULL ? strchr (open + 1, '}') : NULL;
+  char *channel = g_strconcat (prefix, key, NULL);
+
+  if (key_slot (channel) == slot)
+    return channel;
+  g_free (channel);
+  channel = g_strconcat (prefix, "{", key, "}", NULL);
+  if (key_slot (channel) == slot)
+    return channel;
+  g_free (channel);
+  if (close != NULL && close > open + 1)
+    channel = g_strdup_printf ("{%.*s}%s%s", (int) (close - open - 1), open + 1, prefix, key);
+  else
+    channel = g_strconcat ("{", key, "}", prefix, key, NULL);
+  if (key_slot (channel) == slot)
+    return channel;
+  g_free (channel);
+  return g_strdup (key);
+}
+
 /* Nodes ------------------------------------------------------------------------------ */
 
 /* The node at @host:@port, made on first sight. self->mutex held. */

@@ -231,16 +231,18 @@ rl_registry_pubsub (RedisLockRegistry *registry)
   return g_atomic_int_get (&registry->settings.wait_mode) == REDIS_LOCK_WAIT_PUBSUB;
 }
 
-/* How a waiter on @registry's store would learn of a release, asked before an attempt
- * (@pubsub: the wait mode read for the acquisition; @need_watch: the machine wants
- * notifications, so they are confirmed, without waiting). */
+/* How a waiter of @key (NULL: of several keys) on @registry's store would learn of a
+ * release, asked before an attempt (@pubsub: the wait mode read for the acquisition;
+ * @need_watch: the machine wants notifications, so they are confirmed, without
+ * waiting). */
 static inline RlNotifyState
-rl_registry_notify_state (RedisLockRegistry *registry, gboolean pubsub, gboolean need_watch)
+rl_registry_notify_state (RedisLockRegistry *registry, const char *key, gboolean pubsub,
+                          gboolean need_watch)
 {
   if (!pubsub)
     return RL_NOTIFY_OFF;
-  return need_watch && registry->store->vt->watch (registry->store, 0) ? RL_NOTIFY_CONFIRMED
-                                                                        : RL_NOTIFY_DOWN;
+  return need_watch && rl_store_watch (registry->store, key, 0) ? RL_NOTIFY_CONFIRMED
+                                                                 : RL_NOTIFY_DOWN;
 }
 
 /* The machine's RL_ACQUIRE_WATCH on @registry's store: confirms notifications, waiting
@@ -253,7 +255,7 @@ rl_registry_watch (RedisLockRegistry *registry, RlAcquire *acq, gboolean may_wai
 
   if (may_wait)
     limit = MIN (acq->watch_ms, RL_ATOMIC_GET (registry->store_ctx.connect_timeout_ms));
-  return rl_acquire_watched (acq, registry->store->vt->watch (registry->store, limit));
+  return rl_acquire_watched (acq, rl_store_watch (registry->store, acq->name, limit));
 }
 
 /* The deadline (monotonic µs) of a request sent at @now by an acquisition that must
@@ -342,7 +344,7 @@ rl_attempt_report_begin (RedisLockRegistry *registry, RedisLock *notified, gbool
 {
   RlAttemptReport report = { .pttl_ms = -1 };
 
-  report.notify = rl_registry_notify_state (registry, pubsub, acq->need_watch);
+  report.notify = rl_registry_notify_state (registry, acq->name, pubsub, acq->need_watch);
   report.seq = rl_lock_notify_seq (notified);
   report.spin_ms = RL_ATOMIC_GET (registry->settings.idle_between_tries_ms);
   return report;

@@ -243,7 +243,7 @@ attempt_set (SetAttempt *a, RlAcquire *acq, RlAcquireAction *next, gboolean *ok,
       RlStore *store = registry->store;
 
       group->notify
-          = rl_registry_notify_state (registry, rl_registry_pubsub (registry), acq->need_watch);
+          = rl_registry_notify_state (registry, NULL, rl_registry_pubsub (registry), acq->need_watch);
       request_deadline
           = rl_request_deadline (registry, acq->deadline, a->bounded, g_get_monotonic_time ());
       if (!store->vt->acquire_many (store, group->end - group->start, a->items + group->start,

@@ -22,7 +22,10 @@
  * The topology names the node to subscribe on: the one server, the Sentinel
  * deployment's master, any master of a Cluster (a Cluster broadcasts every PUBLISH to
  * all its nodes). When the subscription breaks, the node is reported failed and the
- * next attempt asks the topology again, so it moves to another node.
+ * next attempt asks the topology again, so it moves to another node. On a Cluster,
+ * releases of this library are also published on each key's shard channel, which
+ * notify-shard.c subscribes to per waited-for key; this pattern then hears Spring's
+ * releases (classic only) and those published classically too.
  *
  * The thread polls the socket together with a wake-up pipe, so close() stops it at
  * once and restart() makes it resubscribe at once, and PINGs an otherwise silent
@@ -101,6 +104,7 @@
 #include "store.h"
 #include "sync.h"
 #include "notify.h"
+#include "wake-pipe.h"
 
 #define RL_NOTIFY_BACKOFF_MIN_MS 50
 #define RL_NOTIFY_BACKOFF_MAX_MS 5000
@@ -127,8 +131,7 @@ struct _RlNotifier
 
   RlMutex mutex; /* guards everything below */
   RlCond cond;   /* subscribed or failures changed */
-  gboolean started;
-  gboolean joined;
+  RlWakeThread wt; /* the thread, its pipe, started and joined */
   gboolean stop;
   gboolean restart; /* resubscribe now, on the node the topology names */
   gboolean subscribed;     /* the pattern subscription is confirmed */
@@ -148,8 +151,6 @@ struct _RlNotifier
   gboolean refused; /* the server answered the PSUBSCRIBE with an error */
   gboolean warned;  /* the refusal was reported */
   guint64 failures; /* connection attempts that failed, and subscriptions that broke */
-  pthread_t thread;
-  int wake[2]; /* wake[1] is written to stop or restart the thread */
 };
 
 /* A failure, or a connection up again after one that was up, is a reset: the server
@@ -201,15 +202,13 @@ static gboolean
 take_restart (RlNotifier *self)
 {
   gboolean restart;
-  char buf[16];
 
   rl_mutex_lock (&self->mutex);
   restart = self->restart && !self->stop;
   if (restart)
     {
       self->restart = FALSE;
-      while (read (self->wake[0], buf, sizeof buf) > 0)
-        ;
+      rl_wake_pipe_drain (self->wt.wake);
     }
   rl_mutex_unlock (&self->mutex);
   return restart;
@@ -221,15 +220,13 @@ static gboolean
 take_pattern_news (RlNotifier *self)
 {
   gboolean wanted;
-  char buf[16];
 
   rl_mutex_lock (&self->mutex);
   wanted = self->pattern_wanted;
   if (self->pattern_news)
     {
       self->pattern_news = FALSE;
-      while (read (self->wake[0], buf, sizeof buf) > 0)
-        ;
+      rl_wake_pipe_drain (self->wt.wake);
     }
   rl_mutex_unlock (&self->mutex);
   return wanted;
@@ -239,7 +236,7 @@ take_pattern_news (RlNotifier *self)
 static gboolean
 backoff_sleep (RlNotifier *self, gint64 ms)
 {
-  struct pollfd pfd = { self->wake[0], POLLIN, 0 };
+  struct pollfd pfd = { self->wt.wake[0], POLLIN, 0 };
   gint64 end = g_get_monotonic_time () + ms * 1000;
 
   for (;;)
@@ -512,7 +509,7 @@ subscribe_once (RlNotifier *self, RlConn *conn)
     }
   for (;;)
     {
-      struct pollfd pfd[2] = { { conn->fd, POLLIN, 0 }, { self->wake[0], POLLIN, 0 } };
+      struct pollfd pfd[2] = { { conn->fd, POLLIN, 0 }, { self->wt.wake[0], POLLIN, 0 } };
       gint64 idle_ms;
       redisReply *reply;
 
@@ -661,7 +658,7 @@ rl_notifier_new (RlStore *store, RlTopology *topology, const char *pattern,
   self->key_prefix = g_strdup (key_prefix);
   self->track_prefix = g_strdup (track_prefix);
   self->guard_channel = g_strdup (guard_channel);
-  self->wake[0] = self->wake[1] = -1;
+  rl_wake_thread_init (&self->wt);
   self->guarding = TRUE;
   rl_mutex_init (&self->mutex);
   rl_cond_init (&self->cond);
@@ -673,16 +670,10 @@ static void
 start_locked (RlNotifier *self)
 {
   rl_mutex_assert_held (&self->mutex);
-  if (self->started || self->stop)
+  if (self->wt.started || self->stop)
     return;
-  if (g_unix_open_pipe (self->wake, FD_CLOEXEC, NULL)
-      && g_unix_set_fd_nonblocking (self->wake[0], TRUE, NULL)
-      && g_unix_set_fd_nonblocking (self->wake[1], TRUE, NULL)
-      && pthread_create (&self->thread, NULL, notifier_thread_main, self) == 0)
-    {
-      self->started = TRUE;
-      g_atomic_int_set (&self->running, TRUE);
-    }
+  if (rl_wake_thread_start (&self->wt, notifier_thread_main, self))
+    g_atomic_int_set (&self->running, TRUE);
   else
     g_warning ("Cannot start the unlock-notification thread; waiting by polling");
 }
@@ -700,18 +691,15 @@ rl_notifier_watch (RlNotifier *self, gint64 timeout_ms)
       /* Read by the thread when it next connects; a connection that only guards is
        * told through the wake-up pipe (written under the mutex, as for restart). */
       self->pattern_wanted = self->pattern_news = TRUE;
-      if (self->started && !self->stop)
+      if (self->wt.started && !self->stop)
         {
-          ssize_t rc;
-          do
-            rc = write (self->wake[1], "p", 1);
-          while (rc < 0 && errno == EINTR);
+          rl_wake_pipe_write (self->wt.wake, 'p');
         }
     }
   start_locked (self);
   failures = self->failures;
   end = g_get_monotonic_time () + timeout_ms * 1000;
-  while (!self->subscribed && self->started && !self->stop && !self->refused
+  while (!self->subscribed && self->wt.started && !self->stop && !self->refused
          && self->failures == failures && timeout_ms > 0)
     if (!rl_cond_wait_until (&self->cond, &self->mutex, end))
       break;
@@ -777,14 +765,11 @@ rl_notifier_restart (RlNotifier *self)
    * drain the pipe between the flag and the byte (a byte left behind would keep
    * waking it). */
   rl_mutex_lock (&self->mutex);
-  wake = self->started && !self->stop && !self->restart;
+  wake = self->wt.started && !self->stop && !self->restart;
   if (wake)
     {
-      ssize_t rc;
       self->restart = TRUE;
-      do
-        rc = write (self->wake[1], "r", 1);
-      while (rc < 0 && errno == EINTR);
+      rl_wake_pipe_write (self->wt.wake, 'r');
     }
   rl_mutex_unlock (&self->mutex);
 }
@@ -792,22 +777,7 @@ rl_notifier_restart (RlNotifier *self)
 void
 rl_notifier_stop (RlNotifier *self)
 {
-  gboolean join;
-
-  rl_mutex_lock (&self->mutex);
-  self->stop = TRUE;
-  join = self->started && !self->joined;
-  self->joined = TRUE;
-  rl_cond_broadcast (&self->cond);
-  rl_mutex_unlock (&self->mutex);
-  if (join)
-    {
-      ssize_t rc;
-      do
-        rc = write (self->wake[1], "x", 1);
-      while (rc < 0 && errno == EINTR);
-      pthread_join (self->thread, NULL);
-    }
+  rl_wake_thread_stop (&self->wt, &self->mutex, &self->cond, &self->stop);
 }
 
 void
@@ -816,11 +786,7 @@ rl_notifier_free (RlNotifier *self)
   if (self == NULL)
     return;
   rl_notifier_stop (self);
-  if (self->wake[0] >= 0)
-    {
-      close (self->wake[0]);
-      close (self->wake[1]);
-    }
+  rl_wake_pipe_close (self->wt.wake);
   rl_cond_clear (&self->cond);
   rl_mutex_clear (&self->mutex);
   g_free (self->pattern);

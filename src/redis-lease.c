@@ -323,8 +323,11 @@ rl_redis_release (RlStore *store, const char *key, const char *value, gint64 kee
   char *channel = heap != NULL ? heap : stack;
   char keep[24] = "0", own[2];
   const char *legacy = rl_redis_release_legacy (self, own);
-  const char *argv[9] = { "EVALSHA", self->release.sha, "1", key, value, channel, own, keep,
-                          legacy };
+  /* On a Cluster, the key's shard channel too (RELEASE's ARGV[6]). */
+  g_autofree char *shard
+      = self->shard != NULL ? rl_cluster_shard_channel (self->channel_prefix, key) : NULL;
+  const char *argv[10] = { "EVALSHA", self->release.sha, "1", key, value, channel, own, keep,
+                           legacy, shard };
   redisReply *reply;
   long long result;
   gboolean retried, acked;
@@ -341,6 +344,13 @@ rl_redis_release (RlStore *store, const char *key, const char *value, gint64 kee
     rl_format_uint (keep, keep_ttl_ms);
 
   argc = legacy != NULL ? 9 : keep_ttl_ms > 0 ? 8 : 7;
+  if (shard != NULL)
+    {
+      if (g_atomic_int_get (&self->parent.ctx->classic_off))
+        argv[5] = "";
+      argv[8] = legacy != NULL ? legacy : "";
+      argc = 10;
+    }
   reply = rl_redis_run_script_argv (self, &self->release, argc, argv, 0, &retried, wrote_kept,
                                     &acked, error);
   if (reply == NULL)

@@ -19,6 +19,7 @@
 
 #include "connection.h"
 #include "notify.h"
+#include "notify-shard.h"
 #include "store.h"
 #include "sync.h"
 #include "topology.h"
@@ -91,6 +92,7 @@ typedef struct
   RlStore parent;
   RlTopology *topology;
   RlNotifier *notifier;
+  RlShardNotifier *shard; /* a Cluster's shard-channel subscriber; NULL elsewhere */
   char *channel_prefix; /* registry_key "-channel:" */
   char *forced_channel; /* registry_key "-forced": forced releases, for their holders */
   char *legacy_channel; /* registry_key "-channel": older Spring releases' one channel */

@@ -147,7 +147,9 @@ static const char acquire_all_script[]
  * ARGV[3] = how many of the receivers are our own subscription (0 to 2), ARGV[4]
  * (optional) = a TTL in ms to keep the lease with when nobody else listens ('0': do
  * not), ARGV[5] (optional) = a second channel to publish on, `registry_key-channel`,
- * where Spring's releases before its per-key channels listen.
+ * where Spring's releases before its per-key channels listen ('': none), ARGV[6]
+ * (optional, a Cluster) = the key's shard channel, to SPUBLISH the key on; ARGV[2] is
+ * then '' when the release is not to be published classically too.
  * Gone or foreign: touches nothing and returns 0 (the lease was lost). Ours: PUBLISH
  * the key on `registry_key-channel:key` (and on ARGV[5]) and UNLINK it in the same
  * atomic step, so no waiter can see the key gone without the notification being on
@@ -162,11 +164,22 @@ static const char release_script[]
     = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then\n"
       "  return 0\n"
       "end\n"
-      "local n = redis.pcall('PUBLISH', ARGV[2], KEYS[1])\n"
-      "if ARGV[5] then\n"
+      "local n = 0\n"
+      "if ARGV[2] ~= '' then\n"
+      "  n = redis.pcall('PUBLISH', ARGV[2], KEYS[1])\n"
+      "end\n"
+      "if ARGV[5] and ARGV[5] ~= '' then\n"
       "  local m = redis.pcall('PUBLISH', ARGV[5], KEYS[1])\n"
       "  if type(n) == 'number' and type(m) == 'number' then\n"
       "    n = n + m\n"
+      "  end\n"
+      "end\n"
+      "if ARGV[6] then\n"
+      "  local s = redis.pcall('SPUBLISH', ARGV[6], KEYS[1])\n"
+      "  if ARGV[2] == '' then\n"
+      "    n = s\n"
+      "  elseif type(n) == 'number' and type(s) == 'number' then\n"
+      "    n = n + s\n"
       "  end\n"
       "end\n"
       "if type(n) ~= 'number' then\n"
@@ -184,9 +197,10 @@ static const char release_script[]
       "end\n"
       "return 1\n";
 
-/* FORCE RELEASE: KEYS[1] = lock key, ARGV[1] = notification channel, ARGV[2] = the
- * registry's forced-release channel, ARGV[3] = a third channel ('': none), as
- * RELEASE's older Spring channel. Deletes the key whoever holds it and publishes the
+/* FORCE RELEASE: KEYS[1] = lock key, ARGV[1] = notification channel ('': none),
+ * ARGV[2] = the registry's forced-release channel, ARGV[3] = a third channel ('':
+ * none), as RELEASE's older Spring channel, ARGV[4] (optional, a Cluster) = the key's
+ * shard channel, as RELEASE's ARGV[6]. Deletes the key whoever holds it and publishes the
  * notification in the same atomic step, as RELEASE does, so waiters wake at once; and
  * publishes the key on the forced-release channel, which every registry holding a
  * lease listens to (its guarding connection), so that a holder of this library hears
@@ -196,8 +210,13 @@ static const char release_script[]
 static const char force_release_script[] = "if redis.call('EXISTS', KEYS[1]) == 0 then\n"
                                            "  return 0\n"
                                            "end\n"
-                                           "redis.pcall('PUBLISH', ARGV[1], KEYS[1])\n"
+                                           "if ARGV[1] ~= '' then\n"
+                                           "  redis.pcall('PUBLISH', ARGV[1], KEYS[1])\n"
+                                           "end\n"
                                            "redis.pcall('PUBLISH', ARGV[2], KEYS[1])\n"
+                                           "if ARGV[4] then\n"
+                                           "  redis.pcall('SPUBLISH', ARGV[4], KEYS[1])\n"
+                                           "end\n"
                                            "if ARGV[3] ~= '' then\n"
                                            "  redis.pcall('PUBLISH', ARGV[3], KEYS[1])\n"
                                            "end\n"
@@ -218,6 +237,32 @@ static gboolean
 redis_watch (RlStore *store, gint64 timeout_ms)
 {
   return rl_notifier_watch (((RlRedisStore *)store)->notifier, timeout_ms);
+}
+
+/* On a Cluster a waiter also subscribes to its key's shard channel, on the key's
+ * master. What it must have confirmed depends on how releases are published: with
+ * classic notifications (the default) every release of this library and of Spring
+ * reaches the pattern, but a registry with them off publishes on the shard channel
+ * only, so the key's subscription is needed too (unless the cluster refuses shard
+ * channels: then nobody can publish there); with them off, both (Spring's releases
+ * are classic only, ours sharded only). A waiter of several keys (NULL) has no shard
+ * subscription: with classic notifications off it polls. */
+static gboolean
+redis_watch_key (RlStore *store, const char *key, gint64 timeout_ms)
+{
+  RlRedisStore *self = (RlRedisStore *) store;
+  gint64 end = g_get_monotonic_time () + timeout_ms * 1000;
+  gboolean classic = rl_notifier_watch (self->notifier, timeout_ms);
+  gboolean classic_off = g_atomic_int_get (&store->ctx->classic_off) != 0;
+  gboolean refused = FALSE, sharded;
+
+  if (self->shard == NULL)
+    return classic;
+  if (key == NULL)
+    return classic && !classic_off;
+  sharded = rl_shard_notifier_watch (self->shard, key,
+                                     MAX ((end - g_get_monotonic_time ()) / 1000, 0), &refused);
+  return classic && (sharded || (refused && !classic_off));
 }
 
 static void
@@ -244,6 +289,8 @@ redis_close (RlStore *store)
 
   if (self->notifier != NULL)
     rl_notifier_stop (self->notifier);
+  if (self->shard != NULL)
+    rl_shard_notifier_stop (self->shard);
   if (self->topology != NULL)
     self->topology->vt->close (self->topology);
 }
@@ -254,6 +301,7 @@ redis_free (RlStore *store)
   RlRedisStore *self = (RlRedisStore *)store;
 
   rl_notifier_free (self->notifier);
+  rl_shard_notifier_free (self->shard);
   rl_topology_free (self->topology);
   g_free (self->channel_prefix);
   g_free (self->forced_channel);
@@ -320,6 +368,7 @@ static const RlStoreVTable redis_store_vtable = {
   .request_ready = rl_redis_request_ready,
   .request_end = rl_redis_request_end,
   .watch = redis_watch,
+  .watch_key = redis_watch_key,
   .rewatch = redis_rewatch,
   .guard = redis_guard,
   /* semaphores: redis-semaphore.c */
@@ -400,6 +449,8 @@ on_topology_changed (gpointer user_data, gboolean resubscribe)
       rl_redis_count_doubtful_releases (self);
       rl_notifier_restart (self->notifier);
     }
+  if (self->shard != NULL)
+    rl_shard_notifier_restart (self->shard);
   self->parent.released (NULL, TRUE, self->parent.released_data);
 }
 
@@ -453,6 +504,8 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
   track_prefix = self->slotted ? NULL : g_strdup (key_prefix);
   self->notifier = rl_notifier_new (&self->parent, self->topology, pattern, self->forced_channel,
                                     self->legacy_channel, key_prefix, track_prefix);
+  if (self->slotted)
+    self->shard = rl_shard_notifier_new (&self->parent, self->topology, self->channel_prefix);
 
   masters = self->topology->vt->masters (self->topology, error);
   for (guint i = 0; masters != NULL && i < masters->len; i++)

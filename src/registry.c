@@ -456,6 +456,20 @@ redis_lock_registry_set_legacy_spring_channel (RedisLockRegistry *registry, gboo
 }
 
 void
+redis_lock_registry_set_classic_notifications (RedisLockRegistry *registry, gboolean enabled)
+{
+  g_return_if_fail (registry != NULL);
+  g_atomic_int_set (&registry->store_ctx.classic_off, enabled ? 0 : 1);
+}
+
+gboolean
+redis_lock_registry_get_classic_notifications (RedisLockRegistry *registry)
+{
+  g_return_val_if_fail (registry != NULL, TRUE);
+  return g_atomic_int_get (&registry->store_ctx.classic_off) == 0;
+}
+
+void
 redis_lock_registry_set_fencing (RedisLockRegistry *registry, gboolean enabled)
 {
   g_return_if_fail (registry != NULL);

@@ -101,6 +101,8 @@ typedef struct
                                     notification (Redis key tracking); 0: off */
   gint legacy_channel;           /* atomic: releases also publish on `registry_key-channel`
                                     (older Spring releases' one channel); 0: off */
+  gint classic_off;              /* atomic: on a Cluster, releases publish on the key's shard
+                                    channel only, not classically too; 0: both (default) */
   RedisLockRegistryStats *stats;
 } RlStoreContext;
 
@@ -214,6 +216,10 @@ typedef struct
    * that follows it. Waits at most @timeout_ms (0: just tells), returning FALSE early
    * when an attempt to start them fails. */
   gboolean (*watch) (RlStore *store, gint64 timeout_ms);
+  /* As watch, for a waiter of @key (NULL: of several keys): a store whose releases
+   * are heard per key (a Cluster's shard channels) subscribes to @key's too. NULL in
+   * a store where watch covers every key. */
+  gboolean (*watch_key) (RlStore *store, const char *key, gint64 timeout_ms);
   /* Sets release notifications up again when they run, so that a changed setting of
    * how they are made (key_tracking) applies; a release meanwhile is reported as
    * missed (key NULL). NULL in a store whose notifications have no such setting. */
@@ -377,6 +383,15 @@ struct _RlStore
   RlStoreReleasedFunc released;
   gpointer released_data;
 };
+
+/* The store's watch for a waiter of @key (NULL: of several keys). */
+static inline gboolean
+rl_store_watch (RlStore *store, const char *key, gint64 timeout_ms)
+{
+  if (store->vt->watch_key != NULL)
+    return store->vt->watch_key (store, key, timeout_ms);
+  return store->vt->watch (store, timeout_ms);
+}
 
 /* Opens the store named by @url (redis://, unix://, memory://); fills the common fields
  * (store.c). */

@@ -103,6 +103,14 @@ RlTopology *rl_topology_open (const RlUrl *url, RlStoreContext *ctx,
 RlTopology *rl_cluster_open (const RlUrl *url, RlStoreContext *ctx,
                              RlTopologyChangedFunc changed, gpointer changed_data,
                              GError **error);
+/* The Cluster slot of @key: CRC16 of the key, or of its `{hash tag}` (cluster.c). */
+guint rl_cluster_key_slot (const char *key);
+/* The shard channel a release of @key is published on (SPUBLISH) and its waiters
+ * subscribe to (SSUBSCRIBE), g_free(): @prefix (`registry_key-channel:`) and @key,
+ * formed so that its slot is @key's (a shard channel is served by the master of its
+ * slot, and a script may publish only to a slot it serves): `prefix` `key` when that
+ * already is (the key's hash tag carries over), else `prefix{key}`. */
+char *rl_cluster_shard_channel (const char *prefix, const char *key);
 /* Redis Sentinel (sentinel.c). */
 RlTopology *rl_sentinel_open (const RlUrl *url, RlStoreContext *ctx,
                               RlTopologyChangedFunc changed, gpointer changed_data,

@@ -7,8 +7,7 @@
  * migrations in a loop under contention with a check that no two holders are ever
  * inside together, a master killed with and without a replica (fencing tokens still
  * rising after it, though the replica lost the counter), one watchdog batch
- * per master, an unlock heard by a Spring-style pattern subscription on every
- * master, and the errors a bad seed list or an unserved slot give. The tests
+ * per master, and the errors a bad seed list or an unserved slot give. The tests
  * that do not harm the cluster share one, started on first use; the others start
  * their own.
  */
@@ -20,6 +19,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "cluster-common.h"
 
 #define REGISTRY_KEY TEST_REGISTRY_KEY
 
@@ -33,66 +33,6 @@ shared_cluster (void)
   if (shared == NULL)
     shared = redis_lock_test_cluster_new_or_skip (3, 0);
   return shared;
-}
-
-/* A raw connection to one node. */
-static redisContext *
-node_connect (RedisLockTestCluster *cluster, guint node)
-{
-  struct timeval tv = { 5, 0 };
-  redisContext *c
-      = redisConnectWithTimeout ("127.0.0.1", redis_lock_test_cluster_get_port (cluster, node), tv);
-
-  g_assert_nonnull (c);
-  g_assert_cmpint (c->err, ==, 0);
-  redisSetTimeout (c, tv);
-  return c;
-}
-
-/* The master that owns @key's slot now. */
-static guint
-key_owner (RedisLockTestCluster *cluster, const char *key)
-{
-  int owner = redis_lock_test_cluster_get_slot_owner (cluster, redis_lock_test_cluster_key_slot (key));
-
-  g_assert_cmpint (owner, >=, 0);
-  return (guint) owner;
-}
-
-/* GET @key on @node itself (READONLY first, so that a replica answers too, and ASKING,
- * so that a node importing the key's slot does); NULL when absent. */
-static char *
-node_get (RedisLockTestCluster *cluster, guint node, const char *key)
-{
-  redisContext *c = node_connect (cluster, node);
-  redisReply *reply;
-  char *value = NULL;
-
-  freeReplyObject (test_redis_command (c, "READONLY"));
-  freeReplyObject (test_redis_command (c, "ASKING"));
-  reply = test_redis_command (c, "GET %s", key);
-  if (reply->type == REDIS_REPLY_STRING)
-    value = g_strdup (reply->str);
-  else
-    /* Not the key's node: MOVED. */
-    g_assert_true (reply->type == REDIS_REPLY_NIL || reply->type == REDIS_REPLY_ERROR);
-  freeReplyObject (reply);
-  redisFree (c);
-  return value;
-}
-
-/* A lock name whose key is served by master @node, the @nth such name from @prefix. */
-static char *
-name_on (RedisLockTestCluster *cluster, guint node, const char *prefix, guint nth)
-{
-  for (guint i = 0;; i++)
-    {
-      char *name = g_strdup_printf ("%s%u", prefix, i);
-      g_autofree char *key = g_strconcat (REGISTRY_KEY ":", name, NULL);
-      if (key_owner (cluster, key) == node && nth-- == 0)
-        return name;
-      g_free (name);
-    }
 }
 
 /* The URL naming only node @node as seed. */
@@ -458,21 +398,6 @@ test_migrate_stress (void)
 
 /* --- Failures ----------------------------------------------------------------------- */
 
-/* Polls until GET @key on @node (READONLY) answers @value. */
-static void
-wait_replicated (RedisLockTestCluster *cluster, guint node, const char *key, const char *value)
-{
-  gint64 end = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
-
-  for (;;)
-    {
-      g_autofree char *got = node_get (cluster, node, key);
-      if (g_strcmp0 (got, value) == 0)
-        return;
-      g_assert_cmpint (g_get_monotonic_time (), <, end);
-      g_usleep (2000);
-    }
-}
 
 static void
 test_failover_with_replica (void)
@@ -836,168 +761,6 @@ test_master_down_without_replica (void)
   test_unlock_ok (la);
 }
 
-/* --- A Spring peer -------------------------------------------------------------------- */
-
-/* Spring Integration's RedisLockRegistry scripts (6.x, with the channel in ARGV as a
- * cluster needs it), run as a Java process would run them. */
-static const char spring_obtain[]
-    = "local lockClientId = redis.call('GET', KEYS[1])\n"
-      "if lockClientId == ARGV[1] then\n"
-      "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-      "  return true\n"
-      "elseif not lockClientId then\n"
-      "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
-      "  return true\n"
-      "end\n"
-      "return false";
-static const char spring_unlock[]
-    = "local lockClientId = redis.call('GET', KEYS[1])\n"
-      "if (lockClientId == ARGV[1] and redis.call('DEL', KEYS[1]) == 1) then\n"
-      "  redis.call('PUBLISH', ARGV[2], KEYS[1])\n"
-      "  return true\n"
-      "end\n"
-      "return false";
-
-#define SPRING_ID "7d0c1e7a-5a3e-4c61-9d4e-spring-peer"
-
-/* Runs a Spring script on the master of @key; TRUE when it returned true. */
-static gboolean
-spring_run (RedisLockTestCluster *cluster, const char *script, const char *key, const char *arg2)
-{
-  redisContext *c = node_connect (cluster, key_owner (cluster, key));
-  redisReply *reply = test_redis_command (c, "EVAL %s 1 %s %s %s", script, key, SPRING_ID, arg2);
-  gboolean ok;
-
-  g_assert_cmpint (reply->type, !=, REDIS_REPLY_ERROR);
-  ok = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
-  freeReplyObject (reply);
-  redisFree (c);
-  return ok;
-}
-
-static void
-test_spring_peer (void)
-{
-  RedisLockTestCluster *cluster = shared_cluster ();
-  g_autoptr (RedisLockRegistry) registry = NULL;
-  g_autoptr (RedisLock) lock = NULL;
-  g_autoptr (GError) error = NULL;
-  g_autofree char *name = NULL, *key = NULL, *channel = NULL;
-  TestWaiter w = { 0 };
-  GThread *thread;
-  gint64 unlocked_ms;
-
-  g_test_summary ("A Spring peer running its own scripts on the cluster excludes our registry "
-                  "and is excluded by it, and its unlock (PUBLISH on the classic channel, from "
-                  "the key's master) wakes our waiter wherever its subscription is");
-  if (cluster == NULL)
-    return;
-  registry = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
-  /* Only a notification can wake the waiter quickly. */
-  redis_lock_registry_set_idle_between_tries_ms (registry, 20000);
-  /* A key on another master than the subscription's (the first master's). */
-  name = name_on (cluster, 2, "spring", 0);
-  key = g_strconcat (REGISTRY_KEY ":", name, NULL);
-  channel = g_strconcat (REGISTRY_KEY "-channel:", key, NULL);
-  lock = test_obtain (registry, name);
-
-  test_lock_ok (lock);
-  g_assert_false (spring_run (cluster, spring_obtain, key, "30000"));
-  test_unlock_ok (lock);
-
-  g_assert_true (spring_run (cluster, spring_obtain, key, "30000"));
-  g_assert_false (redis_lock_try_lock (lock, &error));
-  g_assert_no_error (error);
-  w.lock = lock;
-  thread = g_thread_new ("waiter", test_waiter_main, &w);
-  g_assert_true (test_wait_contended (registry, test_stats (registry).contended_attempts + 1,
-                                      10000));
-  unlocked_ms = test_now_ms ();
-  g_assert_true (spring_run (cluster, spring_unlock, key, channel));
-  g_thread_join (thread);
-  g_assert_true (w.acquired);
-  g_test_message ("woken %" G_GINT64_FORMAT " ms after the Spring unlock",
-                  w.returned_ms - unlocked_ms);
-  g_assert_cmpint (w.returned_ms - unlocked_ms, <, 5000);
-  g_assert_null (node_get (cluster, 2, key));
-}
-
-/* Reads the next message of a PSUBSCRIBE connection and returns its payload. */
-static char *
-next_pmessage (redisContext *c)
-{
-  redisReply *reply = NULL;
-  char *payload;
-
-  g_assert_cmpint (redisGetReply (c, (void **) &reply), ==, REDIS_OK);
-  g_assert_nonnull (reply);
-  g_assert_cmpint (reply->type, ==, REDIS_REPLY_ARRAY);
-  g_assert_cmpuint (reply->elements, ==, 4);
-  g_assert_cmpstr (reply->element[0]->str, ==, "pmessage");
-  payload = g_strdup (reply->element[3]->str);
-  freeReplyObject (reply);
-  return payload;
-}
-
-static void
-test_release_heard_by_spring_pattern (void)
-{
-  RedisLockTestCluster *cluster = shared_cluster ();
-  g_autoptr (RedisLockRegistry) registry = NULL;
-  g_autoptr (RedisLock) lock = NULL;
-  g_autofree char *name = NULL, *key = NULL;
-  redisContext *subs[3];
-  redisContext *owner;
-  redisReply *reply;
-
-  g_test_summary ("On a cluster an unlock is a classic PUBLISH on the per-key channel: a "
-                  "Spring waiter's pattern subscription (registry_key-channel:*) hears it "
-                  "once, on every master, not only on the key's");
-  if (cluster == NULL)
-    return;
-  registry = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
-  name = name_on (cluster, 2, "heard", 0);
-  key = g_strconcat (REGISTRY_KEY ":", name, NULL);
-  lock = test_obtain (registry, name);
-  for (guint i = 0; i < 3; i++)
-    {
-      subs[i] = node_connect (cluster, i);
-      reply = test_redis_command (subs[i], "PSUBSCRIBE %s", REGISTRY_KEY "-channel:*");
-      g_assert_cmpint (reply->type, ==, REDIS_REPLY_ARRAY);
-      freeReplyObject (reply);
-    }
-
-  test_lock_ok (lock);
-  test_unlock_ok (lock);
-  /* A marker published after the release on the same master reaches each node after
-   * it (one cluster bus link per pair of nodes, in order): a second copy of the
-   * release would come between the two. */
-  owner = node_connect (cluster, 2);
-  freeReplyObject (test_redis_command (owner, "PUBLISH %s marker", REGISTRY_KEY "-channel:marker"));
-  redisFree (owner);
-  for (guint i = 0; i < 3; i++)
-    {
-      guint heard = 0;
-
-      /* Every message up to the marker: the release once. A release of an earlier test
-       * on the shared cluster may still be on its way over the bus: a key of another
-       * test is passed over. */
-      for (;;)
-        {
-          g_autofree char *payload = next_pmessage (subs[i]);
-
-          if (strcmp (payload, "marker") == 0)
-            break;
-          if (strcmp (payload, key) == 0)
-            heard++;
-          else
-            g_test_message ("passed over a late message for %s", payload);
-        }
-      g_assert_cmpuint (heard, ==, 1);
-      redisFree (subs[i]);
-    }
-}
-
 /* --- The command-line tool ----------------------------------------------------------- */
 
 /* Runs the built `redislock` with @argv (NULL-terminated, after the program name);
@@ -1158,9 +921,6 @@ main (int argc, char **argv)
   g_test_add_func ("/cluster/failover/audit-after-promotion", test_failover_audit);
   g_test_add_func ("/cluster/failover/unlock-on-new-master", test_failover_unlock);
   g_test_add_func ("/cluster/failover/fencing-lost-counter", test_failover_fencing);
-  g_test_add_func ("/cluster/interop/spring-peer", test_spring_peer);
-  g_test_add_func ("/cluster/interop/release-heard-by-spring-pattern",
-                   test_release_heard_by_spring_pattern);
   g_test_add_func ("/cluster/tool/list-status-run", test_tool);
   g_test_add_func ("/cluster/bad-input/seeds-down", test_seeds_down);
   g_test_add_func ("/cluster/bad-input/not-a-cluster", test_seed_not_cluster);

@@ -566,6 +566,50 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_legacy_spring_channel (
                                                                       gboolean enabled);
 
 /**
+ * redis_lock_registry_set_classic_notifications:
+ * @registry: a registry
+ * @enabled: whether releases on a Redis Cluster are also published classically
+ *   (default %TRUE)
+ *
+ * Classic notifications on a Redis Cluster. There each release (and
+ * redis_lock_registry_force_unlock()) is published with `SPUBLISH` on the key's shard
+ * channel, which only the nodes of the shard owning the key's slot receive, and a
+ * waiter subscribes with `SSUBSCRIBE` to the channel of the key it waits for, on the
+ * key's master (the subscription follows slot migrations and failovers). With
+ * @enabled (the default), the release is also published with a classic `PUBLISH` on
+ * `registry_key-channel:key`, which the cluster forwards to every node: that is what
+ * Spring Integration's registry subscribes to (with `PSUBSCRIBE`, on any node), so
+ * Spring waiters keep being woken by releases of this library. Waiters of this
+ * library always listen classically too, so releases by Spring processes (classic
+ * only) wake them whatever this setting. Turn it off when no Spring process waits
+ * for locks of the registry key (registries of this library hear the shard channel
+ * either way): a release then costs the cluster one bus message per replica of the
+ * key's shard instead of one per other node. Takes effect with the next release. No
+ * effect outside a Cluster, nor on a `memory://` or quorum registry. Requires Redis 7
+ * (`SPUBLISH`); on an older cluster keep it on (the shard publish fails silently
+ * there, and a refused `SSUBSCRIBE` is reported once). Waits for several locks at
+ * once (redis_lock_try_lock_all()) have no shard subscription: with it off, they
+ * are woken by the holders' TTLs and polling.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_classic_notifications (RedisLockRegistry *registry,
+                                                                      gboolean enabled);
+
+/**
+ * redis_lock_registry_get_classic_notifications:
+ * @registry: a registry
+ *
+ * Gets the classic notifications setting.
+ *
+ * Returns: whether releases on a Cluster are also published classically (see
+ *   redis_lock_registry_set_classic_notifications()).
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_get_classic_notifications (RedisLockRegistry *registry);
+
+/**
  * redis_lock_registry_set_fencing:
  * @registry: a registry
  * @enabled: whether acquisitions take a fencing token (default %FALSE)

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* cluster-common.c: what the Cluster test programs (cluster.c, cluster-shard.c) share
+ * to look at a test Cluster from outside the library: raw connections to its nodes,
+ * which master owns a key, a key's value on one node, names whose keys a given master
+ * serves, and the wait for a write to reach a replica. Each program starts its own
+ * clusters; these only read them.
+ */
+#include "config.h"
+
+#include "common.h"
+#include "cluster-common.h"
+
+#define REGISTRY_KEY TEST_REGISTRY_KEY
+
+/* A raw connection to one node. */
+redisContext *
+node_connect (RedisLockTestCluster *cluster, guint node)
+{
+  struct timeval tv = { 5, 0 };
+  redisContext *c
+      = redisConnectWithTimeout ("127.0.0.1", redis_lock_test_cluster_get_port (cluster, node), tv);
+
+  g_assert_nonnull (c);
+  g_assert_cmpint (c->err, ==, 0);
+  redisSetTimeout (c, tv);
+  return c;
+}
+
+/* The master that owns @key's slot now. */
+guint
+key_owner (RedisLockTestCluster *cluster, const char *key)
+{
+  int owner = redis_lock_test_cluster_get_slot_owner (cluster, redis_lock_test_cluster_key_slot (key));
+
+  g_assert_cmpint (owner, >=, 0);
+  return (guint) owner;
+}
+
+/* GET @key on @node itself (READONLY first, so that a replica answers too, and ASKING,
+ * so that a node importing the key's slot does); NULL when absent. */
+char *
+node_get (RedisLockTestCluster *cluster, guint node, const char *key)
+{
+  redisContext *c = node_connect (cluster, node);
+  redisReply *reply;
+  char *value = NULL;
+
+  freeReplyObject (test_redis_command (c, "READONLY"));
+  freeReplyObject (test_redis_command (c, "ASKING"));
+  reply = test_redis_command (c, "GET %s", key);
+  if (reply->type == REDIS_REPLY_STRING)
+    value = g_strdup (reply->str);
+  else
+    /* Not the key's node: MOVED. */
+    g_assert_true (reply->type == REDIS_REPLY_NIL || reply->type == REDIS_REPLY_ERROR);
+  freeReplyObject (reply);
+  redisFree (c);
+  return value;
+}
+
+/* A lock name whose key is served by master @node, the @nth such name from @prefix. */
+char *
+name_on (RedisLockTestCluster *cluster, guint node, const char *prefix, guint nth)
+{
+  for (guint i = 0;; i++)
+    {
+      char *name = g_strdup_printf ("%s%u", prefix, i);
+      g_autofree char *key = g_strconcat (REGISTRY_KEY ":", name, NULL);
+      if (key_owner (cluster, key) == node && nth-- == 0)
+        return name;
+      g_free (name);
+    }
+}
+
+
+/* Polls until GET @key on @node (READONLY) answers @value. */
+void
+wait_replicated (RedisLockTestCluster *cluster, guint node, const char *key, const char *value)
+{
+  gint64 end = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+
+  for (;;)
+    {
+      g_autofree char *got = node_get (cluster, node, key);
+      if (g_strcmp0 (got, value) == 0)
+        return;
+      g_assert_cmpint (g_get_monotonic_time (), <, end);
+      g_usleep (2000);
+    }
+}
