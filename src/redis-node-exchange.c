@@ -433,7 +433,7 @@ rl_node_exchange_broke (RlNodeExchange *ex)
 void
 rl_node_exchange_free (RlNodeExchange *ex)
 {
-  g_autoptr (GError) error = NULL;
+  gboolean pending = FALSE;
 
   if (ex->conn != NULL)
     {
@@ -446,10 +446,18 @@ rl_node_exchange_free (RlNodeExchange *ex)
         }
       rl_pool_put (ex->node->pool, ex->conn);
     }
-  error = g_error_new (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
-                       "Redis at %s did not answer the lock request in time", ex->node->name);
-  fail_commands (ex, RL_PIPE_SENT, error);
-  fail_commands (ex, RL_PIPE_UNSENT, error);
+  for (guint k = 0; k < ex->n_idx && !pending; k++)
+    pending = ex->cmds[ex->idx[k]].state == RL_PIPE_SENT
+              || ex->cmds[ex->idx[k]].state == RL_PIPE_UNSENT;
+  /* The common end, every command answered, makes no error to throw away. */
+  if (pending)
+    {
+      g_autoptr (GError) error
+          = g_error_new (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+                         "Redis at %s did not answer the lock request in time", ex->node->name);
+      fail_commands (ex, RL_PIPE_SENT, error);
+      fail_commands (ex, RL_PIPE_UNSENT, error);
+    }
   rl_node_unref (ex->node);
   if (ex->idx != &ex->idx_one)
     g_free (ex->idx);
