@@ -268,21 +268,9 @@ rl_pool_free (RlPool *pool)
   g_free (pool);
 }
 
-RlConn *
-rl_pool_get (RlPool *pool, gint64 timeout_ms, gboolean *reused, GError **error)
-{
-  return rl_pool_get_within (pool, timeout_ms, 0, reused, error);
-}
-
-RlConn *
-rl_pool_get_until (RlPool *pool, gint64 deadline, gboolean *reused, GError **error)
-{
-  gint64 left_ms = MAX ((deadline - g_get_monotonic_time ()) / 1000, 1);
-
-  return rl_pool_get_within (pool, left_ms, left_ms, reused, error);
-}
-
-RlConn *
+/* rl_pool_get() whose new connection, if one is made, is set up within @connect_ms
+ * (0: the connect timeout; never more than it). */
+static RlConn *
 rl_pool_get_within (RlPool *pool, gint64 timeout_ms, gint64 connect_ms, gboolean *reused,
                     GError **error)
 {
@@ -314,6 +302,21 @@ rl_pool_get_within (RlPool *pool, gint64 timeout_ms, gint64 connect_ms, gboolean
                        timeout_ms > 0 ? timeout_ms : RL_ATOMIC_GET (*pool->command_timeout_ms));
   return conn;
 }
+
+RlConn *
+rl_pool_get (RlPool *pool, gint64 timeout_ms, gboolean *reused, GError **error)
+{
+  return rl_pool_get_within (pool, timeout_ms, 0, reused, error);
+}
+
+RlConn *
+rl_pool_get_until (RlPool *pool, gint64 deadline, gboolean *reused, GError **error)
+{
+  gint64 left_ms = MAX ((deadline - g_get_monotonic_time ()) / 1000, 1);
+
+  return rl_pool_get_within (pool, left_ms, left_ms, reused, error);
+}
+
 
 void
 rl_pool_put (RlPool *pool, RlConn *conn)

@@ -21,10 +21,6 @@ void rl_pool_free (RlPool *pool);
 /* A connection for the caller alone: an idle one (*reused TRUE) or a new one. Its
  * socket timeout is @timeout_ms (0: the registry's command timeout). */
 RlConn *rl_pool_get (RlPool *pool, gint64 timeout_ms, gboolean *reused, GError **error);
-/* rl_pool_get() whose new connection, if one is made, is set up within @connect_ms
- * (0: the connect timeout; never more than it). */
-RlConn *rl_pool_get_within (RlPool *pool, gint64 timeout_ms, gint64 connect_ms, gboolean *reused,
-                            GError **error);
 /* A connection for a caller whose time ends at the monotonic @deadline (µs): a new one
  * is set up within what is left of it (never more than the connect timeout), and the
  * socket timeout is what is left. */

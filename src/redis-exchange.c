@@ -129,18 +129,19 @@ rl_redis_call_tracked (RlRedisStore *self, const char *key, int argc, const char
     *acked = TRUE;
   while (node != NULL)
     {
-      RlNodeExchange *ex = rl_node_exchange_new (self, node, &cmd, wrote, NULL, NULL, deadline);
+      RlNodeExchange ex;
       RlNode *target = NULL;
       RlReplyKind kind;
       redisReply *refusal;
 
       cmd.state = RL_PIPE_UNSENT;
       cmd.eval = cmd.wrote = cmd.unreplicated = cmd.refused = FALSE;
-      rl_node_exchange_set_prefix (ex, asking,
+      rl_node_exchange_init (&ex, self, node, &cmd, wrote, NULL, NULL, deadline);
+      rl_node_exchange_set_prefix (&ex, asking,
                                    track ? rl_notifier_tracking_id (self->notifier) : 0);
-      rl_node_exchange_add (ex, 0);
-      rl_node_exchange_run (ex);
-      rl_node_exchange_free (ex);
+      rl_node_exchange_add (&ex, 0);
+      rl_node_exchange_run (&ex);
+      rl_node_exchange_clear (&ex);
       if (retried != NULL && cmd.retried)
         *retried = TRUE;
       if (cmd.reply != NULL)
@@ -240,13 +241,12 @@ rl_redis_call (RlRedisStore *self, const char *key, int argc, const char **argv,
 /* The exchange for @node among the *@n_nodes of @nodes, added when new. */
 static RlNodeExchange *
 exchange_for (RlNodeExchange **nodes, guint *n_nodes, RlRedisStore *self, RlNode *node,
-              RlPipeCommand *cmds, RlWroteFunc wrote, RlFollowFunc follow, gpointer data,
-              gint64 deadline)
+              RlPipeCommand *cmds, RlWroteFunc wrote, gint64 deadline)
 {
   for (guint g = 0; g < *n_nodes; g++)
     if (rl_node_exchange_node (nodes[g]) == node)
       return nodes[g];
-  nodes[*n_nodes] = rl_node_exchange_new (self, node, cmds, wrote, follow, data, deadline);
+  nodes[*n_nodes] = rl_node_exchange_new (self, node, cmds, wrote, NULL, NULL, deadline);
   return nodes[(*n_nodes)++];
 }
 
@@ -257,8 +257,8 @@ on_reply (guint g, redisReply *reply, gpointer user_data)
 }
 
 guint
-rl_redis_pipeline_follow (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc wrote,
-                          RlFollowFunc follow, gpointer data, gint64 deadline)
+rl_redis_pipeline (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc wrote,
+                   gint64 deadline)
 {
   RlTopology *topology = self->topology;
   /* Plain arrays, at most one exchange per command: GPtrArray's header comes from
@@ -271,6 +271,7 @@ rl_redis_pipeline_follow (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWr
   g_autofree RlNodeExchange **live = NULL;
   guint round_trips = 0;
 
+  deadline = rl_store_deadline (self->parent.ctx, deadline);
   for (guint i = 0; i < n; i++)
     {
       g_autoptr (RlNode) node = NULL;
@@ -289,7 +290,7 @@ rl_redis_pipeline_follow (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWr
           continue;
         }
       rl_node_exchange_add (
-          exchange_for (nodes, &n_nodes, self, node, cmds, wrote, follow, data, deadline), i);
+          exchange_for (nodes, &n_nodes, self, node, cmds, wrote, deadline), i);
     }
   conns = g_new0 (RlConn *, n_nodes + 1);
   expected = g_new0 (guint, n_nodes + 1);
@@ -357,12 +358,4 @@ rl_redis_pipeline_follow (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWr
       cmd->state = RL_PIPE_DONE;
     }
   return round_trips;
-}
-
-guint
-rl_redis_pipeline (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc wrote,
-                   gint64 deadline)
-{
-  return rl_redis_pipeline_follow (self, n, cmds, wrote, NULL, NULL,
-                                   rl_store_deadline (self->parent.ctx, deadline));
 }

@@ -30,37 +30,6 @@
  * bounded, so this is a guard, never reached by a server that behaves. */
 #define RL_MAX_EXCHANGES 8
 
-struct _RlNodeExchange
-{
-  RlRedisStore *self;
-  RlNode *node;
-  RlConn *conn;     /* NULL until connected, and after it failed for good */
-  gboolean reused;  /* the connection came from the pool */
-  gboolean retried; /* sent again on a fresh connection after a stale one broke */
-  RlPipeCommand *cmds;
-  /* The commands of this node, in the order they are sent: indexes into cmds. A plain
-   * array (GArray's header comes from GSlice, whose reuse across threads
-   * ThreadSanitizer cannot follow, and an exchange is made per command). */
-  guint *idx;
-  guint n_idx, idx_size;
-  guint idx_one;    /* idx's storage while there is one command */
-  RlWroteFunc wrote;
-  RlFollowFunc follow;
-  gpointer data;
-  gint64 deadline;  /* monotonic µs */
-  guint expected;   /* replies of the exchange under way */
-  guint got;        /* of them, read */
-  guint next;       /* where the next reply's command is looked for in idx */
-  guint sent;       /* commands sent in the exchange under way */
-  guint answered;   /* of them, answered: a reply after the last is WAIT's */
-  gboolean waited;  /* a WAIT follows them */
-  guint exchanges;
-  gboolean asking;  /* ASKING goes before the commands (a slot being imported) */
-  gint64 track_id;  /* the reads of the commands are tracked for this client; 0: not */
-  guint prefix;     /* replies before the commands' own: key tracking's, ASKING's */
-  guint tracking;   /* of them, key tracking's */
-  gboolean short_wait; /* the WAIT of the exchange under way counted too few replicas */
-};
 
 gboolean
 rl_redis_is_noscript (redisReply *reply)
@@ -125,12 +94,11 @@ left_ms (gint64 deadline)
   return MAX ((deadline - g_get_monotonic_time ()) / 1000, 1);
 }
 
-RlNodeExchange *
-rl_node_exchange_new (RlRedisStore *self, RlNode *node, RlPipeCommand *cmds, RlWroteFunc wrote,
-                      RlFollowFunc follow, gpointer data, gint64 deadline)
+void
+rl_node_exchange_init (RlNodeExchange *ex, RlRedisStore *self, RlNode *node, RlPipeCommand *cmds,
+                       RlWroteFunc wrote, RlFollowFunc follow, gpointer data, gint64 deadline)
 {
-  RlNodeExchange *ex = g_new0 (RlNodeExchange, 1);
-
+  *ex = (RlNodeExchange){ 0 };
   ex->self = self;
   ex->node = rl_node_ref (node);
   ex->cmds = cmds;
@@ -140,6 +108,15 @@ rl_node_exchange_new (RlRedisStore *self, RlNode *node, RlPipeCommand *cmds, RlW
   ex->follow = follow;
   ex->data = data;
   ex->deadline = deadline;
+}
+
+RlNodeExchange *
+rl_node_exchange_new (RlRedisStore *self, RlNode *node, RlPipeCommand *cmds, RlWroteFunc wrote,
+                      RlFollowFunc follow, gpointer data, gint64 deadline)
+{
+  RlNodeExchange *ex = g_new (RlNodeExchange, 1);
+
+  rl_node_exchange_init (ex, self, node, cmds, wrote, follow, data, deadline);
   return ex;
 }
 
@@ -176,12 +153,6 @@ RlConn *
 rl_node_exchange_conn (RlNodeExchange *ex)
 {
   return ex->conn;
-}
-
-guint
-rl_node_exchange_expected (RlNodeExchange *ex)
-{
-  return ex->expected;
 }
 
 gboolean
@@ -431,7 +402,7 @@ rl_node_exchange_broke (RlNodeExchange *ex)
 }
 
 void
-rl_node_exchange_free (RlNodeExchange *ex)
+rl_node_exchange_clear (RlNodeExchange *ex)
 {
   gboolean pending = FALSE;
 
@@ -461,6 +432,12 @@ rl_node_exchange_free (RlNodeExchange *ex)
   rl_node_unref (ex->node);
   if (ex->idx != &ex->idx_one)
     g_free (ex->idx);
+}
+
+void
+rl_node_exchange_free (RlNodeExchange *ex)
+{
+  rl_node_exchange_clear (ex);
   g_free (ex);
 }
 

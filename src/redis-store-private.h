@@ -167,12 +167,51 @@ typedef gboolean (*RlFollowFunc) (gpointer data, RlPipeCommand *cmd, const redis
 
 /* redis-node-exchange.c: the pipelined exchange of the commands one node serves, on
  * one connection, driven blocking (rl_node_exchange_run(); every node at once by
- * rl_redis_pipeline_follow()) or by the caller's poll (redis-request.c): rl_node_exchange_queue() appends what is to be sent (0: nothing,
- * every command is final), the connection's replies go to rl_node_exchange_reply()
+ * rl_redis_pipeline()) or by the caller's poll (redis-request.c):
+ * rl_node_exchange_queue() appends what is to be sent (0: nothing, every command is
+ * final), the connection's replies go to rl_node_exchange_reply()
  * until rl_node_exchange_complete(), a connection that failed to
  * rl_node_exchange_broke() (TRUE: the commands go again on a fresh one); then queue
  * again. rl_node_exchange_free() ends what has not ended with a timeout error. */
 typedef struct _RlNodeExchange RlNodeExchange;
+/* Its fields are redis-node-exchange.c's alone; they are here so that a single command
+ * (redis-exchange.c) keeps its exchange on the stack. */
+struct _RlNodeExchange
+{
+  RlRedisStore *self;
+  RlNode *node;
+  RlConn *conn;     /* NULL until connected, and after it failed for good */
+  gboolean reused;  /* the connection came from the pool */
+  gboolean retried; /* sent again on a fresh connection after a stale one broke */
+  RlPipeCommand *cmds;
+  /* The commands of this node, in the order they are sent: indexes into cmds (a plain
+   * array: GArray's header comes from GSlice, which ThreadSanitizer cannot follow). */
+  guint *idx;
+  guint n_idx, idx_size;
+  guint idx_one;    /* idx's storage while there is one command */
+  RlWroteFunc wrote;
+  RlFollowFunc follow;
+  gpointer data;
+  gint64 deadline;  /* monotonic µs */
+  guint expected;   /* replies of the exchange under way */
+  guint got;        /* of them, read */
+  guint next;       /* where the next reply's command is looked for in idx */
+  guint sent;       /* commands sent in the exchange under way */
+  guint answered;   /* of them, answered: a reply after the last is WAIT's */
+  gboolean waited;  /* a WAIT follows them */
+  guint exchanges;
+  gboolean asking;  /* ASKING goes before the commands (a slot being imported) */
+  gint64 track_id;  /* the reads of the commands are tracked for this client; 0: not */
+  guint prefix;     /* replies before the commands' own: key tracking's, ASKING's */
+  guint tracking;   /* of them, key tracking's */
+  gboolean short_wait; /* the WAIT of the exchange under way counted too few replicas */
+};
+/* An exchange in caller-owned memory: rl_node_exchange_init() ... rl_node_exchange_clear(),
+ * as rl_node_exchange_new() ... rl_node_exchange_free() on the heap. */
+void rl_node_exchange_init (RlNodeExchange *ex, RlRedisStore *self, RlNode *node,
+                            RlPipeCommand *cmds, RlWroteFunc wrote, RlFollowFunc follow,
+                            gpointer data, gint64 deadline);
+void rl_node_exchange_clear (RlNodeExchange *ex);
 RlNodeExchange *rl_node_exchange_new (RlRedisStore *self, RlNode *node, RlPipeCommand *cmds,
                                       RlWroteFunc wrote, RlFollowFunc follow, gpointer data,
                                       gint64 deadline);
@@ -190,22 +229,16 @@ void rl_node_exchange_run (RlNodeExchange *ex);
 RlNode *rl_node_exchange_node (RlNodeExchange *ex);
 RlConn *rl_node_exchange_conn (RlNodeExchange *ex);
 guint rl_node_exchange_queue (RlNodeExchange *ex);
-guint rl_node_exchange_expected (RlNodeExchange *ex);
 void rl_node_exchange_reply (RlNodeExchange *ex, redisReply *reply);
 gboolean rl_node_exchange_complete (RlNodeExchange *ex);
 gboolean rl_node_exchange_broke (RlNodeExchange *ex);
 void rl_node_exchange_free (RlNodeExchange *ex);
-/* Sends the @n commands of @cmds, pipelined on one connection per node that serves
- * some of them, all nodes at once: one write and one round trip of wall time per
- * exchange; commands redirected or answered "try again" go alone through
+/* redis-exchange.c: sends the @n commands of @cmds, pipelined on one connection per
+ * node that serves some of them, all nodes at once: one write and one round trip of
+ * wall time per exchange; commands redirected or answered "try again" go alone through
  * rl_redis_call(). With @wrote and replicas required, a WAIT follows each node's
- * commands. Bounded by the monotonic @deadline. Each command ends with its reply or its
- * error. Returns the round trips it took. */
-guint rl_redis_pipeline_follow (RlRedisStore *self, guint n, RlPipeCommand *cmds,
-                                RlWroteFunc wrote, RlFollowFunc follow, gpointer data,
-                                gint64 deadline);
-/* rl_redis_pipeline_follow() without follow-ups, by @deadline (0: the command timeout
- * from now). */
+ * commands. By the monotonic @deadline (0: the command timeout from now). Each command
+ * ends with its reply or its error. Returns the round trips it took. */
 guint rl_redis_pipeline (RlRedisStore *self, guint n, RlPipeCommand *cmds, RlWroteFunc wrote,
                          gint64 deadline);
 void rl_redis_pipe_command_clear (RlPipeCommand *cmd);
