@@ -73,23 +73,6 @@ candidate_clear (Candidate *c)
   g_clear_object (&c->cancellable);
 }
 
-/* Iterates the thread-default context until *@counter reaches @value; FALSE after
- * @timeout_ms. */
-static gboolean
-iterate_until (const guint *counter, guint value, gint64 timeout_ms)
-{
-  gint64 end = test_now_ms () + timeout_ms;
-
-  while (*counter < value)
-    {
-      if (test_now_ms () >= end)
-        return FALSE;
-      if (!g_main_context_iteration (g_main_context_get_thread_default (), FALSE))
-        g_usleep (1000);
-    }
-  return TRUE;
-}
-
 /* Iterates the thread-default context for @ms. */
 static void
 iterate_for (gint64 ms)
@@ -142,7 +125,7 @@ test_grant_and_stop (TestFixture *fx, gconstpointer data)
   g_assert_true (g_cancellable_is_cancelled (redis_lock_leader_get_cancellable (c.leader)));
   g_assert_cmpstr (redis_lock_leader_get_name (c.leader), ==, "solo");
   redis_lock_leader_start (c.leader);
-  g_assert_true (iterate_until (&c.granted, 1, 10000));
+  g_assert_true (test_iterate_until (&c.granted, 1, 10000));
   g_assert_true (redis_lock_leader_is_leading (c.leader));
   test_assert_held_by (fx, "solo", fx->registry, 60000);
   cancellable = redis_lock_leader_get_cancellable (c.leader);
@@ -182,7 +165,7 @@ test_failover_on_stop (TestFixture *fx, gconstpointer data)
   candidate_init (&a, fx->registry, "pair");
   candidate_init (&b, r2, "pair");
   redis_lock_leader_start (a.leader);
-  g_assert_true (iterate_until (&a.granted, 1, 10000));
+  g_assert_true (test_iterate_until (&a.granted, 1, 10000));
   redis_lock_leader_start (b.leader);
   g_assert_true (test_wait_contended (r2, 1, 10000));
   iterate_for (200);
@@ -193,7 +176,7 @@ test_failover_on_stop (TestFixture *fx, gconstpointer data)
   stopped_ms = test_now_ms ();
   redis_lock_leader_stop (first->leader);
   g_assert_cmpuint (first->ended, ==, 1);
-  g_assert_true (iterate_until (&second->granted, 1, 10000));
+  g_assert_true (test_iterate_until (&second->granted, 1, 10000));
   g_assert_cmpint (test_now_ms () - stopped_ms, <, 2000);
   g_assert_true (redis_lock_leader_is_leading (second->leader));
   test_assert_held_by (fx, "pair", r2, 60000);
@@ -219,7 +202,7 @@ test_yield (TestFixture *fx, gconstpointer data)
   candidate_init (&a, fx->registry, "yield");
   candidate_init (&b, r2, "yield");
   redis_lock_leader_start (a.leader);
-  g_assert_true (iterate_until (&a.granted, 1, 10000));
+  g_assert_true (test_iterate_until (&a.granted, 1, 10000));
   redis_lock_leader_start (b.leader);
   g_assert_true (test_wait_contended (r2, 1, 10000));
 
@@ -227,13 +210,13 @@ test_yield (TestFixture *fx, gconstpointer data)
   g_assert_cmpuint (a.ended, ==, 1);
   g_assert_true (a.cancelled_at_end);
   g_assert_false (redis_lock_leader_is_leading (a.leader));
-  g_assert_true (iterate_until (&b.granted, 1, 10000));
+  g_assert_true (test_iterate_until (&b.granted, 1, 10000));
   /* a's pause (100 ms) is over: it waits for b. */
   iterate_for (300);
   g_assert_cmpuint (a.granted, ==, 1);
   redis_lock_leader_yield (b.leader);
   g_assert_cmpuint (b.ended, ==, 1);
-  g_assert_true (iterate_until (&a.granted, 2, 10000));
+  g_assert_true (test_iterate_until (&a.granted, 2, 10000));
   g_assert_cmpuint (a.ended, ==, 1);
   candidate_clear (&a);
   g_assert_cmpuint (a.ended, ==, 2);
@@ -258,11 +241,11 @@ test_lease_lost (TestFixture *fx, gconstpointer data)
   redis_lock_registry_set_expire_after_ms (fx->registry, 1500);
   candidate_init (&c, fx->registry, "lost");
   redis_lock_leader_start (c.leader);
-  g_assert_true (iterate_until (&c.granted, 1, 10000));
+  g_assert_true (test_iterate_until (&c.granted, 1, 10000));
   g_assert_true (test_store_delete (fx, key));
-  g_assert_true (iterate_until (&c.ended, 1, 10000));
+  g_assert_true (test_iterate_until (&c.ended, 1, 10000));
   g_assert_true (c.cancelled_at_end);
-  g_assert_true (iterate_until (&c.granted, 2, 10000));
+  g_assert_true (test_iterate_until (&c.granted, 2, 10000));
   g_assert_cmpuint (c.ended, ==, 1);
   test_assert_held_by (fx, "lost", fx->registry, 1500);
   candidate_clear (&c);
@@ -286,9 +269,9 @@ test_registry_closed (TestFixture *fx, gconstpointer data)
   candidate_init (&c, registry, "closing");
   candidate_init (&waiting, registry, "closing-other");
   redis_lock_leader_start (c.leader);
-  g_assert_true (iterate_until (&c.granted, 1, 10000));
+  g_assert_true (test_iterate_until (&c.granted, 1, 10000));
   redis_lock_registry_close (registry);
-  g_assert_true (iterate_until (&c.ended, 1, 10000));
+  g_assert_true (test_iterate_until (&c.ended, 1, 10000));
   g_assert_true (c.cancelled_at_end);
   g_assert_false (redis_lock_leader_is_leading (c.leader));
   redis_lock_leader_start (waiting.leader);
@@ -323,9 +306,9 @@ test_stop_from_other_thread (TestFixture *fx, gconstpointer data)
   context_enter (&scope);
   candidate_init (&c, fx->registry, "remote");
   redis_lock_leader_start (c.leader);
-  g_assert_true (iterate_until (&c.granted, 1, 10000));
+  g_assert_true (test_iterate_until (&c.granted, 1, 10000));
   g_thread_join (g_thread_new ("stopper", stop_in_thread, c.leader));
-  g_assert_true (iterate_until (&c.ended, 1, 10000));
+  g_assert_true (test_iterate_until (&c.ended, 1, 10000));
   test_assert_free (fx, "remote");
   candidate_clear (&c);
   g_assert_cmpuint (c.ended, ==, 1);
