@@ -33,6 +33,8 @@ struct _RlPool
 
 /* Idle connections kept beyond this are closed: enough for a busy thread pool. */
 #define RL_POOL_MAX_IDLE 64
+/* An idle connection given back this long ago or more is checked before use (below). */
+#define RL_POOL_RECHECK_US G_USEC_PER_SEC
 
 void
 rl_format_uint (char buf[24], gint64 value)
@@ -271,23 +273,29 @@ rl_pool_free (RlPool *pool)
 /* rl_pool_get() whose new connection, if one is made, is set up within @connect_ms
  * (0: the connect timeout; never more than it). */
 static RlConn *
-rl_pool_get_within (RlPool *pool, gint64 timeout_ms, gint64 connect_ms, gboolean *reused,
-                    GError **error)
+rl_pool_get_within (RlPool *pool, gint64 timeout_ms, gint64 connect_ms, gboolean retries,
+                    gboolean *reused, GError **error)
 {
   gint64 default_ms = RL_ATOMIC_GET (*pool->connect_timeout_ms);
   RlConn *conn = NULL;
 
   /* An idle connection whose server went away (a restart, CLIENT KILL, a timeout
-   * there) is dropped here, before anything is sent on it: the request then goes out
-   * on a live connection once, instead of being sent again after a failure with its
-   * outcome in doubt. */
+   * there) is dropped here, before anything is sent on it. For a caller that sends
+   * again on a fresh connection when a reused one meets end of file or a reset
+   * (@retries: the exchange, rl_node_exchange_broke()), that check is made only on a
+   * connection idle for RL_POOL_RECHECK_US or more: had the server closed one given
+   * back more recently, the request meets the closed connection without having reached
+   * any server and is sent once more, as the check would have had it sent once, and
+   * the hot path saves a system call per command. */
   for (;;)
     {
       rl_mutex_lock (&pool->mutex);
       if (pool->idle->len > 0)
         conn = g_ptr_array_steal_index_fast (pool->idle, pool->idle->len - 1);
       rl_mutex_unlock (&pool->mutex);
-      if (conn == NULL || !rl_conn_peer_closed (conn))
+      if (conn == NULL
+          || (retries && g_get_monotonic_time () - conn->idle_since < RL_POOL_RECHECK_US)
+          || !rl_conn_peer_closed (conn))
         break;
       g_clear_pointer (&conn, rl_conn_free);
     }
@@ -306,7 +314,7 @@ rl_pool_get_within (RlPool *pool, gint64 timeout_ms, gint64 connect_ms, gboolean
 RlConn *
 rl_pool_get (RlPool *pool, gint64 timeout_ms, gboolean *reused, GError **error)
 {
-  return rl_pool_get_within (pool, timeout_ms, 0, reused, error);
+  return rl_pool_get_within (pool, timeout_ms, 0, FALSE, reused, error);
 }
 
 RlConn *
@@ -314,7 +322,7 @@ rl_pool_get_until (RlPool *pool, gint64 deadline, gboolean *reused, GError **err
 {
   gint64 left_ms = MAX ((deadline - g_get_monotonic_time ()) / 1000, 1);
 
-  return rl_pool_get_within (pool, left_ms, left_ms, reused, error);
+  return rl_pool_get_within (pool, left_ms, left_ms, TRUE, reused, error);
 }
 
 
@@ -326,6 +334,7 @@ rl_pool_put (RlPool *pool, RlConn *conn)
       rl_conn_free (conn);
       return;
     }
+  conn->idle_since = g_get_monotonic_time ();
   rl_mutex_lock (&pool->mutex);
   if (pool->idle->len < RL_POOL_MAX_IDLE)
     {

@@ -21,7 +21,7 @@ typedef enum
 
 typedef struct _RlTls RlTls;
 
-/* One connection: a non-blocking socket, TLS over it or not, the commands queued to
+/* One connection: a socket (see transport.c for its blocking mode), TLS over it or not, the commands queued to
  * be sent, and hiredis's reply parser fed with what was read. Used by one thread at a
  * time. */
 typedef struct _RlConn
@@ -38,6 +38,7 @@ typedef struct _RlConn
   int sys_errno;
   char errstr[256];
   gboolean answered;    /* a reply has been read: the server accepted the connection */
+  gint64 idle_since;    /* monotonic time it was last given back to its pool */
   gboolean without_cert; /* TLS without a client certificate */
   char *where;           /* the node, as messages show it ("HOST:PORT", "[::1]:PORT", a path) */
   gint64 tracking_redirect; /* the client id this connection's key tracking reports to

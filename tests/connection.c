@@ -329,6 +329,33 @@ test_server_stopped (TestFixture *f, gconstpointer data)
 }
 
 static void
+test_pooled_connection_killed (TestFixture *f, gconstpointer data)
+{
+  g_autoptr (RedisLock) lock = NULL;
+  g_autofree char *value = NULL;
+
+  g_test_summary ("A pooled connection the server closed a moment after its last use (CLIENT "
+                  "KILL) costs the next acquisition and the next release nothing: each is sent "
+                  "once more on a fresh connection, with no error, and does what it should.");
+  TEST_SKIP_IF_NO_SERVER (f);
+
+  lock = test_obtain (f->registry, "killed-pooled");
+  test_lock_ok (lock);
+  test_unlock_ok (lock);
+
+  /* Every ordinary client but this test's own: the registry's pooled connection. */
+  g_assert_cmpint (test_redis_integer (f->redis, "CLIENT KILL TYPE normal SKIPME yes"), >=, 1);
+  test_lock_ok (lock);
+  value = test_redis_get (f->redis, TEST_REGISTRY_KEY ":killed-pooled");
+  test_assert_value_of (value, f->registry);
+
+  g_assert_cmpint (test_redis_integer (f->redis, "CLIENT KILL TYPE normal SKIPME yes"), >=, 1);
+  test_unlock_ok (lock);
+  g_assert_cmpint (test_redis_integer (f->redis, "EXISTS %s", TEST_REGISTRY_KEY ":killed-pooled"),
+                   ==, 0);
+}
+
+static void
 test_unlock_after_ttl_during_outage (TestFixture *f, gconstpointer data)
 {
   g_autoptr (RedisLock) lock = NULL;
@@ -981,6 +1008,8 @@ main (int argc, char **argv)
               test_server_stopped, test_fixture_teardown);
   g_test_add ("/connection/outage/server-paused", TestFixture, NULL, test_fixture_setup,
               test_server_paused, test_fixture_teardown);
+  g_test_add ("/connection/outage/pooled-connection-killed", TestFixture, NULL, test_fixture_setup,
+              test_pooled_connection_killed, test_fixture_teardown);
   g_test_add ("/connection/outage/cold-connect-within-wait", TestFixture, NULL,
               test_fixture_setup, test_cold_connect_within_wait, test_fixture_teardown);
   g_test_add ("/connection/outage/unlock-after-ttl-is-lease-lost", TestFixture, NULL,
