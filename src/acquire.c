@@ -37,6 +37,7 @@
  */
 #include "config.h"
 
+#include "debug.h"
 #include "acquire.h"
 #include "sync.h"
 
@@ -86,7 +87,7 @@ static void
 set_state (RlAcquire *acq, RlAcquireState state)
 {
   if (G_UNLIKELY (debug_on ()) && !fast_path (acq, state))
-    g_debug ("acquire %s: %s -> %s (%u attempts, holder's TTL %" G_GINT64_FORMAT " ms)", acq->name,
+    rl_debug ("acquire %s: %s -> %s (%u attempts, holder's TTL %" G_GINT64_FORMAT " ms)", acq->name,
              state_names[acq->state], state_names[state], acq->attempts, acq->last.pttl_ms);
   acq->state = state;
 }
@@ -296,7 +297,7 @@ rl_yield_apply (RlYieldRecord *record, const RlYieldPlan *plan, const char *name
   if (plan->reason == RL_YIELD_NONE)
     return;
   if (G_UNLIKELY (debug_on ()))
-    g_debug ("unlock %s: the next acquisition yields %" G_GINT64_FORMAT " µs (%s; %u unused "
+    rl_debug ("unlock %s: the next acquisition yields %" G_GINT64_FORMAT " µs (%s; %u unused "
              "yields before)",
              name, plan->duration_us, yield_reason_names[plan->reason], (guint)record->lost_yields);
   /* The yield is timed from here, after the log: it is a few round trips at most. */

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "debug.h"
 #include "sync.h"
 #include "topology.h"
 
@@ -393,7 +394,7 @@ apply_map (RlCluster *self, GArray *ranges)
   rl_mutex_unlock (&self->mutex);
   if (moved && self->parent.changed != NULL)
     {
-      g_debug ("cluster: the slot map changed owners; checking held leases");
+      rl_debug ("cluster: the slot map changed owners; checking held leases");
       self->parent.changed (self->parent.changed_data, FALSE);
     }
 }
@@ -431,7 +432,7 @@ refresh (RlCluster *self, GError **error)
             apply_map (self, ranges);
             return TRUE;
           }
-        g_debug ("cluster: %s", local_error->message);
+        rl_debug ("cluster: %s", local_error->message);
         if (local_error->code != REDIS_LOCK_ERROR_INVALID)
           RL_ATOMIC_SET (node->failed_at, g_get_monotonic_time ());
         if (local_error->code == REDIS_LOCK_ERROR_INVALID && invalid == NULL)
@@ -501,7 +502,7 @@ refresh_thread (void *data)
       self->refresh_wanted = FALSE;
       rl_mutex_unlock (&self->mutex);
       if (!refresh (self, &error))
-        g_debug ("cluster: refreshing the slot map: %s", error->message);
+        rl_debug ("cluster: refreshing the slot map: %s", error->message);
       rl_mutex_lock (&self->mutex);
       self->refreshed_at = g_get_monotonic_time ();
       self->refreshes++;

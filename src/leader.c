@@ -32,6 +32,7 @@
  */
 #include "config.h"
 
+#include "debug.h"
 #include "internal.h"
 
 #define RL_LEADER_PAUSE_MS 1000
@@ -183,7 +184,7 @@ static void begin_waiting (RedisLockLeader *leader);
 static void
 set_state (RedisLockLeader *leader, LeaderState state)
 {
-  g_debug ("leader %s: %s -> %s", redis_lock_get_name (leader->lock), state_names[leader->state],
+  rl_debug ("leader %s: %s -> %s", redis_lock_get_name (leader->lock), state_names[leader->state],
            state_names[state]);
   leader->state = state;
 }
@@ -228,12 +229,12 @@ end_leadership (RedisLockLeader *leader, const char *why)
   leader->leading = FALSE;
   cancellable = g_object_ref (leader->cancellable);
   rl_mutex_unlock (&leader->mutex);
-  g_debug ("leader %s: leadership ends (%s)", redis_lock_get_name (leader->lock), why);
+  rl_debug ("leader %s: leadership ends (%s)", redis_lock_get_name (leader->lock), why);
   g_cancellable_cancel (cancellable);
   g_object_unref (cancellable);
   leader->func (leader, FALSE, leader->user_data);
   if (!redis_lock_unlock (leader->lock, &error))
-    g_debug ("leader %s: unlock: %s", redis_lock_get_name (leader->lock), error->message);
+    rl_debug ("leader %s: unlock: %s", redis_lock_get_name (leader->lock), error->message);
 }
 
 static gboolean
@@ -300,7 +301,7 @@ on_locked (GObject *source, GAsyncResult *result, gpointer data)
   else
     {
       if (error != NULL)
-        g_debug ("leader %s: %s", redis_lock_get_name (leader->lock), error->message);
+        rl_debug ("leader %s: %s", redis_lock_get_name (leader->lock), error->message);
       begin_pause (leader);
     }
   redis_lock_leader_unref (leader);

@@ -10,6 +10,7 @@
  */
 #include "config.h"
 
+#include "debug.h"
 #include "internal.h"
 #include "leases.h"
 #include "leases-private.h"
@@ -41,7 +42,7 @@ rl_leases_cancel_lease (RlLeases *self, RedisLock *lock)
       g_cancellable_cancel (cancellable);
       g_object_unref (cancellable);
     }
-  g_debug ("Lease of lock “%s” lost: the key expired or belongs to another owner",
+  rl_debug ("Lease of lock “%s” lost: the key expired or belongs to another owner",
            lock->key_data);
 }
 

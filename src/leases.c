@@ -36,6 +36,7 @@
 
 #include <string.h>
 
+#include "debug.h"
 #include "internal.h"
 #include "leases.h"
 #include "watchdog.h"
@@ -566,7 +567,7 @@ check_suspects (RlLeases *self)
         rl_leases_unpin_locked (self, lock);
       rl_mutex_unlock (&self->mutex);
       if (error != NULL)
-        g_debug ("checking %s: %s", lock->key_data, error->message);
+        rl_debug ("checking %s: %s", lock->key_data, error->message);
       if (!mark)
         rl_lock_unref_memory (lock);
     }
@@ -634,7 +635,7 @@ release_doubtful (RlLeases *self)
                      == RL_LEASE_ERROR))
         {
           if (!failed)
-            g_debug ("releasing %s after a request with an unknown outcome: %s", d->key,
+            rl_debug ("releasing %s after a request with an unknown outcome: %s", d->key,
                      error->message);
           failed = TRUE;
           rl_mutex_lock (&self->mutex);
@@ -782,7 +783,7 @@ watchdog_tick (gpointer data)
                                results, deadline, &round_trips, &error);
   if (!ok)
     {
-      g_debug ("watchdog: renewing %u leases: %s", entries->len, error->message);
+      rl_debug ("watchdog: renewing %u leases: %s", entries->len, error->message);
       result = RL_TICK_FAILED;
     }
   RL_ATOMIC_ADD (self->stats->watchdog_ticks, 1);
@@ -908,7 +909,7 @@ rl_leases_close (RlLeases *self)
         }
       if (self->store->vt->release (self->store, lock->key_data, value, 0, &others, &error)
           == RL_LEASE_ERROR)
-        g_debug ("close: releasing %s: %s", lock->key_data, error->message);
+        rl_debug ("close: releasing %s: %s", lock->key_data, error->message);
       rl_leases_unpin (self, lock);
     }
   /* Requests whose outcome was unknown: one last try. */

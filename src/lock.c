@@ -63,6 +63,7 @@
 
 #include <string.h>
 
+#include "debug.h"
 #include "internal.h"
 #include "lock-private.h"
 #include "waits.h"
@@ -286,7 +287,7 @@ rl_lock_accept_kept_lease (RedisLock *lock)
     return TRUE;
   rl_leases_drop (leases, lock, &lost);
   rl_leases_forget_cancelled (leases, lock);
-  g_debug ("Lease of lock “%s” handed over stale; acquiring it afresh", lock->key_data);
+  rl_debug ("Lease of lock “%s” handed over stale; acquiring it afresh", lock->key_data);
   return FALSE;
 }
 
@@ -376,7 +377,7 @@ attempt_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
         {
           /* The wait ran out with a sliver of it left for the request: not acquired in
            * time, not a verdict on the store. */
-          g_debug ("acquiring %s: the wait ended during the request: %s", lock->key_data,
+          rl_debug ("acquiring %s: the wait ended during the request: %s", lock->key_data,
                    local_error->message);
           return RL_LEASE_ERROR;
         }
@@ -605,7 +606,7 @@ rl_lock_give_back_local (RedisLock *lock, RlLocalTake taken)
     case RL_LOCAL_WITH_LEASE:
       /* The lease handed over goes on to the next local waiter, or is released. */
       if (!rl_lock_unlock_outermost (lock, &error))
-        g_debug ("giving back lock %s: %s", lock->key_data, error->message);
+        rl_debug ("giving back lock %s: %s", lock->key_data, error->message);
       break;
     case RL_LOCAL_FAILED:
     default:

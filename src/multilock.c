@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "debug.h"
 #include "internal.h"
 #include "waits.h"
 
@@ -134,7 +135,7 @@ release_taken (Entry *entries, const guint *need, RlLeaseItem *items, const Grou
       if (k == 0)
         continue;
       if (!store->vt->release_many (store, k, taken, &error))
-        g_debug ("releasing a partly taken set: %s", error->message);
+        rl_debug ("releasing a partly taken set: %s", error->message);
       for (guint j = 0; j < k; j++)
         {
           Entry *e = &entries[need[which[j]]];
@@ -287,7 +288,7 @@ attempt_set (SetAttempt *a, RlAcquire *acq, RlAcquireAction *next, gboolean *ok,
       report.result = RL_ATTEMPT_FAILED;
       rl_acquire_attempted (acq, &report, g_get_monotonic_time ());
       if (rl_request_ran_out (request_deadline, sent, acq->deadline, local_error))
-        g_debug ("acquiring %u locks: the wait ended during the request: %s", a->n_need,
+        rl_debug ("acquiring %u locks: the wait ended during the request: %s", a->n_need,
                  local_error->message);
       else
         g_propagate_error (error, g_steal_pointer (&local_error));

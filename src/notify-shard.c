@@ -44,6 +44,7 @@
 #include <unistd.h>
 #include <glib-unix.h>
 
+#include "debug.h"
 #include "connection.h"
 #include "sync.h"
 #include "notify-shard.h"
@@ -158,7 +159,7 @@ conn_broke (RlShardNotifier *self, ShardConn *c)
   GHashTableIter iter;
   gpointer value;
 
-  g_debug ("shard subscription on %s broke", c->node->name);
+  rl_debug ("shard subscription on %s broke", c->node->name);
   self->topology->vt->failed (self->topology, c->node);
   rl_mutex_lock (&self->mutex);
   g_hash_table_iter_init (&iter, self->keys);
@@ -195,7 +196,7 @@ conn_for (RlShardNotifier *self, RlNode *node)
   conn = rl_pool_connect (node->pool, &error);
   if (conn == NULL)
     {
-      g_debug ("shard subscription: %s", error->message);
+      rl_debug ("shard subscription: %s", error->message);
       self->topology->vt->failed (self->topology, node);
       return NULL;
     }
@@ -411,7 +412,7 @@ handle_reply (RlShardNotifier *self, ShardConn *c, redisReply *reply)
       k = g_hash_table_lookup (self->channels, channel);
       if (k != NULL && k->node == c->node && k->confirmed)
         {
-          g_debug ("shard subscription to %s ended by %s (its slot moved)", channel,
+          rl_debug ("shard subscription to %s ended by %s (its slot moved)", channel,
                    c->node->name);
           unassign_locked (self, k, 0, woken);
         }

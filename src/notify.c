@@ -101,6 +101,7 @@
 #include <unistd.h>
 #include <glib-unix.h>
 
+#include "debug.h"
 #include "store.h"
 #include "sync.h"
 #include "notify.h"
@@ -374,7 +375,7 @@ handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
     {
       /* The first answer is the legacy SUBSCRIBE's. */
       self->legacy_pending = FALSE;
-      g_debug ("subscription: the channel “%s” of older Spring releases was refused (%s)",
+      rl_debug ("subscription: the channel “%s” of older Spring releases was refused (%s)",
                self->legacy_channel, reply->str);
       return TRUE;
     }
@@ -543,7 +544,7 @@ subscribe_once (RlNotifier *self, RlConn *conn)
           const char *ping[1] = { "PING" };
           if (ping_out)
             {
-              g_debug ("subscription: no answer to PING, reconnecting");
+              rl_debug ("subscription: no answer to PING, reconnecting");
               return SUB_BROKE;
             }
           rl_conn_append (conn, 1, ping);
@@ -604,7 +605,7 @@ notifier_thread (gpointer data)
             backoff = RL_NOTIFY_BACKOFF_MIN_MS;
         }
       else
-        g_debug ("subscription: %s", error->message);
+        rl_debug ("subscription: %s", error->message);
       if (should_stop (self))
         break;
       if (end == SUB_UPGRADE)

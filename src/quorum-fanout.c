@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <poll.h>
 
+#include "debug.h"
 #include "store.h"
 #include "sync.h"
 #include "quorum-store-private.h"
@@ -64,7 +65,7 @@ rl_quorum_opener_main (gpointer data)
           rl_mutex_lock (&self->opener_mutex);
           if (store == NULL)
             {
-              g_debug ("quorum node %u: %s", i + 1, error->message);
+              rl_debug ("quorum node %u: %s", i + 1, error->message);
               missing = TRUE;
               continue;
             }

@@ -58,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "debug.h"
 #include "store.h"
 #include "sync.h"
 #include "url.h"
@@ -107,7 +108,7 @@ release_everywhere (RlQuorumStore *self, const char *key, const char *value)
   g_autoptr (GError) error = NULL;
 
   if (!quorum_release_many (&self->parent, 1, &item, &error))
-    g_debug ("releasing the failed quorum attempt on “%s”: %s", key, error->message);
+    rl_debug ("releasing the failed quorum attempt on “%s”: %s", key, error->message);
 }
 
 static RlLeaseResult
@@ -200,7 +201,7 @@ quorum_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
             {
               g_autoptr (GError) release_error = NULL;
               if (!quorum_release_many (store, i, items, &release_error))
-                g_debug ("releasing a partial quorum set: %s", release_error->message);
+                rl_debug ("releasing a partial quorum set: %s", release_error->message);
             }
           for (guint k = 0; k < i; k++)
             items[k].result = RL_LEASE_SKIPPED;

@@ -15,6 +15,7 @@
 
 #include <string.h>
 
+#include "debug.h"
 #include "connection.h"
 #include "store.h"
 #include "topology.h"
@@ -90,7 +91,7 @@ failover (RlTopology *topology, RlNode **node, const char *key, gint64 deadline,
   next = topology->vt->reroute (topology, *node, key, deadline);
   if (next == NULL)
     return FALSE;
-  g_debug ("%s failed; %s now serves the command", (*node)->name, next->name);
+  rl_debug ("%s failed; %s now serves the command", (*node)->name, next->name);
   rl_node_unref (*node);
   *node = next;
   (*reroutes)++;
@@ -172,7 +173,7 @@ rl_redis_call_tracked (RlRedisStore *self, const char *key, int argc, const char
       if ((kind == RL_REPLY_MOVED || kind == RL_REPLY_ASK) && redirects < RL_MAX_REDIRECTS
           && g_get_monotonic_time () < deadline)
         {
-          g_debug ("%s from %s: %s", argv[0], node->name, refusal->str);
+          rl_debug ("%s from %s: %s", argv[0], node->name, refusal->str);
           freeReplyObject (refusal);
           rl_node_unref (node);
           node = target;

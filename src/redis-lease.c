@@ -10,6 +10,7 @@
 
 #include <string.h>
 
+#include "debug.h"
 #include "connection.h"
 #include "store.h"
 #include "topology.h"
@@ -81,7 +82,7 @@ rl_redis_unreplicated_acquisition (RlRedisStore *self, const char *key, const ch
   gboolean others;
 
   if (rl_redis_release (&self->parent, key, value, 0, &others, &release_error) == RL_LEASE_ERROR)
-    g_debug ("releasing the unreplicated lease of “%s”: %s", key, release_error->message);
+    rl_debug ("releasing the unreplicated lease of “%s”: %s", key, release_error->message);
   rl_redis_set_not_replicated (self, error, "acquisition", key);
   return RL_LEASE_ERROR;
 }

@@ -19,6 +19,7 @@
 
 #include <string.h>
 
+#include "debug.h"
 #include "connection.h"
 #include "store.h"
 #include "topology.h"
@@ -81,7 +82,7 @@ read_tracking (RlConn *conn, gint64 track_id, guint i, guint n, const redisReply
 {
   if (reply->type == REDIS_REPLY_ERROR)
     {
-      g_debug ("key tracking on a data connection: %s", reply->str);
+      rl_debug ("key tracking on a data connection: %s", reply->str);
       conn->tracking_redirect = 0;
     }
   else if (i == 0 && n == 2)

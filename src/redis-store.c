@@ -33,6 +33,7 @@
 
 #include <string.h>
 
+#include "debug.h"
 #include "connection.h"
 #include "store.h"
 #include "topology.h"
@@ -418,7 +419,7 @@ check_node (RlRedisStore *self, RlNode *node, GError **error)
       if (i < G_N_ELEMENTS (scripts))
         {
           if (reply->type == REDIS_REPLY_ERROR)
-            g_debug ("SCRIPT LOAD refused (%s); scripts will be sent by EVAL", reply->str);
+            rl_debug ("SCRIPT LOAD refused (%s); scripts will be sent by EVAL", reply->str);
           freeReplyObject (reply);
         }
     }

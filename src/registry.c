@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "debug.h"
 #include "internal.h"
 #include "rwlock.h"
 #include "waits.h"
@@ -819,7 +820,7 @@ redis_lock_registry_force_unlock (RedisLockRegistry *registry, const char *name,
   key = g_strconcat (registry->registry_key, ":", name, NULL);
   result = registry->store->vt->force_release (registry->store, key, error);
   if (result == RL_LEASE_OK)
-    g_debug ("forced unlock of %s", key);
+    rl_debug ("forced unlock of %s", key);
   return result == RL_LEASE_OK;
 }
 

@@ -32,6 +32,7 @@
 
 #include <string.h>
 
+#include "debug.h"
 #include "rwlock.h"
 
 /* Construction ------------------------------------------------------------------- */
@@ -539,7 +540,7 @@ rl_rw_lock_stop_waiting (RlRwCall *call)
   if (call->mode != RL_RW_WRITE || rl_registry_is_closed (registry))
     return;
   if (!registry->store->vt->rw_stop_waiting (registry->store, &call->lock->keys, &error))
-    g_debug ("read-write lock %s: removing the waiting mark: %s", call->lock->name,
+    rl_debug ("read-write lock %s: removing the waiting mark: %s", call->lock->name,
              error->message);
 }
 

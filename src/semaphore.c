@@ -26,6 +26,7 @@
 
 #include <string.h>
 
+#include "debug.h"
 #include "internal.h"
 #include "semaphore.h"
 
@@ -241,7 +242,7 @@ rl_permit_unref (RedisPermit *permit)
       /* Dropped without a release (a binding's last copy): given back all the same. */
       g_autoptr (GError) error = NULL;
       if (!permit_give_back (permit, &error))
-        g_debug ("releasing permit %u of semaphore “%s”: %s", permit->index,
+        rl_debug ("releasing permit %u of semaphore “%s”: %s", permit->index,
                  permit->semaphore->name, error->message);
     }
   rl_lock_unref_memory (permit->lease);
@@ -382,7 +383,7 @@ attempt_permit (RedisSemaphore *semaphore, gint64 deadline, gboolean bounded, gi
        * back when its TTL ends. */
       if (rl_request_ran_out (request_deadline, sent, deadline, local_error))
         {
-          g_debug ("acquiring a permit of %s: the wait ended during the request: %s",
+          rl_debug ("acquiring a permit of %s: the wait ended during the request: %s",
                    semaphore_key (semaphore), local_error->message);
           return RL_LEASE_ERROR;
         }

@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include <glib-unix.h>
 
+#include "debug.h"
 #include "sync.h"
 #include "topology.h"
 
@@ -267,7 +268,7 @@ rediscover (RlSentinel *self)
 
   if (node == NULL)
     {
-      g_debug ("sentinel: %s", error->message);
+      rl_debug ("sentinel: %s", error->message);
       return;
     }
   rl_mutex_lock (&self->mutex);
@@ -283,7 +284,7 @@ rediscover (RlSentinel *self)
       rl_node_unref (node);
       return;
     }
-  g_debug ("sentinel: the master of “%s” is now %s", self->master_name, self->master->name);
+  rl_debug ("sentinel: the master of “%s” is now %s", self->master_name, self->master->name);
   rl_node_unref (old);
   if (self->parent.changed != NULL)
     self->parent.changed (self->parent.changed_data, TRUE);
@@ -321,7 +322,7 @@ subscribe (RlSentinel *self, guint *next)
 
       if (conn == NULL)
         {
-          g_debug ("sentinel: %s", error->message);
+          rl_debug ("sentinel: %s", error->message);
           continue;
         }
       reply = rl_conn_roundtrip (conn, 2, argv);
@@ -435,7 +436,7 @@ sentinel_thread (void *data)
               const char *ping[] = { "PING" };
               if (ping_out)
                 {
-                  g_debug ("sentinel: no answer to PING, subscribing again");
+                  rl_debug ("sentinel: no answer to PING, subscribing again");
                   g_clear_pointer (&sub, rl_conn_free);
                   next++;
                   continue;
@@ -460,7 +461,7 @@ sentinel_thread (void *data)
           gboolean pong = FALSE;
           if (!read_subscription (self, sub, &pong))
             {
-              g_debug ("sentinel: the subscription to +switch-master broke");
+              rl_debug ("sentinel: the subscription to +switch-master broke");
               g_clear_pointer (&sub, rl_conn_free);
               next++;
               continue;

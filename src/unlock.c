@@ -14,6 +14,7 @@
 
 #include <string.h>
 
+#include "debug.h"
 #include "lock-private.h"
 #include "waits.h"
 
@@ -174,7 +175,7 @@ rl_lock_release_end (RedisLock *lock, const RlLeaseView *view, guint max, const 
    * is lost whatever the release would have said. */
   if (result == RL_LEASE_ERROR && !lost && g_get_monotonic_time () >= view->lose_at)
     {
-      g_debug ("release of %s failed after its lease ran out: %s", lock->key_data,
+      rl_debug ("release of %s failed after its lease ran out: %s", lock->key_data,
                local_error->message);
       result = RL_LEASE_LOST;
     }
@@ -263,7 +264,7 @@ unlock_outermost (RedisLock *lock, GError **error)
 
       snapshot (lock, &s);
       plan = plan_unlock (&s);
-      g_debug ("unlock %s: %s (%u waiting, %u hand-offs in a row)", lock->key_data,
+      rl_debug ("unlock %s: %s (%u waiting, %u hand-offs in a row)", lock->key_data,
                unlock_plan_names[plan], s.waiters, s.handoffs);
       switch (plan)
         {

@@ -33,6 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "debug.h"
 #include "internal.h"
 #include "waits.h"
 
@@ -466,7 +467,7 @@ rl_waiting_check (RlWaiting *waiting, GError **error)
   if (!store->vt->waits_update (store, waiting->id, record, RL_WAITS_RECORD_TTL_MS, texts,
                                 &local_error))
     {
-      g_debug ("waits-for record of %s: %s", waiting->lock->key_data, local_error->message);
+      rl_debug ("waits-for record of %s: %s", waiting->lock->key_data, local_error->message);
       return TRUE;
     }
   records = records_parse (texts);
@@ -475,7 +476,7 @@ rl_waiting_check (RlWaiting *waiting, GError **error)
       break;
   if (self == records->len || !find_cycle (records, self, cycle))
     return TRUE;
-  g_debug ("waits-for %s: a cycle of %u waits, confirming", waiting->lock->key_data, cycle->len);
+  rl_debug ("waits-for %s: a cycle of %u waits, confirming", waiting->lock->key_data, cycle->len);
   if (!confirm_cycle (store, records, cycle))
     return TRUE;
   set_deadlock_error (error, records, cycle, registry->registry_key);
@@ -504,6 +505,6 @@ rl_waiting_end (RlWaiting *waiting)
   waiting->recorded = FALSE;
   store = waiting->lock->registry->store;
   if (!store->vt->waits_update (store, waiting->id, NULL, 0, NULL, &error))
-    g_debug ("deleting the waits-for record of %s: %s (it expires)", waiting->lock->key_data,
+    rl_debug ("deleting the waits-for record of %s: %s (it expires)", waiting->lock->key_data,
              error->message);
 }
