@@ -62,13 +62,6 @@ static const char *const state_names[] = {
   [RL_ACQ_WATCHING] = "watch", [RL_ACQ_SLEEPING] = "sleep",    [RL_ACQ_DONE] = "done",
 };
 
-/* Whether debug messages are shown: the transitions of every acquisition are not
- * formatted for nothing. */
-static inline gboolean
-debug_on (void)
-{
-  return !g_log_writer_default_would_drop (G_LOG_LEVEL_DEBUG, G_LOG_DOMAIN);
-}
 
 /* Whether the change to @state is part of the fast path, which is not logged: the first
  * attempt, and its taking the lock. An uncontended acquisition logs nothing (the
@@ -86,7 +79,7 @@ fast_path (const RlAcquire *acq, RlAcquireState state)
 static void
 set_state (RlAcquire *acq, RlAcquireState state)
 {
-  if (G_UNLIKELY (debug_on ()) && !fast_path (acq, state))
+  if (G_UNLIKELY (rl_debug_on ()) && !fast_path (acq, state))
     rl_debug ("acquire %s: %s -> %s (%u attempts, holder's TTL %" G_GINT64_FORMAT " ms)", acq->name,
              state_names[acq->state], state_names[state], acq->attempts, acq->last.pttl_ms);
   acq->state = state;
@@ -296,7 +289,7 @@ rl_yield_apply (RlYieldRecord *record, const RlYieldPlan *plan, const char *name
 {
   if (plan->reason == RL_YIELD_NONE)
     return;
-  if (G_UNLIKELY (debug_on ()))
+  if (G_UNLIKELY (rl_debug_on ()))
     rl_debug ("unlock %s: the next acquisition yields %" G_GINT64_FORMAT " µs (%s; %u unused "
              "yields before)",
              name, plan->duration_us, yield_reason_names[plan->reason], (guint)record->lost_yields);
