@@ -21,7 +21,7 @@ typedef enum
 
 typedef struct _RlTls RlTls;
 
-/* One connection: a socket (see transport.c for its blocking mode), TLS over it or not, the commands queued to
+/* One connection: a non-blocking socket, TLS over it or not, the commands queued to
  * be sent, and hiredis's reply parser fed with what was read. Used by one thread at a
  * time. */
 typedef struct _RlConn
