@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "connection.h"
+#include "key-index.h"
 #include "redis-store-private.h"
 #include "semaphore.h"
 
@@ -186,7 +187,9 @@ static RlLeaseResult
 acquire_guessed (RlStore *store, const char *sem_key, guint index, const char *value,
                  const char *ttl, gint64 deadline, GError **error)
 {
-  g_autofree char *key = g_strdup_printf ("%s:%u", sem_key, index);
+  char key_buf[160];
+  g_autofree char *key_heap = NULL;
+  const char *key = rl_key_index (key_buf, sizeof key_buf, &key_heap, sem_key, index);
   const char *argv[6] = { "SET", key, value, "NX", "PX", ttl };
   RlLeaseResult result = RL_LEASE_HELD;
   redisReply *reply;
@@ -275,7 +278,9 @@ rl_redis_semaphore_acquire (RlStore *store, const char *sem_key, guint permits, 
   if (!acked)
     {
       /* Taken on the master, but a failover now could lose it: released again. */
-      g_autofree char *key = g_strdup_printf ("%s:%u", sem_key, *slot);
+      char key_buf[160];
+      g_autofree char *key_heap = NULL;
+      const char *key = rl_key_index (key_buf, sizeof key_buf, &key_heap, sem_key, *slot);
 
       give_back (store, key, value);
       rl_redis_store_not_replicated (store, "acquisition", key, error);

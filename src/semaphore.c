@@ -28,6 +28,7 @@
 
 #include "debug.h"
 #include "internal.h"
+#include "key-index.h"
 #include "semaphore.h"
 
 struct _RedisSemaphore
@@ -344,7 +345,8 @@ attempt_permit (RedisSemaphore *semaphore, gint64 deadline, gboolean bounded, gi
   guint64 serial = rl_leases_next_serial (leases);
   g_autoptr (GError) local_error = NULL;
   char value[RL_LEASE_VALUE_MAX];
-  g_autofree char *lease_name = NULL;
+  char name_buf[128];
+  g_autofree char *name_heap = NULL;
   RedisLock *lease;
   gint64 sent, request_deadline;
   guint slot = 0, start;
@@ -362,8 +364,9 @@ attempt_permit (RedisSemaphore *semaphore, gint64 deadline, gboolean bounded, gi
       RL_ATOMIC_ADD (registry->stats.acquisitions, 1);
       if (start >= semaphore->permits)
         RL_ATOMIC_SET (semaphore->verified_until, sent + RL_SEMAPHORE_VERIFIED_MS * 1000);
-      lease_name = g_strdup_printf ("{%s}:sem:%u", semaphore->name, slot);
-      lease = rl_lock_new (registry, lease_name);
+      /* The permit's lease is named `{NAME}:sem:SLOT`, after the anchor's `{NAME}:sem`. */
+      lease = rl_lock_new (registry, rl_key_index (name_buf, sizeof name_buf, &name_heap,
+                                                   rl_lock_name (semaphore->anchor), slot));
       lease->member = RL_MEMBER_PERMIT;
       if (!rl_leases_take (leases, lease, serial, ttl_ms, sent, 0))
         {
