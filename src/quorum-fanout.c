@@ -100,14 +100,18 @@ rl_quorum_node_timeout_ms (RlQuorumStore *self, gint64 ttl_ms)
 RlFanOut *
 rl_quorum_fan_out_new (RlQuorumStore *self, RlRequestKind kind)
 {
-  RlFanOut *f = g_new0 (RlFanOut, 1);
+  /* One allocation: the struct, then its per-node arrays, pointers first (aligned). */
+  gsize ptrs = sizeof (gpointer) * self->n;
+  RlFanOut *f = g_malloc0 (sizeof (RlFanOut) + 3 * ptrs + sizeof (guint) * self->n);
+  char *p = (char *) (f + 1);
 
+  G_STATIC_ASSERT (sizeof (RlFanOut) % sizeof (gpointer) == 0);
   f->self = self;
   f->kind = kind;
-  f->items = g_new0 (RlLeaseItem *, self->n);
-  f->counts = g_new0 (guint, self->n);
-  f->requests = g_new0 (RlRequest *, self->n);
-  f->errors = g_new0 (GError *, self->n);
+  f->items = (RlLeaseItem **) p;
+  f->requests = (RlRequest **) (p + ptrs);
+  f->errors = (GError **) (p + 2 * ptrs);
+  f->counts = (guint *) (p + 3 * ptrs);
   return f;
 }
 
@@ -119,10 +123,6 @@ rl_quorum_fan_out_free (RlFanOut *f)
       g_free (f->items[i]);
       g_clear_error (&f->errors[i]);
     }
-  g_free (f->items);
-  g_free (f->counts);
-  g_free (f->requests);
-  g_free (f->errors);
   g_free (f);
 }
 

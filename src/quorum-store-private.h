@@ -38,7 +38,8 @@ struct _RlQuorumStore
   GHashTable *releasing; /* lease value -> releases of it under way (GUINT_TO_POINTER) */
 };
 
-/* One request to every node: each node's copy of the leases, and how it stands. */
+/* One request to every node: each node's copy of the leases, and how it stands. The
+ * per-node arrays live in the fan-out's own allocation (rl_quorum_fan_out_new()). */
 typedef struct
 {
   RlQuorumStore *self;

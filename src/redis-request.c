@@ -27,14 +27,15 @@ typedef struct
 {
   RlRequest pub;
   RlRedisStore *self;
-  RlNodeExchange *ex;
+  RlNodeExchange ex;
   RlRequestKind kind;
   guint n;
   RlLeaseItem *items;
+  /* The arrays below live in the request's own allocation, after the struct. */
   RlPipeCommand *cmds;  /* per lease */
   const char **argvs;   /* 9 per lease */
+  char **channels;      /* release: each lease's notification channel; else NULL */
   char (*ttls)[24];
-  char **channels;      /* release: each lease's notification channel */
   char own[2];          /* release: RELEASE's ARGV[3] */
   const char *legacy;   /* release: RELEASE's ARGV[5], or NULL */
 } RedisRequest;
@@ -72,7 +73,7 @@ follow_set (gpointer data, RlPipeCommand *cmd, const redisReply *reply)
 static void
 request_wait_for (RedisRequest *req)
 {
-  RlConn *conn = rl_node_exchange_conn (req->ex);
+  RlConn *conn = rl_node_exchange_conn (&req->ex);
 
   req->pub.fd = conn->fd;
   req->pub.events = (short) (POLLIN | (rl_conn_wants_write (conn) ? POLLOUT : 0));
@@ -86,7 +87,7 @@ request_send (RedisRequest *req)
 {
   RlConn *conn;
 
-  if (rl_node_exchange_queue (req->ex) == 0)
+  if (rl_node_exchange_queue (&req->ex) == 0)
     {
       req->pub.done = TRUE;
       req->pub.fd = -1;
@@ -95,7 +96,7 @@ request_send (RedisRequest *req)
       return FALSE;
     }
   RL_ATOMIC_ADD (req->self->parent.ctx->stats->round_trips, 1);
-  conn = rl_node_exchange_conn (req->ex);
+  conn = rl_node_exchange_conn (&req->ex);
   if (rl_conn_wants_write (conn))
     rl_conn_write_some (conn);
   request_wait_for (req);
@@ -106,7 +107,7 @@ void
 rl_redis_request_ready (RlRequest *request, short revents)
 {
   RedisRequest *req = (RedisRequest *) request;
-  RlConn *conn = rl_node_exchange_conn (req->ex);
+  RlConn *conn = rl_node_exchange_conn (&req->ex);
   gboolean ok = conn->err == RL_CONN_OK;
 
   g_return_if_fail (!req->pub.done);
@@ -114,21 +115,21 @@ rl_redis_request_ready (RlRequest *request, short revents)
     ok = rl_conn_write_some (conn);
   if (ok && ((revents & (POLLIN | POLLHUP | POLLERR)) != 0 || rl_conn_has_pending (conn)))
     ok = rl_conn_read_some (conn);
-  while (ok && !rl_node_exchange_complete (req->ex))
+  while (ok && !rl_node_exchange_complete (&req->ex))
     {
       redisReply *reply = NULL;
 
       ok = rl_conn_next_reply (conn, &reply);
       if (!ok || reply == NULL)
         break;
-      rl_node_exchange_reply (req->ex, reply);
+      rl_node_exchange_reply (&req->ex, reply);
     }
   if (!ok)
     {
       rl_conn_fail (conn, RL_CONN_ERR_IO, "Redis connection failed");
-      rl_node_exchange_broke (req->ex);
+      rl_node_exchange_broke (&req->ex);
     }
-  if (!ok || rl_node_exchange_complete (req->ex))
+  if (!ok || rl_node_exchange_complete (&req->ex))
     {
       request_send (req);
       return;
@@ -188,7 +189,7 @@ rl_redis_request_end (RlRequest *request, GError **error)
 
   /* Ends what has not: with replies outstanding, the connection is failed and the
    * commands end with a timeout error. */
-  g_clear_pointer (&req->ex, rl_node_exchange_free);
+  rl_node_exchange_clear (&req->ex);
   for (guint i = 0; i < req->n; i++)
     {
       RlLeaseItem *item = &req->items[i];
@@ -215,10 +216,8 @@ rl_redis_request_end (RlRequest *request, GError **error)
         first = g_steal_pointer (&cmd->error);
       rl_redis_pipe_command_clear (cmd);
     }
-  g_strfreev (req->channels);
-  g_free (req->cmds);
-  g_free (req->argvs);
-  g_free (req->ttls);
+  for (guint i = 0; req->channels != NULL && i < req->n; i++)
+    g_free (req->channels[i]);
   g_free (req);
   if (first != NULL)
     {
@@ -226,6 +225,30 @@ rl_redis_request_end (RlRequest *request, GError **error)
       return FALSE;
     }
   return TRUE;
+}
+
+/* A request of @n leases in one allocation: the struct, then its arrays (each a
+ * multiple of 8 bytes, so each stays aligned), zeroed. */
+static RedisRequest *
+request_new (guint n, gboolean channels)
+{
+  gsize cmds = sizeof (RlPipeCommand) * n, argvs = sizeof (const char *) * 9 * n;
+  gsize chans = channels ? sizeof (char *) * n : 0, ttls = 24 * (gsize) n;
+  RedisRequest *req;
+  char *p;
+
+  G_STATIC_ASSERT (sizeof (RedisRequest) % 8 == 0 && sizeof (RlPipeCommand) % 8 == 0);
+  req = g_malloc0 (sizeof (RedisRequest) + cmds + argvs + chans + ttls);
+  p = (char *) (req + 1);
+  req->n = n;
+  req->cmds = (RlPipeCommand *) p;
+  p += cmds;
+  req->argvs = (const char **) p;
+  p += argvs;
+  req->channels = channels ? (char **) p : NULL;
+  p += chans;
+  req->ttls = (char (*)[24]) p;
+  return req;
 }
 
 /* A request for leases of one server: every key is routed to its node, and they must
@@ -268,27 +291,20 @@ rl_redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem
       return NULL;
     }
 
-  req = g_new0 (RedisRequest, 1);
+  req = request_new (n, kind == RL_REQUEST_RELEASE);
   req->self = self;
   req->kind = kind;
-  req->n = n;
   req->items = items;
-  req->cmds = g_new0 (RlPipeCommand, n);
-  req->argvs = g_new0 (const char *, (gsize) n * 9);
-  req->ttls = g_malloc0 (sizeof *req->ttls * n);
   /* Releases are not written for replicas to confirm: WAIT follows acquisitions and
    * renewals only. */
-  req->ex = rl_node_exchange_new (self, node, req->cmds,
-                                  kind == RL_REQUEST_ACQUIRE ? wrote_acquire
-                                  : kind == RL_REQUEST_RENEW ? rl_redis_wrote_renew
-                                                             : NULL,
-                                  kind == RL_REQUEST_ACQUIRE ? follow_set : NULL, req,
-                                  rl_store_deadline (store->ctx, deadline));
+  rl_node_exchange_init (&req->ex, self, node, req->cmds,
+                         kind == RL_REQUEST_ACQUIRE ? wrote_acquire
+                         : kind == RL_REQUEST_RENEW ? rl_redis_wrote_renew
+                                                    : NULL,
+                         kind == RL_REQUEST_ACQUIRE ? follow_set : NULL, req,
+                         rl_store_deadline (store->ctx, deadline));
   if (kind == RL_REQUEST_RELEASE)
-    {
-      req->channels = g_new0 (char *, n + 1);
-      req->legacy = rl_redis_release_legacy (self, req->own);
-    }
+    req->legacy = rl_redis_release_legacy (self, req->own);
   for (guint i = 0; i < n; i++)
     {
       RlPipeCommand *cmd = &req->cmds[i];
@@ -325,7 +341,7 @@ rl_redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem
           cmd->argc = req->legacy != NULL ? 9 : 7;
         }
       cmd->state = RL_PIPE_UNSENT;
-      rl_node_exchange_add (req->ex, i);
+      rl_node_exchange_add (&req->ex, i);
     }
   rl_node_unref (node);
   if (!request_send (req))
