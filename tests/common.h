@@ -35,6 +35,9 @@ G_BEGIN_DECLS
 
 /* Connects to @server's socket (asserts success). Free with redisFree(). */
 redisContext *test_redis_connect (RedisLockTestServer *server);
+/* A raw connection to the master of the test Cluster that serves @key (a new one each
+ * call; redisFree() it). */
+redisContext *test_cluster_connect_for_key (RedisLockTestCluster *cluster, const char *key);
 
 /* Runs a command, asserts a reply came back (an error reply is a reply) and returns it;
  * free it with freeReplyObject(). */
