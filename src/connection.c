@@ -280,13 +280,14 @@ rl_pool_get_within (RlPool *pool, gint64 timeout_ms, gint64 connect_ms, gboolean
   RlConn *conn = NULL;
 
   /* An idle connection whose server went away (a restart, CLIENT KILL, a timeout
-   * there) is dropped here, before anything is sent on it. For a caller that sends
-   * again on a fresh connection when a reused one meets end of file or a reset
-   * (@retries: the exchange, rl_node_exchange_broke()), that check is made only on a
-   * connection idle for RL_POOL_RECHECK_US or more: had the server closed one given
-   * back more recently, the request meets the closed connection without having reached
-   * any server and is sent once more, as the check would have had it sent once, and
-   * the hot path saves a system call per command. */
+   * there) is dropped here, before anything is sent on it, so that a request goes out
+   * once instead of being sent again with the outcome of the first sending in doubt
+   * (a release that finds no key: did the first one delete it?). For a request that
+   * may go twice (@retries: an acquisition, a renewal, which read "already ours" on a
+   * second sending; the exchange sends it again on a fresh connection when a reused
+   * one meets end of file or a reset, rl_node_exchange_broke()), that check is made
+   * only on a connection idle for RL_POOL_RECHECK_US or more: the hot path of an
+   * acquisition saves a system call. */
   for (;;)
     {
       rl_mutex_lock (&pool->mutex);
@@ -318,11 +319,12 @@ rl_pool_get (RlPool *pool, gint64 timeout_ms, gboolean *reused, GError **error)
 }
 
 RlConn *
-rl_pool_get_until (RlPool *pool, gint64 deadline, gboolean *reused, GError **error)
+rl_pool_get_until (RlPool *pool, gint64 deadline, gboolean retries, gboolean *reused,
+                   GError **error)
 {
   gint64 left_ms = MAX ((deadline - g_get_monotonic_time ()) / 1000, 1);
 
-  return rl_pool_get_within (pool, left_ms, left_ms, TRUE, reused, error);
+  return rl_pool_get_within (pool, left_ms, left_ms, retries, reused, error);
 }
 
 

@@ -23,10 +23,12 @@ void rl_pool_free (RlPool *pool);
 RlConn *rl_pool_get (RlPool *pool, gint64 timeout_ms, gboolean *reused, GError **error);
 /* A connection for a caller whose time ends at the monotonic @deadline (µs): a new one
  * is set up within what is left of it (never more than the connect timeout), and the
- * socket timeout is what is left. The caller must send its request again, once, on a
- * fresh connection when a reused one turns out closed by its server
- * (rl_conn_is_stale()): one given back less than a second ago is not checked first. */
-RlConn *rl_pool_get_until (RlPool *pool, gint64 deadline, gboolean *reused, GError **error);
+ * socket timeout is what is left. @retries: the caller sends its request again, once,
+ * on a fresh connection when a reused one turns out closed by its server
+ * (rl_conn_is_stale()), and may tell the second answer from the first; then an idle
+ * connection given back less than a second ago is not checked first. */
+RlConn *rl_pool_get_until (RlPool *pool, gint64 deadline, gboolean retries, gboolean *reused,
+                           GError **error);
 /* Gives it back; a connection in error is closed instead. */
 void rl_pool_put (RlPool *pool, RlConn *conn);
 /* A new connection outside the pool (the subscriber's), authenticated and selected. */

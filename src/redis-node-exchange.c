@@ -177,6 +177,19 @@ fail_commands (RlNodeExchange *ex, guint8 state, const GError *error)
     }
 }
 
+/* Whether a command waiting to be sent may not be sent twice (RlScript's once). */
+static gboolean
+has_once (RlNodeExchange *ex)
+{
+  for (guint k = 0; k < ex->n_idx; k++)
+    {
+      const RlPipeCommand *cmd = &ex->cmds[ex->idx[k]];
+      if (cmd->state == RL_PIPE_UNSENT && cmd->script != NULL && cmd->script->once)
+        return TRUE;
+    }
+  return FALSE;
+}
+
 /* A connection for the next exchange, set up within what is left of the deadline; on
  * failure the node counts as failing and the commands waiting to be sent end with the
  * error. */
@@ -185,7 +198,8 @@ connect_node (RlNodeExchange *ex)
 {
   g_autoptr (GError) error = NULL;
 
-  ex->conn = rl_pool_get_until (ex->node->pool, ex->deadline, &ex->reused, &error);
+  ex->conn = rl_pool_get_until (ex->node->pool, ex->deadline, !has_once (ex), &ex->reused,
+                                &error);
   if (ex->conn != NULL)
     return TRUE;
   ex->self->topology->vt->failed (ex->self->topology, ex->node);
@@ -384,7 +398,8 @@ rl_node_exchange_broke (RlNodeExchange *ex)
   if (stale)
     {
       ex->retried = TRUE;
-      ex->conn = rl_pool_get_until (ex->node->pool, ex->deadline, &ex->reused, &error);
+      ex->conn = rl_pool_get_until (ex->node->pool, ex->deadline, !has_once (ex), &ex->reused,
+                                    &error);
     }
   if (ex->conn == NULL)
     {

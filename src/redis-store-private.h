@@ -24,11 +24,15 @@
 #include "sync.h"
 #include "topology.h"
 
-/* A Lua script: its text and the SHA-1 that EVALSHA names it by. */
+/* A Lua script: its text and the SHA-1 that EVALSHA names it by. @once: a second
+ * sending could not tell what the first did (a release: "no such key" after the
+ * first deleted it reads as a lost lease), so a command of it is never sent on a
+ * pooled connection without checking first that its server has not closed it. */
 typedef struct
 {
   const char *text;
   char sha[41];
+  gboolean once;
 } RlScript;
 
 /* Whether a reply is a write that replicas must acknowledge (WAIT). */

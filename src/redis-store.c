@@ -482,10 +482,12 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
   self->legacy_channel = g_strconcat (registry_key, "-channel", NULL);
   rl_redis_script_init (&self->acquire, acquire_script);
   rl_redis_script_init (&self->release, release_script);
+  self->release.once = TRUE;
   rl_redis_script_init (&self->renew, renew_script);
   rl_redis_script_init (&self->fenced_acquire, fenced_acquire_script);
   rl_redis_script_init (&self->acquire_all, acquire_all_script);
   rl_redis_script_init (&self->force_release, force_release_script);
+  self->force_release.once = TRUE;
   rl_redis_script_init (&self->waits, rl_redis_waits_script);
   self->slotted = parsed.kind == RL_TOPOLOGY_CLUSTER;
   self->sentinel = parsed.kind == RL_TOPOLOGY_SENTINEL;

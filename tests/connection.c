@@ -335,8 +335,9 @@ test_pooled_connection_killed (TestFixture *f, gconstpointer data)
   g_autofree char *value = NULL;
 
   g_test_summary ("A pooled connection the server closed a moment after its last use (CLIENT "
-                  "KILL) costs the next acquisition and the next release nothing: each is sent "
-                  "once more on a fresh connection, with no error, and does what it should.");
+                  "KILL) costs the next acquisition and the next release nothing: the "
+                  "acquisition, sent on it unchecked, goes once more on a fresh connection; "
+                  "the release finds it dropped before it goes out; neither reports an error.");
   TEST_SKIP_IF_NO_SERVER (f);
 
   lock = test_obtain (f->registry, "killed-pooled");
