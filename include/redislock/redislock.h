@@ -15,6 +15,7 @@
 #include <redislock/redislock-version.h>
 #include <redislock/redislock-error.h>
 #include <redislock/redislock-registry.h>
+#include <redislock/redislock-inspect.h>
 #include <redislock/redislock-lock.h>
 #include <redislock/redislock-semaphore.h>
 #include <redislock/redislock-leader.h>
