@@ -718,9 +718,7 @@ rl_lock_notify_seq (RedisLock *lock)
 {
   guint16 seq;
 
-  rl_mutex_lock (&lock->m);
-  seq = lock->notify_seq;
-  rl_mutex_unlock (&lock->m);
+  rl_mutex_read (&lock->m, &lock->notify_seq, &seq, sizeof seq);
   return seq;
 }
 

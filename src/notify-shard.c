@@ -453,9 +453,7 @@ should_stop (RlShardNotifier *self)
 {
   gboolean stop;
 
-  rl_mutex_lock (&self->mutex);
-  stop = self->stop;
-  rl_mutex_unlock (&self->mutex);
+  rl_mutex_read (&self->mutex, &self->stop, &stop, sizeof stop);
   return stop;
 }
 

@@ -191,9 +191,8 @@ static gboolean
 should_stop (RlNotifier *self)
 {
   gboolean stop;
-  rl_mutex_lock (&self->mutex);
-  stop = self->stop;
-  rl_mutex_unlock (&self->mutex);
+
+  rl_mutex_read (&self->mutex, &self->stop, &stop, sizeof stop);
   return stop;
 }
 
@@ -723,25 +722,12 @@ rl_notifier_guard (RlNotifier *self)
   return guarding;
 }
 
-gboolean
-rl_notifier_is_subscribed (RlNotifier *self)
-{
-  gboolean subscribed;
-
-  rl_mutex_lock (&self->mutex);
-  subscribed = self->subscribed;
-  rl_mutex_unlock (&self->mutex);
-  return subscribed;
-}
-
 gint64
 rl_notifier_tracking_id (RlNotifier *self)
 {
   gint64 id;
 
-  rl_mutex_lock (&self->mutex);
-  id = self->tracking_id;
-  rl_mutex_unlock (&self->mutex);
+  rl_mutex_read (&self->mutex, &self->tracking_id, &id, sizeof id);
   return id;
 }
 
