@@ -840,12 +840,8 @@ rl_quorum_store_open (const char *const *urls, const char *registry_key, const c
     }
 
   self = g_new0 (RlQuorumStore, 1);
-  self->parent.vt = &quorum_store_vtable;
-  self->parent.client_id = g_strdup (client_id);
-  self->parent.registry_key = g_strdup (registry_key);
-  self->parent.ctx = ctx;
-  self->parent.released = released;
-  self->parent.released_data = released_data;
+  rl_store_init (&self->parent, &quorum_store_vtable, registry_key, client_id, ctx, released,
+                 released_data);
   self->n = n;
   self->majority = n / 2 + 1;
   self->children = g_new0 (RlQuorumChild, n);
