@@ -46,44 +46,18 @@
 #include <gio/gio.h>
 #include <glib/gstdio.h>
 
+#include "key-slot.h"
 #include "testprocess.h"
 
 #include "testcluster.h"
 
 /* --- Slots of keys ----------------------------------------------------------------- */
 
-/* CRC16-XMODEM (polynomial 0x1021, initial value 0), as Redis Cluster hashes keys. */
-static guint16
-crc16 (const char *data, gsize len)
-{
-  guint16 crc = 0;
-
-  for (gsize i = 0; i < len; i++)
-    {
-      crc ^= (guint16)((guint8)data[i] << 8);
-      for (int bit = 0; bit < 8; bit++)
-        crc = (crc & 0x8000) ? (guint16)((crc << 1) ^ 0x1021) : (guint16)(crc << 1);
-    }
-  return crc;
-}
-
 guint
 redis_lock_test_cluster_key_slot (const char *key)
 {
-  const char *tag_start;
-  const char *tag_end;
-
   g_return_val_if_fail (key != NULL, 0);
-  /* Only the first '{' counts, up to the first '}' after it, and only when something
-   * lies between them. */
-  tag_start = strchr (key, '{');
-  if (tag_start != NULL)
-    {
-      tag_end = strchr (tag_start + 1, '}');
-      if (tag_end != NULL && tag_end > tag_start + 1)
-        return crc16 (tag_start + 1, (gsize)(tag_end - tag_start - 1)) % N_SLOTS;
-    }
-  return crc16 (key, strlen (key)) % N_SLOTS;
+  return rl_key_slot (key);
 }
 
 /* --- Talking to nodes -------------------------------------------------------------- */

@@ -38,6 +38,7 @@
 
 #include <gio/gio.h>
 
+#include "reply-map.h"
 #include "testprocess.h"
 
 #define MASTER_NAME "mymaster"
@@ -105,18 +106,14 @@ get_info (RlTestProcess *process, const char *section, GString *why)
   return text;
 }
 
-/* The value of @name in a flat array of field, value, field, value… (the RESP2 form of
- * SENTINEL MASTER and of each entry of SENTINEL REPLICAS), or NULL. */
+/* The string value of @name in a RESP2 map (SENTINEL MASTER, each entry of SENTINEL
+ * REPLICAS), or NULL. */
 static const char *
 pairs_get (const redisReply *pairs, const char *name)
 {
-  if (pairs->type != REDIS_REPLY_ARRAY)
-    return NULL;
-  for (size_t i = 0; i + 1 < pairs->elements; i += 2)
-    if (pairs->element[i]->type == REDIS_REPLY_STRING && strcmp (pairs->element[i]->str, name) == 0
-        && pairs->element[i + 1]->type == REDIS_REPLY_STRING)
-      return pairs->element[i + 1]->str;
-  return NULL;
+  const redisReply *value = rl_reply_map_get (pairs, name);
+
+  return value != NULL && value->type == REDIS_REPLY_STRING ? value->str : NULL;
 }
 
 /* The data node listening on @port, or -1. */
