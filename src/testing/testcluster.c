@@ -484,38 +484,35 @@ write_node_conf (RedisLockTestCluster *cluster, guint node, GError **error)
   return g_file_set_contents (n->process->conf_path, conf->str, (gssize)conf->len, error);
 }
 
+typedef struct
+{
+  RedisLockTestCluster *cluster;
+  guint node;
+} NodeStart;
+
+/* Configures a new node for ports[0] and its bus on ports[1]. */
+static gboolean
+configure_node (RlTestProcess *process, const int *ports, gpointer data, GError **error)
+{
+  NodeStart *start = data;
+  g_autofree char *nodes_conf = g_build_filename (process->dir, "nodes.conf", NULL);
+
+  /* A try before this one on other ports may have written the node's id with them:
+   * start afresh. */
+  g_unlink (nodes_conf);
+  rl_test_process_set_port (process, ports[0]);
+  start->cluster->nodes[start->node].bus_port = ports[1];
+  return write_node_conf (start->cluster, start->node, error);
+}
+
 /* Starts @node for the first time, on new ports when its ports were taken. */
 static gboolean
 start_new_node (RedisLockTestCluster *cluster, guint node, GError **error)
 {
-  Node *n = &cluster->nodes[node];
-  char *nodes_conf;
+  NodeStart start = { cluster, node };
 
-  for (int attempt = 1;; attempt++)
-    {
-      GError *local = NULL;
-      int ports[2];
-
-      if (!rl_test_pick_free_ports (ports, 2, error))
-        return FALSE;
-      rl_test_process_set_port (n->process, ports[0]);
-      n->bus_port = ports[1];
-      if (!write_node_conf (cluster, node, error))
-        return FALSE;
-      if (rl_test_process_start (n->process, &local))
-        return TRUE;
-      if (!g_error_matches (local, G_IO_ERROR, G_IO_ERROR_ADDRESS_IN_USE)
-          || attempt == MAX_PORT_TRIES)
-        {
-          g_propagate_error (error, local);
-          return FALSE;
-        }
-      g_clear_error (&local);
-      /* The node may have written its id with the old ports: start afresh. */
-      nodes_conf = g_build_filename (n->process->dir, "nodes.conf", NULL);
-      g_unlink (nodes_conf);
-      g_clear_pointer (&nodes_conf, g_free);
-    }
+  return rl_test_process_start_new (cluster->nodes[node].process, 2, configure_node, &start,
+                                    error);
 }
 
 /* The node @node replicates, or -1 for a master. */

@@ -62,6 +62,24 @@ void rl_test_process_set_port (RlTestProcess *process, int port);
  * quotes the end of redis.log. */
 gboolean rl_test_process_start (RlTestProcess *process, GError **error);
 
+/* How many free ports rl_test_process_start_new() hands its configure function at the
+ * most, and how often it picks new ones. */
+#define RL_TEST_MAX_PORTS 2
+#define RL_TEST_PORT_TRIES 5
+
+/* Writes the configuration of @process for a start on @ports, free TCP ports (when
+ * the process listens on TCP, its own port is one of them: rl_test_process_set_port()). */
+typedef gboolean (*RlTestConfigureFunc) (RlTestProcess *process, const int *ports, gpointer data,
+                                         GError **error);
+
+/* Starts @process for the first time on @n_ports (at most RL_TEST_MAX_PORTS) free
+ * ports, which @configure (@data) writes into its configuration first: when another
+ * process took one of them meanwhile, new ones are picked and it is configured and
+ * started again, RL_TEST_PORT_TRIES times at the most. */
+gboolean rl_test_process_start_new (RlTestProcess *process, guint n_ports,
+                                    RlTestConfigureFunc configure, gpointer data,
+                                    GError **error);
+
 /* As rl_test_process_start(), but while the port is taken (by a connection's local
  * port, say) tries again for up to RL_TEST_READY_TIMEOUT_MS: for a restart on the
  * port a process had before. */

@@ -46,8 +46,6 @@
 #define COMMAND_TIMEOUT_MS 2000
 /* How long the deployment may take to come up. */
 #define FORM_TIMEOUT_MS 30000
-/* How often a process whose port was taken is given a new port at creation. */
-#define MAX_PORT_TRIES 5
 
 struct _RedisLockTestSentinel
 {
@@ -372,36 +370,29 @@ write_conf (RlTestProcess *process, int master_port, int sentinel_of, GError **e
   return g_file_set_contents (process->conf_path, conf->str, (gssize)conf->len, error);
 }
 
+/* Configures a process of start_new() for ports[0]; @data, two ints: the master port
+ * and the port of the master a Sentinel watches of write_conf(). */
+static gboolean
+configure (RlTestProcess *process, const int *ports, gpointer data, GError **error)
+{
+  const int *roles = data;
+
+  rl_test_process_set_port (process, ports[0]);
+  return write_conf (process, roles[0], roles[1], error);
+}
+
 /* Makes and starts a process, on another port when its port was taken. */
 static RlTestProcess *
 start_new (const char *executable, const char *extra_arg, const char *prefix, int master_port,
            int sentinel_of, GError **error)
 {
+  int roles[2] = { master_port, sentinel_of };
   g_autoptr (RlTestProcess) process
       = rl_test_process_new (executable, extra_arg, prefix, NULL, 0, error);
 
-  if (process == NULL)
+  if (process == NULL || !rl_test_process_start_new (process, 1, configure, roles, error))
     return NULL;
-  for (int attempt = 1;; attempt++)
-    {
-      GError *local = NULL;
-      int port;
-
-      if (!rl_test_pick_free_ports (&port, 1, error))
-        return NULL;
-      rl_test_process_set_port (process, port);
-      if (!write_conf (process, master_port, sentinel_of, error))
-        return NULL;
-      if (rl_test_process_start (process, &local))
-        return g_steal_pointer (&process);
-      if (!g_error_matches (local, G_IO_ERROR, G_IO_ERROR_ADDRESS_IN_USE)
-          || attempt == MAX_PORT_TRIES)
-        {
-          g_propagate_error (error, local);
-          return NULL;
-        }
-      g_clear_error (&local);
-    }
+  return g_steal_pointer (&process);
 }
 
 RedisLockTestSentinel *
