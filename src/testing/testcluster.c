@@ -74,22 +74,11 @@ static redisReply *
 node_vcommand (RedisLockTestCluster *cluster, guint node, GError **error, const char *format,
                va_list ap)
 {
-  RlTestProcess *process = cluster->nodes[node].process;
-  redisReply *reply;
-  va_list copy;
+  redisReply *reply = rl_test_process_vcommand (cluster->nodes[node].process,
+                                                COMMAND_TIMEOUT_MS, error, format, ap);
 
-  va_copy (copy, ap);
-  reply = rl_test_process_vcommand (process, COMMAND_TIMEOUT_MS, error, format, ap);
-  if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
-    {
-      g_autofree char *command = g_strdup_vprintf (format, copy);
-
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "node %u (%s): %s: %s", node,
-                   process->address, command, reply->str);
-      freeReplyObject (reply);
-      reply = NULL;
-    }
-  va_end (copy);
+  if (reply == NULL)
+    g_prefix_error (error, "node %u: ", node);
   return reply;
 }
 

@@ -643,10 +643,24 @@ rl_test_process_vcommand (RlTestProcess *process, int timeout_ms, GError **error
                           const char *format, va_list ap)
 {
   redisContext *c = get_connection (process, timeout_ms, error);
+  redisReply *reply;
+  va_list copy;
 
   if (c == NULL)
     return NULL;
-  return check_reply (process, redisvCommand (c, format, ap), error);
+  va_copy (copy, ap);
+  reply = check_reply (process, redisvCommand (c, format, ap), error);
+  if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+    {
+      g_autofree char *command = g_strdup_vprintf (format, copy);
+
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "%s: %s: %s", process->address, command,
+                   reply->str);
+      freeReplyObject (reply);
+      reply = NULL;
+    }
+  va_end (copy);
+  return reply;
 }
 
 redisReply *

@@ -102,10 +102,10 @@ char *rl_test_process_log_tail (RlTestProcess *process);
 /* Runs one command on the process over a cached connection that it opens when needed,
  * with a timeout of @timeout_ms on connecting and on the reply. NULL with
  * G_IO_ERROR_NOT_CONNECTED when the process is stopped or paused, G_IO_ERROR_FAILED when
- * the connection fails (it is dropped and opened again next time). An error reply is a
- * reply: the caller checks its type. Free with freeReplyObject(). */
+ * the connection fails (it is dropped and opened again next time) and on an error
+ * reply, which the message quotes with the command. Free with freeReplyObject(). */
 redisReply *rl_test_process_command (RlTestProcess *process, int timeout_ms, GError **error,
-                                     const char *format, ...);
+                                     const char *format, ...) G_GNUC_PRINTF (4, 5);
 /* The same with a va_list. */
 redisReply *rl_test_process_vcommand (RlTestProcess *process, int timeout_ms, GError **error,
                                       const char *format, va_list ap);

@@ -59,35 +59,13 @@ struct _RedisLockTestSentinel
 
 /* --- Talking to processes ---------------------------------------------------------- */
 
-/* Runs a command; NULL with @error on an I/O error or an error reply. */
-static redisReply *run (RlTestProcess *process, GError **error, const char *format, ...)
-    G_GNUC_PRINTF (3, 4);
-
-static redisReply *
-run (RlTestProcess *process, GError **error, const char *format, ...)
-{
-  redisReply *reply;
-  va_list ap;
-
-  va_start (ap, format);
-  reply = rl_test_process_vcommand (process, COMMAND_TIMEOUT_MS, error, format, ap);
-  va_end (ap);
-  if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "%s: %s: %s", process->address, format,
-                   reply->str);
-      freeReplyObject (reply);
-      return NULL;
-    }
-  return reply;
-}
-
 /* INFO @section of @process, or NULL with @why. */
 static char *
 get_info (RlTestProcess *process, const char *section, GString *why)
 {
   GError *error = NULL;
-  redisReply *reply = run (process, &error, "INFO %s", section);
+  redisReply *reply
+      = rl_test_process_command (process, COMMAND_TIMEOUT_MS, &error, "INFO %s", section);
   char *text = NULL;
 
   if (reply == NULL)
@@ -130,7 +108,8 @@ static int
 master_named_by (RedisLockTestSentinel *sentinel, RlTestProcess *process, GString *why)
 {
   GError *error = NULL;
-  redisReply *reply = run (process, &error, "SENTINEL get-master-addr-by-name %s", MASTER_NAME);
+  redisReply *reply = rl_test_process_command (process, COMMAND_TIMEOUT_MS, &error,
+                                               "SENTINEL get-master-addr-by-name %s", MASTER_NAME);
   int node = -1;
 
   if (reply == NULL)
@@ -157,7 +136,7 @@ is_master (RedisLockTestSentinel *sentinel, guint node)
 
   if (!rl_test_process_is_up (sentinel->nodes[node]))
     return FALSE;
-  reply = run (sentinel->nodes[node], NULL, "ROLE");
+  reply = rl_test_process_command (sentinel->nodes[node], COMMAND_TIMEOUT_MS, NULL, "ROLE");
   if (reply == NULL)
     return FALSE;
   master = reply->type == REDIS_REPLY_ARRAY && reply->elements > 0
@@ -176,13 +155,15 @@ static gboolean
 replicas_acknowledge (RedisLockTestSentinel *sentinel, GString *why)
 {
   GError *error = NULL;
-  redisReply *reply = run (sentinel->nodes[0], &error, "SET redislock-test:sync 1");
+  redisReply *reply = rl_test_process_command (sentinel->nodes[0], COMMAND_TIMEOUT_MS, &error,
+                                               "SET redislock-test:sync 1");
   long long acks;
 
   if (reply != NULL)
     {
       freeReplyObject (reply);
-      reply = run (sentinel->nodes[0], &error, "WAIT %u 50", sentinel->n_nodes - 1);
+      reply = rl_test_process_command (sentinel->nodes[0], COMMAND_TIMEOUT_MS, &error, "WAIT %u 50",
+                                       sentinel->n_nodes - 1);
     }
   if (reply == NULL)
     {
@@ -192,7 +173,8 @@ replicas_acknowledge (RedisLockTestSentinel *sentinel, GString *why)
     }
   acks = reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
   freeReplyObject (reply);
-  reply = run (sentinel->nodes[0], NULL, "DEL redislock-test:sync");
+  reply = rl_test_process_command (sentinel->nodes[0], COMMAND_TIMEOUT_MS, NULL,
+                                   "DEL redislock-test:sync");
   if (reply != NULL)
     freeReplyObject (reply);
   if (acks < (long long) sentinel->n_nodes - 1)
@@ -263,7 +245,8 @@ check_sentinel (RedisLockTestSentinel *sentinel, guint s, GString *why)
   gboolean ok;
   guint known = 0;
 
-  master = run (process, &error, "SENTINEL MASTER %s", MASTER_NAME);
+  master = rl_test_process_command (process, COMMAND_TIMEOUT_MS, &error, "SENTINEL MASTER %s",
+                                    MASTER_NAME);
   if (master == NULL)
     {
       g_string_printf (why, "%s", error->message);
@@ -285,7 +268,8 @@ check_sentinel (RedisLockTestSentinel *sentinel, guint s, GString *why)
   if (!ok)
     return FALSE;
 
-  replicas = run (process, &error, "SENTINEL REPLICAS %s", MASTER_NAME);
+  replicas = rl_test_process_command (process, COMMAND_TIMEOUT_MS, &error, "SENTINEL REPLICAS %s",
+                                      MASTER_NAME);
   if (replicas == NULL)
     {
       g_string_printf (why, "%s", error->message);
