@@ -59,21 +59,38 @@ struct _RedisLockTestSentinel
 
 /* --- Talking to processes ---------------------------------------------------------- */
 
-/* INFO @section of @process, or NULL with @why. */
-static char *
-get_info (RlTestProcess *process, const char *section, GString *why)
+/* Runs a command on @process for a check of the deployment; NULL, with the reason in
+ * @why, when it failed or answered an error. */
+static redisReply *ask (RlTestProcess *process, GString *why, const char *format, ...)
+    G_GNUC_PRINTF (3, 4);
+
+static redisReply *
+ask (RlTestProcess *process, GString *why, const char *format, ...)
 {
   GError *error = NULL;
-  redisReply *reply
-      = rl_test_process_command (process, COMMAND_TIMEOUT_MS, &error, "INFO %s", section);
-  char *text = NULL;
+  redisReply *reply;
+  va_list ap;
 
+  va_start (ap, format);
+  reply = rl_test_process_vcommand (process, COMMAND_TIMEOUT_MS, &error, format, ap);
+  va_end (ap);
   if (reply == NULL)
     {
       g_string_printf (why, "%s", error->message);
       g_error_free (error);
-      return NULL;
     }
+  return reply;
+}
+
+/* INFO @section of @process, or NULL with @why. */
+static char *
+get_info (RlTestProcess *process, const char *section, GString *why)
+{
+  redisReply *reply = ask (process, why, "INFO %s", section);
+  char *text = NULL;
+
+  if (reply == NULL)
+    return NULL;
   if (reply->type == REDIS_REPLY_STRING)
     text = g_strndup (reply->str, reply->len);
   else
@@ -107,17 +124,11 @@ node_of_port (RedisLockTestSentinel *sentinel, long long port)
 static int
 master_named_by (RedisLockTestSentinel *sentinel, RlTestProcess *process, GString *why)
 {
-  GError *error = NULL;
-  redisReply *reply = rl_test_process_command (process, COMMAND_TIMEOUT_MS, &error,
-                                               "SENTINEL get-master-addr-by-name %s", MASTER_NAME);
+  redisReply *reply = ask (process, why, "SENTINEL get-master-addr-by-name %s", MASTER_NAME);
   int node = -1;
 
   if (reply == NULL)
-    {
-      g_string_printf (why, "%s", error->message);
-      g_error_free (error);
-      return -1;
-    }
+    return -1;
   if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 2
       && reply->element[1]->type == REDIS_REPLY_STRING)
     node = node_of_port (sentinel, g_ascii_strtoll (reply->element[1]->str, NULL, 10));
@@ -154,23 +165,16 @@ is_master (RedisLockTestSentinel *sentinel, guint node)
 static gboolean
 replicas_acknowledge (RedisLockTestSentinel *sentinel, GString *why)
 {
-  GError *error = NULL;
-  redisReply *reply = rl_test_process_command (sentinel->nodes[0], COMMAND_TIMEOUT_MS, &error,
-                                               "SET redislock-test:sync 1");
+  redisReply *reply = ask (sentinel->nodes[0], why, "SET redislock-test:sync 1");
   long long acks;
 
   if (reply != NULL)
     {
       freeReplyObject (reply);
-      reply = rl_test_process_command (sentinel->nodes[0], COMMAND_TIMEOUT_MS, &error, "WAIT %u 50",
-                                       sentinel->n_nodes - 1);
+      reply = ask (sentinel->nodes[0], why, "WAIT %u 50", sentinel->n_nodes - 1);
     }
   if (reply == NULL)
-    {
-      g_string_printf (why, "%s", error->message);
-      g_error_free (error);
-      return FALSE;
-    }
+    return FALSE;
   acks = reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
   freeReplyObject (reply);
   reply = rl_test_process_command (sentinel->nodes[0], COMMAND_TIMEOUT_MS, NULL,
@@ -237,7 +241,6 @@ static gboolean
 check_sentinel (RedisLockTestSentinel *sentinel, guint s, GString *why)
 {
   RlTestProcess *process = sentinel->sentinels[s];
-  GError *error = NULL;
   redisReply *master;
   redisReply *replicas;
   const char *flags;
@@ -245,14 +248,9 @@ check_sentinel (RedisLockTestSentinel *sentinel, guint s, GString *why)
   gboolean ok;
   guint known = 0;
 
-  master = rl_test_process_command (process, COMMAND_TIMEOUT_MS, &error, "SENTINEL MASTER %s",
-                                    MASTER_NAME);
+  master = ask (process, why, "SENTINEL MASTER %s", MASTER_NAME);
   if (master == NULL)
-    {
-      g_string_printf (why, "%s", error->message);
-      g_error_free (error);
-      return FALSE;
-    }
+    return FALSE;
   flags = pairs_get (master, "flags");
   others = pairs_get (master, "num-other-sentinels");
   ok = g_strcmp0 (flags, "master") == 0;
@@ -268,14 +266,9 @@ check_sentinel (RedisLockTestSentinel *sentinel, guint s, GString *why)
   if (!ok)
     return FALSE;
 
-  replicas = rl_test_process_command (process, COMMAND_TIMEOUT_MS, &error, "SENTINEL REPLICAS %s",
-                                      MASTER_NAME);
+  replicas = ask (process, why, "SENTINEL REPLICAS %s", MASTER_NAME);
   if (replicas == NULL)
-    {
-      g_string_printf (why, "%s", error->message);
-      g_error_free (error);
-      return FALSE;
-    }
+    return FALSE;
   for (size_t i = 0; ok && replicas->type == REDIS_REPLY_ARRAY && i < replicas->elements; i++)
     {
       const redisReply *entry = replicas->element[i];
@@ -603,20 +596,14 @@ check_failover_started (gpointer data, GString *why)
 
   for (guint s = 0; s < sentinel->n_sentinels; s++)
     {
-      GError *error = NULL;
       redisReply *reply;
       gboolean ok;
 
       if (!rl_test_process_is_up (sentinel->sentinels[s]))
         continue;
-      reply = rl_test_process_command (sentinel->sentinels[s], COMMAND_TIMEOUT_MS, &error,
-                                       "SENTINEL FAILOVER %s", MASTER_NAME);
+      reply = ask (sentinel->sentinels[s], why, "SENTINEL FAILOVER %s", MASTER_NAME);
       if (reply == NULL)
-        {
-          g_string_printf (why, "%s", error->message);
-          g_error_free (error);
-          return FALSE;
-        }
+        return FALSE;
       ok = reply->type == REDIS_REPLY_STATUS;
       if (!ok)
         g_string_printf (why, "SENTINEL FAILOVER: %s", reply->str != NULL ? reply->str : "?");
