@@ -2,8 +2,9 @@
 /* wake-pipe.h: the wake-up pipe of a thread that polls sockets (the notification
  * subscribers, notify.c and notify-shard.c, and the Sentinel watcher, sentinel.c):
  * such a thread polls the pipe's read end with its sockets, and another thread writes
- * a byte to stop it or hand it news at once. Both ends are non-blocking, so a writer never waits and the reader drains it
- * in one go. Inline: a few lines each, shared rather than written twice.
+ * a byte to stop it or hand it news at once. Both ends are non-blocking, so a writer
+ * never waits and the reader drains it in one go. Inline: a few lines each, shared
+ * rather than written twice.
  */
 #ifndef RL_WAKE_PIPE_H
 #define RL_WAKE_PIPE_H
