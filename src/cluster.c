@@ -86,12 +86,6 @@ range_clear (gpointer data)
 
 /* Slots ------------------------------------------------------------------------------ */
 
-guint
-rl_cluster_key_slot (const char *key)
-{
-  return rl_key_slot (key);
-}
-
 /* The first form whose slot is the key's: Spring's own channel name (a hash tag of the
  * key carries over, as when the registry key holds one), the key braced as a whole, or
  * the key's tag in front; the key itself when no form can be (a key without a tag that
@@ -702,8 +696,7 @@ rl_cluster_open (const RlUrl *url, RlStoreContext *ctx, RlTopologyChangedFunc ch
 {
   RlCluster *self = g_new0 (RlCluster, 1);
 
-  self->parent.vt = &cluster_vtable;
-  self->parent.ctx = ctx;
+  rl_topology_init (&self->parent, &cluster_vtable, ctx, FALSE);
   rl_conn_config_copy (&url->node, &self->node_config);
   rl_mutex_init (&self->mutex);
   rl_cond_init (&self->cond);

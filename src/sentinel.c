@@ -548,11 +548,9 @@ rl_sentinel_open (const RlUrl *url, RlStoreContext *ctx, RlTopologyChangedFunc c
 {
   RlSentinel *self = g_new0 (RlSentinel, 1);
 
-  self->parent.vt = &sentinel_vtable;
-  self->parent.ctx = ctx;
+  rl_topology_init (&self->parent, &sentinel_vtable, ctx, TRUE);
   self->parent.changed = changed;
   self->parent.changed_data = changed_data;
-  self->parent.publish_counts_all = TRUE;
   rl_wake_thread_init (&self->wt);
   rl_conn_config_copy (&url->node, &self->node_config);
   self->master_name = g_strdup (url->master_name);
