@@ -483,6 +483,7 @@ shard_thread (gpointer data)
 {
   RlShardNotifier *self = data;
 
+  rl_thread_set_name ("redislock-ssub");
   while (!should_stop (self))
     {
       guint n;
@@ -529,13 +530,6 @@ shard_thread (gpointer data)
   return NULL;
 }
 
-static void *
-shard_thread_main (void *data)
-{
-  rl_thread_set_name ("redislock-ssub");
-  return shard_thread (data);
-}
-
 RlShardNotifier *
 rl_shard_notifier_new (RlStore *store, RlTopology *topology, const char *channel_prefix)
 {
@@ -560,7 +554,7 @@ start_locked (RlShardNotifier *self)
   rl_mutex_assert_held (&self->mutex);
   if (self->wt.started || self->stop)
     return;
-  if (!rl_wake_thread_start (&self->wt, shard_thread_main, self))
+  if (!rl_wake_thread_start (&self->wt, shard_thread, self))
     g_warning ("Cannot start the shard-notification thread; waiting by polling");
 }
 

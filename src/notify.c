@@ -585,6 +585,7 @@ notifier_thread (gpointer data)
   RlNotifier *self = data;
   gint64 backoff = RL_NOTIFY_BACKOFF_MIN_MS;
 
+  rl_thread_set_name ("redislock-sub");
   while (!should_stop (self))
     {
       g_autoptr (GError) error = NULL;
@@ -636,13 +637,6 @@ notifier_thread (gpointer data)
   return NULL;
 }
 
-static void *
-notifier_thread_main (void *data)
-{
-  rl_thread_set_name ("redislock-sub");
-  return notifier_thread (data);
-}
-
 RlNotifier *
 rl_notifier_new (RlStore *store, RlTopology *topology, const char *pattern,
                  const char *guard_channel, const char *legacy_channel, const char *key_prefix,
@@ -671,7 +665,7 @@ start_locked (RlNotifier *self)
   rl_mutex_assert_held (&self->mutex);
   if (self->wt.started || self->stop)
     return;
-  if (rl_wake_thread_start (&self->wt, notifier_thread_main, self))
+  if (rl_wake_thread_start (&self->wt, notifier_thread, self))
     g_atomic_int_set (&self->running, TRUE);
   else
     g_warning ("Cannot start the unlock-notification thread; waiting by polling");
