@@ -36,10 +36,11 @@
 #include <string.h>
 
 #include "debug.h"
+#include "key-slot.h"
+#include "reply-map.h"
 #include "sync.h"
 #include "topology.h"
 
-#define RL_CLUSTER_SLOTS 16384
 #define RL_CLUSTER_REFRESH_MIN_MS 100
 #define RL_CLUSTER_PERIODIC_MS 1000
 #define RL_CLUSTER_WATCH_MS 250
@@ -86,45 +87,6 @@ range_clear (gpointer data)
 
 /* Slots ------------------------------------------------------------------------------ */
 
-static guint16
-crc16_xmodem (const char *data, gsize len)
-{
-  guint16 crc = 0;
-
-  for (gsize i = 0; i < len; i++)
-    {
-      crc ^= (guint16) ((guint8) data[i] << 8);
-      for (int bit = 0; bit < 8; bit++)
-        crc = (crc & 0x8000) != 0 ? (guint16) ((crc << 1) ^ 0x1021) : (guint16) (crc << 1);
-    }
-  return crc;
-}
-
-/* The slot of @key: the cluster specification's HASH_SLOT. */
-static guint
-key_slot (const char *key)
-{
-  const char *open = strchr (key, '{');
-  gsize len = strlen (key);
-
-  if (open != NULL)
-    {
-      const char *close = strchr (open + 1, '}');
-      if (close != NULL && close > open + 1)
-        {
-          key = open + 1;
-          len = (gsize) (close - open - 1);
-        }
-    }
-  return crc16_xmodem (key, len) & (RL_CLUSTER_SLOTS - 1);
-}
-
-guint
-rl_cluster_key_slot (const char *key)
-{
-  return key_slot (key);
-}
-
 /* The first form whose slot is the key's: Spring's own channel name (a hash tag of the
  * key carries over, as when the registry key holds one), the key braced as a whole, or
  * the key's tag in front; the key itself when no form can be (a key without a tag that
@@ -132,23 +94,23 @@ rl_cluster_key_slot (const char *key)
 char *
 rl_cluster_shard_channel (const char *prefix, const char *key)
 {
-  guint slot = key_slot (key);
+  guint slot = rl_key_slot (key);
   const char *open = strchr (key, '{');
   const char *close = open != NULL ? strchr (open + 1, '}') : NULL;
   char *channel = g_strconcat (prefix, key, NULL);
 
-  if (key_slot (channel) == slot)
+  if (rl_key_slot (channel) == slot)
     return channel;
   g_free (channel);
   channel = g_strconcat (prefix, "{", key, "}", NULL);
-  if (key_slot (channel) == slot)
+  if (rl_key_slot (channel) == slot)
     return channel;
   g_free (channel);
   if (close != NULL && close > open + 1)
     channel = g_strdup_printf ("{%.*s}%s%s", (int) (close - open - 1), open + 1, prefix, key);
   else
     channel = g_strconcat ("{", key, "}", prefix, key, NULL);
-  if (key_slot (channel) == slot)
+  if (rl_key_slot (channel) == slot)
     return channel;
   g_free (channel);
   return g_strdup (key);
@@ -207,18 +169,6 @@ masters_locked (RlCluster *self)
 
 /* The map ------------------------------------------------------------------------------ */
 
-/* Field @name of a reply that is a flat list of names and values (RESP2 maps). */
-static const redisReply *
-map_get (const redisReply *map, const char *name)
-{
-  if (map->type != REDIS_REPLY_ARRAY)
-    return NULL;
-  for (size_t i = 0; i + 1 < map->elements; i += 2)
-    if (map->element[i]->type == REDIS_REPLY_STRING && strcmp (map->element[i]->str, name) == 0)
-      return map->element[i + 1];
-  return NULL;
-}
-
 static gboolean
 is_string (const redisReply *reply)
 {
@@ -255,8 +205,8 @@ parse_shards (const redisReply *reply, RlNode *asked, GArray *ranges)
   for (size_t i = 0; i < reply->elements; i++)
     {
       const redisReply *shard = reply->element[i];
-      const redisReply *slots = map_get (shard, "slots");
-      const redisReply *nodes = map_get (shard, "nodes");
+      const redisReply *slots = rl_reply_map_get (shard, "slots");
+      const redisReply *nodes = rl_reply_map_get (shard, "nodes");
       const char *host = NULL;
       long long port = 0;
 
@@ -265,10 +215,10 @@ parse_shards (const redisReply *reply, RlNode *asked, GArray *ranges)
         continue;
       for (size_t n = 0; n < nodes->elements; n++)
         {
-          const redisReply *role = map_get (nodes->element[n], "role");
-          const redisReply *endpoint = map_get (nodes->element[n], "endpoint");
-          const redisReply *ip = map_get (nodes->element[n], "ip");
-          const redisReply *p = map_get (nodes->element[n], "port");
+          const redisReply *role = rl_reply_map_get (nodes->element[n], "role");
+          const redisReply *endpoint = rl_reply_map_get (nodes->element[n], "endpoint");
+          const redisReply *ip = rl_reply_map_get (nodes->element[n], "ip");
+          const redisReply *p = rl_reply_map_get (nodes->element[n], "port");
           if (!is_string (role) || strcmp (role->str, "master") != 0 || p == NULL
               || p->type != REDIS_REPLY_INTEGER)
             continue;
@@ -519,7 +469,7 @@ cluster_route (RlTopology *topology, const char *key, GError **error)
 {
   RlCluster *self = (RlCluster *) topology;
   RlNode *node = NULL;
-  guint slot = key != NULL ? key_slot (key) : 0;
+  guint slot = key != NULL ? rl_key_slot (key) : 0;
 
   rl_mutex_lock (&self->mutex);
   if (key != NULL)
@@ -637,7 +587,7 @@ static RlNode *
 cluster_reroute (RlTopology *topology, RlNode *node, const char *key, gint64 deadline_us)
 {
   RlCluster *self = (RlCluster *) topology;
-  guint slot = key != NULL ? key_slot (key) : 0;
+  guint slot = key != NULL ? rl_key_slot (key) : 0;
   RlNode *next = NULL;
 
   rl_mutex_lock (&self->mutex);
@@ -747,8 +697,7 @@ rl_cluster_open (const RlUrl *url, RlStoreContext *ctx, RlTopologyChangedFunc ch
 {
   RlCluster *self = g_new0 (RlCluster, 1);
 
-  self->parent.vt = &cluster_vtable;
-  self->parent.ctx = ctx;
+  rl_topology_init (&self->parent, &cluster_vtable, ctx, FALSE);
   rl_conn_config_copy (&url->node, &self->node_config);
   rl_mutex_init (&self->mutex);
   rl_cond_init (&self->cond);

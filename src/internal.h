@@ -32,6 +32,7 @@
 
 #include "redislock/redislock.h"
 #include "acquire.h"
+#include "debug.h"
 #include "leases.h"
 #include "settings.h"
 #include "store.h"
@@ -280,6 +281,29 @@ rl_request_ran_out (gint64 request_deadline, gint64 sent, gint64 deadline, const
   return request_deadline == deadline && deadline - sent < RL_MIN_REQUEST_MS * 1000
          && g_get_monotonic_time () >= deadline
          && g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION);
+}
+
+/* The end of an attempt whose request (rl_request_deadline() above) did not take the
+ * lease of @what@name: HELD is counted as a contended attempt and returned; else the
+ * request failed with *@local_error, which is passed on to @error unless the request
+ * only ran out of the caller's wait (a debug message then, and no error: not acquired
+ * in time), and ERROR is returned. */
+static inline RlLeaseResult
+rl_attempt_not_taken (RedisLockRegistry *registry, RlLeaseResult result, const char *what,
+                      const char *name, gint64 request_deadline, gint64 sent, gint64 deadline,
+                      GError **local_error, GError **error)
+{
+  if (result == RL_LEASE_HELD)
+    {
+      RL_ATOMIC_ADD (registry->stats.contended_attempts, 1);
+      return RL_LEASE_HELD;
+    }
+  if (rl_request_ran_out (request_deadline, sent, deadline, *local_error))
+    rl_debug ("acquiring %s%s: the wait ended during the request: %s", what, name,
+             (*local_error)->message);
+  else
+    g_propagate_error (error, g_steal_pointer (local_error));
+  return RL_LEASE_ERROR;
 }
 
 /* lock.c */

@@ -158,9 +158,7 @@ redis_lock_leader_is_leading (RedisLockLeader *leader)
   gboolean leading;
 
   g_return_val_if_fail (leader != NULL, FALSE);
-  rl_mutex_lock (&leader->mutex);
-  leading = leader->leading;
-  rl_mutex_unlock (&leader->mutex);
+  rl_mutex_read (&leader->mutex, &leader->leading, &leading, sizeof leading);
   return leading;
 }
 
@@ -170,9 +168,7 @@ redis_lock_leader_get_cancellable (RedisLockLeader *leader)
   GCancellable *cancellable;
 
   g_return_val_if_fail (leader != NULL, NULL);
-  rl_mutex_lock (&leader->mutex);
-  cancellable = leader->cancellable;
-  rl_mutex_unlock (&leader->mutex);
+  rl_mutex_read (&leader->mutex, &leader->cancellable, &cancellable, sizeof cancellable);
   return cancellable;
 }
 

@@ -63,7 +63,6 @@
 
 #include <string.h>
 
-#include "debug.h"
 #include "internal.h"
 #include "lock-private.h"
 #include "waits.h"
@@ -342,18 +341,19 @@ attempt_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
   char value[RL_LEASE_VALUE_MAX];
   g_autoptr (GError) local_error = NULL;
   gint64 sent, request_deadline;
+  RlLeaseResult result;
 
   *pttl_ms = -1;
   rl_leases_value (leases, serial, value);
   sent = g_get_monotonic_time ();
   request_deadline = rl_request_deadline (registry, deadline, bounded, sent);
-  switch (request != NULL
-              ? request->func (lock, value, ttl_ms, request_deadline, pttl_ms, request->data,
-                               &local_error)
-              : store->vt->acquire (store, lock->key_data, value, ttl_ms, request_deadline, fence_key,
-                                    &token, pttl_ms, &local_error))
+  result = request != NULL ? request->func (lock, value, ttl_ms, request_deadline, pttl_ms,
+                                            request->data, &local_error)
+                           : store->vt->acquire (store, lock->key_data, value, ttl_ms,
+                                                 request_deadline, fence_key, &token, pttl_ms,
+                                                 &local_error);
+  if (result == RL_LEASE_OK)
     {
-    case RL_LEASE_OK:
       RL_ATOMIC_ADD (registry->stats.acquisitions, 1);
       if (!rl_leases_take (leases, lock, serial, ttl_ms, sent, token))
         {
@@ -364,26 +364,13 @@ attempt_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
       count_lease_hold_locked (lock, contended);
       rl_mutex_unlock (&lock->m);
       return RL_LEASE_OK;
-    case RL_LEASE_HELD:
-      RL_ATOMIC_ADD (registry->stats.contended_attempts, 1);
-      return RL_LEASE_HELD;
-    case RL_LEASE_LOST:
-    case RL_LEASE_ERROR:
-    default:
-      /* The request may have reached the store and taken the key after all: have it
-       * released in the background, so that nobody waits for its TTL. */
-      rl_leases_add_doubtful (leases, lock->key_data, value, ttl_ms);
-      if (rl_request_ran_out (request_deadline, sent, deadline, local_error))
-        {
-          /* The wait ran out with a sliver of it left for the request: not acquired in
-           * time, not a verdict on the store. */
-          rl_debug ("acquiring %s: the wait ended during the request: %s", lock->key_data,
-                   local_error->message);
-          return RL_LEASE_ERROR;
-        }
-      g_propagate_error (error, g_steal_pointer (&local_error));
-      return RL_LEASE_ERROR;
     }
+  if (result != RL_LEASE_HELD)
+    /* The request may have reached the store and taken the key after all: have it
+     * released in the background, so that nobody waits for its TTL. */
+    rl_leases_add_doubtful (leases, lock->key_data, value, ttl_ms);
+  return rl_attempt_not_taken (registry, result, "", lock->key_data, request_deadline, sent,
+                               deadline, &local_error, error);
 }
 
 /* rl_lock_attempt_step() with @request (NULL: the plain lock's acquire). */
@@ -719,9 +706,7 @@ rl_lock_notify_seq (RedisLock *lock)
 {
   guint16 seq;
 
-  rl_mutex_lock (&lock->m);
-  seq = lock->notify_seq;
-  rl_mutex_unlock (&lock->m);
+  rl_mutex_read (&lock->m, &lock->notify_seq, &seq, sizeof seq);
   return seq;
 }
 

@@ -709,12 +709,8 @@ rl_memory_store_open (const char *url, const char *registry_key, const char *cli
 
   memory_init ();
   self = g_new0 (RlMemoryStore, 1);
-  self->parent.vt = &memory_store_vtable;
-  self->parent.client_id = g_strdup (client_id);
-  self->parent.registry_key = g_strdup (registry_key);
-  self->parent.ctx = ctx;
-  self->parent.released = released;
-  self->parent.released_data = released_data;
+  rl_store_init (&self->parent, &memory_store_vtable, registry_key, client_id, ctx, released,
+                 released_data);
   self->key_prefix = g_strconcat (registry_key, ":", NULL);
   self->link.data = self;
 

@@ -454,9 +454,7 @@ should_stop (RlShardNotifier *self)
 {
   gboolean stop;
 
-  rl_mutex_lock (&self->mutex);
-  stop = self->stop;
-  rl_mutex_unlock (&self->mutex);
+  rl_mutex_read (&self->mutex, &self->stop, &stop, sizeof stop);
   return stop;
 }
 
@@ -486,6 +484,7 @@ shard_thread (gpointer data)
 {
   RlShardNotifier *self = data;
 
+  rl_thread_set_name ("redislock-ssub");
   while (!should_stop (self))
     {
       guint n;
@@ -532,13 +531,6 @@ shard_thread (gpointer data)
   return NULL;
 }
 
-static void *
-shard_thread_main (void *data)
-{
-  rl_thread_set_name ("redislock-ssub");
-  return shard_thread (data);
-}
-
 RlShardNotifier *
 rl_shard_notifier_new (RlStore *store, RlTopology *topology, const char *channel_prefix)
 {
@@ -563,7 +555,7 @@ start_locked (RlShardNotifier *self)
   rl_mutex_assert_held (&self->mutex);
   if (self->wt.started || self->stop)
     return;
-  if (!rl_wake_thread_start (&self->wt, shard_thread_main, self))
+  if (!rl_wake_thread_start (&self->wt, shard_thread, self))
     g_warning ("Cannot start the shard-notification thread; waiting by polling");
 }
 

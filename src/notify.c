@@ -192,9 +192,8 @@ static gboolean
 should_stop (RlNotifier *self)
 {
   gboolean stop;
-  rl_mutex_lock (&self->mutex);
-  stop = self->stop;
-  rl_mutex_unlock (&self->mutex);
+
+  rl_mutex_read (&self->mutex, &self->stop, &stop, sizeof stop);
   return stop;
 }
 
@@ -587,6 +586,7 @@ notifier_thread (gpointer data)
   RlNotifier *self = data;
   gint64 backoff = RL_NOTIFY_BACKOFF_MIN_MS;
 
+  rl_thread_set_name ("redislock-sub");
   while (!should_stop (self))
     {
       g_autoptr (GError) error = NULL;
@@ -638,13 +638,6 @@ notifier_thread (gpointer data)
   return NULL;
 }
 
-static void *
-notifier_thread_main (void *data)
-{
-  rl_thread_set_name ("redislock-sub");
-  return notifier_thread (data);
-}
-
 RlNotifier *
 rl_notifier_new (RlStore *store, RlTopology *topology, const char *pattern,
                  const char *guard_channel, const char *legacy_channel, const char *key_prefix,
@@ -673,7 +666,7 @@ start_locked (RlNotifier *self)
   rl_mutex_assert_held (&self->mutex);
   if (self->wt.started || self->stop)
     return;
-  if (rl_wake_thread_start (&self->wt, notifier_thread_main, self))
+  if (rl_wake_thread_start (&self->wt, notifier_thread, self))
     g_atomic_int_set (&self->running, TRUE);
   else
     g_warning ("Cannot start the unlock-notification thread; waiting by polling");
@@ -724,25 +717,12 @@ rl_notifier_guard (RlNotifier *self)
   return guarding;
 }
 
-gboolean
-rl_notifier_is_subscribed (RlNotifier *self)
-{
-  gboolean subscribed;
-
-  rl_mutex_lock (&self->mutex);
-  subscribed = self->subscribed;
-  rl_mutex_unlock (&self->mutex);
-  return subscribed;
-}
-
 gint64
 rl_notifier_tracking_id (RlNotifier *self)
 {
   gint64 id;
 
-  rl_mutex_lock (&self->mutex);
-  id = self->tracking_id;
-  rl_mutex_unlock (&self->mutex);
+  rl_mutex_read (&self->mutex, &self->tracking_id, &id, sizeof id);
   return id;
 }
 

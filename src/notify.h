@@ -31,8 +31,6 @@ gboolean rl_notifier_watch (RlNotifier *notifier, gint64 timeout_ms);
  * Returns FALSE while a connection that was up is down (a restart now would go
  * unnoticed until it is back), TRUE otherwise. */
 gboolean rl_notifier_guard (RlNotifier *notifier);
-/* Whether the subscription is confirmed now; never starts it. */
-gboolean rl_notifier_is_subscribed (RlNotifier *notifier);
 /* How many receivers of a release published on the per-key channel (and, with
  * @legacy, on the legacy channel too) are this subscription: 0, 1 or 2. */
 guint rl_notifier_receivers (RlNotifier *notifier, gboolean legacy);

@@ -499,77 +499,100 @@ quorum_release (RlStore *store, const char *key, const char *value, gint64 keep_
   return item.result;
 }
 
-/* The value a majority of the nodes holds for @key, with the shortest of their TTLs;
- * the nodes asked one after another. */
-/* Deletes @key on every node that answers, one after another (an operator's call, not
- * a hot path): OK when some node had it, and a majority answered; CONNECTION when
- * fewer did (some node may keep the key until its TTL). */
-static RlLeaseResult
-quorum_force_release (RlStore *store, const char *key, GError **error)
+/* Asks one open node: TRUE when it answered, else FALSE with its error. */
+typedef gboolean (*AskFunc) (RlStore *child, guint i, gpointer data, GError **error);
+
+/* Asks every open node, one after another, through @ask (an operator's calls, not a
+ * hot path). TRUE when a majority answered; else FALSE with the error of fewer than a
+ * majority answering, @what first, with the first node's error. */
+static gboolean
+ask_one_by_one (RlQuorumStore *self, const char *what, AskFunc ask, gpointer data,
+                GError **error)
 {
-  RlQuorumStore *self = (RlQuorumStore *) store;
   g_autoptr (GError) first_error = NULL;
-  gboolean deleted = FALSE;
   guint answered = 0;
 
   for (guint i = 0; i < self->n; i++)
     {
       RlStore *child = rl_quorum_child_store (self, i);
       g_autoptr (GError) local_error = NULL;
-      RlLeaseResult result;
 
       if (child == NULL)
         continue;
-      result = child->vt->force_release (child, key, &local_error);
-      if (result == RL_LEASE_ERROR)
-        {
-          if (first_error == NULL)
-            first_error = g_steal_pointer (&local_error);
-          continue;
-        }
-      answered++;
-      deleted = deleted || result == RL_LEASE_OK;
+      if (ask (child, i, data, &local_error))
+        answered++;
+      else if (first_error == NULL)
+        first_error = g_steal_pointer (&local_error);
     }
-  if (answered < self->majority)
-    {
-      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
-                   "Forced release: %u of %u quorum nodes answered, a majority is %u (%s)",
-                   answered, self->n, self->majority,
-                   first_error != NULL ? first_error->message : "not connected");
-      return RL_LEASE_ERROR;
-    }
-  return deleted ? RL_LEASE_OK : RL_LEASE_LOST;
+  if (answered >= self->majority)
+    return TRUE;
+  g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
+               "%s: %u of %u quorum nodes answered, a majority is %u (%s)", what, answered,
+               self->n, self->majority, first_error != NULL ? first_error->message : "not connected");
+  return FALSE;
 }
 
+typedef struct
+{
+  const char *key;
+  gboolean deleted;
+} ForcedRelease;
+
+static gboolean
+force_release_one (RlStore *child, guint i, gpointer data, GError **error)
+{
+  ForcedRelease *forced = data;
+  RlLeaseResult result = child->vt->force_release (child, forced->key, error);
+
+  forced->deleted = forced->deleted || result == RL_LEASE_OK;
+  return result != RL_LEASE_ERROR;
+}
+
+/* Deletes @key on every node that answers (an operator's call, not a hot path): OK
+ * when some node had it, and a majority answered; CONNECTION when fewer did (some node
+ * may keep the key until its TTL). */
+static RlLeaseResult
+quorum_force_release (RlStore *store, const char *key, GError **error)
+{
+  ForcedRelease forced = { key, FALSE };
+
+  if (!ask_one_by_one ((RlQuorumStore *) store, "Forced release", force_release_one, &forced,
+                       error))
+    return RL_LEASE_ERROR;
+  return forced.deleted ? RL_LEASE_OK : RL_LEASE_LOST;
+}
+
+typedef struct
+{
+  const char *key;
+  char **values;
+  gint64 *pttls;
+} Inspection;
+
+/* A node answers when it has @key, and when it says it has not. */
+static gboolean
+inspect_one (RlStore *child, guint i, gpointer data, GError **error)
+{
+  Inspection *in = data;
+
+  return child->vt->inspect (child, in->key, &in->values[i], &in->pttls[i], error)
+         || *error == NULL;
+}
+
+/* The value a majority of the nodes holds for @key, with the shortest of their TTLs;
+ * the nodes asked one after another. */
 static gboolean
 quorum_inspect (RlStore *store, const char *key, char **value, gint64 *pttl_ms, GError **error)
 {
   RlQuorumStore *self = (RlQuorumStore *) store;
   g_autofree char **values = g_new0 (char *, self->n + 1);
   g_autofree gint64 *pttls = g_new0 (gint64, self->n);
-  g_autoptr (GError) first_error = NULL;
+  Inspection in = { key, values, pttls };
   gboolean found = FALSE;
-  guint answered = 0;
+  gboolean majority;
 
-  for (guint i = 0; i < self->n; i++)
-    {
-      RlStore *child = rl_quorum_child_store (self, i);
-      g_autoptr (GError) local_error = NULL;
-
-      if (child == NULL)
-        continue;
-      if (child->vt->inspect (child, key, &values[i], &pttls[i], &local_error)
-          || local_error == NULL)
-        answered++;
-      else if (first_error == NULL)
-        first_error = g_steal_pointer (&local_error);
-    }
-  if (answered < self->majority)
-    g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
-                 "Inspecting a quorum lease: %u of %u quorum nodes answered, a majority is %u (%s)",
-                 answered, self->n, self->majority,
-                 first_error != NULL ? first_error->message : "not connected");
-  for (guint i = 0; answered >= self->majority && i < self->n && !found; i++)
+  majority = ask_one_by_one (self, "Inspecting a quorum lease", inspect_one, &in, error);
+  for (guint i = 0; majority && i < self->n && !found; i++)
     {
       guint count = 0;
       gint64 pttl = pttls[i];
@@ -615,6 +638,19 @@ entries_free (GArray *entries)
   g_array_unref (entries);
 }
 
+/* Node @i's leases in lists[@i] (@data), when it answers. */
+static gboolean
+list_one (RlStore *child, guint i, gpointer data, GError **error)
+{
+  GArray **lists = data;
+
+  lists[i] = g_array_new (FALSE, FALSE, sizeof (RlStoreEntry));
+  if (child->vt->list (child, lists[i], error))
+    return TRUE;
+  g_clear_pointer (&lists[i], entries_free);
+  return FALSE;
+}
+
 /* The leases a majority of the nodes hold with the same value; the nodes asked one
  * after another. */
 static gboolean
@@ -622,38 +658,16 @@ quorum_list (RlStore *store, GArray *entries, GError **error)
 {
   RlQuorumStore *self = (RlQuorumStore *) store;
   g_autoptr (GHashTable) counts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  g_autoptr (GError) first_error = NULL;
   g_autofree GArray **lists = g_new0 (GArray *, self->n);
-  guint answered = 0;
+  gboolean majority;
 
-  for (guint i = 0; i < self->n; i++)
-    {
-      RlStore *child = rl_quorum_child_store (self, i);
-      g_autoptr (GError) local_error = NULL;
-
-      if (child == NULL)
-        continue;
-      lists[i] = g_array_new (FALSE, FALSE, sizeof (RlStoreEntry));
-      if (child->vt->list (child, lists[i], &local_error))
-        answered++;
-      else
-        {
-          if (first_error == NULL)
-            first_error = g_steal_pointer (&local_error);
-          g_clear_pointer (&lists[i], entries_free);
-        }
-    }
-  if (answered < self->majority)
-    g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION,
-                 "Listing quorum leases: %u of %u quorum nodes answered, a majority is %u (%s)",
-                 answered, self->n, self->majority,
-                 first_error != NULL ? first_error->message : "not connected");
+  majority = ask_one_by_one (self, "Listing quorum leases", list_one, lists, error);
   /* "key\nvalue" -> how many nodes have it */
   for (guint i = 0; i < self->n; i++)
     {
       if (lists[i] == NULL)
         continue;
-      for (guint k = 0; answered >= self->majority && k < lists[i]->len; k++)
+      for (guint k = 0; majority && k < lists[i]->len; k++)
         {
           RlStoreEntry *e = &g_array_index (lists[i], RlStoreEntry, k);
           char *id = g_strconcat (e->key, "\n", e->value, NULL);
@@ -667,7 +681,7 @@ quorum_list (RlStore *store, GArray *entries, GError **error)
         }
       entries_free (lists[i]);
     }
-  return answered >= self->majority;
+  return majority;
 }
 
 /* Confirmed when notifications run on a majority: a holder's release reaches a
@@ -841,12 +855,8 @@ rl_quorum_store_open (const char *const *urls, const char *registry_key, const c
     }
 
   self = g_new0 (RlQuorumStore, 1);
-  self->parent.vt = &quorum_store_vtable;
-  self->parent.client_id = g_strdup (client_id);
-  self->parent.registry_key = g_strdup (registry_key);
-  self->parent.ctx = ctx;
-  self->parent.released = released;
-  self->parent.released_data = released_data;
+  rl_store_init (&self->parent, &quorum_store_vtable, registry_key, client_id, ctx, released,
+                 released_data);
   self->n = n;
   self->majority = n / 2 + 1;
   self->children = g_new0 (RlQuorumChild, n);

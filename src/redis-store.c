@@ -471,12 +471,8 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
     return NULL;
 
   self = g_new0 (RlRedisStore, 1);
-  self->parent.vt = &redis_store_vtable;
-  self->parent.client_id = g_strdup (client_id);
-  self->parent.registry_key = g_strdup (registry_key);
-  self->parent.ctx = ctx;
-  self->parent.released = released;
-  self->parent.released_data = released_data;
+  rl_store_init (&self->parent, &redis_store_vtable, registry_key, client_id, ctx, released,
+                 released_data);
   self->channel_prefix = g_strconcat (registry_key, "-channel:", NULL);
   self->forced_channel = g_strconcat (registry_key, "-forced", NULL);
   self->legacy_channel = g_strconcat (registry_key, "-channel", NULL);

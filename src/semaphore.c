@@ -26,7 +26,6 @@
 
 #include <string.h>
 
-#include "debug.h"
 #include "internal.h"
 #include "key-index.h"
 #include "semaphore.h"
@@ -350,49 +349,36 @@ attempt_permit (RedisSemaphore *semaphore, gint64 deadline, gboolean bounded, gi
   RedisLock *lease;
   gint64 sent, request_deadline;
   guint slot = 0, start;
+  RlLeaseResult result;
 
   *pttl_ms = -1;
   rl_leases_value (leases, serial, value);
   sent = g_get_monotonic_time ();
   request_deadline = rl_request_deadline (registry, deadline, bounded, sent);
   start = attempt_start (semaphore, sent);
-  switch (store->vt->semaphore_acquire (store, semaphore_key (semaphore), semaphore->permits,
-                                        start, value, ttl_ms, request_deadline, &slot, pttl_ms,
-                                        &local_error))
+  result = store->vt->semaphore_acquire (store, semaphore_key (semaphore), semaphore->permits,
+                                         start, value, ttl_ms, request_deadline, &slot, pttl_ms,
+                                         &local_error);
+  if (result != RL_LEASE_OK)
+    /* A permit taken by a request whose answer was lost is not known here: it comes
+     * back when its TTL ends. */
+    return rl_attempt_not_taken (registry, result, "a permit of ", semaphore_key (semaphore),
+                                 request_deadline, sent, deadline, &local_error, error);
+  RL_ATOMIC_ADD (registry->stats.acquisitions, 1);
+  if (start >= semaphore->permits)
+    RL_ATOMIC_SET (semaphore->verified_until, sent + RL_SEMAPHORE_VERIFIED_MS * 1000);
+  /* The permit's lease is named `{NAME}:sem:SLOT`, after the anchor's `{NAME}:sem`. */
+  lease = rl_lock_new (registry, rl_key_index (name_buf, sizeof name_buf, &name_heap,
+                                               rl_lock_name (semaphore->anchor), slot));
+  lease->member = RL_MEMBER_PERMIT;
+  if (!rl_leases_take (leases, lease, serial, ttl_ms, sent, 0))
     {
-    case RL_LEASE_OK:
-      RL_ATOMIC_ADD (registry->stats.acquisitions, 1);
-      if (start >= semaphore->permits)
-        RL_ATOMIC_SET (semaphore->verified_until, sent + RL_SEMAPHORE_VERIFIED_MS * 1000);
-      /* The permit's lease is named `{NAME}:sem:SLOT`, after the anchor's `{NAME}:sem`. */
-      lease = rl_lock_new (registry, rl_key_index (name_buf, sizeof name_buf, &name_heap,
-                                                   rl_lock_name (semaphore->anchor), slot));
-      lease->member = RL_MEMBER_PERMIT;
-      if (!rl_leases_take (leases, lease, serial, ttl_ms, sent, 0))
-        {
-          rl_lock_release_after_close (lease, value, error);
-          rl_lock_unref_memory (lease);
-          return RL_LEASE_ERROR;
-        }
-      *permit = permit_new (semaphore, lease, slot);
-      return RL_LEASE_OK;
-    case RL_LEASE_HELD:
-      RL_ATOMIC_ADD (registry->stats.contended_attempts, 1);
-      return RL_LEASE_HELD;
-    case RL_LEASE_LOST:
-    case RL_LEASE_ERROR:
-    default:
-      /* A permit taken by a request whose answer was lost is not known here: it comes
-       * back when its TTL ends. */
-      if (rl_request_ran_out (request_deadline, sent, deadline, local_error))
-        {
-          rl_debug ("acquiring a permit of %s: the wait ended during the request: %s",
-                   semaphore_key (semaphore), local_error->message);
-          return RL_LEASE_ERROR;
-        }
-      g_propagate_error (error, g_steal_pointer (&local_error));
+      rl_lock_release_after_close (lease, value, error);
+      rl_lock_unref_memory (lease);
       return RL_LEASE_ERROR;
     }
+  *permit = permit_new (semaphore, lease, slot);
+  return RL_LEASE_OK;
 }
 
 RlAcquireAction

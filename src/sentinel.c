@@ -23,12 +23,11 @@
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
-#include <unistd.h>
-#include <glib-unix.h>
 
 #include "debug.h"
 #include "sync.h"
 #include "topology.h"
+#include "wake-pipe.h"
 
 #define RL_SENTINEL_REDISCOVER_MIN_MS 100
 #define RL_SENTINEL_BACKOFF_MIN_MS 25
@@ -47,21 +46,14 @@ typedef struct
   guint sentinel_turn; /* the Sentinel asked first: the one that answered last */
   gboolean rediscover_wanted;
   gboolean stop;
-  gboolean started;
-  pthread_t thread;
-  int wake[2]; /* written to wake the thread: a rediscovery wanted, or stop */
+  RlWakeThread wt; /* its pipe is written to wake the thread: a rediscovery wanted, or stop */
 } RlSentinel;
 
 static void
 wake_thread (RlSentinel *self)
 {
-  ssize_t rc;
-
-  if (self->wake[1] < 0)
-    return;
-  do
-    rc = write (self->wake[1], "w", 1);
-  while (rc < 0 && errno == EINTR);
+  if (self->wt.wake[1] >= 0)
+    rl_wake_pipe_write (self->wt.wake, 'w');
 }
 
 static void
@@ -296,14 +288,10 @@ rediscover (RlSentinel *self)
 static gboolean
 drain_and_check (RlSentinel *self)
 {
-  char buf[64];
   gboolean stop;
 
-  while (read (self->wake[0], buf, sizeof buf) > 0)
-    ;
-  rl_mutex_lock (&self->mutex);
-  stop = self->stop;
-  rl_mutex_unlock (&self->mutex);
+  rl_wake_pipe_drain (self->wt.wake);
+  rl_mutex_read (&self->mutex, &self->stop, &stop, sizeof stop);
   return !stop;
 }
 
@@ -391,7 +379,7 @@ sentinel_thread (void *data)
   rl_thread_set_name ("redislock-sentinel");
   for (;;)
     {
-      struct pollfd pfd[2] = { { self->wake[0], POLLIN, 0 }, { -1, POLLIN, 0 } };
+      struct pollfd pfd[2] = { { self->wt.wake[0], POLLIN, 0 }, { -1, POLLIN, 0 } };
       gint64 now = g_get_monotonic_time ();
       gint64 wait_ms = RL_SENTINEL_PING_MS;
       gboolean want;
@@ -527,16 +515,8 @@ static void
 sentinel_close (RlTopology *topology)
 {
   RlSentinel *self = (RlSentinel *) topology;
-  gboolean join;
 
-  rl_mutex_lock (&self->mutex);
-  self->stop = TRUE;
-  join = self->started;
-  self->started = FALSE;
-  rl_mutex_unlock (&self->mutex);
-  wake_thread (self);
-  if (join)
-    pthread_join (self->thread, NULL);
+  rl_wake_thread_stop (&self->wt, &self->mutex, NULL, &self->stop);
 }
 
 static void
@@ -544,11 +524,7 @@ sentinel_free (RlTopology *topology)
 {
   RlSentinel *self = (RlSentinel *) topology;
 
-  if (self->wake[0] >= 0)
-    {
-      close (self->wake[0]);
-      close (self->wake[1]);
-    }
+  rl_wake_pipe_close (self->wt.wake);
   rl_node_unref (self->master);
   g_ptr_array_unref (self->sentinels);
   g_free (self->master_name);
@@ -573,12 +549,10 @@ rl_sentinel_open (const RlUrl *url, RlStoreContext *ctx, RlTopologyChangedFunc c
 {
   RlSentinel *self = g_new0 (RlSentinel, 1);
 
-  self->parent.vt = &sentinel_vtable;
-  self->parent.ctx = ctx;
+  rl_topology_init (&self->parent, &sentinel_vtable, ctx, TRUE);
   self->parent.changed = changed;
   self->parent.changed_data = changed_data;
-  self->parent.publish_counts_all = TRUE;
-  self->wake[0] = self->wake[1] = -1;
+  rl_wake_thread_init (&self->wt);
   rl_conn_config_copy (&url->node, &self->node_config);
   self->master_name = g_strdup (url->master_name);
   rl_mutex_init (&self->mutex);
@@ -596,12 +570,7 @@ rl_sentinel_open (const RlUrl *url, RlStoreContext *ctx, RlTopologyChangedFunc c
       sentinel_free (&self->parent);
       return NULL;
     }
-  if (g_unix_open_pipe (self->wake, FD_CLOEXEC, NULL)
-      && g_unix_set_fd_nonblocking (self->wake[0], TRUE, NULL)
-      && g_unix_set_fd_nonblocking (self->wake[1], TRUE, NULL)
-      && pthread_create (&self->thread, NULL, sentinel_thread, self) == 0)
-    self->started = TRUE;
-  else
+  if (!rl_wake_thread_start (&self->wt, sentinel_thread, self))
     g_warning ("Cannot start the Sentinel watching thread; failovers are noticed only by "
                "failing calls");
   return &self->parent;

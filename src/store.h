@@ -393,8 +393,7 @@ rl_store_watch (RlStore *store, const char *key, gint64 timeout_ms)
   return store->vt->watch (store, timeout_ms);
 }
 
-/* Opens the store named by @url (redis://, unix://, memory://); fills the common fields
- * (store.c). */
+/* Opens the store named by @url (redis://, unix://, memory://) (store.c). */
 RlStore *rl_store_open (const char *url, const char *registry_key, const char *client_id,
                         RlStoreContext *ctx, RlStoreReleasedFunc released, gpointer released_data,
                         GError **error);
@@ -416,6 +415,21 @@ RlStore *rl_quorum_store_open (const char *const *urls, const char *registry_key
                                const char *client_id, RlStoreContext *ctx,
                                RlStoreReleasedFunc released, gpointer released_data,
                                GError **error);
+
+/* Fills the common fields of @store, a store's own structure being opened; what it
+ * copies, rl_store_free() frees. */
+static inline void
+rl_store_init (RlStore *store, const RlStoreVTable *vt, const char *registry_key,
+               const char *client_id, RlStoreContext *ctx, RlStoreReleasedFunc released,
+               gpointer released_data)
+{
+  store->vt = vt;
+  store->client_id = g_strdup (client_id);
+  store->registry_key = g_strdup (registry_key);
+  store->ctx = ctx;
+  store->released = released;
+  store->released_data = released_data;
+}
 
 static inline void
 rl_store_free (RlStore *store)

@@ -32,6 +32,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <string.h>
 #include <time.h>
 #include <glib.h>
 #ifdef HAVE_SYS_PRCTL_H
@@ -115,6 +116,16 @@ rl_mutex_assert_held (RlMutex *mutex)
 #else
   (void) mutex;
 #endif
+}
+
+/* Copies @field, state that @mutex guards, to @value (@size bytes each) with @mutex
+ * held: the body of a getter of such a field. */
+static inline void
+rl_mutex_read (RlMutex *mutex, const void *field, void *value, gsize size)
+{
+  rl_mutex_lock (mutex);
+  memcpy (value, field, size);
+  rl_mutex_unlock (mutex);
 }
 
 static inline void

@@ -94,9 +94,7 @@ rl_topology_open (const RlUrl *url, RlStoreContext *ctx, RlTopologyChangedFunc c
         RlSingle *self = g_new0 (RlSingle, 1);
         RlConnConfig config;
         rl_conn_config_copy (&url->node, &config);
-        self->parent.vt = &single_vtable;
-        self->parent.ctx = ctx;
-        self->parent.publish_counts_all = TRUE;
+        rl_topology_init (&self->parent, &single_vtable, ctx, TRUE);
         self->node = rl_node_new (&config, ctx);
         topology = &self->parent;
         break;

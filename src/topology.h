@@ -103,8 +103,6 @@ RlTopology *rl_topology_open (const RlUrl *url, RlStoreContext *ctx,
 RlTopology *rl_cluster_open (const RlUrl *url, RlStoreContext *ctx,
                              RlTopologyChangedFunc changed, gpointer changed_data,
                              GError **error);
-/* The Cluster slot of @key: CRC16 of the key, or of its `{hash tag}` (cluster.c). */
-guint rl_cluster_key_slot (const char *key);
 /* The shard channel a release of @key is published on (SPUBLISH) and its waiters
  * subscribe to (SSUBSCRIBE), g_free(): @prefix (`registry_key-channel:`) and @key,
  * formed so that its slot is @key's (a shard channel is served by the master of its
@@ -115,6 +113,17 @@ char *rl_cluster_shard_channel (const char *prefix, const char *key);
 RlTopology *rl_sentinel_open (const RlUrl *url, RlStoreContext *ctx,
                               RlTopologyChangedFunc changed, gpointer changed_data,
                               GError **error);
+
+/* Fills the common fields of @topology, a topology's own structure being opened; who
+ * is told of changes (changed) is set apart, when they are to be told. */
+static inline void
+rl_topology_init (RlTopology *topology, const RlTopologyVTable *vt, RlStoreContext *ctx,
+                  gboolean publish_counts_all)
+{
+  topology->vt = vt;
+  topology->ctx = ctx;
+  topology->publish_counts_all = publish_counts_all;
+}
 
 static inline void
 rl_topology_free (RlTopology *topology)

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* wake-pipe.h: the wake-up pipe of a thread that polls sockets (the notification
- * subscribers, notify.c and notify-shard.c): such a thread polls the pipe's read end
- * with its sockets, and another thread writes a byte to stop it or hand it news at
- * once. Both ends are non-blocking, so a writer never waits and the reader drains it
- * in one go. Inline: a few lines each, shared rather than written twice.
+ * subscribers, notify.c and notify-shard.c, and the Sentinel watcher, sentinel.c):
+ * such a thread polls the pipe's read end with its sockets, and another thread writes
+ * a byte to stop it or hand it news at once. Both ends are non-blocking, so a writer
+ * never waits and the reader drains it in one go. Inline: a few lines each, shared
+ * rather than written twice.
  */
 #ifndef RL_WAKE_PIPE_H
 #define RL_WAKE_PIPE_H
@@ -82,8 +83,8 @@ rl_wake_thread_start (RlWakeThread *t, void *(*main) (void *), void *data)
   return t->started;
 }
 
-/* Sets *@stop under @mutex (waking the waiters on @cond), then wakes the thread and
- * joins it, once; idempotent. */
+/* Sets *@stop under @mutex (waking the waiters on @cond, if not NULL), then wakes the
+ * thread and joins it, once; idempotent. */
 static inline void
 rl_wake_thread_stop (RlWakeThread *t, RlMutex *mutex, RlCond *cond, gboolean *stop)
 {
@@ -93,7 +94,8 @@ rl_wake_thread_stop (RlWakeThread *t, RlMutex *mutex, RlCond *cond, gboolean *st
   *stop = TRUE;
   join = t->started && !t->joined;
   t->joined = TRUE;
-  rl_cond_broadcast (cond);
+  if (cond != NULL)
+    rl_cond_broadcast (cond);
   rl_mutex_unlock (mutex);
   if (join)
     {

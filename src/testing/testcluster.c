@@ -46,44 +46,18 @@
 #include <gio/gio.h>
 #include <glib/gstdio.h>
 
+#include "key-slot.h"
 #include "testprocess.h"
 
 #include "testcluster.h"
 
 /* --- Slots of keys ----------------------------------------------------------------- */
 
-/* CRC16-XMODEM (polynomial 0x1021, initial value 0), as Redis Cluster hashes keys. */
-static guint16
-crc16 (const char *data, gsize len)
-{
-  guint16 crc = 0;
-
-  for (gsize i = 0; i < len; i++)
-    {
-      crc ^= (guint16)((guint8)data[i] << 8);
-      for (int bit = 0; bit < 8; bit++)
-        crc = (crc & 0x8000) ? (guint16)((crc << 1) ^ 0x1021) : (guint16)(crc << 1);
-    }
-  return crc;
-}
-
 guint
 redis_lock_test_cluster_key_slot (const char *key)
 {
-  const char *tag_start;
-  const char *tag_end;
-
   g_return_val_if_fail (key != NULL, 0);
-  /* Only the first '{' counts, up to the first '}' after it, and only when something
-   * lies between them. */
-  tag_start = strchr (key, '{');
-  if (tag_start != NULL)
-    {
-      tag_end = strchr (tag_start + 1, '}');
-      if (tag_end != NULL && tag_end > tag_start + 1)
-        return crc16 (tag_start + 1, (gsize)(tag_end - tag_start - 1)) % N_SLOTS;
-    }
-  return crc16 (key, strlen (key)) % N_SLOTS;
+  return rl_key_slot (key);
 }
 
 /* --- Talking to nodes -------------------------------------------------------------- */
@@ -100,22 +74,11 @@ static redisReply *
 node_vcommand (RedisLockTestCluster *cluster, guint node, GError **error, const char *format,
                va_list ap)
 {
-  RlTestProcess *process = cluster->nodes[node].process;
-  redisReply *reply;
-  va_list copy;
+  redisReply *reply = rl_test_process_vcommand (cluster->nodes[node].process,
+                                                COMMAND_TIMEOUT_MS, error, format, ap);
 
-  va_copy (copy, ap);
-  reply = rl_test_process_vcommand (process, COMMAND_TIMEOUT_MS, error, format, ap);
-  if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
-    {
-      g_autofree char *command = g_strdup_vprintf (format, copy);
-
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "node %u (%s): %s: %s", node,
-                   process->address, command, reply->str);
-      freeReplyObject (reply);
-      reply = NULL;
-    }
-  va_end (copy);
+  if (reply == NULL)
+    g_prefix_error (error, "node %u: ", node);
   return reply;
 }
 
@@ -510,38 +473,35 @@ write_node_conf (RedisLockTestCluster *cluster, guint node, GError **error)
   return g_file_set_contents (n->process->conf_path, conf->str, (gssize)conf->len, error);
 }
 
+typedef struct
+{
+  RedisLockTestCluster *cluster;
+  guint node;
+} NodeStart;
+
+/* Configures a new node for ports[0] and its bus on ports[1]. */
+static gboolean
+configure_node (RlTestProcess *process, const int *ports, gpointer data, GError **error)
+{
+  NodeStart *start = data;
+  g_autofree char *nodes_conf = g_build_filename (process->dir, "nodes.conf", NULL);
+
+  /* A try before this one on other ports may have written the node's id with them:
+   * start afresh. */
+  g_unlink (nodes_conf);
+  rl_test_process_set_port (process, ports[0]);
+  start->cluster->nodes[start->node].bus_port = ports[1];
+  return write_node_conf (start->cluster, start->node, error);
+}
+
 /* Starts @node for the first time, on new ports when its ports were taken. */
 static gboolean
 start_new_node (RedisLockTestCluster *cluster, guint node, GError **error)
 {
-  Node *n = &cluster->nodes[node];
-  char *nodes_conf;
+  NodeStart start = { cluster, node };
 
-  for (int attempt = 1;; attempt++)
-    {
-      GError *local = NULL;
-      int ports[2];
-
-      if (!rl_test_pick_free_ports (ports, 2, error))
-        return FALSE;
-      rl_test_process_set_port (n->process, ports[0]);
-      n->bus_port = ports[1];
-      if (!write_node_conf (cluster, node, error))
-        return FALSE;
-      if (rl_test_process_start (n->process, &local))
-        return TRUE;
-      if (!g_error_matches (local, G_IO_ERROR, G_IO_ERROR_ADDRESS_IN_USE)
-          || attempt == MAX_PORT_TRIES)
-        {
-          g_propagate_error (error, local);
-          return FALSE;
-        }
-      g_clear_error (&local);
-      /* The node may have written its id with the old ports: start afresh. */
-      nodes_conf = g_build_filename (n->process->dir, "nodes.conf", NULL);
-      g_unlink (nodes_conf);
-      g_clear_pointer (&nodes_conf, g_free);
-    }
+  return rl_test_process_start_new (cluster->nodes[node].process, 2, configure_node, &start,
+                                    error);
 }
 
 /* The node @node replicates, or -1 for a master. */

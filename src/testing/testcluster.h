@@ -22,8 +22,6 @@
 /* How long the cluster may take to form, and to agree on a migrated slot. */
 #define FORM_TIMEOUT_MS 30000
 #define AGREE_TIMEOUT_MS 10000
-/* How often a node whose port was taken is given new ports at creation. */
-#define MAX_PORT_TRIES 5
 
 typedef struct
 {

@@ -472,6 +472,31 @@ rl_test_process_start (RlTestProcess *process, GError **error)
 }
 
 gboolean
+rl_test_process_start_new (RlTestProcess *process, guint n_ports, RlTestConfigureFunc configure,
+                           gpointer data, GError **error)
+{
+  g_return_val_if_fail (n_ports >= 1 && n_ports <= RL_TEST_MAX_PORTS, FALSE);
+  for (int attempt = 1;; attempt++)
+    {
+      GError *local = NULL;
+      int ports[RL_TEST_MAX_PORTS];
+
+      if (!rl_test_pick_free_ports (ports, n_ports, error)
+          || !configure (process, ports, data, error))
+        return FALSE;
+      if (rl_test_process_start (process, &local))
+        return TRUE;
+      if (!g_error_matches (local, G_IO_ERROR, G_IO_ERROR_ADDRESS_IN_USE)
+          || attempt == RL_TEST_PORT_TRIES)
+        {
+          g_propagate_error (error, local);
+          return FALSE;
+        }
+      g_clear_error (&local);
+    }
+}
+
+gboolean
 rl_test_process_restart (RlTestProcess *process, GError **error)
 {
   gint64 deadline = g_get_monotonic_time () + RL_TEST_READY_TIMEOUT_MS * G_TIME_SPAN_MILLISECOND;
@@ -618,10 +643,24 @@ rl_test_process_vcommand (RlTestProcess *process, int timeout_ms, GError **error
                           const char *format, va_list ap)
 {
   redisContext *c = get_connection (process, timeout_ms, error);
+  redisReply *reply;
+  va_list copy;
 
   if (c == NULL)
     return NULL;
-  return check_reply (process, redisvCommand (c, format, ap), error);
+  va_copy (copy, ap);
+  reply = check_reply (process, redisvCommand (c, format, ap), error);
+  if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+    {
+      g_autofree char *command = g_strdup_vprintf (format, copy);
+
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "%s: %s: %s", process->address, command,
+                   reply->str);
+      freeReplyObject (reply);
+      reply = NULL;
+    }
+  va_end (copy);
+  return reply;
 }
 
 redisReply *

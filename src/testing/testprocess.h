@@ -62,6 +62,24 @@ void rl_test_process_set_port (RlTestProcess *process, int port);
  * quotes the end of redis.log. */
 gboolean rl_test_process_start (RlTestProcess *process, GError **error);
 
+/* How many free ports rl_test_process_start_new() hands its configure function at the
+ * most, and how often it picks new ones. */
+#define RL_TEST_MAX_PORTS 2
+#define RL_TEST_PORT_TRIES 5
+
+/* Writes the configuration of @process for a start on @ports, free TCP ports (when
+ * the process listens on TCP, its own port is one of them: rl_test_process_set_port()). */
+typedef gboolean (*RlTestConfigureFunc) (RlTestProcess *process, const int *ports, gpointer data,
+                                         GError **error);
+
+/* Starts @process for the first time on @n_ports (at most RL_TEST_MAX_PORTS) free
+ * ports, which @configure (@data) writes into its configuration first: when another
+ * process took one of them meanwhile, new ones are picked and it is configured and
+ * started again, RL_TEST_PORT_TRIES times at the most. */
+gboolean rl_test_process_start_new (RlTestProcess *process, guint n_ports,
+                                    RlTestConfigureFunc configure, gpointer data,
+                                    GError **error);
+
 /* As rl_test_process_start(), but while the port is taken (by a connection's local
  * port, say) tries again for up to RL_TEST_READY_TIMEOUT_MS: for a restart on the
  * port a process had before. */
@@ -84,10 +102,10 @@ char *rl_test_process_log_tail (RlTestProcess *process);
 /* Runs one command on the process over a cached connection that it opens when needed,
  * with a timeout of @timeout_ms on connecting and on the reply. NULL with
  * G_IO_ERROR_NOT_CONNECTED when the process is stopped or paused, G_IO_ERROR_FAILED when
- * the connection fails (it is dropped and opened again next time). An error reply is a
- * reply: the caller checks its type. Free with freeReplyObject(). */
+ * the connection fails (it is dropped and opened again next time) and on an error
+ * reply, which the message quotes with the command. Free with freeReplyObject(). */
 redisReply *rl_test_process_command (RlTestProcess *process, int timeout_ms, GError **error,
-                                     const char *format, ...);
+                                     const char *format, ...) G_GNUC_PRINTF (4, 5);
 /* The same with a va_list. */
 redisReply *rl_test_process_vcommand (RlTestProcess *process, int timeout_ms, GError **error,
                                       const char *format, va_list ap);

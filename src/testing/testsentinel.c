@@ -38,6 +38,7 @@
 
 #include <gio/gio.h>
 
+#include "reply-map.h"
 #include "testprocess.h"
 
 #define MASTER_NAME "mymaster"
@@ -45,8 +46,6 @@
 #define COMMAND_TIMEOUT_MS 2000
 /* How long the deployment may take to come up. */
 #define FORM_TIMEOUT_MS 30000
-/* How often a process whose port was taken is given a new port at creation. */
-#define MAX_PORT_TRIES 5
 
 struct _RedisLockTestSentinel
 {
@@ -60,25 +59,25 @@ struct _RedisLockTestSentinel
 
 /* --- Talking to processes ---------------------------------------------------------- */
 
-/* Runs a command; NULL with @error on an I/O error or an error reply. */
-static redisReply *run (RlTestProcess *process, GError **error, const char *format, ...)
+/* Runs a command on @process for a check of the deployment; NULL, with the reason in
+ * @why, when it failed or answered an error. */
+static redisReply *ask (RlTestProcess *process, GString *why, const char *format, ...)
     G_GNUC_PRINTF (3, 4);
 
 static redisReply *
-run (RlTestProcess *process, GError **error, const char *format, ...)
+ask (RlTestProcess *process, GString *why, const char *format, ...)
 {
+  GError *error = NULL;
   redisReply *reply;
   va_list ap;
 
   va_start (ap, format);
-  reply = rl_test_process_vcommand (process, COMMAND_TIMEOUT_MS, error, format, ap);
+  reply = rl_test_process_vcommand (process, COMMAND_TIMEOUT_MS, &error, format, ap);
   va_end (ap);
-  if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+  if (reply == NULL)
     {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "%s: %s: %s", process->address, format,
-                   reply->str);
-      freeReplyObject (reply);
-      return NULL;
+      g_string_printf (why, "%s", error->message);
+      g_error_free (error);
     }
   return reply;
 }
@@ -87,16 +86,11 @@ run (RlTestProcess *process, GError **error, const char *format, ...)
 static char *
 get_info (RlTestProcess *process, const char *section, GString *why)
 {
-  GError *error = NULL;
-  redisReply *reply = run (process, &error, "INFO %s", section);
+  redisReply *reply = ask (process, why, "INFO %s", section);
   char *text = NULL;
 
   if (reply == NULL)
-    {
-      g_string_printf (why, "%s", error->message);
-      g_error_free (error);
-      return NULL;
-    }
+    return NULL;
   if (reply->type == REDIS_REPLY_STRING)
     text = g_strndup (reply->str, reply->len);
   else
@@ -105,18 +99,14 @@ get_info (RlTestProcess *process, const char *section, GString *why)
   return text;
 }
 
-/* The value of @name in a flat array of field, value, field, value… (the RESP2 form of
- * SENTINEL MASTER and of each entry of SENTINEL REPLICAS), or NULL. */
+/* The string value of @name in a RESP2 map (SENTINEL MASTER, each entry of SENTINEL
+ * REPLICAS), or NULL. */
 static const char *
 pairs_get (const redisReply *pairs, const char *name)
 {
-  if (pairs->type != REDIS_REPLY_ARRAY)
-    return NULL;
-  for (size_t i = 0; i + 1 < pairs->elements; i += 2)
-    if (pairs->element[i]->type == REDIS_REPLY_STRING && strcmp (pairs->element[i]->str, name) == 0
-        && pairs->element[i + 1]->type == REDIS_REPLY_STRING)
-      return pairs->element[i + 1]->str;
-  return NULL;
+  const redisReply *value = rl_reply_map_get (pairs, name);
+
+  return value != NULL && value->type == REDIS_REPLY_STRING ? value->str : NULL;
 }
 
 /* The data node listening on @port, or -1. */
@@ -134,16 +124,11 @@ node_of_port (RedisLockTestSentinel *sentinel, long long port)
 static int
 master_named_by (RedisLockTestSentinel *sentinel, RlTestProcess *process, GString *why)
 {
-  GError *error = NULL;
-  redisReply *reply = run (process, &error, "SENTINEL get-master-addr-by-name %s", MASTER_NAME);
+  redisReply *reply = ask (process, why, "SENTINEL get-master-addr-by-name %s", MASTER_NAME);
   int node = -1;
 
   if (reply == NULL)
-    {
-      g_string_printf (why, "%s", error->message);
-      g_error_free (error);
-      return -1;
-    }
+    return -1;
   if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 2
       && reply->element[1]->type == REDIS_REPLY_STRING)
     node = node_of_port (sentinel, g_ascii_strtoll (reply->element[1]->str, NULL, 10));
@@ -162,7 +147,7 @@ is_master (RedisLockTestSentinel *sentinel, guint node)
 
   if (!rl_test_process_is_up (sentinel->nodes[node]))
     return FALSE;
-  reply = run (sentinel->nodes[node], NULL, "ROLE");
+  reply = rl_test_process_command (sentinel->nodes[node], COMMAND_TIMEOUT_MS, NULL, "ROLE");
   if (reply == NULL)
     return FALSE;
   master = reply->type == REDIS_REPLY_ARRAY && reply->elements > 0
@@ -180,24 +165,20 @@ is_master (RedisLockTestSentinel *sentinel, guint node)
 static gboolean
 replicas_acknowledge (RedisLockTestSentinel *sentinel, GString *why)
 {
-  GError *error = NULL;
-  redisReply *reply = run (sentinel->nodes[0], &error, "SET redislock-test:sync 1");
+  redisReply *reply = ask (sentinel->nodes[0], why, "SET redislock-test:sync 1");
   long long acks;
 
   if (reply != NULL)
     {
       freeReplyObject (reply);
-      reply = run (sentinel->nodes[0], &error, "WAIT %u 50", sentinel->n_nodes - 1);
+      reply = ask (sentinel->nodes[0], why, "WAIT %u 50", sentinel->n_nodes - 1);
     }
   if (reply == NULL)
-    {
-      g_string_printf (why, "%s", error->message);
-      g_error_free (error);
-      return FALSE;
-    }
+    return FALSE;
   acks = reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
   freeReplyObject (reply);
-  reply = run (sentinel->nodes[0], NULL, "DEL redislock-test:sync");
+  reply = rl_test_process_command (sentinel->nodes[0], COMMAND_TIMEOUT_MS, NULL,
+                                   "DEL redislock-test:sync");
   if (reply != NULL)
     freeReplyObject (reply);
   if (acks < (long long) sentinel->n_nodes - 1)
@@ -260,7 +241,6 @@ static gboolean
 check_sentinel (RedisLockTestSentinel *sentinel, guint s, GString *why)
 {
   RlTestProcess *process = sentinel->sentinels[s];
-  GError *error = NULL;
   redisReply *master;
   redisReply *replicas;
   const char *flags;
@@ -268,13 +248,9 @@ check_sentinel (RedisLockTestSentinel *sentinel, guint s, GString *why)
   gboolean ok;
   guint known = 0;
 
-  master = run (process, &error, "SENTINEL MASTER %s", MASTER_NAME);
+  master = ask (process, why, "SENTINEL MASTER %s", MASTER_NAME);
   if (master == NULL)
-    {
-      g_string_printf (why, "%s", error->message);
-      g_error_free (error);
-      return FALSE;
-    }
+    return FALSE;
   flags = pairs_get (master, "flags");
   others = pairs_get (master, "num-other-sentinels");
   ok = g_strcmp0 (flags, "master") == 0;
@@ -290,13 +266,9 @@ check_sentinel (RedisLockTestSentinel *sentinel, guint s, GString *why)
   if (!ok)
     return FALSE;
 
-  replicas = run (process, &error, "SENTINEL REPLICAS %s", MASTER_NAME);
+  replicas = ask (process, why, "SENTINEL REPLICAS %s", MASTER_NAME);
   if (replicas == NULL)
-    {
-      g_string_printf (why, "%s", error->message);
-      g_error_free (error);
-      return FALSE;
-    }
+    return FALSE;
   for (size_t i = 0; ok && replicas->type == REDIS_REPLY_ARRAY && i < replicas->elements; i++)
     {
       const redisReply *entry = replicas->element[i];
@@ -375,36 +347,29 @@ write_conf (RlTestProcess *process, int master_port, int sentinel_of, GError **e
   return g_file_set_contents (process->conf_path, conf->str, (gssize)conf->len, error);
 }
 
+/* Configures a process of start_new() for ports[0]; @data, two ints: the master port
+ * and the port of the master a Sentinel watches of write_conf(). */
+static gboolean
+configure (RlTestProcess *process, const int *ports, gpointer data, GError **error)
+{
+  const int *roles = data;
+
+  rl_test_process_set_port (process, ports[0]);
+  return write_conf (process, roles[0], roles[1], error);
+}
+
 /* Makes and starts a process, on another port when its port was taken. */
 static RlTestProcess *
 start_new (const char *executable, const char *extra_arg, const char *prefix, int master_port,
            int sentinel_of, GError **error)
 {
+  int roles[2] = { master_port, sentinel_of };
   g_autoptr (RlTestProcess) process
       = rl_test_process_new (executable, extra_arg, prefix, NULL, 0, error);
 
-  if (process == NULL)
+  if (process == NULL || !rl_test_process_start_new (process, 1, configure, roles, error))
     return NULL;
-  for (int attempt = 1;; attempt++)
-    {
-      GError *local = NULL;
-      int port;
-
-      if (!rl_test_pick_free_ports (&port, 1, error))
-        return NULL;
-      rl_test_process_set_port (process, port);
-      if (!write_conf (process, master_port, sentinel_of, error))
-        return NULL;
-      if (rl_test_process_start (process, &local))
-        return g_steal_pointer (&process);
-      if (!g_error_matches (local, G_IO_ERROR, G_IO_ERROR_ADDRESS_IN_USE)
-          || attempt == MAX_PORT_TRIES)
-        {
-          g_propagate_error (error, local);
-          return NULL;
-        }
-      g_clear_error (&local);
-    }
+  return g_steal_pointer (&process);
 }
 
 RedisLockTestSentinel *
@@ -631,20 +596,14 @@ check_failover_started (gpointer data, GString *why)
 
   for (guint s = 0; s < sentinel->n_sentinels; s++)
     {
-      GError *error = NULL;
       redisReply *reply;
       gboolean ok;
 
       if (!rl_test_process_is_up (sentinel->sentinels[s]))
         continue;
-      reply = rl_test_process_command (sentinel->sentinels[s], COMMAND_TIMEOUT_MS, &error,
-                                       "SENTINEL FAILOVER %s", MASTER_NAME);
+      reply = ask (sentinel->sentinels[s], why, "SENTINEL FAILOVER %s", MASTER_NAME);
       if (reply == NULL)
-        {
-          g_string_printf (why, "%s", error->message);
-          g_error_free (error);
-          return FALSE;
-        }
+        return FALSE;
       ok = reply->type == REDIS_REPLY_STATUS;
       if (!ok)
         g_string_printf (why, "SENTINEL FAILOVER: %s", reply->str != NULL ? reply->str : "?");

@@ -50,9 +50,6 @@
 
 #include "testprocess.h"
 
-/* How often creation picks another TLS port when the one picked was taken. */
-#define MAX_PORT_TRIES 5
-
 /* The validity of the certificates that are not expired, around the time of creation. */
 #define CA_DAYS "3650"
 #define CERT_DAYS 365
@@ -351,27 +348,20 @@ make_certificates (RedisLockTestServer *server, const char *openssl, GError **er
          && rl_test_run_programs (server->tls_dir, signatures, G_N_ELEMENTS (signatures), error);
 }
 
-/* Starts a new TLS server for the first time, on another port when its port was taken. */
-static gboolean
-start_tls (RedisLockTestServer *server, const char *const *config_lines, GError **error)
+typedef struct
 {
-  for (int attempt = 1;; attempt++)
-    {
-      GError *local = NULL;
+  RedisLockTestServer *server;
+  const char *const *config_lines;
+} TlsStart;
 
-      if (!rl_test_pick_free_ports (&server->tls_port, 1, error)
-          || !write_conf (server, config_lines, error))
-        return FALSE;
-      if (rl_test_process_start (server->process, &local))
-        return TRUE;
-      if (!g_error_matches (local, G_IO_ERROR, G_IO_ERROR_ADDRESS_IN_USE)
-          || attempt == MAX_PORT_TRIES)
-        {
-          g_propagate_error (error, local);
-          return FALSE;
-        }
-      g_clear_error (&local);
-    }
+/* Configures a new TLS server for ports[0], its TLS port. */
+static gboolean
+configure_tls (RlTestProcess *process, const int *ports, gpointer data, GError **error)
+{
+  TlsStart *start = data;
+
+  start->server->tls_port = ports[0];
+  return write_conf (start->server, start->config_lines, error);
 }
 
 static RedisLockTestServer *
@@ -381,6 +371,7 @@ server_new (gboolean tls, RedisLockTestTlsFlags flags, const char *const *config
   g_autoptr (RedisLockTestServer) server = NULL;
   g_autofree char *executable = NULL;
   g_autofree char *openssl = NULL;
+  TlsStart start;
 
   executable = find_redis_server (error);
   if (executable == NULL)
@@ -434,7 +425,10 @@ server_new (gboolean tls, RedisLockTestTlsFlags flags, const char *const *config
       = g_build_filename (server->tls_dir, "other-ca.crt", NULL);
   server->server_cert = g_build_filename (server->tls_dir, "server.crt", NULL);
   server->server_key = g_build_filename (server->tls_dir, "server.key", NULL);
-  if (!make_certificates (server, openssl, error) || !start_tls (server, config_lines, error))
+  start.server = server;
+  start.config_lines = config_lines;
+  if (!make_certificates (server, openssl, error)
+      || !rl_test_process_start_new (server->process, 1, configure_tls, &start, error))
     return NULL;
   server->url = build_url (server);
   return g_steal_pointer (&server);
