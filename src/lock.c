@@ -120,17 +120,24 @@ wake_sleeper_locked (RedisLock *lock)
     }
 }
 
+/* The condition variable is signalled after lock->m is unlocked: a thread woken while
+ * the notifying thread still held it would only block again on the mutex (two more
+ * futex calls and a context switch on the hand-off's critical path). No wake-up is
+ * missed: a sleeper compares the number under lock->m, and lock->wait, once made,
+ * lives as long as the lock's memory, which the caller's reference keeps. */
 void
 rl_lock_notify (RedisLock *lock)
 {
+  RlLockWait *wait;
+
   rl_mutex_lock (&lock->m);
   lock->notify_seq++;
-  if (lock->wait != NULL)
-    {
-      rl_cond_broadcast (&lock->wait->notify);
-      wake_sleeper_locked (lock);
-    }
+  wait = lock->wait;
+  if (wait != NULL)
+    wake_sleeper_locked (lock);
   rl_mutex_unlock (&lock->m);
+  if (wait != NULL)
+    rl_cond_broadcast (&wait->notify);
 }
 
 void
