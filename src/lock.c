@@ -350,8 +350,16 @@ sleep_for (RedisLock *lock, const RlAcquire *acq, GCancellable *cancellable,
         break;
       rl_cond_wait_until (&rl_lock_wait_state (lock)->notify, &lock->m, until);
     }
+  /* Leaving for another reason (close, cancel, the deadline), it still takes an attempt
+   * already handed to it, whose lease only it can release; one not yet under way is
+   * finished, and released, by the notification side. */
   if (armed && !*handed)
-    rl_pretake_disarm_locked (lock);
+    {
+      if (rl_pretake_check_locked (lock) == RL_PRETAKE_HANDED)
+        *handed = TRUE;
+      else
+        rl_pretake_disarm_locked (lock);
+    }
   seq = lock->notify_seq;
   rl_mutex_unlock (&lock->m);
   return seq;
