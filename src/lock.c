@@ -15,8 +15,13 @@
  * notification sequence number, attempts, and on failure sleeps until the number
  * changes, the holder's remaining TTL runs out, the deadline passes or it is
  * cancelled; the attempt only counts once the store confirms that notifications are
- * flowing. In SPIN mode, and while notifications are down, it sleeps
- * idle_between_tries_ms between attempts. When a hold ends, the yield policy
+ * flowing. While it so sleeps, the attempt the next release calls for is sent by the
+ * thread that hears the release (the store's notification thread), which then wakes
+ * it to read the reply (lock-pretake.c): the wake-up overlaps the round trip instead
+ * of preceding it, and a lease so taken enters the lease table as the waiter's own
+ * attempt's would; one taken for a waiter that left meanwhile is released. Not during
+ * a yield, not with fencing, not on a store without stepwise requests. In SPIN mode,
+ * and while notifications are down, it sleeps idle_between_tries_ms between attempts. When a hold ends, the yield policy
  * (acquire.c's rl_yield_plan()) may have the next acquisition let other processes go
  * first.
  *
