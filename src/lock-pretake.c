@@ -112,16 +112,16 @@ rl_pretake_check_locked (RedisLock *lock)
     return RL_PRETAKE_NONE;
   switch (p->state)
     {
-    case PRETAKE_SENT:
-      p->state = PRETAKE_DRIVING;
-      p->armed = FALSE;
-      return RL_PRETAKE_HANDED;
-    case PRETAKE_BEGINNING:
-      return RL_PRETAKE_PENDING;
-    case PRETAKE_IDLE:
-    case PRETAKE_DRIVING:
-    default:
-      return RL_PRETAKE_NONE;
+      case PRETAKE_SENT:
+        p->state = PRETAKE_DRIVING;
+        p->armed = FALSE;
+        return RL_PRETAKE_HANDED;
+      case PRETAKE_BEGINNING:
+        return RL_PRETAKE_PENDING;
+      case PRETAKE_IDLE:
+      case PRETAKE_DRIVING:
+      default:
+        return RL_PRETAKE_NONE;
     }
 }
 
@@ -139,8 +139,8 @@ rl_pretake_claim_locked (RedisLock *lock)
   RlPretake *p = lock->wait != NULL ? lock->wait->pretake : NULL;
 
   rl_mutex_assert_held (&lock->m);
-  if (p == NULL || !p->armed || p->state != PRETAKE_IDLE
-      || rl_registry_is_closed (lock->registry) || g_get_monotonic_time () >= p->deadline)
+  if (p == NULL || !p->armed || p->state != PRETAKE_IDLE || rl_registry_is_closed (lock->registry)
+      || g_get_monotonic_time () >= p->deadline)
     return FALSE;
   p->state = PRETAKE_BEGINNING;
   return TRUE;
@@ -165,7 +165,7 @@ drive (RedisLock *lock, RlPretake *p)
 
       if (now >= end)
         break;
-      rc = poll (&pfd, 1, request->ready ? 0 : (int) MIN ((end - now + 999) / 1000, G_MAXINT));
+      rc = poll (&pfd, 1, request->ready ? 0 : (int)MIN ((end - now + 999) / 1000, G_MAXINT));
       if (rc < 0 && errno != EINTR)
         break;
       if (pfd.revents != 0 || request->ready)
@@ -187,19 +187,19 @@ rl_pretake_release_unused (RedisLock *lock, const char *value, gint64 ttl_ms)
 
   switch (store->vt->release (store, lock->key_data, value, 0, &others, &error))
     {
-    case RL_LEASE_OK:
-      RL_ATOMIC_ADD (lock->registry->stats.releases, 1);
-      break;
-    case RL_LEASE_ERROR:
-      /* Unknown: tried again in the background until its TTL would end it. */
-      g_debug ("releasing an unused lease of %s: %s", lock->key_data, error->message);
-      rl_leases_add_doubtful (lock->registry->leases, lock->key_data, value, ttl_ms);
-      break;
-    case RL_LEASE_LOST:
-    case RL_LEASE_HELD:
-    case RL_LEASE_KEPT:
-    default:
-      break;
+      case RL_LEASE_OK:
+        RL_ATOMIC_ADD (lock->registry->stats.releases, 1);
+        break;
+      case RL_LEASE_ERROR:
+        /* Unknown: tried again in the background until its TTL would end it. */
+        g_debug ("releasing an unused lease of %s: %s", lock->key_data, error->message);
+        rl_leases_add_doubtful (lock->registry->leases, lock->key_data, value, ttl_ms);
+        break;
+      case RL_LEASE_LOST:
+      case RL_LEASE_HELD:
+      case RL_LEASE_KEPT:
+      default:
+        break;
     }
 }
 
@@ -226,10 +226,9 @@ rl_pretake_run (RedisLock *lock)
   rl_leases_value (registry->leases, p->serial, p->value);
   p->item = (RlLeaseItem){ .key = lock->key_data, .value = p->value, .ttl_ms = p->ttl_ms };
   p->sent = g_get_monotonic_time ();
-  request = store->vt->request_begin (store, RL_REQUEST_ACQUIRE, 1, &p->item,
-                                      rl_request_deadline (registry, p->deadline, p->bounded,
-                                                           p->sent),
-                                      &error);
+  request = store->vt->request_begin (
+      store, RL_REQUEST_ACQUIRE, 1, &p->item,
+      rl_request_deadline (registry, p->deadline, p->bounded, p->sent), &error);
   rl_mutex_lock (&lock->m);
   if (request == NULL)
     {

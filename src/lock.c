@@ -21,9 +21,9 @@
  * of preceding it, and a lease so taken enters the lease table as the waiter's own
  * attempt's would; one taken for a waiter that left meanwhile is released. Not during
  * a yield, not with fencing, not on a store without stepwise requests. In SPIN mode,
- * and while notifications are down, it sleeps idle_between_tries_ms between attempts. When a hold ends, the yield policy
- * (acquire.c's rl_yield_plan()) may have the next acquisition let other processes go
- * first.
+ * and while notifications are down, it sleeps idle_between_tries_ms between attempts.
+ * When a hold ends, the yield policy (acquire.c's rl_yield_plan()) may have the next
+ * acquisition let other processes go first.
  *
  * The owner field is written under lock->m but atomically, so the owning thread can
  * recognise itself without the mutex: re-entry and an inner unlock are an atomic load

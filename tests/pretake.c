@@ -37,11 +37,11 @@ typedef struct
   gboolean returned;
   gboolean result;
   GError *error;
-  char *value;    /* the lease's value while held */
-  guint64 token;  /* the fencing token while held */
+  char *value;   /* the lease's value while held */
+  guint64 token; /* the fencing token while held */
   gint64 called_ms;
   gint64 returned_ms;
-  gboolean go;    /* the test says: unlock */
+  gboolean go; /* the test says: unlock */
 } Holder;
 
 static gpointer
@@ -115,7 +115,8 @@ in_timed_wait (gint tid)
     return FALSE;
   fields = g_strsplit (g_strstrip (text), " ", -1);
   /* 202: futex on x86-64, 98 on arm64; op 0x89: FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG. */
-  return g_strv_length (fields) >= 3 && (strcmp (fields[0], "202") == 0 || strcmp (fields[0], "98") == 0)
+  return g_strv_length (fields) >= 3
+         && (strcmp (fields[0], "202") == 0 || strcmp (fields[0], "98") == 0)
          && (g_ascii_strtoull (fields[2], NULL, 16) & 0x7f) == 9;
 }
 
@@ -144,7 +145,7 @@ release_by_hand_and_pause (TestFixture *fx, const char *key, int pause_ms)
   redisAppendCommand (fx->redis, "CLIENT PAUSE %d WRITE", pause_ms);
   for (int i = 0; i < 3; i++)
     {
-      g_assert_cmpint (redisGetReply (fx->redis, (void **) &reply), ==, REDIS_OK);
+      g_assert_cmpint (redisGetReply (fx->redis, (void **)&reply), ==, REDIS_OK);
       g_assert_true (reply->type != REDIS_REPLY_ERROR);
       freeReplyObject (reply);
     }
@@ -269,8 +270,8 @@ test_given_up_lease_released (TestFixture *fx, gconstpointer data)
   redis_lock_registry_set_deadlock_detection (b, FALSE);
   lb = test_obtain (b, "given-up");
   /* Held by a client of another kind, without expiry to speak of. */
-  freeReplyObject (test_redis_command (fx->redis, "SET %s %s PX %d", key, "foreign-owner",
-                                       LONG_TTL_MS));
+  freeReplyObject (
+      test_redis_command (fx->redis, "SET %s %s PX %d", key, "foreign-owner", LONG_TTL_MS));
   h.cancellable = cancellable;
   thread = holder_start (&h, lb, how == GIVE_UP_DEADLINE ? WAIT_MS : -1);
   holder_wait_asleep (&h, b);
@@ -279,15 +280,15 @@ test_given_up_lease_released (TestFixture *fx, gconstpointer data)
   TEST_WAIT_UNTIL (blocked_clients (fx) == 1, 10000);
   switch (how)
     {
-    case GIVE_UP_DEADLINE:
-      break;
-    case GIVE_UP_CANCEL:
-      g_cancellable_cancel (cancellable);
-      break;
-    case GIVE_UP_CLOSE:
-    default:
-      redis_lock_registry_close (b);
-      break;
+      case GIVE_UP_DEADLINE:
+        break;
+      case GIVE_UP_CANCEL:
+        g_cancellable_cancel (cancellable);
+        break;
+      case GIVE_UP_CLOSE:
+      default:
+        redis_lock_registry_close (b);
+        break;
     }
   holder_wait_returned (&h);
   /* At its deadline the acquisition makes one last attempt of its own, which the end
