@@ -24,6 +24,8 @@
  *               |                                | one did not count)
  *               | still down                     | sleeping, on the spin interval
  *   sleeping    | notified, or wake_at passed    | attempting: ATTEMPT
+ *               | an attempt sent for it by the  | as attempting's (the driver's
+ *               | notification side answered     | other way out of a sleep)
  *               | a planned check is due         | sleeping: CHECK (the driver
  *               |                                | checks for a cycle of waits)
  *
@@ -217,6 +219,14 @@ rl_acquire_attempted (RlAcquire *acq, const RlAttemptReport *report, gint64 now)
       return RL_ACQUIRE_WATCH;
     }
   return sleep_until (acq, plan_wake_at (acq, now, report->notify == RL_NOTIFY_CONFIRMED));
+}
+
+RlAcquireAction
+rl_acquire_handed (RlAcquire *acq, const RlAttemptReport *report, gint64 now)
+{
+  g_return_val_if_fail (acq->state == RL_ACQ_SLEEPING, RL_ACQUIRE_DONE);
+  set_state (acq, RL_ACQ_ATTEMPTING);
+  return rl_acquire_attempted (acq, report, now);
 }
 
 RlAcquireAction

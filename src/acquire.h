@@ -116,6 +116,11 @@ RlAcquireAction rl_acquire_step (RlAcquire *acq, gint64 now, guint16 seq);
  * to do next (a sleep it asks for begins now, whatever the number is meanwhile: the
  * sleep itself ends at once if it moved past the report's seq). */
 RlAcquireAction rl_acquire_attempted (RlAcquire *acq, const RlAttemptReport *report, gint64 now);
+/* During a sleep, an attempt sent for the acquisition by whoever heard the release
+ * (the notification side, lock-pretake.c) was answered at @now as @report says (taken,
+ * or failed when the lease could not be registered): what came of it, as
+ * rl_acquire_attempted() says. */
+RlAcquireAction rl_acquire_handed (RlAcquire *acq, const RlAttemptReport *report, gint64 now);
 /* The confirmation asked for was made: notifications are @up. What to do next. */
 RlAcquireAction rl_acquire_watched (RlAcquire *acq, gboolean up);
 /* Has the sleeps between attempts end at @at for a check for a cycle of waits

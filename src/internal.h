@@ -77,6 +77,7 @@ struct _RedisLockRegistry
 /* Condition variables of a lock, made when a thread first has to wait for it: most
  * cached locks are never contended, and a pair of pthread_cond_t is 96 bytes. */
 typedef struct _RlLockWaiter RlLockWaiter;
+typedef struct _RlPretake RlPretake;
 
 typedef struct
 {
@@ -89,6 +90,8 @@ typedef struct
                          asynchronous acquisitions of a semaphore or a read-write lock's
                          lease (async-driver.c) */
   gboolean queue_went_last; /* threads wait too, and the mutex last went to the queue */
+  RlPretake *pretake;  /* the attempt a notification sends for the sleeping owner
+                          (lock-pretake.c), made when the owner first arms it */
 } RlLockWait;
 
 /* A waiter for the local mutex that is not a blocked thread: an _async call
@@ -309,6 +312,9 @@ rl_attempt_not_taken (RedisLockRegistry *registry, RlLeaseResult result, const c
 /* lock.c */
 RedisLock *rl_lock_new (RedisLockRegistry *registry, const char *name);
 
+/* Frees a lock's slot of lock-pretake.c (no request in it). */
+void rl_pretake_free (RlPretake *pretake);
+
 /* Drops a reference to the lock's memory (the cache's, a pin of the lease table, or one
  * taken with g_atomic_int_inc (&lock->ref_count)); the last frees it. Inline, so that the
  * lease table, which pins locks below lock.c, can drop its references without calling
@@ -323,6 +329,7 @@ rl_lock_unref_memory (RedisLock *lock)
     {
       rl_cond_clear (&lock->wait->local);
       rl_cond_clear (&lock->wait->notify);
+      rl_pretake_free (lock->wait->pretake);
       g_free (lock->wait);
     }
   rl_mutex_clear (&lock->m);
@@ -330,6 +337,12 @@ rl_lock_unref_memory (RedisLock *lock)
 }
 gboolean rl_lock_is_idle (RedisLock *lock);
 void rl_lock_notify (RedisLock *lock);
+/* As rl_lock_notify(), for a release notification of @lock's key: TRUE when the lock's
+ * sleeping owner had its next attempt sent for it claimed; the caller then calls
+ * rl_pretake_run() with no mutex held, keeping a reference to the lock's memory. */
+gboolean rl_lock_notify_release (RedisLock *lock);
+/* Sends the claimed attempt and hands it to the owner (lock-pretake.c). */
+void rl_pretake_run (RedisLock *lock);
 void rl_lock_wake_all (RedisLock *lock);
 /* With fencing on, the key of @lock's fencing counter (g_free()); NULL with fencing
  * off. FALSE with INVALID when that counter could not share the lock key's slot. */

@@ -52,4 +52,44 @@ void rl_lock_wake_local_waiter (RedisLock *lock);
  * held. */
 gboolean rl_lock_take_ownership_locked (RedisLock *lock, gpointer self, gboolean waited);
 
+/* The attempt a release notification sends for the lock's sleeping owner
+ * (lock-pretake.c). */
+
+/* Whether @lock's acquisitions may have their attempt sent by the notification side:
+ * a plain lock on a store with stepwise requests. */
+gboolean rl_pretake_possible (RedisLock *lock);
+/* The owner, about to sleep for a notification, asks for its next attempt to be sent
+ * for it (@ttl_ms, its acquisition's @deadline and @bounded as for its own attempts).
+ * FALSE when the slot is busy. lock->m held. */
+gboolean rl_pretake_arm_locked (RedisLock *lock, gint64 ttl_ms, gint64 deadline,
+                                gboolean bounded);
+/* What the armed owner's sleep finds. */
+typedef enum
+{
+  RL_PRETAKE_NONE,    /* nothing sent for it: sleep and wake as ever */
+  RL_PRETAKE_PENDING, /* an attempt is being sent for it: wait for it */
+  RL_PRETAKE_HANDED,  /* an attempt was sent for it, now its own: rl_pretake_finish() */
+} RlPretakeWait;
+RlPretakeWait rl_pretake_check_locked (RedisLock *lock);
+/* The owner stops sleeping without the attempt: one being sent is finished and its
+ * lease released by the notification side. lock->m held. */
+void rl_pretake_disarm_locked (RedisLock *lock);
+/* The notification side claims the armed slot, when it is; then rl_pretake_run(). lock->m
+ * held. */
+gboolean rl_pretake_claim_locked (RedisLock *lock);
+/* The lease an attempt sent for the owner took. */
+typedef struct
+{
+  guint64 serial;
+  gint64 sent;
+  gint64 ttl_ms;
+} RlPretakeLease;
+/* The owner reads the reply of the attempt handed to it (RL_PRETAKE_HANDED): OK (the
+ * lease is *lease's, not yet in the table), HELD or ERROR (a lease it may have taken is
+ * released in the background). No mutex held. */
+RlLeaseResult rl_pretake_finish (RedisLock *lock, RlPretakeLease *lease);
+/* Releases a lease of @lock (@value) that nobody will hold (compare-and-delete); in the
+ * background when the store does not answer. */
+void rl_pretake_release_unused (RedisLock *lock, const char *value, gint64 ttl_ms);
+
 #endif /* RL_LOCK_PRIVATE_H */

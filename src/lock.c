@@ -15,10 +15,15 @@
  * notification sequence number, attempts, and on failure sleeps until the number
  * changes, the holder's remaining TTL runs out, the deadline passes or it is
  * cancelled; the attempt only counts once the store confirms that notifications are
- * flowing. In SPIN mode, and while notifications are down, it sleeps
- * idle_between_tries_ms between attempts. When a hold ends, the yield policy
- * (acquire.c's rl_yield_plan()) may have the next acquisition let other processes go
- * first.
+ * flowing. While it so sleeps, the attempt the next release calls for is sent by the
+ * thread that hears the release (the store's notification thread), which then wakes
+ * it to read the reply (lock-pretake.c): the wake-up overlaps the round trip instead
+ * of preceding it, and a lease so taken enters the lease table as the waiter's own
+ * attempt's would; one taken for a waiter that left meanwhile is released. Not during
+ * a yield, not with fencing, not on a store without stepwise requests. In SPIN mode,
+ * and while notifications are down, it sleeps idle_between_tries_ms between attempts.
+ * When a hold ends, the yield policy (acquire.c's rl_yield_plan()) may have the next
+ * acquisition let other processes go first.
  *
  * The owner field is written under lock->m but atomically, so the owning thread can
  * recognise itself without the mutex: re-entry and an inner unlock are an atomic load
@@ -120,17 +125,43 @@ wake_sleeper_locked (RedisLock *lock)
     }
 }
 
+/* The condition variable is signalled after lock->m is unlocked: a thread woken while
+ * the notifying thread still held it would only block again on the mutex (two more
+ * futex calls and a context switch on the hand-off's critical path). No wake-up is
+ * missed: a sleeper compares the number under lock->m, and lock->wait, once made,
+ * lives as long as the lock's memory, which the caller's reference keeps. */
+static gboolean
+notify (RedisLock *lock, gboolean release)
+{
+  RlLockWait *wait;
+  gboolean claimed = FALSE;
+
+  rl_mutex_lock (&lock->m);
+  lock->notify_seq++;
+  wait = lock->wait;
+  if (wait != NULL)
+    {
+      wake_sleeper_locked (lock);
+      /* The owner's attempt is sent for it: it is woken once the request is under way
+       * (rl_pretake_run()), not now to find it not sent yet. */
+      claimed = release && rl_pretake_claim_locked (lock);
+    }
+  rl_mutex_unlock (&lock->m);
+  if (wait != NULL && !claimed)
+    rl_cond_broadcast (&wait->notify);
+  return claimed;
+}
+
 void
 rl_lock_notify (RedisLock *lock)
 {
-  rl_mutex_lock (&lock->m);
-  lock->notify_seq++;
-  if (lock->wait != NULL)
-    {
-      rl_cond_broadcast (&lock->wait->notify);
-      wake_sleeper_locked (lock);
-    }
-  rl_mutex_unlock (&lock->m);
+  notify (lock, FALSE);
+}
+
+gboolean
+rl_lock_notify_release (RedisLock *lock)
+{
+  return notify (lock, TRUE);
 }
 
 void
@@ -291,21 +322,60 @@ rl_lock_accept_kept_lease (RedisLock *lock)
 }
 
 
-guint16
-rl_lock_sleep (RedisLock *lock, const RlAcquire *acq, GCancellable *cancellable)
+/* rl_lock_sleep(); with @pretake (the owner of a plain lock, sleeping for a
+ * notification), the next attempt is sent for it by the notification side when one
+ * comes (lock-pretake.c): an attempt being sent is waited for, until the acquisition's
+ * deadline at most, and *handed tells that it was handed over (rl_pretake_finish()). */
+static guint16
+sleep_for (RedisLock *lock, const RlAcquire *acq, GCancellable *cancellable,
+           const RlPretakeLease *pretake, gboolean bounded, gboolean *handed)
 {
   guint16 seq;
-
   gint64 end = rl_acquire_sleep_end (acq);
+  gboolean armed;
 
+  *handed = FALSE;
   rl_mutex_lock (&lock->m);
-  while ((!acq->watch_seq || lock->notify_seq == acq->seq)
-         && !rl_registry_is_closed (lock->registry) && !g_cancellable_is_cancelled (cancellable)
-         && g_get_monotonic_time () < end)
-    rl_cond_wait_until (&rl_lock_wait_state (lock)->notify, &lock->m, end);
+  armed = pretake != NULL && rl_pretake_arm_locked (lock, pretake->ttl_ms, acq->deadline, bounded);
+  while (!rl_registry_is_closed (lock->registry) && !g_cancellable_is_cancelled (cancellable))
+    {
+      RlPretakeWait found = armed ? rl_pretake_check_locked (lock) : RL_PRETAKE_NONE;
+      gint64 until = end;
+
+      if (found == RL_PRETAKE_HANDED)
+        {
+          *handed = TRUE;
+          break;
+        }
+      if (found == RL_PRETAKE_PENDING)
+        until = acq->deadline;
+      else if (acq->watch_seq && lock->notify_seq != acq->seq)
+        break;
+      if (g_get_monotonic_time () >= until)
+        break;
+      rl_cond_wait_until (&rl_lock_wait_state (lock)->notify, &lock->m, until);
+    }
+  /* Leaving for another reason (close, cancel, the deadline), it still takes an attempt
+   * already handed to it, whose lease only it can release; one not yet under way is
+   * finished, and released, by the notification side. */
+  if (armed && !*handed)
+    {
+      if (rl_pretake_check_locked (lock) == RL_PRETAKE_HANDED)
+        *handed = TRUE;
+      else
+        rl_pretake_disarm_locked (lock);
+    }
   seq = lock->notify_seq;
   rl_mutex_unlock (&lock->m);
   return seq;
+}
+
+guint16
+rl_lock_sleep (RedisLock *lock, const RlAcquire *acq, GCancellable *cancellable)
+{
+  gboolean handed;
+
+  return sleep_for (lock, acq, cancellable, NULL, FALSE, &handed);
 }
 
 /* One hold of the lease begins (@contended: the acquisition found the key held by
@@ -321,6 +391,26 @@ count_lease_hold_locked (RedisLock *lock, gboolean contended)
   wait = contended ? rl_lock_wait_state (lock) : lock->wait;
   if (wait != NULL)
     rl_yield_count_hold (&wait->yield, contended);
+}
+
+/* The lease @value (@serial), asked for at @sent for @ttl_ms, was taken for the owner
+ * of @lock's local mutex: it enters the lease table (the watchdog renews it) and the
+ * yield policy's record. OK, or ERROR with @error when the registry closed meanwhile
+ * (the lease is released again). */
+static RlLeaseResult
+lease_taken (RedisLock *lock, guint64 serial, const char *value, gint64 ttl_ms, gint64 sent,
+             guint64 token, gboolean contended, GError **error)
+{
+  RL_ATOMIC_ADD (lock->registry->stats.acquisitions, 1);
+  if (!rl_leases_take (lock->registry->leases, lock, serial, ttl_ms, sent, token))
+    {
+      rl_lock_release_after_close (lock, value, error);
+      return RL_LEASE_ERROR;
+    }
+  rl_mutex_lock (&lock->m);
+  count_lease_hold_locked (lock, contended);
+  rl_mutex_unlock (&lock->m);
+  return RL_LEASE_OK;
 }
 
 /* One request for the lease of @lock, whose local mutex the caller owns. @contended:
@@ -353,18 +443,7 @@ attempt_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
                                                  request_deadline, fence_key, &token, pttl_ms,
                                                  &local_error);
   if (result == RL_LEASE_OK)
-    {
-      RL_ATOMIC_ADD (registry->stats.acquisitions, 1);
-      if (!rl_leases_take (leases, lock, serial, ttl_ms, sent, token))
-        {
-          rl_lock_release_after_close (lock, value, error);
-          return RL_LEASE_ERROR;
-        }
-      rl_mutex_lock (&lock->m);
-      count_lease_hold_locked (lock, contended);
-      rl_mutex_unlock (&lock->m);
-      return RL_LEASE_OK;
-    }
+    return lease_taken (lock, serial, value, ttl_ms, sent, token, contended, error);
   if (result != RL_LEASE_HELD)
     /* The request may have reached the store and taken the key after all: have it
      * released in the background, so that nobody waits for its TTL. */
@@ -402,6 +481,20 @@ rl_lock_attempt_request_step (RedisLock *lock, RlAcquire *acq, gboolean pubsub,
   return attempt_step (lock, acq, pubsub, bounded, ttl_ms, NULL, request, error);
 }
 
+/* The attempt sent for the sleeping owner by the notification side took the lease
+ * (@taken, @value): it is the owner's as its own attempt's would be, and the
+ * acquisition ends. */
+static RlAcquireAction
+handed_step (RedisLock *lock, RlAcquire *acq, const RlPretakeLease *taken, const char *value,
+             GError **error)
+{
+  RlAttemptReport report = { .pttl_ms = -1, .notify = acq->last.notify, .seq = acq->seq };
+
+  report.result = rl_attempt_result_of (lease_taken (lock, taken->serial, value, taken->ttl_ms,
+                                                     taken->sent, 0, TRUE, error));
+  return rl_acquire_handed (acq, &report, g_get_monotonic_time ());
+}
+
 /* The lease phase of a blocking acquisition, with the local mutex owned: the machine
  * driven by this thread, which sleeps on the lock's condition variable. Returns TRUE
  * when the lease is ours. With @bounded, each store call is cut short at @deadline too
@@ -413,6 +506,10 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
 {
   RedisLockRegistry *registry = lock->registry;
   gboolean pubsub = rl_registry_pubsub (registry);
+  /* Not with fencing: its acquisition is a script that moves the counter too. */
+  gboolean pretake = pubsub && fence_key == NULL && request == NULL && rl_pretake_possible (lock);
+  RlPretakeLease arm = { 0 }, taken;
+  gboolean handed;
   RlAcquireAction action;
   RlAcquire acq;
   guint16 seq;
@@ -431,7 +528,30 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
         action = rl_registry_watch (registry, &acq, TRUE);
         break;
       case RL_ACQUIRE_SLEEP:
-        seq = rl_lock_sleep (lock, &acq, cancellable);
+        /* Asleep after an attempt that found it held, with notifications confirmed: the
+         * attempt the next release calls for may be sent by the notification side. */
+        arm.ttl_ms = ttl_ms;
+        seq = sleep_for (lock, &acq, cancellable,
+                         pretake && acq.state == RL_ACQ_SLEEPING
+                                 && acq.last.notify == RL_NOTIFY_CONFIRMED
+                             ? &arm
+                             : NULL,
+                         bounded, &handed);
+        if (handed && rl_pretake_finish (lock, &taken) == RL_LEASE_OK)
+          {
+            char value[RL_LEASE_VALUE_MAX];
+
+            rl_leases_value (registry->leases, taken.serial, value);
+            if (rl_lock_wait_error (lock, cancellable, error))
+              {
+                rl_pretake_release_unused (lock, value, taken.ttl_ms);
+                return FALSE;
+              }
+            action = handed_step (lock, &acq, &taken, value, error);
+            break;
+          }
+        /* Otherwise (none sent, or it found the key held or failed) as woken by the
+         * notification: the next attempt is this thread's, with its tracked read. */
         if (rl_lock_wait_error (lock, cancellable, error))
           return FALSE;
         action = rl_acquire_step (&acq, g_get_monotonic_time (), seq);

@@ -74,6 +74,7 @@ on_released (const char *key, gboolean reset, gpointer user_data)
 {
   RedisLockRegistry *registry = user_data;
   gsize prefix_len = registry->key_prefix_len - 1;
+  RedisLock *pretake = NULL;
 
   if (key == NULL && reset && registry->leases != NULL)
     rl_leases_audit (registry->leases);
@@ -105,7 +106,12 @@ on_released (const char *key, gboolean reset, gpointer user_data)
         }
       if (lock != NULL)
         {
-          rl_lock_notify (lock);
+          /* Its sleeping owner's attempt is sent once the cache's mutex is unlocked. */
+          if (rl_lock_notify_release (lock))
+            {
+              g_atomic_int_inc (&lock->ref_count);
+              pretake = lock;
+            }
           /* Released while we hold it: someone forced it open (or it is the echo of
            * our own kept streak). Its lease is checked now, not at the next tick. */
           if (registry->leases != NULL)
@@ -114,6 +120,11 @@ on_released (const char *key, gboolean reset, gpointer user_data)
       notify_rw (registry, key, key + prefix_len + 1);
     }
   rl_mutex_unlock (&registry->cache_mutex);
+  if (pretake != NULL)
+    {
+      rl_pretake_run (pretake);
+      rl_lock_unref_memory (pretake);
+    }
 }
 
 /* A registry on the store of @url, or the quorum store of @urls when it is not NULL. */
