@@ -426,7 +426,7 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
   RedisLockRegistry *registry = lock->registry;
   gboolean pubsub = rl_registry_pubsub (registry);
   RlAcquireAction action;
-  RlAcquire acq;
+  g_auto (RlAcquire) acq = { 0 };
   guint16 seq;
 
   rl_lock_begin_acquire (lock, &acq, deadline);

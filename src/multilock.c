@@ -311,7 +311,7 @@ acquire_leases_waiting (Entry *entries, guint m, gint64 deadline, gboolean bound
   SetAttempt a = { .entries = entries, .need = need, .groups = groups, .items = items,
                    .bounded = bounded };
   RlAcquireAction action;
-  RlAcquire acq;
+  g_auto (RlAcquire) acq = { 0 };
   guint16 seq;
   gboolean ok;
 

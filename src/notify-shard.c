@@ -13,10 +13,16 @@
  *
  * A waiter asks for its key (rl_shard_notifier_watch()) before each attempt and may
  * count a failed attempt only once the key's subscription is confirmed, as with the
- * pattern. Nothing tells this subscriber when the last waiter of a key leaves; a key
- * nobody asked for in RL_SHARD_LINGER_US is unsubscribed and its waiters are woken
- * (released with the key), so one still waiting tries again and asks anew. Only this
- * thread removes keys, so its pointers into the table stay valid between its locks.
+ * pattern. Its first request joins the key's waiters (a count per key), and it leaves
+ * them when its acquisition ends, however it ends (rl_shard_notifier_unwatch(): taken,
+ * not in time, failed, cancelled, closed); the key whose last waiter left is
+ * unsubscribed (SSUNSUBSCRIBE) at once, and a master left without keys loses its
+ * connection. A key with waiters stays subscribed however long they sleep. A key asked
+ * for without joining (a request that counts no waiter) is kept until nobody asked
+ * for it in RL_SHARD_LINGER_US, then unsubscribed with its waiters, if any sleep,
+ * woken (released with the key) to try again and ask anew: the safety net for such
+ * requests. Only this thread removes keys, so its pointers into the table stay valid
+ * between its locks.
  *
  * A subscription ends without our asking when its key's slot changes owner: the old
  * master sends an unsolicited `sunsubscribe` when it gives a slot away (a migration, a
@@ -57,13 +63,15 @@
 #define RL_SHARD_TICK_MS 1000
 
 /* One waited-for key. The thread writes node, confirmed, retry_at and backoff; a
- * waiter writes last_watch; all under the mutex. */
+ * waiter writes last_watch, waiters and drop; all under the mutex. */
 typedef struct
 {
   char *key;
   char *channel;
   RlNode *node;      /* the master its SSUBSCRIBE went to; NULL: to be sent */
   gboolean confirmed;
+  guint waiters;     /* joined and not left (rl_shard_notifier_watch() with join) */
+  gboolean drop;     /* its last waiter left: unsubscribed at once */
   gint64 last_watch; /* monotonic µs of the last waiter's request */
   gint64 retry_at;   /* while node is NULL: not before (monotonic µs) */
   gint64 backoff;    /* µs, after a failure */
@@ -256,8 +264,9 @@ send_subscriptions (RlShardNotifier *self)
     }
 }
 
-/* Unsubscribes the keys nobody asked for lately, and with a recheck asked, moves the
- * keys whose slot another master serves now; wakes the waiters of both. */
+/* Unsubscribes the keys whose last waiter left, and those without waiters nobody asked
+ * for lately (waking whoever may still sleep on them), and with a recheck asked, moves
+ * the keys whose slot another master serves now (waking their waiters). */
 static void
 drop_and_move (RlShardNotifier *self)
 {
@@ -275,7 +284,7 @@ drop_and_move (RlShardNotifier *self)
   while (g_hash_table_iter_next (&iter, NULL, &value))
     {
       ShardKey *k = value;
-      if (now - k->last_watch > RL_SHARD_LINGER_US)
+      if (k->waiters == 0 && (k->drop || now - k->last_watch > RL_SHARD_LINGER_US))
         {
           if (k->node != NULL)
             for (guint i = 0; i < self->conns->len; i++)
@@ -285,7 +294,8 @@ drop_and_move (RlShardNotifier *self)
                 if (c->node == k->node)
                   rl_conn_append (c->conn, 2, argv);
               }
-          g_ptr_array_add (woken, g_strdup (k->key));
+          if (!k->drop)
+            g_ptr_array_add (woken, g_strdup (k->key));
           g_hash_table_remove (self->channels, k->channel);
           g_hash_table_iter_remove (&iter);
         }
@@ -528,6 +538,11 @@ shard_thread (gpointer data)
             conn_broke (self, c);
         }
     }
+  /* Stopped (the store closes): the connections close with the thread, not when the
+   * store is freed, so that no subscription outlives close. */
+  for (guint i = 0; i < self->conns->len; i++)
+    shard_conn_free (g_ptr_array_index (self->conns, i));
+  g_ptr_array_set_size (self->conns, 0);
   return NULL;
 }
 
@@ -567,8 +582,8 @@ start_locked (RlShardNotifier *self)
 }
 
 gboolean
-rl_shard_notifier_watch (RlShardNotifier *self, const char *key, gint64 timeout_ms,
-                         gboolean *refused)
+rl_shard_notifier_watch (RlShardNotifier *self, const char *key, gboolean join,
+                         gint64 timeout_ms, gboolean *refused)
 {
   gint64 end = g_get_monotonic_time () + timeout_ms * 1000;
   gboolean confirmed = FALSE;
@@ -590,6 +605,10 @@ rl_shard_notifier_watch (RlShardNotifier *self, const char *key, gint64 timeout_
           g_hash_table_insert (self->channels, k->channel, k);
           wake_thread_locked (self);
         }
+      if (join)
+        k->waiters++;
+      join = FALSE;
+      k->drop = FALSE;
       k->last_watch = g_get_monotonic_time ();
       confirmed = k->confirmed;
       if (confirmed || !self->wt.started || self->stop || self->refused || timeout_ms <= 0
@@ -605,6 +624,21 @@ rl_shard_notifier_watch (RlShardNotifier *self, const char *key, gint64 timeout_
   *refused = !confirmed && self->refused;
   rl_mutex_unlock (&self->mutex);
   return confirmed;
+}
+
+void
+rl_shard_notifier_unwatch (RlShardNotifier *self, const char *key)
+{
+  ShardKey *k;
+
+  rl_mutex_lock (&self->mutex);
+  k = g_hash_table_lookup (self->keys, key);
+  if (k != NULL && k->waiters > 0 && --k->waiters == 0)
+    {
+      k->drop = TRUE;
+      wake_thread_locked (self);
+    }
+  rl_mutex_unlock (&self->mutex);
 }
 
 void
@@ -629,8 +663,6 @@ rl_shard_notifier_free (RlShardNotifier *self)
     return;
   rl_shard_notifier_stop (self);
   rl_wake_pipe_close (self->wt.wake);
-  for (guint i = 0; i < self->conns->len; i++)
-    shard_conn_free (g_ptr_array_index (self->conns, i));
   g_ptr_array_unref (self->conns);
   g_hash_table_unref (self->channels);
   g_hash_table_unref (self->keys);

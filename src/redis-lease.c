@@ -310,6 +310,19 @@ rl_redis_release_legacy (RlRedisStore *self, char own[2])
   return legacy ? self->legacy_channel : NULL;
 }
 
+int
+rl_redis_release_args (RlRedisStore *self, const char **argv, const char *legacy,
+                       const char *shard)
+{
+  argv[5] = rl_redis_store_classic (&self->parent, shard, argv[5]);
+  argv[8] = legacy;
+  if (shard == NULL)
+    return legacy != NULL ? 9 : strcmp (argv[7], "0") != 0 ? 8 : 7;
+  argv[8] = legacy != NULL ? legacy : "";
+  argv[9] = shard;
+  return 10;
+}
+
 RlLeaseResult
 rl_redis_release (RlStore *store, const char *key, const char *value, gint64 keep_ttl_ms,
                   gboolean *others, GError **error)
@@ -324,10 +337,8 @@ rl_redis_release (RlStore *store, const char *key, const char *value, gint64 kee
   char keep[24] = "0", own[2];
   const char *legacy = rl_redis_release_legacy (self, own);
   /* On a Cluster, the key's shard channel too (RELEASE's ARGV[6]). */
-  g_autofree char *shard
-      = self->shard != NULL ? rl_cluster_shard_channel (self->channel_prefix, key) : NULL;
-  const char *argv[10] = { "EVALSHA", self->release.sha, "1", key, value, channel, own, keep,
-                           legacy, shard };
+  g_autofree char *shard = rl_redis_store_shard_channel (store, key);
+  const char *argv[10] = { "EVALSHA", self->release.sha, "1", key, value, channel, own, keep };
   redisReply *reply;
   long long result;
   gboolean retried, acked;
@@ -343,14 +354,7 @@ rl_redis_release (RlStore *store, const char *key, const char *value, gint64 kee
   if (keep_ttl_ms > 0)
     rl_format_uint (keep, keep_ttl_ms);
 
-  argc = legacy != NULL ? 9 : keep_ttl_ms > 0 ? 8 : 7;
-  if (shard != NULL)
-    {
-      if (g_atomic_int_get (&self->parent.ctx->classic_off))
-        argv[5] = "";
-      argv[8] = legacy != NULL ? legacy : "";
-      argc = 10;
-    }
+  argc = rl_redis_release_args (self, argv, legacy, shard);
   reply = rl_redis_run_script_argv (self, &self->release, argc, argv, 0, &retried, wrote_kept,
                                     &acked, error);
   if (reply == NULL)

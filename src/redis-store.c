@@ -239,6 +239,57 @@ redis_watch (RlStore *store, gint64 timeout_ms)
   return rl_notifier_watch (((RlRedisStore *)store)->notifier, timeout_ms);
 }
 
+/* The key whose shard channel carries the releases of @key (g_free()): a release of any
+ * key of a read-write lock `registry_key:{name}:rw:…` may let in a waiter of either
+ * lease, so they all share the writer lease's channel; a permit `SEM_KEY:I` wakes the
+ * waiters of its semaphore, who wait under SEM_KEY. One subscription per lock then
+ * hears every release that concerns its waiters. The channel must lie in @key's slot
+ * (a script may publish only there): a form that would not keeps @key's own. */
+static char *
+notify_key (RlRedisStore *self, const char *key)
+{
+  gsize prefix_len = strlen (self->parent.registry_key);
+  gsize sem_len = rl_store_semaphore_key_len (key);
+  const char *tail = key + prefix_len + 1, *end = NULL;
+  char *group = NULL;
+
+  if (strncmp (key, self->parent.registry_key, prefix_len) != 0 || key[prefix_len] != ':')
+    return g_strdup (key);
+  if (tail[0] == '{')
+    for (const char *p = strstr (tail, "}:rw:"); p != NULL; p = strstr (p + 1, "}:rw:"))
+      end = p;
+  if (end != NULL)
+    group = g_strdup_printf ("%.*s:rw:w", (int) (end + 1 - key), key);
+  else if (sem_len > prefix_len + 1)
+    group = g_strndup (key, sem_len);
+  if (group == NULL || rl_cluster_key_slot (group) != rl_cluster_key_slot (key))
+    {
+      g_free (group);
+      return g_strdup (key);
+    }
+  return group;
+}
+
+char *
+rl_redis_store_shard_channel (RlStore *store, const char *key)
+{
+  RlRedisStore *self = (RlRedisStore *) store;
+  g_autofree char *group = NULL;
+
+  if (self->shard == NULL)
+    return NULL;
+  group = notify_key (self, key);
+  return rl_cluster_shard_channel (self->channel_prefix, group);
+}
+
+const char *
+rl_redis_store_classic (RlStore *store, const char *shard, const char *channel)
+{
+  if (shard != NULL && g_atomic_int_get (&store->ctx->classic_off))
+    return "";
+  return channel;
+}
+
 /* On a Cluster a waiter also subscribes to its key's shard channel, on the key's
  * master. What it must have confirmed depends on how releases are published: with
  * classic notifications (the default) every release of this library and of Spring
@@ -246,23 +297,39 @@ redis_watch (RlStore *store, gint64 timeout_ms)
  * only, so the key's subscription is needed too (unless the cluster refuses shard
  * channels: then nobody can publish there); with them off, both (Spring's releases
  * are classic only, ours sharded only). A waiter of several keys (NULL) has no shard
- * subscription: with classic notifications off it polls. */
+ * subscription: with classic notifications off it polls. The subscription is that of
+ * the key whose channel carries @key's releases (notify_key()), and so is the count
+ * of waiters a waiter joins. */
 static gboolean
-redis_watch_key (RlStore *store, const char *key, gint64 timeout_ms)
+redis_watch_key (RlStore *store, const char *key, gboolean join, gint64 timeout_ms)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   gint64 end = g_get_monotonic_time () + timeout_ms * 1000;
   gboolean classic = rl_notifier_watch (self->notifier, timeout_ms);
   gboolean classic_off = g_atomic_int_get (&store->ctx->classic_off) != 0;
   gboolean refused = FALSE, sharded;
+  g_autofree char *group = NULL;
 
   if (self->shard == NULL)
     return classic;
   if (key == NULL)
     return classic && !classic_off;
-  sharded = rl_shard_notifier_watch (self->shard, key,
+  group = notify_key (self, key);
+  sharded = rl_shard_notifier_watch (self->shard, group, join,
                                      MAX ((end - g_get_monotonic_time ()) / 1000, 0), &refused);
   return classic && (sharded || (refused && !classic_off));
+}
+
+static void
+redis_unwatch_key (RlStore *store, const char *key)
+{
+  RlRedisStore *self = (RlRedisStore *) store;
+  g_autofree char *group = NULL;
+
+  if (self->shard == NULL || key == NULL)
+    return;
+  group = notify_key (self, key);
+  rl_shard_notifier_unwatch (self->shard, group);
 }
 
 static void
@@ -369,6 +436,7 @@ static const RlStoreVTable redis_store_vtable = {
   .request_end = rl_redis_request_end,
   .watch = redis_watch,
   .watch_key = redis_watch_key,
+  .unwatch_key = redis_unwatch_key,
   .rewatch = redis_rewatch,
   .guard = redis_guard,
   /* semaphores: redis-semaphore.c */

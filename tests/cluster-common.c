@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* cluster-common.c: what the Cluster test programs (cluster.c, cluster-shard.c) share
- * to look at a test Cluster from outside the library: raw connections to its nodes,
- * which master owns a key, a key's value on one node, names whose keys a given master
- * serves, and the wait for a write to reach a replica. Each program starts its own
- * clusters; these only read them.
+/* cluster-common.c: what the Cluster test programs (cluster.c, cluster-shard.c,
+ * cluster-shard-family.c) share to look at a test Cluster from outside the library: raw
+ * connections to its nodes, which master owns a key, a key's value on one node, names
+ * whose keys a given master serves, the wait for a write to reach a replica, and the
+ * shard channels' subscribers. Each program starts its own clusters; these only read
+ * them (and open the registries of a holder and a waiter).
  */
 #include "config.h"
+
+#include <string.h>
 
 #include "common.h"
 #include "cluster-common.h"
@@ -87,4 +90,65 @@ wait_replicated (RedisLockTestCluster *cluster, guint node, const char *key, con
       g_assert_cmpint (g_get_monotonic_time (), <, end);
       g_usleep (2000);
     }
+}
+
+char *
+shard_channel (const char *registry_key, const char *key)
+{
+  if (strchr (key, '{') != NULL)
+    return g_strconcat (registry_key, "-channel:", key, NULL);
+  return g_strconcat (registry_key, "-channel:{", key, "}", NULL);
+}
+
+long long
+shard_subscribers (RedisLockTestCluster *cluster, guint node, const char *channel)
+{
+  redisContext *c = node_connect (cluster, node);
+  redisReply *reply = test_redis_command (c, "PUBSUB SHARDNUMSUB %s", channel);
+  long long n;
+
+  g_assert_cmpint (reply->type, ==, REDIS_REPLY_ARRAY);
+  g_assert_cmpuint (reply->elements, ==, 2);
+  n = reply->element[1]->integer;
+  freeReplyObject (reply);
+  redisFree (c);
+  return n;
+}
+
+void
+wait_shard_subscribed (RedisLockTestCluster *cluster, guint node, const char *channel)
+{
+  gint64 end = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+
+  while (shard_subscribers (cluster, node, channel) < 1)
+    {
+      g_assert_cmpint (g_get_monotonic_time (), <, end);
+      g_usleep (2000);
+    }
+}
+
+void
+wait_shard_unsubscribed (RedisLockTestCluster *cluster, guint node, const char *channel,
+                         gint64 timeout_ms)
+{
+  gint64 end = g_get_monotonic_time () + timeout_ms * 1000;
+
+  while (shard_subscribers (cluster, node, channel) > 0)
+    {
+      g_assert_cmpint (g_get_monotonic_time (), <, end);
+      g_usleep (2000);
+    }
+}
+
+void
+open_pair (RedisLockTestCluster *cluster, RedisLockRegistry **holder, RedisLockRegistry **waiter)
+{
+  *holder = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
+  redis_lock_registry_set_classic_notifications (*holder, FALSE);
+  redis_lock_registry_set_expire_after_ms (*holder, PAIR_TTL_MS);
+  redis_lock_registry_set_min_replicas (*holder, 1, 2000);
+  *waiter = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
+  redis_lock_registry_set_idle_between_tries_ms (*waiter, 60000);
+  /* A failover or migration must not end the waiter's attempts with an error. */
+  redis_lock_registry_set_command_timeout_ms (*waiter, 10000);
 }

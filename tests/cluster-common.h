@@ -19,4 +19,25 @@ char *name_on (RedisLockTestCluster *cluster, guint node, const char *prefix, gu
 void wait_replicated (RedisLockTestCluster *cluster, guint node, const char *key,
                       const char *value);
 
+/* Shard notifications, seen from outside (cluster-shard.c, cluster-shard-family.c). */
+
+/* The shard channel of @key: `registry_key-channel:{key}` for a key without a hash
+ * tag, `registry_key-channel:key` for one with a tag (the tag carries over). */
+char *shard_channel (const char *registry_key, const char *key);
+/* How many clients of @node are subscribed to the shard channel @channel. */
+long long shard_subscribers (RedisLockTestCluster *cluster, guint node, const char *channel);
+/* Polls until a client subscribes to @channel on @node (10 s at most). */
+void wait_shard_subscribed (RedisLockTestCluster *cluster, guint node, const char *channel);
+/* Polls until no client is subscribed to @channel on @node any more, within
+ * @timeout_ms. */
+void wait_shard_unsubscribed (RedisLockTestCluster *cluster, guint node, const char *channel,
+                              gint64 timeout_ms);
+/* A holder registry whose releases are heard on shard channels only (classic
+ * notifications off), with a 30 s TTL and one replica acknowledging each write, and a
+ * waiter registry that polls only every 60 s: within the holder's TTL, only a
+ * notification can wake the waiter. */
+void open_pair (RedisLockTestCluster *cluster, RedisLockRegistry **holder,
+                RedisLockRegistry **waiter);
+#define PAIR_TTL_MS 30000
+
 #endif /* RL_TEST_CLUSTER_COMMON_H */

@@ -40,45 +40,6 @@ shared_cluster (void)
   return shared;
 }
 
-/* The shard channel of @key: `registry_key-channel:{key}` for a key without a hash
- * tag, `registry_key-channel:key` for one with a tag (the tag carries over). */
-static char *
-shard_channel (const char *registry_key, const char *key)
-{
-  if (strchr (key, '{') != NULL)
-    return g_strconcat (registry_key, "-channel:", key, NULL);
-  return g_strconcat (registry_key, "-channel:{", key, "}", NULL);
-}
-
-/* How many clients of @node are subscribed to the shard channel @channel. */
-static long long
-shard_subscribers (RedisLockTestCluster *cluster, guint node, const char *channel)
-{
-  redisContext *c = node_connect (cluster, node);
-  redisReply *reply = test_redis_command (c, "PUBSUB SHARDNUMSUB %s", channel);
-  long long n;
-
-  g_assert_cmpint (reply->type, ==, REDIS_REPLY_ARRAY);
-  g_assert_cmpuint (reply->elements, ==, 2);
-  n = reply->element[1]->integer;
-  freeReplyObject (reply);
-  redisFree (c);
-  return n;
-}
-
-/* Polls until a client subscribes to @channel on @node (10 s at most). */
-static void
-wait_shard_subscribed (RedisLockTestCluster *cluster, guint node, const char *channel)
-{
-  gint64 end = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
-
-  while (shard_subscribers (cluster, node, channel) < 1)
-    {
-      g_assert_cmpint (g_get_monotonic_time (), <, end);
-      g_usleep (2000);
-    }
-}
-
 /* Polls until some running master of @cluster has a client subscribed to a pattern:
  * the waiter registry's classic subscription, back after a failover (10 s at most). */
 static void
@@ -269,21 +230,6 @@ test_default_publishes_both (void)
   redisFree (classic);
 }
 
-/* A holder (classic notifications off: its releases are heard on shard channels
- * only) and a waiter registry that only a notification can wake within WAKE_MS. */
-static void
-open_pair (RedisLockTestCluster *cluster, RedisLockRegistry **holder, RedisLockRegistry **waiter)
-{
-  *holder = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
-  redis_lock_registry_set_classic_notifications (*holder, FALSE);
-  redis_lock_registry_set_expire_after_ms (*holder, 30000);
-  redis_lock_registry_set_min_replicas (*holder, 1, 2000);
-  *waiter = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
-  redis_lock_registry_set_idle_between_tries_ms (*waiter, 20000);
-  /* A failover or migration must not end the waiter's attempts with an error. */
-  redis_lock_registry_set_command_timeout_ms (*waiter, 10000);
-}
-
 /* Starts @w waiting for @lock (held by another registry) and returns once its registry
  * found the lock held and its shard subscription is on @node. */
 static GThread *
@@ -341,45 +287,165 @@ test_woken_by_sharded_release (void)
   release_and_check_woken (held, &w, thread);
 }
 
+/* --- A waiter leaves ----------------------------------------------------------------- */
+
+/* How soon the subscription of a key must be gone once its last waiter left: far under
+ * the 10 s a key asked for without a waiter lingers, so only the waiter's leaving can
+ * have ended it. */
+#define GONE_MS 5000
+
+/* A wait of @lock for @wait_ms in a thread of its own, cancellable; what it returned
+ * (the lock it got is unlocked at once). */
+typedef struct
+{
+  RedisLock *lock;
+  gint64 wait_ms;
+  GCancellable *cancellable;
+  gboolean acquired;
+  GError *error;
+} Leaver;
+
+static gpointer
+leaver_main (gpointer data)
+{
+  Leaver *l = data;
+
+  l->acquired = redis_lock_try_lock_for (l->lock, l->wait_ms, l->cancellable, &l->error);
+  if (l->acquired)
+    test_unlock_ok (l->lock);
+  return NULL;
+}
+
+/* Starts @l waiting for @lock (held by another registry) and returns once @registry
+ * found it held and the key's subscription is on @node. */
+static GThread *
+start_leaver (RedisLockTestCluster *cluster, RedisLockRegistry *registry, Leaver *l,
+              RedisLock *lock, gint64 wait_ms, guint node)
+{
+  g_autofree char *channel = shard_channel (REGISTRY_KEY, redis_lock_get_key (lock));
+  guint64 contended = test_stats (registry).contended_attempts;
+  GThread *thread;
+
+  l->lock = lock;
+  l->wait_ms = wait_ms;
+  l->cancellable = g_cancellable_new ();
+  thread = g_thread_new ("leaver", leaver_main, l);
+  g_assert_true (test_wait_contended (registry, contended + 1, 10000));
+  wait_shard_subscribed (cluster, node, channel);
+  return thread;
+}
+
 static void
-test_dropped_after_waiters_leave (void)
+leaver_clear (Leaver *l)
+{
+  g_clear_object (&l->cancellable);
+  g_clear_error (&l->error);
+}
+
+/* An asynchronous wait of @lock, and whether it ended. */
+typedef struct
+{
+  RedisLock *lock;
+  gboolean ended;
+} AsyncWait;
+
+/* The asynchronous wait ended without the lock. */
+static void
+on_lock_done (GObject *source, GAsyncResult *result, gpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  AsyncWait *wait = data;
+
+  g_assert_false (redis_lock_lock_finish (wait->lock, result, &error));
+  g_assert_no_error (error);
+  wait->ended = TRUE;
+}
+
+static void
+test_dropped_when_waiter_leaves (void)
 {
   RedisLockTestCluster *cluster = shared_cluster ();
   g_autoptr (RedisLockRegistry) holder = NULL;
   g_autoptr (RedisLockRegistry) waiter = NULL;
-  g_autoptr (RedisLock) held = NULL;
-  g_autoptr (RedisLock) waited = NULL;
+  g_autoptr (RedisLockRegistry) closed = NULL;
   g_autoptr (GError) error = NULL;
-  g_autofree char *name = NULL, *channel = NULL;
-  gint64 end;
-  guint owner;
+  const char *ways[] = { "timeout", "cancel", "acquired", "async", "close" };
+  guint done = 0;
 
-  g_test_summary ("A key nobody waits for any more is unsubscribed from its shard channel "
-                  "(within the 10 s a subscription lingers), and the master's connection "
-                  "with it when it was its last");
+  g_test_summary ("The shard subscription of a key ends as soon as its last waiter leaves "
+                  "(not after the 10 s a key lingers): when the wait times out, is "
+                  "cancelled, acquires, ends as an asynchronous call, or its registry "
+                  "closes");
   if (cluster == NULL)
     return;
   open_pair (cluster, &holder, &waiter);
-  name = name_on (cluster, 1, "left", 0);
-  held = test_obtain (holder, name);
-  waited = test_obtain (waiter, name);
-  channel = shard_channel (REGISTRY_KEY, redis_lock_get_key (held));
-  owner = key_owner (cluster, redis_lock_get_key (held));
-  test_lock_ok (held);
-  g_assert_false (redis_lock_try_lock_for (waited, 300, NULL, &error));
-  g_assert_no_error (error);
-  g_assert_cmpint (shard_subscribers (cluster, owner, channel), ==, 1);
-  end = g_get_monotonic_time () + 20 * G_USEC_PER_SEC;
-  while (shard_subscribers (cluster, owner, channel) > 0)
+  for (guint i = 0; i < G_N_ELEMENTS (ways); i++)
     {
-      g_assert_cmpint (g_get_monotonic_time (), <, end);
-      g_usleep (20000);
+      g_autofree char *name = name_on (cluster, i % 3, ways[i], 0);
+      g_autoptr (RedisLock) held = test_obtain (holder, name);
+      g_autoptr (RedisLock) waited = NULL;
+      g_autofree char *channel = shard_channel (REGISTRY_KEY, redis_lock_get_key (held));
+      guint owner = key_owner (cluster, redis_lock_get_key (held));
+      Leaver l = { 0 };
+      GThread *thread;
+
+      g_test_message ("leaving: %s", ways[i]);
+      test_lock_ok (held);
+      if (g_str_equal (ways[i], "timeout"))
+        {
+          waited = test_obtain (waiter, name);
+          g_assert_false (redis_lock_try_lock_for (waited, 300, NULL, &error));
+          g_assert_no_error (error);
+          g_assert_cmpuint (test_stats (waiter).contended_attempts, >, 0);
+        }
+      else if (g_str_equal (ways[i], "cancel"))
+        {
+          waited = test_obtain (waiter, name);
+          thread = start_leaver (cluster, waiter, &l, waited, -1, owner);
+          g_cancellable_cancel (l.cancellable);
+          g_thread_join (thread);
+          g_assert_error (l.error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+          g_assert_false (l.acquired);
+        }
+      else if (g_str_equal (ways[i], "acquired"))
+        {
+          waited = test_obtain (waiter, name);
+          thread = start_leaver (cluster, waiter, &l, waited, -1, owner);
+          test_unlock_ok (held);
+          g_thread_join (thread);
+          g_assert_no_error (l.error);
+          g_assert_true (l.acquired);
+          test_lock_ok (held);
+        }
+      else if (g_str_equal (ways[i], "async"))
+        {
+          AsyncWait wait = { 0 };
+
+          waited = test_obtain (waiter, name);
+          wait.lock = waited;
+          redis_lock_lock_async (waited, 300, 0, NULL, on_lock_done, &wait);
+          while (!wait.ended)
+            g_main_context_iteration (NULL, TRUE);
+        }
+      else
+        {
+          closed = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
+          waited = test_obtain (closed, name);
+          thread = start_leaver (cluster, closed, &l, waited, -1, owner);
+          redis_lock_registry_close (closed);
+          g_thread_join (thread);
+          g_assert_error (l.error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
+        }
+      wait_shard_unsubscribed (cluster, owner, channel, GONE_MS);
+      test_unlock_ok (held);
+      leaver_clear (&l);
+      done++;
     }
-  test_unlock_ok (held);
+  g_assert_cmpuint (done, ==, G_N_ELEMENTS (ways));
 }
 
 static void
-test_wait_longer_than_linger (void)
+test_kept_while_waiting (void)
 {
   RedisLockTestCluster *cluster = shared_cluster ();
   g_autoptr (RedisLockRegistry) holder = NULL;
@@ -389,13 +455,13 @@ test_wait_longer_than_linger (void)
   g_autofree char *name = NULL, *channel = NULL;
   TestWaiter w = { 0 };
   GThread *thread;
-  guint64 contended;
-  gint64 started_ms;
+  guint64 notifications;
+  gint64 locked_ms, end;
   guint owner;
 
-  g_test_summary ("A waiter that sleeps longer than a subscription lingers unasked is woken "
-                  "when it is dropped, asks again, and is still woken by the release within "
-                  "50 ms");
+  g_test_summary ("A waiter that sleeps longer than a key asked for by nobody lingers (10 s) "
+                  "keeps its shard subscription all along, and is woken by the sharded "
+                  "release long before the holder's TTL");
   if (cluster == NULL)
     return;
   open_pair (cluster, &holder, &waiter);
@@ -405,25 +471,24 @@ test_wait_longer_than_linger (void)
   channel = shard_channel (REGISTRY_KEY, redis_lock_get_key (held));
   owner = key_owner (cluster, redis_lock_get_key (held));
   test_lock_ok (held);
+  locked_ms = test_now_ms ();
   thread = start_waiter (cluster, waiter, &w, waited, owner);
-  /* The drop wakes the waiter: it tries once more, finds the lock held, asks again;
-   * about 10 s after its last request, well before its 20 s spin interval. (An attempt
-   * within the first seconds is the tail of its first ones.) */
-  started_ms = test_now_ms ();
-  do
+  /* Watched from outside for longer than the linger, the subscription never goes. */
+  end = g_get_monotonic_time () + 12 * G_USEC_PER_SEC;
+  while (g_get_monotonic_time () < end)
     {
-      contended = test_stats (waiter).contended_attempts;
-      g_assert_true (test_wait_contended (waiter, contended + 1, 20000));
+      g_assert_cmpint (shard_subscribers (cluster, owner, channel), ==, 1);
+      g_usleep (50000);
     }
-  while (test_now_ms () - started_ms < 5000);
-  g_test_message ("woken by the drop %" G_GINT64_FORMAT " ms after it asked",
-                  test_now_ms () - started_ms);
-  g_assert_cmpint (test_now_ms () - started_ms, <, 15000);
-  wait_shard_subscribed (cluster, owner, channel);
   g_assert_false (w.acquired);
-  release_and_check_woken (held, &w, thread);
+  notifications = test_stats (waiter).notifications;
+  test_unlock_ok (held);
+  g_thread_join (thread);
+  g_assert_true (w.acquired);
+  g_assert_cmpint (w.returned_ms - locked_ms, <, PAIR_TTL_MS);
+  g_assert_cmpuint (test_stats (waiter).notifications, >, notifications);
+  wait_shard_unsubscribed (cluster, owner, channel, GONE_MS);
 }
-
 static void
 test_slot_migrated_mid_wait (void)
 {
@@ -647,9 +712,9 @@ main (int argc, char **argv)
   g_test_add_func ("/cluster-shard/publish/sharded-only", test_sharded_only);
   g_test_add_func ("/cluster-shard/publish/default-both", test_default_publishes_both);
   g_test_add_func ("/cluster-shard/wait/woken-by-sharded-release", test_woken_by_sharded_release);
-  g_test_add_func ("/cluster-shard/wait/dropped-after-waiters-leave",
-                   test_dropped_after_waiters_leave);
-  g_test_add_func ("/cluster-shard/wait/longer-than-linger", test_wait_longer_than_linger);
+  g_test_add_func ("/cluster-shard/wait/dropped-when-waiter-leaves",
+                   test_dropped_when_waiter_leaves);
+  g_test_add_func ("/cluster-shard/wait/kept-while-waiting", test_kept_while_waiting);
   g_test_add_func ("/cluster-shard/wait/slot-migrated", test_slot_migrated_mid_wait);
   g_test_add_func ("/cluster-shard/wait/failover", test_failover_mid_wait);
   /* Their names from when they lived in tests/cluster. */
