@@ -245,23 +245,33 @@ rl_registry_notify_state (RedisLockRegistry *registry, const char *key, gboolean
                                                                         : RL_NOTIFY_DOWN;
 }
 
-/* The machine's RL_ACQUIRE_WATCH on @registry's store: confirms notifications, waiting
- * for them (@may_wait) as long as the machine allows and the connect timeout at most,
- * or only starting them; reports to @acq, and returns what to do next. The first one
- * of an acquisition (its wait begins) joins the store's waiters of its name, which
- * rl_registry_leave() leaves when the acquisition ends, so that a store subscribed per
- * key drops the subscription with its last waiter. */
+/* The machine's RL_ACQUIRE_WATCH on @registry's store for a waiter of @key (the
+ * acquisition's name; NULL: of several keys, as rl_registry_notify_state() asks for
+ * them): confirms notifications, waiting for them (@may_wait) as long as the machine
+ * allows and the connect timeout at most, or only starting them; reports to @acq, and
+ * returns what to do next. The first one of an acquisition of @key (its wait begins)
+ * joins the store's waiters of its name, which rl_registry_leave() leaves when the
+ * acquisition ends, so that a store subscribed per key drops the subscription with its
+ * last waiter. */
 static inline RlAcquireAction
-rl_registry_watch (RedisLockRegistry *registry, RlAcquire *acq, gboolean may_wait)
+rl_registry_watch_key (RedisLockRegistry *registry, RlAcquire *acq, const char *key,
+                       gboolean may_wait)
 {
   gint64 limit = 0;
-  gboolean join = acq->joined == NULL;
+  gboolean join = acq->joined == NULL && key != NULL;
 
   if (may_wait)
     limit = MIN (acq->watch_ms, RL_ATOMIC_GET (registry->store_ctx.connect_timeout_ms));
   if (join)
     acq->joined = registry->store;
-  return rl_acquire_watched (acq, rl_store_watch (registry->store, acq->name, join, limit));
+  return rl_acquire_watched (acq, rl_store_watch (registry->store, key, join, limit));
+}
+
+/* rl_registry_watch_key() for the acquisition's name. */
+static inline RlAcquireAction
+rl_registry_watch (RedisLockRegistry *registry, RlAcquire *acq, gboolean may_wait)
+{
+  return rl_registry_watch_key (registry, acq, acq->name, may_wait);
 }
 
 /* @acq ends (acquired, not in time, failed, cancelled, closed): it leaves the waiters

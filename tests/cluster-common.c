@@ -152,3 +152,90 @@ open_pair (RedisLockTestCluster *cluster, RedisLockRegistry **holder, RedisLockR
   /* A failover or migration must not end the waiter's attempts with an error. */
   redis_lock_registry_set_command_timeout_ms (*waiter, 10000);
 }
+
+/* Reads the next pub/sub message of @c: its kind, its channel (NULL for pmessage's
+ * pattern form: the channel then) and its payload, in *@channel and the result. */
+char *
+next_message (redisContext *c, const char *kind, char **channel)
+{
+  redisReply *reply = NULL;
+  char *payload;
+  gsize n;
+
+  g_assert_cmpint (redisGetReply (c, (void **) &reply), ==, REDIS_OK);
+  g_assert_nonnull (reply);
+  g_assert_cmpint (reply->type, ==, REDIS_REPLY_ARRAY);
+  g_assert_cmpstr (reply->element[0]->str, ==, kind);
+  n = reply->elements;
+  g_assert_cmpuint (n, >=, 3);
+  if (channel != NULL)
+    *channel = g_strdup (reply->element[n - 2]->str);
+  payload = g_strdup (reply->element[n - 1]->str);
+  freeReplyObject (reply);
+  return payload;
+}
+
+char *
+next_pmessage_of (redisContext *c, const char *key, const char *marker)
+{
+  for (;;)
+    {
+      char *payload = next_message (c, "pmessage", NULL);
+      if (g_strcmp0 (payload, key) == 0 || g_strcmp0 (payload, marker) == 0)
+        return payload;
+      g_test_message ("skipped a late message: %s", payload);
+      g_free (payload);
+    }
+}
+
+redisContext *
+subscribed (RedisLockTestCluster *cluster, guint node, const char *command, const char *what)
+{
+  redisContext *c = node_connect (cluster, node);
+  redisReply *reply = test_redis_command (c, "%s %s", command, what);
+
+  g_assert_cmpint (reply->type, ==, REDIS_REPLY_ARRAY);
+  freeReplyObject (reply);
+  return c;
+}
+
+void
+channel_watch_begin (ChannelWatch *watch, RedisLockTestCluster *cluster, guint node,
+                     const char *channel)
+{
+  watch->node = node;
+  watch->channel = g_strdup (channel);
+  watch->shard = subscribed (cluster, node, "SSUBSCRIBE", channel);
+  watch->classic = subscribed (cluster, (node + 1) % 3, "PSUBSCRIBE", REGISTRY_KEY "-channel:*");
+}
+
+void
+channel_watch_end_sharded_only (ChannelWatch *watch, RedisLockTestCluster *cluster,
+                                const char *key_prefix)
+{
+  redisContext *c = node_connect (cluster, watch->node);
+
+  /* Markers after the release, from the node that ran it: each listener gets them
+   * after whatever the release sent it. */
+  freeReplyObject (test_redis_command (c, "SPUBLISH %s marker", watch->channel));
+  freeReplyObject (test_redis_command (c, "PUBLISH %s marker", REGISTRY_KEY "-channel:marker"));
+  redisFree (c);
+  for (;;)
+    {
+      g_autofree char *payload = next_message (watch->shard, "smessage", NULL);
+      g_assert_cmpstr (payload, !=, "marker");
+      if (g_str_has_prefix (payload, key_prefix))
+        break;
+      g_test_message ("skipped a sharded message: %s", payload);
+    }
+  for (;;)
+    {
+      g_autofree char *payload = next_message (watch->classic, "pmessage", NULL);
+      g_assert_false (g_str_has_prefix (payload, key_prefix));
+      if (g_str_equal (payload, "marker"))
+        break;
+    }
+  redisFree (watch->shard);
+  redisFree (watch->classic);
+  g_free (watch->channel);
+}

@@ -40,4 +40,32 @@ void open_pair (RedisLockTestCluster *cluster, RedisLockRegistry **holder,
                 RedisLockRegistry **waiter);
 #define PAIR_TTL_MS 30000
 
+/* Reads the next pub/sub message of @c, which must be of @kind (smessage, pmessage):
+ * its channel in *@channel (when not NULL), its payload as the result (g_free()). */
+char *next_message (redisContext *c, const char *kind, char **channel);
+/* The next pattern message of @c whose payload is @key or @marker: a classic release
+ * of an earlier test may still be on its way over the cluster bus, and is skipped. */
+char *next_pmessage_of (redisContext *c, const char *key, const char *marker);
+/* A connection to @node subscribed with @command (SSUBSCRIBE, PSUBSCRIBE) to @what. */
+redisContext *subscribed (RedisLockTestCluster *cluster, guint node, const char *command,
+                          const char *what);
+
+/* Listeners, outside the library, of what a release publishes: an SSUBSCRIBE client of
+ * the shard @channel on @node (the master of its slot), and a classic pattern
+ * subscriber (`registry_key-channel:*`) on another master. */
+typedef struct
+{
+  redisContext *shard, *classic;
+  guint node;
+  char *channel;
+} ChannelWatch;
+
+void channel_watch_begin (ChannelWatch *watch, RedisLockTestCluster *cluster, guint node,
+                          const char *channel);
+/* Checks that a release of a key that starts with @key_prefix, made since
+ * channel_watch_begin(), was published on the shard channel and not classically (markers
+ * published after it reach each listener after it), and closes the listeners. */
+void channel_watch_end_sharded_only (ChannelWatch *watch, RedisLockTestCluster *cluster,
+                                     const char *key_prefix);
+
 #endif /* RL_TEST_CLUSTER_COMMON_H */

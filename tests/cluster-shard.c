@@ -70,55 +70,6 @@ wait_pattern_subscribed (RedisLockTestCluster *cluster)
     }
 }
 
-/* Reads the next pub/sub message of @c: its kind, its channel (NULL for pmessage's
- * pattern form: the channel then) and its payload, in *@channel and the result. */
-static char *
-next_message (redisContext *c, const char *kind, char **channel)
-{
-  redisReply *reply = NULL;
-  char *payload;
-  gsize n;
-
-  g_assert_cmpint (redisGetReply (c, (void **) &reply), ==, REDIS_OK);
-  g_assert_nonnull (reply);
-  g_assert_cmpint (reply->type, ==, REDIS_REPLY_ARRAY);
-  g_assert_cmpstr (reply->element[0]->str, ==, kind);
-  n = reply->elements;
-  g_assert_cmpuint (n, >=, 3);
-  if (channel != NULL)
-    *channel = g_strdup (reply->element[n - 2]->str);
-  payload = g_strdup (reply->element[n - 1]->str);
-  freeReplyObject (reply);
-  return payload;
-}
-
-/* The next pattern message of @c whose payload is @key or @marker: a classic release
- * of an earlier test may still be on its way over the cluster bus, and is skipped. */
-static char *
-next_pmessage_of (redisContext *c, const char *key, const char *marker)
-{
-  for (;;)
-    {
-      char *payload = next_message (c, "pmessage", NULL);
-      if (g_strcmp0 (payload, key) == 0 || g_strcmp0 (payload, marker) == 0)
-        return payload;
-      g_test_message ("skipped a late message: %s", payload);
-      g_free (payload);
-    }
-}
-
-/* A connection to @node subscribed with @command (SSUBSCRIBE, PSUBSCRIBE) to @what. */
-static redisContext *
-subscribed (RedisLockTestCluster *cluster, guint node, const char *command, const char *what)
-{
-  redisContext *c = node_connect (cluster, node);
-  redisReply *reply = test_redis_command (c, "%s %s", command, what);
-
-  g_assert_cmpint (reply->type, ==, REDIS_REPLY_ARRAY);
-  freeReplyObject (reply);
-  return c;
-}
-
 /* The channel of a release of @key on a cluster with classic notifications off: heard
  * by an SSUBSCRIBE client on the key's master, in the key's slot; not by classic
  * pattern subscribers on any master (a classic marker published after it on the
