@@ -40,6 +40,22 @@
  * without the channel permission) gets one warning; its waiters are then told that
  * sharded notifications are down (they fall back to what the classic subscription
  * hears, or to polling), and the thread asks again at the longest backoff.
+ *
+ * Why the pattern's guard (notify.c) watches one node of a Cluster and no more: each
+ * master that owns a waited-for key has its own watch here, its connection, which
+ * PINGs when silent and, when it breaks (a write fails, a PING goes unanswered, the
+ * master closes it or restarts), wakes the waiters of its keys to re-check and
+ * resubscribes them where the slot map says; a waiter counts a failed attempt only
+ * once its key's subscription is confirmed again. So the sharded path of every
+ * waited-for key is watched on its own master. The classic path needs one node: the
+ * cluster bus forwards every PUBLISH to every node, so any live master hears all
+ * classic releases, and a break of that one connection is reported as any break and
+ * moves it to another master. What the guard adds besides (a restart that may have
+ * taken held leases with it, reported as a reset so that every lease is checked at
+ * once) is on a Cluster chiefly the topology's: the slot map is read every second,
+ * and a slot that changed owner (a failover) has every held lease checked at once. A
+ * master other than the guard's that restarts empty without being failed over is
+ * found by the watchdog's next renewal of the leases it held.
  */
 #include "config.h"
 

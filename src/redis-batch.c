@@ -285,7 +285,7 @@ rl_redis_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **err
       const char **argv = argvs + (gsize) i * 10;
       char *channel = g_strconcat (self->channel_prefix, items[i].key, NULL);
       /* On a Cluster, the key's shard channel too, as a single release publishes. */
-      char *shard = rl_redis_store_shard_channel (store, items[i].key);
+      char *shard = rl_redis_shard_channel (self, items[i].key);
 
       g_ptr_array_add (channels, channel);
       g_ptr_array_add (shards, shard);

@@ -77,9 +77,9 @@ rl_redis_force_release (RlStore *store, const char *key, GError **error)
   const char *legacy = g_atomic_int_get (&self->parent.ctx->legacy_channel) ? self->legacy_channel
                                                                             : "";
   /* On a Cluster, the key's shard channel too (FORCE RELEASE's ARGV[4]). */
-  g_autofree char *shard = rl_redis_store_shard_channel (store, key);
+  g_autofree char *shard = rl_redis_shard_channel (self, key);
   const char *argv[8] = { "EVALSHA", self->force_release.sha, "1", key,
-                          rl_redis_store_classic (store, shard, channel), self->forced_channel,
+                          rl_redis_classic_channel (self, shard, channel), self->forced_channel,
                           legacy, shard };
   redisReply *reply;
   gboolean deleted;

@@ -286,6 +286,13 @@ RlLeaseResult rl_redis_release_outcome (long long result, gboolean retried, cons
 void rl_redis_remember_release (RlRedisStore *self);
 void rl_redis_count_doubtful_releases (RlRedisStore *self);
 const char *rl_redis_release_legacy (RlRedisStore *self, char own[2]);
+/* The key whose shard channel carries the releases of @key (g_free()): see
+ * redis-lease.c. */
+char *rl_redis_notify_key (RlRedisStore *self, const char *key);
+/* As rl_redis_store_shard_channel() and rl_redis_store_classic(), for the store's own
+ * files. */
+char *rl_redis_shard_channel (RlRedisStore *self, const char *key);
+const char *rl_redis_classic_channel (RlRedisStore *self, const char *shard, const char *channel);
 /* Completes RELEASE's @argv, whose first eight are set (ARGV[1..4]: the value, the
  * classic channel, @own, the TTL to keep or "0"), with the older Spring channel
  * @legacy (rl_redis_release_legacy()) and, on a Cluster, the key's @shard channel

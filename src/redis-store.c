@@ -239,57 +239,6 @@ redis_watch (RlStore *store, gint64 timeout_ms)
   return rl_notifier_watch (((RlRedisStore *)store)->notifier, timeout_ms);
 }
 
-/* The key whose shard channel carries the releases of @key (g_free()): a release of any
- * key of a read-write lock `registry_key:{name}:rw:…` may let in a waiter of either
- * lease, so they all share the writer lease's channel; a permit `SEM_KEY:I` wakes the
- * waiters of its semaphore, who wait under SEM_KEY. One subscription per lock then
- * hears every release that concerns its waiters. The channel must lie in @key's slot
- * (a script may publish only there): a form that would not keeps @key's own. */
-static char *
-notify_key (RlRedisStore *self, const char *key)
-{
-  gsize prefix_len = strlen (self->parent.registry_key);
-  gsize sem_len = rl_store_semaphore_key_len (key);
-  const char *tail = key + prefix_len + 1, *end = NULL;
-  char *group = NULL;
-
-  if (strncmp (key, self->parent.registry_key, prefix_len) != 0 || key[prefix_len] != ':')
-    return g_strdup (key);
-  if (tail[0] == '{')
-    for (const char *p = strstr (tail, "}:rw:"); p != NULL; p = strstr (p + 1, "}:rw:"))
-      end = p;
-  if (end != NULL)
-    group = g_strdup_printf ("%.*s:rw:w", (int) (end + 1 - key), key);
-  else if (sem_len > prefix_len + 1)
-    group = g_strndup (key, sem_len);
-  if (group == NULL || rl_cluster_key_slot (group) != rl_cluster_key_slot (key))
-    {
-      g_free (group);
-      return g_strdup (key);
-    }
-  return group;
-}
-
-char *
-rl_redis_store_shard_channel (RlStore *store, const char *key)
-{
-  RlRedisStore *self = (RlRedisStore *) store;
-  g_autofree char *group = NULL;
-
-  if (self->shard == NULL)
-    return NULL;
-  group = notify_key (self, key);
-  return rl_cluster_shard_channel (self->channel_prefix, group);
-}
-
-const char *
-rl_redis_store_classic (RlStore *store, const char *shard, const char *channel)
-{
-  if (shard != NULL && g_atomic_int_get (&store->ctx->classic_off))
-    return "";
-  return channel;
-}
-
 /* On a Cluster a waiter also subscribes to its key's shard channel, on the key's
  * master. What it must have confirmed depends on how releases are published: with
  * classic notifications (the default) every release of this library and of Spring
@@ -298,8 +247,8 @@ rl_redis_store_classic (RlStore *store, const char *shard, const char *channel)
  * channels: then nobody can publish there); with them off, both (Spring's releases
  * are classic only, ours sharded only). A waiter of several keys (NULL) has no shard
  * subscription: with classic notifications off it polls. The subscription is that of
- * the key whose channel carries @key's releases (notify_key()), and so is the count
- * of waiters a waiter joins. */
+ * the key whose channel carries @key's releases (rl_redis_notify_key()), and so is the
+ * count of waiters a waiter joins. */
 static gboolean
 redis_watch_key (RlStore *store, const char *key, gboolean join, gint64 timeout_ms)
 {
@@ -314,7 +263,7 @@ redis_watch_key (RlStore *store, const char *key, gboolean join, gint64 timeout_
     return classic;
   if (key == NULL)
     return classic && !classic_off;
-  group = notify_key (self, key);
+  group = rl_redis_notify_key (self, key);
   sharded = rl_shard_notifier_watch (self->shard, group, join,
                                      MAX ((end - g_get_monotonic_time ()) / 1000, 0), &refused);
   return classic && (sharded || (refused && !classic_off));
@@ -328,7 +277,7 @@ redis_unwatch_key (RlStore *store, const char *key)
 
   if (self->shard == NULL || key == NULL)
     return;
-  group = notify_key (self, key);
+  group = rl_redis_notify_key (self, key);
   rl_shard_notifier_unwatch (self->shard, group);
 }
 
@@ -397,6 +346,18 @@ char *
 rl_redis_store_channel (RlStore *store, const char *key)
 {
   return g_strconcat (((RlRedisStore *) store)->channel_prefix, key, NULL);
+}
+
+char *
+rl_redis_store_shard_channel (RlStore *store, const char *key)
+{
+  return rl_redis_shard_channel ((RlRedisStore *) store, key);
+}
+
+const char *
+rl_redis_store_classic (RlStore *store, const char *shard, const char *channel)
+{
+  return rl_redis_classic_channel ((RlRedisStore *) store, shard, channel);
 }
 
 /* The waits-for records: the script of redis-waits.c on the registry key's hash. */

@@ -15,6 +15,22 @@
 
 #define REGISTRY_KEY TEST_REGISTRY_KEY
 
+static RedisLockTestCluster *common;
+
+RedisLockTestCluster *
+common_cluster (void)
+{
+  if (common == NULL)
+    common = redis_lock_test_cluster_new_or_skip (3, 1);
+  return common;
+}
+
+void
+common_cluster_free (void)
+{
+  g_clear_pointer (&common, redis_lock_test_cluster_free);
+}
+
 /* A raw connection to one node. */
 redisContext *
 node_connect (RedisLockTestCluster *cluster, guint node)

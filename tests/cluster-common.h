@@ -6,6 +6,11 @@
 #include <hiredis/hiredis.h>
 #include <redislock/redislock-test.h>
 
+/* The cluster of three masters with a replica each that the harmless tests of a
+ * program share, started on first use; NULL when the test was skipped (no
+ * redis-server). common_cluster_free() stops it, at the end of main(). */
+RedisLockTestCluster *common_cluster (void);
+void common_cluster_free (void);
 /* A raw connection to one node. */
 redisContext *node_connect (RedisLockTestCluster *cluster, guint node);
 /* The master that owns @key's slot now. */

@@ -32,16 +32,6 @@
 #define WAIT_MS 20000
 #define GONE_MS 5000
 
-static RedisLockTestCluster *shared;
-
-static RedisLockTestCluster *
-shared_cluster (void)
-{
-  if (shared == NULL)
-    shared = redis_lock_test_cluster_new_or_skip (3, 1);
-  return shared;
-}
-
 /* open_pair(), the waiter's classic notifications off too: nothing the waiter publishes
  * itself (its own release once woken, a waiting writer's mark) reaches a classic
  * listener, which must hear nothing of the holder's release. */
@@ -160,12 +150,63 @@ start (RedisLockTestCluster *cluster, RedisLockRegistry *registry, Waiter *w, gu
   return thread;
 }
 
-/* Joins @w, which a release made after @notifications were counted in its @registry
- * must have let in by a notification: before its wait (and the holder's TTL) ended. */
-static void
-check_woken (RedisLockRegistry *registry, Waiter *w, GThread *thread, guint64 notifications,
-             gint64 released_ms)
+/* What the holder releases, and how. */
+typedef enum
 {
+  RELEASE_SET,    /* redis_lock_unlock_all() of 2 locks */
+  RELEASE_WRITE,  /* redis_rw_lock_write_unlock() */
+  RELEASE_READ,   /* redis_rw_lock_read_unlock() */
+  RELEASE_PERMIT, /* redis_permit_release() */
+  RELEASE_FORCE,  /* redis_lock_registry_force_unlock() of @name in @registry */
+} ReleaseKind;
+
+typedef struct
+{
+  ReleaseKind kind;
+  gpointer target;
+  RedisLockRegistry *registry;
+  const char *name;
+} Release;
+
+static gboolean
+release (const Release *r, GError **error)
+{
+  switch (r->kind)
+    {
+    case RELEASE_SET:
+      return redis_lock_unlock_all (r->target, 2, error);
+    case RELEASE_WRITE:
+      return redis_rw_lock_write_unlock (r->target, error);
+    case RELEASE_READ:
+      return redis_rw_lock_read_unlock (r->target, error);
+    case RELEASE_PERMIT:
+      return redis_permit_release (r->target, error);
+    case RELEASE_FORCE:
+    default:
+      return redis_lock_registry_force_unlock (r->registry, r->name, error);
+    }
+}
+
+/* Makes the release @r while @w waits in its @registry under the subscription to the
+ * shard @channel on @node (start()), and checks that it went out on that channel only
+ * (naming a key that starts with @key_prefix) and let @w in through a notification its
+ * registry counted, before its wait (and the holder's TTL) ended. */
+static void
+release_and_check (RedisLockTestCluster *cluster, RedisLockRegistry *registry, Waiter *w,
+                   GThread *thread, guint node, const char *channel, const char *key_prefix,
+                   const Release *r)
+{
+  g_autoptr (GError) error = NULL;
+  ChannelWatch watch;
+  guint64 notifications;
+  gint64 released_ms;
+
+  channel_watch_begin (&watch, cluster, node, channel);
+  notifications = test_stats (registry).notifications;
+  released_ms = test_now_ms ();
+  g_assert_true (release (r, &error));
+  g_assert_no_error (error);
+  channel_watch_end_sharded_only (&watch, cluster, key_prefix);
   g_thread_join (thread);
   g_assert_true (w->acquired);
   g_test_message ("woken %" G_GINT64_FORMAT " ms after the release",
@@ -177,7 +218,7 @@ check_woken (RedisLockRegistry *registry, Waiter *w, GThread *thread, guint64 no
 static void
 test_release_many (void)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) holder = NULL;
   g_autoptr (RedisLockRegistry) waiter = NULL;
   g_autoptr (RedisLock) a = NULL, b = NULL, waited = NULL;
@@ -185,10 +226,7 @@ test_release_many (void)
   g_autofree char *name_a = NULL, *name_b = NULL, *channel = NULL;
   RedisLock *set[2];
   Waiter w = { .kind = WAIT_LOCK };
-  ChannelWatch watch;
   GThread *thread;
-  guint64 notifications;
-  gint64 released_ms;
 
   g_test_summary ("A set of locks released together (redis_lock_unlock_all(), one pipeline "
                   "per master) is published on each key's shard channel: a waiter of one "
@@ -207,14 +245,8 @@ test_release_many (void)
   channel = shard_channel (REGISTRY_KEY, redis_lock_get_key (b));
   w.target = waited;
   thread = start (cluster, waiter, &w, 1, channel);
-  channel_watch_begin (&watch, cluster, 1, channel);
-
-  notifications = test_stats (waiter).notifications;
-  released_ms = test_now_ms ();
-  g_assert_true (redis_lock_unlock_all (set, 2, &error));
-  g_assert_no_error (error);
-  channel_watch_end_sharded_only (&watch, cluster, redis_lock_get_key (b));
-  check_woken (waiter, &w, thread, notifications, released_ms);
+  release_and_check (cluster, waiter, &w, thread, 1, channel, redis_lock_get_key (b),
+                     &(Release) { .kind = RELEASE_SET, .target = set });
 }
 
 /* The shard channel of the read-write lock @name: its writer lease's. */
@@ -229,7 +261,7 @@ rw_channel (const char *name)
 static void
 test_rwlock (void)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) holder = NULL;
   g_autoptr (RedisLockRegistry) waiter = NULL;
   g_autoptr (RedisRWLock) held = NULL, waited = NULL;
@@ -237,10 +269,7 @@ test_rwlock (void)
   g_autofree char *name = NULL, *channel = NULL;
   g_autofree char *writer_key = NULL, *reader_prefix = NULL;
   Waiter reader = { .kind = WAIT_READ }, writer = { .kind = WAIT_WRITE };
-  ChannelWatch watch;
   GThread *thread;
-  guint64 notifications;
-  gint64 released_ms;
 
   g_test_summary ("A read-write lock's releases are published on its shard channel (its "
                   "writer lease's): a reader waiting for a writer, and a writer waiting for "
@@ -263,26 +292,16 @@ test_rwlock (void)
   g_assert_no_error (error);
   reader.target = waited;
   thread = start (cluster, waiter, &reader, 2, channel);
-  channel_watch_begin (&watch, cluster, 2, channel);
-  notifications = test_stats (waiter).notifications;
-  released_ms = test_now_ms ();
-  g_assert_true (redis_rw_lock_write_unlock (held, &error));
-  g_assert_no_error (error);
-  channel_watch_end_sharded_only (&watch, cluster, writer_key);
-  check_woken (waiter, &reader, thread, notifications, released_ms);
+  release_and_check (cluster, waiter, &reader, thread, 2, channel, writer_key,
+                     &(Release) { .kind = RELEASE_WRITE, .target = held });
 
   /* A writer waits for the reader's release. */
   g_assert_true (redis_rw_lock_try_read_lock_for (held, 0, NULL, &error));
   g_assert_no_error (error);
   writer.target = waited;
   thread = start (cluster, waiter, &writer, 2, channel);
-  channel_watch_begin (&watch, cluster, 2, channel);
-  notifications = test_stats (waiter).notifications;
-  released_ms = test_now_ms ();
-  g_assert_true (redis_rw_lock_read_unlock (held, &error));
-  g_assert_no_error (error);
-  channel_watch_end_sharded_only (&watch, cluster, reader_prefix);
-  check_woken (waiter, &writer, thread, notifications, released_ms);
+  release_and_check (cluster, waiter, &writer, thread, 2, channel, reader_prefix,
+                     &(Release) { .kind = RELEASE_READ, .target = held });
   wait_shard_unsubscribed (cluster, 2, channel, GONE_MS);
 }
 
@@ -298,7 +317,7 @@ sem_channel (const char *name)
 static void
 test_semaphore (void)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) holder = NULL;
   g_autoptr (RedisLockRegistry) waiter = NULL;
   g_autoptr (RedisSemaphore) held = NULL, waited = NULL;
@@ -307,10 +326,7 @@ test_semaphore (void)
   g_autofree char *permit_prefix = NULL;
   RedisPermit *permit;
   Waiter w = { .kind = WAIT_PERMIT };
-  ChannelWatch watch;
   GThread *thread;
-  guint64 notifications;
-  gint64 released_ms;
 
   g_test_summary ("A semaphore's permit released is published on the semaphore's shard "
                   "channel: a waiter for a permit in another registry is woken by it with "
@@ -329,32 +345,23 @@ test_semaphore (void)
   g_assert_nonnull (permit);
   w.target = waited;
   thread = start (cluster, waiter, &w, 0, channel);
-  channel_watch_begin (&watch, cluster, 0, channel);
-
-  notifications = test_stats (waiter).notifications;
-  released_ms = test_now_ms ();
-  g_assert_true (redis_permit_release (permit, &error));
-  g_assert_no_error (error);
   permit_prefix = g_strdup_printf ("%s:{%s}:sem:", REGISTRY_KEY, name);
-  channel_watch_end_sharded_only (&watch, cluster, permit_prefix);
-  check_woken (waiter, &w, thread, notifications, released_ms);
+  release_and_check (cluster, waiter, &w, thread, 0, channel, permit_prefix,
+                     &(Release) { .kind = RELEASE_PERMIT, .target = permit });
   wait_shard_unsubscribed (cluster, 0, channel, GONE_MS);
 }
 
 static void
 test_force_unlock (void)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) holder = NULL;
   g_autoptr (RedisLockRegistry) waiter = NULL;
   g_autoptr (RedisLock) held = NULL, waited = NULL;
   g_autoptr (GError) error = NULL;
   g_autofree char *name = NULL, *channel = NULL;
   Waiter w = { .kind = WAIT_LOCK };
-  ChannelWatch watch;
   GThread *thread;
-  guint64 notifications;
-  gint64 released_ms;
 
   g_test_summary ("A forced unlock by a registry with classic notifications off is published "
                   "on the key's shard channel: a waiter in another registry is woken by it");
@@ -368,14 +375,8 @@ test_force_unlock (void)
   channel = shard_channel (REGISTRY_KEY, redis_lock_get_key (held));
   w.target = waited;
   thread = start (cluster, waiter, &w, 1, channel);
-  channel_watch_begin (&watch, cluster, 1, channel);
-
-  notifications = test_stats (waiter).notifications;
-  released_ms = test_now_ms ();
-  g_assert_true (redis_lock_registry_force_unlock (holder, name, &error));
-  g_assert_no_error (error);
-  channel_watch_end_sharded_only (&watch, cluster, redis_lock_get_key (held));
-  check_woken (waiter, &w, thread, notifications, released_ms);
+  release_and_check (cluster, waiter, &w, thread, 1, channel, redis_lock_get_key (held),
+                     &(Release) { .kind = RELEASE_FORCE, .registry = holder, .name = name });
 }
 
 /* --- Waiters leave ---------------------------------------------------------------- */
@@ -405,7 +406,7 @@ on_rw_done (GObject *source, GAsyncResult *result, gpointer data)
 static void
 test_dropped_when_waiters_leave (void)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) holder = NULL;
   g_autoptr (RedisLockRegistry) waiter = NULL;
   g_autoptr (RedisRWLock) held_rw = NULL, waited_rw = NULL;
@@ -466,7 +467,7 @@ test_dropped_when_waiters_leave (void)
 static void
 test_set_waiter_polls (void)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) holder = NULL;
   g_autoptr (RedisLockRegistry) waiter = NULL;
   g_autoptr (RedisLock) held = NULL, waited = NULL, other = NULL;
@@ -499,17 +500,15 @@ test_set_waiter_polls (void)
 static void
 test_semaphore_kept_while_one_waits (void)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) holder = NULL;
   g_autoptr (RedisLockRegistry) waiter = NULL;
   g_autoptr (RedisSemaphore) held = NULL, waited = NULL;
   g_autoptr (GError) error = NULL;
-  g_autofree char *name = NULL, *channel = NULL;
+  g_autofree char *name = NULL, *channel = NULL, *permit_prefix = NULL;
   RedisPermit *permit;
   Waiter stays = { .kind = WAIT_PERMIT }, leaves = { .kind = WAIT_PERMIT };
   GThread *staying, *leaving;
-  guint64 notifications;
-  gint64 released_ms;
 
   g_test_summary ("Two threads of one registry wait for a semaphore's permit under one shard "
                   "subscription; when one gives up, the subscription stays for the other, "
@@ -533,11 +532,9 @@ test_semaphore_kept_while_one_waits (void)
   /* The key's subscription is one; the leaving waiter's end leaves it in place. */
   g_assert_cmpint (shard_subscribers (cluster, 1, channel), ==, 1);
 
-  notifications = test_stats (waiter).notifications;
-  released_ms = test_now_ms ();
-  g_assert_true (redis_permit_release (permit, &error));
-  g_assert_no_error (error);
-  check_woken (waiter, &stays, staying, notifications, released_ms);
+  permit_prefix = g_strdup_printf ("%s:{%s}:sem:", REGISTRY_KEY, name);
+  release_and_check (cluster, waiter, &stays, staying, 1, channel, permit_prefix,
+                     &(Release) { .kind = RELEASE_PERMIT, .target = permit });
   wait_shard_unsubscribed (cluster, 1, channel, GONE_MS);
 }
 
@@ -557,6 +554,6 @@ main (int argc, char **argv)
   g_test_add_func ("/cluster-shard/family/semaphore-kept-while-one-waits",
                    test_semaphore_kept_while_one_waits);
   status = g_test_run ();
-  redis_lock_test_cluster_free (shared);
+  common_cluster_free ();
   return status;
 }

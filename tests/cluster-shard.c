@@ -30,16 +30,6 @@
 #define WAKE_MS 50
 #endif
 
-static RedisLockTestCluster *shared;
-
-static RedisLockTestCluster *
-shared_cluster (void)
-{
-  if (shared == NULL)
-    shared = redis_lock_test_cluster_new_or_skip (3, 1);
-  return shared;
-}
-
 /* Polls until some running master of @cluster has a client subscribed to a pattern:
  * the waiter registry's classic subscription, back after a failover (10 s at most). */
 static void
@@ -118,7 +108,7 @@ check_sharded_only (RedisLockTestCluster *cluster, RedisLockRegistry *registry,
 static void
 test_sharded_only (void)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) registry = NULL;
   g_autoptr (RedisLockRegistry) tagged = NULL;
   g_autoptr (GError) error = NULL;
@@ -149,7 +139,7 @@ test_sharded_only (void)
 static void
 test_default_publishes_both (void)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) registry = NULL;
   g_autoptr (RedisLock) lock = NULL;
   g_autofree char *name = NULL, *channel = NULL, *heard = NULL;
@@ -215,7 +205,7 @@ release_and_check_woken (RedisLock *held, TestWaiter *w, GThread *thread)
 static void
 test_woken_by_sharded_release (void)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) holder = NULL;
   g_autoptr (RedisLockRegistry) waiter = NULL;
   g_autoptr (RedisLock) held = NULL;
@@ -315,7 +305,7 @@ on_lock_done (GObject *source, GAsyncResult *result, gpointer data)
 static void
 test_dropped_when_waiter_leaves (void)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) holder = NULL;
   g_autoptr (RedisLockRegistry) waiter = NULL;
   g_autoptr (RedisLockRegistry) closed = NULL;
@@ -398,7 +388,7 @@ test_dropped_when_waiter_leaves (void)
 static void
 test_kept_while_waiting (void)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) holder = NULL;
   g_autoptr (RedisLockRegistry) waiter = NULL;
   g_autoptr (RedisLock) held = NULL;
@@ -443,7 +433,7 @@ test_kept_while_waiting (void)
 static void
 test_slot_migrated_mid_wait (void)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) holder = NULL;
   g_autoptr (RedisLockRegistry) waiter = NULL;
   g_autoptr (RedisLock) held = NULL;
@@ -563,7 +553,7 @@ spring_run (RedisLockTestCluster *cluster, const char *script, const char *key, 
 static void
 test_spring_peer (void)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) registry = NULL;
   g_autoptr (RedisLock) lock = NULL;
   g_autoptr (GError) error = NULL;
@@ -610,7 +600,7 @@ test_spring_peer (void)
 static void
 test_release_heard_by_spring_pattern (void)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) registry = NULL;
   g_autoptr (RedisLock) lock = NULL;
   g_autofree char *name = NULL, *key = NULL;
@@ -673,6 +663,6 @@ main (int argc, char **argv)
   g_test_add_func ("/cluster/interop/release-heard-by-spring-pattern",
                    test_release_heard_by_spring_pattern);
   status = g_test_run ();
-  redis_lock_test_cluster_free (shared);
+  common_cluster_free ();
   return status;
 }
