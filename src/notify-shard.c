@@ -16,7 +16,7 @@
  * pattern. Its first request joins the key's waiters (a count per key), and it leaves
  * them when its acquisition ends, however it ends (rl_shard_notifier_unwatch(): taken,
  * not in time, failed, cancelled, closed); the key whose last waiter left is
- * unsubscribed (SSUNSUBSCRIBE) at once, and a master left without keys loses its
+ * unsubscribed (SUNSUBSCRIBE) at once, and a master left without keys loses its
  * connection. A key with waiters stays subscribed however long they sleep. A key asked
  * for without joining (a request that counts no waiter) is kept until nobody asked
  * for it in RL_SHARD_LINGER_US, then unsubscribed with its waiters, if any sleep,
@@ -98,7 +98,8 @@ typedef struct
 {
   RlNode *node;
   RlConn *conn;
-  GQueue pending; /* channels (owned) whose SSUBSCRIBE awaits its answer, in order */
+  GQueue pending; /* what awaits its answer, in order: "s" and the channel of an
+                     SSUBSCRIBE, "u" and the channel of a SUNSUBSCRIBE (owned) */
   gint64 last_traffic;
   gboolean ping_out;
   gboolean dead; /* a write failed, or PING went unanswered */
@@ -275,7 +276,7 @@ send_subscriptions (RlShardNotifier *self)
       if (c != NULL)
         {
           rl_conn_append (c->conn, 2, argv);
-          g_queue_push_tail (&c->pending, g_strdup (k->channel));
+          g_queue_push_tail (&c->pending, g_strconcat ("s", k->channel, NULL));
         }
     }
 }
@@ -308,7 +309,10 @@ drop_and_move (RlShardNotifier *self)
                 ShardConn *c = g_ptr_array_index (self->conns, i);
                 const char *argv[2] = { "SUNSUBSCRIBE", k->channel };
                 if (c->node == k->node)
-                  rl_conn_append (c->conn, 2, argv);
+                  {
+                    rl_conn_append (c->conn, 2, argv);
+                    g_queue_push_tail (&c->pending, g_strconcat ("u", k->channel, NULL));
+                  }
               }
           if (!k->drop)
             g_ptr_array_add (woken, g_strdup (k->key));
@@ -392,7 +396,12 @@ handle_reply (RlShardNotifier *self, ShardConn *c, redisReply *reply)
       g_autofree char *pending = g_queue_pop_head (&c->pending);
       if (pending == NULL)
         return FALSE;
-      subscribe_failed (self, c, pending, reply);
+      /* A SUNSUBSCRIBE of a slot the master gave away is answered MOVED: its
+       * subscription is gone either way. */
+      if (pending[0] == 'u')
+        g_debug ("shard unsubscription from %s: %s", pending + 1, reply->str);
+      else
+        subscribe_failed (self, c, pending + 1, reply);
       return TRUE;
     }
   if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2
@@ -429,9 +438,17 @@ handle_reply (RlShardNotifier *self, ShardConn *c, redisReply *reply)
     }
   else if (g_ascii_strcasecmp (kind, "sunsubscribe") == 0)
     {
-      /* Ours (a key dropped) concerns no confirmed key of this connection; any other
-       * is the master giving the slot away. */
-      GPtrArray *woken = g_ptr_array_new_with_free_func (g_free);
+      /* Ours (a key dropped) answers the SUNSUBSCRIBE that waits first; any other is the
+       * master giving the slot away. */
+      const char *first = g_queue_peek_head (&c->pending);
+      GPtrArray *woken;
+
+      if (first != NULL && first[0] == 'u' && strcmp (first + 1, channel) == 0)
+        {
+          g_free (g_queue_pop_head (&c->pending));
+          return TRUE;
+        }
+      woken = g_ptr_array_new_with_free_func (g_free);
 
       rl_mutex_lock (&self->mutex);
       k = g_hash_table_lookup (self->channels, channel);
