@@ -8,9 +8,12 @@
  * outside with raw SSUBSCRIBE and PSUBSCRIBE connections, and check that a waiter in
  * another registry is woken by a sharded-only release at once, also after the key's
  * slot migrated to another master and after its master failed over to its replica,
- * both while the waiter waited; and that Spring peers, which publish and subscribe
- * classically only, still wake and are woken with the defaults. The harmless tests
- * share one cluster of three masters with a replica each; the failover starts its own.
+ * both while the waiter waited; that a key's subscription ends as soon as its last
+ * waiter leaves, however it leaves, and stays however long a waiter sleeps; and that
+ * Spring peers, which publish and subscribe classically only, still wake and are woken
+ * with the defaults. The harmless tests share one cluster of three masters with a
+ * replica each; the failover starts its own. cluster-shard-family.c has the releases
+ * of sets, read-write locks, semaphores and forced unlocks.
  */
 #include "config.h"
 
