@@ -102,6 +102,10 @@ typedef struct
   gint64 check_at;          /* the next check for a cycle of waits, a sleep ending for it
                                (monotonic µs); RL_FOREVER: none */
   RlAttemptReport last;     /* the last attempt's report */
+  gpointer joined;          /* the store (RlStore) whose waiters of @name the acquisition
+                               joined at its first watch, to leave when it ends; NULL:
+                               none. Written by the registry's helpers (internal.h:
+                               rl_registry_watch(), rl_registry_leave()), not here */
 } RlAcquire;
 
 /* Starts an acquisition that ends at @deadline (monotonic µs, RL_FOREVER) and makes

@@ -137,6 +137,7 @@ call_free (DriverCall *call)
 static void
 finish (DriverCall *call, gboolean taken, GError *error)
 {
+  rl_registry_leave (&call->acq);
   g_cancellable_disconnect (call->cancellable, call->cancel_handler);
   call->cancel_handler = 0;
   call->klass->done (call->data, taken, error);

@@ -245,22 +245,53 @@ rl_registry_notify_state (RedisLockRegistry *registry, const char *key, gboolean
 {
   if (!pubsub)
     return RL_NOTIFY_OFF;
-  return need_watch && rl_store_watch (registry->store, key, 0) ? RL_NOTIFY_CONFIRMED
-                                                                 : RL_NOTIFY_DOWN;
+  return need_watch && rl_store_watch (registry->store, key, FALSE, 0) ? RL_NOTIFY_CONFIRMED
+                                                                        : RL_NOTIFY_DOWN;
 }
 
-/* The machine's RL_ACQUIRE_WATCH on @registry's store: confirms notifications, waiting
- * for them (@may_wait) as long as the machine allows and the connect timeout at most,
- * or only starting them; reports to @acq, and returns what to do next. */
+/* The machine's RL_ACQUIRE_WATCH on @registry's store for a waiter of @key (the
+ * acquisition's name; NULL: of several keys, as rl_registry_notify_state() asks for
+ * them): confirms notifications, waiting for them (@may_wait) as long as the machine
+ * allows and the connect timeout at most, or only starting them; reports to @acq, and
+ * returns what to do next. The first one of an acquisition of @key (its wait begins)
+ * joins the store's waiters of its name, which rl_registry_leave() leaves when the
+ * acquisition ends, so that a store subscribed per key drops the subscription with its
+ * last waiter. */
 static inline RlAcquireAction
-rl_registry_watch (RedisLockRegistry *registry, RlAcquire *acq, gboolean may_wait)
+rl_registry_watch_key (RedisLockRegistry *registry, RlAcquire *acq, const char *key,
+                       gboolean may_wait)
 {
   gint64 limit = 0;
+  gboolean join = acq->joined == NULL && key != NULL;
 
   if (may_wait)
     limit = MIN (acq->watch_ms, RL_ATOMIC_GET (registry->store_ctx.connect_timeout_ms));
-  return rl_acquire_watched (acq, rl_store_watch (registry->store, acq->name, limit));
+  if (join)
+    acq->joined = registry->store;
+  return rl_acquire_watched (acq, rl_store_watch (registry->store, key, join, limit));
 }
+
+/* rl_registry_watch_key() for the acquisition's name. */
+static inline RlAcquireAction
+rl_registry_watch (RedisLockRegistry *registry, RlAcquire *acq, gboolean may_wait)
+{
+  return rl_registry_watch_key (registry, acq, acq->name, may_wait);
+}
+
+/* @acq ends (acquired, not in time, failed, cancelled, closed): it leaves the waiters
+ * of its name it joined, if it did. Every driver calls it once its acquisition is
+ * over: the blocking ones through g_auto (RlAcquire), the asynchronous ones when the
+ * call completes. */
+static inline void
+rl_registry_leave (RlAcquire *acq)
+{
+  RlStore *store = acq->joined;
+
+  acq->joined = NULL;
+  if (store != NULL)
+    rl_store_unwatch (store, acq->name);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (RlAcquire, rl_registry_leave)
 
 /* The deadline (monotonic µs) of a request sent at @now by an acquisition that must
  * end at @deadline: the command timeout from @now, and with @bounded no later than

@@ -268,6 +268,7 @@ arm_timer (AsyncCall *call, gint64 at)
 static void
 complete (AsyncCall *call, gboolean ok, GError *error)
 {
+  rl_registry_leave (&call->acq);
   call->phase = PHASE_DONE;
   g_atomic_pointer_set (&call->error, error);
   g_atomic_int_set (&call->ok, ok);

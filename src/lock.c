@@ -511,7 +511,7 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
   RlPretakeLease arm = { 0 }, taken;
   gboolean handed;
   RlAcquireAction action;
-  RlAcquire acq;
+  g_auto (RlAcquire) acq = { 0 };
   guint16 seq;
 
   rl_lock_begin_acquire (lock, &acq, deadline);

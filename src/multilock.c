@@ -312,7 +312,7 @@ acquire_leases_waiting (Entry *entries, guint m, gint64 deadline, gboolean bound
   SetAttempt a = { .entries = entries, .need = need, .groups = groups, .items = items,
                    .bounded = bounded };
   RlAcquireAction action;
-  RlAcquire acq;
+  g_auto (RlAcquire) acq = { 0 };
   guint16 seq;
   gboolean ok;
 
@@ -340,7 +340,10 @@ acquire_leases_waiting (Entry *entries, guint m, gint64 deadline, gboolean bound
           return ok;
         break;
       case RL_ACQUIRE_WATCH:
-        action = rl_registry_watch (a.held->lock->registry, &acq, TRUE);
+        /* As its attempts' notification states ask: a set's waiter has no key of its own
+         * (a watch that confirmed a key the next attempt's state does not ask for would
+         * send it straight back to attempt, again and again). */
+        action = rl_registry_watch_key (a.held->lock->registry, &acq, NULL, TRUE);
         break;
       case RL_ACQUIRE_SLEEP:
         if (a.partial)

@@ -13,10 +13,16 @@
  *
  * A waiter asks for its key (rl_shard_notifier_watch()) before each attempt and may
  * count a failed attempt only once the key's subscription is confirmed, as with the
- * pattern. Nothing tells this subscriber when the last waiter of a key leaves; a key
- * nobody asked for in RL_SHARD_LINGER_US is unsubscribed and its waiters are woken
- * (released with the key), so one still waiting tries again and asks anew. Only this
- * thread removes keys, so its pointers into the table stay valid between its locks.
+ * pattern. Its first request joins the key's waiters (a count per key), and it leaves
+ * them when its acquisition ends, however it ends (rl_shard_notifier_unwatch(): taken,
+ * not in time, failed, cancelled, closed); the key whose last waiter left is
+ * unsubscribed (SUNSUBSCRIBE) at once, and a master left without keys loses its
+ * connection. A key with waiters stays subscribed however long they sleep. A key asked
+ * for without joining (a request that counts no waiter) is kept until nobody asked
+ * for it in RL_SHARD_LINGER_US, then unsubscribed with its waiters, if any sleep,
+ * woken (released with the key) to try again and ask anew: the safety net for such
+ * requests. Only this thread removes keys, so its pointers into the table stay valid
+ * between its locks.
  *
  * A subscription ends without our asking when its key's slot changes owner: the old
  * master sends an unsolicited `sunsubscribe` when it gives a slot away (a migration, a
@@ -34,6 +40,22 @@
  * without the channel permission) gets one warning; its waiters are then told that
  * sharded notifications are down (they fall back to what the classic subscription
  * hears, or to polling), and the thread asks again at the longest backoff.
+ *
+ * Why the pattern's guard (notify.c) watches one node of a Cluster and no more: each
+ * master that owns a waited-for key has its own watch here, its connection, which
+ * PINGs when silent and, when it breaks (a write fails, a PING goes unanswered, the
+ * master closes it or restarts), wakes the waiters of its keys to re-check and
+ * resubscribes them where the slot map says; a waiter counts a failed attempt only
+ * once its key's subscription is confirmed again. So the sharded path of every
+ * waited-for key is watched on its own master. The classic path needs one node: the
+ * cluster bus forwards every PUBLISH to every node, so any live master hears all
+ * classic releases, and a break of that one connection is reported as any break and
+ * moves it to another master. What the guard adds besides (a restart that may have
+ * taken held leases with it, reported as a reset so that every lease is checked at
+ * once) is on a Cluster chiefly the topology's: the slot map is read every second,
+ * and a slot that changed owner (a failover) has every held lease checked at once. A
+ * master other than the guard's that restarts empty without being failed over is
+ * found by the watchdog's next renewal of the leases it held.
  */
 #include "config.h"
 
@@ -58,13 +80,15 @@
 #define RL_SHARD_TICK_MS 1000
 
 /* One waited-for key. The thread writes node, confirmed, retry_at and backoff; a
- * waiter writes last_watch; all under the mutex. */
+ * waiter writes last_watch, waiters and drop; all under the mutex. */
 typedef struct
 {
   char *key;
   char *channel;
   RlNode *node;      /* the master its SSUBSCRIBE went to; NULL: to be sent */
   gboolean confirmed;
+  guint waiters;     /* joined and not left (rl_shard_notifier_watch() with join) */
+  gboolean drop;     /* its last waiter left: unsubscribed at once */
   gint64 last_watch; /* monotonic µs of the last waiter's request */
   gint64 retry_at;   /* while node is NULL: not before (monotonic µs) */
   gint64 backoff;    /* µs, after a failure */
@@ -75,7 +99,8 @@ typedef struct
 {
   RlNode *node;
   RlConn *conn;
-  GQueue pending; /* channels (owned) whose SSUBSCRIBE awaits its answer, in order */
+  GQueue pending; /* what awaits its answer, in order: "s" and the channel of an
+                     SSUBSCRIBE, "u" and the channel of a SUNSUBSCRIBE (owned) */
   gint64 last_traffic;
   gboolean ping_out;
   gboolean dead; /* a write failed, or PING went unanswered */
@@ -252,13 +277,14 @@ send_subscriptions (RlShardNotifier *self)
       if (c != NULL)
         {
           rl_conn_append (c->conn, 2, argv);
-          g_queue_push_tail (&c->pending, g_strdup (k->channel));
+          g_queue_push_tail (&c->pending, g_strconcat ("s", k->channel, NULL));
         }
     }
 }
 
-/* Unsubscribes the keys nobody asked for lately, and with a recheck asked, moves the
- * keys whose slot another master serves now; wakes the waiters of both. */
+/* Unsubscribes the keys whose last waiter left, and those without waiters nobody asked
+ * for lately (waking whoever may still sleep on them), and with a recheck asked, moves
+ * the keys whose slot another master serves now (waking their waiters). */
 static void
 drop_and_move (RlShardNotifier *self)
 {
@@ -276,7 +302,7 @@ drop_and_move (RlShardNotifier *self)
   while (g_hash_table_iter_next (&iter, NULL, &value))
     {
       ShardKey *k = value;
-      if (now - k->last_watch > RL_SHARD_LINGER_US)
+      if (k->waiters == 0 && (k->drop || now - k->last_watch > RL_SHARD_LINGER_US))
         {
           if (k->node != NULL)
             for (guint i = 0; i < self->conns->len; i++)
@@ -284,9 +310,13 @@ drop_and_move (RlShardNotifier *self)
                 ShardConn *c = g_ptr_array_index (self->conns, i);
                 const char *argv[2] = { "SUNSUBSCRIBE", k->channel };
                 if (c->node == k->node)
-                  rl_conn_append (c->conn, 2, argv);
+                  {
+                    rl_conn_append (c->conn, 2, argv);
+                    g_queue_push_tail (&c->pending, g_strconcat ("u", k->channel, NULL));
+                  }
               }
-          g_ptr_array_add (woken, g_strdup (k->key));
+          if (!k->drop)
+            g_ptr_array_add (woken, g_strdup (k->key));
           g_hash_table_remove (self->channels, k->channel);
           g_hash_table_iter_remove (&iter);
         }
@@ -367,7 +397,12 @@ handle_reply (RlShardNotifier *self, ShardConn *c, redisReply *reply)
       g_autofree char *pending = g_queue_pop_head (&c->pending);
       if (pending == NULL)
         return FALSE;
-      subscribe_failed (self, c, pending, reply);
+      /* A SUNSUBSCRIBE of a slot the master gave away is answered MOVED: its
+       * subscription is gone either way. */
+      if (pending[0] == 'u')
+        rl_debug ("shard unsubscription from %s: %s", pending + 1, reply->str);
+      else
+        subscribe_failed (self, c, pending + 1, reply);
       return TRUE;
     }
   if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2
@@ -404,9 +439,17 @@ handle_reply (RlShardNotifier *self, ShardConn *c, redisReply *reply)
     }
   else if (g_ascii_strcasecmp (kind, "sunsubscribe") == 0)
     {
-      /* Ours (a key dropped) concerns no confirmed key of this connection; any other
-       * is the master giving the slot away. */
-      GPtrArray *woken = g_ptr_array_new_with_free_func (g_free);
+      /* Ours (a key dropped) answers the SUNSUBSCRIBE that waits first; any other is the
+       * master giving the slot away. */
+      const char *first = g_queue_peek_head (&c->pending);
+      GPtrArray *woken;
+
+      if (first != NULL && first[0] == 'u' && strcmp (first + 1, channel) == 0)
+        {
+          g_free (g_queue_pop_head (&c->pending));
+          return TRUE;
+        }
+      woken = g_ptr_array_new_with_free_func (g_free);
 
       rl_mutex_lock (&self->mutex);
       k = g_hash_table_lookup (self->channels, channel);
@@ -528,6 +571,11 @@ shard_thread (gpointer data)
             conn_broke (self, c);
         }
     }
+  /* Stopped (the store closes): the connections close with the thread, not when the
+   * store is freed, so that no subscription outlives close. */
+  for (guint i = 0; i < self->conns->len; i++)
+    shard_conn_free (g_ptr_array_index (self->conns, i));
+  g_ptr_array_set_size (self->conns, 0);
   return NULL;
 }
 
@@ -560,8 +608,8 @@ start_locked (RlShardNotifier *self)
 }
 
 gboolean
-rl_shard_notifier_watch (RlShardNotifier *self, const char *key, gint64 timeout_ms,
-                         gboolean *refused)
+rl_shard_notifier_watch (RlShardNotifier *self, const char *key, gboolean join,
+                         gint64 timeout_ms, gboolean *refused)
 {
   gint64 end = g_get_monotonic_time () + timeout_ms * 1000;
   gboolean confirmed = FALSE;
@@ -583,6 +631,10 @@ rl_shard_notifier_watch (RlShardNotifier *self, const char *key, gint64 timeout_
           g_hash_table_insert (self->channels, k->channel, k);
           wake_thread_locked (self);
         }
+      if (join)
+        k->waiters++;
+      join = FALSE;
+      k->drop = FALSE;
       k->last_watch = g_get_monotonic_time ();
       confirmed = k->confirmed;
       if (confirmed || !self->wt.started || self->stop || self->refused || timeout_ms <= 0
@@ -598,6 +650,21 @@ rl_shard_notifier_watch (RlShardNotifier *self, const char *key, gint64 timeout_
   *refused = !confirmed && self->refused;
   rl_mutex_unlock (&self->mutex);
   return confirmed;
+}
+
+void
+rl_shard_notifier_unwatch (RlShardNotifier *self, const char *key)
+{
+  ShardKey *k;
+
+  rl_mutex_lock (&self->mutex);
+  k = g_hash_table_lookup (self->keys, key);
+  if (k != NULL && k->waiters > 0 && --k->waiters == 0)
+    {
+      k->drop = TRUE;
+      wake_thread_locked (self);
+    }
+  rl_mutex_unlock (&self->mutex);
 }
 
 void
@@ -622,8 +689,6 @@ rl_shard_notifier_free (RlShardNotifier *self)
     return;
   rl_shard_notifier_stop (self);
   rl_wake_pipe_close (self->wt.wake);
-  for (guint i = 0; i < self->conns->len; i++)
-    shard_conn_free (g_ptr_array_index (self->conns, i));
   g_ptr_array_unref (self->conns);
   g_hash_table_unref (self->channels);
   g_hash_table_unref (self->keys);

@@ -273,28 +273,31 @@ rl_redis_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **err
 {
   RlRedisStore *self = (RlRedisStore *) store;
   g_autofree RlPipeCommand *cmds = g_new0 (RlPipeCommand, n);
-  g_autofree const char **argvs = g_new0 (const char *, (gsize) n * 9);
+  g_autofree const char **argvs = g_new0 (const char *, (gsize) n * 10);
   g_autoptr (GPtrArray) channels = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GPtrArray) shards = g_ptr_array_new_with_free_func (g_free);
   g_autoptr (GError) first_error = NULL;
   char own[2];
   const char *legacy = rl_redis_release_legacy (self, own);
 
   for (guint i = 0; i < n; i++)
     {
-      const char **argv = argvs + (gsize) i * 9;
+      const char **argv = argvs + (gsize) i * 10;
       char *channel = g_strconcat (self->channel_prefix, items[i].key, NULL);
+      /* On a Cluster, the key's shard channel too, as a single release publishes. */
+      char *shard = rl_redis_shard_channel (self, items[i].key);
 
       g_ptr_array_add (channels, channel);
+      g_ptr_array_add (shards, shard);
       argv[2] = "1";
       argv[3] = items[i].key;
       argv[4] = items[i].value;
       argv[5] = channel;
       argv[6] = own;
       argv[7] = "0";
-      argv[8] = legacy;
       cmds[i].script = &self->release;
       cmds[i].route = items[i].key;
-      cmds[i].argc = legacy != NULL ? 9 : 7;
+      cmds[i].argc = rl_redis_release_args (self, argv, legacy, shard);
       cmds[i].argv = argv;
     }
   rl_redis_pipeline (self, n, cmds, NULL, 0);

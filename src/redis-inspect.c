@@ -77,15 +77,13 @@ rl_redis_force_release (RlStore *store, const char *key, GError **error)
   const char *legacy = g_atomic_int_get (&self->parent.ctx->legacy_channel) ? self->legacy_channel
                                                                             : "";
   /* On a Cluster, the key's shard channel too (FORCE RELEASE's ARGV[4]). */
-  g_autofree char *shard
-      = self->shard != NULL ? rl_cluster_shard_channel (self->channel_prefix, key) : NULL;
-  const char *argv[8] = { "EVALSHA", self->force_release.sha, "1", key, channel,
-                          self->forced_channel, legacy, shard };
+  g_autofree char *shard = rl_redis_shard_channel (self, key);
+  const char *argv[8] = { "EVALSHA", self->force_release.sha, "1", key,
+                          rl_redis_classic_channel (self, shard, channel), self->forced_channel,
+                          legacy, shard };
   redisReply *reply;
   gboolean deleted;
 
-  if (shard != NULL && g_atomic_int_get (&self->parent.ctx->classic_off))
-    argv[4] = "";
   reply = rl_redis_run_script_argv (self, &self->force_release, shard != NULL ? 8 : 7, argv, 0,
                                     NULL, NULL, NULL, error);
 

@@ -12,6 +12,7 @@
 
 #include "debug.h"
 #include "connection.h"
+#include "key-slot.h"
 #include "store.h"
 #include "topology.h"
 #include "sync.h"
@@ -298,6 +299,59 @@ rl_redis_count_doubtful_releases (RlRedisStore *self)
              (int) (RL_DOUBT_WINDOW_US / 1000));
 }
 
+/* The shard channels of a Cluster's releases ------------------------------------- */
+
+/* A release of any key of a read-write lock `registry_key:{name}:rw:…` may let in a
+ * waiter of either lease, so they all share the writer lease's channel; a permit
+ * `SEM_KEY:I` wakes the waiters of its semaphore, who wait under SEM_KEY. One
+ * subscription per lock then hears every release that concerns its waiters. The
+ * channel must lie in @key's slot (a script may publish only there): a form that would
+ * not keeps @key's own. */
+char *
+rl_redis_notify_key (RlRedisStore *self, const char *key)
+{
+  gsize prefix_len = strlen (self->parent.registry_key);
+  gsize sem_len = rl_store_semaphore_key_len (key);
+  const char *tail, *end = NULL;
+  char *group = NULL;
+
+  if (strncmp (key, self->parent.registry_key, prefix_len) != 0 || key[prefix_len] != ':')
+    return g_strdup (key);
+  tail = key + prefix_len + 1;
+  if (tail[0] == '{')
+    for (const char *p = strstr (tail, "}:rw:"); p != NULL; p = strstr (p + 1, "}:rw:"))
+      end = p;
+  if (end != NULL)
+    group = g_strdup_printf ("%.*s:rw:w", (int) (end + 1 - key), key);
+  else if (sem_len > prefix_len + 1)
+    group = g_strndup (key, sem_len);
+  if (group == NULL || rl_key_slot (group) != rl_key_slot (key))
+    {
+      g_free (group);
+      return g_strdup (key);
+    }
+  return group;
+}
+
+char *
+rl_redis_shard_channel (RlRedisStore *self, const char *key)
+{
+  g_autofree char *group = NULL;
+
+  if (self->shard == NULL)
+    return NULL;
+  group = rl_redis_notify_key (self, key);
+  return rl_cluster_shard_channel (self->channel_prefix, group);
+}
+
+const char *
+rl_redis_classic_channel (RlRedisStore *self, const char *shard, const char *channel)
+{
+  if (shard != NULL && g_atomic_int_get (&self->parent.ctx->classic_off))
+    return "";
+  return channel;
+}
+
 /* The second channel a release publishes on (RELEASE's ARGV[5]), NULL when the
  * registry's legacy_spring_channel setting is off; and in @own (ARGV[3]) how many of
  * the receivers are our own subscription. */
@@ -309,6 +363,19 @@ rl_redis_release_legacy (RlRedisStore *self, char own[2])
   own[0] = (char) ('0' + rl_notifier_receivers (self->notifier, legacy));
   own[1] = '\0';
   return legacy ? self->legacy_channel : NULL;
+}
+
+int
+rl_redis_release_args (RlRedisStore *self, const char **argv, const char *legacy,
+                       const char *shard)
+{
+  argv[5] = rl_redis_classic_channel (self, shard, argv[5]);
+  argv[8] = legacy;
+  if (shard == NULL)
+    return legacy != NULL ? 9 : strcmp (argv[7], "0") != 0 ? 8 : 7;
+  argv[8] = legacy != NULL ? legacy : "";
+  argv[9] = shard;
+  return 10;
 }
 
 RlLeaseResult
@@ -325,10 +392,8 @@ rl_redis_release (RlStore *store, const char *key, const char *value, gint64 kee
   char keep[24] = "0", own[2];
   const char *legacy = rl_redis_release_legacy (self, own);
   /* On a Cluster, the key's shard channel too (RELEASE's ARGV[6]). */
-  g_autofree char *shard
-      = self->shard != NULL ? rl_cluster_shard_channel (self->channel_prefix, key) : NULL;
-  const char *argv[10] = { "EVALSHA", self->release.sha, "1", key, value, channel, own, keep,
-                           legacy, shard };
+  g_autofree char *shard = rl_redis_shard_channel (self, key);
+  const char *argv[10] = { "EVALSHA", self->release.sha, "1", key, value, channel, own, keep };
   redisReply *reply;
   long long result;
   gboolean retried, acked;
@@ -344,14 +409,7 @@ rl_redis_release (RlStore *store, const char *key, const char *value, gint64 kee
   if (keep_ttl_ms > 0)
     rl_format_uint (keep, keep_ttl_ms);
 
-  argc = legacy != NULL ? 9 : keep_ttl_ms > 0 ? 8 : 7;
-  if (shard != NULL)
-    {
-      if (g_atomic_int_get (&self->parent.ctx->classic_off))
-        argv[5] = "";
-      argv[8] = legacy != NULL ? legacy : "";
-      argc = 10;
-    }
+  argc = rl_redis_release_args (self, argv, legacy, shard);
   reply = rl_redis_run_script_argv (self, &self->release, argc, argv, 0, &retried, wrote_kept,
                                     &acked, error);
   if (reply == NULL)

@@ -47,8 +47,9 @@ static const char read_script[]
 /* RW WRITE: KEYS[1] = writer lease, KEYS[2] = waiting mark, KEYS[3] = readers set;
  * ARGV[1] = this acquisition's value, ARGV[2] = TTL in ms, ARGV[3] = the registry's
  * client id, ARGV[4] = the reader lease prefix (a reader's key is it and its id),
- * ARGV[5] = the mark's notification channel. Held back by another acquisition's
- * writer lease, or by a live reader lease of another registry (the set's ids whose
+ * ARGV[5] = the mark's notification channel ('': none), ARGV[6] (optional, a Cluster)
+ * = its shard channel, to SPUBLISH the mark on as a release is. Held back by another
+ * acquisition's writer lease, or by a live reader lease of another registry (the set's ids whose
  * lease is gone are pruned on the way): then the mark is set to our id (unless another
  * writer's mark is there), with a TTL that outlasts the wait (the longer of our TTL
  * and the holder's, plus a second), and the longest PTTL of what holds it back is
@@ -64,7 +65,12 @@ static const char write_script[]
       "    redis.call('SET', KEYS[2], ARGV[3], 'PX', t + 1000)\n"
       "  end\n"
       "  if not ww then\n"
-      "    redis.pcall('PUBLISH', ARGV[5], KEYS[2])\n"
+      "    if ARGV[5] ~= '' then\n"
+      "      redis.pcall('PUBLISH', ARGV[5], KEYS[2])\n"
+      "    end\n"
+      "    if ARGV[6] then\n"
+      "      redis.pcall('SPUBLISH', ARGV[6], KEYS[2])\n"
+      "    end\n"
       "  end\n"
       "  return p\n"
       "end\n"
@@ -95,14 +101,20 @@ static const char write_script[]
       "return -3\n";
 
 /* RW STOP WAITING: KEYS[1] = waiting mark, ARGV[1] = the registry's client id, ARGV[2]
- * = the mark's notification channel. Deletes the mark if it is ours and publishes
- * its key, so that the readers it held back retry at once; 1 when deleted, else 0. */
+ * = the mark's notification channel ('': none), ARGV[3] (optional, a Cluster) = its
+ * shard channel. Deletes the mark if it is ours and publishes its key, so that the
+ * readers it held back retry at once; 1 when deleted, else 0. */
 static const char stop_waiting_script[]
     = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then\n"
       "  return 0\n"
       "end\n"
       "redis.call('DEL', KEYS[1])\n"
-      "redis.pcall('PUBLISH', ARGV[2], KEYS[1])\n"
+      "if ARGV[2] ~= '' then\n"
+      "  redis.pcall('PUBLISH', ARGV[2], KEYS[1])\n"
+      "end\n"
+      "if ARGV[3] then\n"
+      "  redis.pcall('SPUBLISH', ARGV[3], KEYS[1])\n"
+      "end\n"
       "return 1\n";
 
 typedef struct
@@ -135,6 +147,7 @@ rl_redis_rw_acquire (RlStore *store, const RlRwKeys *keys, RlRwMode mode, const 
   gboolean write = mode == RL_RW_WRITE;
   char ttl[24];
   g_autofree char *channel = write ? rl_redis_store_channel (store, keys->waiting) : NULL;
+  g_autofree char *shard = write ? rl_redis_store_shard_channel (store, keys->waiting) : NULL;
   const char *argv[12];
   redisReply *reply;
   gboolean acked;
@@ -155,7 +168,9 @@ rl_redis_rw_acquire (RlStore *store, const RlRwKeys *keys, RlRwMode mode, const 
   argv[argc++] = keys->owner;
   argv[argc++] = write ? keys->reader_prefix : mode == RL_RW_DOWNGRADE ? "1" : "0";
   if (write)
-    argv[argc++] = channel;
+    argv[argc++] = rl_redis_store_classic (store, shard, channel);
+  if (shard != NULL)
+    argv[argc++] = shard;
 
   reply = rl_redis_store_eval (store, write ? &s->write : &s->read, argc, argv, deadline,
                                &acked, error);
@@ -184,8 +199,11 @@ rl_redis_rw_stop_waiting (RlStore *store, const RlRwKeys *keys, GError **error)
 {
   const RwScripts *s = scripts ();
   g_autofree char *channel = rl_redis_store_channel (store, keys->waiting);
-  const char *argv[6] = { NULL, NULL, "1", keys->waiting, keys->owner, channel };
-  redisReply *reply = rl_redis_store_eval (store, &s->stop_waiting, 6, argv, 0, NULL, error);
+  g_autofree char *shard = rl_redis_store_shard_channel (store, keys->waiting);
+  const char *argv[7] = { NULL, NULL, "1", keys->waiting, keys->owner,
+                          rl_redis_store_classic (store, shard, channel), shard };
+  redisReply *reply = rl_redis_store_eval (store, &s->stop_waiting, shard != NULL ? 7 : 6, argv,
+                                           0, NULL, error);
 
   if (reply == NULL)
     return FALSE;

@@ -70,6 +70,15 @@ RlLeaseResult rl_redis_store_unreplicated (RlStore *store, const char *key, cons
                                            GError **error);
 /* The channel a release of @key is published on (g_free()). */
 char *rl_redis_store_channel (RlStore *store, const char *key);
+/* On a Cluster, the shard channel a release of @key is published on (SPUBLISH) and its
+ * waiters subscribe to (g_free()): that of the key whose waiters a release of @key may
+ * let in (the keys of one read-write lock share their writer lease's, the permits of a
+ * semaphore the semaphore's; any other key, its own), in @key's slot. NULL elsewhere. */
+char *rl_redis_store_shard_channel (RlStore *store, const char *key);
+/* The classic channel argument of a script that publishes a release on @channel and,
+ * on a Cluster, on @shard (rl_redis_store_shard_channel()): @channel, or '' when the
+ * registry's classic notifications are off there. */
+const char *rl_redis_store_classic (RlStore *store, const char *shard, const char *channel);
 
 /* redis-semaphore.c: the store seam's semaphore entries (store.h). */
 RlStoreSemaphoreAcquireFunc rl_redis_semaphore_acquire;
@@ -281,6 +290,20 @@ RlLeaseResult rl_redis_release_outcome (long long result, gboolean retried, cons
 void rl_redis_remember_release (RlRedisStore *self);
 void rl_redis_count_doubtful_releases (RlRedisStore *self);
 const char *rl_redis_release_legacy (RlRedisStore *self, char own[2]);
+/* The key whose shard channel carries the releases of @key (g_free()): see
+ * redis-lease.c. */
+char *rl_redis_notify_key (RlRedisStore *self, const char *key);
+/* As rl_redis_store_shard_channel() and rl_redis_store_classic(), for the store's own
+ * files. */
+char *rl_redis_shard_channel (RlRedisStore *self, const char *key);
+const char *rl_redis_classic_channel (RlRedisStore *self, const char *shard, const char *channel);
+/* Completes RELEASE's @argv, whose first eight are set (ARGV[1..4]: the value, the
+ * classic channel, @own, the TTL to keep or "0"), with the older Spring channel
+ * @legacy (rl_redis_release_legacy()) and, on a Cluster, the key's @shard channel
+ * (rl_redis_store_shard_channel()), the classic one then '' with classic notifications
+ * off. Returns the argument count. */
+int rl_redis_release_args (RlRedisStore *self, const char **argv, const char *legacy,
+                           const char *shard);
 RlLeaseResult rl_redis_release (RlStore *store, const char *key, const char *value,
                                 gint64 keep_ttl_ms, gboolean *others, GError **error);
 

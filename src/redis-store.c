@@ -247,23 +247,39 @@ redis_watch (RlStore *store, gint64 timeout_ms)
  * only, so the key's subscription is needed too (unless the cluster refuses shard
  * channels: then nobody can publish there); with them off, both (Spring's releases
  * are classic only, ours sharded only). A waiter of several keys (NULL) has no shard
- * subscription: with classic notifications off it polls. */
+ * subscription: with classic notifications off it polls. The subscription is that of
+ * the key whose channel carries @key's releases (rl_redis_notify_key()), and so is the
+ * count of waiters a waiter joins. */
 static gboolean
-redis_watch_key (RlStore *store, const char *key, gint64 timeout_ms)
+redis_watch_key (RlStore *store, const char *key, gboolean join, gint64 timeout_ms)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   gint64 end = g_get_monotonic_time () + timeout_ms * 1000;
   gboolean classic = rl_notifier_watch (self->notifier, timeout_ms);
   gboolean classic_off = g_atomic_int_get (&store->ctx->classic_off) != 0;
   gboolean refused = FALSE, sharded;
+  g_autofree char *group = NULL;
 
   if (self->shard == NULL)
     return classic;
   if (key == NULL)
     return classic && !classic_off;
-  sharded = rl_shard_notifier_watch (self->shard, key,
+  group = rl_redis_notify_key (self, key);
+  sharded = rl_shard_notifier_watch (self->shard, group, join,
                                      MAX ((end - g_get_monotonic_time ()) / 1000, 0), &refused);
   return classic && (sharded || (refused && !classic_off));
+}
+
+static void
+redis_unwatch_key (RlStore *store, const char *key)
+{
+  RlRedisStore *self = (RlRedisStore *) store;
+  g_autofree char *group = NULL;
+
+  if (self->shard == NULL || key == NULL)
+    return;
+  group = rl_redis_notify_key (self, key);
+  rl_shard_notifier_unwatch (self->shard, group);
 }
 
 static void
@@ -333,6 +349,18 @@ rl_redis_store_channel (RlStore *store, const char *key)
   return g_strconcat (((RlRedisStore *) store)->channel_prefix, key, NULL);
 }
 
+char *
+rl_redis_store_shard_channel (RlStore *store, const char *key)
+{
+  return rl_redis_shard_channel ((RlRedisStore *) store, key);
+}
+
+const char *
+rl_redis_store_classic (RlStore *store, const char *shard, const char *channel)
+{
+  return rl_redis_classic_channel ((RlRedisStore *) store, shard, channel);
+}
+
 /* The waits-for records: the script of redis-waits.c on the registry key's hash. */
 static gboolean
 redis_waits_update (RlStore *store, const char *id, const char *record, gint64 ttl_ms,
@@ -370,6 +398,7 @@ static const RlStoreVTable redis_store_vtable = {
   .request_end = rl_redis_request_end,
   .watch = redis_watch,
   .watch_key = redis_watch_key,
+  .unwatch_key = redis_unwatch_key,
   .rewatch = redis_rewatch,
   .guard = redis_guard,
   /* semaphores: redis-semaphore.c */

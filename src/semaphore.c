@@ -421,7 +421,7 @@ redis_semaphore_try_acquire_for (RedisSemaphore *semaphore, gint64 wait_ms,
   RedisLockRegistry *registry;
   RedisPermit *permit = NULL;
   RlAcquireAction action;
-  RlAcquire acq;
+  g_auto (RlAcquire) acq = { 0 };
   gboolean pubsub;
   gint64 ttl_ms;
   gulong handler = 0;

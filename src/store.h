@@ -217,9 +217,14 @@ typedef struct
    * when an attempt to start them fails. */
   gboolean (*watch) (RlStore *store, gint64 timeout_ms);
   /* As watch, for a waiter of @key (NULL: of several keys): a store whose releases
-   * are heard per key (a Cluster's shard channels) subscribes to @key's too. NULL in
-   * a store where watch covers every key. */
-  gboolean (*watch_key) (RlStore *store, const char *key, gint64 timeout_ms);
+   * are heard per key (a Cluster's shard channels) subscribes to @key's too. With
+   * @join, the call also counts one more waiter of @key, until unwatch_key: the
+   * subscription of a key ends as soon as its last waiter left. NULL in a store where
+   * watch covers every key. */
+  gboolean (*watch_key) (RlStore *store, const char *key, gboolean join, gint64 timeout_ms);
+  /* A waiter of @key counted by watch_key (@join) left: acquired, gave up, cancelled
+   * or closed. NULL when watch_key is. */
+  void (*unwatch_key) (RlStore *store, const char *key);
   /* Sets release notifications up again when they run, so that a changed setting of
    * how they are made (key_tracking) applies; a release meanwhile is reported as
    * missed (key NULL). NULL in a store whose notifications have no such setting. */
@@ -384,13 +389,22 @@ struct _RlStore
   gpointer released_data;
 };
 
-/* The store's watch for a waiter of @key (NULL: of several keys). */
+/* The store's watch for a waiter of @key (NULL: of several keys), which with @join
+ * starts counting as one (to end with rl_store_unwatch()). */
 static inline gboolean
-rl_store_watch (RlStore *store, const char *key, gint64 timeout_ms)
+rl_store_watch (RlStore *store, const char *key, gboolean join, gint64 timeout_ms)
 {
   if (store->vt->watch_key != NULL)
-    return store->vt->watch_key (store, key, timeout_ms);
+    return store->vt->watch_key (store, key, join, timeout_ms);
   return store->vt->watch (store, timeout_ms);
+}
+
+/* A waiter of @key that joined (rl_store_watch() with join) left. */
+static inline void
+rl_store_unwatch (RlStore *store, const char *key)
+{
+  if (store->vt->unwatch_key != NULL)
+    store->vt->unwatch_key (store, key);
 }
 
 /* Opens the store named by @url (redis://, unix://, memory://) (store.c). */

@@ -8,9 +8,12 @@
  * outside with raw SSUBSCRIBE and PSUBSCRIBE connections, and check that a waiter in
  * another registry is woken by a sharded-only release at once, also after the key's
  * slot migrated to another master and after its master failed over to its replica,
- * both while the waiter waited; and that Spring peers, which publish and subscribe
- * classically only, still wake and are woken with the defaults. The harmless tests
- * share one cluster of three masters with a replica each; the failover starts its own.
+ * both while the waiter waited; that a key's subscription ends as soon as its last
+ * waiter leaves, however it leaves, and stays however long a waiter sleeps; and that
+ * Spring peers, which publish and subscribe classically only, still wake and are woken
+ * with the defaults. The harmless tests share one cluster of three masters with a
+ * replica each; the failover starts its own. cluster-shard-family.c has the releases
+ * of sets, read-write locks, semaphores and forced unlocks.
  */
 #include "config.h"
 
@@ -29,55 +32,6 @@
 #else
 #define WAKE_MS 50
 #endif
-
-static RedisLockTestCluster *shared;
-
-static RedisLockTestCluster *
-shared_cluster (void)
-{
-  if (shared == NULL)
-    shared = redis_lock_test_cluster_new_or_skip (3, 1);
-  return shared;
-}
-
-/* The shard channel of @key: `registry_key-channel:{key}` for a key without a hash
- * tag, `registry_key-channel:key` for one with a tag (the tag carries over). */
-static char *
-shard_channel (const char *registry_key, const char *key)
-{
-  if (strchr (key, '{') != NULL)
-    return g_strconcat (registry_key, "-channel:", key, NULL);
-  return g_strconcat (registry_key, "-channel:{", key, "}", NULL);
-}
-
-/* How many clients of @node are subscribed to the shard channel @channel. */
-static long long
-shard_subscribers (RedisLockTestCluster *cluster, guint node, const char *channel)
-{
-  redisContext *c = node_connect (cluster, node);
-  redisReply *reply = test_redis_command (c, "PUBSUB SHARDNUMSUB %s", channel);
-  long long n;
-
-  g_assert_cmpint (reply->type, ==, REDIS_REPLY_ARRAY);
-  g_assert_cmpuint (reply->elements, ==, 2);
-  n = reply->element[1]->integer;
-  freeReplyObject (reply);
-  redisFree (c);
-  return n;
-}
-
-/* Polls until a client subscribes to @channel on @node (10 s at most). */
-static void
-wait_shard_subscribed (RedisLockTestCluster *cluster, guint node, const char *channel)
-{
-  gint64 end = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
-
-  while (shard_subscribers (cluster, node, channel) < 1)
-    {
-      g_assert_cmpint (g_get_monotonic_time (), <, end);
-      g_usleep (2000);
-    }
-}
 
 /* Polls until some running master of @cluster has a client subscribed to a pattern:
  * the waiter registry's classic subscription, back after a failover (10 s at most). */
@@ -107,55 +61,6 @@ wait_pattern_subscribed (RedisLockTestCluster *cluster)
       g_assert_cmpint (g_get_monotonic_time (), <, end);
       g_usleep (2000);
     }
-}
-
-/* Reads the next pub/sub message of @c: its kind, its channel (NULL for pmessage's
- * pattern form: the channel then) and its payload, in *@channel and the result. */
-static char *
-next_message (redisContext *c, const char *kind, char **channel)
-{
-  redisReply *reply = NULL;
-  char *payload;
-  gsize n;
-
-  g_assert_cmpint (redisGetReply (c, (void **) &reply), ==, REDIS_OK);
-  g_assert_nonnull (reply);
-  g_assert_cmpint (reply->type, ==, REDIS_REPLY_ARRAY);
-  g_assert_cmpstr (reply->element[0]->str, ==, kind);
-  n = reply->elements;
-  g_assert_cmpuint (n, >=, 3);
-  if (channel != NULL)
-    *channel = g_strdup (reply->element[n - 2]->str);
-  payload = g_strdup (reply->element[n - 1]->str);
-  freeReplyObject (reply);
-  return payload;
-}
-
-/* The next pattern message of @c whose payload is @key or @marker: a classic release
- * of an earlier test may still be on its way over the cluster bus, and is skipped. */
-static char *
-next_pmessage_of (redisContext *c, const char *key, const char *marker)
-{
-  for (;;)
-    {
-      char *payload = next_message (c, "pmessage", NULL);
-      if (g_strcmp0 (payload, key) == 0 || g_strcmp0 (payload, marker) == 0)
-        return payload;
-      g_test_message ("skipped a late message: %s", payload);
-      g_free (payload);
-    }
-}
-
-/* A connection to @node subscribed with @command (SSUBSCRIBE, PSUBSCRIBE) to @what. */
-static redisContext *
-subscribed (RedisLockTestCluster *cluster, guint node, const char *command, const char *what)
-{
-  redisContext *c = node_connect (cluster, node);
-  redisReply *reply = test_redis_command (c, "%s %s", command, what);
-
-  g_assert_cmpint (reply->type, ==, REDIS_REPLY_ARRAY);
-  freeReplyObject (reply);
-  return c;
 }
 
 /* The channel of a release of @key on a cluster with classic notifications off: heard
@@ -206,7 +111,7 @@ check_sharded_only (RedisLockTestCluster *cluster, RedisLockRegistry *registry,
 static void
 test_sharded_only (void)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) registry = NULL;
   g_autoptr (RedisLockRegistry) tagged = NULL;
   g_autoptr (GError) error = NULL;
@@ -237,7 +142,7 @@ test_sharded_only (void)
 static void
 test_default_publishes_both (void)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) registry = NULL;
   g_autoptr (RedisLock) lock = NULL;
   g_autofree char *name = NULL, *channel = NULL, *heard = NULL;
@@ -267,21 +172,6 @@ test_default_publishes_both (void)
   g_assert_cmpstr (classic_payload, ==, redis_lock_get_key (lock));
   redisFree (shard);
   redisFree (classic);
-}
-
-/* A holder (classic notifications off: its releases are heard on shard channels
- * only) and a waiter registry that only a notification can wake within WAKE_MS. */
-static void
-open_pair (RedisLockTestCluster *cluster, RedisLockRegistry **holder, RedisLockRegistry **waiter)
-{
-  *holder = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
-  redis_lock_registry_set_classic_notifications (*holder, FALSE);
-  redis_lock_registry_set_expire_after_ms (*holder, 30000);
-  redis_lock_registry_set_min_replicas (*holder, 1, 2000);
-  *waiter = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
-  redis_lock_registry_set_idle_between_tries_ms (*waiter, 20000);
-  /* A failover or migration must not end the waiter's attempts with an error. */
-  redis_lock_registry_set_command_timeout_ms (*waiter, 10000);
 }
 
 /* Starts @w waiting for @lock (held by another registry) and returns once its registry
@@ -318,7 +208,7 @@ release_and_check_woken (RedisLock *held, TestWaiter *w, GThread *thread)
 static void
 test_woken_by_sharded_release (void)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) holder = NULL;
   g_autoptr (RedisLockRegistry) waiter = NULL;
   g_autoptr (RedisLock) held = NULL;
@@ -341,47 +231,167 @@ test_woken_by_sharded_release (void)
   release_and_check_woken (held, &w, thread);
 }
 
-static void
-test_dropped_after_waiters_leave (void)
-{
-  RedisLockTestCluster *cluster = shared_cluster ();
-  g_autoptr (RedisLockRegistry) holder = NULL;
-  g_autoptr (RedisLockRegistry) waiter = NULL;
-  g_autoptr (RedisLock) held = NULL;
-  g_autoptr (RedisLock) waited = NULL;
-  g_autoptr (GError) error = NULL;
-  g_autofree char *name = NULL, *channel = NULL;
-  gint64 end;
-  guint owner;
+/* --- A waiter leaves ----------------------------------------------------------------- */
 
-  g_test_summary ("A key nobody waits for any more is unsubscribed from its shard channel "
-                  "(within the 10 s a subscription lingers), and the master's connection "
-                  "with it when it was its last");
-  if (cluster == NULL)
-    return;
-  open_pair (cluster, &holder, &waiter);
-  name = name_on (cluster, 1, "left", 0);
-  held = test_obtain (holder, name);
-  waited = test_obtain (waiter, name);
-  channel = shard_channel (REGISTRY_KEY, redis_lock_get_key (held));
-  owner = key_owner (cluster, redis_lock_get_key (held));
-  test_lock_ok (held);
-  g_assert_false (redis_lock_try_lock_for (waited, 300, NULL, &error));
-  g_assert_no_error (error);
-  g_assert_cmpint (shard_subscribers (cluster, owner, channel), ==, 1);
-  end = g_get_monotonic_time () + 20 * G_USEC_PER_SEC;
-  while (shard_subscribers (cluster, owner, channel) > 0)
-    {
-      g_assert_cmpint (g_get_monotonic_time (), <, end);
-      g_usleep (20000);
-    }
-  test_unlock_ok (held);
+/* How soon the subscription of a key must be gone once its last waiter left: far under
+ * the 10 s a key asked for without a waiter lingers, so only the waiter's leaving can
+ * have ended it. */
+#define GONE_MS 5000
+
+/* A wait of @lock for @wait_ms in a thread of its own, cancellable; what it returned
+ * (the lock it got is unlocked at once). */
+typedef struct
+{
+  RedisLock *lock;
+  gint64 wait_ms;
+  GCancellable *cancellable;
+  gboolean acquired;
+  GError *error;
+} Leaver;
+
+static gpointer
+leaver_main (gpointer data)
+{
+  Leaver *l = data;
+
+  l->acquired = redis_lock_try_lock_for (l->lock, l->wait_ms, l->cancellable, &l->error);
+  if (l->acquired)
+    test_unlock_ok (l->lock);
+  return NULL;
+}
+
+/* Starts @l waiting for @lock (held by another registry) and returns once @registry
+ * found it held and the key's subscription is on @node. */
+static GThread *
+start_leaver (RedisLockTestCluster *cluster, RedisLockRegistry *registry, Leaver *l,
+              RedisLock *lock, gint64 wait_ms, guint node)
+{
+  g_autofree char *channel = shard_channel (REGISTRY_KEY, redis_lock_get_key (lock));
+  guint64 contended = test_stats (registry).contended_attempts;
+  GThread *thread;
+
+  l->lock = lock;
+  l->wait_ms = wait_ms;
+  l->cancellable = g_cancellable_new ();
+  thread = g_thread_new ("leaver", leaver_main, l);
+  g_assert_true (test_wait_contended (registry, contended + 1, 10000));
+  wait_shard_subscribed (cluster, node, channel);
+  return thread;
 }
 
 static void
-test_wait_longer_than_linger (void)
+leaver_clear (Leaver *l)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  g_clear_object (&l->cancellable);
+  g_clear_error (&l->error);
+}
+
+/* An asynchronous wait of @lock, and whether it ended. */
+typedef struct
+{
+  RedisLock *lock;
+  gboolean ended;
+} AsyncWait;
+
+/* The asynchronous wait ended without the lock. */
+static void
+on_lock_done (GObject *source, GAsyncResult *result, gpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  AsyncWait *wait = data;
+
+  g_assert_false (redis_lock_lock_finish (wait->lock, result, &error));
+  g_assert_no_error (error);
+  wait->ended = TRUE;
+}
+
+static void
+test_dropped_when_waiter_leaves (void)
+{
+  RedisLockTestCluster *cluster = common_cluster ();
+  g_autoptr (RedisLockRegistry) holder = NULL;
+  g_autoptr (RedisLockRegistry) waiter = NULL;
+  g_autoptr (RedisLockRegistry) closed = NULL;
+  g_autoptr (GError) error = NULL;
+  const char *ways[] = { "timeout", "cancel", "acquired", "async", "close" };
+  guint done = 0;
+
+  g_test_summary ("The shard subscription of a key ends as soon as its last waiter leaves "
+                  "(not after the 10 s a key lingers): when the wait times out, is "
+                  "cancelled, acquires, ends as an asynchronous call, or its registry "
+                  "closes");
+  if (cluster == NULL)
+    return;
+  open_pair (cluster, &holder, &waiter);
+  for (guint i = 0; i < G_N_ELEMENTS (ways); i++)
+    {
+      g_autofree char *name = name_on (cluster, i % 3, ways[i], 0);
+      g_autoptr (RedisLock) held = test_obtain (holder, name);
+      g_autoptr (RedisLock) waited = NULL;
+      g_autofree char *channel = shard_channel (REGISTRY_KEY, redis_lock_get_key (held));
+      guint owner = key_owner (cluster, redis_lock_get_key (held));
+      Leaver l = { 0 };
+      GThread *thread;
+
+      g_test_message ("leaving: %s", ways[i]);
+      test_lock_ok (held);
+      if (g_str_equal (ways[i], "timeout"))
+        {
+          waited = test_obtain (waiter, name);
+          g_assert_false (redis_lock_try_lock_for (waited, 300, NULL, &error));
+          g_assert_no_error (error);
+          g_assert_cmpuint (test_stats (waiter).contended_attempts, >, 0);
+        }
+      else if (g_str_equal (ways[i], "cancel"))
+        {
+          waited = test_obtain (waiter, name);
+          thread = start_leaver (cluster, waiter, &l, waited, -1, owner);
+          g_cancellable_cancel (l.cancellable);
+          g_thread_join (thread);
+          g_assert_error (l.error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+          g_assert_false (l.acquired);
+        }
+      else if (g_str_equal (ways[i], "acquired"))
+        {
+          waited = test_obtain (waiter, name);
+          thread = start_leaver (cluster, waiter, &l, waited, -1, owner);
+          test_unlock_ok (held);
+          g_thread_join (thread);
+          g_assert_no_error (l.error);
+          g_assert_true (l.acquired);
+          test_lock_ok (held);
+        }
+      else if (g_str_equal (ways[i], "async"))
+        {
+          AsyncWait wait = { 0 };
+
+          waited = test_obtain (waiter, name);
+          wait.lock = waited;
+          redis_lock_lock_async (waited, 300, 0, NULL, on_lock_done, &wait);
+          while (!wait.ended)
+            g_main_context_iteration (NULL, TRUE);
+        }
+      else
+        {
+          closed = test_registry_new_on (redis_lock_test_cluster_get_url (cluster));
+          waited = test_obtain (closed, name);
+          thread = start_leaver (cluster, closed, &l, waited, -1, owner);
+          redis_lock_registry_close (closed);
+          g_thread_join (thread);
+          g_assert_error (l.error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CLOSED);
+        }
+      wait_shard_unsubscribed (cluster, owner, channel, GONE_MS);
+      test_unlock_ok (held);
+      leaver_clear (&l);
+      done++;
+    }
+  g_assert_cmpuint (done, ==, G_N_ELEMENTS (ways));
+}
+
+static void
+test_kept_while_waiting (void)
+{
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) holder = NULL;
   g_autoptr (RedisLockRegistry) waiter = NULL;
   g_autoptr (RedisLock) held = NULL;
@@ -389,13 +399,13 @@ test_wait_longer_than_linger (void)
   g_autofree char *name = NULL, *channel = NULL;
   TestWaiter w = { 0 };
   GThread *thread;
-  guint64 contended;
-  gint64 started_ms;
+  guint64 notifications;
+  gint64 locked_ms, end;
   guint owner;
 
-  g_test_summary ("A waiter that sleeps longer than a subscription lingers unasked is woken "
-                  "when it is dropped, asks again, and is still woken by the release within "
-                  "50 ms");
+  g_test_summary ("A waiter that sleeps longer than a key asked for by nobody lingers (10 s) "
+                  "keeps its shard subscription all along, and is woken by the sharded "
+                  "release long before the holder's TTL");
   if (cluster == NULL)
     return;
   open_pair (cluster, &holder, &waiter);
@@ -405,29 +415,28 @@ test_wait_longer_than_linger (void)
   channel = shard_channel (REGISTRY_KEY, redis_lock_get_key (held));
   owner = key_owner (cluster, redis_lock_get_key (held));
   test_lock_ok (held);
+  locked_ms = test_now_ms ();
   thread = start_waiter (cluster, waiter, &w, waited, owner);
-  /* The drop wakes the waiter: it tries once more, finds the lock held, asks again;
-   * about 10 s after its last request, well before its 20 s spin interval. (An attempt
-   * within the first seconds is the tail of its first ones.) */
-  started_ms = test_now_ms ();
-  do
+  /* Watched from outside for longer than the linger, the subscription never goes. */
+  end = g_get_monotonic_time () + 12 * G_USEC_PER_SEC;
+  while (g_get_monotonic_time () < end)
     {
-      contended = test_stats (waiter).contended_attempts;
-      g_assert_true (test_wait_contended (waiter, contended + 1, 20000));
+      g_assert_cmpint (shard_subscribers (cluster, owner, channel), ==, 1);
+      g_usleep (50000);
     }
-  while (test_now_ms () - started_ms < 5000);
-  g_test_message ("woken by the drop %" G_GINT64_FORMAT " ms after it asked",
-                  test_now_ms () - started_ms);
-  g_assert_cmpint (test_now_ms () - started_ms, <, 15000);
-  wait_shard_subscribed (cluster, owner, channel);
   g_assert_false (w.acquired);
-  release_and_check_woken (held, &w, thread);
+  notifications = test_stats (waiter).notifications;
+  test_unlock_ok (held);
+  g_thread_join (thread);
+  g_assert_true (w.acquired);
+  g_assert_cmpint (w.returned_ms - locked_ms, <, PAIR_TTL_MS);
+  g_assert_cmpuint (test_stats (waiter).notifications, >, notifications);
+  wait_shard_unsubscribed (cluster, owner, channel, GONE_MS);
 }
-
 static void
 test_slot_migrated_mid_wait (void)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) holder = NULL;
   g_autoptr (RedisLockRegistry) waiter = NULL;
   g_autoptr (RedisLock) held = NULL;
@@ -547,7 +556,7 @@ spring_run (RedisLockTestCluster *cluster, const char *script, const char *key, 
 static void
 test_spring_peer (void)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) registry = NULL;
   g_autoptr (RedisLock) lock = NULL;
   g_autoptr (GError) error = NULL;
@@ -594,7 +603,7 @@ test_spring_peer (void)
 static void
 test_release_heard_by_spring_pattern (void)
 {
-  RedisLockTestCluster *cluster = shared_cluster ();
+  RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) registry = NULL;
   g_autoptr (RedisLock) lock = NULL;
   g_autofree char *name = NULL, *key = NULL;
@@ -647,9 +656,9 @@ main (int argc, char **argv)
   g_test_add_func ("/cluster-shard/publish/sharded-only", test_sharded_only);
   g_test_add_func ("/cluster-shard/publish/default-both", test_default_publishes_both);
   g_test_add_func ("/cluster-shard/wait/woken-by-sharded-release", test_woken_by_sharded_release);
-  g_test_add_func ("/cluster-shard/wait/dropped-after-waiters-leave",
-                   test_dropped_after_waiters_leave);
-  g_test_add_func ("/cluster-shard/wait/longer-than-linger", test_wait_longer_than_linger);
+  g_test_add_func ("/cluster-shard/wait/dropped-when-waiter-leaves",
+                   test_dropped_when_waiter_leaves);
+  g_test_add_func ("/cluster-shard/wait/kept-while-waiting", test_kept_while_waiting);
   g_test_add_func ("/cluster-shard/wait/slot-migrated", test_slot_migrated_mid_wait);
   g_test_add_func ("/cluster-shard/wait/failover", test_failover_mid_wait);
   /* Their names from when they lived in tests/cluster. */
@@ -657,6 +666,6 @@ main (int argc, char **argv)
   g_test_add_func ("/cluster/interop/release-heard-by-spring-pattern",
                    test_release_heard_by_spring_pattern);
   status = g_test_run ();
-  redis_lock_test_cluster_free (shared);
+  common_cluster_free ();
   return status;
 }

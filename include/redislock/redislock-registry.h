@@ -585,7 +585,9 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_legacy_spring_channel (
  * only) wake them whatever this setting. Turn it off when no Spring process waits
  * for locks of the registry key (registries of this library hear the shard channel
  * either way): a release then costs the cluster one bus message per replica of the
- * key's shard instead of one per other node. Takes effect with the next release. No
+ * key's shard instead of one per other node. It applies to every release of the
+ * registry: redis_lock_unlock_all(), read-write locks' and semaphores' releases too.
+ * Takes effect with the next release. No
  * effect outside a Cluster, nor on a `memory://` or quorum registry. Requires Redis 7
  * (`SPUBLISH`); on an older cluster keep it on (the shard publish fails silently
  * there, and a refused `SSUBSCRIBE` is reported once). Waits for several locks at
