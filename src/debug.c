@@ -7,15 +7,19 @@
 gboolean
 rl_debug_on (void)
 {
-  static gsize env_read = 0;
-  static gboolean env_on = FALSE;
+  /* What G_MESSAGES_DEBUG said, read at the first message: 0 not read yet, 1 off, 2
+   * on. Threads that meet 0 together each read it and store the same answer, so a
+   * plain atomic does (no once-lock, which ThreadSanitizer could not see through). */
+  static gint env = 0;
+  gint seen;
 
   if (g_log_get_debug_enabled ())
     return TRUE;
-  if (g_once_init_enter (&env_read))
+  seen = g_atomic_int_get (&env);
+  if (seen == 0)
     {
-      env_on = !g_log_writer_default_would_drop (G_LOG_LEVEL_DEBUG, G_LOG_DOMAIN);
-      g_once_init_leave (&env_read, 1);
+      seen = g_log_writer_default_would_drop (G_LOG_LEVEL_DEBUG, G_LOG_DOMAIN) ? 1 : 2;
+      g_atomic_int_set (&env, seen);
     }
-  return env_on;
+  return seen == 2;
 }
