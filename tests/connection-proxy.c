@@ -265,7 +265,7 @@ test_proxy_killed_connections (TestFixture *f, gconstpointer data)
   g_autoptr (TestProxy) proxy = NULL;
   g_autoptr (RedisLock) lock = NULL;
   RedisLockRegistry *registry;
-  guint accepted;
+  guint accepted, open;
 
   g_test_summary ("With every connection cut under it, a registry whose server stayed up "
                   "reconnects on the next call, which succeeds.");
@@ -280,7 +280,11 @@ test_proxy_killed_connections (TestFixture *f, gconstpointer data)
   accepted = test_proxy_connections_accepted (proxy);
 
   test_proxy_kill_connections (proxy);
-  g_assert_cmpuint (test_proxy_connections_open (proxy), ==, 0);
+  /* None of the connections cut is open. A background connection of the registry (the
+   * guard of its leases) may already have come back: every connection open now was
+   * accepted after the cut. (Read in this order, both counts cover it.) */
+  open = test_proxy_connections_open (proxy);
+  g_assert_cmpuint (open, <=, test_proxy_connections_accepted (proxy) - accepted);
 
   test_lock_ok (lock);
   test_unlock_ok (lock);
