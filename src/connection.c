@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "connection.h"
+#include "key-index.h"
 #include "settings.h"
 #include "sync.h"
 
@@ -39,17 +40,7 @@ struct _RlPool
 void
 rl_format_uint (char buf[24], gint64 value)
 {
-  char digits[24];
-  gsize v = (gsize) MAX (value, 0);
-  int n = 0;
-  char *p = buf;
-
-  do
-    digits[n++] = (char) ('0' + v % 10);
-  while ((v /= 10) != 0);
-  while (n > 0)
-    *p++ = digits[--n];
-  *p = '\0';
+  *rl_put_uint (buf, (guint64) MAX (value, 0)) = '\0';
 }
 
 guint

@@ -51,6 +51,7 @@
 #include <gnutls/x509.h>
 #endif
 
+#include "key-index.h"
 #include "transport.h"
 
 #define RL_READ_CHUNK 16384
@@ -712,21 +713,6 @@ out_reserve (RlConn *conn, gsize more)
   conn->out = g_realloc (conn->out, conn->out_size);
 }
 
-/* Appends the decimal digits of @value. */
-static char *
-put_uint (char *p, gsize value)
-{
-  char digits[24];
-  int n = 0;
-
-  do
-    digits[n++] = (char) ('0' + value % 10);
-  while ((value /= 10) != 0);
-  while (n > 0)
-    *p++ = digits[--n];
-  return p;
-}
-
 void
 rl_conn_append (RlConn *conn, int argc, const char **argv)
 {
@@ -744,13 +730,13 @@ rl_conn_append (RlConn *conn, int argc, const char **argv)
   out_reserve (conn, size);
   p = conn->out + conn->out_len;
   *p++ = '*';
-  p = put_uint (p, (gsize) argc);
+  p = rl_put_uint (p, (guint64) argc);
   *p++ = '\r';
   *p++ = '\n';
   for (int i = 0; i < argc; i++)
     {
       *p++ = '$';
-      p = put_uint (p, lens[i]);
+      p = rl_put_uint (p, lens[i]);
       *p++ = '\r';
       *p++ = '\n';
       memcpy (p, argv[i], lens[i]);
