@@ -235,10 +235,9 @@ rl_registry_pubsub (RedisLockRegistry *registry)
   return g_atomic_int_get (&registry->settings.wait_mode) == REDIS_LOCK_WAIT_PUBSUB;
 }
 
-/* How a waiter of @key (NULL: of several keys) on @registry's store would learn of a
- * release, asked before an attempt (@pubsub: the wait mode read for the acquisition;
- * @need_watch: the machine wants notifications, so they are confirmed, without
- * waiting). */
+/* How a waiter of @key on @registry's store would learn of a release, asked before an
+ * attempt (@pubsub: the wait mode read for the acquisition; @need_watch: the machine
+ * wants notifications, so they are confirmed, without waiting). */
 static inline RlNotifyState
 rl_registry_notify_state (RedisLockRegistry *registry, const char *key, gboolean pubsub,
                           gboolean need_watch)
@@ -249,33 +248,24 @@ rl_registry_notify_state (RedisLockRegistry *registry, const char *key, gboolean
                                                                         : RL_NOTIFY_DOWN;
 }
 
-/* The machine's RL_ACQUIRE_WATCH on @registry's store for a waiter of @key (the
- * acquisition's name; NULL: of several keys, as rl_registry_notify_state() asks for
- * them): confirms notifications, waiting for them (@may_wait) as long as the machine
+/* The machine's RL_ACQUIRE_WATCH on @registry's store for a waiter of the acquisition's
+ * name: confirms notifications, waiting for them (@may_wait) as long as the machine
  * allows and the connect timeout at most, or only starting them; reports to @acq, and
- * returns what to do next. The first one of an acquisition of @key (its wait begins)
- * joins the store's waiters of its name, which rl_registry_leave() leaves when the
- * acquisition ends, so that a store subscribed per key drops the subscription with its
- * last waiter. */
+ * returns what to do next. The first one of an acquisition (its wait begins) joins the
+ * store's waiters of its name, which rl_registry_leave() leaves when the acquisition
+ * ends, so that a store subscribed per key drops the subscription with its last
+ * waiter. (A set of locks watches each of its keys: multilock.c.) */
 static inline RlAcquireAction
-rl_registry_watch_key (RedisLockRegistry *registry, RlAcquire *acq, const char *key,
-                       gboolean may_wait)
+rl_registry_watch (RedisLockRegistry *registry, RlAcquire *acq, gboolean may_wait)
 {
   gint64 limit = 0;
-  gboolean join = acq->joined == NULL && key != NULL;
+  gboolean join = acq->joined == NULL;
 
   if (may_wait)
     limit = MIN (acq->watch_ms, RL_ATOMIC_GET (registry->store_ctx.connect_timeout_ms));
   if (join)
     acq->joined = registry->store;
-  return rl_acquire_watched (acq, rl_store_watch (registry->store, key, join, limit));
-}
-
-/* rl_registry_watch_key() for the acquisition's name. */
-static inline RlAcquireAction
-rl_registry_watch (RedisLockRegistry *registry, RlAcquire *acq, gboolean may_wait)
-{
-  return rl_registry_watch_key (registry, acq, acq->name, may_wait);
+  return rl_acquire_watched (acq, rl_store_watch (registry->store, acq->name, join, limit));
 }
 
 /* @acq ends (acquired, not in time, failed, cancelled, closed): it leaves the waiters

@@ -52,6 +52,7 @@ typedef struct
   guint64 serial;
   gint64 ttl_ms;
   guint16 seq;
+  RlNotifyState notify; /* its notifications, as they stood when the attempt was sent */
   char value[RL_LEASE_VALUE_MAX];
 } Entry;
 
@@ -107,7 +108,6 @@ on_cancelled (GCancellable *cancellable, gpointer data)
 typedef struct
 {
   guint start, end;
-  RlNotifyState notify; /* its notifications, as they stood when the attempt was sent */
 } Group;
 
 /* Releases the leases of @items that ended OK (the attempt took them): one request per
@@ -198,6 +198,7 @@ typedef struct
   gboolean bounded;
   Entry *held;      /* the last attempt: the first lock found held */
   gboolean partial; /* the last attempt: part of the set was taken (and released) */
+  gboolean joined;  /* the waiters of each key were joined (watch_set()) */
 } SetAttempt;
 
 /* The machine's RL_ACQUIRE_ATTEMPT for a set: one request per registry for all its
@@ -242,9 +243,15 @@ attempt_set (SetAttempt *a, RlAcquire *acq, RlAcquireAction *next, gboolean *ok,
       Entry *first = &a->entries[a->need[group->start]];
       RedisLockRegistry *registry = first->lock->registry;
       RlStore *store = registry->store;
+      gboolean pubsub = rl_registry_pubsub (registry);
 
-      group->notify
-          = rl_registry_notify_state (registry, NULL, rl_registry_pubsub (registry), acq->need_watch);
+      for (guint i = group->start; i < group->end; i++)
+        {
+          Entry *e = &a->entries[a->need[i]];
+
+          e->notify
+              = rl_registry_notify_state (registry, e->lock->key_data, pubsub, acq->need_watch);
+        }
       request_deadline
           = rl_request_deadline (registry, acq->deadline, a->bounded, g_get_monotonic_time ());
       if (!store->vt->acquire_many (store, group->end - group->start, a->items + group->start,
@@ -265,7 +272,7 @@ attempt_set (SetAttempt *a, RlAcquire *acq, RlAcquireAction *next, gboolean *ok,
           {
             a->held = e;
             report.pttl_ms = a->items[i].pttl_ms;
-            report.notify = a->groups[g].notify;
+            report.notify = e->notify;
             report.seq = e->seq;
             report.spin_ms = RL_ATOMIC_GET (registry->settings.idle_between_tries_ms);
             RL_ATOMIC_ADD (registry->stats.contended_attempts, 1);
@@ -298,6 +305,47 @@ attempt_set (SetAttempt *a, RlAcquire *acq, RlAcquireAction *next, gboolean *ok,
   return FALSE;
 }
 
+/* The machine's RL_ACQUIRE_WATCH for a set: confirms the notifications of every key
+ * of the set (on a Cluster, each key's shard subscription), as long as the machine
+ * allows and the connect timeout of the registry of the lock found held at most. The
+ * first watch joins the waiters of each key, which set_attempt_leave() leaves: the set
+ * waits under one subscription per key, for whichever of them its next attempt finds
+ * held, and they end with the call. */
+static RlAcquireAction
+watch_set (SetAttempt *a, RlAcquire *acq)
+{
+  RedisLockRegistry *held = a->held->lock->registry;
+  gint64 end = g_get_monotonic_time ()
+               + 1000 * MIN (acq->watch_ms, RL_ATOMIC_GET (held->store_ctx.connect_timeout_ms));
+  gboolean up = TRUE;
+
+  for (guint i = 0; i < a->n_need; i++)
+    {
+      RedisLock *lock = a->entries[a->need[i]].lock;
+      gint64 left_ms = MAX ((end - g_get_monotonic_time ()) / 1000, 0);
+
+      up = rl_store_watch (lock->registry->store, lock->key_data, !a->joined, left_ms) && up;
+    }
+  a->joined = TRUE;
+  return rl_acquire_watched (acq, up);
+}
+
+/* The set's acquisition ends: it leaves the waiters of each key it joined. */
+static void
+set_attempt_leave (SetAttempt *a)
+{
+  if (!a->joined)
+    return;
+  a->joined = FALSE;
+  for (guint i = 0; i < a->n_need; i++)
+    {
+      RedisLock *lock = a->entries[a->need[i]].lock;
+
+      rl_store_unwatch (lock->registry->store, lock->key_data);
+    }
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (SetAttempt, set_attempt_leave)
+
 /* Takes the leases of the entries that need one, with every local mutex of the set
  * owned: the acquisition machine, driven by this thread, over the whole set, sleeping
  * on the first lock an attempt found held. TRUE when all are taken and recorded; FALSE
@@ -309,8 +357,8 @@ acquire_leases_waiting (Entry *entries, guint m, gint64 deadline, gboolean bound
   g_autofree guint *need = g_new0 (guint, m);
   g_autofree Group *groups = g_new0 (Group, m);
   g_autofree RlLeaseItem *items = g_new0 (RlLeaseItem, m);
-  SetAttempt a = { .entries = entries, .need = need, .groups = groups, .items = items,
-                   .bounded = bounded };
+  g_auto (SetAttempt) a = { .entries = entries, .need = need, .groups = groups,
+                            .items = items, .bounded = bounded };
   RlAcquireAction action;
   g_auto (RlAcquire) acq = { 0 };
   guint16 seq;
@@ -340,10 +388,7 @@ acquire_leases_waiting (Entry *entries, guint m, gint64 deadline, gboolean bound
           return ok;
         break;
       case RL_ACQUIRE_WATCH:
-        /* As its attempts' notification states ask: a set's waiter has no key of its own
-         * (a watch that confirmed a key the next attempt's state does not ask for would
-         * send it straight back to attempt, again and again). */
-        action = rl_registry_watch_key (a.held->lock->registry, &acq, NULL, TRUE);
+        action = watch_set (&a, &acq);
         break;
       case RL_ACQUIRE_SLEEP:
         if (a.partial)

@@ -246,8 +246,8 @@ redis_watch (RlStore *store, gint64 timeout_ms)
  * reaches the pattern, but a registry with them off publishes on the shard channel
  * only, so the key's subscription is needed too (unless the cluster refuses shard
  * channels: then nobody can publish there); with them off, both (Spring's releases
- * are classic only, ours sharded only). A waiter of several keys (NULL) has no shard
- * subscription: with classic notifications off it polls. The subscription is that of
+ * are classic only, ours sharded only). A waiter of a set of locks watches each of its
+ * keys. The subscription is that of
  * the key whose channel carries @key's releases (rl_redis_notify_key()), and so is the
  * count of waiters a waiter joins. */
 static gboolean
@@ -262,8 +262,6 @@ redis_watch_key (RlStore *store, const char *key, gboolean join, gint64 timeout_
 
   if (self->shard == NULL)
     return classic;
-  if (key == NULL)
-    return classic && !classic_off;
   group = rl_redis_notify_key (self, key);
   sharded = rl_shard_notifier_watch (self->shard, group, join,
                                      MAX ((end - g_get_monotonic_time ()) / 1000, 0), &refused);
@@ -276,7 +274,7 @@ redis_unwatch_key (RlStore *store, const char *key)
   RlRedisStore *self = (RlRedisStore *) store;
   g_autofree char *group = NULL;
 
-  if (self->shard == NULL || key == NULL)
+  if (self->shard == NULL)
     return;
   group = rl_redis_notify_key (self, key);
   rl_shard_notifier_unwatch (self->shard, group);

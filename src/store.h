@@ -216,8 +216,7 @@ typedef struct
    * that follows it. Waits at most @timeout_ms (0: just tells), returning FALSE early
    * when an attempt to start them fails. */
   gboolean (*watch) (RlStore *store, gint64 timeout_ms);
-  /* As watch, for a waiter of @key (NULL: of several keys): a store whose releases
-   * are heard per key (a Cluster's shard channels) subscribes to @key's too. With
+  /* As watch, for a waiter of @key: a store whose releases are heard per key (a Cluster's shard channels) subscribes to @key's too. With
    * @join, the call also counts one more waiter of @key, until unwatch_key: the
    * subscription of a key ends as soon as its last waiter left. NULL in a store where
    * watch covers every key. */
@@ -389,7 +388,7 @@ struct _RlStore
   gpointer released_data;
 };
 
-/* The store's watch for a waiter of @key (NULL: of several keys), which with @join
+/* The store's watch for a waiter of @key, which with @join
  * starts counting as one (to end with rl_store_unwatch()). */
 static inline gboolean
 rl_store_watch (RlStore *store, const char *key, gboolean join, gint64 timeout_ms)

@@ -15,9 +15,8 @@
  * of its writer lease, and the permits of a semaphore that of the semaphore, so one
  * subscription per lock hears them all. A waiter's subscription ends when it leaves,
  * whichever acquisition it made (the read-write lock's asynchronous one, the
- * semaphore's), and one semaphore's subscription stays while one of its waiters does. A
- * set of locks has no subscription of its own: with classic notifications off its
- * waiter polls, without spinning.
+ * semaphore's, a set's), and one semaphore's subscription stays while one of its waiters
+ * does. A wait for a set of locks subscribes to each of its keys' channels.
  * All tests share one cluster of three masters with a replica each; cluster-shard.c
  * has the plain lock's.
  */
@@ -65,12 +64,13 @@ typedef enum
   WAIT_READ,
   WAIT_WRITE,
   WAIT_PERMIT,
+  WAIT_SET, /* redis_lock_try_lock_all() of 2 locks */
 } WaitKind;
 
 typedef struct
 {
   WaitKind kind;
-  gpointer target; /* RedisLock, RedisRWLock or RedisSemaphore */
+  gpointer target; /* RedisLock, RedisRWLock, RedisSemaphore or an array of 2 RedisLock */
   gint64 wait_ms;
   GCancellable *cancellable;
   gboolean acquired;
@@ -101,6 +101,9 @@ waiter_main (gpointer data)
       permit = redis_semaphore_try_acquire_for (w->target, w->wait_ms, w->cancellable, &error);
       w->acquired = permit != NULL;
       break;
+    case WAIT_SET:
+      w->acquired = redis_lock_try_lock_all (w->target, 2, w->wait_ms, w->cancellable, &error);
+      break;
     }
   w->returned_ms = test_now_ms ();
   if (w->cancellable != NULL && g_cancellable_is_cancelled (w->cancellable))
@@ -126,6 +129,9 @@ waiter_main (gpointer data)
       break;
     case WAIT_PERMIT:
       g_assert_true (redis_permit_release (permit, &error));
+      break;
+    case WAIT_SET:
+      g_assert_true (redis_lock_unlock_all (w->target, 2, &error));
       break;
     }
   g_assert_no_error (error);
@@ -153,6 +159,7 @@ start (RedisLockTestCluster *cluster, RedisLockRegistry *registry, Waiter *w, gu
 /* What the holder releases, and how. */
 typedef enum
 {
+  RELEASE_LOCK,   /* redis_lock_unlock() */
   RELEASE_SET,    /* redis_lock_unlock_all() of 2 locks */
   RELEASE_WRITE,  /* redis_rw_lock_write_unlock() */
   RELEASE_READ,   /* redis_rw_lock_read_unlock() */
@@ -173,6 +180,8 @@ release (const Release *r, GError **error)
 {
   switch (r->kind)
     {
+    case RELEASE_LOCK:
+      return redis_lock_unlock (r->target, error);
     case RELEASE_SET:
       return redis_lock_unlock_all (r->target, 2, error);
     case RELEASE_WRITE:
@@ -464,37 +473,92 @@ test_dropped_when_waiters_leave (void)
   g_assert_true (redis_permit_release (permit, &error));
 }
 
+/* Two locks of @waiter, a set whose first member (on master 0) @holder holds and whose
+ * second (on master 1) is free; their shard channels in @channels. */
 static void
-test_set_waiter_polls (void)
+held_set (RedisLockTestCluster *cluster, RedisLockRegistry *holder, RedisLockRegistry *waiter,
+          const char *prefix, RedisLock **held, RedisLock *set[2], char *channels[2])
+{
+  for (guint i = 0; i < 2; i++)
+    {
+      g_autofree char *name = name_on (cluster, i, prefix, 0);
+
+      set[i] = test_obtain (waiter, name);
+      channels[i] = shard_channel (REGISTRY_KEY, redis_lock_get_key (set[i]));
+      if (i == 0)
+        {
+          *held = test_obtain (holder, name);
+          test_lock_ok (*held);
+        }
+    }
+}
+
+static void
+test_set_waiter_woken (void)
 {
   RedisLockTestCluster *cluster = common_cluster ();
   g_autoptr (RedisLockRegistry) holder = NULL;
   g_autoptr (RedisLockRegistry) waiter = NULL;
-  g_autoptr (RedisLock) held = NULL, waited = NULL, other = NULL;
-  g_autoptr (GError) error = NULL;
-  g_autofree char *name = NULL;
+  g_autoptr (RedisLock) held = NULL;
   RedisLock *set[2];
+  char *channels[2];
+  Waiter w = { .kind = WAIT_SET, .target = set };
+  GThread *thread;
   guint64 contended;
 
-  g_test_summary ("A set of locks has no shard subscription: with its registry's classic "
-                  "notifications off, its waiter sleeps between attempts as when polling, "
-                  "instead of confirming a subscription its attempts never count on, again "
-                  "and again");
+  g_test_summary ("A wait for a set of locks subscribes to the shard channel of each of its "
+                  "keys: a sharded-only release of the member held elsewhere wakes it at "
+                  "once, without spinning meanwhile, and both subscriptions end with the call");
   if (cluster == NULL)
     return;
   open_quiet_pair (cluster, &holder, &waiter);
-  name = name_on (cluster, 0, "setpoll", 0);
-  held = test_obtain (holder, name);
-  test_lock_ok (held);
-  set[0] = waited = test_obtain (waiter, name);
-  set[1] = other = test_obtain (waiter, "setpollz");
+  held_set (cluster, holder, waiter, "setwait", &held, set, channels);
   contended = test_stats (waiter).contended_attempts;
-  g_assert_false (redis_lock_try_lock_all (set, 2, 1000, NULL, &error));
-  g_assert_no_error (error);
-  /* The first attempt, perhaps one once the notification check answered, the last at
-   * the deadline: a handful, not one per round trip. */
+  thread = start (cluster, waiter, &w, 0, channels[0]);
+  wait_shard_subscribed (cluster, 1, channels[1]);
+  release_and_check (cluster, waiter, &w, thread, 0, channels[0], redis_lock_get_key (set[0]),
+                     &(Release) { .kind = RELEASE_LOCK, .target = held });
+  /* The first attempt, one once the subscriptions were confirmed, perhaps one more
+   * after a wake-up by the subscriptions' setting up: a handful, not one per round
+   * trip. */
   g_assert_cmpuint (test_stats (waiter).contended_attempts - contended, <=, 5);
+  for (guint i = 0; i < 2; i++)
+    {
+      wait_shard_unsubscribed (cluster, i, channels[i], GONE_MS);
+      redis_lock_unref (set[i]);
+      g_free (channels[i]);
+    }
+}
+
+static void
+test_set_waiter_leaves (void)
+{
+  RedisLockTestCluster *cluster = common_cluster ();
+  g_autoptr (RedisLockRegistry) holder = NULL;
+  g_autoptr (RedisLockRegistry) waiter = NULL;
+  g_autoptr (RedisLock) held = NULL;
+  RedisLock *set[2];
+  char *channels[2];
+  Waiter w = { .kind = WAIT_SET, .target = set };
+  GThread *thread;
+
+  g_test_summary ("A wait for a set of locks that is cancelled leaves the shard subscription "
+                  "of each of its keys");
+  if (cluster == NULL)
+    return;
+  open_quiet_pair (cluster, &holder, &waiter);
+  held_set (cluster, holder, waiter, "setleave", &held, set, channels);
+  w.cancellable = g_cancellable_new ();
+  thread = start (cluster, waiter, &w, 0, channels[0]);
+  wait_shard_subscribed (cluster, 1, channels[1]);
+  cancel_and_check_gone (cluster, &w, thread, 0, channels[0]);
+  wait_shard_unsubscribed (cluster, 1, channels[1], GONE_MS);
   test_unlock_ok (held);
+  for (guint i = 0; i < 2; i++)
+    {
+      redis_lock_unref (set[i]);
+      g_free (channels[i]);
+    }
 }
 
 static void
@@ -550,7 +614,8 @@ main (int argc, char **argv)
   g_test_add_func ("/cluster-shard/family/force-unlock", test_force_unlock);
   g_test_add_func ("/cluster-shard/family/dropped-when-waiters-leave",
                    test_dropped_when_waiters_leave);
-  g_test_add_func ("/cluster-shard/family/set-waiter-polls", test_set_waiter_polls);
+  g_test_add_func ("/cluster-shard/family/set-waiter-woken", test_set_waiter_woken);
+  g_test_add_func ("/cluster-shard/family/set-waiter-leaves", test_set_waiter_leaves);
   g_test_add_func ("/cluster-shard/family/semaphore-kept-while-one-waits",
                    test_semaphore_kept_while_one_waits);
   status = g_test_run ();

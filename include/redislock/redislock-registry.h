@@ -590,9 +590,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_legacy_spring_channel (
  * Takes effect with the next release. No
  * effect outside a Cluster, nor on a `memory://` or quorum registry. Requires Redis 7
  * (`SPUBLISH`); on an older cluster keep it on (the shard publish fails silently
- * there, and a refused `SSUBSCRIBE` is reported once). Waits for several locks at
- * once (redis_lock_try_lock_all()) have no shard subscription: with it off, they
- * are woken by the holders' TTLs and polling.
+ * there, and a refused `SSUBSCRIBE` is reported once). A wait for several locks at
+ * once (redis_lock_try_lock_all()) subscribes to the shard channel of each of them.
  *
  * Since: 0.1
  */
