@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <string.h>
 
 #include "debug.h"
 #include "store.h"
@@ -97,21 +98,39 @@ rl_quorum_node_timeout_ms (RlQuorumStore *self, gint64 ttl_ms)
 
 /* Fan-out ---------------------------------------------------------------------- */
 
-RlFanOut *
-rl_quorum_fan_out_new (RlQuorumStore *self, RlRequestKind kind)
+/* A fan-out in one allocation: the struct, then its per-node arrays, the wider first
+ * so that each stays aligned, then @per_node leases for each node. */
+static RlFanOut *
+fan_out_alloc (RlQuorumStore *self, RlRequestKind kind, guint per_node)
 {
-  /* One allocation: the struct, then its per-node arrays, pointers first (aligned). */
-  gsize ptrs = sizeof (gpointer) * self->n;
-  RlFanOut *f = g_malloc0 (sizeof (RlFanOut) + 3 * ptrs + sizeof (guint) * self->n);
-  char *p = (char *) (f + 1);
+  gsize ptrs = sizeof (gpointer) * self->n, pfds = sizeof (struct pollfd) * self->n;
+  gsize leases = sizeof (RlLeaseItem) * per_node * self->n;
+  RlFanOut *f;
+  char *p;
 
   G_STATIC_ASSERT (sizeof (RlFanOut) % sizeof (gpointer) == 0);
+  G_STATIC_ASSERT (sizeof (RlLeaseItem) % sizeof (gpointer) == 0);
+  f = g_malloc0 (sizeof (RlFanOut) + leases + 3 * ptrs + pfds + 2 * sizeof (guint) * self->n);
+  p = (char *) (f + 1) + leases;
   f->self = self;
   f->kind = kind;
   f->items = (RlLeaseItem **) p;
   f->requests = (RlRequest **) (p + ptrs);
   f->errors = (GError **) (p + 2 * ptrs);
-  f->counts = (guint *) (p + 3 * ptrs);
+  f->pfds = (struct pollfd *) (p + 3 * ptrs);
+  f->counts = (guint *) (p + 3 * ptrs + pfds);
+  f->live = f->counts + self->n;
+  return f;
+}
+
+/* A fan-out that asks no node yet: the caller gives each node it asks an allocation
+ * of leases of its own. */
+RlFanOut *
+rl_quorum_fan_out_new (RlQuorumStore *self, RlRequestKind kind)
+{
+  RlFanOut *f = fan_out_alloc (self, kind, 0);
+
+  f->own_items = TRUE;
   return f;
 }
 
@@ -120,28 +139,25 @@ rl_quorum_fan_out_free (RlFanOut *f)
 {
   for (guint i = 0; i < f->self->n; i++)
     {
-      g_free (f->items[i]);
+      if (f->own_items)
+        g_free (f->items[i]);
       g_clear_error (&f->errors[i]);
     }
   g_free (f);
 }
 
-/* Asks node @i for the @n leases of @items (copied). */
-static void
-fan_out_ask (RlFanOut *f, guint i, guint n, const RlLeaseItem *items)
-{
-  f->items[i] = g_memdup2 (items, n * sizeof *items);
-  f->counts[i] = n;
-}
-
-/* Asks every node for the same leases. */
+/* Asks every node for the same leases, each node with a copy of @items of its own. */
 RlFanOut *
 rl_quorum_fan_out_all (RlQuorumStore *self, RlRequestKind kind, guint n, const RlLeaseItem *items)
 {
-  RlFanOut *f = rl_quorum_fan_out_new (self, kind);
+  RlFanOut *f = fan_out_alloc (self, kind, n);
+  RlLeaseItem *copies = (RlLeaseItem *) (f + 1);
 
-  for (guint i = 0; i < self->n; i++)
-    fan_out_ask (f, i, n, items);
+  for (guint i = 0; i < self->n && n > 0; i++)
+    {
+      f->items[i] = memcpy (copies + (gsize) i * n, items, n * sizeof *items);
+      f->counts[i] = n;
+    }
   return f;
 }
 
@@ -219,8 +235,8 @@ rl_quorum_fan_out_run (RlFanOut *f, gint64 node_ms, RlFanOutWait wait, gint64 ti
   gint64 end = start + (soft ? MAX (timeout_ms, node_ms) : node_ms) * 1000;
   /* What bounds one node's request: its own deadline, from the per-node timeout. */
   gint64 node_end = start + node_ms * 1000;
-  g_autofree struct pollfd *pfds = g_new0 (struct pollfd, self->n);
-  g_autofree guint *live = g_new0 (guint, self->n);
+  struct pollfd *pfds = f->pfds;
+  guint *live = f->live;
 
   f->grace_us = wait == WAIT_MAJORITY ? node_ms * 1000 : 0;
   f->not_before = wait == WAIT_ACQUIRE ? start + node_ms * 1000 : 0;

@@ -12,6 +12,8 @@
 #define QUORUM_NODE_TIMEOUT_MS 50 /* the default per-node bound, at most */
 #define QUORUM_REOPEN_US G_USEC_PER_SEC
 
+struct pollfd;
+
 typedef struct _RlQuorumStore RlQuorumStore;
 
 typedef struct
@@ -35,17 +37,22 @@ struct _RlQuorumStore
   RlMutex lease_mutex;   /* guards what follows; a leaf: nothing is called under it */
   RlCond lease_cond;     /* a renewal's SET NX fan-out ended */
   GQueue renewals;       /* of Renewal: those under way */
-  GHashTable *releasing; /* lease value -> releases of it under way (GUINT_TO_POINTER) */
+  GQueue releasing;      /* of Releasing (quorum-store.c): the releases under way */
 };
 
 /* One request to every node: each node's copy of the leases, and how it stands. The
- * per-node arrays live in the fan-out's own allocation (rl_quorum_fan_out_new()). */
+ * per-node arrays live in the fan-out's own allocation (rl_quorum_fan_out_new()), and
+ * so do the nodes' copies of the leases when every node is asked for the same
+ * (rl_quorum_fan_out_all()). */
 typedef struct
 {
   RlQuorumStore *self;
   RlRequestKind kind;
   RlLeaseItem **items; /* per node: NULL when the node is not asked */
+  gboolean own_items;  /* items[i] are allocations of their own (grown by the caller) */
   guint *counts;       /* per node: leases asked */
+  struct pollfd *pfds; /* per node: what rl_quorum_fan_out_run() waits on */
+  guint *live;         /* per node: the node of each of pfds */
   RlRequest **requests; /* per node: under way */
   GError **errors;     /* per node: the first error of its leases */
   guint answered;      /* nodes whose request ended without an error */

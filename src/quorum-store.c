@@ -73,6 +73,14 @@ typedef struct
   GList link;         /* in renewals */
 } Renewal;
 
+/* A release under way, as renewals see it. */
+typedef struct
+{
+  guint n;
+  const RlLeaseItem *items; /* the leases released */
+  GList link;               /* in releasing */
+} Releasing;
+
 /* The vtable ------------------------------------------------------------------- */
 
 static gboolean
@@ -119,7 +127,6 @@ quorum_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
   RlQuorumStore *self = (RlQuorumStore *) store;
   RlLeaseItem item = { .key = key, .value = value, .ttl_ms = ttl_ms };
   gint64 start = g_get_monotonic_time (), node_ms, bound_ms, elapsed_ms, validity_ms;
-  g_autofree gint64 *held = g_new0 (gint64, self->n);
   guint ok = 0, n_held = 0, answered;
   RlFanOut *f;
 
@@ -138,7 +145,7 @@ quorum_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
     if (f->items[i][0].result == RL_LEASE_OK)
       ok++;
     else if (f->items[i][0].result == RL_LEASE_HELD)
-      held[n_held++] = f->items[i][0].pttl_ms;
+      n_held++;
   answered = ok + n_held;
 
   validity_ms = ttl_ms - elapsed_ms - (ttl_ms / 100 + 2);
@@ -164,7 +171,12 @@ quorum_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
     *pttl_ms = 0;
   else
     {
-      guint k = self->majority - ok;
+      g_autofree gint64 *held = g_new (gint64, n_held);
+      guint k = self->majority - ok, h = 0;
+
+      for (guint i = 0; i < self->n; i++)
+        if (f->items[i][0].result == RL_LEASE_HELD)
+          held[h++] = f->items[i][0].pttl_ms;
       qsort (held, n_held, sizeof *held, compare_pttl);
       *pttl_ms = held[MIN (k, n_held) - 1];
     }
@@ -214,6 +226,19 @@ quorum_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
 
 /* Renewals beside releases ---------------------------------------------------- */
 
+/* Marks the leases of @r that @release releases. lease_mutex held. */
+static void
+renewal_mark_released (Renewal *r, const Releasing *release)
+{
+  for (guint k = 0; k < release->n; k++)
+    {
+      guint index = GPOINTER_TO_UINT (g_hash_table_lookup (r->index, release->items[k].value));
+
+      if (index > 0)
+        r->released[index - 1] = TRUE;
+    }
+}
+
 /* Registers @r, a renewal of the @n leases of @items (their values must outlive it);
  * those whose release is under way are marked released at once. */
 static void
@@ -225,9 +250,8 @@ renewal_begin (RlQuorumStore *self, Renewal *r, guint n, const RlLeaseItem *item
   for (guint k = 0; k < n; k++)
     g_hash_table_insert (r->index, (gpointer)items[k].value, GUINT_TO_POINTER (k + 1));
   rl_mutex_lock (&self->lease_mutex);
-  if (g_hash_table_size (self->releasing) > 0)
-    for (guint k = 0; k < n; k++)
-      r->released[k] = g_hash_table_contains (self->releasing, items[k].value);
+  for (GList *l = self->releasing.head; l != NULL; l = l->next)
+    renewal_mark_released (r, l->data);
   g_queue_push_tail_link (&self->renewals, &r->link);
   rl_mutex_unlock (&self->lease_mutex);
 }
@@ -274,37 +298,20 @@ renewal_resets_any (Renewal *r, guint n, const RlLeaseItem *items)
   return FALSE;
 }
 
-/* A release of the @n leases of @items begins: no renewal under way or starting
- * before release_end() sets one of them again, and one that is doing so already ends
- * that first (its fan-out is bounded by the per-node timeout). */
+/* @release, of the @n leases of @items (which must outlive it), begins: no renewal
+ * under way or starting before release_end() sets one of them again, and one that is
+ * doing so already ends that first (its fan-out is bounded by the per-node timeout).
+ * Without renewals under way, that is a link added to a list: nothing is looked up. */
 static void
-release_begin (RlQuorumStore *self, guint n, const RlLeaseItem *items)
+release_begin (RlQuorumStore *self, Releasing *release, guint n, const RlLeaseItem *items)
 {
   gboolean wait;
 
+  *release = (Releasing){ .n = n, .items = items, .link = { .data = release } };
   rl_mutex_lock (&self->lease_mutex);
-  for (guint k = 0; k < n; k++)
-    {
-      guint *count = g_hash_table_lookup (self->releasing, items[k].value);
-
-      if (count == NULL)
-        {
-          count = g_new0 (guint, 1);
-          g_hash_table_insert (self->releasing, g_strdup (items[k].value), count);
-        }
-      (*count)++;
-    }
+  g_queue_push_tail_link (&self->releasing, &release->link);
   for (GList *l = self->renewals.head; l != NULL; l = l->next)
-    {
-      Renewal *r = l->data;
-
-      for (guint k = 0; k < n; k++)
-        {
-          guint index = GPOINTER_TO_UINT (g_hash_table_lookup (r->index, items[k].value));
-          if (index > 0)
-            r->released[index - 1] = TRUE;
-        }
-    }
+    renewal_mark_released (l->data, release);
   do
     {
       wait = FALSE;
@@ -318,16 +325,10 @@ release_begin (RlQuorumStore *self, guint n, const RlLeaseItem *items)
 }
 
 static void
-release_end (RlQuorumStore *self, guint n, const RlLeaseItem *items)
+release_end (RlQuorumStore *self, Releasing *release)
 {
   rl_mutex_lock (&self->lease_mutex);
-  for (guint k = 0; k < n; k++)
-    {
-      guint *count = g_hash_table_lookup (self->releasing, items[k].value);
-
-      if (count != NULL && --(*count) == 0)
-        g_hash_table_remove (self->releasing, items[k].value);
-    }
+  g_queue_unlink (&self->releasing, &release->link);
   rl_mutex_unlock (&self->lease_mutex);
 }
 
@@ -451,14 +452,15 @@ static gboolean
 quorum_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error)
 {
   RlQuorumStore *self = (RlQuorumStore *) store;
+  Releasing release;
   RlFanOut *f;
   gboolean all = TRUE;
 
-  release_begin (self, n, items);
+  release_begin (self, &release, n, items);
   f = rl_quorum_fan_out_all (self, RL_REQUEST_RELEASE, n, items);
   rl_quorum_fan_out_run (f, rl_quorum_node_timeout_ms (self, 0), WAIT_MAJORITY,
                          RL_ATOMIC_GET (self->parent.ctx->command_timeout_ms));
-  release_end (self, n, items);
+  release_end (self, &release);
   for (guint k = 0; k < n; k++)
     {
       guint released = 0, lost = 0;
@@ -789,7 +791,6 @@ quorum_free (RlStore *store)
   rl_cond_clear (&self->opener_cond);
   rl_mutex_clear (&self->lease_mutex);
   rl_cond_clear (&self->lease_cond);
-  g_hash_table_unref (self->releasing);
   g_free (self->children);
   g_free (self);
 }
@@ -864,7 +865,6 @@ rl_quorum_store_open (const char *const *urls, const char *registry_key, const c
   rl_cond_init (&self->opener_cond);
   rl_mutex_init (&self->lease_mutex);
   rl_cond_init (&self->lease_cond);
-  self->releasing = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   for (guint i = 0; i < n; i++)
     self->children[i].url = g_strdup (urls[i]);
 

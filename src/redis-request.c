@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <poll.h>
+#include <string.h>
 
 #include "connection.h"
 #include "store.h"
@@ -34,7 +35,7 @@ typedef struct
   /* The arrays below live in the request's own allocation, after the struct. */
   RlPipeCommand *cmds;  /* per lease */
   const char **argvs;   /* 9 per lease */
-  char **channels;      /* release: each lease's notification channel; else NULL */
+  const char **channels; /* release: each lease's notification channel; else NULL */
   char (*ttls)[24];
   char own[2];          /* release: RELEASE's ARGV[3] */
   const char *legacy;   /* release: RELEASE's ARGV[5], or NULL */
@@ -216,8 +217,6 @@ rl_redis_request_end (RlRequest *request, GError **error)
         first = g_steal_pointer (&cmd->error);
       rl_redis_pipe_command_clear (cmd);
     }
-  for (guint i = 0; req->channels != NULL && i < req->n; i++)
-    g_free (req->channels[i]);
   g_free (req);
   if (first != NULL)
     {
@@ -227,27 +226,37 @@ rl_redis_request_end (RlRequest *request, GError **error)
   return TRUE;
 }
 
-/* A request of @n leases in one allocation: the struct, then its arrays (each a
- * multiple of 8 bytes, so each stays aligned), zeroed. */
+/* A request for the @n leases of @items in one allocation: the struct, then its
+ * arrays (each a multiple of 8 bytes, so each stays aligned), zeroed, then, with a
+ * @channel_prefix (a release), the text of each lease's notification channel. */
 static RedisRequest *
-request_new (guint n, gboolean channels)
+request_new (guint n, const RlLeaseItem *items, const char *channel_prefix)
 {
   gsize cmds = sizeof (RlPipeCommand) * n, argvs = sizeof (const char *) * 9 * n;
-  gsize chans = channels ? sizeof (char *) * n : 0, ttls = 24 * (gsize) n;
+  gsize chans = channel_prefix != NULL ? sizeof (char *) * n : 0, ttls = 24 * (gsize) n;
+  gsize prefix_len = channel_prefix != NULL ? strlen (channel_prefix) : 0, text = 0;
   RedisRequest *req;
   char *p;
 
   G_STATIC_ASSERT (sizeof (RedisRequest) % 8 == 0 && sizeof (RlPipeCommand) % 8 == 0);
-  req = g_malloc0 (sizeof (RedisRequest) + cmds + argvs + chans + ttls);
+  for (guint i = 0; channel_prefix != NULL && i < n; i++)
+    text += prefix_len + strlen (items[i].key) + 1;
+  req = g_malloc0 (sizeof (RedisRequest) + cmds + argvs + chans + ttls + text);
   p = (char *) (req + 1);
   req->n = n;
   req->cmds = (RlPipeCommand *) p;
   p += cmds;
   req->argvs = (const char **) p;
   p += argvs;
-  req->channels = channels ? (char **) p : NULL;
+  req->channels = channel_prefix != NULL ? (const char **) p : NULL;
   p += chans;
   req->ttls = (char (*)[24]) p;
+  p += ttls;
+  for (guint i = 0; channel_prefix != NULL && i < n; i++)
+    {
+      req->channels[i] = p;
+      p = g_stpcpy (g_stpcpy (p, channel_prefix), items[i].key) + 1;
+    }
   return req;
 }
 
@@ -291,7 +300,7 @@ rl_redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem
       return NULL;
     }
 
-  req = request_new (n, kind == RL_REQUEST_RELEASE);
+  req = request_new (n, items, kind == RL_REQUEST_RELEASE ? self->channel_prefix : NULL);
   req->self = self;
   req->kind = kind;
   req->items = items;
@@ -333,7 +342,6 @@ rl_redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem
         }
       if (kind == RL_REQUEST_RELEASE)
         {
-          req->channels[i] = g_strconcat (self->channel_prefix, items[i].key, NULL);
           argv[5] = req->channels[i];
           argv[6] = req->own;
           argv[7] = "0";
