@@ -6,21 +6,24 @@
  * Integration's RedisLockRegistry uses (Spring compares values only with its own
  * client id), so Java and C processes exclude each other. The number makes every
  * hold's value different, so a release or renewal that reaches Redis late (its reply
- * timed out, the holder moved on) can never match a later hold of the same registry. Every step that reads the key and then changes
- * it is one Lua script, because between a GET and a DEL another owner may have taken
- * the key over, and deleting it then would break mutual exclusion. The scripts are
+ * timed out, the holder moved on) can never match a later hold of the same registry.
+ * Every step that reads the key and then changes it is one Lua script, because between
+ * a GET and a DEL another owner may have taken the key over, and deleting it then would
+ * break mutual exclusion. The scripts are
  * sent by EVALSHA with their SHA-1 computed here; a server that does not know a script
  * (restarted, SCRIPT FLUSH) answers NOSCRIPT and gets the script by EVAL, which also
  * caches it, in the same call. A free key is first tried with a plain
  * `SET key id NX PX ttl` (the same write Spring makes), which is cheaper for Redis
  * than any script; the acquire script runs only when the key exists.
  *
- * Connections come from the pool (connection.c). A request that fails because a
- * pooled connection had gone stale (server restarted) is retried once on a fresh one:
- * every request here names the value of one acquisition, so running it twice changes
- * nothing the first run did not (a second acquire finds its own value, a second
- * release finds the key gone). A timeout is not retried: it already used the
- * caller's time.
+ * Connections come from the pool (connection.c). An acquisition or a renewal that
+ * fails because a pooled connection had gone stale (server restarted) is sent again
+ * once on a fresh one: it names the value of one acquisition, so a second run finds
+ * its own value and changes nothing the first did not. A release is never sent twice
+ * (a second one that finds the key gone could not tell whether the first deleted it):
+ * its script is marked once (RlScript.once), and the pool checks the connection it
+ * hands out for it before anything is sent. A timeout is not retried: it already used
+ * the caller's time.
  *
  * This file holds the scripts, the vtable and the opening of a store; the rest is
  * cut along what it does (see redis-store-private.h): redis-lease.c the single-lease
