@@ -164,6 +164,7 @@ rl_rw_lock_notify (RedisRWLock *lock, const char *key)
 static void
 broadcast_locked (RedisRWLock *lock)
 {
+  rl_mutex_assert_held (&lock->m);
   rl_cond_broadcast (&lock->cond);
   for (GList *l = lock->queued.head; l != NULL; l = l->next)
     ((RlLockWaiter *) l->data)->poke (l->data);
@@ -415,6 +416,7 @@ local_step_locked (RlRwCall *call)
   RedisRWLock *lock = call->lock;
   gint confirmed = call->confirmed;
 
+  rl_mutex_assert_held (&lock->m);
   call->confirmed = -1;
   if (call->mode == RL_RW_WRITE)
     {
@@ -453,6 +455,7 @@ give_up_locked (RlRwCall *call)
 {
   RedisRWLock *lock = call->lock;
 
+  rl_mutex_assert_held (&lock->m);
   if (call->waiter != NULL)
     {
       g_queue_unlink (&lock->queued, &call->waiter->link);
