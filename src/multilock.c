@@ -53,6 +53,7 @@ typedef struct
   gint64 ttl_ms;
   guint16 seq;
   RlNotifyState notify; /* its notifications, as they stood when the attempt was sent */
+  gboolean joined;      /* it joined the waiters of its key (watch_set()) */
   char value[RL_LEASE_VALUE_MAX];
 } Entry;
 
@@ -198,7 +199,6 @@ typedef struct
   gboolean bounded;
   Entry *held;      /* the last attempt: the first lock found held */
   gboolean partial; /* the last attempt: part of the set was taken (and released) */
-  gboolean joined;  /* the waiters of each key were joined (watch_set()) */
 } SetAttempt;
 
 /* The machine's RL_ACQUIRE_ATTEMPT for a set: one request per registry for all its
@@ -306,11 +306,11 @@ attempt_set (SetAttempt *a, RlAcquire *acq, RlAcquireAction *next, gboolean *ok,
 }
 
 /* The machine's RL_ACQUIRE_WATCH for a set: confirms the notifications of every key
- * of the set (on a Cluster, each key's shard subscription), as long as the machine
- * allows and the connect timeout of the registry of the lock found held at most. The
- * first watch joins the waiters of each key, which set_attempt_leave() leaves: the set
- * waits under one subscription per key, for whichever of them its next attempt finds
- * held, and they end with the call. */
+ * of the set whose registry waits for them (on a Cluster, each key's shard
+ * subscription), as long as the machine allows and the connect timeout of the
+ * registry of the lock found held at most. Each key's first watch joins its waiters,
+ * which set_attempt_leave() leaves: the set waits under one subscription per key, for
+ * whichever of them its next attempt finds held, and they end with the call. */
 static RlAcquireAction
 watch_set (SetAttempt *a, RlAcquire *acq)
 {
@@ -321,12 +321,15 @@ watch_set (SetAttempt *a, RlAcquire *acq)
 
   for (guint i = 0; i < a->n_need; i++)
     {
-      RedisLock *lock = a->entries[a->need[i]].lock;
+      Entry *e = &a->entries[a->need[i]];
+      RedisLockRegistry *registry = e->lock->registry;
       gint64 left_ms = MAX ((end - g_get_monotonic_time ()) / 1000, 0);
 
-      up = rl_store_watch (lock->registry->store, lock->key_data, !a->joined, left_ms) && up;
+      if (!rl_registry_pubsub (registry))
+        continue;
+      up = rl_store_watch (registry->store, e->lock->key_data, !e->joined, left_ms) && up;
+      e->joined = TRUE;
     }
-  a->joined = TRUE;
   return rl_acquire_watched (acq, up);
 }
 
@@ -334,14 +337,13 @@ watch_set (SetAttempt *a, RlAcquire *acq)
 static void
 set_attempt_leave (SetAttempt *a)
 {
-  if (!a->joined)
-    return;
-  a->joined = FALSE;
   for (guint i = 0; i < a->n_need; i++)
     {
-      RedisLock *lock = a->entries[a->need[i]].lock;
+      Entry *e = &a->entries[a->need[i]];
 
-      rl_store_unwatch (lock->registry->store, lock->key_data);
+      if (e->joined)
+        rl_store_unwatch (e->lock->registry->store, e->lock->key_data);
+      e->joined = FALSE;
     }
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (SetAttempt, set_attempt_leave)
