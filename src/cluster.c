@@ -680,16 +680,7 @@ cluster_free (RlTopology *topology)
   g_free (self);
 }
 
-static const RlTopologyVTable cluster_vtable = {
-  .route = cluster_route,
-  .masters = cluster_masters,
-  .classify = cluster_classify,
-  .failed = cluster_failed,
-  .reroute = cluster_reroute,
-  .subscriber = cluster_subscriber,
-  .close = cluster_close,
-  .free = cluster_free,
-};
+RL_DEFINE_TOPOLOGY_VTABLE (cluster, .reroute = cluster_reroute);
 
 RlTopology *
 rl_cluster_open (const RlUrl *url, RlStoreContext *ctx, RlTopologyChangedFunc changed,
