@@ -794,23 +794,9 @@ quorum_free (RlStore *store)
   g_free (self);
 }
 
-static const RlStoreVTable quorum_store_vtable = {
-  .acquire = quorum_acquire,
-  .acquire_many = quorum_acquire_many,
-  .renew = quorum_renew,
-  .release = quorum_release,
-  .release_many = quorum_release_many,
-  .renew_batch = quorum_renew_batch,
-  .force_release = quorum_force_release,
-  .inspect = quorum_inspect,
-  .read_counter = quorum_read_counter,
-  .list = quorum_list,
-  .watch = quorum_watch,
-  .rewatch = quorum_rewatch,
-  .guard = quorum_guard,
-  .close = quorum_close,
-  .free = quorum_free,
-};
+RL_DEFINE_STORE_VTABLE (quorum,
+                        .rewatch = quorum_rewatch,
+                        .guard = quorum_guard);
 
 /* Opening ---------------------------------------------------------------------- */
 
@@ -855,7 +841,7 @@ rl_quorum_store_open (const char *const *urls, const char *registry_key, const c
     }
 
   self = g_new0 (RlQuorumStore, 1);
-  rl_store_init (&self->parent, &quorum_store_vtable, registry_key, client_id, ctx, released,
+  rl_store_init (&self->parent, &quorum_vtable, registry_key, client_id, ctx, released,
                  released_data);
   self->n = n;
   self->majority = n / 2 + 1;

@@ -235,7 +235,7 @@ static const char renew_script[] = "if redis.call('GET', KEYS[1]) == ARGV[1] the
 
 
 static gboolean
-redis_watch (RlStore *store, gint64 timeout_ms)
+rl_redis_watch (RlStore *store, gint64 timeout_ms)
 {
   return rl_notifier_watch (((RlRedisStore *)store)->notifier, timeout_ms);
 }
@@ -251,7 +251,7 @@ redis_watch (RlStore *store, gint64 timeout_ms)
  * the key whose channel carries @key's releases (rl_redis_notify_key()), and so is the
  * count of waiters a waiter joins. */
 static gboolean
-redis_watch_key (RlStore *store, const char *key, gboolean join, gint64 timeout_ms)
+rl_redis_watch_key (RlStore *store, const char *key, gboolean join, gint64 timeout_ms)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   gint64 end = g_get_monotonic_time () + timeout_ms * 1000;
@@ -271,7 +271,7 @@ redis_watch_key (RlStore *store, const char *key, gboolean join, gint64 timeout_
 }
 
 static void
-redis_unwatch_key (RlStore *store, const char *key)
+rl_redis_unwatch_key (RlStore *store, const char *key)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   g_autofree char *group = NULL;
@@ -283,7 +283,7 @@ redis_unwatch_key (RlStore *store, const char *key)
 }
 
 static void
-redis_rewatch (RlStore *store)
+rl_redis_rewatch (RlStore *store)
 {
   RlRedisStore *self = (RlRedisStore *) store;
 
@@ -294,13 +294,13 @@ redis_rewatch (RlStore *store)
  * the connection is reset, PINGs while silent, and moves with a failover; each time
  * it goes down or comes back it reports released (NULL, reset). */
 static gboolean
-redis_guard (RlStore *store)
+rl_redis_guard (RlStore *store)
 {
   return rl_notifier_guard (((RlRedisStore *) store)->notifier);
 }
 
 static void
-redis_close (RlStore *store)
+rl_redis_close (RlStore *store)
 {
   RlRedisStore *self = (RlRedisStore *) store;
 
@@ -313,7 +313,7 @@ redis_close (RlStore *store)
 }
 
 static void
-redis_free (RlStore *store)
+rl_redis_free (RlStore *store)
 {
   RlRedisStore *self = (RlRedisStore *)store;
 
@@ -363,8 +363,8 @@ rl_redis_store_classic (RlStore *store, const char *shard, const char *channel)
 
 /* The waits-for records: the script of redis-waits.c on the registry key's hash. */
 static gboolean
-redis_waits_update (RlStore *store, const char *id, const char *record, gint64 ttl_ms,
-                    GPtrArray *records, GError **error)
+rl_redis_waits_update (RlStore *store, const char *id, const char *record, gint64 ttl_ms,
+                       GPtrArray *records, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   g_autofree char *key = rl_store_waits_key (store->registry_key);
@@ -382,36 +382,17 @@ redis_waits_update (RlStore *store, const char *id, const char *record, gint64 t
   return ok;
 }
 
-static const RlStoreVTable redis_store_vtable = {
-  .acquire = rl_redis_acquire,
-  .acquire_many = rl_redis_acquire_many,
-  .renew = rl_redis_renew,
-  .release = rl_redis_release,
-  .release_many = rl_redis_release_many,
-  .renew_batch = rl_redis_renew_batch,
-  .force_release = rl_redis_force_release,
-  .inspect = rl_redis_inspect,
-  .read_counter = rl_redis_read_counter,
-  .list = rl_redis_list,
-  .request_begin = rl_redis_request_begin,
-  .request_ready = rl_redis_request_ready,
-  .request_end = rl_redis_request_end,
-  .watch = redis_watch,
-  .watch_key = redis_watch_key,
-  .unwatch_key = redis_unwatch_key,
-  .rewatch = redis_rewatch,
-  .guard = redis_guard,
-  /* semaphores: redis-semaphore.c */
-  .semaphore_acquire = rl_redis_semaphore_acquire,
-  .semaphore_available = rl_redis_semaphore_available,
-  /* read-write locks (redis-rwlock.c) */
-  .rw_acquire = rl_redis_rw_acquire,
-  .rw_stop_waiting = rl_redis_rw_stop_waiting,
-  /* waits-for records (redis-waits.c) */
-  .waits_update = redis_waits_update,
-  .close = redis_close,
-  .free = redis_free,
-};
+RL_DEFINE_STORE_VTABLE (rl_redis,
+                        .request_begin = rl_redis_request_begin,
+                        .request_ready = rl_redis_request_ready,
+                        .request_end = rl_redis_request_end,
+                        .watch_key = rl_redis_watch_key,
+                        .unwatch_key = rl_redis_unwatch_key,
+                        .rewatch = rl_redis_rewatch,
+                        .guard = rl_redis_guard,
+                        /* semaphores: redis-semaphore.c; read-write locks: redis-rwlock.c;
+                         * waits-for records: rl_redis_waits_update() above */
+                        RL_STORE_FAMILY_ENTRIES (rl_redis));
 
 /* Checks a node now, so that redis_lock_registry_new() fails early and clearly:
  * connect, AUTH, SELECT, then in one round trip load the three scripts (so the first
@@ -500,7 +481,7 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
     return NULL;
 
   self = g_new0 (RlRedisStore, 1);
-  rl_store_init (&self->parent, &redis_store_vtable, registry_key, client_id, ctx, released,
+  rl_store_init (&self->parent, &rl_redis_vtable, registry_key, client_id, ctx, released,
                  released_data);
   self->channel_prefix = g_strconcat (registry_key, "-channel:", NULL);
   self->forced_channel = g_strconcat (registry_key, "-forced", NULL);
