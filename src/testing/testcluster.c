@@ -686,34 +686,7 @@ redis_lock_test_cluster_get_slot_owner (RedisLockTestCluster *cluster, guint slo
 
 /* --- Faults ------------------------------------------------------------------------ */
 
-void
-redis_lock_test_cluster_stop_node (RedisLockTestCluster *cluster, guint node)
-{
-  rl_test_process_stop (node_process (cluster, node));
-}
-
-gboolean
-redis_lock_test_cluster_start_node (RedisLockTestCluster *cluster, guint node, GError **error)
-{
-  RlTestProcess *process = node_process (cluster, node);
-
-  g_return_val_if_fail (process != NULL, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-  /* Same ports and nodes.conf: the node comes back with its id and its peers. */
-  return rl_test_process_restart (process, error);
-}
-
-void
-redis_lock_test_cluster_pause_node (RedisLockTestCluster *cluster, guint node)
-{
-  rl_test_process_pause (node_process (cluster, node));
-}
-
-void
-redis_lock_test_cluster_resume_node (RedisLockTestCluster *cluster, guint node)
-{
-  rl_test_process_resume (node_process (cluster, node));
-}
+RL_TEST_DEFINE_NODE_FAULTS (RedisLockTestCluster, redis_lock_test_cluster, node_process)
 
 void
 redis_lock_test_cluster_free (RedisLockTestCluster *cluster)

@@ -647,33 +647,7 @@ redis_lock_test_sentinel_failover (RedisLockTestSentinel *sentinel, gint64 timeo
 
 /* --- Faults ------------------------------------------------------------------------ */
 
-void
-redis_lock_test_sentinel_stop_node (RedisLockTestSentinel *sentinel, guint node)
-{
-  rl_test_process_stop (node_process (sentinel, node));
-}
-
-gboolean
-redis_lock_test_sentinel_start_node (RedisLockTestSentinel *sentinel, guint node, GError **error)
-{
-  RlTestProcess *process = node_process (sentinel, node);
-
-  g_return_val_if_fail (process != NULL, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-  return rl_test_process_restart (process, error);
-}
-
-void
-redis_lock_test_sentinel_pause_node (RedisLockTestSentinel *sentinel, guint node)
-{
-  rl_test_process_pause (node_process (sentinel, node));
-}
-
-void
-redis_lock_test_sentinel_resume_node (RedisLockTestSentinel *sentinel, guint node)
-{
-  rl_test_process_resume (node_process (sentinel, node));
-}
+RL_TEST_DEFINE_NODE_FAULTS (RedisLockTestSentinel, redis_lock_test_sentinel, node_process)
 
 void
 redis_lock_test_sentinel_stop_sentinel (RedisLockTestSentinel *sentinel, guint index)
