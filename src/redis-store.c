@@ -323,6 +323,8 @@ rl_redis_free (RlStore *store)
   g_free (self->channel_prefix);
   g_free (self->forced_channel);
   g_free (self->legacy_channel);
+  g_free (self->pattern);
+  g_free (self->key_prefix);
   rl_mutex_clear (&self->recent_mutex);
   g_free (self);
 }
@@ -472,9 +474,6 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
 {
   RlUrl parsed;
   RlRedisStore *self;
-  g_autofree char *pattern = NULL;
-  g_autofree char *track_prefix = NULL;
-  g_autofree char *key_prefix = NULL;
   g_autoptr (GPtrArray) masters = NULL;
 
   if (!rl_url_parse (url, &parsed, error))
@@ -505,14 +504,14 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
       rl_store_free (&self->parent);
       return NULL;
     }
-  pattern = rl_redis_glob_escape (self->channel_prefix);
+  self->pattern = rl_redis_glob_escape (self->channel_prefix);
+  self->key_prefix = g_strconcat (registry_key, ":", NULL);
   /* Key tracking reports the keys of the node it runs on only: on a Cluster the one
    * subscriber would hear of a fraction of them, so waiters there rely on
    * notifications and TTLs alone. */
-  key_prefix = g_strconcat (registry_key, ":", NULL);
-  track_prefix = self->slotted ? NULL : g_strdup (key_prefix);
-  self->notifier = rl_notifier_new (&self->parent, self->topology, pattern, self->forced_channel,
-                                    self->legacy_channel, key_prefix, track_prefix);
+  self->notifier = rl_notifier_new (&self->parent, self->topology, self->pattern,
+                                    self->forced_channel, self->legacy_channel, self->key_prefix,
+                                    self->slotted ? NULL : self->key_prefix);
   if (self->slotted)
     self->shard = rl_shard_notifier_new (&self->parent, self->topology, self->channel_prefix);
 
