@@ -405,10 +405,7 @@ refresh (RlCluster *self, GError **error)
 static void
 request_refresh (RlCluster *self)
 {
-  rl_mutex_lock (&self->mutex);
-  self->refresh_wanted = TRUE;
-  rl_cond_broadcast (&self->cond);
-  rl_mutex_unlock (&self->mutex);
+  rl_mutex_raise (&self->mutex, &self->cond, &self->refresh_wanted);
 }
 
 /* When the next unasked refresh is due. self->mutex held. */

@@ -749,10 +749,7 @@ quorum_guard (RlStore *store)
 static void
 stop_opener (RlQuorumStore *self)
 {
-  rl_mutex_lock (&self->opener_mutex);
-  self->stopping = TRUE;
-  rl_cond_broadcast (&self->opener_cond);
-  rl_mutex_unlock (&self->opener_mutex);
+  rl_mutex_raise (&self->opener_mutex, &self->opener_cond, &self->stopping);
   if (self->opener != NULL)
     g_clear_pointer (&self->opener, g_thread_join);
 }
