@@ -463,14 +463,10 @@ write_node_conf (RedisLockTestCluster *cluster, guint node, GError **error)
                           "appendonly no\n"
                           "repl-diskless-sync yes\n"
                           "repl-diskless-sync-delay 0\n"
-                          "repl-diskless-load swapdb\n"
-                          "daemonize no\n"
-                          "logfile \"\"\n"
-                          "dir ",
+                          "repl-diskless-load swapdb\n",
                           node, n->process->port, n->bus_port);
-  rl_test_append_quoted (conf, n->process->dir);
-  g_string_append_c (conf, '\n');
-  return g_file_set_contents (n->process->conf_path, conf->str, (gssize)conf->len, error);
+  rl_test_process_append_conf (n->process, conf);
+  return rl_test_process_write_conf (n->process, conf, error);
 }
 
 typedef struct

@@ -123,6 +123,13 @@ void rl_test_process_resume (RlTestProcess *process);
     rl_test_process_resume (NODE_PROCESS (deployment, node));                                      \
   }
 
+/* Appends to @conf the lines every process of the test helpers is configured with:
+ * in the foreground, logging to its output (redis.log), working in its directory. */
+void rl_test_process_append_conf (RlTestProcess *process, GString *conf);
+
+/* Writes @conf as @process's configuration file (conf_path). */
+gboolean rl_test_process_write_conf (RlTestProcess *process, const GString *conf, GError **error);
+
 /* Running and not paused: it can answer. */
 gboolean rl_test_process_is_up (RlTestProcess *process);
 
