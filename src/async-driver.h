@@ -48,6 +48,17 @@ typedef struct
   void (*done) (gpointer data, gboolean taken, GError *error);
 } RlAsyncDriverClass;
 
+/* Defines `static const RlAsyncDriverClass PREFIX_driver` with the entries every
+ * member has, PREFIX_attempt and PREFIX_done, so that one lacking is a compile error;
+ * the optional ones (local, local_job, settle) are named in the arguments after PREFIX,
+ * as designated initializers (`.local = NULL` for a member without a local level). */
+#define RL_DEFINE_ASYNC_DRIVER(PREFIX, ...)                                                        \
+  static const RlAsyncDriverClass PREFIX##_driver = {                                              \
+    .attempt = PREFIX##_attempt,                                                                   \
+    .done = PREFIX##_done,                                                                         \
+    __VA_ARGS__                                                                                    \
+  }
+
 /* Starts an acquisition for @data in the calling thread's thread-default main context:
  * it waits up to @wait_ms (< 0: without end), locally and in the store together, and
  * sleeps on @anchor, whose registry's workers make the attempts; @cancellable ends the

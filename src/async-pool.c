@@ -72,10 +72,7 @@ async_pool_release (gpointer data)
 {
   RlAsyncPool *pool = data;
 
-  rl_mutex_lock (&pool->mutex);
-  pool->stop = TRUE;
-  rl_cond_broadcast (&pool->cond);
-  rl_mutex_unlock (&pool->mutex);
+  rl_mutex_raise (&pool->mutex, &pool->cond, &pool->stop);
   async_pool_unref (pool);
 }
 

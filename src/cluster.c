@@ -405,10 +405,7 @@ refresh (RlCluster *self, GError **error)
 static void
 request_refresh (RlCluster *self)
 {
-  rl_mutex_lock (&self->mutex);
-  self->refresh_wanted = TRUE;
-  rl_cond_broadcast (&self->cond);
-  rl_mutex_unlock (&self->mutex);
+  rl_mutex_raise (&self->mutex, &self->cond, &self->refresh_wanted);
 }
 
 /* When the next unasked refresh is due. self->mutex held. */
@@ -680,16 +677,7 @@ cluster_free (RlTopology *topology)
   g_free (self);
 }
 
-static const RlTopologyVTable cluster_vtable = {
-  .route = cluster_route,
-  .masters = cluster_masters,
-  .classify = cluster_classify,
-  .failed = cluster_failed,
-  .reroute = cluster_reroute,
-  .subscriber = cluster_subscriber,
-  .close = cluster_close,
-  .free = cluster_free,
-};
+RL_DEFINE_TOPOLOGY_VTABLE (cluster, .reroute = cluster_reroute);
 
 RlTopology *
 rl_cluster_open (const RlUrl *url, RlStoreContext *ctx, RlTopologyChangedFunc changed,

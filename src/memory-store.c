@@ -646,28 +646,8 @@ memory_free (RlStore *store)
   g_free (self);
 }
 
-static const RlStoreVTable memory_store_vtable = {
-  .acquire = memory_acquire,
-  .acquire_many = memory_acquire_many,
-  .renew = memory_renew,
-  .release = memory_release,
-  .release_many = memory_release_many,
-  .renew_batch = memory_renew_batch,
-  .force_release = memory_force_release,
-  .inspect = memory_inspect,
-  .read_counter = memory_read_counter,
-  .list = memory_list,
-  .waits_update = rl_memory_waits_update,
-  .watch = memory_watch,
-  /* semaphores */
-  .semaphore_acquire = rl_memory_semaphore_acquire,
-  .semaphore_available = rl_memory_semaphore_available,
-  /* read-write locks */
-  .rw_acquire = rl_memory_rw_acquire,
-  .rw_stop_waiting = rl_memory_rw_stop_waiting,
-  .close = memory_close,
-  .free = memory_free,
-};
+/* The lock family's entries are memory-family.c's. */
+RL_DEFINE_STORE_VTABLE (memory, RL_STORE_FAMILY_ENTRIES (rl_memory));
 
 /* Opening ---------------------------------------------------------------------- */
 
@@ -709,7 +689,7 @@ rl_memory_store_open (const char *url, const char *registry_key, const char *cli
 
   memory_init ();
   self = g_new0 (RlMemoryStore, 1);
-  rl_store_init (&self->parent, &memory_store_vtable, registry_key, client_id, ctx, released,
+  rl_store_init (&self->parent, &memory_vtable, registry_key, client_id, ctx, released,
                  released_data);
   self->key_prefix = g_strconcat (registry_key, ":", NULL);
   self->link.data = self;

@@ -110,7 +110,7 @@ struct _RlShardNotifier
 {
   RlStore *store;
   RlTopology *topology;
-  char *channel_prefix;
+  const char *channel_prefix; /* the store's (rl_shard_notifier_new()) */
   GPtrArray *conns; /* of ShardConn: the thread's own */
 
   RlMutex mutex;    /* guards everything below */
@@ -586,7 +586,7 @@ rl_shard_notifier_new (RlStore *store, RlTopology *topology, const char *channel
 
   self->store = store;
   self->topology = topology;
-  self->channel_prefix = g_strdup (channel_prefix);
+  self->channel_prefix = channel_prefix;
   self->conns = g_ptr_array_new ();
   self->keys = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, shard_key_free);
   self->channels = g_hash_table_new (g_str_hash, g_str_equal);
@@ -694,6 +694,5 @@ rl_shard_notifier_free (RlShardNotifier *self)
   g_hash_table_unref (self->keys);
   rl_cond_clear (&self->cond);
   rl_mutex_clear (&self->mutex);
-  g_free (self->channel_prefix);
   g_free (self);
 }

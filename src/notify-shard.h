@@ -13,7 +13,8 @@ typedef struct _RlShardNotifier RlShardNotifier;
  * to the shard channel (rl_cluster_shard_channel() of @channel_prefix and the key) of
  * each key a waiter waits for, on the master @topology routes the key to, and calls
  * store->released for each message, and with the key when its subscription ended
- * (the slot moved, the master failed or was replaced, nobody asked for it a while). */
+ * (the slot moved, the master failed or was replaced, nobody asked for it a while).
+ * @channel_prefix stays the caller's, and must outlive the notifier. */
 RlShardNotifier *rl_shard_notifier_new (RlStore *store, RlTopology *topology,
                                         const char *channel_prefix);
 /* Asks for the subscription of @key (a waiter) and waits up to @timeout_ms for it to

@@ -115,11 +115,13 @@ struct _RlNotifier
 {
   RlStore *store;
   RlTopology *topology;
-  char *pattern;
-  char *legacy_channel; /* `registry_key-channel`, older Spring releases' one channel */
-  char *key_prefix;     /* `registry_key:`: the keys a legacy message may name */
-  char *track_prefix; /* NULL: no key tracking */
-  char *guard_channel; /* where forced releases are told to holders (guarding connection) */
+  /* The names, the store's (rl_notifier_new()): */
+  const char *pattern;
+  const char *legacy_channel; /* `registry_key-channel`, older Spring releases' one channel */
+  const char *key_prefix;     /* `registry_key:`: the keys a legacy message may name */
+  const char *track_prefix;   /* NULL: no key tracking */
+  const char *guard_channel;  /* where forced releases are told to holders (guarding
+                                 connection) */
 
   /* The thread's own: */
   gboolean tracking;     /* invalidations are heard on the current connection */
@@ -647,11 +649,11 @@ rl_notifier_new (RlStore *store, RlTopology *topology, const char *pattern,
 
   self->store = store;
   self->topology = topology;
-  self->pattern = g_strdup (pattern);
-  self->legacy_channel = g_strdup (legacy_channel);
-  self->key_prefix = g_strdup (key_prefix);
-  self->track_prefix = g_strdup (track_prefix);
-  self->guard_channel = g_strdup (guard_channel);
+  self->pattern = pattern;
+  self->legacy_channel = legacy_channel;
+  self->key_prefix = key_prefix;
+  self->track_prefix = track_prefix;
+  self->guard_channel = guard_channel;
   rl_wake_thread_init (&self->wt);
   self->guarding = TRUE;
   rl_mutex_init (&self->mutex);
@@ -770,11 +772,6 @@ rl_notifier_free (RlNotifier *self)
   rl_wake_pipe_close (self->wt.wake);
   rl_cond_clear (&self->cond);
   rl_mutex_clear (&self->mutex);
-  g_free (self->pattern);
-  g_free (self->legacy_channel);
-  g_free (self->key_prefix);
-  g_free (self->track_prefix);
-  g_free (self->guard_channel);
   g_free (self->last_published);
   g_free (self);
 }

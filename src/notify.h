@@ -16,7 +16,7 @@ typedef struct _RlNotifier RlNotifier;
  * message on @legacy_channel names a key: one starting with @key_prefix is handed on,
  * any other as "any key". With @track_prefix (NULL: none), also hears of the change of
  * a key a waiter read (Redis key tracking, see notify.c) and calls store->released for
- * each changed key. */
+ * each changed key. The names stay the caller's, and must outlive the notifier. */
 RlNotifier *rl_notifier_new (RlStore *store, RlTopology *topology, const char *pattern,
                              const char *guard_channel, const char *legacy_channel,
                              const char *key_prefix, const char *track_prefix);

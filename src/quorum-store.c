@@ -751,10 +751,7 @@ quorum_guard (RlStore *store)
 static void
 stop_opener (RlQuorumStore *self)
 {
-  rl_mutex_lock (&self->opener_mutex);
-  self->stopping = TRUE;
-  rl_cond_broadcast (&self->opener_cond);
-  rl_mutex_unlock (&self->opener_mutex);
+  rl_mutex_raise (&self->opener_mutex, &self->opener_cond, &self->stopping);
   if (self->opener != NULL)
     g_clear_pointer (&self->opener, g_thread_join);
 }
@@ -795,23 +792,9 @@ quorum_free (RlStore *store)
   g_free (self);
 }
 
-static const RlStoreVTable quorum_store_vtable = {
-  .acquire = quorum_acquire,
-  .acquire_many = quorum_acquire_many,
-  .renew = quorum_renew,
-  .release = quorum_release,
-  .release_many = quorum_release_many,
-  .renew_batch = quorum_renew_batch,
-  .force_release = quorum_force_release,
-  .inspect = quorum_inspect,
-  .read_counter = quorum_read_counter,
-  .list = quorum_list,
-  .watch = quorum_watch,
-  .rewatch = quorum_rewatch,
-  .guard = quorum_guard,
-  .close = quorum_close,
-  .free = quorum_free,
-};
+RL_DEFINE_STORE_VTABLE (quorum,
+                        .rewatch = quorum_rewatch,
+                        .guard = quorum_guard);
 
 /* Opening ---------------------------------------------------------------------- */
 
@@ -856,7 +839,7 @@ rl_quorum_store_open (const char *const *urls, const char *registry_key, const c
     }
 
   self = g_new0 (RlQuorumStore, 1);
-  rl_store_init (&self->parent, &quorum_store_vtable, registry_key, client_id, ctx, released,
+  rl_store_init (&self->parent, &quorum_vtable, registry_key, client_id, ctx, released,
                  released_data);
   self->n = n;
   self->majority = n / 2 + 1;

@@ -109,6 +109,8 @@ typedef struct
   char *channel_prefix; /* registry_key "-channel:" */
   char *forced_channel; /* registry_key "-forced": forced releases, for their holders */
   char *legacy_channel; /* registry_key "-channel": older Spring releases' one channel */
+  char *pattern;        /* the glob of every channel_prefix channel */
+  char *key_prefix;     /* registry_key ":": the keys of the registry */
   RlScript acquire, release, renew;
   RlScript fenced_acquire, acquire_all; /* with fencing, and for several leases at once */
   RlScript force_release;               /* an operator's delete, whoever holds the key */

@@ -238,7 +238,7 @@ static const char renew_script[] = "if redis.call('GET', KEYS[1]) == ARGV[1] the
 
 
 static gboolean
-redis_watch (RlStore *store, gint64 timeout_ms)
+rl_redis_watch (RlStore *store, gint64 timeout_ms)
 {
   return rl_notifier_watch (((RlRedisStore *)store)->notifier, timeout_ms);
 }
@@ -254,7 +254,7 @@ redis_watch (RlStore *store, gint64 timeout_ms)
  * the key whose channel carries @key's releases (rl_redis_notify_key()), and so is the
  * count of waiters a waiter joins. */
 static gboolean
-redis_watch_key (RlStore *store, const char *key, gboolean join, gint64 timeout_ms)
+rl_redis_watch_key (RlStore *store, const char *key, gboolean join, gint64 timeout_ms)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   gint64 end = g_get_monotonic_time () + timeout_ms * 1000;
@@ -272,7 +272,7 @@ redis_watch_key (RlStore *store, const char *key, gboolean join, gint64 timeout_
 }
 
 static void
-redis_unwatch_key (RlStore *store, const char *key)
+rl_redis_unwatch_key (RlStore *store, const char *key)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   g_autofree char *group = NULL;
@@ -284,7 +284,7 @@ redis_unwatch_key (RlStore *store, const char *key)
 }
 
 static void
-redis_rewatch (RlStore *store)
+rl_redis_rewatch (RlStore *store)
 {
   RlRedisStore *self = (RlRedisStore *) store;
 
@@ -295,13 +295,13 @@ redis_rewatch (RlStore *store)
  * the connection is reset, PINGs while silent, and moves with a failover; each time
  * it goes down or comes back it reports released (NULL, reset). */
 static gboolean
-redis_guard (RlStore *store)
+rl_redis_guard (RlStore *store)
 {
   return rl_notifier_guard (((RlRedisStore *) store)->notifier);
 }
 
 static void
-redis_close (RlStore *store)
+rl_redis_close (RlStore *store)
 {
   RlRedisStore *self = (RlRedisStore *) store;
 
@@ -314,7 +314,7 @@ redis_close (RlStore *store)
 }
 
 static void
-redis_free (RlStore *store)
+rl_redis_free (RlStore *store)
 {
   RlRedisStore *self = (RlRedisStore *)store;
 
@@ -324,6 +324,8 @@ redis_free (RlStore *store)
   g_free (self->channel_prefix);
   g_free (self->forced_channel);
   g_free (self->legacy_channel);
+  g_free (self->pattern);
+  g_free (self->key_prefix);
   rl_mutex_clear (&self->recent_mutex);
   g_free (self);
 }
@@ -364,8 +366,8 @@ rl_redis_store_classic (RlStore *store, const char *shard, const char *channel)
 
 /* The waits-for records: the script of redis-waits.c on the registry key's hash. */
 static gboolean
-redis_waits_update (RlStore *store, const char *id, const char *record, gint64 ttl_ms,
-                    GPtrArray *records, GError **error)
+rl_redis_waits_update (RlStore *store, const char *id, const char *record, gint64 ttl_ms,
+                       GPtrArray *records, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   g_autofree char *key = rl_store_waits_key (store->registry_key);
@@ -383,36 +385,17 @@ redis_waits_update (RlStore *store, const char *id, const char *record, gint64 t
   return ok;
 }
 
-static const RlStoreVTable redis_store_vtable = {
-  .acquire = rl_redis_acquire,
-  .acquire_many = rl_redis_acquire_many,
-  .renew = rl_redis_renew,
-  .release = rl_redis_release,
-  .release_many = rl_redis_release_many,
-  .renew_batch = rl_redis_renew_batch,
-  .force_release = rl_redis_force_release,
-  .inspect = rl_redis_inspect,
-  .read_counter = rl_redis_read_counter,
-  .list = rl_redis_list,
-  .request_begin = rl_redis_request_begin,
-  .request_ready = rl_redis_request_ready,
-  .request_end = rl_redis_request_end,
-  .watch = redis_watch,
-  .watch_key = redis_watch_key,
-  .unwatch_key = redis_unwatch_key,
-  .rewatch = redis_rewatch,
-  .guard = redis_guard,
-  /* semaphores: redis-semaphore.c */
-  .semaphore_acquire = rl_redis_semaphore_acquire,
-  .semaphore_available = rl_redis_semaphore_available,
-  /* read-write locks (redis-rwlock.c) */
-  .rw_acquire = rl_redis_rw_acquire,
-  .rw_stop_waiting = rl_redis_rw_stop_waiting,
-  /* waits-for records (redis-waits.c) */
-  .waits_update = redis_waits_update,
-  .close = redis_close,
-  .free = redis_free,
-};
+RL_DEFINE_STORE_VTABLE (rl_redis,
+                        .request_begin = rl_redis_request_begin,
+                        .request_ready = rl_redis_request_ready,
+                        .request_end = rl_redis_request_end,
+                        .watch_key = rl_redis_watch_key,
+                        .unwatch_key = rl_redis_unwatch_key,
+                        .rewatch = rl_redis_rewatch,
+                        .guard = rl_redis_guard,
+                        /* semaphores: redis-semaphore.c; read-write locks: redis-rwlock.c;
+                         * waits-for records: rl_redis_waits_update() above */
+                        RL_STORE_FAMILY_ENTRIES (rl_redis));
 
 /* Checks a node now, so that redis_lock_registry_new() fails early and clearly:
  * connect, AUTH, SELECT, then in one round trip load the three scripts (so the first
@@ -492,16 +475,13 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
 {
   RlUrl parsed;
   RlRedisStore *self;
-  g_autofree char *pattern = NULL;
-  g_autofree char *track_prefix = NULL;
-  g_autofree char *key_prefix = NULL;
   g_autoptr (GPtrArray) masters = NULL;
 
   if (!rl_url_parse (url, &parsed, error))
     return NULL;
 
   self = g_new0 (RlRedisStore, 1);
-  rl_store_init (&self->parent, &redis_store_vtable, registry_key, client_id, ctx, released,
+  rl_store_init (&self->parent, &rl_redis_vtable, registry_key, client_id, ctx, released,
                  released_data);
   self->channel_prefix = g_strconcat (registry_key, "-channel:", NULL);
   self->forced_channel = g_strconcat (registry_key, "-forced", NULL);
@@ -525,14 +505,14 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
       rl_store_free (&self->parent);
       return NULL;
     }
-  pattern = rl_redis_glob_escape (self->channel_prefix);
+  self->pattern = rl_redis_glob_escape (self->channel_prefix);
+  self->key_prefix = g_strconcat (registry_key, ":", NULL);
   /* Key tracking reports the keys of the node it runs on only: on a Cluster the one
    * subscriber would hear of a fraction of them, so waiters there rely on
    * notifications and TTLs alone. */
-  key_prefix = g_strconcat (registry_key, ":", NULL);
-  track_prefix = self->slotted ? NULL : g_strdup (key_prefix);
-  self->notifier = rl_notifier_new (&self->parent, self->topology, pattern, self->forced_channel,
-                                    self->legacy_channel, key_prefix, track_prefix);
+  self->notifier = rl_notifier_new (&self->parent, self->topology, self->pattern,
+                                    self->forced_channel, self->legacy_channel, self->key_prefix,
+                                    self->slotted ? NULL : self->key_prefix);
   if (self->slotted)
     self->shard = rl_shard_notifier_new (&self->parent, self->topology, self->channel_prefix);
 

@@ -837,16 +837,6 @@ redis_lock_registry_force_unlock (RedisLockRegistry *registry, const char *name,
 
 /* Inspection ------------------------------------------------------------------- */
 
-void
-redis_lock_lease_info_free (RedisLockLeaseInfo *info)
-{
-  if (info == NULL)
-    return;
-  g_free (info->name);
-  g_free (info->owner);
-  g_free (info);
-}
-
 RedisLockLeaseInfo *
 redis_lock_registry_get_lease_info (RedisLockRegistry *registry, const char *name, GError **error)
 {

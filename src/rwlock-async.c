@@ -97,13 +97,7 @@ rw_done (gpointer data, gboolean taken, GError *error)
   g_free (call);
 }
 
-static const RlAsyncDriverClass rw_driver = {
-  .local = rw_local,
-  .local_job = rw_local_job,
-  .attempt = rw_attempt,
-  .settle = rw_settle,
-  .done = rw_done,
-};
+RL_DEFINE_ASYNC_DRIVER (rw, .local = rw_local, .local_job = rw_local_job, .settle = rw_settle);
 
 /* The GTask's source tag of a @mode call. */
 static gpointer

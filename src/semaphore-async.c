@@ -44,10 +44,7 @@ sem_done (gpointer data, gboolean taken, GError *error)
   g_free (call);
 }
 
-static const RlAsyncDriverClass sem_driver = {
-  .attempt = sem_attempt,
-  .done = sem_done,
-};
+RL_DEFINE_ASYNC_DRIVER (sem, .local = NULL);
 
 void
 redis_semaphore_acquire_async (RedisSemaphore *semaphore, gint64 wait_ms,

@@ -533,15 +533,7 @@ sentinel_free (RlTopology *topology)
   g_free (self);
 }
 
-static const RlTopologyVTable sentinel_vtable = {
-  .route = sentinel_route,
-  .masters = sentinel_masters,
-  .classify = sentinel_classify,
-  .failed = sentinel_failed,
-  .subscriber = sentinel_subscriber,
-  .close = sentinel_close,
-  .free = sentinel_free,
-};
+RL_DEFINE_TOPOLOGY_VTABLE (sentinel, .reroute = NULL);
 
 RlTopology *
 rl_sentinel_open (const RlUrl *url, RlStoreContext *ctx, RlTopologyChangedFunc changed,

@@ -317,6 +317,39 @@ typedef struct
   void (*free) (RlStore *store);
 } RlStoreVTable;
 
+/* Defines `static const RlStoreVTable PREFIX_vtable`, each entry every store has filled
+ * by the function of the same name after PREFIX_ (PREFIX_acquire ... PREFIX_free), so a
+ * store lists them here once and one it lacks is a compile error. The entries a store
+ * may leave NULL (as said of each above) are named in the arguments after PREFIX, as
+ * designated initializers. */
+#define RL_DEFINE_STORE_VTABLE(PREFIX, ...)                                                        \
+  static const RlStoreVTable PREFIX##_vtable = {                                                   \
+    .acquire = PREFIX##_acquire,                                                                   \
+    .acquire_many = PREFIX##_acquire_many,                                                         \
+    .renew = PREFIX##_renew,                                                                       \
+    .release = PREFIX##_release,                                                                   \
+    .release_many = PREFIX##_release_many,                                                         \
+    .renew_batch = PREFIX##_renew_batch,                                                           \
+    .force_release = PREFIX##_force_release,                                                       \
+    .inspect = PREFIX##_inspect,                                                                   \
+    .read_counter = PREFIX##_read_counter,                                                         \
+    .list = PREFIX##_list,                                                                         \
+    .watch = PREFIX##_watch,                                                                       \
+    .close = PREFIX##_close,                                                                       \
+    .free = PREFIX##_free,                                                                         \
+    __VA_ARGS__                                                                                    \
+  }
+
+/* The lock family's entries (semaphores, read-write locks, waits-for records) of a
+ * store that keeps them all, filled from PREFIX as RL_DEFINE_STORE_VTABLE() fills the
+ * others: an argument of RL_DEFINE_STORE_VTABLE(). */
+#define RL_STORE_FAMILY_ENTRIES(PREFIX)                                                            \
+  .semaphore_acquire = PREFIX##_semaphore_acquire,                                                 \
+  .semaphore_available = PREFIX##_semaphore_available,                                             \
+  .rw_acquire = PREFIX##_rw_acquire,                                                               \
+  .rw_stop_waiting = PREFIX##_rw_stop_waiting,                                                     \
+  .waits_update = PREFIX##_waits_update
+
 /* The value a held key stores: the registry's client id, ":", and a number unique to
  * the acquisition in the registry, so that a request that reaches the store late can
  * never match a later hold of the same registry. */

@@ -156,6 +156,17 @@ rl_cond_broadcast (RlCond *cond)
   pthread_cond_broadcast (&cond->c);
 }
 
+/* Sets *@flag, state that @mutex guards, and wakes every waiter on @cond: how a thread
+ * tells the threads waiting on @cond to stop, or to look again. */
+static inline void
+rl_mutex_raise (RlMutex *mutex, RlCond *cond, gboolean *flag)
+{
+  rl_mutex_lock (mutex);
+  *flag = TRUE;
+  rl_cond_broadcast (cond);
+  rl_mutex_unlock (mutex);
+}
+
 /* Waits until signalled or until the monotonic time @end_us (RL_FOREVER: no bound).
  * Returns FALSE when the deadline passed. Callers re-check their predicate in a loop. */
 static inline gboolean

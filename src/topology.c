@@ -71,15 +71,7 @@ single_free (RlTopology *topology)
   g_free (topology);
 }
 
-static const RlTopologyVTable single_vtable = {
-  .route = single_route,
-  .masters = single_masters,
-  .classify = single_classify,
-  .failed = single_failed,
-  .subscriber = single_subscriber,
-  .close = single_close,
-  .free = single_free,
-};
+RL_DEFINE_TOPOLOGY_VTABLE (single, .reroute = NULL);
 
 RlTopology *
 rl_topology_open (const RlUrl *url, RlStoreContext *ctx, RlTopologyChangedFunc changed,

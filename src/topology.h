@@ -82,6 +82,23 @@ typedef struct
   void (*free) (RlTopology *topology);
 } RlTopologyVTable;
 
+/* Defines `static const RlTopologyVTable PREFIX_vtable`, each required slot filled by
+ * the function of the same name after PREFIX_ (PREFIX_route ... PREFIX_free), so a
+ * topology lists its slots here once and one it lacks is a compile error. The optional
+ * slot (reroute) is named in the arguments after PREFIX, as a designated initializer
+ * (`.reroute = NULL` where the topology cannot tell sooner). */
+#define RL_DEFINE_TOPOLOGY_VTABLE(PREFIX, ...)                                                     \
+  static const RlTopologyVTable PREFIX##_vtable = {                                                \
+    .route = PREFIX##_route,                                                                       \
+    .masters = PREFIX##_masters,                                                                   \
+    .classify = PREFIX##_classify,                                                                 \
+    .failed = PREFIX##_failed,                                                                     \
+    .subscriber = PREFIX##_subscriber,                                                             \
+    .close = PREFIX##_close,                                                                       \
+    .free = PREFIX##_free,                                                                         \
+    __VA_ARGS__                                                                                    \
+  }
+
 struct _RlTopology
 {
   const RlTopologyVTable *vt;

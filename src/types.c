@@ -9,8 +9,9 @@
  *
  * The reference-counted objects (registry and lock) are boxed types whose copy takes a
  * reference and whose free drops one: a binding that copies a handle shares the one
- * object, as C code that calls _ref() does. The two plain structures
- * handed to callers (stats, lease info) are boxed types copied by value. The GEnum of
+ * object, as C code that calls _ref() does. The plain structures handed to callers
+ * (stats, lease and waiter info) are boxed types copied by value, the info structures'
+ * strings with them; their free functions are defined here too. The GEnum of
  * the error codes is named after the error domain (redis_lock_error_get_type, as
  * GLib's error enumerations are), which is what lets g-ir-scanner pair it with
  * redis_lock_error_quark(). The test types (redislock-test.h) are registered by the
@@ -41,46 +42,67 @@ registry_stats_copy (const RedisLockRegistryStats *stats)
 
 G_DEFINE_BOXED_TYPE (RedisLockRegistryStats, redis_lock_registry_stats, registry_stats_copy, g_free)
 
-static RedisLockLeaseInfo *
-lease_info_copy (const RedisLockLeaseInfo *info)
+/* The plain info structures handed to callers (lease and waiter info) are their
+ * scalars plus strings of their own: one copy and one free serve them all, told by an
+ * InfoLayout where the strings are, so a string field added to one is one more offset
+ * in its layout. */
+typedef struct
 {
-  RedisLockLeaseInfo *copy = g_new0 (RedisLockLeaseInfo, 1);
+  gsize size;
+  guint n_strings;
+  gsize strings[3]; /* offsets of the char * fields */
+} InfoLayout;
 
-  copy->name = g_strdup (info->name);
-  copy->owner = g_strdup (info->owner);
-  copy->pttl_ms = info->pttl_ms;
+static gpointer
+info_copy (const InfoLayout *layout, gconstpointer info)
+{
+  gpointer copy = g_memdup2 (info, layout->size);
+
+  for (guint i = 0; i < layout->n_strings; i++)
+    G_STRUCT_MEMBER (char *, copy, layout->strings[i])
+        = g_strdup (G_STRUCT_MEMBER (char *, info, layout->strings[i]));
   return copy;
 }
 
-G_DEFINE_BOXED_TYPE (RedisLockLeaseInfo, redis_lock_lease_info, lease_info_copy,
-                     redis_lock_lease_info_free)
-
-static RedisLockWaiterInfo *
-waiter_info_copy (const RedisLockWaiterInfo *info)
-{
-  RedisLockWaiterInfo *copy = g_new0 (RedisLockWaiterInfo, 1);
-
-  copy->name = g_strdup (info->name);
-  copy->waiter = g_strdup (info->waiter);
-  copy->host = g_strdup (info->host);
-  copy->pid = info->pid;
-  copy->since_us = info->since_us;
-  return copy;
-}
-
-void
-redis_lock_waiter_info_free (RedisLockWaiterInfo *info)
+static void
+info_free (const InfoLayout *layout, gpointer info)
 {
   if (info == NULL)
     return;
-  g_free (info->name);
-  g_free (info->waiter);
-  g_free (info->host);
+  for (guint i = 0; i < layout->n_strings; i++)
+    g_free (G_STRUCT_MEMBER (char *, info, layout->strings[i]));
   g_free (info);
 }
 
-G_DEFINE_BOXED_TYPE (RedisLockWaiterInfo, redis_lock_waiter_info, waiter_info_copy,
-                     redis_lock_waiter_info_free)
+/* The boxed type TypeName (type_name_get_type()) of an info structure laid out as
+ * @layout says, with its copy and its public free, type_name_free(). */
+#define DEFINE_INFO_TYPE(TypeName, type_name, layout)                                              \
+  static TypeName *type_name##_copy (const TypeName *info)                                         \
+  {                                                                                                \
+    return info_copy (&layout, info);                                                              \
+  }                                                                                                \
+  void type_name##_free (TypeName *info)                                                           \
+  {                                                                                                \
+    info_free (&layout, info);                                                                     \
+  }                                                                                                \
+  G_DEFINE_BOXED_TYPE (TypeName, type_name, type_name##_copy, type_name##_free)
+
+static const InfoLayout lease_info_layout = {
+  sizeof (RedisLockLeaseInfo),
+  2,
+  { G_STRUCT_OFFSET (RedisLockLeaseInfo, name), G_STRUCT_OFFSET (RedisLockLeaseInfo, owner) },
+};
+
+DEFINE_INFO_TYPE (RedisLockLeaseInfo, redis_lock_lease_info, lease_info_layout)
+
+static const InfoLayout waiter_info_layout = {
+  sizeof (RedisLockWaiterInfo),
+  3,
+  { G_STRUCT_OFFSET (RedisLockWaiterInfo, name), G_STRUCT_OFFSET (RedisLockWaiterInfo, waiter),
+    G_STRUCT_OFFSET (RedisLockWaiterInfo, host) },
+};
+
+DEFINE_INFO_TYPE (RedisLockWaiterInfo, redis_lock_waiter_info, waiter_info_layout)
 
 G_DEFINE_ENUM_TYPE (RedisLockErrorCode, redis_lock_error,
                     G_DEFINE_ENUM_VALUE (REDIS_LOCK_ERROR_INVALID, "invalid"),

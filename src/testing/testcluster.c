@@ -463,14 +463,10 @@ write_node_conf (RedisLockTestCluster *cluster, guint node, GError **error)
                           "appendonly no\n"
                           "repl-diskless-sync yes\n"
                           "repl-diskless-sync-delay 0\n"
-                          "repl-diskless-load swapdb\n"
-                          "daemonize no\n"
-                          "logfile \"\"\n"
-                          "dir ",
+                          "repl-diskless-load swapdb\n",
                           node, n->process->port, n->bus_port);
-  rl_test_append_quoted (conf, n->process->dir);
-  g_string_append_c (conf, '\n');
-  return g_file_set_contents (n->process->conf_path, conf->str, (gssize)conf->len, error);
+  rl_test_process_append_conf (n->process, conf);
+  return rl_test_process_write_conf (n->process, conf, error);
 }
 
 typedef struct
@@ -686,34 +682,7 @@ redis_lock_test_cluster_get_slot_owner (RedisLockTestCluster *cluster, guint slo
 
 /* --- Faults ------------------------------------------------------------------------ */
 
-void
-redis_lock_test_cluster_stop_node (RedisLockTestCluster *cluster, guint node)
-{
-  rl_test_process_stop (node_process (cluster, node));
-}
-
-gboolean
-redis_lock_test_cluster_start_node (RedisLockTestCluster *cluster, guint node, GError **error)
-{
-  RlTestProcess *process = node_process (cluster, node);
-
-  g_return_val_if_fail (process != NULL, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-  /* Same ports and nodes.conf: the node comes back with its id and its peers. */
-  return rl_test_process_restart (process, error);
-}
-
-void
-redis_lock_test_cluster_pause_node (RedisLockTestCluster *cluster, guint node)
-{
-  rl_test_process_pause (node_process (cluster, node));
-}
-
-void
-redis_lock_test_cluster_resume_node (RedisLockTestCluster *cluster, guint node)
-{
-  rl_test_process_resume (node_process (cluster, node));
-}
+RL_TEST_DEFINE_NODE_FAULTS (RedisLockTestCluster, redis_lock_test_cluster, node_process)
 
 void
 redis_lock_test_cluster_free (RedisLockTestCluster *cluster)

@@ -122,6 +122,22 @@ rl_test_append_quoted (GString *out, const char *value)
   g_string_append_c (out, '"');
 }
 
+void
+rl_test_process_append_conf (RlTestProcess *process, GString *conf)
+{
+  g_string_append (conf, "daemonize no\n"
+                         "logfile \"\"\n"
+                         "dir ");
+  rl_test_append_quoted (conf, process->dir);
+  g_string_append_c (conf, '\n');
+}
+
+gboolean
+rl_test_process_write_conf (RlTestProcess *process, const GString *conf, GError **error)
+{
+  return g_file_set_contents (process->conf_path, conf->str, (gssize) conf->len, error);
+}
+
 gboolean
 rl_test_pick_free_ports (int *ports, guint n, GError **error)
 {

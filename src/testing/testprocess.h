@@ -93,6 +93,43 @@ void rl_test_process_stop (RlTestProcess *process);
 void rl_test_process_pause (RlTestProcess *process);
 void rl_test_process_resume (RlTestProcess *process);
 
+/* Defines the faults a deployment of several nodes offers on each (redislock-test.h):
+ * type_name_stop_node(), _start_node(), _pause_node() and _resume_node() of TypeName,
+ * whose node @node is the process NODE_PROCESS (deployment, node), NULL with a critical
+ * when there is no such node. A node started again keeps its ports and its directory
+ * (so a Cluster node its nodes.conf: it comes back with its id and its peers). */
+#define RL_TEST_DEFINE_NODE_FAULTS(TypeName, type_name, NODE_PROCESS)                              \
+  void type_name##_stop_node (TypeName *deployment, guint node)                                    \
+  {                                                                                                \
+    rl_test_process_stop (NODE_PROCESS (deployment, node));                                        \
+  }                                                                                                \
+                                                                                                   \
+  gboolean type_name##_start_node (TypeName *deployment, guint node, GError **error)               \
+  {                                                                                                \
+    RlTestProcess *process = NODE_PROCESS (deployment, node);                                      \
+                                                                                                   \
+    g_return_val_if_fail (process != NULL, FALSE);                                                 \
+    g_return_val_if_fail (error == NULL || *error == NULL, FALSE);                                 \
+    return rl_test_process_restart (process, error);                                               \
+  }                                                                                                \
+                                                                                                   \
+  void type_name##_pause_node (TypeName *deployment, guint node)                                   \
+  {                                                                                                \
+    rl_test_process_pause (NODE_PROCESS (deployment, node));                                       \
+  }                                                                                                \
+                                                                                                   \
+  void type_name##_resume_node (TypeName *deployment, guint node)                                  \
+  {                                                                                                \
+    rl_test_process_resume (NODE_PROCESS (deployment, node));                                      \
+  }
+
+/* Appends to @conf the lines every process of the test helpers is configured with:
+ * in the foreground, logging to its output (redis.log), working in its directory. */
+void rl_test_process_append_conf (RlTestProcess *process, GString *conf);
+
+/* Writes @conf as @process's configuration file (conf_path). */
+gboolean rl_test_process_write_conf (RlTestProcess *process, const GString *conf, GError **error);
+
 /* Running and not paused: it can answer. */
 gboolean rl_test_process_is_up (RlTestProcess *process);
 

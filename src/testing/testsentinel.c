@@ -320,13 +320,9 @@ write_conf (RlTestProcess *process, int master_port, int sentinel_of, GError **e
                           "no persistence.\n"
                           "bind 127.0.0.1\n"
                           "protected-mode no\n"
-                          "port %d\n"
-                          "daemonize no\n"
-                          "logfile \"\"\n"
-                          "dir ",
+                          "port %d\n",
                           process->port);
-  rl_test_append_quoted (conf, process->dir);
-  g_string_append_c (conf, '\n');
+  rl_test_process_append_conf (process, conf);
   if (sentinel_of != 0)
     g_string_append_printf (conf,
                             "sentinel resolve-hostnames no\n"
@@ -344,7 +340,7 @@ write_conf (RlTestProcess *process, int master_port, int sentinel_of, GError **e
       if (master_port != 0)
         g_string_append_printf (conf, "replicaof 127.0.0.1 %d\n", master_port);
     }
-  return g_file_set_contents (process->conf_path, conf->str, (gssize)conf->len, error);
+  return rl_test_process_write_conf (process, conf, error);
 }
 
 /* Configures a process of start_new() for ports[0]; @data, two ints: the master port
@@ -647,33 +643,7 @@ redis_lock_test_sentinel_failover (RedisLockTestSentinel *sentinel, gint64 timeo
 
 /* --- Faults ------------------------------------------------------------------------ */
 
-void
-redis_lock_test_sentinel_stop_node (RedisLockTestSentinel *sentinel, guint node)
-{
-  rl_test_process_stop (node_process (sentinel, node));
-}
-
-gboolean
-redis_lock_test_sentinel_start_node (RedisLockTestSentinel *sentinel, guint node, GError **error)
-{
-  RlTestProcess *process = node_process (sentinel, node);
-
-  g_return_val_if_fail (process != NULL, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-  return rl_test_process_restart (process, error);
-}
-
-void
-redis_lock_test_sentinel_pause_node (RedisLockTestSentinel *sentinel, guint node)
-{
-  rl_test_process_pause (node_process (sentinel, node));
-}
-
-void
-redis_lock_test_sentinel_resume_node (RedisLockTestSentinel *sentinel, guint node)
-{
-  rl_test_process_resume (node_process (sentinel, node));
-}
+RL_TEST_DEFINE_NODE_FAULTS (RedisLockTestSentinel, redis_lock_test_sentinel, node_process)
 
 void
 redis_lock_test_sentinel_stop_sentinel (RedisLockTestSentinel *sentinel, guint index)

@@ -146,17 +146,13 @@ write_conf (RedisLockTestServer *server, const char *const *config_lines, GError
     }
   g_string_append (conf, "save \"\"\n");
   g_string_append (conf, "appendonly no\n");
-  g_string_append (conf, "daemonize no\n");
-  g_string_append (conf, "logfile \"\"\n");
-  g_string_append (conf, "dir ");
-  rl_test_append_quoted (conf, process->dir);
-  g_string_append_c (conf, '\n');
+  rl_test_process_append_conf (process, conf);
   for (gsize i = 0; config_lines != NULL && config_lines[i] != NULL; i++)
     {
       g_string_append (conf, config_lines[i]);
       g_string_append_c (conf, '\n');
     }
-  return g_file_set_contents (process->conf_path, conf->str, (gssize)conf->len, error);
+  return rl_test_process_write_conf (process, conf, error);
 }
 
 /* A path as a query value: %-encoded but for "/". */
