@@ -42,67 +42,54 @@ registry_stats_copy (const RedisLockRegistryStats *stats)
 
 G_DEFINE_BOXED_TYPE (RedisLockRegistryStats, redis_lock_registry_stats, registry_stats_copy, g_free)
 
-/* The plain info structures handed to callers (lease and waiter info) are their
- * scalars plus strings of their own: one copy and one free serve them all, told by an
- * InfoLayout where the strings are, so a string field added to one is one more offset
- * in its layout. */
-typedef struct
+/* The info structures: their scalars copied with them, their strings duplicated. */
+static RedisLockLeaseInfo *
+lease_info_copy (const RedisLockLeaseInfo *info)
 {
-  gsize size;
-  guint n_strings;
-  gsize strings[3]; /* offsets of the char * fields */
-} InfoLayout;
+  RedisLockLeaseInfo *copy = g_memdup2 (info, sizeof *info);
 
-static gpointer
-info_copy (const InfoLayout *layout, gconstpointer info)
-{
-  gpointer copy = g_memdup2 (info, layout->size);
-
-  for (guint i = 0; i < layout->n_strings; i++)
-    G_STRUCT_MEMBER (char *, copy, layout->strings[i])
-        = g_strdup (G_STRUCT_MEMBER (char *, info, layout->strings[i]));
+  copy->name = g_strdup (info->name);
+  copy->owner = g_strdup (info->owner);
   return copy;
 }
 
-static void
-info_free (const InfoLayout *layout, gpointer info)
+void
+redis_lock_lease_info_free (RedisLockLeaseInfo *info)
 {
   if (info == NULL)
     return;
-  for (guint i = 0; i < layout->n_strings; i++)
-    g_free (G_STRUCT_MEMBER (char *, info, layout->strings[i]));
+  g_free (info->name);
+  g_free (info->owner);
   g_free (info);
 }
 
-/* The boxed type TypeName (type_name_get_type()) of an info structure laid out as
- * @layout says, with its copy and its public free, type_name_free(). */
-#define DEFINE_INFO_TYPE(TypeName, type_name, layout)                                              \
-  static TypeName *type_name##_copy (const TypeName *info)                                         \
-  {                                                                                                \
-    return info_copy (&layout, info);                                                              \
-  }                                                                                                \
-  void type_name##_free (TypeName *info)                                                           \
-  {                                                                                                \
-    info_free (&layout, info);                                                                     \
-  }                                                                                                \
-  G_DEFINE_BOXED_TYPE (TypeName, type_name, type_name##_copy, type_name##_free)
+G_DEFINE_BOXED_TYPE (RedisLockLeaseInfo, redis_lock_lease_info, lease_info_copy,
+                     redis_lock_lease_info_free)
 
-static const InfoLayout lease_info_layout = {
-  sizeof (RedisLockLeaseInfo),
-  2,
-  { G_STRUCT_OFFSET (RedisLockLeaseInfo, name), G_STRUCT_OFFSET (RedisLockLeaseInfo, owner) },
-};
+static RedisLockWaiterInfo *
+waiter_info_copy (const RedisLockWaiterInfo *info)
+{
+  RedisLockWaiterInfo *copy = g_memdup2 (info, sizeof *info);
 
-DEFINE_INFO_TYPE (RedisLockLeaseInfo, redis_lock_lease_info, lease_info_layout)
+  copy->name = g_strdup (info->name);
+  copy->waiter = g_strdup (info->waiter);
+  copy->host = g_strdup (info->host);
+  return copy;
+}
 
-static const InfoLayout waiter_info_layout = {
-  sizeof (RedisLockWaiterInfo),
-  3,
-  { G_STRUCT_OFFSET (RedisLockWaiterInfo, name), G_STRUCT_OFFSET (RedisLockWaiterInfo, waiter),
-    G_STRUCT_OFFSET (RedisLockWaiterInfo, host) },
-};
+void
+redis_lock_waiter_info_free (RedisLockWaiterInfo *info)
+{
+  if (info == NULL)
+    return;
+  g_free (info->name);
+  g_free (info->waiter);
+  g_free (info->host);
+  g_free (info);
+}
 
-DEFINE_INFO_TYPE (RedisLockWaiterInfo, redis_lock_waiter_info, waiter_info_layout)
+G_DEFINE_BOXED_TYPE (RedisLockWaiterInfo, redis_lock_waiter_info, waiter_info_copy,
+                     redis_lock_waiter_info_free)
 
 G_DEFINE_ENUM_TYPE (RedisLockErrorCode, redis_lock_error,
                     G_DEFINE_ENUM_VALUE (REDIS_LOCK_ERROR_INVALID, "invalid"),
