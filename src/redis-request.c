@@ -345,8 +345,9 @@ rl_redis_request_begin (RlStore *store, RlRequestKind kind, guint n, RlLeaseItem
           argv[5] = req->channels[i];
           argv[6] = req->own;
           argv[7] = "0";
-          argv[8] = req->legacy;
-          cmd->argc = req->legacy != NULL ? 9 : 7;
+          /* No shard channel: stepwise releases are the quorum store's, whose nodes are
+           * never a Cluster's. */
+          cmd->argc = rl_redis_release_args (self, argv, req->legacy, NULL);
         }
       cmd->state = RL_PIPE_UNSENT;
       rl_node_exchange_add (&req->ex, i);
