@@ -12,7 +12,10 @@
  * keeps the lock HANDOFF_HOLD_US longer so the waiter is really blocked in Redis when
  * the release happens; the waiter's `contended_attempts` counter confirms each wait,
  * and hand-offs it does not confirm are left out. Both processes read the same
- * CLOCK_MONOTONIC, so "release returned in A" and "acquire returned in B" subtract. The
+ * CLOCK_MONOTONIC, so "release returned in A" and "acquire returned in B" subtract.
+ * That latency depends on when A runs again after its reply, which the waiter's wake-up
+ * races: so each hand-off is also timed from the release's call, which nothing after
+ * it can move, and the floor's blocks are reported by state too (handoff_floor_states()). The
  * holder times two raw round trips at the start of each hold, so the baseline is
  * measured in the same conditions as the hand-offs, interleaved with them.
  * The floor is interleaved with the library in the same way, on a coarser grain: in
@@ -57,6 +60,8 @@ typedef struct
   gint32 kind;
   gint32 waited; /* MSG_ACQUIRED: the acquisition found the lock held first */
   gint64 value;  /* MSG_RELEASED: CLOCK_MONOTONIC ns; MSG_ACQUIRED: hand-off latency, ns */
+  gint64 called; /* MSG_RELEASED: when the release was called; MSG_ACQUIRED: the
+                    latency from then, ns */
 } Msg;
 
 enum
@@ -67,7 +72,7 @@ enum
 };
 
 static gboolean
-msg_send (int fd, char kind, gboolean waited, gint64 value, GError **error)
+msg_send (int fd, char kind, gboolean waited, gint64 value, gint64 called, GError **error)
 {
   Msg m;
   ssize_t n;
@@ -76,6 +81,7 @@ msg_send (int fd, char kind, gboolean waited, gint64 value, GError **error)
   m.kind = kind;
   m.waited = waited ? 1 : 0;
   m.value = value;
+  m.called = called;
   do
     n = write (fd, &m, sizeof m);
   while (n < 0 && errno == EINTR);
@@ -140,8 +146,10 @@ typedef struct
   int out_fd;
   gint64 hold_us;
   gboolean held;
-  /* per hand-off results, kept by the parent only (NULL in the child) */
+  /* per hand-off results, kept by the parent only (NULL in the child): from the
+   * release's return, and from its call */
   gint64 *latency_ns;
+  gint64 *from_call_ns;
   gboolean *waited;
   /* the parent measures raw round trips while it holds the lock (NULL in the child) */
   RawConn *raw;
@@ -150,11 +158,13 @@ typedef struct
 } PingPong;
 
 static void
-pingpong_record (PingPong *pp, guint step, gint64 latency_ns, gboolean waited)
+pingpong_record (PingPong *pp, guint step, gint64 latency_ns, gint64 from_call_ns,
+                 gboolean waited)
 {
   if (pp->latency_ns == NULL)
     return;
   pp->latency_ns[step] = latency_ns;
+  pp->from_call_ns[step] = from_call_ns;
   pp->waited[step] = waited;
 }
 
@@ -188,19 +198,20 @@ static gboolean
 pingpong_hold (PingPong *pp, guint step, GError **error)
 {
   Msg m;
-  gint64 released;
+  gint64 called, released;
 
   if (!msg_expect (pp->in_fd, MSG_WAITING, &m, error) || !pingpong_idle (pp, error))
     return FALSE;
   pp->held = FALSE;
+  called = now_ns ();
   if (!redis_lock_unlock (pp->lock, error))
     return FALSE;
   released = now_ns ();
-  if (!msg_send (pp->out_fd, MSG_RELEASED, FALSE, released, error))
+  if (!msg_send (pp->out_fd, MSG_RELEASED, FALSE, released, called, error))
     return FALSE;
   if (!msg_expect (pp->in_fd, MSG_ACQUIRED, &m, error))
     return FALSE;
-  pingpong_record (pp, step, m.value, m.waited != 0);
+  pingpong_record (pp, step, m.value, m.called, m.waited != 0);
   return TRUE;
 }
 
@@ -218,7 +229,7 @@ pingpong_wait (PingPong *pp, guint step, GError **error)
   Msg m;
 
   redis_lock_registry_get_stats (pp->registry, &before);
-  if (!msg_send (pp->out_fd, MSG_WAITING, FALSE, 0, error))
+  if (!msg_send (pp->out_fd, MSG_WAITING, FALSE, 0, 0, error))
     return FALSE;
   if (!redis_lock_try_lock_for (pp->lock, HANDOFF_TIMEOUT_MS, NULL, error))
     {
@@ -235,9 +246,9 @@ pingpong_wait (PingPong *pp, guint step, GError **error)
   if (!msg_expect (pp->in_fd, MSG_RELEASED, &m, error))
     return FALSE;
   latency = acquired - m.value;
-  if (!msg_send (pp->out_fd, MSG_ACQUIRED, waited, latency, error))
+  if (!msg_send (pp->out_fd, MSG_ACQUIRED, waited, latency, acquired - m.called, error))
     return FALSE;
-  pingpong_record (pp, step, latency, waited);
+  pingpong_record (pp, step, latency, acquired - m.called, waited);
   return TRUE;
 }
 
@@ -302,7 +313,7 @@ floor_child (guint steps, int in_fd, int out_fd, GError **error)
       gint64 acquired;
       gboolean taken;
 
-      if (!msg_send (out_fd, MSG_WAITING, FALSE, 0, error))
+      if (!msg_send (out_fd, MSG_WAITING, FALSE, 0, 0, error))
         goto out;
       if (redisGetReply (sub, (void **)&reply) != REDIS_OK)
         {
@@ -323,7 +334,8 @@ floor_child (guint steps, int in_fd, int out_fd, GError **error)
           goto out;
         }
       if (!msg_expect (in_fd, MSG_RELEASED, &m, error)
-          || !msg_send (out_fd, MSG_ACQUIRED, TRUE, acquired - m.value, error))
+          || !msg_send (out_fd, MSG_ACQUIRED, TRUE, acquired - m.value, acquired - m.called,
+                        error))
         goto out;
       reply = raw_command (cmd->c, error, "DEL %s", key);
       if (reply == NULL)
@@ -449,7 +461,9 @@ typedef struct
   gboolean *waited;    /* per library hand-off: the waiter confirmed its wait */
   gint64 *raw_samples; /* raw round trips timed at the start of each library hold */
   guint n_raw;
+  gint64 *from_call;     /* the same hand-offs from the release's call, ns */
   gint64 *floor_latency; /* the floor's hand-offs, ns, same layout; NULL: no floor */
+  gint64 *floor_from_call;
   GError *floor_error;   /* why a floor block failed; no floor figures then */
 } HandoffRun;
 
@@ -464,6 +478,7 @@ floor_run (Bench *b, RawConn *raw, HandoffRun *run, guint block, GError **error)
   g_autofree char *channel = g_strdup_printf ("%s-floor", b->key);
   g_autofree char *key = g_strdup_printf ("%s-floor:lock", b->key);
   gint64 *latency = run->floor_latency + block * run->steps;
+  gint64 *from_call = run->floor_from_call + block * run->steps;
   GPid pid = 0;
   int to_child = -1, from_child = -1;
   gboolean ok = TRUE;
@@ -474,6 +489,7 @@ floor_run (Bench *b, RawConn *raw, HandoffRun *run, guint block, GError **error)
   for (i = 0; ok && i < run->steps; i++)
     {
       redisReply *reply;
+      gint64 called;
       Msg m;
 
       ok = msg_expect (from_child, MSG_WAITING, &m, error);
@@ -491,6 +507,7 @@ floor_run (Bench *b, RawConn *raw, HandoffRun *run, guint block, GError **error)
       if (!ok)
         break;
       g_usleep (HANDOFF_HOLD_US);
+      called = now_ns ();
       reply = raw_command (raw->c, error, "EVALSHA %s 1 %s floor-parent %s", raw->release_sha, key,
                            channel);
       ok = reply != NULL;
@@ -501,10 +518,13 @@ floor_run (Bench *b, RawConn *raw, HandoffRun *run, guint block, GError **error)
         }
       if (reply != NULL)
         freeReplyObject (reply);
-      ok = ok && msg_send (to_child, MSG_RELEASED, FALSE, now_ns (), error)
+      ok = ok && msg_send (to_child, MSG_RELEASED, FALSE, now_ns (), called, error)
            && msg_expect (from_child, MSG_ACQUIRED, &m, error);
       if (ok)
-        latency[i] = m.value;
+        {
+          latency[i] = m.value;
+          from_call[i] = m.called;
+        }
     }
   return child_reap (pid, to_child, from_child, ok, error);
 }
@@ -541,6 +561,7 @@ handoff_pingpong (Bench *b, RedisLockRegistry *registry, RedisLock *lock, RawCon
   pp.hold_us = HANDOFF_HOLD_US;
   pp.held = TRUE;
   pp.latency_ns = run->latency + block * run->steps;
+  pp.from_call_ns = run->from_call + block * run->steps;
   pp.waited = run->waited + block * run->steps;
   pp.raw = raw;
   pp.raw_samples = run->raw_samples + run->n_raw;
@@ -573,6 +594,50 @@ block_p50 (const HandoffRun *run, const gint64 *latency, const gboolean *waited,
   return dist_of (scratch, handoff_counted (run, latency, waited, k, 1, scratch), 1).p50;
 }
 
+/* The floor has two states on some machines, block by block (each block is a child
+ * process of its own): its waiter's SET NX PX either overlaps the holder's reading of
+ * its release reply, and the hand-off takes less than one raw round trip, or it does
+ * not, and it takes about two. The library's hand-off has no such overlap to win or
+ * lose. The pairs of blocks are split by the floor's block p50 against the raw round
+ * trip @rt, and each state is reported with the library's hand-offs of the same pairs,
+ * pooled: the ratio the target speaks of is the one against the fast state. */
+static void
+handoff_floor_states (Section *s, const HandoffRun *run, const gboolean *waited, const Dist *rt)
+{
+  g_autofree gint64 *scratch = g_new0 (gint64, run->blocks * run->steps);
+  g_autofree gint64 *lib = g_new0 (gint64, run->blocks * run->steps);
+  g_autofree gint64 *fl = g_new0 (gint64, run->blocks * run->steps);
+
+  for (int fast = 1; fast >= 0; fast--)
+    {
+      guint n_lib = 0, n_fl = 0, blocks = 0, k;
+      Dist dl, df;
+
+      for (k = 0; k < run->blocks; k++)
+        {
+          double floor_p50 = block_p50 (run, run->floor_latency, NULL, k, scratch);
+
+          if (isnan (floor_p50) || (floor_p50 < rt->p50) != (fast != 0))
+            continue;
+          blocks++;
+          n_lib += handoff_counted (run, run->latency, waited, k, 1, lib + n_lib);
+          n_fl += handoff_counted (run, run->floor_latency, NULL, k, 1, fl + n_fl);
+        }
+      if (n_lib == 0 || n_fl == 0)
+        {
+          add_note (s, "floor %s one raw round trip in no block", fast ? "below" : "at or above");
+          continue;
+        }
+      dl = dist_of (lib, n_lib, 1);
+      df = dist_of (fl, n_fl, 1);
+      add_note (s,
+                "floor %s one raw round trip in %u of %u blocks: floor p50 %.1f us, library "
+                "p50 %.1f us in the same pairs, %.2fx",
+                fast ? "below" : "at or above", blocks, run->blocks, df.p50 / 1000,
+                dl.p50 / 1000, dl.p50 / df.p50);
+    }
+}
+
 /* The floor's figures: its pooled distribution, the library's pooled hand-off @d over
  * it, and the same ratio block by block. @waited selects the library's hand-offs as
  * handoff_report() did; @rt is the raw round trip. */
@@ -585,7 +650,7 @@ handoff_floor (Section *s, const HandoffRun *run, const gboolean *waited, const 
   g_autoptr (GString) by_block = g_string_new (NULL);
   guint n_ratios = 0, k;
   double med;
-  Dist fl;
+  Dist fl, dc, fc;
 
   if (run->floor_error != NULL)
     {
@@ -600,6 +665,16 @@ handoff_floor (Section *s, const HandoffRun *run, const gboolean *waited, const 
            FALSE);
   add_row (s, "hand-off p50 over the floor", (d->p50 - fl.p50) / 1000, "us", 1, d->p50 / fl.p50,
            "raw floor p50", "<= 1.3x", d->p50 <= 1.3 * fl.p50);
+  /* From the release's call: what the holder's own wake-up after its reply cannot move. */
+  dc = dist_of (scratch, handoff_counted (run, run->from_call, waited, 0, run->blocks, scratch), 1);
+  fc = dist_of (scratch,
+                handoff_counted (run, run->floor_from_call, NULL, 0, run->blocks, scratch), 1);
+  add_row (s, "hand-off p50 from the release call", dc.p50 / 1000, "us", 1, dc.p50 / rt->p50,
+           "raw p50", NULL, FALSE);
+  add_row (s, "raw floor p50 from the release call", fc.p50 / 1000, "us", 1, fc.p50 / rt->p50,
+           "raw p50", NULL, FALSE);
+  add_row (s, "  the same, library over floor", (dc.p50 - fc.p50) / 1000, "us", 1,
+           dc.p50 / fc.p50, "floor from the call", NULL, FALSE);
 
   for (k = 0; k < run->blocks; k++)
     {
@@ -616,6 +691,7 @@ handoff_floor (Section *s, const HandoffRun *run, const gboolean *waited, const 
             "library p50 / floor p50 in each pair of blocks: %s (median %.2fx, range "
             "%.2f-%.2fx)",
             by_block->str, med, n_ratios ? ratios[0] : NAN, n_ratios ? ratios[n_ratios - 1] : NAN);
+  handoff_floor_states (s, run, waited, rt);
 }
 
 /* The figures of @run: the hand-offs whose wait the waiter confirmed (all of them, with
@@ -698,8 +774,17 @@ handoff_run (Bench *b, Section *s, RedisLockWaitMode mode, guint blocks, guint s
   g_autofree gint64 *latency = g_new0 (gint64, blocks * steps);
   g_autofree gboolean *waited = g_new0 (gboolean, blocks * steps);
   g_autofree gint64 *raw_samples = g_new0 (gint64, 2 * blocks * steps);
+  g_autofree gint64 *from_call = g_new0 (gint64, blocks * steps);
   g_autofree gint64 *floor_latency = with_floor ? g_new0 (gint64, blocks * steps) : NULL;
-  HandoffRun run = { blocks, steps, latency, waited, raw_samples, 0, floor_latency, NULL };
+  g_autofree gint64 *floor_from_call = with_floor ? g_new0 (gint64, blocks * steps) : NULL;
+  HandoffRun run = { .blocks = blocks,
+                     .steps = steps,
+                     .latency = latency,
+                     .waited = waited,
+                     .raw_samples = raw_samples,
+                     .from_call = from_call,
+                     .floor_latency = floor_latency,
+                     .floor_from_call = floor_from_call };
   guint k;
 
   g_assert (blocks > 0 && steps > HANDOFF_WARMUP);
