@@ -22,7 +22,7 @@ HEADLINES = [
     ("reentrant", "pair p50", "re-entrant lock+unlock / GRecMutex pair", "time"),
     ("uncontended", "pair p50", "uncontended lock+unlock / 2 raw calls", "time"),
     ("uncontended", "  the same, vs by hand", "uncontended lock+unlock / by hand", "time"),
-    ("handoff", "hand-off p50 over the floor", "hand-off between processes / raw floor", "time"),
+    ("handoff", "  from the call, library over floor", "hand-off from the release call / raw floor", "time"),
     ("watchdog", "tick wall time", "watchdog tick, 10 000 leases / raw pipeline", "time"),
     ("independent", "pairs/s", "8 threads, 8 names / raw rate", "rate"),
     ("contention", "  vs hand-offs off", "8 threads, one name / hand-offs off", "rate"),

@@ -673,7 +673,7 @@ handoff_floor (Section *s, const HandoffRun *run, const gboolean *waited, const 
            "raw p50", NULL, FALSE);
   add_row (s, "raw floor p50 from the release call", fc.p50 / 1000, "us", 1, fc.p50 / rt->p50,
            "raw p50", NULL, FALSE);
-  add_row (s, "  the same, library over floor", (dc.p50 - fc.p50) / 1000, "us", 1,
+  add_row (s, "  from the call, library over floor", (dc.p50 - fc.p50) / 1000, "us", 1,
            dc.p50 / fc.p50, "floor from the call", NULL, FALSE);
 
   for (k = 0; k < run->blocks; k++)
