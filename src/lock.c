@@ -632,7 +632,7 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
 
   if (cancellable != NULL && wait_ms != 0)
     handler = g_cancellable_connect (cancellable, G_CALLBACK (on_cancelled), lock, NULL);
-  rl_waiting_begin (&waiting, lock);
+  rl_waiting_begin (&waiting, lock, deadline, wait_ms != 0);
   if (!owned
       && !acquire_local (lock, self, deadline, cancellable, &waiting, &kept, &reentered, error))
     {

@@ -237,7 +237,7 @@ rl_memory_rw_stop_waiting (RlStore *store, const RlRwKeys *keys, GError **error)
  * expired ones removed when the table is read. */
 gboolean
 rl_memory_waits_update (RlStore *store, const char *id, const char *record, gint64 ttl_ms,
-                        GPtrArray *records, GError **error)
+                        GPtrArray *records, gint64 deadline, GError **error)
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
   g_autofree char *key = rl_store_waits_key (store->registry_key);

@@ -66,6 +66,6 @@ RlStoreSemaphoreAvailableFunc rl_memory_semaphore_available;
 RlStoreRwAcquireFunc rl_memory_rw_acquire;
 RlStoreRwStopWaitingFunc rl_memory_rw_stop_waiting;
 gboolean rl_memory_waits_update (RlStore *store, const char *id, const char *record, gint64 ttl_ms,
-                                 GPtrArray *records, GError **error);
+                                 GPtrArray *records, gint64 deadline, GError **error);
 
 #endif /* RL_MEMORY_STORE_PRIVATE_H */

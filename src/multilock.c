@@ -432,7 +432,7 @@ acquire_leases (Entry *entries, guint m, gint64 deadline, gboolean bounded,
   RlWaiting waiting;
   gboolean ok;
 
-  rl_waiting_begin (&waiting, entries[0].lock);
+  rl_waiting_begin (&waiting, entries[0].lock, deadline, bounded);
   ok = acquire_leases_waiting (entries, m, deadline, bounded, cancellable, &waiting, error);
   rl_waiting_end (&waiting);
   return ok;

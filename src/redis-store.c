@@ -367,7 +367,7 @@ rl_redis_store_classic (RlStore *store, const char *shard, const char *channel)
 /* The waits-for records: the script of redis-waits.c on the registry key's hash. */
 static gboolean
 rl_redis_waits_update (RlStore *store, const char *id, const char *record, gint64 ttl_ms,
-                       GPtrArray *records, GError **error)
+                       GPtrArray *records, gint64 deadline, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   g_autofree char *key = rl_store_waits_key (store->registry_key);
@@ -377,7 +377,7 @@ rl_redis_waits_update (RlStore *store, const char *id, const char *record, gint6
   gboolean ok;
 
   rl_redis_waits_argv (argv, key, id, record, ttl_ms, records != NULL, ttl_text);
-  reply = rl_redis_call (self, key, 8, argv, &self->waits, 0, NULL, NULL, NULL, error);
+  reply = rl_redis_call (self, key, 8, argv, &self->waits, deadline, NULL, NULL, NULL, error);
   if (reply == NULL)
     return FALSE;
   ok = rl_redis_waits_read_reply (reply, records, error);

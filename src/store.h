@@ -308,9 +308,10 @@ typedef struct
   /* With @id: sets the record @id to @record, expiring @ttl_ms from now, or deletes it
    * when @record is NULL. With @records: appends a copy (g_free()) of every record
    * that has not expired (after the change), deleting the expired ones. One atomic
-   * step. NULL in a store that keeps no records (the quorum store). */
+   * step, bounded by @deadline (monotonic µs; 0: the command timeout from now). NULL
+   * in a store that keeps no records (the quorum store). */
   gboolean (*waits_update) (RlStore *store, const char *id, const char *record, gint64 ttl_ms,
-                            GPtrArray *records, GError **error);
+                            GPtrArray *records, gint64 deadline, GError **error);
 
   /* Stops background threads; the store stays usable for single calls. */
   void (*close) (RlStore *store);

@@ -171,12 +171,12 @@ records_parse (GPtrArray *texts)
 }
 
 GPtrArray *
-rl_waits_read (RlStore *store, GError **error)
+rl_waits_read (RlStore *store, gint64 deadline, GError **error)
 {
   g_autoptr (GPtrArray) texts = g_ptr_array_new_with_free_func (g_free);
 
   if (store->vt->waits_update != NULL
-      && !store->vt->waits_update (store, NULL, NULL, 0, texts, error))
+      && !store->vt->waits_update (store, NULL, NULL, 0, texts, deadline, error))
     return NULL;
   return records_parse (texts);
 }
@@ -200,7 +200,7 @@ redis_lock_registry_list_waiters (RedisLockRegistry *registry, GError **error)
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
   if (!rl_registry_check (registry, error))
     return NULL;
-  records = rl_waits_read (registry->store, error);
+  records = rl_waits_read (registry->store, 0, error);
   if (records == NULL)
     return NULL;
   waiters = g_ptr_array_new_with_free_func ((GDestroyNotify) redis_lock_waiter_info_free);
@@ -358,9 +358,10 @@ claimed_value (const RlWaitRecord *waiter, const RlWaitRecord *holder)
 }
 
 /* Whether the cycle still holds: each key holds the value its holder's record claims,
- * and then every record of the cycle is still there. A store error: not confirmed. */
+ * and then every record of the cycle is still there (read again by @deadline). A store
+ * error: not confirmed. */
 static gboolean
-confirm_cycle (RlStore *store, GPtrArray *records, GArray *cycle)
+confirm_cycle (RlStore *store, GPtrArray *records, GArray *cycle, gint64 deadline)
 {
   g_autoptr (GPtrArray) again = NULL;
 
@@ -376,7 +377,7 @@ confirm_cycle (RlStore *store, GPtrArray *records, GArray *cycle)
           || strcmp (value, claimed_value (waiter, holder)) != 0)
         return FALSE;
     }
-  again = rl_waits_read (store, NULL);
+  again = rl_waits_read (store, deadline, NULL);
   if (again == NULL)
     return FALSE;
   for (guint i = 0; i < cycle->len; i++)
@@ -427,11 +428,13 @@ set_deadlock_error (GError **error, GPtrArray *records, GArray *cycle, const cha
 /* The wait ---------------------------------------------------------------------- */
 
 void
-rl_waiting_begin (RlWaiting *waiting, RedisLock *lock)
+rl_waiting_begin (RlWaiting *waiting, RedisLock *lock, gint64 deadline, gboolean bounded)
 {
   RedisLockRegistry *registry = lock->registry;
 
   waiting->lock = lock;
+  waiting->deadline = deadline;
+  waiting->bounded = bounded;
   waiting->started = g_get_monotonic_time ();
   waiting->recorded = FALSE;
   waiting->since_us = 0;
@@ -454,9 +457,13 @@ rl_waiting_check (RlWaiting *waiting, GError **error)
   g_autoptr (GError) local_error = NULL;
   g_autofree char *record = NULL;
   gint64 now = g_get_monotonic_time ();
+  /* The check's requests end with the acquisition's wait, as its attempts do. */
+  gint64 until = rl_request_deadline (registry, waiting->deadline, waiting->bounded, now);
   guint self;
 
   waiting->check_at = now + RL_WAITS_CHECK_MS * 1000;
+  if (until <= now)
+    return TRUE;
   if (waiting->id[0] == '\0')
     {
       rl_leases_value (registry->leases, rl_leases_next_serial (registry->leases), waiting->id);
@@ -464,7 +471,7 @@ rl_waiting_check (RlWaiting *waiting, GError **error)
     }
   record = record_build (waiting);
   waiting->recorded = TRUE;
-  if (!store->vt->waits_update (store, waiting->id, record, RL_WAITS_RECORD_TTL_MS, texts,
+  if (!store->vt->waits_update (store, waiting->id, record, RL_WAITS_RECORD_TTL_MS, texts, until,
                                 &local_error))
     {
       rl_debug ("waits-for record of %s: %s", waiting->lock->key_data, local_error->message);
@@ -477,7 +484,7 @@ rl_waiting_check (RlWaiting *waiting, GError **error)
   if (self == records->len || !find_cycle (records, self, cycle))
     return TRUE;
   rl_debug ("waits-for %s: a cycle of %u waits, confirming", waiting->lock->key_data, cycle->len);
-  if (!confirm_cycle (store, records, cycle))
+  if (!confirm_cycle (store, records, cycle, until))
     return TRUE;
   set_deadlock_error (error, records, cycle, registry->registry_key);
   return FALSE;
@@ -499,12 +506,19 @@ rl_waiting_end (RlWaiting *waiting)
 {
   RlStore *store;
   g_autoptr (GError) error = NULL;
+  gint64 now, until;
 
   if (!waiting->recorded)
     return;
   waiting->recorded = FALSE;
   store = waiting->lock->registry->store;
-  if (!store->vt->waits_update (store, waiting->id, NULL, 0, NULL, &error))
+  now = g_get_monotonic_time ();
+  /* A wait that ran out still deletes its record, if the store answers at once: a
+   * frozen store does not hold the caller past its wait for a record that expires. */
+  until = rl_request_deadline (waiting->lock->registry,
+                               MAX (waiting->deadline, now + RL_MIN_REQUEST_MS * 1000),
+                               waiting->bounded, now);
+  if (!store->vt->waits_update (store, waiting->id, NULL, 0, NULL, until, &error))
     rl_debug ("deleting the waits-for record of %s: %s (it expires)", waiting->lock->key_data,
              error->message);
 }

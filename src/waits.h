@@ -24,6 +24,8 @@ typedef struct
   gint64 since_us;   /* the same on the wall clock, fixed at the first check (0: none
                         yet), so that every record of the wait orders it alike */
   gint64 check_at;   /* monotonic µs of the next check; RL_FOREVER: none */
+  gint64 deadline;   /* the acquisition's (monotonic µs), which bounds the checks' requests */
+  gboolean bounded;  /* the acquisition's requests are cut short at its deadline */
   gboolean recorded; /* its record may be in the store */
   char id[RL_LEASE_VALUE_MAX]; /* the wait's id: client id and a number of its own;
                                   empty until the first check */
@@ -43,9 +45,11 @@ typedef struct
 
 void rl_wait_record_free (RlWaitRecord *record);
 
-/* A wait for @lock begins now: checks are planned when the registry detects deadlocks
- * and its store keeps records (otherwise check_at is RL_FOREVER). Costs no I/O. */
-void rl_waiting_begin (RlWaiting *waiting, RedisLock *lock);
+/* A wait for @lock begins now, for an acquisition that ends at @deadline (with
+ * @bounded, its requests do not outlast it): checks are planned when the registry
+ * detects deadlocks and its store keeps records (otherwise check_at is RL_FOREVER).
+ * Costs no I/O. */
+void rl_waiting_begin (RlWaiting *waiting, RedisLock *lock, gint64 deadline, gboolean bounded);
 static inline gboolean
 rl_waiting_due (const RlWaiting *waiting, gint64 now)
 {
@@ -61,12 +65,14 @@ gboolean rl_waiting_check (RlWaiting *waiting, GError **error);
 /* The wait is now for @lock (a set of locks waits for the one its last attempt found
  * held); a record already written in another registry's store is deleted first. */
 void rl_waiting_retarget (RlWaiting *waiting, RedisLock *lock);
-/* The wait ended, however: its record, if it wrote one, is deleted. */
+/* The wait ended, however: its record, if it wrote one, is deleted, with no more than
+ * RL_MIN_REQUEST_MS past a bounded acquisition's deadline for it (a record that stays
+ * expires, RL_WAITS_RECORD_TTL_MS). */
 void rl_waiting_end (RlWaiting *waiting);
 
 /* Every record on @store (RlWaitRecord), or NULL with @error; an empty array when the
- * store keeps none. */
-GPtrArray *rl_waits_read (RlStore *store, GError **error);
+ * store keeps none. The request is bounded by @deadline (0: the command timeout). */
+GPtrArray *rl_waits_read (RlStore *store, gint64 deadline, GError **error);
 
 /* The process-wide list of registries whose held leases the records name: a waiting
  * thread's record lists what it holds in every registry of the process on the same

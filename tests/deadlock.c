@@ -827,6 +827,68 @@ test_record_cancel (TestFixture *fx, gconstpointer data)
   run_give_up (fx, TRUE);
 }
 
+/* How long the waiter of a frozen store waits; its store's command timeout is five
+ * times that, so that a request held for the command timeout shows. */
+#define FROZEN_WAIT_MS 1000
+
+typedef struct
+{
+  RedisLock *lock;
+  gboolean acquired;
+  GError *error;
+  gint64 took_ms;
+} FrozenWait;
+
+static gpointer
+frozen_wait_thread (gpointer data)
+{
+  FrozenWait *w = data;
+  gint64 start = g_get_monotonic_time ();
+
+  w->acquired = redis_lock_try_lock_for (w->lock, FROZEN_WAIT_MS, NULL, &w->error);
+  w->took_ms = (g_get_monotonic_time () - start) / 1000;
+  return NULL;
+}
+
+static gboolean
+contended (RedisLockRegistry *registry)
+{
+  RedisLockRegistryStats stats;
+
+  redis_lock_registry_get_stats (registry, &stats);
+  return stats.contended_attempts >= 1;
+}
+
+/* The server freezes while a waiter sleeps (its first attempt found the lock held, its
+ * first check comes RL_WAITS_FIRST_CHECK_MS into the wait): the check, and the deletion
+ * of its record when the wait ends, are cut short with the wait, as its attempts are,
+ * instead of holding the caller for the command timeout each. */
+static void
+test_record_frozen_store (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) waiter_registry = test_registry_new (fx);
+  g_autoptr (RedisLock) held = test_obtain (fx->registry, "frozen");
+  FrozenWait w = { test_obtain (waiter_registry, "frozen"), FALSE, NULL, 0 };
+  GThread *thread;
+
+  g_test_summary ("A waiter whose server freezes returns within its wait: the deadlock check "
+                  "and the deletion of its record end with the wait");
+  redis_lock_registry_set_command_timeout_ms (waiter_registry, 5 * FROZEN_WAIT_MS);
+  g_assert_true (redis_lock_lock (held, NULL));
+  thread = g_thread_new ("frozen-wait", frozen_wait_thread, &w);
+  TEST_WAIT_UNTIL (contended (waiter_registry), 5000);
+  redis_lock_test_server_pause (fx->server);
+  g_thread_join (thread);
+  redis_lock_test_server_resume (fx->server);
+  g_assert_false (w.acquired);
+  if (w.error != NULL)
+    g_assert_error (w.error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION);
+  g_clear_error (&w.error);
+  g_assert_cmpint (w.took_ms, <, 2 * FROZEN_WAIT_MS);
+  g_assert_true (redis_lock_unlock (held, NULL));
+  redis_lock_unref (w.lock);
+}
+
 /* --- main ------------------------------------------------------------------------------ */
 
 /* The stores that keep records: every one but the quorum. */
@@ -879,5 +941,6 @@ main (int argc, char **argv)
   add_stores ("/deadlock/stale/expired-holder", test_stale_holder);
   add_stores ("/deadlock/records/timeout-removes", test_record_timeout);
   add_stores ("/deadlock/records/cancel-removes", test_record_cancel);
+  test_add_redis ("/deadlock/records/frozen-server", NULL, test_record_frozen_store);
   return g_test_run ();
 }
