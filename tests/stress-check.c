@@ -387,7 +387,8 @@ check_lease_losses (Controller *c, Collected *col, Row *row)
 
 /* Faults had an effect and calls stayed within their bounds: an acquisition within its
  * wait plus a connect and a command timeout, an unlock within the two timeouts, each
- * with REDISLOCK_STRESS_SLACK_MS of slack (1 s unless set). */
+ * with REDISLOCK_STRESS_SLACK_MS of slack (1 s unless set). The workers leave out of
+ * each call the time their own process stood stopped by a pause (stress-worker.c). */
 static void
 check_bounds (Controller *c, Collected *col, Row *row)
 {

@@ -140,10 +140,20 @@ error_code_name (const GError *error)
 /* ------------------------------------------------------------------------------------- */
 /* Worker processes. */
 
+/* A stop of the whole process by its own thread 0 (SIGSTOP), on the monotonic clock. */
+typedef struct
+{
+  gint64 from;
+  gint64 until; /* 0 while the process is stopped */
+} Freeze;
+
 typedef struct
 {
   WorkerOptions *opt;
   RedisLockRegistry **registries;
+  GMutex freeze_mutex; /* guards freezes */
+  GCond freeze_cond;   /* a freeze has ended */
+  GArray *freezes;     /* of Freeze: the stops so far */
   gint stop;      /* atomic: finish the current loop and leave */
   gint self_stop; /* atomic: thread 0 freezes the process inside its next section */
   gint freezing;  /* atomic: from the freeze request until thread 0 has resumed */
@@ -193,6 +203,51 @@ typedef enum
   MODE_TRY,
   MODE_LOCK,
 } AcquireMode;
+
+/* Stops the whole process: SIGSTOP to the calling thread, which stops before raise()
+ * returns (kill (getpid ()) could be taken by another thread and let this one run on
+ * for a while). The stop is recorded, so that the bounds on the calls of the other
+ * threads leave out the time nobody in the process ran (worker_frozen_us()). */
+static void
+worker_freeze (Worker *w)
+{
+  Freeze f = { g_get_monotonic_time (), 0 };
+  guint i;
+
+  g_mutex_lock (&w->freeze_mutex);
+  i = w->freezes->len;
+  g_array_append_val (w->freezes, f);
+  g_mutex_unlock (&w->freeze_mutex);
+  raise (SIGSTOP);
+  g_mutex_lock (&w->freeze_mutex);
+  g_array_index (w->freezes, Freeze, i).until = g_get_monotonic_time ();
+  g_cond_broadcast (&w->freeze_cond);
+  g_mutex_unlock (&w->freeze_mutex);
+}
+
+/* How much of [@start, @end] (monotonic µs) the process stood stopped. A call that
+ * ended after a stop began waits until thread 0 has recorded the stop's end: all
+ * threads run again together when the process is continued, thread 0 maybe last. */
+static gint64
+worker_frozen_us (Worker *w, gint64 start, gint64 end)
+{
+  gint64 frozen = 0;
+
+  g_mutex_lock (&w->freeze_mutex);
+  for (guint i = 0; i < w->freezes->len; i++)
+    {
+      gint64 from = g_array_index (w->freezes, Freeze, i).from, until;
+
+      if (from >= end)
+        continue;
+      while ((until = g_array_index (w->freezes, Freeze, i).until) == 0)
+        g_cond_wait (&w->freeze_cond, &w->freeze_mutex);
+      if (until > start)
+        frozen += MIN (until, end) - MAX (from, start);
+    }
+  g_mutex_unlock (&w->freeze_mutex);
+  return frozen;
+}
 
 static void
 raw_drop (WorkerThread *t)
@@ -306,8 +361,6 @@ critical_section (WorkerThread *t, const char *name, const char *id, gboolean fr
     goto broken;
   freeReplyObject (reply);
 
-  /* raise() sends to the calling thread, which stops before it returns; kill (getpid
-   * ()) could be taken by another thread and let this one run on for a while. */
   if (freeze)
     {
       /* Which section froze, for the controller: the holder key may already name a
@@ -316,7 +369,7 @@ critical_section (WorkerThread *t, const char *name, const char *id, gboolean fr
       if (reply == NULL)
         goto broken;
       freeReplyObject (reply);
-      raise (SIGSTOP);
+      worker_freeze (t->w);
     }
 
   value = g_strdup_printf ("%" G_GUINT64_FORMAT " %s", read_n + 1, id);
@@ -421,7 +474,9 @@ pick_name (WorkerThread *t, gboolean *freeze, gboolean *sibling)
 
 /* Takes @lock in a random mode (the section to freeze in with the short TTL, a sibling
  * waiting through the freeze), timing the call: the controller checks the bounded ones
- * against their bound, those that failed with CONNECTION too. */
+ * against their bound, those that failed with CONNECTION too. A call of another
+ * registry's thread stands still while thread 0 holds the process stopped: that time
+ * is the test's, not the library's, and is left out. */
 static gboolean
 acquire (WorkerThread *t, RedisLock *lock, gboolean freeze, gboolean sibling)
 {
@@ -460,7 +515,7 @@ acquire (WorkerThread *t, RedisLock *lock, gboolean freeze, gboolean sibling)
     }
   t->acquired_us = g_get_monotonic_time ();
   g_atomic_int_set (&t->waiting_tid, 0);
-  ms = (t->acquired_us - start) / 1000;
+  ms = (t->acquired_us - start - worker_frozen_us (t->w, start, t->acquired_us)) / 1000;
   if (bounded)
     tally->max_acquire_ms = MAX (tally->max_acquire_ms, ms);
   if (error != NULL)
@@ -534,7 +589,9 @@ release (WorkerThread *t, RedisLock *lock, const char *id, gboolean reentered, g
   start = g_get_monotonic_time ();
   if (!redis_lock_unlock (lock, &error))
     {
-      ms = (g_get_monotonic_time () - start) / 1000;
+      gint64 end = g_get_monotonic_time ();
+
+      ms = (end - start - worker_frozen_us (t->w, start, end)) / 1000;
       count_error (tally, "unlock", error);
       if (g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST))
         tally_record (tally, "lease-lost %s", id);
@@ -542,7 +599,11 @@ release (WorkerThread *t, RedisLock *lock, const char *id, gboolean reentered, g
         tally->max_failed_unlock_ms = MAX (tally->max_failed_unlock_ms, ms);
     }
   else
-    ms = (g_get_monotonic_time () - start) / 1000;
+    {
+      gint64 end = g_get_monotonic_time ();
+
+      ms = (end - start - worker_frozen_us (t->w, start, end)) / 1000;
+    }
   tally->max_unlock_ms = MAX (tally->max_unlock_ms, ms);
   if (freeze)
     tally_record (tally, "stop %s %s", id, error != NULL ? error_code_name (error) : "OK");
@@ -574,8 +635,7 @@ history_section (WorkerThread *t, RedisLock *lock, const char *name, const char 
   reentered = !freeze && maybe_reenter (t, lock);
   if (freeze)
     {
-      /* raise() stops the calling thread before it returns (see critical_section). */
-      raise (SIGSTOP);
+      worker_freeze (w);
       g_atomic_int_set (&w->freezing, 0);
     }
   /* Workload: most sections are short, one in LONG_HOLD_ONE_IN lasts up to half the
@@ -836,6 +896,9 @@ worker_main (WorkerOptions *opt)
    * so ThreadSanitizer runs look at the library's locking instead. */
   g_error_free (g_error_new_literal (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION, "first error"));
   w.opt = opt;
+  g_mutex_init (&w.freeze_mutex);
+  g_cond_init (&w.freeze_cond);
+  w.freezes = g_array_new (FALSE, FALSE, sizeof (Freeze));
   w.progress = &map[opt->index];
   w.deadline_us = g_get_monotonic_time () + opt->max_ms * 1000;
   w.registries = g_new0 (RedisLockRegistry *, opt->registries);
@@ -889,6 +952,9 @@ worker_main (WorkerOptions *opt)
   for (gint r = 0; r < opt->registries; r++)
     redis_lock_registry_unref (w.registries[r]);
   g_free (w.registries);
+  g_array_unref (w.freezes);
+  g_cond_clear (&w.freeze_cond);
+  g_mutex_clear (&w.freeze_mutex);
   print_tally (&total);
   tally_clear (&total);
   munmap (map, 4096);
