@@ -151,9 +151,8 @@ typedef struct
 {
   WorkerOptions *opt;
   RedisLockRegistry **registries;
-  GMutex freeze_mutex; /* guards freezes */
-  GCond freeze_cond;   /* a freeze has ended */
-  GArray *freezes;     /* of Freeze: the stops so far */
+  TestSync freeze_sync; /* guards freezes; broadcast when a stop has ended */
+  GArray *freezes;      /* of Freeze: the stops so far */
   gint stop;      /* atomic: finish the current loop and leave */
   gint self_stop; /* atomic: thread 0 freezes the process inside its next section */
   gint freezing;  /* atomic: from the freeze request until thread 0 has resumed */
@@ -214,15 +213,15 @@ worker_freeze (Worker *w)
   Freeze f = { g_get_monotonic_time (), 0 };
   guint i;
 
-  g_mutex_lock (&w->freeze_mutex);
+  test_sync_lock (&w->freeze_sync);
   i = w->freezes->len;
   g_array_append_val (w->freezes, f);
-  g_mutex_unlock (&w->freeze_mutex);
+  test_sync_unlock (&w->freeze_sync);
   raise (SIGSTOP);
-  g_mutex_lock (&w->freeze_mutex);
+  test_sync_lock (&w->freeze_sync);
   g_array_index (w->freezes, Freeze, i).until = g_get_monotonic_time ();
-  g_cond_broadcast (&w->freeze_cond);
-  g_mutex_unlock (&w->freeze_mutex);
+  test_sync_broadcast (&w->freeze_sync);
+  test_sync_unlock (&w->freeze_sync);
 }
 
 /* How much of [@start, @end] (monotonic µs) the process stood stopped. A call that
@@ -233,7 +232,7 @@ worker_frozen_us (Worker *w, gint64 start, gint64 end)
 {
   gint64 frozen = 0;
 
-  g_mutex_lock (&w->freeze_mutex);
+  test_sync_lock (&w->freeze_sync);
   for (guint i = 0; i < w->freezes->len; i++)
     {
       gint64 from = g_array_index (w->freezes, Freeze, i).from, until;
@@ -241,11 +240,11 @@ worker_frozen_us (Worker *w, gint64 start, gint64 end)
       if (from >= end)
         continue;
       while ((until = g_array_index (w->freezes, Freeze, i).until) == 0)
-        g_cond_wait (&w->freeze_cond, &w->freeze_mutex);
+        test_sync_wait (&w->freeze_sync);
       if (until > start)
         frozen += MIN (until, end) - MAX (from, start);
     }
-  g_mutex_unlock (&w->freeze_mutex);
+  test_sync_unlock (&w->freeze_sync);
   return frozen;
 }
 
@@ -896,8 +895,7 @@ worker_main (WorkerOptions *opt)
    * so ThreadSanitizer runs look at the library's locking instead. */
   g_error_free (g_error_new_literal (REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION, "first error"));
   w.opt = opt;
-  g_mutex_init (&w.freeze_mutex);
-  g_cond_init (&w.freeze_cond);
+  test_sync_init (&w.freeze_sync);
   w.freezes = g_array_new (FALSE, FALSE, sizeof (Freeze));
   w.progress = &map[opt->index];
   w.deadline_us = g_get_monotonic_time () + opt->max_ms * 1000;
@@ -953,8 +951,7 @@ worker_main (WorkerOptions *opt)
     redis_lock_registry_unref (w.registries[r]);
   g_free (w.registries);
   g_array_unref (w.freezes);
-  g_cond_clear (&w.freeze_cond);
-  g_mutex_clear (&w.freeze_mutex);
+  test_sync_clear (&w.freeze_sync);
   print_tally (&total);
   tally_clear (&total);
   munmap (map, 4096);
