@@ -248,6 +248,13 @@ worker_frozen_us (Worker *w, gint64 start, gint64 end)
   return frozen;
 }
 
+/* The ms a call from @start to @end took, without the time its process stood stopped. */
+static gint64
+call_ms (Worker *w, gint64 start, gint64 end)
+{
+  return (end - start - worker_frozen_us (w, start, end)) / 1000;
+}
+
 static void
 raw_drop (WorkerThread *t)
 {
@@ -514,7 +521,7 @@ acquire (WorkerThread *t, RedisLock *lock, gboolean freeze, gboolean sibling)
     }
   t->acquired_us = g_get_monotonic_time ();
   g_atomic_int_set (&t->waiting_tid, 0);
-  ms = (t->acquired_us - start - worker_frozen_us (t->w, start, t->acquired_us)) / 1000;
+  ms = call_ms (t->w, start, t->acquired_us);
   if (bounded)
     tally->max_acquire_ms = MAX (tally->max_acquire_ms, ms);
   if (error != NULL)
@@ -579,6 +586,7 @@ release (WorkerThread *t, RedisLock *lock, const char *id, gboolean reentered, g
   Tally *tally = &t->tally;
   g_autoptr (GError) error = NULL;
   gint64 start, ms;
+  gboolean ok;
 
   if (reentered && (!redis_lock_unlock (lock, &error) || error != NULL))
     {
@@ -586,22 +594,15 @@ release (WorkerThread *t, RedisLock *lock, const char *id, gboolean reentered, g
       g_clear_error (&error);
     }
   start = g_get_monotonic_time ();
-  if (!redis_lock_unlock (lock, &error))
+  ok = redis_lock_unlock (lock, &error);
+  ms = call_ms (t->w, start, g_get_monotonic_time ());
+  if (!ok)
     {
-      gint64 end = g_get_monotonic_time ();
-
-      ms = (end - start - worker_frozen_us (t->w, start, end)) / 1000;
       count_error (tally, "unlock", error);
       if (g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST))
         tally_record (tally, "lease-lost %s", id);
       if (g_error_matches (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION))
         tally->max_failed_unlock_ms = MAX (tally->max_failed_unlock_ms, ms);
-    }
-  else
-    {
-      gint64 end = g_get_monotonic_time ();
-
-      ms = (end - start - worker_frozen_us (t->w, start, end)) / 1000;
     }
   tally->max_unlock_ms = MAX (tally->max_unlock_ms, ms);
   if (freeze)
