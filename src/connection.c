@@ -69,8 +69,6 @@ rl_conns_exchange (RlConn **conns, guint n, const guint *expected, gint64 timeou
     }
   while (active > 0)
     {
-      gint64 now = g_get_monotonic_time ();
-      gint64 left_ms = (deadline - now + 999) / 1000;
       gboolean pending = FALSE;
       guint nfds = 0;
       int rc;
@@ -89,9 +87,7 @@ rl_conns_exchange (RlConn **conns, guint n, const guint *expected, gint64 timeou
               }
             index[nfds++] = i;
           }
-      rc = pending ? 1 : left_ms > 0 ? poll (pfds, nfds, (int) MIN (left_ms, G_MAXINT)) : 0;
-      if (rc < 0 && errno == EINTR)
-        continue;
+      rc = pending ? 1 : rl_poll_until (pfds, nfds, deadline);
       if (rc <= 0)
         {
           for (guint k = 0; k < nfds; k++)

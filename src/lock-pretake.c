@@ -38,7 +38,6 @@
  */
 #include "config.h"
 
-#include <errno.h>
 #include <poll.h>
 
 #include "lock-private.h"
@@ -160,13 +159,9 @@ drive (RedisLock *lock, RlPretake *p)
   while (!request->done)
     {
       struct pollfd pfd = { request->fd, request->events, 0 };
-      gint64 now = g_get_monotonic_time ();
-      int rc;
+      int rc = rl_poll_until (&pfd, 1, request->ready ? 0 : end);
 
-      if (now >= end)
-        break;
-      rc = poll (&pfd, 1, request->ready ? 0 : (int)MIN ((end - now + 999) / 1000, G_MAXINT));
-      if (rc < 0 && errno != EINTR)
+      if (rc < 0 || (rc == 0 && !request->ready))
         break;
       if (pfd.revents != 0 || request->ready)
         store->vt->request_ready (request, pfd.revents);

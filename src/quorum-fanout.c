@@ -10,7 +10,6 @@
  */
 #include "config.h"
 
-#include <errno.h>
 #include <poll.h>
 #include <string.h>
 
@@ -261,7 +260,7 @@ rl_quorum_fan_out_run (RlFanOut *f, gint64 node_ms, RlFanOutWait wait, gint64 ti
 
   for (;;)
     {
-      gint64 now, stop;
+      gint64 stop;
       gboolean ready = FALSE;
       guint n_live = 0;
       int rc;
@@ -283,14 +282,13 @@ rl_quorum_fan_out_run (RlFanOut *f, gint64 node_ms, RlFanOutWait wait, gint64 ti
           ready = ready || request->ready;
           live[n_live++] = i;
         }
-      now = g_get_monotonic_time ();
       stop = soft ? MIN (end, fan_out_until (f)) : end;
-      if (n_live == 0 || now >= stop)
+      if (n_live == 0)
         break;
-      rc = poll (pfds, n_live, ready ? 0 : (int) MIN ((stop - now + 999) / 1000, G_MAXINT));
-      if (rc < 0 && errno != EINTR)
+      rc = rl_poll_until (pfds, n_live, ready ? 0 : stop);
+      if (rc < 0 || (rc == 0 && !ready))
         break;
-      for (guint k = 0; rc >= 0 && k < n_live; k++)
+      for (guint k = 0; k < n_live; k++)
         {
           RlRequest *request = f->requests[live[k]];
 

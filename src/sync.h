@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* sync.h: the mutex and condition variable every part of the library uses.
+/* sync.h: the mutex and condition variable every part of the library uses, and the
+ * one wait on sockets until a deadline.
  *
  * GLib 2.74's GMutex and GCond are futex-based on Linux and invisible to
  * ThreadSanitizer, so a TSan build would report races on state that is correctly
@@ -31,6 +32,7 @@
 #define RL_SYNC_H
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
@@ -184,6 +186,28 @@ rl_cond_wait_until (RlCond *cond, RlMutex *mutex, gint64 end_us)
   ts.tv_nsec = (end_us % G_USEC_PER_SEC) * 1000;
   rc = pthread_cond_timedwait (&cond->c, &mutex->m, &ts);
   return rc != ETIMEDOUT;
+}
+
+/* Waits until one of @pfds is ready or the monotonic time @end_us passes (RL_FOREVER:
+ * no bound), again after a signal. Past @end_us it still looks once without waiting:
+ * what arrived while the thread was not running (its process stopped, or not
+ * scheduled) is then read instead of being taken for a timeout. A deadline already
+ * gone (0, say) asks for that look only. A caller goes on past @end_us only while what
+ * it waits for is already there, which the replies it expects bound. Every wait of the library on its sockets goes
+ * through here, where the absolute deadline becomes poll()'s relative timeout. Returns
+ * poll()'s count: 0 when nothing was ready by @end_us, -1 with errno (never EINTR). */
+static inline int
+rl_poll_until (struct pollfd *pfds, nfds_t n, gint64 end_us)
+{
+  for (;;)
+    {
+      gint64 left_ms = end_us == RL_FOREVER ? -1
+                                            : MAX ((end_us - g_get_monotonic_time () + 999) / 1000, 0);
+      int rc = poll (pfds, n, (int) MIN (left_ms, G_MAXINT));
+
+      if (rc >= 0 || errno != EINTR)
+        return rc;
+    }
 }
 
 #endif /* RL_SYNC_H */

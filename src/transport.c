@@ -52,6 +52,7 @@
 #endif
 
 #include "key-index.h"
+#include "sync.h"
 #include "transport.h"
 
 #define RL_READ_CHUNK 16384
@@ -303,7 +304,8 @@ session_free (struct _RlTlsSession *s)
   g_free (s);
 }
 
-/* Waits until @fd is ready for @events or @deadline passes. */
+/* Waits until @fd is ready for @events or @deadline passes, with a last look past it
+ * (rl_poll_until()). */
 static int wait_fd (int fd, short events, gint64 deadline);
 
 /* The handshake, within @deadline: FALSE with @error naming the cause. */
@@ -501,19 +503,9 @@ rl_conn_has_pending (RlConn *conn)
 static int
 wait_fd (int fd, short events, gint64 deadline)
 {
-  for (;;)
-    {
-      struct pollfd pfd = { fd, events, 0 };
-      gint64 left_ms = (deadline - g_get_monotonic_time () + 999) / 1000;
-      int rc;
+  struct pollfd pfd = { fd, events, 0 };
 
-      if (left_ms <= 0)
-        return 0;
-      rc = poll (&pfd, 1, (int) MIN (left_ms, G_MAXINT));
-      if (rc < 0 && errno == EINTR)
-        continue;
-      return rc;
-    }
+  return rl_poll_until (&pfd, 1, deadline);
 }
 
 /* Waits for @events on @conn's socket until @deadline; FALSE with @conn failed (timed
