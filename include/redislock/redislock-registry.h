@@ -366,7 +366,10 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_watchdog (RedisLockRegi
  * waiter of such a cycle whose wait began last, and a second reading confirms the
  * cycle, its call fails with %REDIS_LOCK_ERROR_DEADLOCK, the message naming the locks
  * and holders of the cycle; the other waiters of the cycle go on. A wait shorter
- * than the first check costs nothing. With detection off, waits are neither recorded
+ * than the first check costs nothing. The checks and the deletion never outlast the
+ * caller's wait: a check that would ends without a verdict, and a record the store
+ * could not delete in time (a frozen server, say) expires by itself within 3 seconds,
+ * as a dead process's does. With detection off, waits are neither recorded
  * nor checked, so a cycle through a waiter of @registry is not found. It applies to
  * blocking acquisitions (redis_lock_lock(), redis_lock_try_lock_for(),
  * redis_lock_try_lock_full(), redis_lock_try_lock_all()) that start afterwards; the
