@@ -214,7 +214,7 @@ rl_memory_rw_acquire (RlStore *store, const RlRwKeys *keys, RlRwMode mode, const
 }
 
 gboolean
-rl_memory_rw_stop_waiting (RlStore *store, const RlRwKeys *keys, GError **error)
+rl_memory_rw_stop_waiting (RlStore *store, const RlRwKeys *keys, gint64 deadline, GError **error)
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
   GPtrArray *targets = NULL;

@@ -195,7 +195,7 @@ rl_redis_rw_acquire (RlStore *store, const RlRwKeys *keys, RlRwMode mode, const 
 }
 
 gboolean
-rl_redis_rw_stop_waiting (RlStore *store, const RlRwKeys *keys, GError **error)
+rl_redis_rw_stop_waiting (RlStore *store, const RlRwKeys *keys, gint64 deadline, GError **error)
 {
   const RwScripts *s = scripts ();
   g_autofree char *channel = rl_redis_store_channel (store, keys->waiting);
@@ -203,7 +203,7 @@ rl_redis_rw_stop_waiting (RlStore *store, const RlRwKeys *keys, GError **error)
   const char *argv[7] = { NULL, NULL, "1", keys->waiting, keys->owner,
                           rl_redis_store_classic (store, shard, channel), shard };
   redisReply *reply = rl_redis_store_eval (store, &s->stop_waiting, shard != NULL ? 7 : 6, argv,
-                                           0, NULL, error);
+                                           deadline, NULL, error);
 
   if (reply == NULL)
     return FALSE;

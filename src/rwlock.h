@@ -113,7 +113,8 @@ RedisLock *rl_rw_lock_carrier (RlRwCall *call);
 RlAcquireAction rl_rw_lock_attempt_step (RlRwCall *call, RlAcquire *acq, gboolean pubsub,
                                          gboolean bounded, GError **error);
 /* A writer's acquisition failed: its waiting mark goes now, not at its TTL (blocks for a
- * round trip; nothing when the registry closed). */
+ * round trip, within the call's wait or just past it; a mark the store did not remove
+ * by then is removed in the background; nothing when the registry closed). */
 void rl_rw_lock_stop_waiting (RlRwCall *call);
 /* The end of a call that took RL_RW_LOCAL_LEASE: the lease is @ok (the hold the
  * owner's) or not. */

@@ -142,7 +142,8 @@ typedef gboolean RlStoreSemaphoreAvailableFunc (RlStore *store, const char *sem_
 typedef RlLeaseResult RlStoreRwAcquireFunc (RlStore *store, const RlRwKeys *keys, RlRwMode mode,
                                             const char *value, gint64 ttl_ms, gint64 deadline,
                                             gint64 *pttl_ms, GError **error);
-typedef gboolean RlStoreRwStopWaitingFunc (RlStore *store, const RlRwKeys *keys, GError **error);
+typedef gboolean RlStoreRwStopWaitingFunc (RlStore *store, const RlRwKeys *keys, gint64 deadline,
+                                           GError **error);
 
 typedef struct
 {
@@ -295,7 +296,8 @@ typedef struct
    * renewed and released as any other (renew, release). @deadline as for acquire. */
   RlStoreRwAcquireFunc *rw_acquire;
   /* A writer of this registry gave up: removes its waiting mark, if it is there, and
-   * notifies the waiters for it (readers held back by it). */
+   * notifies the waiters for it (readers held back by it). @deadline as for acquire;
+   * FALSE with @error when the store did not answer by then. */
   RlStoreRwStopWaitingFunc *rw_stop_waiting;
 
   /* waits-for records ----------------------------------------------------------

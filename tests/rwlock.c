@@ -545,6 +545,80 @@ test_outage_no_join (TestFixture *fx, gconstpointer data)
   read_unlock_ok (lock);
 }
 
+/* A writer of @writer_registry waiting on @wlock (a read of fx->registry holds it), its
+ * mark in the store, when the server is frozen; the server goes on again once the call
+ * has ended. Blocking (@async FALSE) or asynchronous; returns the call's time. */
+static gint64
+write_given_up_on_frozen_server (TestFixture *fx, RedisRWLock *wlock, gboolean async)
+{
+  g_autofree char *mark = rw_key (NAME, "ww");
+  gint64 start = test_now_ms (), took;
+
+  if (!async)
+    {
+      RwTaker writer;
+      GThread *thread = rw_taker_start (&writer, wlock, TRUE, 1000, TRUE, NULL);
+
+      TEST_WAIT_UNTIL (test_store_exists (fx, mark), 10000);
+      redis_lock_test_server_pause (fx->server);
+      g_assert_true (test_sync_wait_flag (&writer.sync, &writer.returned, 20000));
+      took = writer.returned_ms - start;
+      g_assert_false (writer.result);
+      rw_taker_release_join (&writer, thread);
+    }
+  else
+    {
+      AsyncResult r = { .lock = wlock, .write = TRUE };
+
+      redis_rw_lock_write_lock_async (wlock, 1000, NULL, on_async_done, &r);
+      TEST_WAIT_UNTIL (test_store_exists (fx, mark), 10000);
+      redis_lock_test_server_pause (fx->server);
+      async_wait (&r);
+      took = test_now_ms () - start;
+      g_assert_false (r.result);
+      g_clear_error (&r.error);
+    }
+  redis_lock_test_server_resume (fx->server);
+  return took;
+}
+
+static void
+test_frozen_server_write_gives_up (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) writer_registry = NULL, late_registry = NULL;
+  g_autoptr (RedisRWLock) lock = NULL, wlock = NULL, late = NULL;
+  g_autoptr (GMainContext) context = g_main_context_new ();
+  g_autofree char *mark = rw_key (NAME, "ww");
+  gboolean async = GPOINTER_TO_INT (data);
+  gint64 took;
+
+  g_test_summary ("A write that waits behind a reader and gives up (wait 1000 ms) while the "
+                  "server is frozen returns within its wait, not after the command timeout "
+                  "(5 s); its waiting mark, which the frozen server could not remove then, is "
+                  "removed once the server answers again, long before its TTL (a minute), so "
+                  "readers of other registries are not held back by it");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  g_main_context_push_thread_default (context);
+  writer_registry = test_registry_new (fx);
+  late_registry = test_registry_new (fx);
+  redis_lock_registry_set_command_timeout_ms (writer_registry, 5000);
+  lock = obtain_rw (fx->registry, NAME);
+  wlock = obtain_rw (writer_registry, NAME);
+  late = obtain_rw (late_registry, NAME);
+  read_ok (lock);
+
+  took = write_given_up_on_frozen_server (fx, wlock, async);
+  g_test_message ("the write returned after %" G_GINT64_FORMAT " ms", took);
+  g_assert_cmpint (took, <, 2000);
+
+  TEST_WAIT_UNTIL (!test_store_exists (fx, mark), 10000);
+  read_ok (late);
+  read_unlock_ok (late);
+  read_unlock_ok (lock);
+  g_main_context_pop_thread_default (context);
+}
+
 /* ---- stores ---- */
 
 static void
@@ -980,6 +1054,10 @@ main (int argc, char **argv)
   test_add_redis ("/rwlock/async/frozen-other-registry", NULL, test_async_frozen_other_registry);
   test_add_redis ("/rwlock/processes/two", NULL, test_two_processes);
   test_add_redis ("/rwlock/lease/outage-no-join", NULL, test_outage_no_join);
+  test_add_redis ("/rwlock/wait/frozen-server/write", GINT_TO_POINTER (FALSE),
+                  test_frozen_server_write_gives_up);
+  test_add_redis ("/rwlock/wait/frozen-server/write-async", GINT_TO_POINTER (TRUE),
+                  test_frozen_server_write_gives_up);
   g_test_add_func ("/rwlock/type/boxed", test_boxed_type);
   return g_test_run ();
 }
