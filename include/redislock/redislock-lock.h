@@ -446,7 +446,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 guint64 redis_lock_get_fencing_token (RedisLock *loc
  *   %FALSE with @error unset when not all could be had within @wait_ms; %FALSE with
  *   @error set on failure (Redis, cancelled, a closed or forked registry, a name that
  *   cannot be fenced). When it returns %FALSE this call holds none of them: every
- *   lease it took was released before it returned.
+ *   lease it took was released before it returned, or, when the store did not answer
+ *   that release, is released in the background as soon as it does.
  *
  * Since: 0.1
  */
