@@ -91,6 +91,12 @@ typedef struct
 
 void on_many_done (GObject *source, GAsyncResult *result, gpointer data);
 
+/* The workers of a registry's asynchronous calls (async-pool.h). */
+#define POOL_THREADS 4
+
+/* Registers the tests of rwlock-faults.c. */
+void rwlock_add_fault_tests (void);
+
 /* The two-process test's child: `PROGRAM --rw-child URL NAME read|write` takes NAME on
  * URL, says "held", holds it until its stdin closes, releases it and says "done". */
 int child_main (char **argv);

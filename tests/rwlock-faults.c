@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* rwlock-faults.c: the read-write lock when its server fails (tests/rwlock.c registers
+ * these with rwlock_add_fault_tests()).
+ *
+ * A server stopped under a reader lease (the lease is not shared until confirmed, and
+ * reported lost when the server comes back empty); a server frozen while a writer
+ * waits (the call still ends within its wait, blocking or asynchronous, and the mark
+ * it leaves is removed once the server answers again); a server frozen under many
+ * asynchronous calls (a call of a registry on another server is not held up). Redis
+ * only: the faults are a real server's.
+ */
+#include "rwlock-helpers.h"
+
+static void
+test_outage_no_join (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisRWLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  guint64 before;
+
+  g_test_summary ("Once the registry saw its connection break, a reader lease it has not "
+                  "confirmed since is not shared with a new reading thread: with the server "
+                  "down the thread does not get in; back (empty), the lease is reported lost "
+                  "and a new reading thread takes a fresh one");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  redis_lock_registry_set_expire_after_ms (fx->registry, 30000);
+  lock = obtain_rw (fx->registry, NAME);
+  read_ok (lock);
+  g_assert_true (other_thread_reads (lock));
+  before = test_stats (fx->registry).audits;
+  redis_lock_test_server_stop (fx->server);
+  TEST_WAIT_UNTIL (test_stats (fx->registry).audits > before, 10000);
+  g_assert_false (other_thread_reads (lock));
+
+  g_assert_true (redis_lock_test_server_start (fx->server, &error));
+  g_assert_no_error (error);
+  /* The fixture's own connection went with the old server. */
+  redisFree (fx->redis);
+  fx->redis = test_redis_connect (fx->server);
+  TEST_WAIT_UNTIL (redis_rw_lock_is_lease_lost (lock), 10000);
+  g_assert_false (other_thread_reads (lock));
+  g_assert_false (redis_rw_lock_read_unlock (lock, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+  read_ok (lock);
+  g_assert_false (redis_rw_lock_is_lease_lost (lock));
+  read_unlock_ok (lock);
+}
+
+/* A writer of @writer_registry waiting on @wlock (a read of fx->registry holds it), its
+ * mark in the store, when the server is frozen; the server goes on again once the call
+ * has ended. Blocking (@async FALSE) or asynchronous; returns the call's time. */
+static gint64
+write_given_up_on_frozen_server (TestFixture *fx, RedisRWLock *wlock, gboolean async)
+{
+  g_autofree char *mark = rw_key (NAME, "ww");
+  gint64 start = test_now_ms (), took;
+
+  if (!async)
+    {
+      RwTaker writer;
+      GThread *thread = rw_taker_start (&writer, wlock, TRUE, 1000, TRUE, NULL);
+
+      TEST_WAIT_UNTIL (test_store_exists (fx, mark), 10000);
+      redis_lock_test_server_pause (fx->server);
+      g_assert_true (test_sync_wait_flag (&writer.sync, &writer.returned, 20000));
+      took = writer.returned_ms - start;
+      g_assert_false (writer.result);
+      rw_taker_release_join (&writer, thread);
+    }
+  else
+    {
+      AsyncResult r = { .lock = wlock, .write = TRUE };
+
+      redis_rw_lock_write_lock_async (wlock, 1000, NULL, on_async_done, &r);
+      TEST_WAIT_UNTIL (test_store_exists (fx, mark), 10000);
+      redis_lock_test_server_pause (fx->server);
+      async_wait (&r);
+      took = test_now_ms () - start;
+      g_assert_false (r.result);
+      g_clear_error (&r.error);
+    }
+  redis_lock_test_server_resume (fx->server);
+  return took;
+}
+
+static void
+test_frozen_server_write_gives_up (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) writer_registry = NULL, late_registry = NULL;
+  g_autoptr (RedisRWLock) lock = NULL, wlock = NULL, late = NULL;
+  g_autoptr (GMainContext) context = g_main_context_new ();
+  g_autofree char *mark = rw_key (NAME, "ww");
+  gboolean async = GPOINTER_TO_INT (data);
+  gint64 took;
+
+  g_test_summary ("A write that waits behind a reader and gives up (wait 1000 ms) while the "
+                  "server is frozen returns within its wait, not after the command timeout "
+                  "(5 s); its waiting mark, which the frozen server could not remove then, is "
+                  "removed once the server answers again, long before its TTL (a minute), so "
+                  "readers of other registries are not held back by it");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  g_main_context_push_thread_default (context);
+  writer_registry = test_registry_new (fx);
+  late_registry = test_registry_new (fx);
+  redis_lock_registry_set_command_timeout_ms (writer_registry, 5000);
+  lock = obtain_rw (fx->registry, NAME);
+  wlock = obtain_rw (writer_registry, NAME);
+  late = obtain_rw (late_registry, NAME);
+  read_ok (lock);
+
+  took = write_given_up_on_frozen_server (fx, wlock, async);
+  g_test_message ("the write returned after %" G_GINT64_FORMAT " ms", took);
+  g_assert_cmpint (took, <, 2000);
+
+  TEST_WAIT_UNTIL (!test_store_exists (fx, mark), 10000);
+  read_ok (late);
+  read_unlock_ok (late);
+  read_unlock_ok (lock);
+  g_main_context_pop_thread_default (context);
+}
+
+static void
+test_async_frozen_other_registry (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockTestServer) server = NULL;
+  g_autoptr (RedisLockRegistry) rb = NULL;
+  g_autoptr (RedisRWLock) free_lock = NULL;
+  g_autoptr (GMainContext) context = g_main_context_new ();
+  g_autoptr (GError) error = NULL;
+  const guint n = 2 * POOL_THREADS + 1;
+  RedisRWLock *stuck_locks[2 * POOL_THREADS + 1];
+  RwMany stuck[2 * POOL_THREADS + 1];
+  RwManyCall calls[2 * POOL_THREADS + 1];
+  AsyncResult r = { 0 };
+  gint64 t0, took;
+  guint done = 0;
+
+  g_test_summary ("With one registry's server frozen and more write calls stuck on it than a "
+                  "pool has workers, a write call (wait 2000 ms) on a free lock of a registry "
+                  "on another server takes it within its wait");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  g_main_context_push_thread_default (context);
+  server = redis_lock_test_server_new (NULL, &error);
+  g_assert_no_error (error);
+  rb = test_registry_new_on (redis_lock_test_server_get_url (server));
+  free_lock = obtain_rw (rb, NAME);
+  for (guint i = 0; i < n; i++)
+    {
+      g_autofree char *name = g_strdup_printf ("frozen-%u", i);
+      stuck_locks[i] = obtain_rw (fx->registry, name);
+      stuck[i] = (RwMany){ .lock = stuck_locks[i], .expected_writes = 1 };
+      calls[i] = (RwManyCall){ &stuck[i], TRUE };
+    }
+  write_ok (stuck_locks[0]);
+  write_unlock_ok (stuck_locks[0]);
+  write_ok (free_lock);
+  write_unlock_ok (free_lock);
+  redis_lock_registry_set_command_timeout_ms (fx->registry, 5000);
+
+  redis_lock_test_server_pause (fx->server);
+  for (guint i = 0; i < n; i++)
+    redis_rw_lock_write_lock_async (stuck_locks[i], 8000, NULL, on_many_done, &calls[i]);
+  t0 = test_now_ms ();
+  r = (AsyncResult){ .lock = free_lock, .write = TRUE };
+  redis_rw_lock_write_lock_async (free_lock, 2000, NULL, on_async_done, &r);
+  async_wait (&r);
+  took = test_now_ms () - t0;
+  g_test_message ("the call on the other server completed after %" G_GINT64_FORMAT " ms", took);
+  g_assert_no_error (r.error);
+  g_assert_true (r.result);
+  g_assert_cmpint (took, <, 2000);
+  write_unlock_ok (free_lock);
+
+  redis_lock_test_server_resume (fx->server);
+  for (guint i = 0; i < n; i++)
+    {
+      g_assert_true (test_iterate_until (&stuck[i].done, 1, 30000));
+      done += stuck[i].done;
+      g_clear_error (&stuck[i].first_error);
+      redis_rw_lock_unref (stuck_locks[i]);
+    }
+  g_assert_cmpuint (done, ==, n);
+  g_main_context_pop_thread_default (context);
+}
+
+void
+rwlock_add_fault_tests (void)
+{
+  test_add_redis ("/rwlock/lease/outage-no-join", NULL, test_outage_no_join);
+  test_add_redis ("/rwlock/wait/frozen-server/write", GINT_TO_POINTER (FALSE),
+                  test_frozen_server_write_gives_up);
+  test_add_redis ("/rwlock/wait/frozen-server/write-async", GINT_TO_POINTER (TRUE),
+                  test_frozen_server_write_gives_up);
+  test_add_redis ("/rwlock/async/frozen-other-registry", NULL, test_async_frozen_other_registry);
+}
