@@ -514,6 +514,12 @@ gboolean rl_lock_plans_release (RedisLock *lock, RlLeaseView *view, guint *max);
  * reports it. */
 gboolean rl_lock_release_begin (RedisLock *lock, const RlLeaseView *view, guint max,
                                 char value[RL_LEASE_VALUE_MAX], gboolean *lost, GError **error);
+/* The store's release of @value, between the halves; @lost (from the first half): not
+ * asked, RL_LEASE_ERROR without an error, so that the second half reports LEASE_LOST at
+ * once and releases the key in the background. @keep_ttl_ms as for the store's
+ * release. */
+RlLeaseResult rl_lock_release_store (RedisLock *lock, const char *value, gboolean lost,
+                                     gint64 keep_ttl_ms, gboolean *others, GError **error);
 RlLeaseResult rl_lock_release_end (RedisLock *lock, const RlLeaseView *view, guint max,
                                    const char *value, gboolean lost, RlLeaseResult result,
                                    gboolean others, gint64 start_us, GError *store_error,

@@ -311,8 +311,7 @@ release_lease (RedisRWLock *lock, RedisLock *carrier, GError **error)
   if (!rl_lock_release_begin (carrier, &view, 0, value, &lost, error))
     return FALSE;
   start = g_get_monotonic_time ();
-  result = registry->store->vt->release (registry->store, carrier->key_data, value, 0, &others,
-                                         &store_error);
+  result = rl_lock_release_store (carrier, value, lost, 0, &others, &store_error);
   if (rl_lock_release_end (carrier, &view, 0, value, lost, result, others, start, store_error,
                            &local_error)
       == RL_LEASE_OK)

@@ -190,7 +190,6 @@ static gboolean
 permit_give_back (RedisPermit *permit, GError **error)
 {
   RedisLockRegistry *registry = semaphore_registry (permit->semaphore);
-  RlStore *store = registry->store;
   g_autoptr (GError) local_error = NULL;
   char value[RL_LEASE_VALUE_MAX];
   RlLeaseView view;
@@ -208,13 +207,19 @@ permit_give_back (RedisPermit *permit, GError **error)
       return FALSE;
     }
   rl_leases_value (registry->leases, view.serial, value);
-  result = store->vt->release (store, permit->lease->key_data, value, 0, &others, &local_error);
+  /* Found lost already: LEASE_LOST whatever the store says, without waiting for it (as
+   * rl_lock_release_store() does); the key, if it is still this permit's, is released
+   * in the background. */
+  result = rl_lock_release_store (permit->lease, value, lost, 0, &others, &local_error);
   if (result == RL_LEASE_ERROR)
     {
       /* It may still be there: released in the background until its TTL ends. */
       rl_leases_add_doubtful (registry->leases, permit->lease->key_data, value, view.ttl_ms);
-      g_propagate_error (error, g_steal_pointer (&local_error));
-      return FALSE;
+      if (!lost)
+        {
+          g_propagate_error (error, g_steal_pointer (&local_error));
+          return FALSE;
+        }
     }
   if (result == RL_LEASE_OK)
     {

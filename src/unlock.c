@@ -152,9 +152,26 @@ rl_lock_release_begin (RedisLock *lock, const RlLeaseView *view, guint max,
   return FALSE;
 }
 
+RlLeaseResult
+rl_lock_release_store (RedisLock *lock, const char *value, gboolean lost, gint64 keep_ttl_ms,
+                       gboolean *others, GError **error)
+{
+  RlStore *store = lock->registry->store;
+
+  *others = FALSE;
+  /* Found lost already: the unlock reports LEASE_LOST whatever the store says, so it
+   * does not wait for the store, which may be what lost it (a frozen server would hold
+   * the caller, a leader's main context say, for the command timeout). The key, in
+   * case it is still this hold's, is released in the background by
+   * rl_lock_release_end(), on this hold's value only, as after a release that failed. */
+  if (lost)
+    return RL_LEASE_ERROR;
+  return store->vt->release (store, lock->key_data, value, keep_ttl_ms, others, error);
+}
+
 /* The second half, once the store answered @result (not KEPT), @others and
- * @store_error (taken) to the release of @value sent at @start_us: ends the hold and
- * reports. */
+ * @store_error (taken) to the release of @value sent at @start_us (RL_LEASE_ERROR
+ * without an error: not asked, the lease being @lost): ends the hold and reports. */
 RlLeaseResult
 rl_lock_release_end (RedisLock *lock, const RlLeaseView *view, guint max, const char *value,
                      gboolean lost, RlLeaseResult result, gboolean others, gint64 start_us,
@@ -216,8 +233,8 @@ release_lease (RedisLock *lock, const RlLeaseView *view, guint max, gboolean kee
   if (!rl_lock_release_begin (lock, view, max, value, &lost, error))
     return RL_LEASE_ERROR;
   start = g_get_monotonic_time ();
-  result = registry->store->vt->release (registry->store, lock->key_data, value,
-                                         keep && !lost ? view->ttl_ms : 0, &others, &store_error);
+  result = rl_lock_release_store (lock, value, lost, keep ? view->ttl_ms : 0, &others,
+                                  &store_error);
   if (result == RL_LEASE_KEPT)
     {
       if (rl_leases_take (registry->leases, lock, view->serial, view->ttl_ms, start,

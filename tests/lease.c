@@ -571,6 +571,82 @@ test_paused_server_deadline (TestFixture *fx, gconstpointer data)
   redis_lock_registry_unref (r);
 }
 
+static void
+test_paused_server_lost_unlock (TestFixture *fx, gconstpointer data)
+{
+  RedisLockRegistry *r;
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (RedisSemaphore) semaphore = NULL;
+  g_autoptr (RedisRWLock) rw = NULL;
+  g_autoptr (GError) error = NULL;
+  RedisPermit *permit;
+  gint64 t0, took[3];
+  gboolean ok[3];
+  GError *errors[3] = { NULL, NULL, NULL };
+
+  g_test_summary ("The unlock of a lease found lost while the server is paused reports "
+                  "LEASE_LOST at once, not after the 5 s command timeout, for a lock, a "
+                  "semaphore's permit and a read-write lock's writer: the lease is lost "
+                  "whatever the store would say, so the unlock does not wait for it");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  r = test_registry_new (fx);
+  redis_lock_registry_set_expire_after_ms (r, 1000);
+  redis_lock_registry_set_command_timeout_ms (r, 5000);
+  lock = test_obtain (r, "lost-while-paused");
+  test_lock_ok (lock);
+  semaphore = redis_lock_registry_obtain_semaphore (r, "lost-while-paused-sem", 1, &error);
+  g_assert_no_error (error);
+  permit = redis_semaphore_try_acquire_for (semaphore, 5000, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (permit);
+  rw = redis_lock_registry_obtain_rw (r, "lost-while-paused-rw", &error);
+  g_assert_no_error (error);
+  g_assert_true (redis_rw_lock_try_write_lock_for (rw, 5000, NULL, &error));
+  g_assert_no_error (error);
+
+  redis_lock_test_server_pause (fx->server);
+  TEST_WAIT_UNTIL (redis_lock_is_lease_lost (lock) && redis_permit_is_lease_lost (permit)
+                       && redis_rw_lock_is_lease_lost (rw),
+                   10000);
+  t0 = test_now_ms ();
+  ok[0] = redis_lock_unlock (lock, &errors[0]);
+  took[0] = test_now_ms () - t0;
+  t0 = test_now_ms ();
+  ok[1] = redis_permit_release (permit, &errors[1]);
+  took[1] = test_now_ms () - t0;
+  t0 = test_now_ms ();
+  ok[2] = redis_rw_lock_write_unlock (rw, &errors[2]);
+  took[2] = test_now_ms () - t0;
+  redis_lock_test_server_resume (fx->server);
+  for (guint i = 0; i < 3; i++)
+    {
+      g_test_message ("unlock %u took %" G_GINT64_FORMAT " ms", i, took[i]);
+      g_assert_false (ok[i]);
+      g_assert_error (errors[i], REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+      g_clear_error (&errors[i]);
+      g_assert_cmpint (took[i], <, 2000);
+    }
+  g_assert_false (redis_lock_is_acquired_in_this_process (lock));
+
+  /* Each works again at once. */
+  g_assert_true (redis_lock_try_lock_for (lock, 5000, NULL, &error));
+  g_assert_no_error (error);
+  test_unlock_ok (lock);
+  permit = redis_semaphore_try_acquire_for (semaphore, 5000, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (redis_permit_release (permit, &error));
+  g_assert_no_error (error);
+  g_assert_true (redis_rw_lock_try_write_lock_for (rw, 5000, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_true (redis_rw_lock_write_unlock (rw, &error));
+  g_assert_no_error (error);
+  g_clear_pointer (&lock, redis_lock_unref);
+  g_clear_pointer (&semaphore, redis_semaphore_unref);
+  g_clear_pointer (&rw, redis_rw_lock_unref);
+  redis_lock_registry_unref (r);
+}
+
 /* ---- late requests ---- */
 
 static void
@@ -796,6 +872,8 @@ main (int argc, char **argv)
   test_add_redis ("/lease/outage/outage-no-handoff", NULL, test_outage_no_handoff);
   test_add_redis ("/lease/outage/stale-pool-release", NULL, test_stale_pool_release);
   test_add_redis ("/lease/deadline/paused-server", NULL, test_paused_server_deadline);
+  test_add_redis ("/lease/deadline/paused-server-lost-unlock", NULL,
+                  test_paused_server_lost_unlock);
   test_add_redis ("/lease/renew/after-batch-in-flight", NULL, test_renew_after_batch_in_flight);
   test_add_redis ("/lease/late-release/cannot-delete-next-hold", NULL, test_late_release);
   test_add_redis ("/lease/renew/reply-on-next-hold", NULL, test_renew_reply_on_next_hold);

@@ -180,9 +180,12 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_try_lock_full (RedisLock *lock,
  * Returns: %TRUE on success; %FALSE with %REDIS_LOCK_ERROR_NOT_OWNER (the calling thread
  *   does not hold the lock; nothing changes), %REDIS_LOCK_ERROR_LEASE_LOST (the lease had
  *   expired or belongs to another owner, whose key is untouched; or it was found lost
- *   while held; or the release failed after the lease had gone unconfirmed past its
+ *   while held, and the unlock then returns at once without waiting for Redis, which
+ *   may be what lost it, the key being deleted in the background if it is still this
+ *   acquisition's; or the release failed after the lease had gone unconfirmed past its
  *   TTL), %REDIS_LOCK_ERROR_CONNECTION / %REDIS_LOCK_ERROR_REDIS (the release did not
- *   complete, or its outcome is unknown; a lease left behind expires with its TTL),
+ *   complete, or its outcome is unknown; a lease left behind is released in the
+ *   background, or expires with its TTL),
  *   %REDIS_LOCK_ERROR_CLOSED or %REDIS_LOCK_ERROR_FORKED.
  *
  * Since: 0.1

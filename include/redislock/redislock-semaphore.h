@@ -244,9 +244,11 @@ REDIS_LOCK_AVAILABLE_IN_0_1 guint redis_semaphore_get_available (RedisSemaphore 
  * outcome. Any thread may release a permit.
  *
  * Returns: %TRUE when released; %FALSE with %REDIS_LOCK_ERROR_LEASE_LOST when its lease
- *   had been lost (another holder's key is untouched), %REDIS_LOCK_ERROR_CLOSED after
- *   the registry closed (close released it), or a Redis failure (the lease then
- *   expires with its TTL).
+ *   had been lost (another holder's key is untouched; when it was found lost before,
+ *   the call returns at once without waiting for Redis, and the key is deleted in the
+ *   background if it is still this permit's), %REDIS_LOCK_ERROR_CLOSED after the
+ *   registry closed (close released it), or a Redis failure (the lease is then
+ *   released in the background, or expires with its TTL).
  *
  * Since: 0.1
  */
