@@ -296,6 +296,20 @@ rl_request_deadline (RedisLockRegistry *registry, gint64 deadline, gboolean boun
   return bounded ? MIN (own, deadline) : own;
 }
 
+/* The deadline of a request that tidies up after an acquisition that ends at
+ * @deadline (its waits-for record deleted, a writer's mark removed): as
+ * rl_request_deadline() from now, but never less than RL_MIN_REQUEST_MS away, so that
+ * a wait that ran out still asks a store that answers at once, and a frozen one does
+ * not hold the caller past its wait. */
+static inline gint64
+rl_cleanup_deadline (RedisLockRegistry *registry, gint64 deadline, gboolean bounded)
+{
+  gint64 now = g_get_monotonic_time ();
+
+  return rl_request_deadline (registry, MAX (deadline, now + RL_MIN_REQUEST_MS * 1000), bounded,
+                              now);
+}
+
 /* Whether a request sent at @sent with the deadline @request_deadline, which failed
  * with @error, only ran out of the caller's wait (@deadline), which had a mere sliver
  * left for it: not acquired in time, not a verdict on the store. */

@@ -539,17 +539,14 @@ rl_rw_lock_stop_waiting (RlRwCall *call)
   RedisLockRegistry *registry = call->lock->registry;
   const RlRwKeys *keys = &call->lock->keys;
   g_autoptr (GError) error = NULL;
-  gint64 now, until;
+  gint64 until;
 
   if (call->mode != RL_RW_WRITE || rl_registry_is_closed (registry))
     return;
-  /* Within the call's wait, or just past it if the store answers at once: a frozen
-   * store does not hold the caller past its wait. A mark the store did not remove in
-   * time is removed in the background, as a doubtful lease is released: the same
-   * compare-and-delete of our client id, with the same notification. */
-  now = g_get_monotonic_time ();
-  until = rl_request_deadline (registry, MAX (call->deadline, now + RL_MIN_REQUEST_MS * 1000),
-                               call->bounded, now);
+  /* A mark the store did not remove in time is removed in the background, as a
+   * doubtful lease is released: the same compare-and-delete of our client id, with the
+   * same notification. */
+  until = rl_cleanup_deadline (registry, call->deadline, call->bounded);
   if (!registry->store->vt->rw_stop_waiting (registry->store, keys, until, &error))
     {
       rl_debug ("read-write lock %s: removing the waiting mark: %s (removed in the background)",

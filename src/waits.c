@@ -506,18 +506,14 @@ rl_waiting_end (RlWaiting *waiting)
 {
   RlStore *store;
   g_autoptr (GError) error = NULL;
-  gint64 now, until;
+  gint64 until;
 
   if (!waiting->recorded)
     return;
   waiting->recorded = FALSE;
   store = waiting->lock->registry->store;
-  now = g_get_monotonic_time ();
-  /* A wait that ran out still deletes its record, if the store answers at once: a
-   * frozen store does not hold the caller past its wait for a record that expires. */
-  until = rl_request_deadline (waiting->lock->registry,
-                               MAX (waiting->deadline, now + RL_MIN_REQUEST_MS * 1000),
-                               waiting->bounded, now);
+  /* A record the store did not delete in time expires. */
+  until = rl_cleanup_deadline (waiting->lock->registry, waiting->deadline, waiting->bounded);
   if (!store->vt->waits_update (store, waiting->id, NULL, 0, NULL, until, &error))
     rl_debug ("deleting the waits-for record of %s: %s (it expires)", waiting->lock->key_data,
              error->message);
