@@ -463,8 +463,7 @@ test_slot_migrated_mid_wait (void)
   test_lock_ok (held);
   thread = start_waiter (cluster, waiter, &w, waited, from);
 
-  g_assert_true (redis_lock_test_cluster_migrate_slot (cluster, slot, to, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_migrate_slot (cluster, slot, to, &error));
   g_assert_cmpuint (key_owner (cluster, redis_lock_get_key (held)), ==, to);
   channel = shard_channel (REGISTRY_KEY, redis_lock_get_key (held));
   wait_shard_subscribed (cluster, to, channel);
@@ -501,8 +500,7 @@ test_failover_mid_wait (void)
   thread = start_waiter (cluster, waiter, &w, waited, master);
 
   redis_lock_test_cluster_stop_node (cluster, master);
-  g_assert_true (redis_lock_test_cluster_wait_ok (cluster, 30000, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_wait_ok (cluster, 30000, &error));
   g_assert_cmpuint (key_owner (cluster, redis_lock_get_key (held)), ==, 3 + master);
   wait_shard_subscribed (cluster, 3 + master, channel);
   /* The waiter's classic subscription too (it hears Spring's releases): until it is

@@ -213,10 +213,8 @@ test_migrate_held_lock (void)
   to = (from + 1) % 3;
 
   test_lock_ok (la);
-  g_assert_true (redis_lock_test_cluster_migrate_slot_begin (cluster, slot, to, &error));
-  g_assert_no_error (error);
-  g_assert_true (redis_lock_test_cluster_migrate_key (cluster, key, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_migrate_slot_begin (cluster, slot, to, &error));
+  TEST_ASSERT_OK (redis_lock_test_cluster_migrate_key (cluster, key, &error));
   value = node_get (cluster, to, key);
   test_assert_value_of (value, a);
   g_clear_pointer (&value, g_free);
@@ -234,8 +232,7 @@ test_migrate_held_lock (void)
   g_assert_null (node_get (cluster, from, key));
 
   test_lock_ok (la);
-  g_assert_true (redis_lock_test_cluster_migrate_slot_finish (cluster, slot, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_migrate_slot_finish (cluster, slot, &error));
   g_assert_cmpuint (key_owner (cluster, key), ==, to);
   g_assert_false (redis_lock_try_lock (lb, &error));
   g_assert_no_error (error);
@@ -270,15 +267,12 @@ test_migrate_watchdog (void)
   to = (key_owner (cluster, key) + 2) % 3;
 
   test_lock_ok (la);
-  g_assert_true (redis_lock_test_cluster_migrate_slot_begin (cluster, slot, to, &error));
-  g_assert_no_error (error);
-  g_assert_true (redis_lock_test_cluster_migrate_key (cluster, key, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_migrate_slot_begin (cluster, slot, to, &error));
+  TEST_ASSERT_OK (redis_lock_test_cluster_migrate_key (cluster, key, &error));
   for (int i = 0; i < 3; i++)
     test_wait_full_tick (a);
   g_assert_false (redis_lock_is_lease_lost (la));
-  g_assert_true (redis_lock_test_cluster_migrate_slot_finish (cluster, slot, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_migrate_slot_finish (cluster, slot, &error));
   for (int i = 0; i < 3; i++)
     test_wait_full_tick (a);
   g_assert_false (redis_lock_is_lease_lost (la));
@@ -369,16 +363,13 @@ test_migrate_stress (void)
       gint before = g_atomic_int_get (&run.sections);
       guint to = (owner + 1 + (guint) i % 2) % 3;
 
-      g_assert_true (redis_lock_test_cluster_migrate_slot_begin (cluster, slot, to, &error));
-      g_assert_no_error (error);
+      TEST_ASSERT_OK (redis_lock_test_cluster_migrate_slot_begin (cluster, slot, to, &error));
       /* Let some sections run while the slot is half-moved. */
       TEST_WAIT_UNTIL (g_atomic_int_get (&run.sections) >= before + 5, 20000);
-      g_assert_true (redis_lock_test_cluster_migrate_key (cluster, key, &error));
-      g_assert_no_error (error);
+      TEST_ASSERT_OK (redis_lock_test_cluster_migrate_key (cluster, key, &error));
       before = g_atomic_int_get (&run.sections);
       TEST_WAIT_UNTIL (g_atomic_int_get (&run.sections) >= before + 5, 20000);
-      g_assert_true (redis_lock_test_cluster_migrate_slot_finish (cluster, slot, &error));
-      g_assert_no_error (error);
+      TEST_ASSERT_OK (redis_lock_test_cluster_migrate_slot_finish (cluster, slot, &error));
       owner = to;
       before = g_atomic_int_get (&run.sections);
       TEST_WAIT_UNTIL (g_atomic_int_get (&run.sections) >= before + 5, 20000);
@@ -450,8 +441,7 @@ test_failover_with_replica (void)
   wait_replicated (cluster, replica_node, redis_lock_get_key (kept), kept_value);
 
   redis_lock_test_cluster_stop_node (cluster, master);
-  g_assert_true (redis_lock_test_cluster_wait_ok (cluster, 30000, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_wait_ok (cluster, 30000, &error));
   ok_at = test_now_ms ();
   g_assert_cmpint (key_owner (cluster, redis_lock_get_key (kept)), ==, replica_node);
 
@@ -549,8 +539,7 @@ test_failover_audit (void)
   redisFree (replica);
 
   redis_lock_test_cluster_stop_node (cluster, 1);
-  g_assert_true (redis_lock_test_cluster_wait_ok (cluster, 30000, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_wait_ok (cluster, 30000, &error));
   ok_at = test_now_ms ();
   g_assert_cmpuint (test_lease_lost_wait (&lost, 5000), ==, 1);
   g_test_message ("told %" G_GINT64_FORMAT " ms after the cluster was whole", lost.at_ms - ok_at);
@@ -581,8 +570,7 @@ test_failover_unlock (void)
   registry = failover_holder (cluster, 0, &lost, name, &lock, &value);
 
   redis_lock_test_cluster_stop_node (cluster, 0);
-  g_assert_true (redis_lock_test_cluster_wait_ok (cluster, 30000, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_wait_ok (cluster, 30000, &error));
   test_unlock_ok (lock);
   g_assert_null (node_get (cluster, 3, redis_lock_get_key (lock)));
   g_assert_cmpuint (test_lease_lost_calls (&lost), ==, 0);
@@ -633,8 +621,7 @@ test_failover_fencing (void)
   g_assert_null (node_get (cluster, replica_node, fence_key));
 
   redis_lock_test_cluster_stop_node (cluster, master);
-  g_assert_true (redis_lock_test_cluster_wait_ok (cluster, 30000, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_wait_ok (cluster, 30000, &error));
   ok_at = test_now_ms ();
   g_assert_cmpint (key_owner (cluster, redis_lock_get_key (lock)), ==, replica_node);
 

@@ -104,6 +104,18 @@ gboolean test_wait_until (gboolean (*condition) (gpointer data), gpointer data, 
   }                                                                                                \
   G_STMT_END
 
+/* Asserts that @call, a function that returns a gboolean and sets the GError `error`
+ * in scope when it fails, succeeded; when it did not, the failure shows the error's
+ * message rather than only "FALSE". */
+#define TEST_ASSERT_OK(call)                                                                       \
+  G_STMT_START                                                                                     \
+  {                                                                                                \
+    gboolean test_assert_ok_ = (call);                                                             \
+    g_assert_no_error (error);                                                                     \
+    g_assert_true (test_assert_ok_);                                                               \
+  }                                                                                                \
+  G_STMT_END
+
 /* Polls until the registry's contended_attempts counter reaches @at_least (that is,
  * some thread of @registry found the lock held in Redis and is waiting). */
 gboolean test_wait_contended (RedisLockRegistry *registry, guint64 at_least, gint64 timeout_ms);

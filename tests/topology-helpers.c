@@ -23,6 +23,8 @@
 #include <hiredis/hiredis.h>
 #include <redislock/redislock-test.h>
 
+#include "common.h"
+
 /* --- Plain connections ------------------------------------------------------------- */
 
 static redisContext *
@@ -161,8 +163,7 @@ test_cluster_forms (void)
       g_assert_cmpint (redis_lock_test_cluster_get_slot_owner (cluster, first_slot (m + 1) - 1), ==,
                        m);
     }
-  g_assert_true (redis_lock_test_cluster_wait_ok (cluster, 5000, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_wait_ok (cluster, 5000, &error));
 }
 
 static void
@@ -302,8 +303,7 @@ test_cluster_migrate_slot (void)
   g_assert_cmpint (redis_lock_test_cluster_get_slot_owner (cluster, slot), ==, 1);
   set_on (cluster, 1, key, "v1");
 
-  g_assert_true (redis_lock_test_cluster_migrate_slot (cluster, slot, 2, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_migrate_slot (cluster, slot, 2, &error));
   g_assert_cmpint (redis_lock_test_cluster_get_slot_owner (cluster, slot), ==, 2);
   value = get_on (cluster, 2, key, FALSE);
   g_assert_cmpstr (value, ==, "v1");
@@ -314,10 +314,8 @@ test_cluster_migrate_slot (void)
   g_assert_cmpint (redis_lock_test_cluster_get_slot_owner (cluster, slot + 1), ==, 1);
 
   /* A slot already where it is asked to go stays there. */
-  g_assert_true (redis_lock_test_cluster_migrate_slot (cluster, slot, 2, &error));
-  g_assert_no_error (error);
-  g_assert_true (redis_lock_test_cluster_wait_ok (cluster, 5000, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_migrate_slot (cluster, slot, 2, &error));
+  TEST_ASSERT_OK (redis_lock_test_cluster_wait_ok (cluster, 5000, &error));
 }
 
 static void
@@ -344,8 +342,7 @@ test_cluster_migrate_in_steps (void)
   set_on (cluster, 0, moved, "one");
   set_on (cluster, 0, stays, "two");
 
-  g_assert_true (redis_lock_test_cluster_migrate_slot_begin (cluster, slot, 1, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_migrate_slot_begin (cluster, slot, 1, &error));
   /* A second begin of the same slot, a key of a slot not migrating: refused. */
   g_assert_false (redis_lock_test_cluster_migrate_slot_begin (cluster, slot, 2, &error));
   g_assert_error (error, G_IO_ERROR, G_IO_ERROR_EXISTS);
@@ -354,11 +351,9 @@ test_cluster_migrate_in_steps (void)
   g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
   g_clear_error (&error);
 
-  g_assert_true (redis_lock_test_cluster_migrate_key (cluster, moved, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_migrate_key (cluster, moved, &error));
   /* Absent keys are no error. */
-  g_assert_true (redis_lock_test_cluster_migrate_key (cluster, moved, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_migrate_key (cluster, moved, &error));
 
   g_assert_cmpint (redis_lock_test_cluster_get_slot_owner (cluster, slot), ==, 0);
   answer = get_on (cluster, 0, moved, FALSE);
@@ -374,8 +369,7 @@ test_cluster_migrate_in_steps (void)
   g_assert_cmpstr (answer, ==, "two");
   g_free (answer);
 
-  g_assert_true (redis_lock_test_cluster_migrate_slot_finish (cluster, slot, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_migrate_slot_finish (cluster, slot, &error));
   g_assert_cmpint (redis_lock_test_cluster_get_slot_owner (cluster, slot), ==, 1);
   answer = get_on (cluster, 1, stays, FALSE);
   g_assert_cmpstr (answer, ==, "two");
@@ -390,8 +384,7 @@ test_cluster_migrate_in_steps (void)
   g_assert_false (redis_lock_test_cluster_migrate_slot_finish (cluster, slot, &error));
   g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
   g_clear_error (&error);
-  g_assert_true (redis_lock_test_cluster_wait_ok (cluster, 5000, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_wait_ok (cluster, 5000, &error));
 }
 
 static void
@@ -425,8 +418,7 @@ test_cluster_pause (void)
   reply = command_on (port_of (cluster, replica), "PING");
   g_assert_cmpstr (reply->str, ==, "PONG");
   freeReplyObject (reply);
-  g_assert_true (redis_lock_test_cluster_wait_ok (cluster, 10000, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_wait_ok (cluster, 10000, &error));
 }
 
 static void
@@ -450,8 +442,7 @@ test_cluster_wait_times_out (void)
   g_clear_error (&error);
   redis_lock_test_cluster_resume_node (cluster, 0);
   g_assert_cmpint (g_get_monotonic_time () - start, <, 5 * G_USEC_PER_SEC);
-  g_assert_true (redis_lock_test_cluster_wait_ok (cluster, 20000, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_wait_ok (cluster, 20000, &error));
 }
 
 static void
@@ -479,8 +470,7 @@ test_cluster_failover (void)
   redis_lock_test_cluster_stop_node (cluster, master);
 
   start = g_get_monotonic_time ();
-  g_assert_true (redis_lock_test_cluster_wait_ok (cluster, 20000, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_wait_ok (cluster, 20000, &error));
   g_test_message ("failover took %" G_GINT64_FORMAT " ms",
                   (g_get_monotonic_time () - start) / 1000);
   g_assert_cmpint (redis_lock_test_cluster_get_slot_owner (cluster, slot), ==, replica);
@@ -489,11 +479,9 @@ test_cluster_failover (void)
   g_clear_pointer (&role, g_free);
 
   start = g_get_monotonic_time ();
-  g_assert_true (redis_lock_test_cluster_start_node (cluster, master, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_start_node (cluster, master, &error));
   g_assert_cmpint (redis_lock_test_cluster_get_pid (cluster, master), >, 0);
-  g_assert_true (redis_lock_test_cluster_wait_ok (cluster, 20000, &error));
-  g_assert_no_error (error);
+  TEST_ASSERT_OK (redis_lock_test_cluster_wait_ok (cluster, 20000, &error));
   g_test_message ("rejoin took %" G_GINT64_FORMAT " ms", (g_get_monotonic_time () - start) / 1000);
   role = role_of (port_of (cluster, master));
   g_assert_cmpstr (role, ==, "slave");
