@@ -25,7 +25,9 @@
  *            | stop                               | idle
  *
  * The callback with FALSE comes before the unlock, so a leader's work stops before
- * another candidate can be granted the lock. The hold belongs to the thread that runs
+ * another candidate can be granted the lock. Every unlock here is
+ * redis_lock_unlock_async(): the context gives its hold back at once and never waits
+ * for Redis, whose server may be the very one that stopped answering. The hold belongs to the thread that runs
  * the context (lock-async.c's rule), so redis_lock_leader_stop() and _yield() from
  * another thread are carried out in that context. The fields a thread other than the
  * context's reads (leading, the cancellable) are guarded by the leader's mutex.
@@ -211,12 +213,32 @@ begin_pause (RedisLockLeader *leader)
   g_source_attach (leader->pause_source, leader->context);
 }
 
+static void
+on_unlocked (GObject *source, GAsyncResult *result, gpointer data)
+{
+  RedisLock *lock = data;
+  g_autoptr (GError) error = NULL;
+
+  (void) source;
+  if (!redis_lock_unlock_finish (lock, result, &error))
+    rl_debug ("leader %s: unlock: %s", redis_lock_get_name (lock), error->message);
+  redis_lock_unref (lock);
+}
+
+/* Gives the context's hold of the lock back. The release goes to Redis from a worker
+ * thread: the context never waits for a server, which may be the one that stopped
+ * answering. */
+static void
+release_hold (RedisLockLeader *leader)
+{
+  redis_lock_unlock_async (leader->lock, NULL, on_unlocked, redis_lock_ref (leader->lock));
+}
+
 /* Ends a leadership: the cancellable, func (FALSE), then the lock. The caller sets the
  * next state. */
 static void
 end_leadership (RedisLockLeader *leader, const char *why)
 {
-  g_autoptr (GError) error = NULL;
   GCancellable *cancellable;
 
   g_source_destroy (leader->lost_source);
@@ -229,8 +251,7 @@ end_leadership (RedisLockLeader *leader, const char *why)
   g_cancellable_cancel (cancellable);
   g_object_unref (cancellable);
   leader->func (leader, FALSE, leader->user_data);
-  if (!redis_lock_unlock (leader->lock, &error))
-    rl_debug ("leader %s: unlock: %s", redis_lock_get_name (leader->lock), error->message);
+  release_hold (leader);
 }
 
 static gboolean
@@ -280,13 +301,13 @@ on_locked (GObject *source, GAsyncResult *result, gpointer data)
     {
       /* Stopped meanwhile; a call that completed anyway keeps its hold. */
       if (ok)
-        redis_lock_unlock (leader->lock, NULL);
+        release_hold (leader);
     }
   else if (ok && redis_lock_get_hold_count (leader->lock) > 1)
     {
       /* This thread held the lock already (another candidate of the registry in this
        * thread leads, or the program holds it): that is not leadership. */
-      redis_lock_unlock (leader->lock, NULL);
+      release_hold (leader);
       begin_pause (leader);
     }
   else if (ok)

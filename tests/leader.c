@@ -106,6 +106,19 @@ context_leave (ContextScope *scope)
   g_main_context_unref (scope->context);
 }
 
+/* Iterates the thread-default context until the lock @name is free in the store (a
+ * leadership's release completes in the background) or 10 s pass; asserts it is free. */
+static void
+iterate_until_free (TestFixture *fx, const char *name)
+{
+  g_autofree char *key = test_lock_key (name);
+  gint64 end = test_now_ms () + 10000;
+
+  while (test_store_exists (fx, key) && test_now_ms () < end)
+    iterate_for (1);
+  test_assert_free (fx, name);
+}
+
 static void
 test_grant_and_stop (TestFixture *fx, gconstpointer data)
 {
@@ -136,7 +149,7 @@ test_grant_and_stop (TestFixture *fx, gconstpointer data)
   g_assert_true (c.cancelled_at_end);
   g_assert_false (redis_lock_leader_is_leading (c.leader));
   g_assert_true (g_cancellable_is_cancelled (redis_lock_leader_get_cancellable (c.leader)));
-  test_assert_free (fx, "solo");
+  iterate_until_free (fx, "solo");
   iterate_for (300);
   g_assert_cmpuint (c.granted, ==, 1);
   g_assert_cmpuint (c.ended, ==, 1);
@@ -309,9 +322,60 @@ test_stop_from_other_thread (TestFixture *fx, gconstpointer data)
   g_assert_true (test_iterate_until (&c.granted, 1, 10000));
   g_thread_join (g_thread_new ("stopper", stop_in_thread, c.leader));
   g_assert_true (test_iterate_until (&c.ended, 1, 10000));
-  test_assert_free (fx, "remote");
+  iterate_until_free (fx, "remote");
   candidate_clear (&c);
   g_assert_cmpuint (c.ended, ==, 1);
+  context_leave (&scope);
+}
+
+/* ---- a frozen server (Redis) ---- */
+
+static void
+test_stop_frozen_server (TestFixture *fx, gconstpointer data)
+{
+  gboolean yield = GPOINTER_TO_INT (data);
+  const char *name = yield ? "frozen-yield" : "frozen-stop";
+  ContextScope scope;
+  Candidate c;
+  gint64 start, took;
+
+  g_test_summary ("stop and yield on a leader whose server stopped answering return "
+                  "at once (func FALSE has run) instead of waiting the command timeout "
+                  "for the release in the leader's context; once the server answers, the "
+                  "lock is released (not left to expire), and a yielded candidate leads "
+                  "again");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  context_enter (&scope);
+  redis_lock_registry_set_command_timeout_ms (fx->registry, 10000);
+  candidate_init (&c, fx->registry, name);
+  redis_lock_leader_start (c.leader);
+  g_assert_true (test_iterate_until (&c.granted, 1, 10000));
+
+  redis_lock_test_server_pause (fx->server);
+  start = test_now_ms ();
+  if (yield)
+    redis_lock_leader_yield (c.leader);
+  else
+    redis_lock_leader_stop (c.leader);
+  took = test_now_ms () - start;
+  g_assert_cmpuint (c.ended, ==, 1);
+  g_assert_true (c.cancelled_at_end);
+  g_assert_false (redis_lock_leader_is_leading (c.leader));
+  /* A release sent from the context would take the whole command timeout (10 s). */
+  g_assert_cmpint (took, <, 2000);
+  redis_lock_test_server_resume (fx->server);
+
+  if (yield)
+    {
+      /* Released, then taken again after the pause: its lease is a new one, with the
+       * full TTL (60 s) from the moment it was taken. */
+      g_assert_true (test_iterate_until (&c.granted, 2, 15000));
+      test_assert_held_by (fx, name, fx->registry, 60000);
+    }
+  else
+    iterate_until_free (fx, name);
+  candidate_clear (&c);
   context_leave (&scope);
 }
 
@@ -485,6 +549,10 @@ main (int argc, char **argv)
   test_add_stores ("/leader/registry-closed", NULL, test_registry_closed);
   test_add_stores ("/leader/stop-from-other-thread", NULL,
                               test_stop_from_other_thread);
+  test_add_redis ("/leader/frozen-server/stop", GINT_TO_POINTER (FALSE),
+                  test_stop_frozen_server);
+  test_add_redis ("/leader/frozen-server/yield", GINT_TO_POINTER (TRUE),
+                  test_stop_frozen_server);
   test_add_redis ("/leader/processes/one-of-three", NULL, test_processes);
   return g_test_run ();
 }

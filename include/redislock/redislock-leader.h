@@ -131,7 +131,11 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_start (RedisLockLeader *leade
  * Stops competing: gives leadership up (the callback gets %FALSE, then the lock is
  * released) if it leads, or stops waiting for it. Called from the thread that runs the
  * leader's main context, it is done when it returns; from another thread, it is done
- * in that context soon after.
+ * in that context soon after. The release of the lock is sent to Redis from a worker
+ * thread, as redis_lock_unlock_async() does: the context never waits for a server
+ * (which may be the one that stopped answering), and the release completes in the
+ * background; a release the server does not answer in time is retried there, as a
+ * failed unlock's is, and otherwise the key expires with its TTL.
  *
  * Since: 0.1
  */
