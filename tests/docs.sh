@@ -133,7 +133,7 @@ fi
 ref=$RL_TOP_BUILDDIR/docs/reference
 
 # gi-docgen check: no symbol of either GIR without documentation.
-for gir in "$RL_TOP_BUILDDIR"/src/Redislock-*.gir "$RL_TOP_BUILDDIR"/src/RedislockTesting-*.gir; do
+for gir in "$RL_TOP_BUILDDIR"/src/Redislock-*.gir "$RL_TOP_BUILDDIR"/testing/RedislockTesting-*.gir; do
   if "${GI_DOCGEN:-gi-docgen}" check "$gir" >"${TMPDIR:-/tmp}/redislock-docs-check.$$" 2>&1 \
      && ! grep -q WARNING "${TMPDIR:-/tmp}/redislock-docs-check.$$"; then
     ok "gi-docgen check $(basename "$gir") reports nothing"
