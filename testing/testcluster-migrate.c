@@ -267,8 +267,17 @@ check_slot_owner (gpointer data, GString *why)
       me = rl_tc_view_myself (&view);
       ok = me == NULL || !me->master || view.owners[want->slot] == want->owner;
       if (!ok)
-        g_string_printf (why, "master %u says node %d owns slot %u", i, view.owners[want->slot],
-                         want->slot);
+        {
+          /* Its whole view (each node's flags and config epoch) says why, should the
+           * masters never agree. */
+          redisReply *nodes = rl_tc_node_command (cluster, i, NULL, "CLUSTER NODES");
+
+          g_string_printf (why, "master %u says node %d owns slot %u; its CLUSTER NODES:\n%s", i,
+                           view.owners[want->slot], want->slot,
+                           nodes != NULL && nodes->type == REDIS_REPLY_STRING ? nodes->str : "?");
+          if (nodes != NULL)
+            freeReplyObject (nodes);
+        }
       rl_tc_view_clear (&view);
       if (!ok)
         return FALSE;
