@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* types.c: the GTypes of the public types (src/types.c, and src/testing/testtypes.c for
+/* types.c: the GTypes of the public types (src/types.c, and testing/testtypes.c for
  * the test server), as GValues and bindings use them.
  *
  * A binding holds a registry or a lock through g_boxed_copy()/g_boxed_free(), so a copy
