@@ -359,6 +359,7 @@ test_stop_frozen_server (TestFixture *fx, gconstpointer data)
   else
     redis_lock_leader_stop (c.leader);
   took = test_now_ms () - start;
+  g_test_message ("%s returned in %" G_GINT64_FORMAT " ms", yield ? "yield" : "stop", took);
   g_assert_cmpuint (c.ended, ==, 1);
   g_assert_true (c.cancelled_at_end);
   g_assert_false (redis_lock_leader_is_leading (c.leader));
