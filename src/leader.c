@@ -5,9 +5,10 @@
  * A candidate waits for the lock of its name with redis_lock_lock_async() (no thread
  * blocked: the wait is lock-async.c's, woken by the release notification), leads while
  * its thread holds it, and watches the lease cancellable with a "cancelled" handler
- * that queues an idle in its main context, so a lost lease (or the registry's close,
- * which cancels it too) ends the leadership there. Every state change happens in that one context, through one
- * function (set_state()), so the states below are the whole story:
+ * that makes a source of its main context ready, so a lost lease (or the registry's
+ * close, which cancels it too) ends the leadership there. Every state change happens
+ * in that one context, through one function (set_state()), so the states below are the
+ * whole story:
  *
  *   state    | event                              | next
  *   ---------+------------------------------------+-------------------------------------
@@ -27,11 +28,11 @@
  * The callback with FALSE comes before the unlock, so a leader's work stops before
  * another candidate can be granted the lock. Every unlock here is
  * redis_lock_unlock_async(): the context gives its hold back at once and never waits
- * for Redis, whose server may be the very one that stopped answering. The hold belongs to the thread that runs
- * the context (lock-async.c's rule), so redis_lock_leader_stop() and _yield() from
- * another thread are carried out in that context. The fields a thread other than the
- * context's reads or writes (leading, the cancellable, which leadership lost its
- * lease) are guarded by the leader's mutex.
+ * for Redis, whose server may be the very one that stopped answering. The hold
+ * belongs to the thread that runs the context (lock-async.c's rule), so
+ * redis_lock_leader_stop() and _yield() from another thread are carried out in that
+ * context. The fields a thread other than the context's reads (leading, the
+ * cancellable) are guarded by the leader's mutex.
  */
 #include "config.h"
 
@@ -68,14 +69,13 @@ struct _RedisLockLeader
   LeaderState state;
   GCancellable *attempt; /* WAITING: cancels the pending lock_async */
   GCancellable *lease;   /* LEADING: the lock's lease cancellable, watched by */
-  gulong lost_handler;   /* this "cancelled" handler */
+  gulong lost_handler;   /* this "cancelled" handler, which makes ready */
+  GSource *lost_source;  /* this source */
   GSource *pause_source; /* PAUSING */
 
-  RlMutex mutex; /* guards the four below */
+  RlMutex mutex;             /* guards the two below */
   gboolean leading;
   GCancellable *cancellable; /* the current or last leadership's */
-  guint generation;          /* counts leaderships (written in the context) */
-  guint lost_generation;     /* the last leadership whose lease was found lost */
 };
 
 /* Life ------------------------------------------------------------------------- */
@@ -245,12 +245,13 @@ end_leadership (RedisLockLeader *leader, const char *why)
 {
   GCancellable *cancellable;
 
-  /* Waits for a "cancelled" emission under way in another thread, so that no loss
-   * of this lease is reported after this point but through an idle already queued
-   * (which the generation then ignores). */
+  /* Waits for a "cancelled" emission under way in another thread: after it, no thread
+   * but this one touches the source. */
   g_cancellable_disconnect (leader->lease, leader->lost_handler);
   leader->lost_handler = 0;
   g_clear_object (&leader->lease);
+  g_source_destroy (leader->lost_source);
+  g_clear_pointer (&leader->lost_source, g_source_unref);
   rl_mutex_lock (&leader->mutex);
   leader->leading = FALSE;
   cancellable = g_object_ref (leader->cancellable);
@@ -266,13 +267,8 @@ static gboolean
 on_lease_lost (gpointer data)
 {
   RedisLockLeader *leader = data;
-  guint lost, current;
 
-  rl_mutex_lock (&leader->mutex);
-  lost = leader->lost_generation;
-  current = leader->generation;
-  rl_mutex_unlock (&leader->mutex);
-  if (leader->state == LEADER_LEADING && lost == current)
+  if (leader->state == LEADER_LEADING)
     {
       end_leadership (leader, "lease lost");
       begin_pause (leader);
@@ -280,30 +276,30 @@ on_lease_lost (gpointer data)
   return G_SOURCE_REMOVE;
 }
 
+static gboolean
+lost_source_dispatch (GSource *source, GSourceFunc callback, gpointer data)
+{
+  g_source_set_ready_time (source, -1);
+  return callback (data);
+}
+
+static GSourceFuncs lost_source_funcs = {
+  .dispatch = lost_source_dispatch,
+};
+
 /* The lease's "cancelled" handler, in the thread that found the lease lost (or at
- * once, from begin_leading(), for a lease lost already): it notes which leadership
- * lost its lease, and the leadership ends in the context, from an idle, never inside
- * this emission. The handler belongs to the current leadership: end_leadership()
- * disconnects it, waiting for an emission under way, before the next one begins. A
- * handler rather than g_cancellable_source_new(): a cancellable source dropped in its
- * context while another thread still runs the cancellable's handlers is leaked by
- * GLib 2.74 (its dispose takes a reference that only the handler it has just
+ * once, from begin_leading(), for a lease lost already): the leadership ends in the
+ * context, never inside this emission. The source is the context thread's, made and
+ * destroyed there; this handler only sets its ready time, as lock-async.c's workers
+ * wake a call's source. Not g_cancellable_source_new(): a cancellable source dropped
+ * in its context while another thread still runs the cancellable's handlers is leaked
+ * by GLib 2.74 (its dispose takes a reference that only the handler it has just
  * disconnected would drop). */
 static void
 on_lease_cancelled (GCancellable *cancellable, gpointer data)
 {
-  RedisLockLeader *leader = data;
-  GSource *idle = g_idle_source_new ();
-
   (void) cancellable;
-  rl_mutex_lock (&leader->mutex);
-  leader->lost_generation = leader->generation;
-  rl_mutex_unlock (&leader->mutex);
-  g_source_set_priority (idle, G_PRIORITY_DEFAULT);
-  g_source_set_callback (idle, on_lease_lost, redis_lock_leader_ref (leader),
-                         (GDestroyNotify) redis_lock_leader_unref);
-  g_source_attach (idle, g_atomic_pointer_get (&leader->context));
-  g_source_unref (idle);
+  g_source_set_ready_time (data, 0);
 }
 
 /* The lock is this thread's now, with one hold: it leads. */
@@ -317,15 +313,19 @@ begin_leading (RedisLockLeader *leader)
   old = leader->cancellable;
   leader->cancellable = g_cancellable_new ();
   leader->leading = TRUE;
-  leader->generation++;
   rl_mutex_unlock (&leader->mutex);
   g_object_unref (old);
+  leader->lost_source = g_source_new (&lost_source_funcs, sizeof (GSource));
+  g_source_set_static_name (leader->lost_source, "redislock leader lease");
+  g_source_set_callback (leader->lost_source, on_lease_lost, redis_lock_leader_ref (leader),
+                         (GDestroyNotify) redis_lock_leader_unref);
+  g_source_attach (leader->lost_source, leader->context);
   /* This thread holds the lock (one hold): it has a lease cancellable. */
   leader->lease = g_object_ref (redis_lock_get_lease_cancellable (leader->lock));
   leader->lost_handler
       = g_cancellable_connect (leader->lease, G_CALLBACK (on_lease_cancelled),
-                               redis_lock_leader_ref (leader),
-                               (GDestroyNotify) redis_lock_leader_unref);
+                               g_source_ref (leader->lost_source),
+                               (GDestroyNotify) g_source_unref);
   leader->func (leader, TRUE, leader->user_data);
 }
 

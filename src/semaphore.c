@@ -207,13 +207,11 @@ permit_give_back (RedisPermit *permit, GError **error)
       return FALSE;
     }
   rl_leases_value (registry->leases, view.serial, value);
-  /* Found lost already: LEASE_LOST whatever the store says, without waiting for it (as
-   * rl_lock_release_store() does); the key, if it is still this permit's, is released
-   * in the background. */
   result = rl_lock_release_store (permit->lease, value, lost, 0, &others, &local_error);
   if (result == RL_LEASE_ERROR)
     {
-      /* It may still be there: released in the background until its TTL ends. */
+      /* Unknown, or not asked (found lost: LEASE_LOST below whatever the store would
+       * say). It may still be there: released in the background until its TTL ends. */
       rl_leases_add_doubtful (registry->leases, permit->lease->key_data, value, view.ttl_ms);
       if (!lost)
         {

@@ -284,10 +284,6 @@ check_slot_owner (gpointer data, GString *why)
       View view = { 0 };
       GError *error = NULL;
       const NodeLine *me;
-      redisReply *nodes;
-      const char *text;
-      gboolean master;
-      int named;
 
       if (!rl_tc_node_is_up (cluster, i))
         continue;
@@ -298,24 +294,21 @@ check_slot_owner (gpointer data, GString *why)
           return FALSE;
         }
       me = rl_tc_view_myself (&view);
-      master = me != NULL && me->master;
-      named = view.owners[want->slot];
-      rl_tc_view_clear (&view);
-      if (!master || named == want->owner)
-        continue;
+      if (me == NULL || !me->master || view.owners[want->slot] == want->owner)
+        {
+          rl_tc_view_clear (&view);
+          continue;
+        }
 
       /* Its whole view (each node's flags and config epoch) says why. */
-      nodes = rl_tc_node_command (cluster, i, NULL, "CLUSTER NODES");
-      text = nodes != NULL && nodes->type == REDIS_REPLY_STRING ? nodes->str : "?";
       g_string_printf (why, "master %u says node %d owns slot %u; its CLUSTER NODES:\n%s", i,
-                       named, want->slot, text);
+                       view.owners[want->slot], want->slot, view.text);
       if (want->disagree_since == 0)
         want->disagree_since = g_get_monotonic_time ();
       else if (!want->reassigned
                && g_get_monotonic_time () - want->disagree_since > REASSIGN_AFTER_US)
-        reassign_slot (want, i, text);
-      if (nodes != NULL)
-        freeReplyObject (nodes);
+        reassign_slot (want, i, view.text);
+      rl_tc_view_clear (&view);
       return FALSE;
     }
   return TRUE;

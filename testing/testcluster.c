@@ -154,8 +154,10 @@ rl_tc_view_clear (View *view)
   if (view->lines != NULL)
     g_array_unref (view->lines);
   g_free (view->owners);
+  g_free (view->text);
   view->lines = NULL;
   view->owners = NULL;
+  view->text = NULL;
 }
 
 static gboolean
@@ -218,11 +220,12 @@ parse_view (RedisLockTestCluster *cluster, const char *text, View *view)
 gboolean
 rl_tc_get_view (RedisLockTestCluster *cluster, guint node, View *view, GError **error)
 {
-  g_autofree char *text = node_string (cluster, node, error, "CLUSTER NODES");
+  char *text = node_string (cluster, node, error, "CLUSTER NODES");
 
   if (text == NULL)
     return FALSE;
   parse_view (cluster, text, view);
+  view->text = text;
   return TRUE;
 }
 

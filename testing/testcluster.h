@@ -66,6 +66,7 @@ typedef struct
 {
   GArray *lines;  /* of NodeLine */
   gint16 *owners; /* [N_SLOTS]: the master owning each slot, -1 when none or not ours */
+  char *text;     /* the reply itself, for reports */
 } View;
 
 /* Whether @node's process runs. */
