@@ -373,10 +373,10 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_is_lease_lost (RedisLock *lock);
  * running a #GMainLoop can hear of the loss in its loop: attach
  * `g_cancellable_source_new (cancellable)` to the thread-default main context with a
  * #GCancellableSourceFunc, and destroy the source at the outermost unlock (GLib 2.74
- * may leak a source destroyed while another thread still reports the loss; a handler
- * from g_cancellable_connect() that attaches an idle, disconnected with
- * g_cancellable_disconnect() at the outermost unlock, does not leak: see
- * docs/main-loops.md).
+ * may leak a source destroyed while another thread still reports the loss; a source
+ * of your own that a g_cancellable_connect() handler makes ready, the handler
+ * disconnected with g_cancellable_disconnect() at the outermost unlock, does not leak:
+ * see docs/main-loops.md).
  *
  * Thread safety: the answer is the calling thread's; other threads may use the
  * cancellable only while this thread holds @lock.
