@@ -190,6 +190,20 @@ migrate_remaining_keys (RedisLockTestCluster *cluster, const Migration *m, GErro
     }
 }
 
+/* Tells every running node but @owner and @told (told already) that @owner owns
+ * @slot: the other masters would learn it from the owner's bumped epoch by gossip, and
+ * telling them saves that time. A node that is not a master (any more) refuses, which
+ * is no matter: a replica follows its master. */
+static void
+tell_owner (RedisLockTestCluster *cluster, guint slot, guint owner, guint told)
+{
+  const char *owner_id = cluster->nodes[owner].id;
+
+  for (guint i = 0; i < cluster->n_nodes; i++)
+    if (i != owner && i != told && rl_tc_node_is_up (cluster, i))
+      rl_tc_node_run (cluster, i, NULL, "CLUSTER SETSLOT %u NODE %s", slot, owner_id);
+}
+
 typedef struct
 {
   RedisLockTestCluster *cluster;
@@ -221,9 +235,7 @@ reassign_slot (SlotOwner *want, guint master, const char *nodes)
   rl_tc_node_run (cluster, (guint)want->owner, NULL, "CLUSTER BUMPEPOCH");
   rl_tc_node_run (cluster, (guint)want->owner, NULL, "CLUSTER SETSLOT %u NODE %s", want->slot,
                   owner_id);
-  for (guint i = 0; i < cluster->n_nodes; i++)
-    if (i != (guint)want->owner && rl_tc_node_is_up (cluster, i))
-      rl_tc_node_run (cluster, i, NULL, "CLUSTER SETSLOT %u NODE %s", want->slot, owner_id);
+  tell_owner (cluster, want->slot, (guint)want->owner, (guint)want->owner);
   want->reassigned = TRUE;
 }
 
@@ -343,21 +355,7 @@ redis_lock_test_cluster_migrate_slot_finish (RedisLockTestCluster *cluster, guin
       || !rl_tc_node_run (cluster, m.to, error, "CLUSTER SETSLOT %u NODE %s", slot, to_id)
       || !rl_tc_node_run (cluster, m.from, error, "CLUSTER SETSLOT %u NODE %s", slot, to_id))
     return FALSE;
-  /* The other masters would learn it from the target's bumped epoch by gossip; telling
-   * them saves that time. A node that is not a master (any more) refuses: no matter. */
-  for (guint i = 0; i < cluster->n_nodes; i++)
-    if (i != m.to && i != m.from && rl_tc_node_is_up (cluster, i))
-      {
-        View view = { 0 };
-        const NodeLine *me;
-
-        if (!rl_tc_get_view (cluster, i, &view, NULL))
-          continue;
-        me = rl_tc_view_myself (&view);
-        if (me != NULL && me->master)
-          rl_tc_node_run (cluster, i, NULL, "CLUSTER SETSLOT %u NODE %s", slot, to_id);
-        rl_tc_view_clear (&view);
-      }
+  tell_owner (cluster, slot, m.to, m.from);
   want = (SlotOwner){ .cluster = cluster, .slot = slot, .owner = (int)m.to };
   return rl_test_wait_until (check_slot_owner, &want, AGREE_TIMEOUT_MS,
                              "The masters did not agree on the migrated slot", error)
