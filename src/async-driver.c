@@ -218,7 +218,7 @@ static void
 push_job (DriverCall *call)
 {
   call->working = TRUE;
-  rl_async_pool_push (call->anchor->registry, &call->job);
+  rl_async_pool_push (call->anchor->registry, &call->job, call->anchor->key_data);
 }
 
 /* The local level ------------------------------------------------------------------ */

@@ -14,14 +14,61 @@
 
 typedef struct
 {
-  gint ref_count; /* atomic */
-  RlMutex mutex;  /* guards the rest */
-  RlCond cond;    /* jobs queued, or stop */
-  GQueue jobs;    /* RlAsyncJob */
-  guint threads;  /* running */
-  guint idle;     /* waiting for a job */
-  gboolean stop;  /* the registry is gone: idle workers leave at once */
+  gint ref_count;     /* atomic */
+  RlMutex mutex;      /* guards the rest */
+  RlCond cond;        /* jobs queued, a lane freed, or stop */
+  GQueue jobs;        /* RlAsyncJob */
+  GHashTable *lanes;  /* lane -> jobs of it running (GUINT_TO_POINTER), none at 0 */
+  guint threads;      /* running */
+  guint idle;         /* waiting for a job */
+  gboolean stop;      /* the registry is gone: idle workers leave at once */
 } RlAsyncPool;
+
+static guint
+lane_running (RlAsyncPool *pool, gconstpointer lane)
+{
+  return GPOINTER_TO_UINT (g_hash_table_lookup (pool->lanes, lane));
+}
+
+static void
+lane_add (RlAsyncPool *pool, gconstpointer lane, int delta)
+{
+  guint n = lane_running (pool, lane) + delta;
+
+  if (n == 0)
+    g_hash_table_remove (pool->lanes, lane);
+  else
+    g_hash_table_insert (pool->lanes, (gpointer) lane, GUINT_TO_POINTER (n));
+}
+
+/* The first queued job whose lane has room, taken off the queue; NULL: none. */
+static RlAsyncJob *
+pop_runnable (RlAsyncPool *pool)
+{
+  for (GList *l = pool->jobs.head; l != NULL; l = l->next)
+    {
+      RlAsyncJob *job = l->data;
+      if (lane_running (pool, job->lane) < RL_ASYNC_THREADS)
+        {
+          g_queue_delete_link (&pool->jobs, l);
+          lane_add (pool, job->lane, 1);
+          return job;
+        }
+    }
+  return NULL;
+}
+
+/* How many queued jobs have a lane with room (a job of a full lane waits for a worker
+ * of that lane to finish, which takes it next). */
+static guint
+runnable_count (RlAsyncPool *pool)
+{
+  guint n = 0;
+
+  for (GList *l = pool->jobs.head; l != NULL; l = l->next)
+    n += lane_running (pool, ((RlAsyncJob *) l->data)->lane) < RL_ASYNC_THREADS;
+  return n;
+}
 
 static void
 async_pool_unref (RlAsyncPool *pool)
@@ -29,6 +76,7 @@ async_pool_unref (RlAsyncPool *pool)
   if (!g_atomic_int_dec_and_test (&pool->ref_count))
     return;
   g_assert (pool->jobs.length == 0);
+  g_hash_table_unref (pool->lanes);
   rl_cond_clear (&pool->cond);
   rl_mutex_clear (&pool->mutex);
   g_free (pool);
@@ -43,12 +91,18 @@ pool_thread (gpointer data)
   rl_mutex_lock (&pool->mutex);
   for (;;)
     {
-      RlAsyncJob *job = g_queue_pop_head (&pool->jobs);
+      RlAsyncJob *job = pop_runnable (pool);
       if (job != NULL)
         {
+          gconstpointer lane = job->lane;
           rl_mutex_unlock (&pool->mutex);
-          job->run (job);
+          job->run (job); /* the job may be freed from here on */
           rl_mutex_lock (&pool->mutex);
+          lane_add (pool, lane, -1);
+          /* A job of this lane may have waited for the room just made; this worker
+           * looks first, an idle one too. */
+          if (pool->idle > 0 && pool->jobs.length > 0)
+            rl_cond_broadcast (&pool->cond);
           continue;
         }
       if (pool->stop)
@@ -57,7 +111,7 @@ pool_thread (gpointer data)
       rl_cond_wait_until (&pool->cond, &pool->mutex,
                           g_get_monotonic_time () + RL_ASYNC_IDLE_MS * 1000);
       pool->idle--;
-      if (pool->jobs.length == 0)
+      if (runnable_count (pool) == 0)
         break;
     }
   pool->threads--;
@@ -89,6 +143,7 @@ registry_pool (RedisLockRegistry *registry)
   rl_mutex_init (&pool->mutex);
   rl_cond_init (&pool->cond);
   g_queue_init (&pool->jobs);
+  pool->lanes = g_hash_table_new (g_direct_hash, g_direct_equal);
   /* Set before the pool is: whoever sees the pool sees how to release it. */
   registry->async_pool_release = async_pool_release;
   if (!g_atomic_pointer_compare_and_exchange (&registry->async_pool, NULL, pool))
@@ -100,15 +155,18 @@ registry_pool (RedisLockRegistry *registry)
 }
 
 void
-rl_async_pool_push (RedisLockRegistry *registry, RlAsyncJob *job)
+rl_async_pool_push (RedisLockRegistry *registry, RlAsyncJob *job, const char *key)
 {
   RlAsyncPool *pool = registry_pool (registry);
+  RlStore *store = registry->store;
+  gconstpointer lane = store->vt->lane != NULL ? store->vt->lane (store, key) : NULL;
   gboolean start;
 
   RL_ATOMIC_SET (job->queued_at, g_get_monotonic_time ());
   rl_mutex_lock (&pool->mutex);
+  job->lane = lane;
   g_queue_push_tail (&pool->jobs, job);
-  start = pool->idle < pool->jobs.length && pool->threads < RL_ASYNC_THREADS;
+  start = pool->idle < runnable_count (pool) && pool->threads < RL_ASYNC_MAX_THREADS;
   if (start)
     {
       pool->threads++;

@@ -5,11 +5,14 @@
  *
  * A job is a structure the caller embeds in its call (RlAsyncJob) and pushes with the
  * reference it needs for the run: a worker pops it and calls its run function, which
- * owns that reference, and touches the job no more afterwards. A registry has at most
- * RL_ASYNC_THREADS workers, which leave after RL_ASYNC_IDLE_MS idle, so no thread is
- * made per call or per attempt, a call that sleeps between attempts holds none, and a
- * registry whose server does not answer ties up its own workers only, never another
- * registry's.
+ * owns that reference, and touches the job no more afterwards. A job waits on one
+ * server, its lane (the store's lane of the job's key: in a Cluster, the master of its
+ * slot): at most RL_ASYNC_THREADS jobs of one lane run at once, and a registry has at
+ * most RL_ASYNC_MAX_THREADS workers, which leave after RL_ASYNC_IDLE_MS idle. So no
+ * thread is made per call or per attempt, a call that sleeps between attempts holds
+ * none, and a server that does not answer ties up the workers of its own lane only:
+ * never another registry's, nor a call of the same registry for a key that another
+ * server serves.
  */
 #ifndef RL_ASYNC_POOL_H
 #define RL_ASYNC_POOL_H
@@ -18,6 +21,7 @@
 #include "internal.h"
 
 #define RL_ASYNC_THREADS 4
+#define RL_ASYNC_MAX_THREADS 16
 #define RL_ASYNC_IDLE_MS 2000
 
 typedef struct _RlAsyncJob RlAsyncJob;
@@ -26,11 +30,14 @@ struct _RlAsyncJob
 {
   void (*run) (RlAsyncJob *job); /* on a worker; set once by the job's owner */
   gint64 queued_at;              /* atomic: set by rl_async_pool_push() */
+  gconstpointer lane;            /* set by rl_async_pool_push(), under the pool's mutex */
 };
 
-/* Queues @job on @registry's pool (made on first use), starting a worker when none is
- * idle and fewer than RL_ASYNC_THREADS run. Any thread; takes only the pool's mutex. */
-void rl_async_pool_push (RedisLockRegistry *registry, RlAsyncJob *job);
+/* Queues @job, whose requests are for @key, on @registry's pool (made on first use),
+ * starting a worker when none is idle, the job's lane has room and fewer than
+ * RL_ASYNC_MAX_THREADS run. Any thread; takes the pool's mutex, and the store's
+ * topology's for the lane. */
+void rl_async_pool_push (RedisLockRegistry *registry, RlAsyncJob *job, const char *key);
 
 /* Whether @job, about to make the first attempt of @acq for a call with a bounded wait,
  * was queued before the deadline and started only after it: every worker of the

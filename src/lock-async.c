@@ -17,7 +17,7 @@
  * there on.
  *
  * What each step does runs on the worker pool of the call's registry (async-pool.c:
- * RL_ASYNC_THREADS threads at most, leaving after RL_ASYNC_IDLE_MS idle): the store's
+ * RL_ASYNC_THREADS threads at most per server, leaving after RL_ASYNC_IDLE_MS idle): the store's
  * calls block, so they never run in the caller's main context, and a registry whose
  * server does not answer ties up its own workers only, never another registry's. A
  * call whose step could not start before its deadline (every worker of its registry
@@ -130,7 +130,7 @@ call_unref (gpointer data)
 static void
 pool_push (AsyncCall *call)
 {
-  rl_async_pool_push (call->lock->registry, &call->job);
+  rl_async_pool_push (call->lock->registry, &call->job, call->lock->key_data);
 }
 
 /* Counts an event; the first one not yet seen schedules a step. Any thread, any

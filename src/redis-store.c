@@ -388,7 +388,18 @@ rl_redis_waits_update (RlStore *store, const char *id, const char *record, gint6
   return ok;
 }
 
+/* The node that serves @key now: in a Cluster, the master of its slot. */
+static gconstpointer
+rl_redis_lane (RlStore *store, const char *key)
+{
+  RlTopology *topology = ((RlRedisStore *) store)->topology;
+  g_autoptr (RlNode) node = topology->vt->route (topology, key, NULL);
+
+  return node;
+}
+
 RL_DEFINE_STORE_VTABLE (rl_redis,
+                        .lane = rl_redis_lane,
                         .request_begin = rl_redis_request_begin,
                         .request_ready = rl_redis_request_ready,
                         .request_end = rl_redis_request_end,

@@ -315,6 +315,15 @@ typedef struct
   gboolean (*waits_update) (RlStore *store, const char *id, const char *record, gint64 ttl_ms,
                             GPtrArray *records, gint64 deadline, GError **error);
 
+  /* Which server a blocking request for @key waits on, as an identity to compare and
+   * never to dereference (it may be freed meanwhile): the registry's pool of workers for
+   * asynchronous calls lets only a few of its requests wait on one server at once, so
+   * that a server that stopped answering ties up those few and a call for a key on
+   * another server of the same registry (a Cluster's other masters) still runs. NULL
+   * when it is not known; a NULL slot in a store whose requests wait on all of its
+   * servers together (the memory and quorum stores). */
+  gconstpointer (*lane) (RlStore *store, const char *key);
+
   /* Stops background threads; the store stays usable for single calls. */
   void (*close) (RlStore *store);
   void (*free) (RlStore *store);
