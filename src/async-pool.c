@@ -14,59 +14,79 @@
 
 typedef struct
 {
-  gint ref_count;     /* atomic */
-  RlMutex mutex;      /* guards the rest */
-  RlCond cond;        /* jobs queued, a lane freed, or stop */
-  GQueue jobs;        /* RlAsyncJob */
-  GHashTable *lanes;  /* lane -> jobs of it running (GUINT_TO_POINTER), none at 0 */
-  guint threads;      /* running */
-  guint idle;         /* waiting for a job */
-  gboolean stop;      /* the registry is gone: idle workers leave at once */
+  gint ref_count;    /* atomic */
+  RlMutex mutex;     /* guards the rest */
+  RlCond cond;       /* jobs queued, a lane freed, or stop */
+  GQueue jobs;       /* RlAsyncJob */
+  GHashTable *lanes; /* job->lane -> Lane, while it has jobs queued or running */
+  guint threads;     /* running */
+  guint starting;    /* of them, started and not yet looking for a job */
+  guint idle;        /* waiting for a job */
+  gboolean stop;     /* the registry is gone: idle workers leave at once */
 } RlAsyncPool;
 
-static guint
-lane_running (RlAsyncPool *pool, gconstpointer lane)
+/* The jobs of one lane. */
+typedef struct
 {
-  return GPOINTER_TO_UINT (g_hash_table_lookup (pool->lanes, lane));
+  guint queued;
+  guint running; /* at most RL_ASYNC_THREADS */
+} Lane;
+
+static Lane *
+lane_of (RlAsyncPool *pool, gconstpointer key)
+{
+  Lane *lane = g_hash_table_lookup (pool->lanes, key);
+
+  if (lane == NULL)
+    {
+      lane = g_new0 (Lane, 1);
+      g_hash_table_insert (pool->lanes, (gpointer) key, lane);
+    }
+  return lane;
 }
 
 static void
-lane_add (RlAsyncPool *pool, gconstpointer lane, int delta)
+lane_drop_if_empty (RlAsyncPool *pool, gconstpointer key, Lane *lane)
 {
-  guint n = lane_running (pool, lane) + delta;
-
-  if (n == 0)
-    g_hash_table_remove (pool->lanes, lane);
-  else
-    g_hash_table_insert (pool->lanes, (gpointer) lane, GUINT_TO_POINTER (n));
+  if (lane->queued == 0 && lane->running == 0)
+    g_hash_table_remove (pool->lanes, key);
 }
 
-/* The first queued job whose lane has room, taken off the queue; NULL: none. */
+/* The first queued job whose lane has room, taken off the queue and counted as
+ * running; NULL: none. */
 static RlAsyncJob *
 pop_runnable (RlAsyncPool *pool)
 {
   for (GList *l = pool->jobs.head; l != NULL; l = l->next)
     {
       RlAsyncJob *job = l->data;
-      if (lane_running (pool, job->lane) < RL_ASYNC_THREADS)
+      Lane *lane = lane_of (pool, job->lane);
+      if (lane->running < RL_ASYNC_THREADS)
         {
           g_queue_delete_link (&pool->jobs, l);
-          lane_add (pool, job->lane, 1);
+          lane->queued--;
+          lane->running++;
           return job;
         }
     }
   return NULL;
 }
 
-/* How many queued jobs have a lane with room (a job of a full lane waits for a worker
- * of that lane to finish, which takes it next). */
+/* How many queued jobs could start now, each lane up to its room (a job of a full
+ * lane waits for a worker of that lane to finish, which takes it next). */
 static guint
 runnable_count (RlAsyncPool *pool)
 {
+  GHashTableIter iter;
+  gpointer value;
   guint n = 0;
 
-  for (GList *l = pool->jobs.head; l != NULL; l = l->next)
-    n += lane_running (pool, ((RlAsyncJob *) l->data)->lane) < RL_ASYNC_THREADS;
+  g_hash_table_iter_init (&iter, pool->lanes);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    {
+      Lane *lane = value;
+      n += MIN (lane->queued, RL_ASYNC_THREADS - lane->running);
+    }
   return n;
 }
 
@@ -89,16 +109,20 @@ pool_thread (gpointer data)
 
   rl_thread_set_name ("redislock-async");
   rl_mutex_lock (&pool->mutex);
+  pool->starting--;
   for (;;)
     {
       RlAsyncJob *job = pop_runnable (pool);
       if (job != NULL)
         {
-          gconstpointer lane = job->lane;
+          gconstpointer key = job->lane;
+          Lane *lane;
           rl_mutex_unlock (&pool->mutex);
           job->run (job); /* the job may be freed from here on */
           rl_mutex_lock (&pool->mutex);
-          lane_add (pool, lane, -1);
+          lane = lane_of (pool, key);
+          lane->running--;
+          lane_drop_if_empty (pool, key, lane);
           /* A job of this lane may have waited for the room just made; this worker
            * looks first, an idle one too. */
           if (pool->idle > 0 && pool->jobs.length > 0)
@@ -143,7 +167,7 @@ registry_pool (RedisLockRegistry *registry)
   rl_mutex_init (&pool->mutex);
   rl_cond_init (&pool->cond);
   g_queue_init (&pool->jobs);
-  pool->lanes = g_hash_table_new (g_direct_hash, g_direct_equal);
+  pool->lanes = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
   /* Set before the pool is: whoever sees the pool sees how to release it. */
   registry->async_pool_release = async_pool_release;
   if (!g_atomic_pointer_compare_and_exchange (&registry->async_pool, NULL, pool))
@@ -166,10 +190,13 @@ rl_async_pool_push (RedisLockRegistry *registry, RlAsyncJob *job, const char *ke
   rl_mutex_lock (&pool->mutex);
   job->lane = lane;
   g_queue_push_tail (&pool->jobs, job);
-  start = pool->idle < runnable_count (pool) && pool->threads < RL_ASYNC_MAX_THREADS;
+  lane_of (pool, lane)->queued++;
+  start = pool->idle + pool->starting < runnable_count (pool)
+          && pool->threads < RL_ASYNC_MAX_THREADS;
   if (start)
     {
       pool->threads++;
+      pool->starting++;
       g_atomic_int_inc (&pool->ref_count);
     }
   else
@@ -189,6 +216,7 @@ rl_async_pool_push (RedisLockRegistry *registry, RlAsyncJob *job, const char *ke
                      error->message);
           rl_mutex_lock (&pool->mutex);
           pool->threads--;
+          pool->starting--;
           rl_mutex_unlock (&pool->mutex);
           async_pool_unref (pool);
         }
