@@ -250,8 +250,17 @@ some_lock_held (gpointer data)
 
   for (guint i = 0; i < c->s->names && !held; i++)
     {
-      redisReply *reply = controller_command (c, "EXISTS " STRESS_REGISTRY_KEY ":name-%u", i);
-      held = reply != NULL && reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+      /* The keys of the scenario's member (stress-family.c): a lock's (a leader's), the
+       * first two permits, the writer lease and the set of reading registries. */
+      redisReply *reply
+          = c->s->member == MEMBER_SEMAPHORE
+                ? controller_command (c, "EXISTS " STRESS_REGISTRY_KEY ":{name-%u}:sem:0 "
+                                         STRESS_REGISTRY_KEY ":{name-%u}:sem:1", i, i)
+            : c->s->member == MEMBER_RWLOCK
+                ? controller_command (c, "EXISTS " STRESS_REGISTRY_KEY ":{name-%u}:rw:w "
+                                         STRESS_REGISTRY_KEY ":{name-%u}:rw:readers", i, i)
+                : controller_command (c, "EXISTS " STRESS_REGISTRY_KEY ":name-%u", i);
+      held = reply != NULL && reply->type == REDIS_REPLY_INTEGER && reply->integer >= 1;
       if (reply != NULL)
         freeReplyObject (reply);
     }
@@ -265,8 +274,11 @@ restart_server (Controller *c)
 {
   g_autoptr (GError) error = NULL;
 
+  gint64 from;
+
   if (!test_wait_until (some_lock_held, c, 10000))
     problem (c, "restart: no lock was held within 10 s");
+  from = g_get_monotonic_time ();
   redis_lock_test_server_stop (c->server);
   g_clear_pointer (&c->redis, redisFree);
   if (!redis_lock_test_server_start (c->server, &error))
@@ -274,6 +286,7 @@ restart_server (Controller *c)
       problem (c, "restart: %s", error->message);
       return;
     }
+  note_lease_fault (c, LEASE_FAULT_ALL_NAMES, from);
   c->restarts_done++;
 }
 

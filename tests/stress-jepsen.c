@@ -114,12 +114,17 @@ static void
 sentinel_failover (Controller *c, guint i)
 {
   g_autoptr (GError) error = NULL;
+  gint64 from = g_get_monotonic_time ();
 
   if (redis_lock_test_sentinel_failover (c->sentinel, 30000, &error) < 0)
     {
       problem (c, "failover %u: %s", i + 1, error->message);
       return;
     }
+  /* The former master takes writes until it is demoted: the window lasts the settle. */
+  note_lease_fault (c, LEASE_FAULT_ALL_NAMES, from);
+  g_array_index (c->lease_faults, LeaseFault, c->lease_faults->len - 1).to_us
+      += c->s->settle_ms * 1000;
   c->failovers_done++;
   after_fault (c, "failover", i);
 }
@@ -161,10 +166,15 @@ static void
 cluster_failover (Controller *c, guint i)
 {
   g_autoptr (GError) error = NULL;
-  g_autofree char *key = g_strdup_printf (STRESS_REGISTRY_KEY ":name-%u", i % c->s->names);
+  /* The semaphore's and the read-write lock's keys are tagged with the name. */
+  g_autofree char *key
+      = c->s->member == MEMBER_SEMAPHORE || c->s->member == MEMBER_RWLOCK
+            ? g_strdup_printf (STRESS_REGISTRY_KEY ":{name-%u}", i % c->s->names)
+            : g_strdup_printf (STRESS_REGISTRY_KEY ":name-%u", i % c->s->names);
   int master
       = redis_lock_test_cluster_get_slot_owner (c->cluster, redis_lock_test_cluster_key_slot (key));
   int replica = -1;
+  gint64 from = g_get_monotonic_time ();
 
   if (master < 0)
     {
@@ -195,6 +205,7 @@ cluster_failover (Controller *c, guint i)
       problem (c, "failover %u: %s", i + 1, error->message);
       return;
     }
+  note_lease_fault (c, LEASE_FAULT_ALL_NAMES, from);
   c->failovers_done++;
   after_fault (c, "failover", i);
   if (i + 1 < c->s->failovers
@@ -255,15 +266,6 @@ inject_topology_faults (Controller *c)
 /* ------------------------------------------------------------------------------------- */
 /* The history and its verdicts. */
 
-typedef struct
-{
-  guint name, proc, reg, thread;
-  gint64 call_us, start_us, end_us; /* lock called, lock returned, unlock called */
-  guint64 token;
-  gboolean told;
-  char unlocked[16]; /* how its unlock ended: OK or an error code */
-} Section;
-
 static gboolean
 read_history (Controller *c, guint index, GArray *into)
 {
@@ -278,20 +280,22 @@ read_history (Controller *c, guint index, GArray *into)
     {
       Section s = { 0 };
       int told = 0;
+      char role = 0;
 
       if (*lines[i] == '\0')
         continue;
       if (sscanf (lines[i],
                   "%u %u %u %u %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %" G_GINT64_FORMAT
-                  " %" G_GUINT64_FORMAT " %d %15s",
+                  " %" G_GUINT64_FORMAT " %d %15s %" G_GINT64_FORMAT " %c",
                   &s.name, &s.proc, &s.reg, &s.thread, &s.call_us, &s.start_us, &s.end_us,
-                  &s.token, &told, s.unlocked)
-          != 10)
+                  &s.token, &told, s.unlocked, &s.told_us, &role)
+          != 12)
         {
           problem (c, "worker %u history: bad line \"%s\"", index, lines[i]);
           return FALSE;
         }
       s.told = told != 0;
+      s.role = role;
       g_array_append_val (into, s);
     }
   return TRUE;
@@ -315,20 +319,46 @@ same_holder (const Section *x, const Section *y)
   return x->proc == y->proc && x->reg == y->reg && x->thread == y->thread;
 }
 
-static char *
+char *
 describe (Controller *c, const Section *s)
 {
-  return g_strdup_printf ("p%u.r%u.t%u (called %.3f s) [%.3f s, %.3f s] token %" G_GUINT64_FORMAT
+  g_autofree char *told = s->told_us > 0 ? g_strdup_printf (" told at %.3f s",
+                                                            (s->told_us - c->start_us) / 1e6)
+                                         : g_strdup (s->told ? " told" : "");
+
+  return g_strdup_printf ("%c p%u.r%u.t%u (called %.3f s) [%.3f s, %.3f s] token %" G_GUINT64_FORMAT
                           " unlock %s%s",
-                          s->proc, s->reg, s->thread, (s->call_us - c->start_us) / 1e6,
-                          (s->start_us - c->start_us) / 1e6,
-                          (s->end_us - c->start_us) / 1e6, s->token, s->unlocked,
-                          s->told ? " told" : "");
+                          s->role, s->proc, s->reg, s->thread, (s->call_us - c->start_us) / 1e6,
+                          (s->start_us - c->start_us) / 1e6, (s->end_us - c->start_us) / 1e6,
+                          s->token, s->unlocked, told);
+}
+
+/* An overlap of @o and the later @s that at least one of them was told of: how long it
+ * went on from the start of @s until the first of them was told. */
+static void
+note_told_delay (const Section *o, const Section *s, Row *row)
+{
+  gint64 first = G_MAXINT64;
+
+  if (o->told && o->told_us > 0)
+    first = o->told_us;
+  if (s->told && s->told_us > 0)
+    first = MIN (first, s->told_us);
+  if (first != G_MAXINT64)
+    row->max_told_ms = MAX (row->max_told_ms, MAX (0, first - s->start_us) / 1000);
+}
+
+/* Whether @o and @s conflict: two holders, unless both only read. */
+static gboolean
+conflicting (const Section *o, const Section *s)
+{
+  return !same_holder (o, s) && !(o->role == 'R' && s->role == 'R');
 }
 
 /* Overlaps: sorted by name and start, each section meets the earlier sections of its
- * name still open at its start (end after it), kept in @open. */
-static void
+ * name still open at its start (end after it), kept in @open. Two readers of a
+ * read-write lock do not overlap; a writer overlaps with anyone. */
+void
 judge_overlaps (Controller *c, GArray *sections, Row *row)
 {
   g_autoptr (GArray) open = g_array_new (FALSE, FALSE, sizeof (guint));
@@ -352,11 +382,14 @@ judge_overlaps (Controller *c, GArray *sections, Row *row)
               continue;
             }
           k++;
-          if (same_holder (o, s))
+          if (!conflicting (o, s))
             continue;
           row->overlaps++;
           if (o->told || s->told)
-            row->reported++;
+            {
+              row->reported++;
+              note_told_delay (o, s, row);
+            }
           else
             {
               row->silent++;
@@ -444,6 +477,13 @@ static void
 judge (Controller *c, GArray *sections, Row *row)
 {
   g_array_sort (sections, section_compare);
+  row->max_told_ms = -1;
+  if (c->s->member != MEMBER_LOCK)
+    {
+      row->regressions = -1;
+      judge_family (c, sections, row);
+      return;
+    }
   judge_overlaps (c, sections, row);
   if (c->s->fencing)
     judge_tokens (c, sections, row);
@@ -470,6 +510,7 @@ check_history (Controller *c, Collected *col, Row *row)
   row->restarts = c->restarts_done;
   row->outages = c->outages_done;
   row->failovers = c->failovers_done;
+  row->forced = c->forced_done;
   g_hash_table_iter_init (&iter, col->tally.counts);
   while (g_hash_table_iter_next (&iter, &key, &value))
     if (g_str_has_prefix (key, "error "))
@@ -495,9 +536,15 @@ check_history (Controller *c, Collected *col, Row *row)
   for (guint i = 0; i < s->procs; i++)
     if (!read_history (c, i, sections))
       problem (c, "worker %u left no readable history", i);
-  if (sections->len != row->sections)
-    problem (c, "%u sections in the histories, %" G_GUINT64_FORMAT " reported", sections->len,
-             row->sections);
+  {
+    guint holds = 0; /* a leader's actions are entries of the history, not holds */
+
+    for (guint i = 0; i < sections->len; i++)
+      holds += g_array_index (sections, Section, i).role != 'A';
+    if (holds != row->sections)
+      problem (c, "%u sections in the histories, %" G_GUINT64_FORMAT " reported", holds,
+               row->sections);
+  }
   judge (c, sections, row);
 
   if (s->safe_overlap && row->overlaps > 0)
@@ -505,17 +552,32 @@ check_history (Controller *c, Collected *col, Row *row)
              "%" G_GUINT64_FORMAT " overlaps (%" G_GUINT64_FORMAT " reported, %" G_GUINT64_FORMAT
              " silent), none allowed",
              row->overlaps, row->reported, row->silent);
-  if (s->safe_silent && row->silent > 0)
+  /* A leader's verdict is on its actions (stress-family.c), its leaderships measured. */
+  if (s->safe_silent && row->silent > 0 && s->member != MEMBER_LEADER)
     problem (c, "%" G_GUINT64_FORMAT " silent overlaps: two holders at once, neither told",
              row->silent);
   if (s->safe_tokens && row->regressions > 0)
     problem (c, "%" G_GINT64_FORMAT " token regressions", row->regressions);
+  if (s->safe_silent && row->stale_actions > 0)
+    problem (c,
+             "%" G_GUINT64_FORMAT " actions by a leader after another was granted leadership, "
+             "before it was told",
+             row->stale_actions);
+  /* Whatever the topology: is_leading() answers FALSE once the loss is known. */
+  if (row->after_told_actions > 0)
+    problem (c,
+             "%" G_GUINT64_FORMAT " actions by a leader whose leadership cancellable had "
+             "already fired",
+             row->after_told_actions);
+  if (c->forced_done < s->forced)
+    problem (c, "%u of %u forced unlocks deleted a held lease", c->forced_done, s->forced);
 }
 
 /* ------------------------------------------------------------------------------------- */
 /* The table. */
 
 static const char *const topology_names[] = { "server", "sentinel", "cluster", "quorum" };
+static const char *const member_names[] = { "lock", "semaphore", "rwlock", "leader" };
 
 static char *
 faults_done (const Row *row)
@@ -532,6 +594,8 @@ faults_done (const Row *row)
   if (row->failovers > 0)
     g_string_append_printf (
         f, "%s %u,", s->topology == TOPOLOGY_QUORUM ? "node-restart" : "failover", row->failovers);
+  if (row->forced > 0)
+    g_string_append_printf (f, "forced %u,", row->forced);
   if (f->len > 0)
     g_string_truncate (f, f->len - 1);
   else
@@ -561,31 +625,48 @@ print_history_summary (GPtrArray *rows, const char *profile)
       g_autofree char *shape = NULL;
       g_autofree char *faults = NULL;
       g_autofree char *regressions = NULL;
+      g_autofree char *actions = NULL;
+      g_autofree char *told_ms = NULL;
 
       if (!row->history)
         continue;
       if (!any)
         {
           g_print ("#\n# redislock fault histories, %s profile\n", profile);
-          g_print ("# %-16s %-8s %-7s %-34s %8s %6s %8s %8s %6s %6s %6s  %s\n", "scenario",
-                   "topology", "PxRxT", "faults", "sections", "told", "overlaps", "reported",
-                   "silent", "tokreg", "secs", "verdict");
+          g_print ("# %-20s %-9s %-8s %-7s %-38s %8s %6s %8s %8s %6s %6s %12s %7s %6s  %s\n",
+                   "scenario", "member", "topology", "PxRxT", "faults", "sections", "told",
+                   "overlaps", "reported", "silent", "tokreg", "stale/late", "tell-ms", "secs",
+                   "verdict");
           any = TRUE;
         }
       shape = g_strdup_printf ("%ux%ux%u", s->procs, s->registries, s->threads);
       faults = faults_done (row);
       regressions = row->regressions < 0 ? g_strdup ("n/a")
                                          : g_strdup_printf ("%" G_GINT64_FORMAT, row->regressions);
-      g_print ("# %-16s %-8s %-7s %-34s %8" G_GUINT64_FORMAT " %6" G_GUINT64_FORMAT
+      actions = s->member == MEMBER_LEADER
+                    ? g_strdup_printf ("%" G_GUINT64_FORMAT "+%" G_GUINT64_FORMAT
+                                       "/%" G_GUINT64_FORMAT,
+                                       row->stale_actions, row->forced_stale_actions,
+                                       row->after_told_actions)
+                    : g_strdup ("-");
+      told_ms = row->max_told_ms < 0 ? g_strdup ("-")
+                                     : g_strdup_printf ("%" G_GINT64_FORMAT, row->max_told_ms);
+      g_print ("# %-20s %-9s %-8s %-7s %-38s %8" G_GUINT64_FORMAT " %6" G_GUINT64_FORMAT
                " %8" G_GUINT64_FORMAT " %8" G_GUINT64_FORMAT " %6" G_GUINT64_FORMAT
-               " %6s %6.1f  %s\n",
-               row->name, topology_names[s->topology], shape, faults, row->sections, row->told,
-               row->overlaps, row->reported, row->silent, regressions, row->duration_ms / 1000.0,
-               verdict (row));
+               " %6s %12s %7s %6.1f  %s\n",
+               row->name, member_names[s->member], topology_names[s->topology], shape, faults,
+               row->sections, row->told, row->overlaps, row->reported, row->silent, regressions,
+               actions, told_ms, row->duration_ms / 1000.0, verdict (row));
     }
   if (any)
     g_print ("# (told: sections whose holder was told its lease was lost; overlaps: pairs of\n"
-             "#  sections of one name by two holders whose intervals intersect; reported: at\n"
-             "#  least one of the two was told; silent: neither was; tokreg: sections whose\n"
-             "#  fencing token is not above every token handed out before they started)\n");
+             "#  sections of one name by two holders whose intervals intersect (a semaphore:\n"
+             "#  holders entering while more than its permits hold; a read-write lock: a\n"
+             "#  writer and anyone; a leader: two leaderships); reported: at least one holder\n"
+             "#  was told; silent: neither was (a semaphore: more untold holders than permits);\n"
+             "#  tokreg: sections whose fencing token is not above every token handed out\n"
+             "#  before they started; stale+forced/late: a leader's actions after another was\n"
+             "#  granted leadership before it was told (+ those after a forced unlock of its\n"
+             "#  lease, told later) / after it was told; tell-ms: the longest\n"
+             "#  time from the start of a reported overlap until a holder was told)\n");
 }

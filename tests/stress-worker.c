@@ -14,8 +14,10 @@
  *
  * In history mode (--history, the scenarios of stress-jepsen.c) a worker opens any
  * topology, has no raw connection and checks nothing inside a section: it keeps every
- * section's interval on the monotonic clock, its fencing token and whether its holder
- * was told the lease was lost, and writes them to its history file at the end.
+ * section's interval on the monotonic clock, its fencing token, whether and when its
+ * holder was told the lease was lost, and writes them to its history file at the end.
+ * Its threads hold the scenario's member of the lock family: the lock here, the others
+ * in stress-family.c's loops.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -89,7 +91,8 @@ tally_get (Tally *t, const char *key)
   return value != NULL ? *value : 0;
 }
 
-static void G_GNUC_PRINTF (2, 3) tally_record (Tally *t, const char *format, ...)
+void
+tally_record (Tally *t, const char *format, ...)
 {
   va_list ap;
 
@@ -140,55 +143,6 @@ error_code_name (const GError *error)
 /* ------------------------------------------------------------------------------------- */
 /* Worker processes. */
 
-/* A stop of the whole process by its own thread 0 (SIGSTOP), on the monotonic clock. */
-typedef struct
-{
-  gint64 from;
-  gint64 until; /* 0 while the process is stopped */
-} Freeze;
-
-typedef struct
-{
-  WorkerOptions *opt;
-  RedisLockRegistry **registries;
-  TestSync freeze_sync; /* guards freezes; broadcast when a stop has ended */
-  GArray *freezes;      /* of Freeze: the stops so far */
-  gint stop;      /* atomic: finish the current loop and leave */
-  gint self_stop; /* atomic: thread 0 freezes the process inside its next section */
-  gint freezing;  /* atomic: from the freeze request until thread 0 has resumed */
-  gint done;      /* atomic: threads that have left their loop */
-  guint64 *progress;
-  gint64 deadline_us;
-  struct _WorkerThread *threads;
-  guint n_threads;
-} Worker;
-
-/* One critical section of a history: [lock returned TRUE, unlock about to be called]. */
-typedef struct
-{
-  guint name, reg, thread;
-  gint64 call_us, start_us, end_us; /* lock called, lock returned, unlock about to be called */
-  guint64 token;
-  gboolean told;
-  const char *unlocked; /* how the outermost unlock ended: OK or an error code's name */
-} HistoryEntry;
-
-typedef struct _WorkerThread
-{
-  Worker *w;
-  guint reg, index;
-  gint64 called_us;   /* when the last acquisition was called */
-  gint64 acquired_us; /* when the last successful acquisition returned */
-  GArray *history;    /* of HistoryEntry, in history mode */
-  gint waiting_tid; /* atomic: kernel thread id while waiting for the frozen lock */
-  GThread *thread;
-  redisContext *raw;
-  char *run_id;
-  GRand *rand;
-  guint64 seq;
-  Tally tally;
-} WorkerThread;
-
 typedef enum
 {
   SECTION_DONE,
@@ -207,7 +161,7 @@ typedef enum
  * returns (kill (getpid ()) could be taken by another thread and let this one run on
  * for a while). The stop is recorded, so that the bounds on the calls of the other
  * threads leave out the time nobody in the process ran (worker_frozen_us()). */
-static void
+void
 worker_freeze (Worker *w)
 {
   Freeze f = { g_get_monotonic_time (), 0 };
@@ -447,7 +401,7 @@ pick_mode (WorkerThread *t)
   return MODE_TRY_FOR;
 }
 
-static void
+void
 count_error (Tally *tally, const char *op, const GError *error)
 {
   g_autofree char *key = g_strdup_printf ("error %s %s", op, error_code_name (error));
@@ -615,7 +569,8 @@ release (WorkerThread *t, RedisLock *lock, const char *id, gboolean reentered, g
 /* A section of history mode, from the return of the acquisition: re-entry now and
  * then, a freeze when asked for (the process stops itself; its lease expires while the
  * controller keeps it stopped), a short hold, then whether the holder was told its
- * lease was lost (is_lease_lost, the lease cancellable, or LEASE_LOST from the unlock).
+ * lease was lost (is_lease_lost, the lease cancellable, or LEASE_LOST from the unlock)
+ * and when it was first told (the lease cancellable's handler notes the time it fired).
  * The end of the interval is taken right before the unlock is called. */
 static void
 history_section (WorkerThread *t, RedisLock *lock, const char *name, const char *id,
@@ -624,6 +579,7 @@ history_section (WorkerThread *t, RedisLock *lock, const char *name, const char 
   Worker *w = t->w;
   HistoryEntry e = { 0 };
   GCancellable *cancellable;
+  gulong handler = 0;
   gboolean reentered;
 
   e.call_us = t->called_us;
@@ -632,6 +588,10 @@ history_section (WorkerThread *t, RedisLock *lock, const char *name, const char 
   e.reg = t->reg;
   e.thread = t->index;
   e.token = redis_lock_get_fencing_token (lock);
+  e.role = 'L';
+  cancellable = redis_lock_get_lease_cancellable (lock);
+  if (cancellable != NULL)
+    handler = g_cancellable_connect (cancellable, G_CALLBACK (family_note_told), &e.told_us, NULL);
   reentered = !freeze && maybe_reenter (t, lock);
   if (freeze)
     {
@@ -644,12 +604,20 @@ history_section (WorkerThread *t, RedisLock *lock, const char *name, const char 
     g_usleep ((gulong)g_rand_int_range (t->rand, 0, (gint32)(w->opt->ttl_ms * 500)));
   else if (w->opt->hold_us > 0)
     g_usleep ((gulong)g_rand_int_range (t->rand, 0, (gint32)w->opt->hold_us));
-  cancellable = redis_lock_get_lease_cancellable (lock);
   e.told = redis_lock_is_lease_lost (lock)
            || (cancellable != NULL && g_cancellable_is_cancelled (cancellable));
   e.end_us = g_get_monotonic_time ();
+  if (e.told)
+    family_note_told (NULL, &e.told_us);
+  /* The handler is gone (or has returned) before the entry is read or moved. */
+  if (cancellable != NULL)
+    g_cancellable_disconnect (cancellable, handler);
   e.unlocked = release (t, lock, id, reentered, freeze);
-  e.told |= g_str_equal (e.unlocked, "LEASE_LOST");
+  if (g_str_equal (e.unlocked, "LEASE_LOST"))
+    {
+      e.told = TRUE;
+      family_note_told (NULL, &e.told_us);
+    }
   g_array_append_val (t->history, e);
   tally_add (&t->tally, "sections", 1);
   __atomic_fetch_add (w->progress, 1, __ATOMIC_RELAXED);
@@ -725,7 +693,10 @@ worker_thread_main (gpointer data)
   WorkerThread *t = data;
   Worker *w = t->w;
 
-  while (!g_atomic_int_get (&w->stop) && g_get_monotonic_time () < w->deadline_us)
+  if (w->opt->history_path != NULL && w->opt->member != MEMBER_LOCK)
+    family_thread_run (t);
+  while (w->opt->member == MEMBER_LOCK && !g_atomic_int_get (&w->stop)
+         && g_get_monotonic_time () < w->deadline_us)
     {
       if (w->opt->history_path == NULL && t->raw == NULL && !raw_connect (t))
         {
@@ -839,8 +810,9 @@ open_registries (Worker *w)
     }
 }
 
-/* The history file: one line per section, "name proc reg thread start end token told
- * unlocked", the times in microseconds of CLOCK_MONOTONIC (g_get_monotonic_time()). */
+/* The history file: one line per entry, "name proc reg thread call start end token told
+ * unlocked told_us role", the times in microseconds of CLOCK_MONOTONIC
+ * (g_get_monotonic_time()). */
 static gboolean
 write_history (WorkerOptions *opt, WorkerThread *threads, guint n_threads)
 {
@@ -855,9 +827,9 @@ write_history (WorkerOptions *opt, WorkerThread *threads, guint n_threads)
         HistoryEntry *e = &g_array_index (threads[i].history, HistoryEntry, j);
         fprintf (f,
                  "%u %d %u %u %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %" G_GINT64_FORMAT
-                 " %" G_GUINT64_FORMAT " %d %s\n",
+                 " %" G_GUINT64_FORMAT " %d %s %" G_GINT64_FORMAT " %c\n",
                  e->name, opt->index, e->reg, e->thread, e->call_us, e->start_us, e->end_us, e->token,
-                 e->told ? 1 : 0, e->unlocked);
+                 e->told ? 1 : 0, e->unlocked, e->told_us, e->role);
       }
   ok = !ferror (f);
   return fclose (f) == 0 && ok;

@@ -207,6 +207,8 @@ spawn_worker (Controller *c, guint index, GError **error)
         g_ptr_array_add (argv, g_strdup ("--fencing"));
       if (s->topology == TOPOLOGY_QUORUM)
         g_ptr_array_add (argv, g_strdup ("--quorum"));
+      g_ptr_array_add (argv, g_strdup_printf ("--member=%d", (int)s->member));
+      g_ptr_array_add (argv, g_strdup_printf ("--permits=%u", s->permits));
     }
   g_ptr_array_add (argv, NULL);
 
@@ -303,9 +305,11 @@ run_workload (Controller *c, GHashTable *victims, Row *row, guint64 min_sections
     }
   inject_faults (c, victims, row);
   inject_topology_faults (c);
+  inject_forced_unlocks (c);
   after = MAX (min_sections,
                progress_total (c)
-                   + (s->kill_ms + s->pauses + s->restarts + s->outages + s->failovers > 0
+                   + (s->kill_ms + s->pauses + s->restarts + s->outages + s->failovers + s->forced
+                              > 0
                           ? POST_FAULT_SECTIONS
                           : 0));
   if (!wait_progress (c, after,
@@ -347,6 +351,7 @@ controller_clear (Controller *c)
   g_free (c->dir);
   g_free (c->children);
   g_ptr_array_unref (c->problems);
+  g_clear_pointer (&c->lease_faults, g_array_unref);
   if (c->server != NULL)
     {
       redis_lock_test_server_free (c->server);
@@ -692,7 +697,7 @@ static const Scenario jepsen_short_scenarios[] = {
 static const Scenario jepsen_full_scenarios[] = {
   { .name = "server",
     .summary = "One server: CLIENT KILL storm for 5 s, two workers frozen past the TTL, "
-               "four restarts empty.",
+               "four restarts empty, five forced unlocks.",
     .history = TRUE,
     .topology = TOPOLOGY_SERVER,
     .procs = 4,
@@ -710,9 +715,11 @@ static const Scenario jepsen_full_scenarios[] = {
     .restarts = 4,
     .safe_silent = TRUE,
     .safe_tokens = TRUE,
+    .forced = 5,
     .cap_ms = 300000 },
   { .name = "sentinel",
-    .summary = "Sentinel, two replicas, no replica acknowledgement: three forced failovers.",
+    .summary = "Sentinel, two replicas, no replica acknowledgement: three forced failovers, "
+               "five forced unlocks.",
     .history = TRUE,
     .topology = TOPOLOGY_SENTINEL,
     .replicas = 2,
@@ -728,6 +735,7 @@ static const Scenario jepsen_full_scenarios[] = {
     .failovers = 3,
     .settle_ms = 11000,
     .safe_tokens = TRUE,
+    .forced = 5,
     .cap_ms = 300000 },
   { .name = "sentinel-acked",
     .summary = "Sentinel, two replicas, set_min_replicas 2: three forced failovers.",
@@ -750,7 +758,8 @@ static const Scenario jepsen_full_scenarios[] = {
     .cap_ms = 300000 },
   { .name = "cluster",
     .summary = "Cluster of three masters with a replica each: three masters killed after "
-               "their replica fell behind, and failed over; a worker frozen past the TTL.",
+               "their replica fell behind, and failed over; a worker frozen past the TTL; five "
+               "forced unlocks.",
     .history = TRUE,
     .topology = TOPOLOGY_CLUSTER,
     .procs = 4,
@@ -767,10 +776,11 @@ static const Scenario jepsen_full_scenarios[] = {
     .failovers = 3,
     .safe_silent = TRUE,
     .safe_tokens = TRUE,
+    .forced = 5,
     .cap_ms = 300000 },
   { .name = "quorum",
     .summary = "Quorum of three servers: each node restarted empty in turn, twice; a worker "
-               "frozen past the TTL.",
+               "frozen past the TTL; five forced unlocks.",
     .history = TRUE,
     .topology = TOPOLOGY_QUORUM,
     .procs = 4,
@@ -785,6 +795,7 @@ static const Scenario jepsen_full_scenarios[] = {
     .stop_ms = 2500,
     .failovers = 6,
     .safe_silent = TRUE,
+    .forced = 5,
     .cap_ms = 300000 },
 };
 
@@ -856,6 +867,8 @@ main (int argc, char **argv)
     { "fencing", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &opt.fencing, NULL, NULL },
     { "min-replicas", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &opt.min_replicas, NULL, NULL },
     { "hold-us", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT64, &opt.hold_us, NULL, NULL },
+    { "member", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &opt.member, NULL, NULL },
+    { "permits", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &opt.permits, NULL, NULL },
     { NULL },
   };
   GOptionContext *context = g_option_context_new (NULL);
@@ -925,6 +938,12 @@ main (int argc, char **argv)
           g_autofree char *path = g_strdup_printf ("/stress/jepsen/%s/%s",
                                                    jepsen ? "full" : "short", scenarios[i].name);
           g_test_add_data_func (path, &scenarios[i], run_scenario);
+        }
+      for (gsize i = 0; jepsen && i < n_family_scenarios; i++)
+        {
+          g_autofree char *path
+              = g_strdup_printf ("/stress/jepsen/full/%s", family_scenarios[i].name);
+          g_test_add_data_func (path, &family_scenarios[i], run_scenario);
         }
     }
   rc = g_test_run ();

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* stress.h: what the parts of the stress harness share.
  *
- * The stress program is one test program in five files, one per part: stress.c holds the
+ * The stress program is one test program in six files, one per part: stress.c holds the
  * scenario tables, the controller that runs one scenario, and main; stress-worker.c the
  * worker processes, which take the locks and check each other inside the critical
  * sections; stress-faults.c the faults injected into a scenario and the two small fault
  * cases; stress-check.c the collection of the workers' reports, the verdicts and the
  * summary table; stress-jepsen.c the history scenarios (every section's interval and
- * fencing token recorded, on every topology, judged afterwards). A worker is a separate
+ * fencing token recorded, on every topology, judged afterwards); stress-family.c the
+ * history scenarios of the rest of the lock family (semaphore, read-write lock, leader
+ * election), their worker loops, the forced-unlock fault and their verdicts. A worker is a separate
  * process (this program run again), so it shares nothing with the controller but its
  * command line, the progress file, the keys in Redis named here and the lines of its
  * report. The types here are what the parts pass to each other: a Scenario says what to
@@ -46,6 +48,15 @@ typedef enum
   TOPOLOGY_QUORUM,   /* three independent servers, a quorum registry */
 } Topology;
 
+/* Which member of the lock family a history scenario's workers hold (stress-family.c). */
+typedef enum
+{
+  MEMBER_LOCK,      /* RedisLock: one holder at a time */
+  MEMBER_SEMAPHORE, /* RedisSemaphore of `permits` permits: at most that many holders */
+  MEMBER_RWLOCK,    /* RedisRWLock: readers together, a writer alone */
+  MEMBER_LEADER,    /* RedisLockLeader: one leader at a time, acting only while it leads */
+} Member;
+
 /* What one scenario runs; the worker processes get the part they need on their command
  * line. */
 typedef struct
@@ -79,6 +90,9 @@ typedef struct
   gboolean safe_overlap; /* verdict: no overlap at all (not even a reported one) */
   gboolean safe_silent;  /* verdict: no overlap that neither holder was told of */
   gboolean safe_tokens;  /* verdict: no token regression */
+  Member member;         /* history scenarios: what the workers hold */
+  guint permits;         /* MEMBER_SEMAPHORE: its size */
+  guint forced;          /* redis_lock_registry_force_unlock() of a held lease, this often */
 } Scenario;
 
 /* --- Tallies (stress-worker.c) --------------------------------------------------------- */
@@ -97,6 +111,8 @@ void tally_init (Tally *t);
 void tally_clear (Tally *t);
 void tally_add (Tally *t, const char *key, guint64 n);
 guint64 tally_get (Tally *t, const char *key);
+/* Keeps a record line ("failure ...", "lease-lost ID", ...); beyond a bound, counts it. */
+void tally_record (Tally *t, const char *format, ...) G_GNUC_PRINTF (2, 3);
 
 /* The name of @error's code, from code_names, or CANCELLED or OTHER. */
 const char *error_code_name (const GError *error);
@@ -121,6 +137,8 @@ typedef struct
   gboolean fencing;
   gint min_replicas;
   gint64 hold_us;
+  gint member; /* a Member */
+  gint permits;
 } WorkerOptions;
 
 /* A worker process: runs until its stdin is closed or its deadline, then prints its
@@ -129,6 +147,77 @@ int worker_main (WorkerOptions *opt);
 
 /* The frozen-holder probe process (stress-faults.c). */
 int probe_main (WorkerOptions *opt);
+
+/* --- Inside a worker process (stress-worker.c, stress-family.c) ------------------------ */
+
+/* A stop of the whole process by its own thread 0 (SIGSTOP), on the monotonic clock. */
+typedef struct
+{
+  gint64 from;
+  gint64 until; /* 0 while the process is stopped */
+} Freeze;
+
+typedef struct
+{
+  WorkerOptions *opt;
+  RedisLockRegistry **registries;
+  TestSync freeze_sync; /* guards freezes; broadcast when a stop has ended */
+  GArray *freezes;      /* of Freeze: the stops so far */
+  gint stop;      /* atomic: finish the current loop and leave */
+  gint self_stop; /* atomic: thread 0 freezes the process inside its next section */
+  gint freezing;  /* atomic: from the freeze request until thread 0 has resumed */
+  gint done;      /* atomic: threads that have left their loop */
+  guint64 *progress;
+  gint64 deadline_us;
+  struct _WorkerThread *threads;
+  guint n_threads;
+} Worker;
+
+/* One entry of a history: a critical section [acquisition returned TRUE, release about
+ * to be called] of a lock (role 'L'), a permit ('P'), a read ('R') or write ('W') hold;
+ * a leadership [func (TRUE), func (FALSE)] ('G'); or a leader's action ('A': the
+ * interval around a call of redis_lock_leader_is_leading() that answered TRUE, its
+ * thread's leadership then the one that began at call_us). told_us is when the holder
+ * was first told its lease was lost: its lease cancellable fired, or is_lease_lost()
+ * or the release said so (0: never). */
+typedef struct
+{
+  guint name, reg, thread;
+  gint64 call_us, start_us, end_us; /* lock called, lock returned, unlock about to be called */
+  guint64 token;                    /* fencing token; a permit's index */
+  gboolean told;
+  gint64 told_us;
+  char role;
+  const char *unlocked; /* how the outermost unlock ended: OK or an error code's name */
+} HistoryEntry;
+
+typedef struct _WorkerThread
+{
+  Worker *w;
+  guint reg, index;
+  gint64 called_us;   /* when the last acquisition was called */
+  gint64 acquired_us; /* when the last successful acquisition returned */
+  GArray *history;    /* of HistoryEntry, in history mode */
+  gint waiting_tid; /* atomic: kernel thread id while waiting for the frozen lock */
+  GThread *thread;
+  redisContext *raw;
+  char *run_id;
+  GRand *rand;
+  guint64 seq;
+  Tally tally;
+} WorkerThread;
+
+/* Stops the whole process from the calling thread, recording the stop (stress-worker.c). */
+void worker_freeze (Worker *w);
+
+/* Counts a failed call of @op by its error code. */
+void count_error (Tally *tally, const char *op, const GError *error);
+
+/* A history thread's loop for a member other than the lock (stress-family.c). */
+void family_thread_run (WorkerThread *t);
+
+/* Records in *@told_us (atomically, once) when the cancellable it is connected to fired. */
+void family_note_told (GCancellable *cancellable, gpointer told_us);
 
 /* --- The controller (stress.c) ------------------------------------------------------- */
 
@@ -141,6 +230,18 @@ typedef struct
   gboolean exited;
   int status;
 } Child;
+
+/* A fault that took leases away without their holders' doing, somewhere in [@from_us,
+ * @to_us] on the monotonic clock: a forced unlock of a lease of name-@name, a restart
+ * or a failover (@name LEASE_FAULT_ALL_NAMES). A leader cannot know of such a loss
+ * before its registry finds it (stress-family.c). */
+#define LEASE_FAULT_ALL_NAMES G_MAXUINT
+
+typedef struct
+{
+  guint name;
+  gint64 from_us, to_us;
+} LeaseFault;
 
 typedef struct
 {
@@ -157,6 +258,8 @@ typedef struct
   Child *children;
   gint64 start_us;
   guint pauses_done, restarts_done, outages_done, failovers_done;
+  guint forced_done; /* forced unlocks that deleted a held lease */
+  GArray *lease_faults; /* of LeaseFault: faults that took leases away, when, where */
   GPtrArray *problems; /* why the scenario failed */
 } Controller;
 
@@ -177,6 +280,16 @@ typedef struct
   guint failovers;
   guint64 told, reported, silent;
   gint64 regressions;
+  /* The family (stress-family.c): leaders' actions, those taken after another
+   * candidate was granted leadership while the actor was not told (stale), those taken
+   * after the actor's leadership cancellable had fired (after_told), and the stale ones
+ * that a forced unlock of its lease explains, its leader told later (forced_stale, not
+ * counted in stale_actions); forced unlocks that
+   * deleted a held lease; the longest time from the start of an overlap (or of an excess
+   * holder) until a holder was told, -1: no overlap was ever told of */
+  guint64 actions, stale_actions, after_told_actions, forced_stale_actions;
+  guint forced;
+  gint64 max_told_ms;
 } Row;
 
 /* This program's own path, to run it again as a worker or the probe. */
@@ -259,6 +372,39 @@ char *history_path (Controller *c, guint index);
 /* Reads every worker's history, fills the row's overlap and token figures and adds the
  * scenario's verdicts to the controller's problems. */
 void check_history (Controller *c, Collected *col, Row *row);
+
+/* One entry of the merged history, as read back from a worker's history file. */
+typedef struct
+{
+  guint name, proc, reg, thread;
+  gint64 call_us, start_us, end_us; /* lock called, lock returned, unlock called */
+  guint64 token;
+  gboolean told;
+  gint64 told_us; /* 0: never told */
+  char role;      /* as HistoryEntry's */
+  char unlocked[16]; /* how its unlock ended: OK or an error code */
+} Section;
+
+/* Counts the overlaps of @sections (sorted by name and start) into @row: two holders of
+ * one name at once, except two readers (stress-jepsen.c). */
+void judge_overlaps (Controller *c, GArray *sections, Row *row);
+
+/* A section's description for the test log, times relative to the scenario's start. */
+char *describe (Controller *c, const Section *s);
+
+/* Judges the history of a family scenario: fills @row (stress-family.c). */
+void judge_family (Controller *c, GArray *sections, Row *row);
+
+/* Records a fault that took leases away (see LeaseFault). */
+void note_lease_fault (Controller *c, guint name, gint64 from_us);
+
+/* The forced-unlock fault: redis_lock_registry_force_unlock() of held leases of the
+ * scenario's member, s->forced of them, from a registry of the controller's own. */
+void inject_forced_unlocks (Controller *c);
+
+/* The family's history scenarios, run by make jepsen after the lock's. */
+extern const Scenario family_scenarios[];
+extern const gsize n_family_scenarios;
 
 /* The table of the history scenarios among @rows. */
 void print_history_summary (GPtrArray *rows, const char *profile);
