@@ -143,8 +143,12 @@ rl_rw_lock_notify (RedisRWLock *lock, const char *key)
   rl_lock_notify (lock->writer);
   rl_lock_notify (lock->reader);
   /* A writer of another registry may wait now: the threads reading here finish, but
-   * no new one joins their lease (a stream of them would starve the writer). */
-  if (key != NULL && strcmp (key, lock->waiting_key) == 0)
+   * no new one joins their lease (a stream of them would starve the writer). So too
+   * when any key may have changed unheard (@key NULL: the subscription went down or
+   * came back, notifications were missed): the mark may have been set meanwhile, and
+   * only the store knows, so new reading threads wait for the lease to be given back
+   * and ask the store, whose read script checks the mark. */
+  if (key == NULL || strcmp (key, lock->waiting_key) == 0)
     {
       rl_mutex_lock (&lock->m);
       lock->mark_seq++;
