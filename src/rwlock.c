@@ -140,6 +140,16 @@ rl_rw_lock_notify (RedisRWLock *lock, const char *key)
 {
   RlLeases *leases = lock->registry->leases;
 
+  /* A writer took the lock: a reader lease held here is checked soon, whether its
+   * registration in the readers index is still there (the index may have been deleted
+   * or evicted behind the readers' backs, and the writer let in beside them). Nothing
+   * was released: no waiter wakes. */
+  if (key != NULL && strcmp (key, lock->readers_key) == 0)
+    {
+      if (leases != NULL)
+        rl_leases_check_soon (leases, lock->reader);
+      return;
+    }
   rl_lock_notify (lock->writer);
   rl_lock_notify (lock->reader);
   /* A writer of another registry may wait now: the threads reading here finish, but
