@@ -348,8 +348,9 @@ rl_redis_renew_batch (RlStore *store, guint n, const char *const *keys, const ch
 {
   RlRedisStore *self = (RlRedisStore *) store;
   g_autofree RlPipeCommand *cmds = g_new0 (RlPipeCommand, n);
-  g_autofree const char **argvs = g_new0 (const char *, (gsize) n * 6);
+  g_autofree const char **argvs = g_new0 (const char *, (gsize) n * 8);
   g_autofree char *ttl_s = g_malloc ((gsize) n * 24);
+  g_autoptr (GPtrArray) owned = g_ptr_array_new_with_free_func (g_free);
   g_autoptr (GError) first_error = NULL;
   gboolean answered = FALSE;
 
@@ -358,7 +359,9 @@ rl_redis_renew_batch (RlStore *store, guint n, const char *const *keys, const ch
     return TRUE;
   for (guint i = 0; i < n; i++)
     {
-      const char **argv = argvs + (gsize) i * 6;
+      const char **argv = argvs + (gsize) i * 8;
+      char *id = NULL;
+      char *index = rl_redis_rw_reader_index (keys[i], values[i], &id);
 
       rl_format_uint (ttl_s + (gsize) i * 24, ttls[i]);
       argv[2] = "1";
@@ -369,6 +372,19 @@ rl_redis_renew_batch (RlStore *store, guint n, const char *const *keys, const ch
       cmds[i].route = keys[i];
       cmds[i].argc = 6;
       cmds[i].argv = argv;
+      if (index != NULL)
+        {
+          /* A read-write lock's reader lease: its registration is checked and moved too. */
+          g_ptr_array_add (owned, index);
+          g_ptr_array_add (owned, id);
+          argv[2] = "2";
+          argv[4] = index;
+          argv[5] = values[i];
+          argv[6] = ttl_s + (gsize) i * 24;
+          argv[7] = id;
+          cmds[i].script = rl_redis_rw_renew_reader_script ();
+          cmds[i].argc = 8;
+        }
     }
   *round_trips = rl_redis_pipeline (self, n, cmds, rl_redis_wrote_renew, deadline);
   for (guint i = 0; i < n; i++)

@@ -124,6 +124,12 @@ rl_redis_inspect (RlStore *store, const char *key, char **value, gint64 *pttl_ms
     g_clear_pointer (value, g_free);
   if (reply != NULL)
     freeReplyObject (reply);
+  /* A read-write lock's reader lease whose registration is gone from the lock's index
+   * is held no more: writers do not see it. */
+  if (exists && !rl_redis_rw_registered (store, key, *value, &exists, error))
+    exists = FALSE;
+  if (!exists)
+    g_clear_pointer (value, g_free);
   return exists;
 }
 

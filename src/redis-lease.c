@@ -207,8 +207,22 @@ rl_redis_renew (RlStore *store, const char *key, const char *value, gint64 ttl_m
 
   gboolean acked;
 
+  g_autofree char *id = NULL;
+  g_autofree char *index = rl_redis_rw_reader_index (key, value, &id);
+
   rl_format_uint (ttl, ttl_ms);
-  reply = run_script (self, &self->renew, key, value, ttl, 0, rl_redis_wrote_renew, &acked, error);
+  if (index != NULL)
+    {
+      /* A read-write lock's reader lease: its registration is checked and moved too. */
+      RlScript *script = (RlScript *) rl_redis_rw_renew_reader_script ();
+      const char *argv[8] = { "EVALSHA", script->sha, "2", key, index, value, ttl, id };
+
+      reply = rl_redis_run_script_argv (self, script, 8, argv, 0, NULL, rl_redis_wrote_renew,
+                                        &acked, error);
+    }
+  else
+    reply = run_script (self, &self->renew, key, value, ttl, 0, rl_redis_wrote_renew, &acked,
+                        error);
   if (reply == NULL)
     return RL_LEASE_ERROR;
   kept = reply->integer == 1;

@@ -87,6 +87,19 @@ RlStoreSemaphoreAvailableFunc rl_redis_semaphore_available;
 /* redis-rwlock.c: the read-write lock's entries of the vtable (store.h). */
 RlStoreRwAcquireFunc rl_redis_rw_acquire;
 RlStoreRwStopWaitingFunc rl_redis_rw_stop_waiting;
+/* When @key is the reader lease of a read-write lock held with @value (the reader
+ * lease of the registry whose client id @value starts with): the key of the lock's
+ * readers index (g_free()), with the registration's member, the client id, in *@id
+ * (g_free()); else NULL. */
+char *rl_redis_rw_reader_index (const char *key, const char *value, char **id);
+/* The script that renews a reader lease (KEYS: the lease, its index; ARGV: the value,
+ * the TTL in ms, the client id), as RENEW replies, lost too when the registration is
+ * gone from the index. */
+const RlScript *rl_redis_rw_renew_reader_script (void);
+/* Whether the reader lease @key, found holding @value, is still registered in its
+ * index (*@registered; TRUE for any other key, without a request). FALSE with @error. */
+gboolean rl_redis_rw_registered (RlStore *store, const char *key, const char *value,
+                                 gboolean *registered, GError **error);
 
 /* The Redis store's own files share what follows (redis-store.c the scripts, the vtable
  * and opening; redis-lease.c the single-lease operations; redis-batch.c the batched ones;

@@ -140,6 +140,16 @@ rl_rw_lock_notify (RedisRWLock *lock, const char *key)
 {
   RlLeases *leases = lock->registry->leases;
 
+  /* A writer took the lock: a reader lease held here is checked soon, whether its
+   * registration in the readers index is still there (the index may have been deleted
+   * or evicted behind the readers' backs, and the writer let in beside them). Nothing
+   * was released: no waiter wakes. */
+  if (key != NULL && strcmp (key, lock->readers_key) == 0)
+    {
+      if (leases != NULL)
+        rl_leases_check_soon (leases, lock->reader);
+      return;
+    }
   rl_lock_notify (lock->writer);
   rl_lock_notify (lock->reader);
   /* A writer of another registry may wait now: the threads reading here finish, but
@@ -149,6 +159,17 @@ rl_rw_lock_notify (RedisRWLock *lock, const char *key)
       rl_mutex_lock (&lock->m);
       lock->mark_seq++;
       if (lock->reader_lease != RL_RW_LEASE_NONE)
+        lock->writer_marked = TRUE;
+      rl_mutex_unlock (&lock->m);
+    }
+  /* So too when the subscription went down or came back (the lease table's view of the
+   * reader lease says unconfirmed then): a mark set meanwhile was not heard, and only
+   * the store knows, so new reading threads wait for the lease to be given back and
+   * ask the store, whose read script checks the mark. */
+  else if (key == NULL && leases != NULL && rl_leases_view (leases, lock->reader).unconfirmed)
+    {
+      rl_mutex_lock (&lock->m);
+      if (lock->reader_lease == RL_RW_LEASE_HELD)
         lock->writer_marked = TRUE;
       rl_mutex_unlock (&lock->m);
     }
@@ -560,13 +581,18 @@ rl_rw_lock_lease_end (RlRwCall *call, gboolean ok)
 {
   RedisRWLock *lock = call->lock;
 
+  /* The subscription broke since the request was sent, or is down: a mark may be
+   * missed (see rl_rw_lock_notify()). */
+  gboolean unheard = ok && call->mode == RL_RW_READ
+                     && rl_leases_view (lock->registry->leases, lock->reader).unconfirmed;
+
   rl_mutex_lock (&lock->m);
   if (call->mode == RL_RW_READ)
     {
       lock->reader_lease = ok ? RL_RW_LEASE_HELD : RL_RW_LEASE_NONE;
       /* The store let it in: no mark heard before the request stands. */
       if (!ok || call->seq == lock->mark_seq)
-        lock->writer_marked = FALSE;
+        lock->writer_marked = unheard;
       if (ok)
         set_reads (lock, call->owner, reads_of (lock, call->owner) + 1);
       broadcast_locked (lock);

@@ -48,8 +48,9 @@ struct _RedisRWLock
                               request of the lock */
   RlRwLeaseState reader_lease;
   gboolean writer_marked; /* a writer of another registry may wait (its mark was heard
-                             set): new reading threads do not join the reader lease held
-                             now, but wait until it is given back and ask the store */
+                             set, or notifications may have been missed): new reading
+                             threads do not join the reader lease held now, but wait
+                             until it is given back and ask the store */
   guint mark_seq;         /* marks heard, so that a fresh lease forgets only the marks
                              its request saw */
   GQueue queued;          /* RlLockWaiter (by their link): asynchronous calls waiting at

@@ -112,7 +112,7 @@ typedef struct
 {
   const char *writer;        /* the writer lease */
   const char *waiting;       /* a waiting writer's mark: holds its registry's client id */
-  const char *readers;       /* the set of client ids that took a reader lease */
+  const char *readers;       /* the index of the client ids that took a reader lease */
   const char *reader_prefix; /* a reader lease is this prefix and its client id */
   const char *reader;        /* this registry's reader lease */
   const char *owner;         /* this registry's client id */

@@ -6,7 +6,9 @@
  * reported lost when the server comes back empty); a server frozen while a writer
  * waits (the call still ends within its wait, blocking or asynchronous, and the mark
  * it leaves is removed once the server answers again); a server frozen under many
- * asynchronous calls (a call of a registry on another server is not held up). Redis
+ * asynchronous calls (a call of a registry on another server is not held up); the
+ * subscriptions reset just before a writer marks the lock (the registry that missed the
+ * mark stops sharing its reader lease, so the writer is not starved). Redis
  * only: the faults are a real server's.
  */
 #include "rwlock-helpers.h"
@@ -186,6 +188,98 @@ test_async_frozen_other_registry (TestFixture *fx, gconstpointer data)
   g_main_context_pop_thread_default (context);
 }
 
+/* A reading thread of test_subscription_blip(): reads in a loop, each read section
+ * @hold_ms long, until told to stop. */
+typedef struct
+{
+  RedisRWLock *lock;
+  gint64 hold_ms;
+  TestSync *sync;
+  gint *stop;
+  gint sections;
+} LoopReader;
+
+static gpointer
+loop_reader_main (gpointer data)
+{
+  LoopReader *r = data;
+
+  while (!g_atomic_int_get (r->stop))
+    {
+      g_autoptr (GError) error = NULL;
+
+      if (!redis_rw_lock_try_read_lock_for (r->lock, 200, NULL, &error))
+        {
+          g_assert_no_error (error);
+          continue; /* held back by the writer: ask again */
+        }
+      /* The reader's work: a section of about hold_ms. */
+      g_usleep (r->hold_ms * 1000);
+      g_assert_true (redis_rw_lock_read_unlock (r->lock, &error));
+      g_assert_no_error (error);
+      test_sync_lock (r->sync);
+      r->sections++;
+      test_sync_broadcast (r->sync);
+      test_sync_unlock (r->sync);
+    }
+  return NULL;
+}
+
+static void
+test_subscription_blip (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) rb = NULL;
+  g_autoptr (RedisRWLock) lock = NULL, rlock = NULL;
+  g_autoptr (GError) error = NULL;
+  static const gint64 holds[] = { 30, 37, 43 };
+  LoopReader readers[G_N_ELEMENTS (holds)];
+  GThread *threads[G_N_ELEMENTS (holds)];
+  TestSync sync;
+  gint stop = 0;
+  gint64 start, took;
+  gboolean ok;
+
+  g_test_summary ("A registry whose subscription was reset just before a writer of another "
+                  "registry marked the lock (so the mark's notification was missed) lets no "
+                  "new reading thread join its reader lease unasked: with three overlapping "
+                  "readers there, the writer (wait 8000 ms, reader TTL 30 s) gets in within "
+                  "about their section times, not at the end of its wait");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  test_sync_init (&sync);
+  rb = test_registry_new (fx);
+  redis_lock_registry_set_expire_after_ms (rb, 30000);
+  redis_lock_registry_set_expire_after_ms (fx->registry, 30000);
+  lock = obtain_rw (fx->registry, NAME);
+  rlock = obtain_rw (rb, NAME);
+  for (guint i = 0; i < G_N_ELEMENTS (holds); i++)
+    {
+      readers[i] = (LoopReader){ rlock, holds[i], &sync, &stop, 0 };
+      threads[i] = g_thread_new ("reader", loop_reader_main, &readers[i]);
+    }
+  /* Every reader has read a few sections: they overlap on the one reader lease. */
+  test_sync_lock (&sync);
+  for (guint i = 0; i < G_N_ELEMENTS (holds); i++)
+    while (readers[i].sections < 3)
+      g_assert_true (test_sync_wait_until (&sync, g_get_monotonic_time () + 20 * G_USEC_PER_SEC));
+  test_sync_unlock (&sync);
+
+  freeReplyObject (test_redis_command (fx->redis, "CLIENT KILL TYPE pubsub"));
+  start = test_now_ms ();
+  ok = redis_rw_lock_try_write_lock_for (lock, 8000, NULL, &error);
+  took = test_now_ms () - start;
+  g_test_message ("the writer got in after %" G_GINT64_FORMAT " ms", took);
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  g_assert_cmpint (took, <, 3000);
+  write_unlock_ok (lock);
+
+  g_atomic_int_set (&stop, 1);
+  for (guint i = 0; i < G_N_ELEMENTS (holds); i++)
+    g_thread_join (threads[i]);
+  test_sync_clear (&sync);
+}
+
 void
 rwlock_add_fault_tests (void)
 {
@@ -195,4 +289,5 @@ rwlock_add_fault_tests (void)
   test_add_redis ("/rwlock/wait/frozen-server/write-async", GINT_TO_POINTER (TRUE),
                   test_frozen_server_write_gives_up);
   test_add_redis ("/rwlock/async/frozen-other-registry", NULL, test_async_frozen_other_registry);
+  test_add_redis ("/rwlock/wait/subscription-blip", NULL, test_subscription_blip);
 }

@@ -96,6 +96,8 @@ void on_many_done (GObject *source, GAsyncResult *result, gpointer data);
 
 /* Registers the tests of rwlock-faults.c. */
 void rwlock_add_fault_tests (void);
+/* Registers the tests of rwlock-index.c. */
+void rwlock_add_index_tests (void);
 
 /* The two-process test's child: `PROGRAM --rw-child URL NAME read|write` takes NAME on
  * URL, says "held", holds it until its stdin closes, releases it and says "done". */

@@ -876,6 +876,7 @@ main (int argc, char **argv)
   test_add_stores_but_quorum ("/rwlock/async/close", NULL, test_async_close);
   test_add_redis ("/rwlock/processes/two", NULL, test_two_processes);
   rwlock_add_fault_tests ();
+  rwlock_add_index_tests ();
   g_test_add_func ("/rwlock/type/boxed", test_boxed_type);
   return g_test_run ();
 }

@@ -52,9 +52,10 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_rw_lock_get_type (void) G_GNUC_CONST;
  * The read-write lock @name of @registry. While any reference, hold or waiter exists,
  * every call for the same name returns the same object. Its Redis keys are
  * `registry_key:{name}:rw:w` (the writer lease), `registry_key:{name}:rw:r:CLIENT_ID`
- * (one reader lease per registry), `registry_key:{name}:rw:readers` (the set of
- * registries that took a reader lease) and `registry_key:{name}:rw:ww` (a waiting
- * writer's mark), all in one Redis Cluster slot.
+ * (one reader lease per registry), `registry_key:{name}:rw:readers` (the index, a
+ * sorted set, of the registries that took a reader lease; a reader lease whose
+ * registration vanished from it is reported lost) and `registry_key:{name}:rw:ww`
+ * (a waiting writer's mark), all in one Redis Cluster slot.
  *
  * Returns: (transfer full): a new reference to the lock, or %NULL with @error:
  *   %REDIS_LOCK_ERROR_INVALID for a bad name, %REDIS_LOCK_ERROR_CLOSED,
