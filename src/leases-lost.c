@@ -76,7 +76,7 @@ rl_leases_call_callback (RlLeases *self, RedisLock *lock)
 void
 rl_leases_pin (RedisLock *lock)
 {
-  g_assert (lock->lease_flags.pins < 31);
+  g_assert (lock->lease_flags.pins < 15);
   lock->lease_flags.pins++;
   g_atomic_int_inc (&lock->ref_count);
 }

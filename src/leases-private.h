@@ -41,6 +41,8 @@ struct _RlLeases
                               read back (GET) at check_at */
   gint64 check_at;         /* when the suspects are checked, 0: none due */
   gint64 checked_at;       /* when they were last checked */
+  gint64 forced_at;        /* monotonic µs when a forced release of a held key was last
+                              heard (0: never): a read sent before it confirms none */
   gint64 epoch_at;         /* monotonic µs of the latest connection loss, reconnect or
                               failover the store reported (0: none): a lease last
                               confirmed by a request sent before it may have gone with a

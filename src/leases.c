@@ -230,6 +230,7 @@ rl_leases_take (RlLeases *self, RedisLock *lock, guint64 serial, gint64 ttl_ms, 
   first = g_hash_table_size (self->held) == 0;
   lock->lease_flags.held = TRUE;
   lock->lease_flags.lost = FALSE;
+  lock->lease_flags.forced = FALSE;
   lease->serial = serial;
   lease->ttl_ms = ttl_ms;
   lease->confirmed = sent_us;
@@ -277,6 +278,7 @@ rl_leases_drop (RlLeases *self, RedisLock *lock, gboolean *lost)
     }
   lock->lease_flags.held = FALSE;
   lock->lease_flags.lost = FALSE;
+  lock->lease_flags.forced = FALSE;
   lock->lease.token = 0;
   rl_mutex_unlock (&self->mutex);
   return was_held;
@@ -297,7 +299,8 @@ rl_leases_view (RlLeases *self, RedisLock *lock)
   view.ttl_ms = lock->lease.ttl_ms;
   view.token = lock->lease.token;
   view.lose_at = lose_at (&lock->lease);
-  view.unconfirmed = lock->lease.confirmed <= self->epoch_at || !guarded;
+  view.unconfirmed = lock->lease.confirmed <= self->epoch_at || lock->lease_flags.forced
+                     || !guarded;
   rl_mutex_unlock (&self->mutex);
   return view;
 }
@@ -336,7 +339,11 @@ rl_leases_refresh (RlLeases *self, RedisLock *lock)
   result = self->store->vt->renew (self->store, lock->key_data, value, ttl_ms, NULL);
   rl_mutex_lock (&self->mutex);
   if (result == RL_LEASE_OK && lock->lease_flags.held && lock->lease.serial == serial)
-    lock->lease.confirmed = sent;
+    {
+      lock->lease.confirmed = sent;
+      if (sent >= self->forced_at)
+        lock->lease_flags.forced = FALSE;
+    }
   rl_mutex_unlock (&self->mutex);
   rl_mutex_unlock (&self->renew_mutex);
   return result == RL_LEASE_OK;
@@ -526,8 +533,42 @@ rl_leases_check_soon (RlLeases *self, RedisLock *lock)
   rl_mutex_unlock (&self->mutex);
 }
 
+void
+rl_leases_forced (RlLeases *self, const char *key)
+{
+  GHashTableIter iter;
+  gpointer held;
+  gint64 now = g_get_monotonic_time ();
+  gboolean found = FALSE;
+
+  rl_mutex_lock (&self->mutex);
+  /* Rare (an operator's call): the held table is searched, so that the carriers no
+   * cache knows by name, a permit's, are found as a lock's is. */
+  g_hash_table_iter_init (&iter, self->held);
+  while (!self->closed && g_hash_table_iter_next (&iter, &held, NULL))
+    {
+      RedisLock *lock = held;
+      if (lock->lease_flags.lost || strcmp (lock->key_data, key) != 0)
+        continue;
+      lock->lease_flags.forced = TRUE;
+      self->forced_at = now;
+      /* Being checked already, it is read again (check_suspects()). */
+      suspect_locked (self, lock);
+      found = TRUE;
+    }
+  if (found && (self->check_at == 0 || self->check_at > now))
+    {
+      /* No echo to wait for: read back now. */
+      self->check_at = now;
+      wake_watchdog (self);
+    }
+  rl_mutex_unlock (&self->mutex);
+}
+
 /* Reads back the value of every suspect: one that is gone or holds another value is
- * lost. On the watchdog thread, when check_at is due. */
+ * lost; a forced one found still ours is confirmed, unless its read went out before
+ * the latest forced release was heard, when it is read again. On the watchdog thread,
+ * when check_at is due. */
 static void
 check_suspects (RlLeases *self)
 {
@@ -549,22 +590,32 @@ check_suspects (RlLeases *self)
       char value[RL_LEASE_VALUE_MAX];
       guint64 serial;
       gint64 pttl_ms;
-      gboolean exists, mark = FALSE;
+      gboolean exists, mark = FALSE, again = FALSE;
+      gint64 sent;
 
       rl_mutex_lock (&self->mutex);
       serial = lock->lease.serial;
       rl_mutex_unlock (&self->mutex);
       rl_leases_value (self, serial, value);
+      sent = g_get_monotonic_time ();
       exists = self->store->vt->inspect (self->store, lock->key_data, &found, &pttl_ms, &error);
       rl_mutex_lock (&self->mutex);
       lock->lease_flags.suspect = FALSE;
-      if (error == NULL && (!exists || strcmp (found, value) != 0) && lock->lease_flags.held
-          && lock->lease.serial == serial && !lock->lease_flags.lost)
-        mark = lock->lease_flags.lost = TRUE;
+      if (lock->lease_flags.held && lock->lease.serial == serial && !lock->lease_flags.lost)
+        {
+          if (error == NULL && (!exists || strcmp (found, value) != 0))
+            mark = lock->lease_flags.lost = TRUE;
+          else if (error == NULL && lock->lease_flags.forced && sent >= self->forced_at)
+            lock->lease_flags.forced = FALSE;
+          else if (error == NULL && lock->lease_flags.forced)
+            again = suspect_locked (self, lock);
+        }
       if (mark)
         g_ptr_array_add (lost, lock); /* keeps the pin for rl_leases_report_lost() */
       else
         rl_leases_unpin_locked (self, lock);
+      if (again && self->check_at == 0)
+        self->check_at = g_get_monotonic_time ();
       rl_mutex_unlock (&self->mutex);
       if (error != NULL)
         rl_debug ("checking %s: %s", lock->key_data, error->message);

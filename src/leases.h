@@ -27,7 +27,10 @@ typedef struct
   guint8 held : 1; /* in the held table */
   guint8 lost : 1; /* found lost; stays so until the outermost unlock */
   guint8 suspect : 1; /* in the table's suspects: its key was heard released */
-  guint8 pins : 5;    /* library threads that have the lock in hand (at most four: the
+  guint8 forced : 1;  /* its key was heard forced open: unconfirmed (its view says so)
+                         until a read sent after the latest forced release heard finds
+                         it still ours */
+  guint8 pins : 4;    /* library threads that have the lock in hand (at most four: the
                          watchdog's batch, the queue of losses, the suspects, the close
                          sweep) */
 } RlLeaseFlags;
@@ -51,8 +54,8 @@ typedef struct
   guint64 token;  /* fencing token, 0: none */
   gint64 lose_at; /* monotonic µs when an unconfirmed lease counts as lost */
   gboolean unconfirmed; /* last confirmed before the latest connection loss, reconnect
-                           or failover, or the store's guard is down now: the store
-                           may have lost it since */
+                           or failover, or its key forced open since, or the store's
+                           guard is down now: the store may have lost it since */
 } RlLeaseView;
 
 RlLeases *rl_leases_new (RlStore *store, const char *client_id, const RlSettings *settings,
@@ -115,6 +118,12 @@ void rl_leases_audit (RlLeases *leases);
  * read back soon (GET on the watchdog thread, no renewal), at most a few times a
  * second; gone or another owner's, it is lost. */
 void rl_leases_check_soon (RlLeases *leases, RedisLock *lock);
+/* Someone forced @key open (the store heard it on the forced-release channel, so it is
+ * no echo of a release of ours): every lease held under @key (a lock's, a permit's, a
+ * read-write lock's) is read back at once on the watchdog thread, told when gone, and
+ * until it is confirmed again its view says unconfirmed, so that an unlock confirms it
+ * before handing it to another thread (one round trip, as after a reset). */
+void rl_leases_forced (RlLeases *leases, const char *key);
 /* The watchdog setting changed. */
 void rl_leases_settings_changed (RlLeases *leases);
 void rl_leases_set_callback (RlLeases *leases, RedisLockLeaseLostFunc func, gpointer user_data,

@@ -211,10 +211,11 @@ rl_memory_listeners_take (RlMemorySpace *space, const char *key)
   return targets;
 }
 
-/* Calls the release callbacks of @targets (rl_memory_mutex not held), then lets stores
- * waiting to close go. */
-void
-rl_memory_listeners_deliver (GPtrArray *targets, const char *key)
+/* Calls the release callbacks of @targets (rl_memory_mutex not held), telling them
+ * that @key was @forced open (RlStoreReleasedFunc), then lets stores waiting to close
+ * go. */
+static void
+listeners_deliver (GPtrArray *targets, const char *key, gboolean forced)
 {
   gboolean done = FALSE;
 
@@ -222,7 +223,7 @@ rl_memory_listeners_deliver (GPtrArray *targets, const char *key)
     {
       RlStore *store = g_ptr_array_index (targets, i);
       RL_ATOMIC_ADD (store->ctx->stats->notifications, 1);
-      store->released (key, FALSE, store->released_data);
+      store->released (key, forced, store->released_data);
     }
   rl_mutex_lock (&rl_memory_mutex);
   for (guint i = 0; i < targets->len; i++)
@@ -235,6 +236,14 @@ rl_memory_listeners_deliver (GPtrArray *targets, const char *key)
     rl_cond_broadcast (&memory_cond);
   rl_mutex_unlock (&rl_memory_mutex);
   g_ptr_array_unref (targets);
+}
+
+/* Calls the release callbacks of @targets (rl_memory_mutex not held), then lets stores
+ * waiting to close go. */
+void
+rl_memory_listeners_deliver (GPtrArray *targets, const char *key)
+{
+  listeners_deliver (targets, key, FALSE);
 }
 
 /* Unlocks rl_memory_mutex, then delivers @key's release to @targets, if any (NULL: none
@@ -440,24 +449,39 @@ memory_release (RlStore *store, const char *key, const char *value, gint64 keep_
   return kept ? RL_LEASE_KEPT : RL_LEASE_OK;
 }
 
+/* As the Redis store's FORCE RELEASE script: every key of the table is a string, so
+ * only @ours_only refuses one (a waiting writer's mark, a semaphore's size). */
 static RlLeaseResult
-memory_force_release (RlStore *store, const char *key, GError **error)
+memory_force_release (RlStore *store, const char *key, gboolean ours_only, GError **error)
 {
   RlMemoryStore *self = (RlMemoryStore *) store;
   gint64 now = g_get_monotonic_time ();
   GPtrArray *targets = NULL;
+  RlMemoryLease *lease;
+  gboolean refused = FALSE;
 
   rl_memory_count_request (store, 1);
   rl_mutex_lock (&rl_memory_mutex);
-  if (rl_memory_lease_lookup (self->space, key, now) != NULL)
+  lease = rl_memory_lease_lookup (self->space, key, now);
+  if (lease != NULL && ours_only && !rl_store_is_lease_value (lease->owner))
+    refused = TRUE;
+  else if (lease != NULL)
     {
       targets = rl_memory_listeners_take (self->space, key);
       g_hash_table_remove (self->space->leases, key);
     }
   rl_mutex_unlock (&rl_memory_mutex);
+  if (refused)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
+                   "“%s” holds no lease (a string of another shape): a forced unlock deletes "
+                   "leases only",
+                   key);
+      return RL_LEASE_ERROR;
+    }
   if (targets == NULL)
     return RL_LEASE_LOST;
-  rl_memory_listeners_deliver (targets, key);
+  listeners_deliver (targets, key, TRUE);
   return RL_LEASE_OK;
 }
 

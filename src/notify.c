@@ -416,9 +416,10 @@ handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
            && strcmp (reply->element[1]->str, self->guard_channel) == 0
            && reply->element[2]->type == REDIS_REPLY_STRING)
     {
-      /* A forced release (its waiters hear the pattern's message too). */
+      /* A forced release (its waiters hear the pattern's message too): told as one,
+       * so that a holder knows it is no echo of its own release. */
       RL_ATOMIC_ADD (self->store->ctx->stats->notifications, 1);
-      self->store->released (reply->element[2]->str, FALSE, self->store->released_data);
+      self->store->released (reply->element[2]->str, TRUE, self->store->released_data);
       return TRUE;
     }
   else if (g_ascii_strcasecmp (kind, "message") == 0 && reply->elements == 3

@@ -537,30 +537,53 @@ ask_one_by_one (RlQuorumStore *self, const char *what, AskFunc ask, gpointer dat
 typedef struct
 {
   const char *key;
+  gboolean ours_only;
   gboolean deleted;
+  GError *refused; /* the first node's INVALID: the key is no lease there */
 } ForcedRelease;
 
 static gboolean
 force_release_one (RlStore *child, guint i, gpointer data, GError **error)
 {
   ForcedRelease *forced = data;
-  RlLeaseResult result = child->vt->force_release (child, forced->key, error);
+  g_autoptr (GError) local_error = NULL;
+  RlLeaseResult result = child->vt->force_release (child, forced->key, forced->ours_only,
+                                                   &local_error);
 
   forced->deleted = forced->deleted || result == RL_LEASE_OK;
+  /* A node that refused answered. */
+  if (g_error_matches (local_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID))
+    {
+      if (forced->refused == NULL)
+        forced->refused = g_steal_pointer (&local_error);
+      return TRUE;
+    }
+  if (local_error != NULL)
+    g_propagate_error (error, g_steal_pointer (&local_error));
   return result != RL_LEASE_ERROR;
 }
 
-/* Deletes @key on every node that answers (an operator's call, not a hot path): OK
- * when some node had it, and a majority answered; CONNECTION when fewer did (some node
- * may keep the key until its TTL). */
+/* Deletes the lease @key on every node that answers (an operator's call, not a hot
+ * path): OK when some node had it, and a majority answered; CONNECTION when fewer did
+ * (some node may keep the key until its TTL); INVALID when no node deleted it and some
+ * node holds it as no lease. */
 static RlLeaseResult
-quorum_force_release (RlStore *store, const char *key, GError **error)
+quorum_force_release (RlStore *store, const char *key, gboolean ours_only, GError **error)
 {
-  ForcedRelease forced = { key, FALSE };
+  ForcedRelease forced = { key, ours_only, FALSE, NULL };
 
   if (!ask_one_by_one ((RlQuorumStore *) store, "Forced release", force_release_one, &forced,
                        error))
-    return RL_LEASE_ERROR;
+    {
+      g_clear_error (&forced.refused);
+      return RL_LEASE_ERROR;
+    }
+  if (!forced.deleted && forced.refused != NULL)
+    {
+      g_propagate_error (error, forced.refused);
+      return RL_LEASE_ERROR;
+    }
+  g_clear_error (&forced.refused);
   return forced.deleted ? RL_LEASE_OK : RL_LEASE_LOST;
 }
 

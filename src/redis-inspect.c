@@ -68,30 +68,38 @@ read_lease (RlConn *conn, const char *key, gboolean skip_others, char **value, g
   return ok;
 }
 
-/* GET, then PTTL, each routed to the key's node (following a migration). */
+/* FORCE RELEASE, routed to the key's node. */
 RlLeaseResult
-rl_redis_force_release (RlStore *store, const char *key, GError **error)
+rl_redis_force_release (RlStore *store, const char *key, gboolean ours_only, GError **error)
 {
   RlRedisStore *self = (RlRedisStore *) store;
   g_autofree char *channel = g_strconcat (self->channel_prefix, key, NULL);
   const char *legacy = g_atomic_int_get (&self->parent.ctx->legacy_channel) ? self->legacy_channel
                                                                             : "";
-  /* On a Cluster, the key's shard channel too (FORCE RELEASE's ARGV[4]). */
+  /* On a Cluster, the key's shard channel too (FORCE RELEASE's ARGV[5]). */
   g_autofree char *shard = rl_redis_shard_channel (self, key);
-  const char *argv[8] = { "EVALSHA", self->force_release.sha, "1", key,
+  const char *argv[9] = { "EVALSHA", self->force_release.sha, "1", key,
                           rl_redis_classic_channel (self, shard, channel), self->forced_channel,
-                          legacy, shard };
+                          legacy, ours_only ? "1" : "0", shard };
   redisReply *reply;
-  gboolean deleted;
+  RlLeaseResult result;
 
-  reply = rl_redis_run_script_argv (self, &self->force_release, shard != NULL ? 8 : 7, argv, 0,
+  reply = rl_redis_run_script_argv (self, &self->force_release, shard != NULL ? 9 : 8, argv, 0,
                                     NULL, NULL, NULL, error);
 
   if (reply == NULL)
     return RL_LEASE_ERROR;
-  deleted = reply->integer == 1;
+  if (reply->integer >= 0)
+    result = reply->integer == 1 ? RL_LEASE_OK : RL_LEASE_LOST;
+  else
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
+                   "“%s” holds no lease (%s): a forced unlock deletes leases only", key,
+                   reply->integer == -1 ? "not a string" : "a string of another shape");
+      result = RL_LEASE_ERROR;
+    }
   freeReplyObject (reply);
-  return deleted ? RL_LEASE_OK : RL_LEASE_LOST;
+  return result;
 }
 
 gboolean

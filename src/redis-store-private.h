@@ -332,7 +332,8 @@ gboolean rl_redis_renew_batch (RlStore *store, guint n, const char *const *keys,
                                GError **error);
 
 /* redis-inspect.c: the inspection calls. */
-RlLeaseResult rl_redis_force_release (RlStore *store, const char *key, GError **error);
+RlLeaseResult rl_redis_force_release (RlStore *store, const char *key, gboolean ours_only,
+                                      GError **error);
 gboolean rl_redis_inspect (RlStore *store, const char *key, char **value, gint64 *pttl_ms,
                            GError **error);
 gboolean rl_redis_read_counter (RlStore *store, const char *fence_key, guint64 *value,

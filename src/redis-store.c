@@ -206,29 +206,42 @@ static const char release_script[]
 
 /* FORCE RELEASE: KEYS[1] = lock key, ARGV[1] = notification channel ('': none),
  * ARGV[2] = the registry's forced-release channel, ARGV[3] = a third channel ('':
- * none), as RELEASE's older Spring channel, ARGV[4] (optional, a Cluster) = the key's
- * shard channel, as RELEASE's ARGV[6]. Deletes the key whoever holds it and publishes the
- * notification in the same atomic step, as RELEASE does, so waiters wake at once; and
- * publishes the key on the forced-release channel, which every registry holding a
- * lease listens to (its guarding connection), so that a holder of this library hears
- * of it though nobody of its own waits. Returns 1 when a key was deleted, 0 when
- * there was none. A user without permission on the channels still deletes (the
- * PUBLISH errors are ignored). */
-static const char force_release_script[] = "if redis.call('EXISTS', KEYS[1]) == 0 then\n"
-                                           "  return 0\n"
-                                           "end\n"
-                                           "if ARGV[1] ~= '' then\n"
-                                           "  redis.pcall('PUBLISH', ARGV[1], KEYS[1])\n"
-                                           "end\n"
-                                           "redis.pcall('PUBLISH', ARGV[2], KEYS[1])\n"
-                                           "if ARGV[4] then\n"
-                                           "  redis.pcall('SPUBLISH', ARGV[4], KEYS[1])\n"
-                                           "end\n"
-                                           "if ARGV[3] ~= '' then\n"
-                                           "  redis.pcall('PUBLISH', ARGV[3], KEYS[1])\n"
-                                           "end\n"
-                                           "redis.call('UNLINK', KEYS[1])\n"
-                                           "return 1\n";
+ * none), as RELEASE's older Spring channel, ARGV[4] = '1' to force a lease of this
+ * library only (its value `…:32 hex digits:number`, rl_store_is_lease_value()), ARGV[5]
+ * (optional, a Cluster) = the key's shard channel, as RELEASE's ARGV[6]. Deletes the
+ * key whoever holds it and publishes the notification in the same atomic step, as
+ * RELEASE does, so waiters wake at once; and publishes the key on the forced-release
+ * channel, which every registry holding a lease listens to (its guarding connection),
+ * so that a holder of this library hears of it though nobody of its own waits. Returns
+ * 1 when a key was deleted, 0 when there was none, and touching nothing when it is
+ * no lease: -1 when it is not a string (a read-write lock's readers set), -2 with
+ * ARGV[4] for a string of another shape (a waiting writer's mark, a semaphore's
+ * size). A user without
+ * permission on the channels still deletes (the PUBLISH errors are ignored). */
+static const char force_release_script[]
+    = "local t = redis.call('TYPE', KEYS[1])['ok']\n"
+      "if t == 'none' then\n"
+      "  return 0\n"
+      "end\n"
+      "if t ~= 'string' then\n"
+      "  return -1\n"
+      "end\n"
+      "if ARGV[4] == '1' and not string.find(redis.call('GET', KEYS[1]),\n"
+      "    ':' .. string.rep('%x', 32) .. ':%d+$') then\n"
+      "  return -2\n"
+      "end\n"
+      "if ARGV[1] ~= '' then\n"
+      "  redis.pcall('PUBLISH', ARGV[1], KEYS[1])\n"
+      "end\n"
+      "redis.pcall('PUBLISH', ARGV[2], KEYS[1])\n"
+      "if ARGV[5] then\n"
+      "  redis.pcall('SPUBLISH', ARGV[5], KEYS[1])\n"
+      "end\n"
+      "if ARGV[3] ~= '' then\n"
+      "  redis.pcall('PUBLISH', ARGV[3], KEYS[1])\n"
+      "end\n"
+      "redis.call('UNLINK', KEYS[1])\n"
+      "return 1\n";
 
 /* RENEW: KEYS[1] = lock key, ARGV[1] = the hold's value, ARGV[2] = TTL in ms.
  * Ours: PEXPIRE, returns 1. Gone or foreign: returns 0 and never extends another

@@ -68,7 +68,7 @@ notify_rw (RedisLockRegistry *registry, const char *key, const char *tail)
  * reset means the store's connection broke or came back, or its deployment failed
  * over (a server restart or failover may have taken leases with it): a new epoch
  * starts, and the watchdog checks every held lease at once instead of at its next
- * tick. */
+ * tick. A reset with @key: someone forced @key open (RlStoreReleasedFunc). */
 static void
 on_released (const char *key, gboolean reset, gpointer user_data)
 {
@@ -118,6 +118,10 @@ on_released (const char *key, gboolean reset, gpointer user_data)
             rl_leases_check_soon (registry->leases, lock);
         }
       notify_rw (registry, key, key + prefix_len + 1);
+      /* Forced open, not an echo: whatever carries a lease of it (a lock, a permit, a
+       * read-write lock's lease) is told, and hands it to no other thread unchecked. */
+      if (reset && registry->leases != NULL)
+        rl_leases_forced (registry->leases, key);
     }
   rl_mutex_unlock (&registry->cache_mutex);
   if (pretake != NULL)
@@ -819,17 +823,69 @@ redis_lock_registry_renew (RedisLockRegistry *registry, const char *name, gint64
   return ok;
 }
 
+/* The keys of the lock family that are no leases: a read-write lock's readers set and
+ * waiting writer's mark (redis-rwlock.c), a semaphore's size and size record
+ * (redis-semaphore.c). The phrase naming what a name of such a shape is, with the
+ * family member's name in *@member (g_free()); NULL for a name of any other shape. */
+static const char *
+non_lease_shape (const char *name, char **member)
+{
+  static const struct
+  {
+    const char *suffix;
+    const char *what;
+  } shapes[] = {
+    { "}:rw:readers", "the readers set of read-write lock" },
+    { "}:rw:ww", "the waiting writer's mark of read-write lock" },
+    { "}:sem", "the size of semaphore" },
+    { "}:sem:size", "the size record of semaphore" },
+  };
+  gsize len = strlen (name);
+
+  if (name[0] != '{')
+    return NULL;
+  for (gsize i = 0; i < G_N_ELEMENTS (shapes); i++)
+    {
+      gsize n = strlen (shapes[i].suffix);
+      if (len > n + 1 && strcmp (name + len - n, shapes[i].suffix) == 0)
+        {
+          *member = g_strndup (name + 1, len - n - 1);
+          return shapes[i].what;
+        }
+    }
+  return NULL;
+}
+
 gboolean
 redis_lock_registry_force_unlock (RedisLockRegistry *registry, const char *name, GError **error)
 {
   g_autofree char *key = NULL;
+  g_autofree char *member = NULL;
+  g_autoptr (GError) local_error = NULL;
+  const char *shape;
   RlLeaseResult result;
 
   g_return_val_if_fail (registry != NULL, FALSE);
   if (!check_name (name, error) || !rl_registry_check (registry, error))
     return FALSE;
   key = g_strconcat (registry->registry_key, ":", name, NULL);
-  result = registry->store->vt->force_release (registry->store, key, error);
+  /* A name of the shape of the family's other keys is forced only when the store holds
+   * a lease of this library under it: a plain lock so named. Deleting a readers set
+   * would let a writer in beside live readers, nobody told. */
+  shape = non_lease_shape (name, &member);
+  result = registry->store->vt->force_release (registry->store, key, shape != NULL,
+                                               &local_error);
+  if (shape != NULL
+      && (result == RL_LEASE_LOST
+          || g_error_matches (local_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID)))
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
+                   "“%s” names %s “%s”, which is no lease: a forced unlock deletes leases only",
+                   name, shape, member);
+      return FALSE;
+    }
+  if (local_error != NULL)
+    g_propagate_error (error, g_steal_pointer (&local_error));
   if (result == RL_LEASE_OK)
     rl_debug ("forced unlock of %s", key);
   return result == RL_LEASE_OK;

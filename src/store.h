@@ -60,10 +60,12 @@ typedef struct
 
 /* Called from a store thread when the lease @key (the full key) may have been
  * released; @key NULL means "any lease may have been": notifications were missed, or
- * the notification channel went up or down. @reset (with @key NULL) says more: the
- * store's connection broke or came back after having been up, or its deployment
- * failed over, so a lease held there may be gone without any release (a restart
- * without persistence, writes a failover lost). */
+ * the notification channel went up or down. @reset says more: a lease held there may
+ * be gone without a release of ours. With @key NULL, the store's connection broke or
+ * came back after having been up, or its deployment failed over (a restart without
+ * persistence, writes a failover lost); with @key, someone forced @key open
+ * (force_release, heard on the registry's forced-release channel): this is no echo of
+ * a release of ours. */
 typedef void (*RlStoreReleasedFunc) (const char *key, gboolean reset, gpointer user_data);
 
 /* What a stepwise request (RlStoreVTable.request_begin) does to each of its leases:
@@ -197,10 +199,17 @@ typedef struct
   gboolean (*renew_batch) (RlStore *store, guint n, const char *const *keys,
                            const char *const *values, const gint64 *ttls, RlLeaseResult *results,
                            gint64 deadline, guint *round_trips, GError **error);
-  /* Deletes @key whoever holds it and notifies its waiters, as one atomic step (an
-   * operator's recovery from a crashed holder): RL_LEASE_OK when a key was deleted,
-   * RL_LEASE_LOST when there was none, RL_LEASE_ERROR with @error. */
-  RlLeaseResult (*force_release) (RlStore *store, const char *key, GError **error);
+  /* Deletes the lease @key whoever holds it and notifies its waiters (telling its
+   * holder, see RlStoreReleasedFunc), as one atomic step (an operator's recovery from
+   * a crashed holder): RL_LEASE_OK when a key was deleted, RL_LEASE_LOST when there
+   * was none, RL_LEASE_ERROR with @error. A key that is no lease is left alone:
+   * RL_LEASE_ERROR with REDIS_LOCK_ERROR_INVALID when it is not a string, or, with
+   * @ours_only, when its value is not a lease value of this library
+   * (rl_store_is_lease_value()): a name of the family's other keys' shape (a
+   * read-write lock's readers set or waiting mark, a semaphore's size) is forced only
+   * when it is a plain lock's lease so named. */
+  RlLeaseResult (*force_release) (RlStore *store, const char *key, gboolean ours_only,
+                                  GError **error);
   /* What the store holds for @key: TRUE with its value (g_free()) and remaining TTL
    * (-1: no expiry) when it exists; FALSE without @error when it does not. */
   gboolean (*inspect) (RlStore *store, const char *key, char **value, gint64 *pttl_ms,
@@ -366,6 +375,25 @@ typedef struct
  * the acquisition in the registry, so that a request that reaches the store late can
  * never match a later hold of the same registry. */
 #define RL_LEASE_VALUE_MAX 192
+
+/* Whether @value has the shape of a hold's value of this library: a client id, which
+ * ends in `:` and 32 hexadecimal digits (registry.c), then `:` and a decimal number.
+ * Neither a waiting writer's mark (a client id alone) nor a semaphore's size (a
+ * number) has it. The force release script checks the same shape. */
+static inline gboolean
+rl_store_is_lease_value (const char *value)
+{
+  gsize len = strlen (value), i = len;
+
+  while (i > 0 && g_ascii_isdigit (value[i - 1]))
+    i--;
+  if (i == len || i < 34 || value[i - 1] != ':' || value[i - 34] != ':')
+    return FALSE;
+  for (gsize k = i - 33; k < i - 1; k++)
+    if (!g_ascii_isxdigit (value[k]))
+      return FALSE;
+  return TRUE;
+}
 
 /* The deadline a store call ends by: @deadline (monotonic µs) as given, or 0 for the
  * command timeout from now. */

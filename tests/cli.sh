@@ -388,6 +388,9 @@ wait "$bholder"; expect_rc "break: the holder is told its lease is lost: 3" 3 $?
 rl break brk >"$tmp/out" 2>"$tmp/err"; expect_rc "break of a free lock: 1" 1 $?
 check "break says the lock was free" grep -q '^brk: free$' "$tmp/out"
 rl break 2>"$tmp/err"; expect_rc "break without NAME: 64" 64 $?
+rl break '{brk}:rw:readers' >"$tmp/out" 2>"$tmp/err"
+expect_rc "break of a read-write lock's readers set: 64" 64 $?
+check "break names the readers set it refuses" grep -q 'readers set of read-write lock' "$tmp/err"
 rl break a b 2>"$tmp/err"; expect_rc "break with two names: 64" 64 $?
 
 # --- a holder's value reaches the terminal escaped, as in status ---------------------------

@@ -7,7 +7,9 @@
  * around a hold: close() while leases are held, a lease-lost callback that takes a
  * reference or replaces itself, a server that is down, paused or restarted, a Redis
  * user without permission on the notification channel, and durations so large that
- * microsecond arithmetic would overflow (those two in lease-limits.c). They run on both stores where the behaviour
+ * microsecond arithmetic would overflow (those two in lease-limits.c), and what a forced
+ * unlock may delete and how a lease heard forced open is kept from the next local thread
+ * (lease-forced.c). They run on both stores where the behaviour
  * is the store's (`/redis/...`, `/memory/...`) and on Redis only where a server fault
  * is the subject. Late replies themselves are made by the fault-injection proxy
  * (tests/proxy.h) in `/redis/lease/late-*`.
@@ -19,6 +21,8 @@
 
 /* lease-limits.c: the channel permission and overflow tests. */
 void lease_add_limit_tests (void);
+/* lease-forced.c: the forced unlock's refusals and hand-offs. */
+void lease_add_forced_tests (void);
 
 /* ---- values ---- */
 
@@ -880,5 +884,6 @@ main (int argc, char **argv)
   test_add_stores ("/lease/force-unlock/wakes-waiter-tells-holder", NULL, test_force_unlock);
   test_add_stores ("/lease/force-unlock/free-or-invalid", NULL, test_force_unlock_free);
   lease_add_limit_tests ();
+  lease_add_forced_tests ();
   return g_test_run ();
 }

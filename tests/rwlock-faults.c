@@ -9,8 +9,12 @@
  * asynchronous calls (a call of a registry on another server is not held up); the
  * subscriptions reset just before a writer marks the lock (the registry that missed the
  * mark stops sharing its reader lease, so the writer is not starved). Redis
- * only: the faults are a real server's.
+ * only: the faults are a real server's. And an operator's forced unlock, on every store
+ * that has read-write locks: the readers set and the waiting mark are refused, a reader
+ * lease forced open is told to its readers and shared with no new one.
  */
+#include <string.h>
+
 #include "rwlock-helpers.h"
 
 static void
@@ -280,9 +284,125 @@ test_subscription_blip (TestFixture *fx, gconstpointer data)
   test_sync_clear (&sync);
 }
 
+/* ---- forced unlocks ---- */
+
+static void
+test_forced_set_and_mark_refused (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) other = test_registry_new (fx);
+  g_autoptr (RedisRWLock) lock = NULL;
+  g_autoptr (RedisRWLock) wlock = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *mark = rw_key (NAME, "ww");
+  g_autofree char *readers = rw_key (NAME, "readers");
+  const char *names[] = { "{" NAME "}:rw:readers", "{" NAME "}:rw:ww" };
+  gboolean returned;
+  RwTaker w;
+  GThread *thread;
+
+  g_test_summary ("force_unlock refuses a read-write lock's readers set and a waiting "
+                  "writer's mark (INVALID): both stay, and the writer of another registry "
+                  "still waits for the live reader; the reader's release lets it in");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  lock = obtain_rw (fx->registry, NAME);
+  wlock = obtain_rw (other, NAME);
+  read_ok (lock);
+  thread = rw_taker_start (&w, wlock, TRUE, 20000, FALSE, NULL);
+  TEST_WAIT_UNTIL (test_store_exists (fx, mark), 10000);
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+    {
+      g_assert_false (redis_lock_registry_force_unlock (fx->registry, names[i], &error));
+      g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
+      g_test_message ("%s", error->message);
+      g_clear_error (&error);
+    }
+  g_assert_true (test_store_exists (fx, mark));
+  /* The memory store finds readers by key prefix: it has no set. */
+  if (fx->store != TEST_STORE_MEMORY)
+    g_assert_true (test_store_exists (fx, readers));
+  test_sync_lock (&w.sync);
+  returned = w.returned;
+  test_sync_unlock (&w.sync);
+  g_assert_false (returned);
+  read_unlock_ok (lock);
+  rw_taker_release_join (&w, thread);
+  g_assert_true (w.result);
+}
+
+/* The registry has heard at least one more message than @before. */
+typedef struct
+{
+  RedisLockRegistry *registry;
+  guint64 before;
+} Heard;
+
+static gboolean
+heard (gpointer data)
+{
+  Heard *h = data;
+  return test_stats (h->registry).notifications > h->before;
+}
+
+static void
+test_forced_reader_lease_told (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisRWLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *key = reader_key (fx->registry, NAME);
+  const char *name = key + strlen (TEST_REGISTRY_KEY ":");
+  Heard h = { fx->registry, 0 };
+  GCancellable *cancellable;
+  TestLeaseLost ll;
+  gint64 t0;
+
+  g_test_summary ("A reader lease forced open (force_unlock of `{name}:rw:r:CLIENT_ID`): "
+                  "once its registry has heard it, a new reading thread does not join it, "
+                  "and its readers are told within a second (60 s lease): callback with "
+                  "NULL, cancellable, is_lease_lost, read_unlock LEASE_LOST; then a fresh "
+                  "lease is taken");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  test_lease_lost_init (&ll);
+  redis_lock_registry_set_lease_lost_callback (fx->registry, test_lease_lost_cb, &ll, NULL);
+  lock = obtain_rw (fx->registry, NAME);
+  read_ok (lock);
+  cancellable = redis_rw_lock_get_lease_cancellable (lock);
+  test_lease_lost_set_cancellable (&ll, cancellable);
+  if (fx->store != TEST_STORE_MEMORY)
+    TEST_WAIT_UNTIL (test_stats (fx->registry).subscriber_connections >= test_store_nodes (fx),
+                     10000);
+
+  h.before = test_stats (fx->registry).notifications;
+  t0 = test_now_ms ();
+  g_assert_true (redis_lock_registry_force_unlock (fx->registry, name, &error));
+  g_assert_no_error (error);
+  g_assert_true (test_wait_until (heard, &h, 5000));
+  g_assert_false (other_thread_reads (lock));
+
+  g_assert_cmpuint (test_lease_lost_wait (&ll, 3000), ==, 1);
+  g_test_message ("the reader was told %" G_GINT64_FORMAT " ms after the forced unlock",
+                  ll.at_ms - t0);
+  g_assert_null (ll.lock);
+  g_assert_true (ll.cancelled_first);
+  g_assert_true (redis_rw_lock_is_lease_lost (lock));
+  g_assert_true (g_cancellable_is_cancelled (cancellable));
+  g_assert_false (redis_rw_lock_read_unlock (lock, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+  read_ok (lock);
+  g_assert_false (redis_rw_lock_is_lease_lost (lock));
+  read_unlock_ok (lock);
+  redis_lock_registry_set_lease_lost_callback (fx->registry, NULL, NULL, NULL);
+  test_lease_lost_clear (&ll);
+}
+
 void
 rwlock_add_fault_tests (void)
 {
+  test_add_stores_but_quorum ("/rwlock/force-unlock/set-and-mark-refused", NULL,
+                              test_forced_set_and_mark_refused);
+  test_add_stores_but_quorum ("/rwlock/force-unlock/reader-lease-told", NULL,
+                              test_forced_reader_lease_told);
   test_add_redis ("/rwlock/lease/outage-no-join", NULL, test_outage_no_join);
   test_add_redis ("/rwlock/wait/frozen-server/write", GINT_TO_POINTER (FALSE),
                   test_frozen_server_write_gives_up);

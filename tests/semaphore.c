@@ -5,7 +5,8 @@
  * `/tls/...`): at most N holders at once among threads and registries, the size
  * stored with the semaphore, a waiter woken by a release notification (with the spin
  * interval and the TTL far away, so nothing else could wake it), timeouts,
- * cancellation, close, and a lost permit reported the three ways. The quorum refuses
+ * cancellation, close, and a lost permit reported the three ways (forced open too, told
+ * within a second). The quorum refuses
  * semaphores with INVALID. What needs a server of its own runs on Redis only: the
  * round trips of an uncontended acquire and release, and other processes: this
  * program started again as a child (`--hold URL NAME PERMITS TTL`) that takes a
@@ -481,6 +482,57 @@ test_lease_lost (TestFixture *fx, gconstpointer data)
 }
 
 static void
+test_forced_told (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (RedisLockRegistry) other = test_registry_new (fx);
+  g_autoptr (RedisSemaphore) sem = NULL;
+  g_autoptr (RedisSemaphore) other_sem = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *name = NULL;
+  TestLeaseLost ll;
+  RedisPermit *permit, *taken;
+  GCancellable *cancellable;
+  gint64 t0;
+
+  g_test_summary ("A permit forced open (redis_lock_registry_force_unlock() of its key) is "
+                  "told to its holder within a second, not at the next renewal (60 s lease, "
+                  "tick at 20 s): callback with NULL, cancellable, is_lease_lost, release "
+                  "LEASE_LOST; another registry takes the permit meanwhile");
+  TEST_SKIP_IF_NO_STORE (fx);
+
+  test_lease_lost_init (&ll);
+  redis_lock_registry_set_lease_lost_callback (fx->registry, test_lease_lost_cb, &ll, NULL);
+  sem = obtain_semaphore (fx->registry, "forced", 1);
+  other_sem = obtain_semaphore (other, "forced", 1);
+  permit = acquire_ok (sem, 0);
+  cancellable = redis_permit_get_lease_cancellable (permit);
+  test_lease_lost_set_cancellable (&ll, cancellable);
+  /* The holder hears forced releases once its subscriber is up (on every node). */
+  if (fx->store != TEST_STORE_MEMORY)
+    TEST_WAIT_UNTIL (test_stats (fx->registry).subscriber_connections >= test_store_nodes (fx),
+                     10000);
+
+  name = g_strdup_printf ("{forced}:sem:%u", redis_permit_get_index (permit));
+  t0 = test_now_ms ();
+  g_assert_true (redis_lock_registry_force_unlock (other, name, &error));
+  g_assert_no_error (error);
+  taken = acquire_ok (other_sem, 5000);
+  g_assert_cmpuint (test_lease_lost_wait (&ll, 3000), ==, 1);
+  g_test_message ("the holder was told %" G_GINT64_FORMAT " ms after the forced unlock",
+                  ll.at_ms - t0);
+  g_assert_null (ll.lock);
+  g_assert_true (ll.cancelled_first);
+  g_assert_true (redis_permit_is_lease_lost (permit));
+  g_assert_true (g_cancellable_is_cancelled (cancellable));
+  g_assert_false (redis_permit_release (permit, &error));
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
+  g_assert_false (redis_permit_is_lease_lost (taken));
+  release_ok (taken);
+  redis_lock_registry_set_lease_lost_callback (fx->registry, NULL, NULL, NULL);
+  test_lease_lost_clear (&ll);
+}
+
+static void
 test_renewed (TestFixture *fx, gconstpointer data)
 {
   g_autoptr (RedisSemaphore) sem = NULL;
@@ -793,6 +845,7 @@ main (int argc, char **argv)
   test_add_stores_but_quorum ("/semaphore/wait/cancel", NULL, test_cancel);
   test_add_stores_but_quorum ("/semaphore/close", NULL, test_close);
   test_add_stores_but_quorum ("/semaphore/lease/lost-reported", NULL, test_lease_lost);
+  test_add_stores_but_quorum ("/semaphore/lease/forced-told", NULL, test_forced_told);
   test_add_stores_but_quorum ("/semaphore/lease/renewed", NULL, test_renewed);
   semaphore_add_async_tests ();
   test_add_stores ("/semaphore/quorum-refused", NULL, test_quorum_refused);

@@ -5,8 +5,10 @@
  * deletes the key whoever holds it and publishes the unlock notification, so waiters
  * everywhere wake at once and a holder of this library learns that its lease is lost
  * (redis_lock_registry_force_unlock()). It goes through a registry of the library, so
- * the key layout and the notification stay the library's. Exit status: 0 when a key
- * was deleted, 1 when the lock was free, 2 on a Redis error, 64 on a usage error.
+ * the key layout, the notification and the refusal of keys that are no leases (a
+ * readers set, a waiting mark, a semaphore's size: INVALID) stay the library's. Exit
+ * status: 0 when a key was deleted, 1 when the lock was free, 2 on a Redis error, 64
+ * on a usage error or a key that is no lease.
  */
 #include "config.h"
 
@@ -40,9 +42,11 @@ cmd_break (int argc, char **argv)
   rc = parse_options ("break", break_usage, "NAME",
                       "Deletes lock NAME whoever holds it and notifies its waiters, which wake at\n"
                       "once; a holder using redislock learns within about a second that its lease\n"
-                      "is lost. For recovering from a crashed holder with a long TTL.\n"
+                      "is lost. For recovering from a crashed holder with a long TTL. Deletes\n"
+                      "leases only: a read-write lock's readers set or waiting mark and a\n"
+                      "semaphore's size are refused.\n"
                       "Exit status: 0 when the lock was held and is now free, 1 when it was free,\n"
-                      "2 on a Redis error, 64 on a usage error.",
+                      "2 on a Redis error, 64 on a usage error or a key that is no lease.",
                       break_entries, TRUE, FALSE, &opt_argc, &opt_argv);
   if (rc >= 0)
     return rc;

@@ -806,18 +806,32 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_renew (RedisLockRegistr
  *
  * Deletes the key of lock @name whoever holds it (a crashed process with a long TTL,
  * say) and publishes the unlock notification in the same atomic step, so that
- * waiters in every process wake at once. A holder in a registry of this library
- * learns within about a second that its lease is lost (its registry hears the
- * notification and checks the lease): is_lease_lost() turns TRUE, its lease
- * cancellable is cancelled, the lease-lost callback runs, and its unlock fails with
- * %REDIS_LOCK_ERROR_LEASE_LOST. Meant for operators and recovery code: the holder's
- * work is not stopped, only told. On a quorum registry the key is deleted on every
- * node that answers. `redislock break NAME` calls it.
+ * waiters in every process wake at once. @name may also name a lease of the lock
+ * family: a read-write lock's writer lease `{x}:rw:w` or a reader lease
+ * `{x}:rw:r:CLIENT_ID`, a semaphore's permit `{s}:sem:I`.
+ *
+ * A holder in a registry of this library learns within about a second that its lease
+ * is lost (its registry hears the release on its forced-release channel and reads the
+ * lease back at once): is_lease_lost() turns TRUE, its lease cancellable is
+ * cancelled, the lease-lost callback runs, and its unlock fails with
+ * %REDIS_LOCK_ERROR_LEASE_LOST. Once its registry has heard of it, the lease is not
+ * handed to another thread of that registry as if it were good: the unlock confirms
+ * it first (one round trip), reports %REDIS_LOCK_ERROR_LEASE_LOST, and the waiting
+ * thread acquires afresh. Meant for operators and recovery code: the holder's work is
+ * not stopped, only told. On a quorum registry the key is deleted on every node that
+ * answers. `redislock break NAME` calls it.
+ *
+ * Only leases are deleted. A key that is not a string, and the family's keys that are
+ * no leases (a read-write lock's readers set `{x}:rw:readers` and waiting writer's
+ * mark `{x}:rw:ww`, a semaphore's size `{s}:sem` and size record `{s}:sem:size`),
+ * are %REDIS_LOCK_ERROR_INVALID, naming what the key is, and stay: deleting a readers
+ * set would let a writer in beside live readers. A name of that shape is forced only
+ * when its key holds a lease of this library (a plain lock so named).
  *
  * Returns: %TRUE when a key was deleted; %FALSE without @error when the lock was free;
- *   %FALSE with @error (%REDIS_LOCK_ERROR_INVALID for a bad name,
- *   %REDIS_LOCK_ERROR_CONNECTION, %REDIS_LOCK_ERROR_REDIS, %REDIS_LOCK_ERROR_CLOSED,
- *   %REDIS_LOCK_ERROR_FORKED) on failure.
+ *   %FALSE with @error (%REDIS_LOCK_ERROR_INVALID for a bad name or a key that is no
+ *   lease, %REDIS_LOCK_ERROR_CONNECTION, %REDIS_LOCK_ERROR_REDIS,
+ *   %REDIS_LOCK_ERROR_CLOSED, %REDIS_LOCK_ERROR_FORKED) on failure.
  *
  * Since: 0.1
  */
