@@ -27,8 +27,10 @@
  *
  * The callback with FALSE comes before the unlock, so a leader's work stops before
  * another candidate can be granted the lock. Every unlock here is
- * redis_lock_unlock_async(): the context gives its hold back at once and never waits
- * for Redis, whose server may be the very one that stopped answering. The hold
+ * rl_lock_unlock_background(): the context gives its hold back at once and never waits
+ * for Redis, whose server may be the very one that stopped answering, and the release
+ * goes on on the registry's workers with nobody waiting for its result, so neither the
+ * lock nor its registry waits for the context to run again. The hold
  * belongs to the thread that runs the context (lock-async.c's rule), so
  * redis_lock_leader_stop() and _yield() from another thread are carried out in that
  * context. The fields a thread other than the context's reads (leading, the
@@ -217,25 +219,14 @@ begin_pause (RedisLockLeader *leader)
   g_source_attach (leader->pause_source, leader->context);
 }
 
-static void
-on_unlocked (GObject *source, GAsyncResult *result, gpointer data)
-{
-  RedisLock *lock = data;
-  g_autoptr (GError) error = NULL;
-
-  (void) source;
-  if (!redis_lock_unlock_finish (lock, result, &error))
-    rl_debug ("leader %s: unlock: %s", redis_lock_get_name (lock), error->message);
-  redis_lock_unref (lock);
-}
-
 /* Gives the context's hold of the lock back. The release goes to Redis from a worker
- * thread: the context never waits for a server, which may be the one that stopped
- * answering. */
+ * thread, and nobody waits for its result: the context never waits for a server, which
+ * may be the one that stopped answering, and a stopped leader dropped with its registry
+ * frees them without the context running again. */
 static void
 release_hold (RedisLockLeader *leader)
 {
-  redis_lock_unlock_async (leader->lock, NULL, on_unlocked, redis_lock_ref (leader->lock));
+  rl_lock_unlock_background (leader->lock);
 }
 
 /* Ends a leadership: the cancellable, func (FALSE), then the lock. The caller sets the
