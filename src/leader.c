@@ -167,10 +167,10 @@ redis_lock_leader_set_pause_ms (RedisLockLeader *leader, gint64 pause_ms)
   RL_ATOMIC_SET (leader->pause_ms, pause_ms);
 }
 
-/* Ends the promise of leadership @term, if it still holds, in the calling thread
- * (any): is_leading() answers FALSE from now on, the leadership's cancellable is
- * cancelled here, and the context is woken to call func (FALSE) and give the lock back.
- * No mutex held. */
+/* Ends the promise of leadership @term (0: the current one), if it still holds, in the
+ * calling thread (any): is_leading() answers FALSE from now on, the leadership's
+ * cancellable is cancelled here, and the context is woken to call func (FALSE) and give
+ * the lock back. No mutex held. */
 static void
 end_promise (RedisLockLeader *leader, guint term)
 {
@@ -178,7 +178,7 @@ end_promise (RedisLockLeader *leader, guint term)
   GSource *source = NULL;
 
   rl_mutex_lock (&leader->mutex);
-  if (leader->leading && leader->term == term)
+  if (leader->leading && (term == 0 || leader->term == term))
     {
       leader->leading = FALSE;
       cancellable = g_object_ref (leader->cancellable);
@@ -340,24 +340,9 @@ static GSourceFuncs lost_source_funcs = {
   .dispatch = lost_source_dispatch,
 };
 
-/* What the lease's "cancelled" handler watches: a leadership. */
-typedef struct
-{
-  RedisLockLeader *leader; /* a reference */
-  guint term;
-} LeaseWatch;
-
-static void
-lease_watch_free (gpointer data)
-{
-  LeaseWatch *watch = data;
-
-  redis_lock_leader_unref (watch->leader);
-  g_free (watch);
-}
-
 /* The lease's "cancelled" handler, in the thread that found the lease lost (or at
- * once, from begin_leading(), for a lease lost already): the promise ends here, and
+ * once, from begin_leading(), for a lease lost already): the promise ends here (the
+ * current one: end_leadership() disconnects the handler before another begins), and
  * the rest of the leadership's end in the context, never inside this emission. The
  * source is the context thread's, made and destroyed there; end_promise() only sets
  * its ready time, as lock-async.c's workers wake a call's source. Not
@@ -368,10 +353,8 @@ lease_watch_free (gpointer data)
 static void
 on_lease_cancelled (GCancellable *cancellable, gpointer data)
 {
-  LeaseWatch *watch = data;
-
   (void) cancellable;
-  end_promise (watch->leader, watch->term);
+  end_promise (data, 0);
 }
 
 /* The lock is this thread's now, with one hold: it leads. */
@@ -380,7 +363,6 @@ begin_leading (RedisLockLeader *leader)
 {
   GCancellable *old;
   GSource *source;
-  LeaseWatch *watch;
 
   set_state (leader, LEADER_LEADING);
   source = g_source_new (&lost_source_funcs, sizeof (GSource));
@@ -388,20 +370,19 @@ begin_leading (RedisLockLeader *leader)
   g_source_set_callback (source, on_lease_lost, redis_lock_leader_ref (leader),
                          (GDestroyNotify) redis_lock_leader_unref);
   g_source_attach (source, leader->context);
-  watch = g_new (LeaseWatch, 1);
-  watch->leader = redis_lock_leader_ref (leader);
   rl_mutex_lock (&leader->mutex);
   old = leader->cancellable;
   leader->cancellable = g_cancellable_new ();
   leader->leading = TRUE;
-  watch->term = ++leader->term;
+  leader->term++;
   leader->lost_source = source;
   rl_mutex_unlock (&leader->mutex);
   g_object_unref (old);
   /* This thread holds the lock (one hold): it has a lease cancellable. */
   leader->lease = g_object_ref (redis_lock_get_lease_cancellable (leader->lock));
   leader->lost_handler = g_cancellable_connect (leader->lease, G_CALLBACK (on_lease_cancelled),
-                                                watch, lease_watch_free);
+                                                redis_lock_leader_ref (leader),
+                                                (GDestroyNotify) redis_lock_leader_unref);
   leader->func (leader, TRUE, leader->user_data);
 }
 
