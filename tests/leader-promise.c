@@ -57,11 +57,13 @@ test_told_while_busy (TestFixture *fx, gconstpointer data)
   g_test_summary ("A leader whose context is busy (not iterated) is told in another thread "
                   "that its lease was forced open or its server restarted: its cancellable "
                   "is cancelled and is_leading() answers FALSE there and then; func (FALSE) "
-                  "comes once, when the context runs again (TTL 60 s: not its time)");
+                  "comes once, when the context runs again (TTL 3 s: the watchdog renews every "
+                  "second, and finds the key gone if nothing else told it before)");
   TEST_SKIP_IF_NO_SERVER (fx);
 
   test_sync_init (&told.sync);
   context_enter (&scope);
+  redis_lock_registry_set_expire_after_ms (fx->registry, 3000);
   candidate_init (&c, fx->registry, "busy");
   redis_lock_leader_start (c.leader);
   g_assert_true (test_iterate_until (&c.granted, 1, 10000));
