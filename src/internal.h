@@ -438,6 +438,12 @@ guint16 rl_lock_sleep (RedisLock *lock, const RlAcquire *acq, GCancellable *canc
 /* TRUE with @error when a wait must end: the registry closed, or cancelled. */
 gboolean rl_lock_wait_error (RedisLock *lock, GCancellable *cancellable, GError **error);
 
+/* lock-async.c: redis_lock_unlock_async() with nobody waiting for the result: the
+ * calling thread's hold is given back at once, and an outermost one's release (or
+ * hand-off) goes on on the registry's workers, needing no main context; a failure is
+ * only logged (debug). */
+void rl_lock_unlock_background (RedisLock *lock);
+
 /* lock.c's part of the queued waiters of lock-async.c. */
 
 /* What rl_lock_take_or_queue() did. */

@@ -4,11 +4,15 @@
  *
  * A candidate waits for the lock of its name with redis_lock_lock_async() (no thread
  * blocked: the wait is lock-async.c's, woken by the release notification), leads while
- * its thread holds it, and watches the lease cancellable with a "cancelled" handler
- * that makes a source of its main context ready, so a lost lease (or the registry's
- * close, which cancels it too) ends the leadership there. Every state change happens
- * in that one context, through one function (set_state()), so the states below are the
- * whole story:
+ * its thread holds it, and watches the lease cancellable with a "cancelled" handler.
+ * The leadership's promise (is_leading() TRUE, its cancellable not cancelled) ends in
+ * whatever thread finds the lease gone: that handler, in the thread that found the
+ * lease lost (or the registry's close, which cancels it too), and is_leading() or
+ * get_cancellable() themselves once the lease's time as last confirmed has run out
+ * (a process frozen past its TTL, whose watchdog has not run yet); both then make a
+ * source of the main context ready, and the rest of the leadership's end (func (FALSE),
+ * the unlock) happens there. Every state change happens in that one context, through
+ * one function (set_state()), so the states below are the whole story:
  *
  *   state    | event                              | next
  *   ---------+------------------------------------+-------------------------------------
@@ -27,12 +31,15 @@
  *
  * The callback with FALSE comes before the unlock, so a leader's work stops before
  * another candidate can be granted the lock. Every unlock here is
- * redis_lock_unlock_async(): the context gives its hold back at once and never waits
- * for Redis, whose server may be the very one that stopped answering. The hold
- * belongs to the thread that runs the context (lock-async.c's rule), so
- * redis_lock_leader_stop() and _yield() from another thread are carried out in that
- * context. The fields a thread other than the context's reads (leading, the
- * cancellable) are guarded by the leader's mutex.
+ * rl_lock_unlock_background(): the context gives its hold back at once and never waits
+ * for Redis, whose server may be the very one that stopped answering, and the release
+ * goes on on the registry's workers with nobody waiting for its result, so neither the
+ * lock nor its registry waits for the context to run again. The hold belongs to the
+ * thread that runs the context (lock-async.c's rule), so redis_lock_leader_stop() and
+ * _yield() from another thread are carried out in that context. The fields a thread
+ * other than the context's reads (leading, the term, the cancellable, the source that
+ * wakes the context) are guarded by the leader's mutex, a leaf: the lease table is
+ * asked with it released.
  */
 #include "config.h"
 
@@ -69,13 +76,15 @@ struct _RedisLockLeader
   LeaderState state;
   GCancellable *attempt; /* WAITING: cancels the pending lock_async */
   GCancellable *lease;   /* LEADING: the lock's lease cancellable, watched by */
-  gulong lost_handler;   /* this "cancelled" handler, which makes ready */
-  GSource *lost_source;  /* this source */
+  gulong lost_handler;   /* this "cancelled" handler */
   GSource *pause_source; /* PAUSING */
 
-  RlMutex mutex;             /* guards the two below */
-  gboolean leading;
+  RlMutex mutex; /* guards the four below; written by the context, except that any
+                    thread may end the promise (end_promise()) */
+  gboolean leading;          /* the promise holds: is_leading() */
+  guint term;                /* the number of the current or last leadership */
   GCancellable *cancellable; /* the current or last leadership's */
+  GSource *lost_source;      /* LEADING: made ready when the promise ends */
 };
 
 /* Life ------------------------------------------------------------------------- */
@@ -158,14 +167,66 @@ redis_lock_leader_set_pause_ms (RedisLockLeader *leader, gint64 pause_ms)
   RL_ATOMIC_SET (leader->pause_ms, pause_ms);
 }
 
+/* Ends the promise of leadership @term (0: the current one), if it still holds, in the
+ * calling thread (any): is_leading() answers FALSE from now on, the leadership's
+ * cancellable is cancelled here, and the context is woken to call func (FALSE) and give
+ * the lock back. No mutex held. */
+static void
+end_promise (RedisLockLeader *leader, guint term)
+{
+  GCancellable *cancellable = NULL;
+  GSource *source = NULL;
+
+  rl_mutex_lock (&leader->mutex);
+  if (leader->leading && (term == 0 || leader->term == term))
+    {
+      leader->leading = FALSE;
+      cancellable = g_object_ref (leader->cancellable);
+      source = g_source_ref (leader->lost_source);
+    }
+  rl_mutex_unlock (&leader->mutex);
+  if (cancellable == NULL)
+    return;
+  rl_debug ("leader %s: the lease of leadership %u is gone", redis_lock_get_name (leader->lock),
+           term);
+  g_cancellable_cancel (cancellable);
+  g_object_unref (cancellable);
+  g_source_set_ready_time (source, 0);
+  g_source_unref (source);
+}
+
+/* Whether the promise holds now: it leads, and its lease's time as last confirmed has
+ * not run out (lease table: the last confirmed request's start plus the TTL, less the
+ * drift margin by which the table counts an unconfirmed lease lost). A promise found
+ * run out ends here, and the lease is marked lost in the table, as its watchdog would
+ * have at that time. */
+static gboolean
+check_promise (RedisLockLeader *leader)
+{
+  RlLeases *leases = leader->lock->registry->leases;
+  gboolean leading;
+  guint term;
+
+  rl_mutex_lock (&leader->mutex);
+  leading = leader->leading;
+  term = leader->term;
+  rl_mutex_unlock (&leader->mutex);
+  if (!leading)
+    return FALSE;
+  /* While the promise of @term holds, the lease is the context thread's hold of the
+   * lock; a leadership that ended meanwhile makes end_promise() a no-op. */
+  if (g_get_monotonic_time () < rl_leases_good_until (leases, leader->lock))
+    return TRUE;
+  end_promise (leader, term);
+  rl_leases_check_time (leases, leader->lock);
+  return FALSE;
+}
+
 gboolean
 redis_lock_leader_is_leading (RedisLockLeader *leader)
 {
-  gboolean leading;
-
   g_return_val_if_fail (leader != NULL, FALSE);
-  rl_mutex_read (&leader->mutex, &leader->leading, &leading, sizeof leading);
-  return leading;
+  return check_promise (leader);
 }
 
 GCancellable *
@@ -174,6 +235,7 @@ redis_lock_leader_get_cancellable (RedisLockLeader *leader)
   GCancellable *cancellable;
 
   g_return_val_if_fail (leader != NULL, NULL);
+  check_promise (leader);
   rl_mutex_read (&leader->mutex, &leader->cancellable, &cancellable, sizeof cancellable);
   return cancellable;
 }
@@ -217,45 +279,36 @@ begin_pause (RedisLockLeader *leader)
   g_source_attach (leader->pause_source, leader->context);
 }
 
-static void
-on_unlocked (GObject *source, GAsyncResult *result, gpointer data)
-{
-  RedisLock *lock = data;
-  g_autoptr (GError) error = NULL;
-
-  (void) source;
-  if (!redis_lock_unlock_finish (lock, result, &error))
-    rl_debug ("leader %s: unlock: %s", redis_lock_get_name (lock), error->message);
-  redis_lock_unref (lock);
-}
-
 /* Gives the context's hold of the lock back. The release goes to Redis from a worker
- * thread: the context never waits for a server, which may be the one that stopped
- * answering. */
+ * thread, and nobody waits for its result: the context never waits for a server, which
+ * may be the one that stopped answering, and a stopped leader dropped with its registry
+ * frees them without the context running again. */
 static void
 release_hold (RedisLockLeader *leader)
 {
-  redis_lock_unlock_async (leader->lock, NULL, on_unlocked, redis_lock_ref (leader->lock));
+  rl_lock_unlock_background (leader->lock);
 }
 
-/* Ends a leadership: the cancellable, func (FALSE), then the lock. The caller sets the
- * next state. */
+/* Ends a leadership: the promise (if nothing ended it before), func (FALSE), then the
+ * lock. The caller sets the next state. */
 static void
 end_leadership (RedisLockLeader *leader, const char *why)
 {
   GCancellable *cancellable;
+  GSource *source;
 
-  /* Waits for a "cancelled" emission under way in another thread: after it, no thread
-   * but this one touches the source. */
+  /* Waits for a "cancelled" emission under way in another thread: after it, nothing
+   * but end_promise() below ends this promise. */
   g_cancellable_disconnect (leader->lease, leader->lost_handler);
   leader->lost_handler = 0;
   g_clear_object (&leader->lease);
-  g_source_destroy (leader->lost_source);
-  g_clear_pointer (&leader->lost_source, g_source_unref);
   rl_mutex_lock (&leader->mutex);
   leader->leading = FALSE;
   cancellable = g_object_ref (leader->cancellable);
+  source = g_steal_pointer (&leader->lost_source);
   rl_mutex_unlock (&leader->mutex);
+  g_source_destroy (source);
+  g_source_unref (source);
   rl_debug ("leader %s: leadership ends (%s)", redis_lock_get_name (leader->lock), why);
   g_cancellable_cancel (cancellable);
   g_object_unref (cancellable);
@@ -288,18 +341,20 @@ static GSourceFuncs lost_source_funcs = {
 };
 
 /* The lease's "cancelled" handler, in the thread that found the lease lost (or at
- * once, from begin_leading(), for a lease lost already): the leadership ends in the
- * context, never inside this emission. The source is the context thread's, made and
- * destroyed there; this handler only sets its ready time, as lock-async.c's workers
- * wake a call's source. Not g_cancellable_source_new(): a cancellable source dropped
- * in its context while another thread still runs the cancellable's handlers is leaked
- * by GLib 2.74 (its dispose takes a reference that only the handler it has just
- * disconnected would drop). */
+ * once, from begin_leading(), for a lease lost already): the promise ends here (the
+ * current one: end_leadership() disconnects the handler before another begins), and
+ * the rest of the leadership's end in the context, never inside this emission. The
+ * source is the context thread's, made and destroyed there; end_promise() only sets
+ * its ready time, as lock-async.c's workers wake a call's source. Not
+ * g_cancellable_source_new(): a cancellable source dropped in its context while
+ * another thread still runs the cancellable's handlers is leaked by GLib 2.74 (its
+ * dispose takes a reference that only the handler it has just disconnected would
+ * drop). */
 static void
 on_lease_cancelled (GCancellable *cancellable, gpointer data)
 {
   (void) cancellable;
-  g_source_set_ready_time (data, 0);
+  end_promise (data, 0);
 }
 
 /* The lock is this thread's now, with one hold: it leads. */
@@ -307,25 +362,27 @@ static void
 begin_leading (RedisLockLeader *leader)
 {
   GCancellable *old;
+  GSource *source;
 
   set_state (leader, LEADER_LEADING);
+  source = g_source_new (&lost_source_funcs, sizeof (GSource));
+  g_source_set_static_name (source, "redislock leader lease");
+  g_source_set_callback (source, on_lease_lost, redis_lock_leader_ref (leader),
+                         (GDestroyNotify) redis_lock_leader_unref);
+  g_source_attach (source, leader->context);
   rl_mutex_lock (&leader->mutex);
   old = leader->cancellable;
   leader->cancellable = g_cancellable_new ();
   leader->leading = TRUE;
+  leader->term++;
+  leader->lost_source = source;
   rl_mutex_unlock (&leader->mutex);
   g_object_unref (old);
-  leader->lost_source = g_source_new (&lost_source_funcs, sizeof (GSource));
-  g_source_set_static_name (leader->lost_source, "redislock leader lease");
-  g_source_set_callback (leader->lost_source, on_lease_lost, redis_lock_leader_ref (leader),
-                         (GDestroyNotify) redis_lock_leader_unref);
-  g_source_attach (leader->lost_source, leader->context);
   /* This thread holds the lock (one hold): it has a lease cancellable. */
   leader->lease = g_object_ref (redis_lock_get_lease_cancellable (leader->lock));
-  leader->lost_handler
-      = g_cancellable_connect (leader->lease, G_CALLBACK (on_lease_cancelled),
-                               g_source_ref (leader->lost_source),
-                               (GDestroyNotify) g_source_unref);
+  leader->lost_handler = g_cancellable_connect (leader->lease, G_CALLBACK (on_lease_cancelled),
+                                                redis_lock_leader_ref (leader),
+                                                (GDestroyNotify) redis_lock_leader_unref);
   leader->func (leader, TRUE, leader->user_data);
 }
 

@@ -321,6 +321,17 @@ rl_leases_check_time (RlLeases *self, RedisLock *lock)
   return lost;
 }
 
+gint64
+rl_leases_good_until (RlLeases *self, RedisLock *lock)
+{
+  gint64 until;
+
+  rl_mutex_lock (&self->mutex);
+  until = lock->lease_flags.held && !lock->lease_flags.lost ? lose_at (&lock->lease) : 0;
+  rl_mutex_unlock (&self->mutex);
+  return until;
+}
+
 gboolean
 rl_leases_refresh (RlLeases *self, RedisLock *lock)
 {

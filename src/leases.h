@@ -92,6 +92,10 @@ RlLeaseView rl_leases_view (RlLeases *leases, RedisLock *lock);
 /* Marks the held lease of @lock lost if its time ran out unconfirmed, and reports it.
  * Returns whether it is lost. */
 gboolean rl_leases_check_time (RlLeases *leases, RedisLock *lock);
+/* Until when (monotonic µs) the held lease of @lock counts as good: the start of its
+ * last confirmed request plus its TTL, less the drift margin (where
+ * rl_leases_check_time() finds it lost); 0 when it is not held or was found lost. */
+gint64 rl_leases_good_until (RlLeases *leases, RedisLock *lock);
 /* Renews the held lease of @lock with its own TTL (before a hand-off with the watchdog
  * off): TRUE when confirmed. */
 gboolean rl_leases_refresh (RlLeases *leases, RedisLock *lock);

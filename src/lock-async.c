@@ -33,7 +33,9 @@
  * So a deadline needs that context running, as the callback does, and every GTask and
  * GMainContext call but g_source_set_ready_time() stays in the caller's thread. Results
  * pass through atomics: GLib's own locks are invisible to ThreadSanitizer, these are
- * not.
+ * not. The library's own unlock that nobody waits for (rl_lock_unlock_background(),
+ * the leader's) is the same unlock call with neither task nor source: it needs no
+ * main context, and its end on the worker drops what it held.
  */
 #include "config.h"
 
@@ -231,7 +233,7 @@ call_new (CallKind kind, RedisLock *lock, GTask *task, GCancellable *cancellable
   call->pokes = 1;
   call->kind = kind;
   call->lock = redis_lock_ref (lock);
-  call->task = g_object_ref (task);
+  call->task = task != NULL ? g_object_ref (task) : NULL;
   call->thread = g_thread_self ();
   call->cancellable = cancellable != NULL ? g_object_ref (cancellable) : NULL;
   call->deadline = RL_FOREVER;
@@ -264,12 +266,20 @@ arm_timer (AsyncCall *call, gint64 at)
   g_source_set_ready_time (call->source, at == RL_FOREVER ? -1 : at);
 }
 
-/* Sets the result, for the caller's context to deliver. */
+/* Sets the result, for the caller's context to deliver; a call nobody waits for (no
+ * source: rl_lock_unlock_background()) only logs a failure. */
 static void
 complete (AsyncCall *call, gboolean ok, GError *error)
 {
   rl_registry_leave (&call->acq);
   call->phase = PHASE_DONE;
+  if (call->source == NULL)
+    {
+      if (error != NULL)
+        rl_debug ("unlock of %s in the background: %s", call->lock->key_data, error->message);
+      g_clear_error (&error);
+      return;
+    }
   g_atomic_pointer_set (&call->error, error);
   g_atomic_int_set (&call->ok, ok);
   rl_mutex_lock (&result_mutex);
@@ -618,4 +628,29 @@ gboolean
 redis_lock_unlock_finish (RedisLock *lock, GAsyncResult *result, GError **error)
 {
   return finish_boolean (lock, result, redis_lock_unlock_async, error);
+}
+
+void
+rl_lock_unlock_background (RedisLock *lock)
+{
+  g_autoptr (GError) error = NULL;
+  AsyncCall *call;
+
+  switch (rl_lock_unlock_local (lock, &error))
+    {
+    case RL_UNLOCK_OUTERMOST:
+      /* As redis_lock_unlock_async(), with no task and no source: the call's own
+       * reference goes with its one step, whose end drops the call, the lock and,
+       * when it was the last reference, the registry, on the worker. */
+      call = call_new (CALL_UNLOCK, lock, NULL, NULL);
+      rl_lock_set_owner (lock, call->thread, &call->waiter);
+      pool_push (call);
+      return;
+    case RL_UNLOCK_INNER:
+      return;
+    case RL_UNLOCK_FAILED:
+    default:
+      rl_debug ("unlock of %s in the background: %s", lock->key_data, error->message);
+      return;
+    }
 }

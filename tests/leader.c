@@ -8,7 +8,10 @@
  * leadership with exactly one func (FALSE) and a cancelled cancellable. The case with
  * processes runs on Redis: this program started three times as a candidate
  * (`--lead URL NAME TTL`, printing "leading CLIENT-ID" when granted), the leader killed,
- * a new one granted within its TTL and a second.
+ * a new one granted within its TTL and a second. What a leadership promises outside
+ * its context (told in the thread that finds the lease gone, the lease's time, a
+ * stopped leader freed without its context) is leader-promise.c's, registered from
+ * main() here.
  */
 #include <poll.h>
 #include <signal.h>
@@ -17,20 +20,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "leader-helpers.h"
 
 /* Candidates leading at once, across every candidate of a test (only the test's thread
  * touches it: every callback runs in its context). */
 static gint leaders_now;
-
-typedef struct
-{
-  RedisLockLeader *leader;
-  guint granted;
-  guint ended;
-  GCancellable *cancellable; /* of the last leadership, referenced */
-  gboolean cancelled_at_end; /* was it cancelled when func (FALSE) ran */
-} Candidate;
 
 static void
 on_leader (RedisLockLeader *leader, gboolean leading, gpointer data)
@@ -56,7 +50,7 @@ on_leader (RedisLockLeader *leader, gboolean leading, gpointer data)
     }
 }
 
-static void
+void
 candidate_init (Candidate *c, RedisLockRegistry *registry, const char *name)
 {
   *c = (Candidate){ 0 };
@@ -65,7 +59,7 @@ candidate_init (Candidate *c, RedisLockRegistry *registry, const char *name)
   redis_lock_leader_set_pause_ms (c->leader, 100);
 }
 
-static void
+void
 candidate_clear (Candidate *c)
 {
   redis_lock_leader_stop (c->leader);
@@ -73,8 +67,7 @@ candidate_clear (Candidate *c)
   g_clear_object (&c->cancellable);
 }
 
-/* Iterates the thread-default context for @ms. */
-static void
+void
 iterate_for (gint64 ms)
 {
   gint64 end = test_now_ms () + ms;
@@ -84,12 +77,7 @@ iterate_for (gint64 ms)
       g_usleep (1000);
 }
 
-typedef struct
-{
-  GMainContext *context;
-} ContextScope;
-
-static void
+void
 context_enter (ContextScope *scope)
 {
   scope->context = g_main_context_new ();
@@ -97,7 +85,7 @@ context_enter (ContextScope *scope)
   leaders_now = 0;
 }
 
-static void
+void
 context_leave (ContextScope *scope)
 {
   /* Dispatch what stopping left (the sources' references). */
@@ -540,6 +528,8 @@ main (int argc, char **argv)
 {
   if (argc == 5 && strcmp (argv[1], "--lead") == 0)
     return lead_main (argv[2], argv[3], argv[4]);
+  if (argc == 5 && strcmp (argv[1], "--act") == 0)
+    return leader_act_main (argv[2], argv[3], argv[4]);
 
   g_test_init (&argc, &argv, NULL);
 
@@ -555,5 +545,6 @@ main (int argc, char **argv)
   test_add_redis ("/leader/frozen-server/yield", GINT_TO_POINTER (TRUE),
                   test_stop_frozen_server);
   test_add_redis ("/leader/processes/one-of-three", NULL, test_processes);
+  leader_add_promise_tests ();
   return g_test_run ();
 }

@@ -39,10 +39,13 @@ typedef struct _RedisLockLeader RedisLockLeader;
  *
  * Called in the thread-default main context of redis_lock_leader_start() with
  * @leading %TRUE when the candidate becomes leader, and with %FALSE exactly once when
- * that leadership ends (stop, yield, lease lost, registry closed). With %FALSE, the
- * lock is still held when the leadership ended by stop or yield (it is released right
- * after the call returns), so work stopped in the callback never overlaps the next
- * leader's. It may call any function of the leader.
+ * that leadership ends (stop, yield, lease lost or run out, registry closed). With
+ * %FALSE, the lock is still held when the leadership ended by stop or yield (it is
+ * released right after the call returns), so work stopped in the callback never
+ * overlaps the next leader's. A leadership whose lease was lost or ran out has ended
+ * before this call: redis_lock_leader_is_leading() and the cancellable told so in the
+ * thread that found it (see redis_lock_leader_is_leading()). It may call any function
+ * of the leader.
  *
  * Since: 0.1
  */
@@ -106,7 +109,9 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockLeader *redis_lock_leader_ref (RedisLockLea
  * @leader: (transfer full) (nullable): a candidate
  *
  * Drops a reference. A started candidate keeps itself alive until it is stopped (or
- * its registry closes): call redis_lock_leader_stop() first.
+ * its registry closes): call redis_lock_leader_stop() first. A stopped one needs
+ * nothing more of its main context: dropped (with its registry), it frees them once
+ * its release is done, in the background, even if that context never runs again.
  *
  * Since: 0.1
  */
@@ -132,9 +137,10 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_start (RedisLockLeader *leade
  * released) if it leads, or stops waiting for it. Called from the thread that runs the
  * leader's main context, it is done when it returns; from another thread, it is done
  * in that context soon after. The release of the lock is sent to Redis from a worker
- * thread, as redis_lock_unlock_async() does: the context never waits for a server
- * (which may be the one that stopped answering), and the release completes in the
- * background; a release the server does not answer in time is retried there, as a
+ * thread of the registry, as redis_lock_unlock_async() does, but with nobody waiting
+ * for its result: the context never waits for a server (which may be the one that
+ * stopped answering), and the release completes in the background without the context
+ * running again; a release the server does not answer in time is retried there, as a
  * failed unlock's is, and otherwise the key expires with its TTL.
  *
  * Since: 0.1
@@ -169,9 +175,18 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_set_pause_ms (RedisLockLeader
  * redis_lock_leader_is_leading:
  * @leader: a candidate
  *
- * Tells whether the candidate leads now.
+ * Tells whether the candidate leads now, and so may act as leader now: call it right
+ * before each act. It answers %FALSE from the moment the lease's time has run out or
+ * its loss is known, in whatever thread finds it, not when the leader's main context
+ * next runs: the lease's time is the start of its last confirmed acquisition or
+ * renewal plus its TTL, less the drift margin after which the registry counts an
+ * unconfirmed lease lost, compared here with the monotonic clock, so a process paused
+ * (or frozen) past its TTL answers %FALSE at once when it resumes, before any renewal
+ * reply. A leadership found run out here ends here: its cancellable is cancelled in
+ * this thread, and the callback gets %FALSE later in the leader's context.
  *
- * Returns: whether it leads now (from the grant to the end of leadership).
+ * Returns: whether it leads now (from the grant until the leadership ends, its lease
+ *   is found lost or its time runs out, whichever comes first).
  *
  * Since: 0.1
  */
@@ -184,10 +199,14 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_leader_is_leading (RedisLockLead
  * Gives the cancellable of the current leadership.
  *
  * Returns: (transfer none): a #GCancellable cancelled when the current leadership ends
- *   (already cancelled when it does not lead), to pass to the work done as leader.
- *   Each leadership gets a new one, made when it is granted: the one returned stays
- *   valid until then (take a reference to keep it longer, or to use it from a thread
- *   other than the leader's).
+ *   (already cancelled when it does not lead), to pass to the work done as leader. It
+ *   is cancelled from the moment the lease's time has run out or its loss is known, in
+ *   whatever thread finds it (the registry's watchdog or subscriber thread, or the
+ *   caller of redis_lock_leader_is_leading() or of this function, which check the
+ *   lease's time as that one does), before the callback gets %FALSE in the leader's
+ *   context: its handlers may run in any thread. Each leadership gets a new one, made
+ *   when it is granted: the one returned stays valid until then (take a reference to
+ *   keep it longer, or to use it from a thread other than the leader's).
  *
  * Since: 0.1
  */
