@@ -6,8 +6,10 @@
  * reported lost when the server comes back empty); a server frozen while a writer
  * waits (the call still ends within its wait, blocking or asynchronous, and the mark
  * it leaves is removed once the server answers again); a server frozen under many
- * asynchronous calls (a call of a registry on another server is not held up). Redis
- * only: the faults are a real server's.
+ * asynchronous calls (a call of a registry on another server is not held up); a read
+ * or write attempt whose answer the frozen server kept (the lease it may have taken is
+ * released once the server answers again). Redis only: the faults are a real
+ * server's.
  */
 #include "rwlock-helpers.h"
 
@@ -186,6 +188,78 @@ test_async_frozen_other_registry (TestFixture *fx, gconstpointer data)
   g_main_context_pop_thread_default (context);
 }
 
+/* One read or write attempt of @lock (@async: the asynchronous call) with a 200 ms wait
+ * while the server is frozen: it gets no hold (and at most CONNECTION); the server goes
+ * on once it returned. */
+static void
+attempt_on_frozen_server (TestFixture *fx, RedisRWLock *lock, gboolean write, gboolean async)
+{
+  g_autoptr (GError) error = NULL;
+  gboolean ok;
+
+  redis_lock_test_server_pause (fx->server);
+  if (async)
+    {
+      AsyncResult r = { .lock = lock, .write = write };
+
+      if (write)
+        redis_rw_lock_write_lock_async (lock, 200, NULL, on_async_done, &r);
+      else
+        redis_rw_lock_read_lock_async (lock, 200, NULL, on_async_done, &r);
+      async_wait (&r);
+      ok = r.result;
+      error = r.error;
+    }
+  else if (write)
+    ok = redis_rw_lock_try_write_lock_for (lock, 200, NULL, &error);
+  else
+    ok = redis_rw_lock_try_read_lock_for (lock, 200, NULL, &error);
+  redis_lock_test_server_resume (fx->server);
+  g_assert_false (ok);
+  if (error != NULL)
+    g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION);
+}
+
+static void
+test_lost_answer (TestFixture *fx, gconstpointer data)
+{
+  gboolean async = GPOINTER_TO_INT (data);
+  g_autoptr (RedisLockRegistry) other_registry = NULL;
+  g_autoptr (RedisRWLock) lock = NULL, other = NULL;
+  g_autoptr (GMainContext) context = g_main_context_new ();
+  g_autofree char *reader = NULL, *writer = rw_key (NAME, "w"), *mark = rw_key (NAME, "ww");
+
+  g_test_summary ("A read or a write attempt whose answer was lost (the server frozen during "
+                  "the request, the caller's wait over) is released by value in the "
+                  "background once the server answers again: its reader or writer lease is "
+                  "gone within a few seconds, not after the TTL (a minute), and a writer of "
+                  "another registry gets in");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  g_main_context_push_thread_default (context);
+  redis_lock_registry_set_expire_after_ms (fx->registry, 60000);
+  other_registry = test_registry_new (fx);
+  lock = obtain_rw (fx->registry, NAME);
+  other = obtain_rw (other_registry, NAME);
+  reader = reader_key (fx->registry, NAME);
+  /* Scripts loaded and connections made. */
+  read_ok (lock);
+  read_unlock_ok (lock);
+  write_ok (lock);
+  write_unlock_ok (lock);
+
+  attempt_on_frozen_server (fx, lock, FALSE, async);
+  TEST_WAIT_UNTIL (!test_store_exists (fx, reader), 5000);
+  write_ok (other);
+  write_unlock_ok (other);
+
+  attempt_on_frozen_server (fx, lock, TRUE, async);
+  TEST_WAIT_UNTIL (!test_store_exists (fx, writer) && !test_store_exists (fx, mark), 5000);
+  write_ok (other);
+  write_unlock_ok (other);
+  g_main_context_pop_thread_default (context);
+}
+
 void
 rwlock_add_fault_tests (void)
 {
@@ -195,4 +269,6 @@ rwlock_add_fault_tests (void)
   test_add_redis ("/rwlock/wait/frozen-server/write-async", GINT_TO_POINTER (TRUE),
                   test_frozen_server_write_gives_up);
   test_add_redis ("/rwlock/async/frozen-other-registry", NULL, test_async_frozen_other_registry);
+  test_add_redis ("/rwlock/lost-answer/blocking", GINT_TO_POINTER (FALSE), test_lost_answer);
+  test_add_redis ("/rwlock/lost-answer/async", GINT_TO_POINTER (TRUE), test_lost_answer);
 }
