@@ -7,10 +7,10 @@
  * waits (the call still ends within its wait, blocking or asynchronous, and the mark
  * it leaves is removed once the server answers again); a server frozen under many
  * asynchronous calls (a call of a registry on another server is not held up); a read
- * or write attempt whose answer the frozen server kept (the lease it may have taken is
- * released once the server answers again). Redis only: the faults are a real
- * server's.
+ * or write attempt whose answer a proxy kept back (the lease it took is released in
+ * the background). Redis only: the faults are a real server's.
  */
+#include "proxy.h"
 #include "rwlock-helpers.h"
 
 static void
@@ -189,15 +189,15 @@ test_async_frozen_other_registry (TestFixture *fx, gconstpointer data)
 }
 
 /* One read or write attempt of @lock (@async: the asynchronous call) with a 200 ms wait
- * while the server is frozen: it gets no hold (and at most CONNECTION); the server goes
- * on once it returned. */
+ * whose answer @proxy keeps back: the request takes effect, and the caller gets no hold
+ * (and at most CONNECTION). */
 static void
-attempt_on_frozen_server (TestFixture *fx, RedisRWLock *lock, gboolean write, gboolean async)
+attempt_answer_lost (TestProxy *proxy, RedisRWLock *lock, gboolean write, gboolean async)
 {
   g_autoptr (GError) error = NULL;
   gboolean ok;
 
-  redis_lock_test_server_pause (fx->server);
+  test_proxy_hold_replies (proxy, "{" NAME "}:rw");
   if (async)
     {
       AsyncResult r = { .lock = lock, .write = write };
@@ -214,7 +214,7 @@ attempt_on_frozen_server (TestFixture *fx, RedisRWLock *lock, gboolean write, gb
     ok = redis_rw_lock_try_write_lock_for (lock, 200, NULL, &error);
   else
     ok = redis_rw_lock_try_read_lock_for (lock, 200, NULL, &error);
-  redis_lock_test_server_resume (fx->server);
+  g_assert_true (test_proxy_wait_held (proxy, 0));
   g_assert_false (ok);
   if (error != NULL)
     g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION);
@@ -224,37 +224,40 @@ static void
 test_lost_answer (TestFixture *fx, gconstpointer data)
 {
   gboolean async = GPOINTER_TO_INT (data);
-  g_autoptr (RedisLockRegistry) other_registry = NULL;
+  g_autoptr (TestProxy) proxy = NULL;
+  g_autoptr (RedisLockRegistry) r = NULL;
   g_autoptr (RedisRWLock) lock = NULL, other = NULL;
   g_autoptr (GMainContext) context = g_main_context_new ();
   g_autofree char *reader = NULL, *writer = rw_key (NAME, "w"), *mark = rw_key (NAME, "ww");
 
-  g_test_summary ("A read or a write attempt whose answer was lost (the server frozen during "
-                  "the request, the caller's wait over) is released by value in the "
-                  "background once the server answers again: its reader or writer lease is "
-                  "gone within a few seconds, not after the TTL (a minute), and a writer of "
-                  "another registry gets in");
+  g_test_summary ("A read or a write attempt whose answer was lost (the request took effect, "
+                  "its answer came after the caller's wait) is released by value in the "
+                  "background: its reader or writer lease is gone within a few seconds, not "
+                  "after the TTL (a minute), and a writer of another registry gets in");
   TEST_SKIP_IF_NO_SERVER (fx);
 
   g_main_context_push_thread_default (context);
-  redis_lock_registry_set_expire_after_ms (fx->registry, 60000);
-  other_registry = test_registry_new (fx);
-  lock = obtain_rw (fx->registry, NAME);
-  other = obtain_rw (other_registry, NAME);
-  reader = reader_key (fx->registry, NAME);
+  proxy = test_proxy_new_unix (redis_lock_test_server_get_socket_path (fx->server));
+  r = test_registry_new_on (test_proxy_get_url (proxy));
+  redis_lock_registry_set_expire_after_ms (r, 60000);
+  lock = obtain_rw (r, NAME);
+  other = obtain_rw (fx->registry, NAME);
+  reader = reader_key (r, NAME);
   /* Scripts loaded and connections made. */
   read_ok (lock);
   read_unlock_ok (lock);
   write_ok (lock);
   write_unlock_ok (lock);
 
-  attempt_on_frozen_server (fx, lock, FALSE, async);
+  attempt_answer_lost (proxy, lock, FALSE, async);
   TEST_WAIT_UNTIL (!test_store_exists (fx, reader), 5000);
+  test_proxy_release_held (proxy);
   write_ok (other);
   write_unlock_ok (other);
 
-  attempt_on_frozen_server (fx, lock, TRUE, async);
+  attempt_answer_lost (proxy, lock, TRUE, async);
   TEST_WAIT_UNTIL (!test_store_exists (fx, writer) && !test_store_exists (fx, mark), 5000);
+  test_proxy_release_held (proxy);
   write_ok (other);
   write_unlock_ok (other);
   g_main_context_pop_thread_default (context);
