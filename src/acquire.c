@@ -212,9 +212,12 @@ rl_acquire_attempted (RlAcquire *acq, const RlAttemptReport *report, gint64 now)
   if (report->notify == RL_NOTIFY_DOWN)
     {
       /* The attempt only counts once notifications are confirmed: retry at once if
-       * they come up, or fall back to the spin interval while they are down. */
+       * they come up, or fall back to the spin interval while they are down. A driver
+       * that waits for them waits one spin interval at most, the sleep that would
+       * follow anyway: a subscription slow to come back (a reconnection, an answer
+       * that is late) does not space the attempts out further. */
       acq->need_watch = TRUE;
-      acq->watch_ms = (acq->deadline - now) / 1000 + 1;
+      acq->watch_ms = MIN ((acq->deadline - now) / 1000 + 1, MAX (report->spin_ms, 0));
       set_state (acq, RL_ACQ_WATCHING);
       return RL_ACQUIRE_WATCH;
     }

@@ -97,7 +97,8 @@ typedef struct
   gboolean watch_seq;       /* SLEEP: a change of the notification number ends it */
   guint16 seq;              /* SLEEP: the notification number it sleeps past */
   gint64 wake_at;           /* SLEEP: monotonic µs */
-  gint64 watch_ms;          /* WATCH: the most a blocking driver may wait for them */
+  gint64 watch_ms;          /* WATCH: the most a blocking driver may wait for them: the
+                               spin interval, the deadline at most */
   gint64 held_at;           /* when the last attempt was found held (monotonic µs) */
   gint64 check_at;          /* the next check for a cycle of waits, a sleep ending for it
                                (monotonic µs); RL_FOREVER: none */

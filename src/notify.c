@@ -29,7 +29,10 @@
  *
  * The thread polls the socket together with a wake-up pipe, so close() stops it at
  * once and restart() makes it resubscribe at once, and PINGs an otherwise silent
- * connection so a dead server is noticed. Reconnection backs off from 50 ms to 5 s.
+ * connection so a dead server is noticed. Reconnection backs off from 50 ms to 5 s
+ * while the server cannot be reached (connecting or subscribing fails); a connection
+ * the server set up resets it, so a subscription killed on a healthy server comes
+ * back after 50 ms however often it was killed before.
  *
  * With the registry's key_tracking setting (off by default), the same connection also
  * hears of keys that change without a notification: a lock deleted by a client that
@@ -600,11 +603,16 @@ notifier_thread (gpointer data)
 
       if (conn != NULL)
         {
-          gint64 started = g_get_monotonic_time ();
+          gboolean was_set_up;
+
           end = subscribe_once (self, conn);
           rl_conn_free (conn);
-          /* A subscription that lived a while resets the backoff. */
-          if (g_get_monotonic_time () - started > 10 * G_USEC_PER_SEC)
+          /* A connection the server set up (it answered the subscription) resets the
+           * backoff: the server is there, and a kill of a healthy server's connection,
+           * however many in a row, is followed by a prompt reconnection. Only attempts
+           * that fail to connect or subscribe back off. */
+          rl_mutex_read (&self->mutex, &self->connected, &was_set_up, sizeof was_set_up);
+          if (was_set_up)
             backoff = RL_NOTIFY_BACKOFF_MIN_MS;
         }
       else

@@ -333,6 +333,28 @@ attempt_start (RedisSemaphore *semaphore, gint64 now)
   return semaphore->permits + (guint) g_atomic_int_add (&semaphore->next, 1) % semaphore->permits;
 }
 
+/* An attempt with the value @value failed without a verdict (no answer, or one that
+ * came too late): it may have taken a permit all the same, and which one is not known
+ * here. Each permit it could have taken is released in the background, by value, as a
+ * lock's doubtful acquisition is (rl_leases_add_doubtful(): a compare-and-delete of
+ * this attempt's value, which touches no other hold), so that it comes back as soon
+ * as the store answers again instead of at the end of its TTL. */
+static void
+release_doubtful_permits (RedisSemaphore *semaphore, const char *value, gint64 ttl_ms)
+{
+  RlLeases *leases = semaphore_registry (semaphore)->leases;
+
+  for (guint i = 0; i < semaphore->permits; i++)
+    {
+      char key_buf[160];
+      g_autofree char *key_heap = NULL;
+      const char *key
+          = rl_key_index (key_buf, sizeof key_buf, &key_heap, semaphore_key (semaphore), i);
+
+      rl_leases_add_doubtful (leases, key, value, ttl_ms);
+    }
+}
+
 /* One request for a permit of @semaphore. Returns OK (*permit: taken, its lease in the
  * table), HELD (*pttl_ms: the smallest remaining TTL among the permits, -1 when
  * unknown) or ERROR: with @error, or without when the wait ran out during the request
@@ -362,9 +384,10 @@ attempt_permit (RedisSemaphore *semaphore, gint64 deadline, gboolean bounded, gi
   result = store->vt->semaphore_acquire (store, semaphore_key (semaphore), semaphore->permits,
                                          start, value, ttl_ms, request_deadline, &slot, pttl_ms,
                                          &local_error);
+  if (result == RL_LEASE_ERROR
+      && !g_error_matches (local_error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID))
+    release_doubtful_permits (semaphore, value, ttl_ms);
   if (result != RL_LEASE_OK)
-    /* A permit taken by a request whose answer was lost is not known here: it comes
-     * back when its TTL ends. */
     return rl_attempt_not_taken (registry, result, "a permit of ", semaphore_key (semaphore),
                                  request_deadline, sent, deadline, &local_error, error);
   RL_ATOMIC_ADD (registry->stats.acquisitions, 1);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* notify-helpers.h: what the two files of the notify test program share (notify.c,
- * notify-foreign.c): a thread that waits for a lock and reports (Waiter), and
- * registries whose waiters only a notification or an expiry can wake. */
+/* notify-helpers.h: what the files of the notify test program share (notify.c,
+ * notify-foreign.c, notify-down.c): a thread that waits for a lock and reports
+ * (Waiter), and registries whose waiters only a notification or an expiry can wake. */
 #ifndef REDIS_LOCK_TESTS_NOTIFY_HELPERS_H
 #define REDIS_LOCK_TESTS_NOTIFY_HELPERS_H
 
@@ -67,5 +67,8 @@ Waiter *waiter_start_contended (RedisLockRegistry *r, RedisLock *lock, gboolean 
 
 /* The tests of notify-foreign.c, added by notify.c's main(). */
 void notify_add_foreign_tests (void);
+
+/* The tests of notify-down.c (waiters while the subscription is down), likewise. */
+void notify_add_down_tests (void);
 
 #endif /* REDIS_LOCK_TESTS_NOTIFY_HELPERS_H */

@@ -13,7 +13,8 @@
  * and comes back, that a Java-format peer's release wakes a C waiter, that SPIN mode
  * still works, and that closing a registry wakes its waiters and joins its threads.
  * What other clients do (older Spring releases' one channel, keys deleted without a
- * notification) is in notify-foreign.c, the waiting thread both use in notify-helpers.c.
+ * notification) is in notify-foreign.c, the waiters of the whole family while the
+ * subscription is down in notify-down.c, the waiting thread they use in notify-helpers.c.
  * The tests of how waiters wake run on both stores from this one source, a private
  * redis-server (`/redis/...`) and a `memory://` store of their own (`/memory/...`),
  * where the wake-up comes from the store's release instead of a subscription; what
@@ -558,5 +559,6 @@ main (int argc, char **argv)
   test_add_stores ("/notify/spin/acquires-after-release", NULL, test_spin_mode);
   test_add_stores ("/notify/close/wakes-waiters-and-joins", NULL, test_close_wakes_waiters);
   notify_add_foreign_tests ();
+  notify_add_down_tests ();
   return g_test_run ();
 }

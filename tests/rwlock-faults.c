@@ -8,13 +8,16 @@
  * it leaves is removed once the server answers again); a server frozen under many
  * asynchronous calls (a call of a registry on another server is not held up); the
  * subscriptions reset just before a writer marks the lock (the registry that missed the
- * mark stops sharing its reader lease, so the writer is not starved). Redis
- * only: the faults are a real server's. And an operator's forced unlock, on every store
- * that has read-write locks: the readers set and the waiting mark are refused, a reader
- * lease forced open is told to its readers and shared with no new one.
+ * mark stops sharing its reader lease, so the writer is not starved); a read or write
+ * attempt whose answer a proxy kept back (the lease it took is released in the
+ * background). Redis only: the faults are a real server's. And an operator's forced
+ * unlock, on every store that has read-write locks: the readers set and the waiting
+ * mark are refused, a reader lease forced open is told to its readers and shared with
+ * no new one.
  */
 #include <string.h>
 
+#include "proxy.h"
 #include "rwlock-helpers.h"
 
 static void
@@ -396,6 +399,81 @@ test_forced_reader_lease_told (TestFixture *fx, gconstpointer data)
   test_lease_lost_clear (&ll);
 }
 
+/* One read or write attempt of @lock (@async: the asynchronous call) with a 200 ms wait
+ * whose answer @proxy keeps back: the request takes effect, and the caller gets no hold
+ * (and at most CONNECTION). */
+static void
+attempt_answer_lost (TestProxy *proxy, RedisRWLock *lock, gboolean write, gboolean async)
+{
+  g_autoptr (GError) error = NULL;
+  gboolean ok;
+
+  test_proxy_hold_replies (proxy, "{" NAME "}:rw");
+  if (async)
+    {
+      AsyncResult r = { .lock = lock, .write = write };
+
+      if (write)
+        redis_rw_lock_write_lock_async (lock, 200, NULL, on_async_done, &r);
+      else
+        redis_rw_lock_read_lock_async (lock, 200, NULL, on_async_done, &r);
+      async_wait (&r);
+      ok = r.result;
+      error = r.error;
+    }
+  else if (write)
+    ok = redis_rw_lock_try_write_lock_for (lock, 200, NULL, &error);
+  else
+    ok = redis_rw_lock_try_read_lock_for (lock, 200, NULL, &error);
+  g_assert_true (test_proxy_wait_held (proxy, 0));
+  g_assert_false (ok);
+  if (error != NULL)
+    g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION);
+}
+
+static void
+test_lost_answer (TestFixture *fx, gconstpointer data)
+{
+  gboolean async = GPOINTER_TO_INT (data);
+  g_autoptr (TestProxy) proxy = NULL;
+  g_autoptr (RedisLockRegistry) r = NULL;
+  g_autoptr (RedisRWLock) lock = NULL, other = NULL;
+  g_autoptr (GMainContext) context = g_main_context_new ();
+  g_autofree char *reader = NULL, *writer = rw_key (NAME, "w"), *mark = rw_key (NAME, "ww");
+
+  g_test_summary ("A read or a write attempt whose answer was lost (the request took effect, "
+                  "its answer came after the caller's wait) is released by value in the "
+                  "background: its reader or writer lease is gone within a few seconds, not "
+                  "after the TTL (a minute), and a writer of another registry gets in");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  g_main_context_push_thread_default (context);
+  proxy = test_proxy_new_unix (redis_lock_test_server_get_socket_path (fx->server));
+  r = test_registry_new_on (test_proxy_get_url (proxy));
+  redis_lock_registry_set_expire_after_ms (r, 60000);
+  lock = obtain_rw (r, NAME);
+  other = obtain_rw (fx->registry, NAME);
+  reader = reader_key (r, NAME);
+  /* Scripts loaded and connections made. */
+  read_ok (lock);
+  read_unlock_ok (lock);
+  write_ok (lock);
+  write_unlock_ok (lock);
+
+  attempt_answer_lost (proxy, lock, FALSE, async);
+  TEST_WAIT_UNTIL (!test_store_exists (fx, reader), 5000);
+  test_proxy_release_held (proxy);
+  write_ok (other);
+  write_unlock_ok (other);
+
+  attempt_answer_lost (proxy, lock, TRUE, async);
+  TEST_WAIT_UNTIL (!test_store_exists (fx, writer) && !test_store_exists (fx, mark), 5000);
+  test_proxy_release_held (proxy);
+  write_ok (other);
+  write_unlock_ok (other);
+  g_main_context_pop_thread_default (context);
+}
+
 void
 rwlock_add_fault_tests (void)
 {
@@ -410,4 +488,6 @@ rwlock_add_fault_tests (void)
                   test_frozen_server_write_gives_up);
   test_add_redis ("/rwlock/async/frozen-other-registry", NULL, test_async_frozen_other_registry);
   test_add_redis ("/rwlock/wait/subscription-blip", NULL, test_subscription_blip);
+  test_add_redis ("/rwlock/lost-answer/blocking", GINT_TO_POINTER (FALSE), test_lost_answer);
+  test_add_redis ("/rwlock/lost-answer/async", GINT_TO_POINTER (TRUE), test_lost_answer);
 }

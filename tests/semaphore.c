@@ -11,7 +11,8 @@
  * round trips of an uncontended acquire and release, and other processes: this
  * program started again as a child (`--hold URL NAME PERMITS TTL`) that takes a
  * permit, says so on its standard output and gives it back when told on its standard
- * input, or is killed holding it, whose permit must then come back at its TTL.
+ * input, or is killed holding it, whose permit must then come back at its TTL; and
+ * an attempt whose answer a proxy kept back, whose permit must come back at once.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "proxy.h"
 #include "semaphore-helpers.h"
 
 char *
@@ -825,6 +827,87 @@ test_crashed_holder (TestFixture *fx, gconstpointer data)
   release_ok (permit);
 }
 
+/* ---- a lost answer ---- */
+
+typedef struct
+{
+  RedisSemaphore *sem;
+  guint done;
+  RedisPermit *permit;
+  GError *error;
+} LostAnswer;
+
+static void
+on_lost_answer (GObject *source, GAsyncResult *result, gpointer data)
+{
+  LostAnswer *la = data;
+
+  la->permit = redis_semaphore_acquire_finish (la->sem, result, &la->error);
+  la->done++;
+}
+
+/* One attempt at a permit of @sem (@async: redis_semaphore_acquire_async()) with a
+ * 200 ms wait whose answer @proxy keeps back (the request, which contains @match, and
+ * none of the background releases of an earlier attempt that may still be under way):
+ * the request takes effect, and the caller gets no permit (and at most CONNECTION). */
+static void
+attempt_answer_lost (TestProxy *proxy, RedisSemaphore *sem, const char *match, gboolean async)
+{
+  LostAnswer la = { .sem = sem };
+
+  test_proxy_hold_replies (proxy, match);
+  if (async)
+    {
+      redis_semaphore_acquire_async (sem, 200, NULL, on_lost_answer, &la);
+      g_assert_true (test_iterate_until (&la.done, 1, 20000));
+    }
+  else
+    la.permit = redis_semaphore_try_acquire_for (sem, 200, NULL, &la.error);
+  g_assert_true (test_proxy_wait_held (proxy, 0));
+  g_assert_null (la.permit);
+  if (la.error != NULL)
+    g_assert_error (la.error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_CONNECTION);
+  g_clear_error (&la.error);
+}
+
+static void
+test_lost_answer (TestFixture *fx, gconstpointer data)
+{
+  gboolean async = GPOINTER_TO_INT (data);
+  g_autoptr (TestProxy) proxy = NULL;
+  g_autoptr (RedisLockRegistry) r = NULL;
+  g_autoptr (RedisSemaphore) warm = NULL, sem = NULL;
+  g_autoptr (GMainContext) context = g_main_context_new ();
+
+  g_test_summary ("A permit attempt whose answer was lost (the request took effect, its "
+                  "answer came after the caller's wait) is released by value in the "
+                  "background, as a lock's is: every permit is free again within a few "
+                  "seconds, not after the TTL (a minute), whether the attempt searched the "
+                  "permits (the script) or named the one given back last");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  g_main_context_push_thread_default (context);
+  proxy = test_proxy_new_unix (redis_lock_test_server_get_socket_path (fx->server));
+  r = test_registry_new_on (test_proxy_get_url (proxy));
+  redis_lock_registry_set_expire_after_ms (r, 60000);
+  /* Scripts loaded and connections made, on another semaphore: the attempt below is
+   * the first of its semaphore, so it runs the script. */
+  warm = obtain_semaphore (r, "warm", 1);
+  release_ok (acquire_ok (warm, 5000));
+  sem = obtain_semaphore (r, "lost-answer", 3);
+  /* The script's semaphore key and size. */
+  attempt_answer_lost (proxy, sem, "{lost-answer}:sem\r\n$1\r\n3\r\n", async);
+  TEST_WAIT_UNTIL (available (sem) == 3, 5000);
+  test_proxy_release_held (proxy);
+
+  /* A permit given back names itself to the next attempt (a plain SET of it). */
+  release_ok (acquire_ok (sem, 5000));
+  attempt_answer_lost (proxy, sem, "\r\nNX\r\n$2\r\nPX\r\n", async);
+  TEST_WAIT_UNTIL (available (sem) == 3, 5000);
+  test_proxy_release_held (proxy);
+  g_main_context_pop_thread_default (context);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -854,5 +937,7 @@ main (int argc, char **argv)
   test_add_redis ("/semaphore/size/record-after-delete", NULL, test_size_record);
   test_add_redis ("/semaphore/process/other-releases", NULL, test_other_process);
   test_add_redis ("/semaphore/process/crashed-holder", NULL, test_crashed_holder);
+  test_add_redis ("/semaphore/lost-answer/blocking", GINT_TO_POINTER (FALSE), test_lost_answer);
+  test_add_redis ("/semaphore/lost-answer/async", GINT_TO_POINTER (TRUE), test_lost_answer);
   return g_test_run ();
 }
