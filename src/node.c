@@ -53,8 +53,9 @@ rl_node_unref (RlNode *node)
 RlReplyKind
 rl_topology_classify_common (const redisReply *reply)
 {
+  /* BUSY: a script of another client runs past busy-reply-threshold. */
   static const char *const retry[] = { "TRYAGAIN", "CLUSTERDOWN", "LOADING", "MASTERDOWN",
-                                       "READONLY" };
+                                       "READONLY", "BUSY" };
 
   if (reply->type != REDIS_REPLY_ERROR)
     return RL_REPLY_FINAL;

@@ -255,6 +255,16 @@ backoff_sleep (RlNotifier *self, gint64 ms)
     }
 }
 
+/* Whether @reply is an error a server gives only for a while (a script running past
+ * busy-reply-threshold, a dataset still loading): not a refusal, the connection is made
+ * again. */
+static gboolean
+transient_error (const redisReply *reply)
+{
+  return reply->type == REDIS_REPLY_ERROR
+         && (g_str_has_prefix (reply->str, "BUSY") || g_str_has_prefix (reply->str, "LOADING"));
+}
+
 /* The server refused the subscription: says so once, and has waiters poll. */
 static void
 refused (RlNotifier *self, const char *why)
@@ -277,7 +287,8 @@ refused (RlNotifier *self, const char *why)
 /* Makes the subscriber connection @conn the receiver of key invalidations, before the
  * PSUBSCRIBE: its id, a check that tracking may be turned on, the invalidation
  * channel; each step waits for its reply. A refusal is reported once and leaves
- * tracking off for this connection. Returns FALSE when the connection failed. */
+ * tracking off for this connection. Returns FALSE when the connection failed or the
+ * server answered an error it gives only for a while (transient_error()). */
 static gboolean
 track_keys (RlNotifier *self, RlConn *conn)
 {
@@ -299,6 +310,11 @@ track_keys (RlNotifier *self, RlConn *conn)
     return FALSE;
   if (reply->type != REDIS_REPLY_INTEGER || reply->integer <= 0)
     {
+      if (transient_error (reply))
+        {
+          freeReplyObject (reply);
+          return FALSE;
+        }
       why = "CLIENT ID";
       refusal = g_strdup (reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
       freeReplyObject (reply);
@@ -312,6 +328,11 @@ track_keys (RlNotifier *self, RlConn *conn)
     return FALSE;
   if (reply->type != REDIS_REPLY_STATUS)
     {
+      if (transient_error (reply))
+        {
+          freeReplyObject (reply);
+          return FALSE;
+        }
       why = "CLIENT TRACKING";
       refusal = g_strdup (reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
       freeReplyObject (reply);
@@ -323,6 +344,11 @@ track_keys (RlNotifier *self, RlConn *conn)
     return FALSE;
   if (reply->type != REDIS_REPLY_ARRAY)
     {
+      if (transient_error (reply))
+        {
+          freeReplyObject (reply);
+          return FALSE;
+        }
       why = "SUBSCRIBE " RL_INVALIDATE_CHANNEL;
       refusal = g_strdup (reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
       freeReplyObject (reply);
@@ -369,7 +395,8 @@ handle_invalidation (RlNotifier *self, const redisReply *keys)
     }
 }
 
-/* Returns FALSE when the subscription was refused. */
+/* Returns FALSE when the subscription was refused, or answered with an error the server
+ * gives only for a while: the connection is then made again. */
 static gboolean
 handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
 {
@@ -385,7 +412,10 @@ handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
     }
   if (reply->type == REDIS_REPLY_ERROR)
     {
-      refused (self, reply->str);
+      if (transient_error (reply))
+        rl_debug ("subscription: the server answered %s, reconnecting", reply->str);
+      else
+        refused (self, reply->str);
       return FALSE;
     }
   /* A guarding connection (no subscription) answers PING with a status. */

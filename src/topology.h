@@ -7,7 +7,7 @@
  * a key's slot in a Cluster. The store asks for the node of a key, sends its command
  * there, and hands any error reply back to the topology, which says whether it was a
  * redirection (MOVED, ASK), a "try again later" (TRYAGAIN, CLUSTERDOWN, LOADING,
- * MASTERDOWN) or a node that stopped being master (READONLY); connection failures are
+ * MASTERDOWN, BUSY) or a node that stopped being master (READONLY); connection failures are
  * reported too, so the topology can find the deployment's new shape. The topology
  * owns the nodes and their connection pools; the store owns none.
  */
@@ -46,7 +46,7 @@ typedef enum
   RL_REPLY_MOVED,   /* the key lives elsewhere: send the command to *target */
   RL_REPLY_ASK,     /* the key is being migrated: send ASKING and the command to *target, once */
   RL_REPLY_RETRY,   /* the node cannot serve now (TRYAGAIN, CLUSTERDOWN, LOADING,
-                     * MASTERDOWN, READONLY): back off, then route the command again */
+                     * MASTERDOWN, READONLY, BUSY): back off, then route the command again */
 } RlReplyKind;
 
 typedef struct _RlTopology RlTopology;

@@ -9,7 +9,8 @@
  * be reached. Each test runs for a plain lock, a semaphore, a read and a write of a
  * read-write lock, each with its blocking and its asynchronous call: a holder in one
  * registry, a waiter in another (as in another process), and a release the waiter
- * must notice in time. Redis only: the subscription is a real server's.
+ * must notice in time. And a subscription answered BUSY (a long script) is made again,
+ * not taken for a refusal. Redis only: the subscription is a real server's.
  */
 #include "notify-helpers.h"
 #include "proxy.h"
@@ -410,6 +411,88 @@ static const struct
   { "write", { KIND_WRITE, FALSE } },       { "write-async", { KIND_WRITE, TRUE } },
 };
 
+/* A script that keeps the server busy for ARGV[1] ms: meanwhile the server answers
+ * every other client's command with BUSY (past busy-reply-threshold). */
+static const char busy_script[]
+    = "local t0 = redis.call('TIME')\n"
+      "repeat\n"
+      "  local t = redis.call('TIME')\n"
+      "until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > tonumber(ARGV[1]) * 1000\n"
+      "return 1\n";
+
+static gpointer
+busy_thread (gpointer data)
+{
+  redisContext *c = test_redis_connect (data);
+
+  freeReplyObject (test_redis_command (c, "EVAL %s 0 800", busy_script));
+  redisFree (c);
+  return NULL;
+}
+
+/* Whether the server answers PING with BUSY now. */
+static gboolean
+server_busy (gpointer data)
+{
+  TestFixture *fx = data;
+  redisReply *reply = redisCommand (fx->redis, "PING");
+  gboolean busy = reply != NULL && reply->type == REDIS_REPLY_ERROR
+                  && g_str_has_prefix (reply->str, "BUSY");
+
+  if (reply != NULL)
+    freeReplyObject (reply);
+  return busy;
+}
+
+static void
+test_busy_script (TestFixture *fx, gconstpointer data)
+{
+  g_autoptr (TestProxy) proxy = NULL;
+  g_autoptr (RedisLockRegistry) a = NULL, b = NULL;
+  Side holder, waiting;
+  BlindWaiter *w;
+  GThread *busy;
+  gint64 t0, took;
+
+  g_test_summary ("A subscription answered BUSY (a script runs long on the server) is no "
+                  "refusal: no warning, no fall back to polling for good; the subscription "
+                  "is made again once the script ends, and a waiter hears the next release");
+  TEST_SKIP_IF_NO_SERVER (fx);
+
+  proxy = test_proxy_new_unix (redis_lock_test_server_get_socket_path (fx->server));
+  a = registry_new_slow_spin (fx);
+  b = test_registry_new_on (test_proxy_get_url (proxy));
+  redis_lock_registry_set_expire_after_ms (b, MINUTE_MS);
+  redis_lock_registry_set_idle_between_tries_ms (b, MINUTE_MS);
+  side_init (&holder, a, KIND_LOCK);
+  side_init (&waiting, b, KIND_LOCK);
+  holder_take (&holder);
+  w = blind_waiter_start (b, &waiting, FALSE);
+  TEST_WAIT_UNTIL (pubsub_patterns (fx) == 1, 10000);
+
+  /* The subscription breaks; its successor's PSUBSCRIBE reaches the server only while
+   * a script keeps it busy. */
+  test_proxy_hold_requests (proxy, "PSUBSCRIBE");
+  g_assert_cmpint (test_redis_integer (fx->redis, "CLIENT KILL TYPE pubsub"), >=, 1);
+  g_assert_true (test_proxy_wait_held (proxy, 10000));
+  freeReplyObject (test_redis_command (fx->redis, "CONFIG SET busy-reply-threshold 50"));
+  busy = g_thread_new ("busy-script", busy_thread, fx->server);
+  g_assert_true (test_wait_until (server_busy, fx, 5000));
+  test_proxy_release_held (proxy);
+  g_thread_join (busy);
+  freeReplyObject (test_redis_command (fx->redis, "CONFIG SET busy-reply-threshold 5000"));
+
+  /* Subscribed again: the release is heard (the spin interval is a minute). */
+  TEST_WAIT_UNTIL (pubsub_patterns (fx) == 1, 10000);
+  t0 = test_now_ms ();
+  holder_release (&holder);
+  took = blind_waiter_finish (w, t0);
+  g_test_message ("acquired %" G_GINT64_FORMAT " ms after the release", took);
+  g_assert_cmpint (took, <, 5000);
+  side_clear (&holder);
+  side_clear (&waiting);
+}
+
 void
 notify_add_down_tests (void)
 {
@@ -423,4 +506,5 @@ notify_add_down_tests (void)
       test_add_redis (spin, &variants[i].variant, test_spin_while_unconfirmed);
       test_add_redis (kills, &variants[i].variant, test_kills_in_a_row);
     }
+  test_add_redis ("/notify/down/busy-script", NULL, test_busy_script);
 }
