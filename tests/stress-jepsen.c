@@ -223,15 +223,20 @@ quorum_restart (Controller *c, guint i)
 {
   g_autoptr (GError) error = NULL;
   RedisLockTestServer *node = c->quorum[i % QUORUM_NODES];
+  gint64 from;
 
   if (i > 0)
     g_usleep (2 * c->s->ttl_ms * 1000); /* fault timing: one restarted node at a time */
+  from = g_get_monotonic_time ();
   redis_lock_test_server_stop (node);
   if (!redis_lock_test_server_start (node, &error))
     {
       problem (c, "restart of quorum node %u: %s", i % QUORUM_NODES, error->message);
       return;
     }
+  /* A lease held on a bare majority that counted this node is now on a minority: a
+   * leader that held it cannot know until its registry checks (as after a failover). */
+  note_lease_fault (c, LEASE_FAULT_ALL_NAMES, from);
   c->failovers_done++;
   after_fault (c, "quorum node restart", i);
 }
