@@ -285,6 +285,189 @@ def test_rw_lock(fx):
     assert theirs.write_unlock() is True
 
 
+def test_overrides_loaded(fx):
+    """The overrides module PyGObject loaded is the one under test (make check names it
+    in REDIS_LOCK_OVERRIDES: an installed copy earlier on the path would hide it)."""
+    module = sys.modules.get("gi.overrides.Redislock")
+    assert module is not None, "no overrides were loaded for Redislock"
+    wanted = os.environ.get("REDIS_LOCK_OVERRIDES")
+    if wanted:
+        assert os.path.samefile(module.__file__, wanted), module.__file__
+    assert Redislock.Lock is module.Lock and hasattr(Redislock.Lock, "__enter__")
+    assert issubclass(Redislock.NotAcquiredError, GLib.Error)
+    lock = fx.registry().obtain("override-class")
+    assert isinstance(lock, module.Lock), type(lock)
+
+
+def expect_not_acquired(name, wait_ms, manager):
+    """Enters @manager, which must raise NotAcquiredError for @name after @wait_ms
+    without running the block; returns the seconds it took."""
+    ran = []
+    start = time.monotonic()
+    try:
+        with manager:
+            ran.append(True)
+    except Redislock.NotAcquiredError as e:
+        elapsed = time.monotonic() - start
+        assert isinstance(e, GLib.Error)
+        assert e.matches(Gio.io_error_quark(), Gio.IOErrorEnum.TIMED_OUT), e
+        assert e.domain == "g-io-error-quark" and e.code == int(Gio.IOErrorEnum.TIMED_OUT)
+        assert e.name == name and e.wait_ms == wait_ms, (e.name, e.wait_ms)
+        assert ("“%s”" % name) in e.message, e.message
+        assert not ran, "the block ran without the lock"
+        return elapsed
+    raise AssertionError("entering %r did not raise NotAcquiredError" % manager)
+
+
+def test_with_lock(fx):
+    reg, other = fx.registry(), fx.registry()
+    lock = reg.obtain("with")
+    theirs = other.obtain("with")
+    with lock as held:
+        assert held is lock
+        assert lock.is_held_by_current_thread() and lock.get_hold_count() == 1
+        assert theirs.try_lock() is False
+        with lock:  # re-entry raises the hold count
+            assert lock.get_hold_count() == 2
+        assert lock.get_hold_count() == 1
+    assert not lock.is_held_by_current_thread()
+    assert other.get_lease_info("with") is None
+    # An exception leaves the block unlocked and goes on unchanged.
+    try:
+        with lock:
+            raise KeyError("from the block")
+    except KeyError as e:
+        assert e.args == ("from the block",)
+    else:
+        raise AssertionError("the block's exception was swallowed")
+    assert not lock.is_held_by_current_thread()
+    assert other.get_lease_info("with") is None
+    # Another thread's `with` waits for this one (the GIL is not held while it waits).
+    order = []
+
+    def other_thread():
+        with lock:
+            order.append("B")
+
+    with lock:
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        order.append("A")
+    worker.join(30)
+    assert not worker.is_alive(), "the other thread's `with lock:` never got the lock"
+    assert order == ["A", "B"], order
+    reg.close()
+    expect_error(Code.CLOSED, lock.__enter__)
+
+
+def test_with_locked_wait(fx):
+    reg, other = fx.registry(), fx.registry()
+    lock = reg.obtain("bounded")
+    theirs = other.obtain("bounded")
+    assert theirs.try_lock()
+    elapsed = expect_not_acquired("bounded", 100, lock.locked(wait_ms=100))
+    assert elapsed >= 0.09, elapsed
+    expect_not_acquired("bounded", 0, lock.locked(wait_ms=0))
+    assert not lock.is_held_by_current_thread()
+    assert theirs.unlock()
+    with lock.locked(wait_ms=5000, ttl_ms=4000) as held:
+        assert held is lock and lock.is_held_by_current_thread()
+        info = other.get_lease_info("bounded")
+        assert 0 < info.pttl_ms <= 4000, info.pttl_ms  # the TTL of this acquisition
+    assert other.get_lease_info("bounded") is None
+    expect_error(Code.INVALID, lock.locked(wait_ms=0, ttl_ms=-5).__enter__)
+    assert not lock.is_held_by_current_thread()
+
+
+def test_with_lease_lost(fx):
+    store = "gi-with-lost-%d" % os.getpid()
+    reg = Redislock.LockRegistry.new("memory://" + store, "gi")
+    lock = reg.obtain("stolen")
+    # The release at the end of the block reports that the block was not protected.
+    try:
+        with lock:
+            assert RedislockTesting.memory_store_steal(store, "gi:stolen", "other", 60000)
+    except GLib.Error as e:
+        assert e.matches(Redislock.lock_error_quark(), Code.LEASE_LOST), e
+        assert Code(e.code) == Code.LEASE_LOST
+    else:
+        raise AssertionError("a lost lease was not reported at the end of the block")
+    assert not lock.is_held_by_current_thread()
+    assert RedislockTesting.memory_store_expire(store, "gi:stolen")
+    # ... chained to the block's own exception.
+    try:
+        with lock.locked(wait_ms=1000):
+            assert RedislockTesting.memory_store_steal(store, "gi:stolen", "other", 60000)
+            raise ValueError("from the block")
+    except GLib.Error as e:
+        assert e.code == int(Code.LEASE_LOST), e
+        assert isinstance(e.__context__, ValueError), repr(e.__context__)
+    else:
+        raise AssertionError("a lost lease was not reported at the end of the block")
+    reg.close()
+
+
+def test_with_rw_lock(fx):
+    reg, other = fx.registry(), fx.registry()
+    mine = reg.obtain_rw("with-doc")
+    theirs = other.obtain_rw("with-doc")
+    with mine.read_locked(1000) as rw:
+        assert rw is mine
+        with theirs.read_locked(wait_ms=1000):  # readers of two registries
+            pass
+        expect_not_acquired("with-doc", 100, theirs.write_locked(wait_ms=100))
+    expect_error(Code.NOT_OWNER, mine.read_unlock)  # the block read-unlocked
+    with theirs.write_locked(1000):
+        expect_not_acquired("with-doc", 0, mine.read_locked(0))
+        expect_not_acquired("with-doc", 50, mine.write_locked(50))
+    expect_error(Code.NOT_OWNER, theirs.write_unlock)
+    with mine.write_locked(1000):
+        pass
+    try:
+        with mine.read_locked():
+            raise KeyError("from the block")
+    except KeyError:
+        pass
+    with theirs.write_locked(0):  # nothing left held by the blocks above
+        pass
+
+
+def test_with_semaphore(fx):
+    reg, other = fx.registry(), fx.registry()
+    sem = reg.obtain_semaphore("with-pool", 2)
+    theirs = other.obtain_semaphore("with-pool", 2)
+    with sem.acquire(1000) as first:
+        assert isinstance(first, Redislock.Permit) and not first.is_released()
+        assert theirs.get_available() == 1
+        with theirs.acquire(wait_ms=1000) as second:
+            assert second.get_key() != first.get_key()
+            assert sem.get_available() == 0
+            expect_not_acquired("with-pool", 100, sem.acquire(100))
+        assert sem.get_available() == 1
+    assert first.is_released()
+    assert sem.get_available() == 2
+    # A permit given back in the block is not given back again at its end.
+    with sem.acquire(0) as permit:
+        assert permit.release() is True
+        assert permit.is_released() and sem.get_available() == 2
+        expect_error(Code.NOT_OWNER, permit.release)
+    assert sem.get_available() == 2
+    try:
+        with sem.acquire():
+            raise KeyError("from the block")
+    except KeyError:
+        pass
+    assert sem.get_available() == 2
+
+
+def test_with_registry(fx):
+    with fx.registry() as reg:
+        lock = reg.obtain("with-registry")
+        assert lock.try_lock()
+    expect_error(Code.CLOSED, lock.try_lock)
+    assert fx.registry().get_lease_info("with-registry") is None  # close released it
+
+
 TESTS = [
     test_types_registered,
     test_no_test_api_in_production_namespace,
@@ -297,6 +480,13 @@ TESTS = [
     test_lease_lost_callback,
     test_lock_async,
     test_rw_lock,
+    test_overrides_loaded,
+    test_with_lock,
+    test_with_locked_wait,
+    test_with_lease_lost,
+    test_with_rw_lock,
+    test_with_semaphore,
+    test_with_registry,
 ]
 
 
