@@ -294,9 +294,9 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_write_lock_finish (RedisRWLoc
  * it is answered, in the calling thread's thread-default main context (which must be
  * running). Call redis_rw_lock_read_unlock_finish() there.
  *
- * Since: 0.2
+ * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_2 void redis_rw_lock_read_unlock_async (RedisRWLock *lock,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_rw_lock_read_unlock_async (RedisRWLock *lock,
                                                                   GCancellable *cancellable,
                                                                   GAsyncReadyCallback callback,
                                                                   gpointer user_data);
@@ -311,9 +311,9 @@ REDIS_LOCK_AVAILABLE_IN_0_2 void redis_rw_lock_read_unlock_async (RedisRWLock *l
  *
  * Returns: as redis_rw_lock_read_unlock().
  *
- * Since: 0.2
+ * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_2 gboolean redis_rw_lock_read_unlock_finish (RedisRWLock *lock,
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_read_unlock_finish (RedisRWLock *lock,
                                                                        GAsyncResult *result,
                                                                        GError **error);
 
@@ -335,9 +335,9 @@ REDIS_LOCK_AVAILABLE_IN_0_2 gboolean redis_rw_lock_read_unlock_finish (RedisRWLo
  * only the blocking redis_rw_lock_write_unlock() makes: here it fails with
  * %REDIS_LOCK_ERROR_INVALID and nothing changes.
  *
- * Since: 0.2
+ * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_2 void redis_rw_lock_write_unlock_async (RedisRWLock *lock,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_rw_lock_write_unlock_async (RedisRWLock *lock,
                                                                    GCancellable *cancellable,
                                                                    GAsyncReadyCallback callback,
                                                                    gpointer user_data);
@@ -352,9 +352,9 @@ REDIS_LOCK_AVAILABLE_IN_0_2 void redis_rw_lock_write_unlock_async (RedisRWLock *
  *
  * Returns: as redis_rw_lock_write_unlock().
  *
- * Since: 0.2
+ * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_2 gboolean redis_rw_lock_write_unlock_finish (RedisRWLock *lock,
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_write_unlock_finish (RedisRWLock *lock,
                                                                         GAsyncResult *result,
                                                                         GError **error);
 
@@ -396,7 +396,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GCancellable *redis_rw_lock_get_lease_cancellable (R
  * g_autoptr(RedisRWLockReaderLocker). Not introspected: it is a C scope guard;
  * bindings call redis_rw_lock_try_read_lock_for() and redis_rw_lock_read_unlock().
  *
- * Since: 0.2
+ * Since: 0.1
  */
 typedef struct _RedisRWLockReaderLocker RedisRWLockReaderLocker;
 
@@ -411,9 +411,9 @@ typedef struct _RedisRWLockReaderLocker RedisRWLockReaderLocker;
  * Returns: (transfer full) (nullable): a locker, or %NULL with @error set (the read
  *   hold was not taken).
  *
- * Since: 0.2
+ * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_2 RedisRWLockReaderLocker *redis_rw_lock_reader_locker_new (RedisRWLock *lock,
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisRWLockReaderLocker *redis_rw_lock_reader_locker_new (RedisRWLock *lock,
                                                                                      GError **error);
 
 /**
@@ -426,9 +426,9 @@ REDIS_LOCK_AVAILABLE_IN_0_2 RedisRWLockReaderLocker *redis_rw_lock_reader_locker
  * Thread safety: call it on the thread that called redis_rw_lock_reader_locker_new(),
  * as a g_autoptr() scope does: the hold is that thread's.
  *
- * Since: 0.2
+ * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_2 void redis_rw_lock_reader_locker_free (RedisRWLockReaderLocker *locker);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_rw_lock_reader_locker_free (RedisRWLockReaderLocker *locker);
 
 /**
  * RedisRWLockWriterLocker: (skip)
@@ -439,7 +439,7 @@ REDIS_LOCK_AVAILABLE_IN_0_2 void redis_rw_lock_reader_locker_free (RedisRWLockRe
  * g_autoptr(RedisRWLockWriterLocker). Not introspected, as
  * #RedisRWLockReaderLocker.
  *
- * Since: 0.2
+ * Since: 0.1
  */
 typedef struct _RedisRWLockWriterLocker RedisRWLockWriterLocker;
 
@@ -455,9 +455,9 @@ typedef struct _RedisRWLockWriterLocker RedisRWLockWriterLocker;
  * Returns: (transfer full) (nullable): a locker, or %NULL with @error set (the write
  *   hold was not taken).
  *
- * Since: 0.2
+ * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_2 RedisRWLockWriterLocker *redis_rw_lock_writer_locker_new (RedisRWLock *lock,
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisRWLockWriterLocker *redis_rw_lock_writer_locker_new (RedisRWLock *lock,
                                                                                      GError **error);
 
 /**
@@ -469,9 +469,9 @@ REDIS_LOCK_AVAILABLE_IN_0_2 RedisRWLockWriterLocker *redis_rw_lock_writer_locker
  *
  * Thread safety: call it on the thread that called redis_rw_lock_writer_locker_new().
  *
- * Since: 0.2
+ * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_2 void redis_rw_lock_writer_locker_free (RedisRWLockWriterLocker *locker);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_rw_lock_writer_locker_free (RedisRWLockWriterLocker *locker);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisRWLock, redis_rw_lock_unref)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisRWLockReaderLocker, redis_rw_lock_reader_locker_free)

@@ -270,9 +270,9 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_permit_release (RedisPermit *permit, 
  * closes a stream, the release is made even when @cancellable is cancelled: the
  * outcome is the release's.
  *
- * Since: 0.2
+ * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_2 void redis_permit_release_async (RedisPermit *permit,
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_permit_release_async (RedisPermit *permit,
                                                              GCancellable *cancellable,
                                                              GAsyncReadyCallback callback,
                                                              gpointer user_data);
@@ -287,9 +287,9 @@ REDIS_LOCK_AVAILABLE_IN_0_2 void redis_permit_release_async (RedisPermit *permit
  * Returns: as redis_permit_release(): %TRUE when released; %FALSE with
  *   %REDIS_LOCK_ERROR_LEASE_LOST, %REDIS_LOCK_ERROR_CLOSED or a Redis failure.
  *
- * Since: 0.2
+ * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_2 gboolean redis_permit_release_finish (GAsyncResult *result,
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_permit_release_finish (GAsyncResult *result,
                                                                   GError **error);
 
 /**
@@ -305,9 +305,9 @@ REDIS_LOCK_AVAILABLE_IN_0_2 gboolean redis_permit_release_finish (GAsyncResult *
  * redis_permit_release() (the boxed type's free gives back a permit never released,
  * without a warning).
  *
- * Since: 0.2
+ * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_2 void redis_permit_free (RedisPermit *permit);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_permit_free (RedisPermit *permit);
 
 /**
  * redis_permit_is_lease_lost:
