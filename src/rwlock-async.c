@@ -16,10 +16,16 @@
  * A call takes the hold for the thread that made it, exactly as the blocking call would
  * there, so the unlocks that follow are that thread's plain read or write unlocks; the
  * result goes back through the GTask in that thread's main context.
+ *
+ * The asynchronous unlocks end the calling thread's hold in that thread, at once, as
+ * the blocking unlocks' local part does; only the release of a lease (the last reading
+ * thread's reader lease, the outermost write hold's writer lease) runs on a worker
+ * (async-once.c), a writer's under the call's marker meanwhile.
  */
 #include "config.h"
 
 #include "async-driver.h"
+#include "async-once.h"
 #include "rwlock.h"
 
 typedef enum
@@ -178,4 +184,119 @@ gboolean
 redis_rw_lock_write_lock_finish (RedisRWLock *lock, GAsyncResult *result, GError **error)
 {
   return finish (lock, result, RL_RW_WRITE, error);
+}
+
+/* Unlocks ------------------------------------------------------------------------- */
+
+typedef struct
+{
+  RedisRWLock *lock; /* a user reference */
+  gpointer self;     /* the thread whose hold ends */
+  gboolean write;
+  gboolean reading; /* WRITE: the thread also reads (never, with a marker) */
+} RwUnlock;
+
+static gboolean
+unlock_job (gpointer data, GError **error)
+{
+  RwUnlock *call = data;
+
+  if (call->write)
+    return rl_rw_lock_write_unlock_release (call->lock, call->self, call->reading, error);
+  return rl_rw_lock_read_unlock_release (call->lock, error);
+}
+
+static void
+unlock_free (gpointer data)
+{
+  RwUnlock *call = data;
+
+  redis_rw_lock_unref (call->lock);
+  g_free (call);
+}
+
+static gpointer
+unlock_tag_of (gboolean write)
+{
+  return write ? (gpointer) redis_rw_lock_write_unlock_async
+               : (gpointer) redis_rw_lock_read_unlock_async;
+}
+
+static void
+unlock_start (RedisRWLock *lock, gboolean write, GCancellable *cancellable,
+              GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr (GTask) task = NULL;
+  GError *error = NULL;
+  RwUnlock *call;
+  RlRwUnlock step;
+
+  g_return_if_fail (lock != NULL);
+  g_return_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable));
+
+  task = g_task_new (NULL, cancellable, callback, user_data);
+  g_task_set_source_tag (task, unlock_tag_of (write));
+  g_task_set_task_data (task, lock, NULL);
+  g_task_set_check_cancellable (task, FALSE);
+  if (g_cancellable_set_error_if_cancelled (cancellable, &error))
+    {
+      g_task_return_error (task, error);
+      return;
+    }
+  call = g_new0 (RwUnlock, 1);
+  call->self = g_thread_self ();
+  call->write = write;
+  step = write ? rl_rw_lock_write_unlock_begin (lock, call->self, call, &call->reading, &error)
+               : rl_rw_lock_read_unlock_begin (lock, call->self, &error);
+  switch (step)
+    {
+    case RL_RW_UNLOCK_RELEASE:
+      call->lock = redis_rw_lock_ref (lock);
+      rl_async_once (write ? lock->writer : lock->reader, unlock_job, call, unlock_free, task);
+      return;
+    case RL_RW_UNLOCK_DONE:
+      g_task_return_boolean (task, TRUE);
+      break;
+    case RL_RW_UNLOCK_FAILED:
+    default:
+      g_task_return_error (task, error);
+      break;
+    }
+  g_free (call);
+}
+
+static gboolean
+unlock_finish (RedisRWLock *lock, GAsyncResult *result, gboolean write, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, NULL), FALSE);
+  g_return_val_if_fail (g_task_get_source_tag (G_TASK (result)) == unlock_tag_of (write), FALSE);
+  g_return_val_if_fail (g_task_get_task_data (G_TASK (result)) == lock, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+  return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+void
+redis_rw_lock_read_unlock_async (RedisRWLock *lock, GCancellable *cancellable,
+                                 GAsyncReadyCallback callback, gpointer user_data)
+{
+  unlock_start (lock, FALSE, cancellable, callback, user_data);
+}
+
+gboolean
+redis_rw_lock_read_unlock_finish (RedisRWLock *lock, GAsyncResult *result, GError **error)
+{
+  return unlock_finish (lock, result, FALSE, error);
+}
+
+void
+redis_rw_lock_write_unlock_async (RedisRWLock *lock, GCancellable *cancellable,
+                                  GAsyncReadyCallback callback, gpointer user_data)
+{
+  unlock_start (lock, TRUE, cancellable, callback, user_data);
+}
+
+gboolean
+redis_rw_lock_write_unlock_finish (RedisRWLock *lock, GAsyncResult *result, GError **error)
+{
+  return unlock_finish (lock, result, TRUE, error);
 }

@@ -681,18 +681,14 @@ redis_rw_lock_try_write_lock_for (RedisRWLock *lock, gint64 wait_ms, GCancellabl
 
 /* Ending a hold ------------------------------------------------------------------- */
 
-gboolean
-redis_rw_lock_read_unlock (RedisRWLock *lock, GError **error)
+RlRwUnlock
+rl_rw_lock_read_unlock_begin (RedisRWLock *lock, gpointer self, GError **error)
 {
-  gpointer self = current_thread ();
-  gboolean last, lost = FALSE;
+  gboolean last, lost;
   guint n;
 
-  g_return_val_if_fail (lock != NULL, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-
   if (rl_registry_is_forked (lock->registry))
-    return rl_registry_check (lock->registry, error);
+    return rl_registry_check (lock->registry, error) ? RL_RW_UNLOCK_DONE : RL_RW_UNLOCK_FAILED;
   rl_mutex_lock (&lock->m);
   n = reads_of (lock, self);
   if (n == 0)
@@ -700,14 +696,14 @@ redis_rw_lock_read_unlock (RedisRWLock *lock, GError **error)
       rl_mutex_unlock (&lock->m);
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_OWNER,
                    "The calling thread does not read read-write lock “%s”", lock->name);
-      return FALSE;
+      return RL_RW_UNLOCK_FAILED;
     }
   set_reads (lock, self, n - 1);
   if (n > 1 || lock->write_owner == self)
     {
       /* An inner hold, or a read under the thread's own write hold. */
       rl_mutex_unlock (&lock->m);
-      return TRUE;
+      return RL_RW_UNLOCK_DONE;
     }
   /* The thread's outermost read hold ends: the last reading thread gives the lease
    * back; the others only learn whether it was lost. */
@@ -717,23 +713,49 @@ redis_rw_lock_read_unlock (RedisRWLock *lock, GError **error)
     lock->reader_lease = RL_RW_LEASE_RELEASING;
   rl_mutex_unlock (&lock->m);
 
-  if (!last)
+  if (last)
+    return RL_RW_UNLOCK_RELEASE;
+  /* The lease stays for the other reading threads (it is held while they read). */
+  if (!rl_registry_check (lock->registry, error))
+    return RL_RW_UNLOCK_FAILED;
+  lost = rl_leases_check_time (lock->registry->leases, lock->reader);
+  if (lost)
     {
-      /* The lease stays for the other reading threads (it is held while they read). */
-      if (!rl_registry_check (lock->registry, error))
-        return FALSE;
-      lost = rl_leases_check_time (lock->registry->leases, lock->reader);
-      if (lost)
-        set_lost_error (lock, error);
-      return !lost;
+      set_lost_error (lock, error);
+      return RL_RW_UNLOCK_FAILED;
     }
-  lost = !release_lease (lock, lock->reader, error);
+  return RL_RW_UNLOCK_DONE;
+}
+
+gboolean
+rl_rw_lock_read_unlock_release (RedisRWLock *lock, GError **error)
+{
+  gboolean lost = !release_lease (lock, lock->reader, error);
+
   rl_mutex_lock (&lock->m);
   lock->reader_lease = RL_RW_LEASE_NONE;
   lock->writer_marked = FALSE;
   broadcast_locked (lock);
   rl_mutex_unlock (&lock->m);
   return !lost;
+}
+
+gboolean
+redis_rw_lock_read_unlock (RedisRWLock *lock, GError **error)
+{
+  g_return_val_if_fail (lock != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  switch (rl_rw_lock_read_unlock_begin (lock, current_thread (), error))
+    {
+    case RL_RW_UNLOCK_DONE:
+      return TRUE;
+    case RL_RW_UNLOCK_RELEASE:
+      return rl_rw_lock_read_unlock_release (lock, error);
+    case RL_RW_UNLOCK_FAILED:
+    default:
+      return FALSE;
+    }
 }
 
 /* The writing thread reads too and its last write hold ends: it takes the reader lease
@@ -764,33 +786,49 @@ downgrade (RedisRWLock *lock, gpointer self, GError **error)
   return ok;
 }
 
-gboolean
-redis_rw_lock_write_unlock (RedisRWLock *lock, GError **error)
+RlRwUnlock
+rl_rw_lock_write_unlock_begin (RedisRWLock *lock, gpointer self, gpointer marker,
+                               gboolean *reading, GError **error)
 {
-  gpointer self = current_thread ();
-  g_autoptr (GError) downgrade_error = NULL;
-  gboolean reading, ok = TRUE;
-
-  g_return_val_if_fail (lock != NULL, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-
   if (rl_registry_is_forked (lock->registry))
-    return rl_registry_check (lock->registry, error);
+    return rl_registry_check (lock->registry, error) ? RL_RW_UNLOCK_DONE : RL_RW_UNLOCK_FAILED;
   rl_mutex_lock (&lock->m);
   if (lock->write_owner != self)
     {
       rl_mutex_unlock (&lock->m);
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_NOT_OWNER,
                    "The calling thread does not write read-write lock “%s”", lock->name);
-      return FALSE;
+      return RL_RW_UNLOCK_FAILED;
+    }
+  *reading = reads_of (lock, self) > 0;
+  if (lock->write_count == 1 && *reading && marker != NULL)
+    {
+      rl_mutex_unlock (&lock->m);
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
+                   "The calling thread also reads read-write lock “%s”: its last write hold "
+                   "ends with a downgrade, which redis_rw_lock_write_unlock() makes",
+                   lock->name);
+      return RL_RW_UNLOCK_FAILED;
     }
   if (--lock->write_count > 0)
     {
       rl_mutex_unlock (&lock->m);
-      return TRUE;
+      return RL_RW_UNLOCK_DONE;
     }
-  reading = reads_of (lock, self) > 0;
+  if (marker != NULL)
+    /* The thread writes no more: the release goes on under the call's marker, so that
+     * the thread's own next write lock waits for it instead of counting as a re-entry. */
+    lock->write_owner = marker;
   rl_mutex_unlock (&lock->m);
+  return RL_RW_UNLOCK_RELEASE;
+}
+
+gboolean
+rl_rw_lock_write_unlock_release (RedisRWLock *lock, gpointer self, gboolean reading,
+                                 GError **error)
+{
+  g_autoptr (GError) downgrade_error = NULL;
+  gboolean ok = TRUE;
 
   if (reading && !rl_registry_is_closed (lock->registry))
     ok = downgrade (lock, self, &downgrade_error);
@@ -810,6 +848,27 @@ redis_rw_lock_write_unlock (RedisRWLock *lock, GError **error)
   broadcast_locked (lock);
   rl_mutex_unlock (&lock->m);
   return ok;
+}
+
+gboolean
+redis_rw_lock_write_unlock (RedisRWLock *lock, GError **error)
+{
+  gpointer self = current_thread ();
+  gboolean reading = FALSE;
+
+  g_return_val_if_fail (lock != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  switch (rl_rw_lock_write_unlock_begin (lock, self, NULL, &reading, error))
+    {
+    case RL_RW_UNLOCK_DONE:
+      return TRUE;
+    case RL_RW_UNLOCK_RELEASE:
+      return rl_rw_lock_write_unlock_release (lock, self, reading, error);
+    case RL_RW_UNLOCK_FAILED:
+    default:
+      return FALSE;
+    }
 }
 
 /* Lease loss ---------------------------------------------------------------------- */

@@ -135,4 +135,28 @@ gboolean rl_rw_lock_check_name (RedisLockRegistry *registry, const char *name, G
  * (`{name}:rw:…`), or NULL (g_free()). */
 char *rl_rw_lock_name_of_key (const char *tail);
 
+/* Ending a hold, in two parts: the local one in the thread whose hold ends, and the
+ * release of a lease, which blocks on the store (for an asynchronous unlock, on a
+ * worker: rwlock-async.c). */
+typedef enum
+{
+  RL_RW_UNLOCK_DONE,    /* ended without a release: the unlock succeeded */
+  RL_RW_UNLOCK_FAILED,  /* with the error: as the blocking unlock reports it */
+  RL_RW_UNLOCK_RELEASE, /* the lease is to be released: the matching _release() */
+} RlRwUnlock;
+
+/* The local part of redis_rw_lock_read_unlock() for @self's hold. */
+RlRwUnlock rl_rw_lock_read_unlock_begin (RedisRWLock *lock, gpointer self, GError **error);
+/* The reader lease's release (RL_RW_UNLOCK_RELEASE): the unlock's outcome. */
+gboolean rl_rw_lock_read_unlock_release (RedisRWLock *lock, GError **error);
+/* The local part of redis_rw_lock_write_unlock() for @self's hold; *@reading: the
+ * thread also reads (a downgrade). With a @marker (an asynchronous unlock), the
+ * outermost hold passes to it until the release ends, and a downgrade is refused
+ * (INVALID: nothing changes). */
+RlRwUnlock rl_rw_lock_write_unlock_begin (RedisRWLock *lock, gpointer self, gpointer marker,
+                                          gboolean *reading, GError **error);
+/* The writer lease's release, after the downgrade when @reading. */
+gboolean rl_rw_lock_write_unlock_release (RedisRWLock *lock, gpointer self, gboolean reading,
+                                          GError **error);
+
 #endif /* RL_RWLOCK_H */

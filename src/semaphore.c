@@ -26,6 +26,7 @@
 
 #include <string.h>
 
+#include "async-once.h"
 #include "internal.h"
 #include "key-index.h"
 #include "semaphore.h"
@@ -266,6 +267,55 @@ redis_permit_release (RedisPermit *permit, GError **error)
   ok = permit_give_back (permit, error);
   rl_permit_unref (permit);
   return ok;
+}
+
+void
+redis_permit_free (RedisPermit *permit)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *name = NULL;
+  guint index;
+
+  if (permit == NULL)
+    return;
+  name = g_strdup (permit->semaphore->name);
+  index = permit->index;
+  if (!redis_permit_release (permit, &error))
+    g_warning ("Releasing permit %u of semaphore “%s”: %s", index, name, error->message);
+}
+
+static gboolean
+release_job (gpointer data, GError **error)
+{
+  return permit_give_back (data, error);
+}
+
+void
+redis_permit_release_async (RedisPermit *permit, GCancellable *cancellable,
+                            GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr (GTask) task = NULL;
+
+  g_return_if_fail (permit != NULL);
+  g_return_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable));
+  g_return_if_fail (g_atomic_int_compare_and_exchange (&permit->released, FALSE, TRUE));
+
+  task = g_task_new (NULL, cancellable, callback, user_data);
+  g_task_set_source_tag (task, redis_permit_release_async);
+  /* The permit is given back whatever @cancellable says (it was handed over): the
+   * outcome is the release's. */
+  g_task_set_check_cancellable (task, FALSE);
+  rl_async_once (permit->lease, release_job, permit, (GDestroyNotify) rl_permit_unref, task);
+}
+
+gboolean
+redis_permit_release_finish (GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, NULL), FALSE);
+  g_return_val_if_fail (g_task_get_source_tag (G_TASK (result)) == redis_permit_release_async,
+                        FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+  return g_task_propagate_boolean (G_TASK (result), error);
 }
 
 gboolean

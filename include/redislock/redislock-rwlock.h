@@ -278,6 +278,87 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_write_lock_finish (RedisRWLoc
                                                             GError **error);
 
 /**
+ * redis_rw_lock_read_unlock_async:
+ * @lock: a read-write lock
+ * @cancellable: (nullable): a #GCancellable: when cancelled before the call, nothing
+ *   changes and the call fails with %G_IO_ERROR_CANCELLED; once the hold ended, the
+ *   release is made all the same
+ * @callback: (scope async): called in the thread-default main context of the calling
+ *   thread when the call ends
+ * @user_data: (closure): data for @callback
+ *
+ * redis_rw_lock_read_unlock() without blocking: one read hold of the calling thread
+ * ends at once, in this call (the thread reads no more when it was its outermost
+ * one); when the registry's reader lease is to be given back (the last reading
+ * thread), the request is sent from a worker of the registry and @callback runs once
+ * it is answered, in the calling thread's thread-default main context (which must be
+ * running). Call redis_rw_lock_read_unlock_finish() there.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_rw_lock_read_unlock_async (RedisRWLock *lock,
+                                                                  GCancellable *cancellable,
+                                                                  GAsyncReadyCallback callback,
+                                                                  gpointer user_data);
+
+/**
+ * redis_rw_lock_read_unlock_finish:
+ * @lock: the lock given to redis_rw_lock_read_unlock_async()
+ * @result: the #GAsyncResult given to the callback
+ * @error: return location for a #GError
+ *
+ * Finishes redis_rw_lock_read_unlock_async().
+ *
+ * Returns: as redis_rw_lock_read_unlock().
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_read_unlock_finish (RedisRWLock *lock,
+                                                                       GAsyncResult *result,
+                                                                       GError **error);
+
+/**
+ * redis_rw_lock_write_unlock_async:
+ * @lock: a read-write lock
+ * @cancellable: (nullable): as for redis_rw_lock_read_unlock_async()
+ * @callback: (scope async): called in the thread-default main context of the calling
+ *   thread when the call ends
+ * @user_data: (closure): data for @callback
+ *
+ * redis_rw_lock_write_unlock() without blocking: one write hold of the calling thread
+ * ends at once, in this call. The outermost one's writer lease is given back from a
+ * worker of the registry; until @callback runs, the lock stays written (by the call:
+ * the calling thread writes no more, and a write lock it asks for meanwhile waits for
+ * the release instead of counting as a re-entry). Call
+ * redis_rw_lock_write_unlock_finish() in the calling thread's thread-default main
+ * context. A thread that also reads ends its last write hold with a downgrade, which
+ * only the blocking redis_rw_lock_write_unlock() makes: here it fails with
+ * %REDIS_LOCK_ERROR_INVALID and nothing changes.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_rw_lock_write_unlock_async (RedisRWLock *lock,
+                                                                   GCancellable *cancellable,
+                                                                   GAsyncReadyCallback callback,
+                                                                   gpointer user_data);
+
+/**
+ * redis_rw_lock_write_unlock_finish:
+ * @lock: the lock given to redis_rw_lock_write_unlock_async()
+ * @result: the #GAsyncResult given to the callback
+ * @error: return location for a #GError
+ *
+ * Finishes redis_rw_lock_write_unlock_async().
+ *
+ * Returns: as redis_rw_lock_write_unlock().
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_write_unlock_finish (RedisRWLock *lock,
+                                                                        GAsyncResult *result,
+                                                                        GError **error);
+
+/**
  * redis_rw_lock_is_lease_lost:
  * @lock: a read-write lock
  *
@@ -306,7 +387,95 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_is_lease_lost (RedisRWLock *l
  */
 REDIS_LOCK_AVAILABLE_IN_0_1 GCancellable *redis_rw_lock_get_lease_cancellable (RedisRWLock *lock);
 
+/**
+ * RedisRWLockReaderLocker: (skip)
+ *
+ * Holds a read-write lock for reading for a scope, as #GRWLockReaderLocker does a
+ * #GRWLock: redis_rw_lock_reader_locker_new() takes the read hold,
+ * redis_rw_lock_reader_locker_free() ends it. Use with
+ * g_autoptr(RedisRWLockReaderLocker). Not introspected: it is a C scope guard;
+ * bindings call redis_rw_lock_try_read_lock_for() and redis_rw_lock_read_unlock().
+ *
+ * Since: 0.1
+ */
+typedef struct _RedisRWLockReaderLocker RedisRWLockReaderLocker;
+
+/**
+ * redis_rw_lock_reader_locker_new: (skip)
+ * @lock: a read-write lock
+ * @error: return location for a #GError
+ *
+ * Takes a read hold for the calling thread, waiting as long as it takes:
+ * redis_rw_lock_try_read_lock_for() with a wait of -1 and no cancellable.
+ *
+ * Returns: (transfer full) (nullable): a locker, or %NULL with @error set (the read
+ *   hold was not taken).
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisRWLockReaderLocker *redis_rw_lock_reader_locker_new (RedisRWLock *lock,
+                                                                                     GError **error);
+
+/**
+ * redis_rw_lock_reader_locker_free: (skip)
+ * @locker: (transfer full) (nullable): a reader locker
+ *
+ * Ends the read hold with redis_rw_lock_read_unlock(); a failure (for example a lost
+ * reader lease) is logged with g_warning().
+ *
+ * Thread safety: call it on the thread that called redis_rw_lock_reader_locker_new(),
+ * as a g_autoptr() scope does: the hold is that thread's.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_rw_lock_reader_locker_free (RedisRWLockReaderLocker *locker);
+
+/**
+ * RedisRWLockWriterLocker: (skip)
+ *
+ * Holds a read-write lock for writing for a scope, as #GRWLockWriterLocker does a
+ * #GRWLock: redis_rw_lock_writer_locker_new() takes the write hold,
+ * redis_rw_lock_writer_locker_free() ends it. Use with
+ * g_autoptr(RedisRWLockWriterLocker). Not introspected, as
+ * #RedisRWLockReaderLocker.
+ *
+ * Since: 0.1
+ */
+typedef struct _RedisRWLockWriterLocker RedisRWLockWriterLocker;
+
+/**
+ * redis_rw_lock_writer_locker_new: (skip)
+ * @lock: a read-write lock
+ * @error: return location for a #GError
+ *
+ * Takes the write hold for the calling thread, waiting as long as it takes:
+ * redis_rw_lock_try_write_lock_for() with a wait of -1 and no cancellable (a thread
+ * that reads cannot upgrade: %REDIS_LOCK_ERROR_INVALID).
+ *
+ * Returns: (transfer full) (nullable): a locker, or %NULL with @error set (the write
+ *   hold was not taken).
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisRWLockWriterLocker *redis_rw_lock_writer_locker_new (RedisRWLock *lock,
+                                                                                     GError **error);
+
+/**
+ * redis_rw_lock_writer_locker_free: (skip)
+ * @locker: (transfer full) (nullable): a writer locker
+ *
+ * Ends the write hold with redis_rw_lock_write_unlock(); a failure (for example a
+ * lost writer lease) is logged with g_warning().
+ *
+ * Thread safety: call it on the thread that called redis_rw_lock_writer_locker_new().
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_rw_lock_writer_locker_free (RedisRWLockWriterLocker *locker);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisRWLock, redis_rw_lock_unref)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisRWLockReaderLocker, redis_rw_lock_reader_locker_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisRWLockWriterLocker, redis_rw_lock_writer_locker_free)
 
 G_END_DECLS
 

@@ -255,6 +255,61 @@ REDIS_LOCK_AVAILABLE_IN_0_1 guint redis_semaphore_get_available (RedisSemaphore 
 REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_permit_release (RedisPermit *permit, GError **error);
 
 /**
+ * redis_permit_release_async:
+ * @permit: (transfer full): a permit
+ * @cancellable: (nullable): a #GCancellable; the permit is given back all the same
+ * @callback: (scope async): called in the thread-default main context of the calling
+ *   thread when the release ends
+ * @user_data: (closure): data for @callback
+ *
+ * redis_permit_release() without blocking the calling thread: the compare-and-delete
+ * of the permit's lease is sent from a worker of the registry, and @callback runs in
+ * the calling thread's thread-default main context (which must be running); call
+ * redis_permit_release_finish() there. @permit is handed over at once (do not use it
+ * after this call) and freed whatever the outcome. As g_output_stream_close_async()
+ * closes a stream, the release is made even when @cancellable is cancelled: the
+ * outcome is the release's.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_permit_release_async (RedisPermit *permit,
+                                                             GCancellable *cancellable,
+                                                             GAsyncReadyCallback callback,
+                                                             gpointer user_data);
+
+/**
+ * redis_permit_release_finish:
+ * @result: the #GAsyncResult given to the callback of redis_permit_release_async()
+ * @error: return location for a #GError
+ *
+ * Finishes redis_permit_release_async(). It takes no permit: the permit was freed.
+ *
+ * Returns: as redis_permit_release(): %TRUE when released; %FALSE with
+ *   %REDIS_LOCK_ERROR_LEASE_LOST, %REDIS_LOCK_ERROR_CLOSED or a Redis failure.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_permit_release_finish (GAsyncResult *result,
+                                                                  GError **error);
+
+/**
+ * redis_permit_free: (skip)
+ * @permit: (transfer full) (nullable): a permit
+ *
+ * Releases @permit as redis_permit_release() does and logs a failure with g_warning()
+ * (a lost lease: the work it protected may have run beside another holder's), as
+ * redis_lock_locker_free() does for a lock. It is the cleanup of
+ * `g_autoptr (RedisPermit)`, so a permit held for a scope is given back when the scope
+ * ends; to learn the outcome, take it out with g_steal_pointer() and call
+ * redis_permit_release() instead. Not introspected: bindings release with
+ * redis_permit_release() (the boxed type's free gives back a permit never released,
+ * without a warning).
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_permit_free (RedisPermit *permit);
+
+/**
  * redis_permit_is_lease_lost:
  * @permit: a permit
  *
@@ -321,6 +376,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_permit_get_key (RedisPermit *permi
 REDIS_LOCK_AVAILABLE_IN_0_1 char *redis_permit_dup_lease_value (RedisPermit *permit);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisSemaphore, redis_semaphore_unref)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisPermit, redis_permit_free)
 
 G_END_DECLS
 
