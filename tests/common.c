@@ -212,6 +212,22 @@ test_wait_contended (RedisLockRegistry *registry, guint64 at_least, gint64 timeo
   return test_wait_until (contended_reached, &wait, timeout_ms);
 }
 
+static gboolean
+heard_more (gpointer data)
+{
+  ContendedWait *wait = data;
+
+  return test_stats (wait->registry).notifications > wait->at_least;
+}
+
+gboolean
+test_wait_heard (RedisLockRegistry *registry, guint64 before, gint64 timeout_ms)
+{
+  ContendedWait wait = { registry, before };
+
+  return test_wait_until (heard_more, &wait, timeout_ms);
+}
+
 /* --- A registry's statistics ------------------------------------------------------- */
 
 RedisLockRegistryStats

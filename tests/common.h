@@ -120,6 +120,10 @@ gboolean test_wait_until (gboolean (*condition) (gpointer data), gpointer data, 
  * some thread of @registry found the lock held in Redis and is waiting). */
 gboolean test_wait_contended (RedisLockRegistry *registry, guint64 at_least, gint64 timeout_ms);
 
+/* Polls until @registry has heard more messages (its notifications counter) than
+ * @before. */
+gboolean test_wait_heard (RedisLockRegistry *registry, guint64 before, gint64 timeout_ms);
+
 /* --- A registry's statistics ------------------------------------------------------- */
 
 /* A snapshot of redis_lock_registry_get_stats(), for use in an expression:

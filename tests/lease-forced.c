@@ -95,20 +95,6 @@ test_force_unlock_shapes (TestFixture *fx, gconstpointer data)
     }
 }
 
-/* The holder's registry has heard at least one more message than @before. */
-typedef struct
-{
-  RedisLockRegistry *registry;
-  guint64 before;
-} Heard;
-
-static gboolean
-heard (gpointer data)
-{
-  Heard *h = data;
-  return test_stats (h->registry).notifications > h->before;
-}
-
 static void
 test_force_unlock_no_handoff (TestFixture *fx, gconstpointer data)
 {
@@ -119,7 +105,7 @@ test_force_unlock_no_handoff (TestFixture *fx, gconstpointer data)
   g_autoptr (GError) error = NULL;
   TestTaker t2 = { 0 };
   GThread *thread;
-  Heard h = { a, 0 };
+  guint64 before;
 
   g_test_summary ("A lease heard forced open is not handed to the next thread of its "
                   "registry: T1 holds, T2 of the same registry waits, the lock is forced "
@@ -138,10 +124,10 @@ test_force_unlock_no_handoff (TestFixture *fx, gconstpointer data)
   g_assert_true (test_wait_until (test_taker_started, &t2, 5000));
   g_assert_true (test_wait_thread_blocked (t2.tid, 5000));
 
-  h.before = test_stats (a).notifications;
+  before = test_stats (a).notifications;
   g_assert_true (redis_lock_registry_force_unlock (fx->registry, "handed", &error));
   g_assert_no_error (error);
-  g_assert_true (test_wait_until (heard, &h, 5000));
+  g_assert_true (test_wait_heard (a, before, 5000));
   g_assert_true (redis_lock_try_lock (other, &error));
   g_assert_no_error (error);
 

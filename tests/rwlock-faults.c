@@ -333,20 +333,6 @@ test_forced_set_and_mark_refused (TestFixture *fx, gconstpointer data)
   g_assert_true (w.result);
 }
 
-/* The registry has heard at least one more message than @before. */
-typedef struct
-{
-  RedisLockRegistry *registry;
-  guint64 before;
-} Heard;
-
-static gboolean
-heard (gpointer data)
-{
-  Heard *h = data;
-  return test_stats (h->registry).notifications > h->before;
-}
-
 static void
 test_forced_reader_lease_told (TestFixture *fx, gconstpointer data)
 {
@@ -354,10 +340,10 @@ test_forced_reader_lease_told (TestFixture *fx, gconstpointer data)
   g_autoptr (GError) error = NULL;
   g_autofree char *key = reader_key (fx->registry, NAME);
   const char *name = key + strlen (TEST_REGISTRY_KEY ":");
-  Heard h = { fx->registry, 0 };
   GCancellable *cancellable;
   TestLeaseLost ll;
   gint64 t0;
+  guint64 before;
 
   g_test_summary ("A reader lease forced open (force_unlock of `{name}:rw:r:CLIENT_ID`): "
                   "once its registry has heard it, a new reading thread does not join it, "
@@ -376,11 +362,11 @@ test_forced_reader_lease_told (TestFixture *fx, gconstpointer data)
     TEST_WAIT_UNTIL (test_stats (fx->registry).subscriber_connections >= test_store_nodes (fx),
                      10000);
 
-  h.before = test_stats (fx->registry).notifications;
+  before = test_stats (fx->registry).notifications;
   t0 = test_now_ms ();
   g_assert_true (redis_lock_registry_force_unlock (fx->registry, name, &error));
   g_assert_no_error (error);
-  g_assert_true (test_wait_until (heard, &h, 5000));
+  g_assert_true (test_wait_heard (fx->registry, before, 5000));
   g_assert_false (other_thread_reads (lock));
 
   g_assert_cmpuint (test_lease_lost_wait (&ll, 3000), ==, 1);

@@ -28,8 +28,6 @@
 
 #include <string.h>
 
-/* Worker side: one hold in this many is held for up to half the lease TTL. */
-#define LONG_HOLD_ONE_IN 20
 /* A leader acts (asks is_leading) this often, and competes again this soon after it
  * yielded or lost its lease. */
 #define LEADER_TICK_MS 2
@@ -49,10 +47,8 @@ family_note_told (GCancellable *cancellable, gpointer told_us)
 /* ------------------------------------------------------------------------------------- */
 /* Worker side: the semaphore and the read-write lock. */
 
-/* Inside a hold: the freeze when asked for (the process stops itself, its lease
- * expires meanwhile), then the workload's hold. */
-static void
-hold (WorkerThread *t, gboolean freeze)
+void
+family_hold (WorkerThread *t, gboolean freeze)
 {
   Worker *w = t->w;
 
@@ -142,7 +138,7 @@ semaphore_hold (WorkerThread *t, guint name, gboolean freeze)
   e.token = redis_permit_get_index (permit);
   cancellable = redis_permit_get_lease_cancellable (permit);
   handler = g_cancellable_connect (cancellable, G_CALLBACK (family_note_told), &e.told_us, NULL);
-  hold (t, freeze);
+  family_hold (t, freeze);
   hold_end (&e, cancellable, handler, redis_permit_is_lease_lost (permit));
   redis_permit_release (permit, &error);
   release_end (t, &e, "unlock", error);
@@ -180,7 +176,7 @@ rwlock_hold (WorkerThread *t, guint name, gboolean write, gboolean freeze)
   cancellable = redis_rw_lock_get_lease_cancellable (lock);
   if (cancellable != NULL)
     handler = g_cancellable_connect (cancellable, G_CALLBACK (family_note_told), &e.told_us, NULL);
-  hold (t, freeze);
+  family_hold (t, freeze);
   hold_end (&e, cancellable, handler, redis_rw_lock_is_lease_lost (lock));
   if (write)
     redis_rw_lock_write_unlock (lock, &error);

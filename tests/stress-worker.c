@@ -41,8 +41,6 @@
 #define MAX_RECORDS 2000
 /* How long the replicas asked for have to acknowledge a write (set_min_replicas). */
 #define MIN_REPLICAS_WAIT_MS 500
-/* History mode: one section in this many is held for up to half the lease TTL. */
-#define LONG_HOLD_ONE_IN 20
 
 const char *const code_names[] = {
   "INVALID",    "CONNECTION", "REDIS",  "NOT_OWNER",      "LEASE_LOST",
@@ -593,17 +591,7 @@ history_section (WorkerThread *t, RedisLock *lock, const char *name, const char 
   if (cancellable != NULL)
     handler = g_cancellable_connect (cancellable, G_CALLBACK (family_note_told), &e.told_us, NULL);
   reentered = !freeze && maybe_reenter (t, lock);
-  if (freeze)
-    {
-      worker_freeze (w);
-      g_atomic_int_set (&w->freezing, 0);
-    }
-  /* Workload: most sections are short, one in LONG_HOLD_ONE_IN lasts up to half the
-   * TTL, so that faults find holders inside their sections. */
-  if (w->opt->hold_us > 0 && g_rand_int_range (t->rand, 0, LONG_HOLD_ONE_IN) == 0)
-    g_usleep ((gulong)g_rand_int_range (t->rand, 0, (gint32)(w->opt->ttl_ms * 500)));
-  else if (w->opt->hold_us > 0)
-    g_usleep ((gulong)g_rand_int_range (t->rand, 0, (gint32)w->opt->hold_us));
+  family_hold (t, freeze);
   e.told = redis_lock_is_lease_lost (lock)
            || (cancellable != NULL && g_cancellable_is_cancelled (cancellable));
   e.end_us = g_get_monotonic_time ();

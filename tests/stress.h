@@ -218,6 +218,12 @@ void family_thread_run (WorkerThread *t);
 
 /* Records in *@told_us (atomically, once) when the cancellable it is connected to fired. */
 void family_note_told (GCancellable *cancellable, gpointer told_us);
+/* Inside a hold (a section of any member): the freeze when asked for (the process
+ * stops itself, its lease expires meanwhile), then the workload's hold, most of them
+ * short, one in LONG_HOLD_ONE_IN up to half the TTL. */
+void family_hold (WorkerThread *t, gboolean freeze);
+/* History mode: one hold in this many is held for up to half the lease TTL. */
+#define LONG_HOLD_ONE_IN 20
 
 /* --- The controller (stress.c) ------------------------------------------------------- */
 
