@@ -13,10 +13,10 @@
  * together; a reader lease is released by the store's usual release script
  * (compare-and-delete, then the notification) and its id stays in the index until a
  * script meets it. Nothing in Redis is safe from a DEL or an eviction, so a reader
- * lease is held only while its registration is there: its renewal (its own script,
- * used by redis-lease.c and redis-batch.c) checks and moves the registration, an
- * inspection (redis-inspect.c) checks it, and every writer's acquisition publishes the
- * index's key, so that the registries reading check theirs at once.
+ * lease is held only while its registration is there: its renewal and inspection
+ * check it (redis-readers.c, which the lease code calls), and every writer's
+ * acquisition publishes the index's key, so that the registries reading check theirs
+ * at once.
  */
 #include "config.h"
 
@@ -175,27 +175,9 @@ static const char stop_waiting_script[]
       "end\n"
       "return 1\n";
 
-/* RW RENEW READER: KEYS[1] = a reader lease, KEYS[2] = its lock's readers index;
- * ARGV[1] = the hold's value, ARGV[2] = TTL in ms, ARGV[3] = the registry's client id.
- * As RENEW (1: renewed; 0: the key is gone or foreign), and lost too (0) when the
- * registration is gone from the index (the index was deleted or evicted: writers no
- * longer see this reader); renewed, the registration's score moves with the TTL. */
-static const char renew_reader_script[]
-    = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then\n"
-      "  return 0\n"
-      "end\n"
-      "if not redis.call('ZSCORE', KEYS[2], ARGV[3]) then\n"
-      "  return 0\n"
-      "end\n"
-      "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-      "local t = redis.call('TIME')\n"
-      "local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-      "redis.call('ZADD', KEYS[2], string.format('%.0f', ms + tonumber(ARGV[2])), ARGV[3])\n"
-      "return 1\n";
-
 typedef struct
 {
-  RlScript read, write, stop_waiting, renew_reader;
+  RlScript read, write, stop_waiting;
 } RwScripts;
 
 static const RwScripts *
@@ -209,7 +191,6 @@ scripts (void)
       rl_redis_script_init (&s.read, read_script);
       rl_redis_script_init (&s.write, write_script);
       rl_redis_script_init (&s.stop_waiting, stop_waiting_script);
-      rl_redis_script_init (&s.renew_reader, renew_reader_script);
       g_once_init_leave (&once, 1);
     }
   return &s;
@@ -298,56 +279,6 @@ rl_redis_rw_stop_waiting (RlStore *store, const RlRwKeys *keys, gint64 deadline,
 
   if (reply == NULL)
     return FALSE;
-  freeReplyObject (reply);
-  return TRUE;
-}
-
-/* Reader leases are renewed by their own script, which also checks and moves their
- * registration in the index ------------------------------------------------------ */
-
-char *
-rl_redis_rw_reader_index (const char *key, const char *value, char **id)
-{
-  static const char tail[] = "}:rw:r:";
-  const char *colon = value != NULL ? strrchr (value, ':') : NULL;
-  gsize id_len = colon != NULL ? (gsize) (colon - value) : 0;
-  gsize key_len = strlen (key);
-  gsize prefix_len;
-
-  /* `…{name}:rw:r:CLIENT_ID` holding `CLIENT_ID:N`. */
-  if (id_len == 0 || key_len < id_len + sizeof tail - 1
-      || strncmp (key + key_len - id_len, value, id_len) != 0
-      || strncmp (key + key_len - id_len - (sizeof tail - 1), tail, sizeof tail - 1) != 0)
-    return NULL;
-  prefix_len = key_len - id_len - (sizeof tail - 1);
-  if (memchr (key, '{', prefix_len) == NULL)
-    return NULL;
-  *id = g_strndup (value, id_len);
-  return g_strdup_printf ("%.*s}:rw:readers", (int) prefix_len, key);
-}
-
-const RlScript *
-rl_redis_rw_renew_reader_script (void)
-{
-  return &scripts ()->renew_reader;
-}
-
-gboolean
-rl_redis_rw_registered (RlStore *store, const char *key, const char *value, gboolean *registered,
-                        GError **error)
-{
-  g_autofree char *id = NULL;
-  g_autofree char *index = rl_redis_rw_reader_index (key, value, &id);
-  const char *argv[3] = { "ZSCORE", index, id };
-  redisReply *reply;
-
-  *registered = TRUE;
-  if (index == NULL)
-    return TRUE;
-  reply = rl_redis_store_call (store, index, 3, argv, NULL, 0, NULL, NULL, FALSE, error);
-  if (reply == NULL)
-    return FALSE;
-  *registered = reply->type != REDIS_REPLY_NIL;
   freeReplyObject (reply);
   return TRUE;
 }

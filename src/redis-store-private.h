@@ -87,7 +87,7 @@ RlStoreSemaphoreAvailableFunc rl_redis_semaphore_available;
 /* redis-rwlock.c: the read-write lock's entries of the vtable (store.h). */
 RlStoreRwAcquireFunc rl_redis_rw_acquire;
 RlStoreRwStopWaitingFunc rl_redis_rw_stop_waiting;
-/* When @key is the reader lease of a read-write lock held with @value (the reader
+/* redis-readers.c: reader leases, for the lease code. When @key is the reader lease of a read-write lock held with @value (the reader
  * lease of the registry whose client id @value starts with): the key of the lock's
  * readers index (g_free()), with the registration's member, the client id, in *@id
  * (g_free()); else NULL. */
