@@ -123,6 +123,50 @@ check "every page of the manual is in docs/ and linked from the README${missing:
   test -z "$missing"
 check "the README shows the chart docs/bench.svg" grep -q '](docs/bench.svg)' "$top/README.md"
 
+# The hand-written pages open as gi-docgen reads them: a block of "Key: value" lines
+# (the SPDX line, then the page's Title:) before the first blank line; a page without a
+# Title: is listed as "Unknown document".
+untitled=
+for page in $(sed -n '/^content_files/,/^]/s/^ *"\([^"]*\)".*/\1/p' "$top"/docs/*.toml.in); do
+  awk '
+    /^$/ { exit }
+    !/^[A-Za-z0-9_-]+: / { bad = 1 }
+    /^Title: [^ ]/ { title = 1 }
+    END { exit !(title && !bad) }' "$top/docs/$page" 2>/dev/null || untitled="$untitled $page"
+done
+check "every page of the manuals opens with its Title:${untitled:+ (not:$untitled)}" test -z "$untitled"
+
+# gi-docgen reads a doc text whose first line starts "word:" as Markdown metadata and
+# drops that line: the text of a parameter, a member, a return value, and the first
+# line of a description must not start so (a "Since:"-like tag line and the symbol's
+# own name line are not doc text).
+bad=$(awk '
+  /^\/\*\*[ \t]*$/ { inblock = 1; state = 0; next }
+  inblock && /\*\// { inblock = 0; next }
+  !inblock { next }
+  state == 0 && /^ \* [A-Za-z_][A-Za-z0-9_:]*:/ && !/^ \* @/ { state = 1; next }
+  /^ \*[ \t]*$/ { if (state == 1 || state == 2) state = 3; next }
+  {
+    text = $0; sub (/^ \* ?/, "", text)
+    if (text ~ /^(Since|Deprecated|Stability):/) { state = 4; next }
+    tagged = 0
+    if (text ~ /^(@[A-Za-z0-9_.]+|Returns|Return value):/) {
+      sub (/^(@[A-Za-z0-9_.]+|Returns|Return value):[ \t]*/, "", text)
+      while (text ~ /^\([^)]*\)[ \t]*/) sub (/^\([^)]*\)[ \t]*/, "", text)
+      sub (/^:[ \t]*/, "", text)
+      tagged = 1; if (state == 1) state = 2
+    } else if (state == 3 && text !~ /^[ \t]/) {
+      tagged = 1; state = 4
+    }
+    if (tagged && text ~ /^[A-Za-z0-9_-]+:([ \t]|$)/) print FILENAME ":" FNR ": " $0
+  }' $headers)
+if [ -z "$bad" ]; then
+  ok "no doc text in the headers starts with a word and a colon (gi-docgen would drop it)"
+else
+  not_ok "no doc text in the headers starts with a word and a colon (gi-docgen would drop it)"
+  diag "reword these, so that their first word does not end in a colon:" "$bad"
+fi
+
 if [ "${REDISLOCK_DOCS:-no}" != yes ] || [ -z "${RL_TOP_BUILDDIR:-}" ]; then
   echo "ok $((n + 1)) # SKIP the reference manual is not built (configure --enable-docs)"
   n=$((n + 1))

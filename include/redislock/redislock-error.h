@@ -36,8 +36,8 @@ G_BEGIN_DECLS
  * @REDIS_LOCK_ERROR_NOT_OWNER: unlock by a thread that does not hold the lock; renew of a
  *   lock that no thread of this registry holds.
  * @REDIS_LOCK_ERROR_LEASE_LOST: the Redis lease expired or now belongs to another owner.
- * @REDIS_LOCK_ERROR_CACHE_FULL: obtain: the cache is at capacity and every cached lock is
- *   in use.
+ * @REDIS_LOCK_ERROR_CACHE_FULL: [method@Redislock.LockRegistry.obtain] found the cache at
+ *   capacity and every cached lock in use.
  * @REDIS_LOCK_ERROR_FORKED: a registry was used in a child process after fork().
  * @REDIS_LOCK_ERROR_CLOSED: the registry was closed.
  * @REDIS_LOCK_ERROR_NOT_REPLICATED: fewer replicas than

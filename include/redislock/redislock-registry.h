@@ -85,8 +85,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_get_type (void) G_GNUC_CONST;
 
 /**
  * RedisLockWaitMode:
- * @REDIS_LOCK_WAIT_PUBSUB: default: a waiter sleeps until the unlock notification for its
- *   lock arrives, bounded by the holder's remaining TTL, the caller's deadline and
+ * @REDIS_LOCK_WAIT_PUBSUB: the default. A waiter sleeps until the unlock notification for
+ *   its lock arrives, bounded by the holder's remaining TTL, the caller's deadline and
  *   cancellable. Behind a key without expiry (another client's `SET` without `PX`) it
  *   retries every idle_between_tries_ms, so that such a key deleted without a
  *   notification never leaves it asleep for good. With
