@@ -36,18 +36,18 @@ G_BEGIN_DECLS
  * @REDIS_LOCK_ERROR_NOT_OWNER: unlock by a thread that does not hold the lock; renew of a
  *   lock that no thread of this registry holds.
  * @REDIS_LOCK_ERROR_LEASE_LOST: the Redis lease expired or now belongs to another owner.
- * @REDIS_LOCK_ERROR_CACHE_FULL: obtain: the cache is at capacity and every cached lock is
- *   in use.
+ * @REDIS_LOCK_ERROR_CACHE_FULL: [method@Redislock.LockRegistry.obtain] found the cache at
+ *   capacity and every cached lock in use.
  * @REDIS_LOCK_ERROR_FORKED: a registry was used in a child process after fork().
  * @REDIS_LOCK_ERROR_CLOSED: the registry was closed.
  * @REDIS_LOCK_ERROR_NOT_REPLICATED: fewer replicas than
- *   redis_lock_registry_set_min_replicas() asks for acknowledged the acquisition within
+ *   [method@Redislock.LockRegistry.set_min_replicas] asks for acknowledged the acquisition within
  *   its timeout; the lease was released again.
  * @REDIS_LOCK_ERROR_DEADLOCK: this wait closes a cycle of waits (a thread holds a lock
  *   another waits for while it waits for one that other holds, across any number of
  *   threads, registries and processes of one deployment): of the waiters of the
  *   cycle, the one whose wait began last fails with it, its message naming the cycle,
- *   and the others go on (see redis_lock_registry_set_deadlock_detection()).
+ *   and the others go on (see [method@Redislock.LockRegistry.set_deadlock_detection]).
  *   Since: 0.1
  *
  * Error codes of the %REDIS_LOCK_ERROR domain.
@@ -94,6 +94,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_error_get_type (void) G_GNUC_CONST;
  * redis_lock_error_quark:
  *
  * The error domain of redislock, as a #GQuark; use %REDIS_LOCK_ERROR.
+ * See [error@Redislock.LockErrorCode].
  *
  * Returns: the quark of the %REDIS_LOCK_ERROR domain.
  *

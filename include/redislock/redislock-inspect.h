@@ -28,7 +28,7 @@ G_BEGIN_DECLS
  * @acquisitions: outermost acquisitions that took a Redis lease
  * @contended_attempts: acquisition attempts that found the key held by another owner
  * @releases: outermost unlocks that sent a release to Redis
- * @renewals: leases renewed (by the watchdog or redis_lock_registry_renew())
+ * @renewals: leases renewed (by the watchdog or [method@Redislock.LockRegistry.renew])
  * @leases_lost: leases found lost
  * @notifications: unlock notifications received by the subscriber
  * @watchdog_ticks: watchdog ticks that renewed at least one lease
@@ -37,7 +37,7 @@ G_BEGIN_DECLS
  * @last_tick_us: wall time of the last tick, in microseconds
  * @local_handoffs: outermost unlocks that handed the lease to a waiting thread of
  *   this registry instead of releasing it (see
- *   redis_lock_registry_set_max_local_handoffs())
+ *   [method@Redislock.LockRegistry.set_max_local_handoffs])
  * @yields: acquisitions that first let other clients take the lock: after a streak
  *   of local hand-offs, or after four holds of the lease in a row since this
  *   registry last had to wait for the lock, when the release that ended it reached a
@@ -49,7 +49,7 @@ G_BEGIN_DECLS
  *   failed over (a Sentinel switch, a Cluster slot that changed owner)
  * @doubtful_releases: releases that may not have been the lease's last word: made on
  *   a Sentinel master that was found replaced shortly after (see
- *   redis_lock_registry_set_min_replicas()); each is also logged
+ *   [method@Redislock.LockRegistry.set_min_replicas]); each is also logged
  * @subscriber_connections: connections of the registry's subscriber that came up: the
  *   first once the registry holds a lease or waits, then one after each break (a
  *   server restart, a reset connection, a failover)
@@ -114,7 +114,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_registry_stats_get_type (void) G_GN
  * @pttl_ms: the lease's remaining TTL in milliseconds; -1 when the key has no expiry
  *
  * A lease as the store holds it, whoever its holder, seen by
- * redis_lock_registry_get_lease_info() and redis_lock_registry_list_leases().
+ * [method@Redislock.LockRegistry.get_lease_info] and [method@Redislock.LockRegistry.list_leases].
  *
  * Since: 0.1
  */
@@ -129,7 +129,7 @@ typedef struct
  * REDIS_LOCK_TYPE_LEASE_INFO:
  *
  * The #GType of #RedisLockLeaseInfo: a boxed type copied with its strings and freed
- * with redis_lock_lease_info_free().
+ * with [method@Redislock.LockLeaseInfo.free].
  *
  * Since: 0.1
  */
@@ -150,7 +150,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_lease_info_get_type (void) G_GNUC_C
  * redis_lock_lease_info_free:
  * @info: (transfer full) (nullable): a lease info
  *
- * Frees @info and its strings.
+ * Frees @info and its strings. See [method@Redislock.LockRegistry.get_lease_info].
  *
  * Since: 0.1
  */
@@ -168,7 +168,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_lease_info_free (RedisLockLeaseInfo 
  * soon as it is returned.
  *
  * Returns: (transfer full) (nullable): the lease, free with
- *   redis_lock_lease_info_free(); %NULL without an error when the lock is free;
+ *   [method@Redislock.LockLeaseInfo.free]; %NULL without an error when the lock is free;
  *   %NULL with @error on failure (%REDIS_LOCK_ERROR_INVALID for a bad name).
  *
  * Since: 0.1
@@ -188,7 +188,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockLeaseInfo *redis_lock_registry_get_lease_in
  * listed. Keys of a registry key that extends this one (`orders:eu` for `orders`) are
  * listed too, with the rest of their key as the name: the key layout cannot tell them
  * apart. A key under the registry key that is not a string (no lease) is passed over;
- * redis_lock_registry_get_lease_info() of it fails with %REDIS_LOCK_ERROR_REDIS.
+ * [method@Redislock.LockRegistry.get_lease_info] of it fails with %REDIS_LOCK_ERROR_REDIS.
  *
  * Returns: (transfer container) (element-type RedisLockLeaseInfo) (nullable): the
  *   leases in no particular order, an array that frees its elements (so the caller
@@ -209,8 +209,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GPtrArray *redis_lock_registry_list_leases (RedisLoc
  * @since_us: when the wait began, wall-clock microseconds (as g_get_real_time())
  *
  * A thread waiting for a lock, as its waits-for record in the store describes it
- * (see redis_lock_registry_set_deadlock_detection()), seen by
- * redis_lock_registry_list_waiters().
+ * (see [method@Redislock.LockRegistry.set_deadlock_detection]), seen by
+ * [method@Redislock.LockRegistry.list_waiters].
  *
  * Since: 0.1
  */
@@ -227,7 +227,7 @@ typedef struct
  * REDIS_LOCK_TYPE_WAITER_INFO:
  *
  * The #GType of #RedisLockWaiterInfo: a boxed type copied with its strings and freed
- * with redis_lock_waiter_info_free().
+ * with [method@Redislock.LockWaiterInfo.free].
  *
  * Since: 0.1
  */
@@ -246,7 +246,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_waiter_info_get_type (void) G_GNUC_
  * redis_lock_waiter_info_free:
  * @info: (transfer full) (nullable): a waiter info
  *
- * Frees @info and its strings.
+ * Frees @info and its strings. See [method@Redislock.LockRegistry.list_waiters].
  *
  * Since: 0.1
  */
@@ -260,7 +260,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_waiter_info_free (RedisLockWaiterInf
  * Every thread of any process that waits for a lock under the registry key and has
  * recorded its wait: a wait is recorded once it has lasted a few hundred
  * milliseconds, by a registry with deadlock detection on (the default; see
- * redis_lock_registry_set_deadlock_detection()), and its record goes when the wait
+ * [method@Redislock.LockRegistry.set_deadlock_detection]), and its record goes when the wait
  * ends. One request (on Redis, one script reading one hash). For operators and tools
  * (`redislock status`, `redislock watch`).
  *
@@ -280,6 +280,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GPtrArray *redis_lock_registry_list_waiters (RedisLo
  * @stats: (out caller-allocates): filled with the registry's counters
  *
  * Copies the registry's counters (see #RedisLockRegistryStats) into @stats.
+ * See [Performance](performance.html).
  *
  * Since: 0.1
  */

@@ -24,7 +24,7 @@ G_BEGIN_DECLS
  * RedisLockLeader:
  *
  * A candidate for leadership of a name, reference counted. Its functions may be called
- * from any thread; its callback runs in the main context redis_lock_leader_start() was
+ * from any thread; its callback runs in the main context [method@Redislock.LockLeader.start] was
  * called in.
  *
  * Since: 0.1
@@ -35,16 +35,16 @@ typedef struct _RedisLockLeader RedisLockLeader;
  * RedisLockLeaderFunc:
  * @leader: the candidate
  * @leading: %TRUE: leadership was granted; %FALSE: it ended
- * @user_data: (closure): the data given to redis_lock_leader_new()
+ * @user_data: (closure): the data given to [ctor@Redislock.LockLeader.new]
  *
- * Called in the thread-default main context of redis_lock_leader_start() with
+ * Called in the thread-default main context of [method@Redislock.LockLeader.start] with
  * @leading %TRUE when the candidate becomes leader, and with %FALSE exactly once when
  * that leadership ends (stop, yield, lease lost or run out, registry closed). With
  * %FALSE, the lock is still held when the leadership ended by stop or yield (it is
  * released right after the call returns), so work stopped in the callback never
  * overlaps the next leader's. A leadership whose lease was lost or ran out has ended
- * before this call: redis_lock_leader_is_leading() and the cancellable told so in the
- * thread that found it (see redis_lock_leader_is_leading()). It may call any function
+ * before this call: [method@Redislock.LockLeader.is_leading] and the cancellable told so in the
+ * thread that found it (see [method@Redislock.LockLeader.is_leading]). It may call any function
  * of the leader.
  *
  * Since: 0.1
@@ -73,13 +73,13 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_leader_get_type (void) G_GNUC_CONST
 /**
  * redis_lock_leader_new:
  * @registry: a registry
- * @name: the name to lead, a lock name (its lock, redis_lock_registry_obtain() of
+ * @name: the name to lead, a lock name (its lock, [method@Redislock.LockRegistry.obtain] of
  *   @name, is what the leader holds)
  * @func: (scope notified) (closure user_data): called when leadership begins and ends
  * @user_data: data for @func
  * @destroy: (nullable): called with @user_data when the leader is freed
  *
- * Makes a candidate; nothing happens until redis_lock_leader_start().
+ * Makes a candidate; nothing happens until [method@Redislock.LockLeader.start].
  *
  * Returns: (transfer full) (nullable): the candidate; %NULL (with a critical) for a
  *   bad name or a closed registry.
@@ -96,7 +96,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockLeader *redis_lock_leader_new (RedisLockReg
  * redis_lock_leader_ref: (skip)
  * @leader: a candidate
  *
- * Takes a reference to the candidate.
+ * Takes a reference to the candidate. See [method@Redislock.LockLeader.unref].
  *
  * Returns: (transfer full): @leader, with one more reference.
  *
@@ -109,7 +109,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockLeader *redis_lock_leader_ref (RedisLockLea
  * @leader: (transfer full) (nullable): a candidate
  *
  * Drops a reference. A started candidate keeps itself alive until it is stopped (or
- * its registry closes): call redis_lock_leader_stop() first. A stopped one needs
+ * its registry closes): call [method@Redislock.LockLeader.stop] first. A stopped one needs
  * nothing more of its main context: dropped (with its registry), it frees them once
  * its release is done, in the background, even if that context never runs again.
  *
@@ -124,6 +124,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_unref (RedisLockLeader *leade
  * Starts competing for leadership, in the thread-default main context of the calling
  * thread, which must run it (the lock is held by this thread while it leads). Nothing
  * happens when it is started already.
+ * See [method@Redislock.LockLeader.stop] and [Leader election](leader.html).
  *
  * Since: 0.1
  */
@@ -137,7 +138,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_start (RedisLockLeader *leade
  * released) if it leads, or stops waiting for it. Called from the thread that runs the
  * leader's main context, it is done when it returns; from another thread, it is done
  * in that context soon after. The release of the lock is sent to Redis from a worker
- * thread of the registry, as redis_lock_unlock_async() does, but with nobody waiting
+ * thread of the registry, as [method@Redislock.Lock.unlock_async] does, but with nobody waiting
  * for its result: the context never waits for a server (which may be the one that
  * stopped answering), and the release completes in the background without the context
  * running again; a release the server does not answer in time is retried there, as a
@@ -151,8 +152,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_stop (RedisLockLeader *leader
  * redis_lock_leader_yield:
  * @leader: a candidate
  *
- * Gives leadership up now (as redis_lock_leader_stop() does) and competes again after
- * the pause of redis_lock_leader_set_pause_ms(), so that another candidate may lead.
+ * Gives leadership up now (as [method@Redislock.LockLeader.stop] does) and competes again after
+ * the pause of [method@Redislock.LockLeader.set_pause_ms], so that another candidate may lead.
  * Nothing happens when it does not lead.
  *
  * Since: 0.1
@@ -165,7 +166,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_yield (RedisLockLeader *leade
  * @pause_ms: how long it waits before competing again after it yielded, lost its lease
  *   or failed to reach Redis; default 1000, must be >= 0
  *
- * Sets the pause before the candidate competes again.
+ * Sets the pause before the candidate competes again. See [method@Redislock.LockLeader.yield].
  *
  * Since: 0.1
  */
@@ -184,6 +185,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_set_pause_ms (RedisLockLeader
  * (or frozen) past its TTL answers %FALSE at once when it resumes, before any renewal
  * reply. A leadership found run out here ends here: its cancellable is cancelled in
  * this thread, and the callback gets %FALSE later in the leader's context.
+ * See [Leader election](leader.html).
  *
  * Returns: whether it leads now (from the grant until the leadership ends, its lease
  *   is found lost or its time runs out, whichever comes first).
@@ -202,7 +204,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_leader_is_leading (RedisLockLead
  *   (already cancelled when it does not lead), to pass to the work done as leader. It
  *   is cancelled from the moment the lease's time has run out or its loss is known, in
  *   whatever thread finds it (the registry's watchdog or subscriber thread, or the
- *   caller of redis_lock_leader_is_leading() or of this function, which check the
+ *   caller of [method@Redislock.LockLeader.is_leading] or of this function, which check the
  *   lease's time as that one does), before the callback gets %FALSE in the leader's
  *   context: its handlers may run in any thread. Each leadership gets a new one, made
  *   when it is granted: the one returned stays valid until then (take a reference to
@@ -216,7 +218,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GCancellable *redis_lock_leader_get_cancellable (Red
  * redis_lock_leader_get_name:
  * @leader: a candidate
  *
- * Gives the name the candidate competes for.
+ * Gives the name the candidate competes for. See [Leader election](leader.html).
  *
  * Returns: (transfer none): the name it competes for.
  *

@@ -32,7 +32,7 @@ G_BEGIN_DECLS
  * boxed type %REDIS_LOCK_TYPE_LOCK.
  *
  * Thread safety: unlike the rest of this header, only a thread that already holds a
- * reference (or the lease-lost callback) may call it.
+ * reference (or the lease-lost callback) may call it. See [method@Redislock.Lock.unref].
  *
  * Returns: (transfer full): @lock, with one more reference.
  *
@@ -46,7 +46,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLock *redis_lock_ref (RedisLock *lock);
  *
  * Drops a reference. An unreferenced lock stays cached (same pointer on the next
  * obtain) until the cache drops it; keep a reference for as long as you call functions
- * on the lock. Not introspected, as redis_lock_ref().
+ * on the lock. Not introspected, as [method@Redislock.Lock.ref].
  *
  * Since: 0.1
  */
@@ -58,7 +58,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_unref (RedisLock *lock);
  *
  * The name of @lock.
  *
- * Returns: (transfer none): the name given to redis_lock_registry_obtain().
+ * Returns: (transfer none): the name given to [method@Redislock.LockRegistry.obtain].
  *
  * Since: 0.1
  */
@@ -68,7 +68,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_get_name (RedisLock *lock);
  * redis_lock_get_key:
  * @lock: a lock
  *
- * The Redis key that the lease of @lock is stored under.
+ * The Redis key that the lease of @lock is stored under. See [Spring](spring.html).
  *
  * Returns: (transfer none): the Redis key of the lock, `registry_key:name`.
  *
@@ -83,6 +83,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_get_key (RedisLock *lock);
  *
  * Blocks until the calling thread holds @lock. Re-entry raises the hold count without
  * contacting Redis.
+ * See [error@Redislock.LockErrorCode] and [Threads, processes and lifetime](threads.html).
  *
  * Returns: %TRUE when held; %FALSE with @error set only when Redis fails
  *   (%REDIS_LOCK_ERROR_CONNECTION, %REDIS_LOCK_ERROR_REDIS) or the registry is closed
@@ -99,6 +100,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_lock (RedisLock *lock, GError **
  *
  * One attempt that never waits: fails at once if another thread of this registry holds
  * the lock, otherwise one Redis round trip.
+ * See [error@Redislock.LockErrorCode] and [Threads, processes and lifetime](threads.html).
  *
  * Returns: %TRUE = now held; %FALSE with @error unset = held by someone else;
  *   %FALSE with @error set = failure.
@@ -122,6 +124,15 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_try_lock (RedisLock *lock, GErro
  * and if it took the key after all, the registry releases it in the background. With
  * @wait_ms = 0 the one attempt is bounded by the command timeout.
  *
+ * How the wait is spent follows the registry's settings: its
+ * [enum@Redislock.LockWaitMode] ([method@Redislock.LockRegistry.set_wait_mode]), its
+ * timeouts ([method@Redislock.LockRegistry.set_command_timeout_ms]) and its lease TTL
+ * ([method@Redislock.LockRegistry.set_expire_after_ms]). Failures are of the
+ * [error@Redislock.LockErrorCode] domain, or %G_IO_ERROR_CANCELLED; release the lock
+ * with [method@Redislock.Lock.unlock] from the same thread (see
+ * [Threads, processes and lifetime](threads.html) and
+ * [Restarts, failovers and fault histories](faults.html)).
+ *
  * Returns: %TRUE = now held; %FALSE with @error unset = not acquired within @wait_ms;
  *   %FALSE with @error set = failure (Redis, cancelled, closed, forked).
  *
@@ -135,17 +146,17 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_try_lock_for (RedisLock *lock,
 /**
  * redis_lock_try_lock_full:
  * @lock: a lock
- * @wait_ms: as for redis_lock_try_lock_for()
+ * @wait_ms: as for [method@Redislock.Lock.try_lock_for]
  * @ttl_ms: TTL of this acquisition's lease; 0: the registry TTL; < 0 or more than
  *   100 years is %REDIS_LOCK_ERROR_INVALID. The watchdog renews with this TTL. Ignored
  *   on re-entry and when the lease is handed over by another thread of the registry.
  * @cancellable: (nullable): cancels the wait
  * @error: return location for a #GError
  *
- * As redis_lock_try_lock_for(), with a TTL of its own for the lease this call
+ * As [method@Redislock.Lock.try_lock_for], with a TTL of its own for the lease this call
  * takes.
  *
- * Returns: as redis_lock_try_lock_for().
+ * Returns: as [method@Redislock.Lock.try_lock_for].
  *
  * Since: 0.1
  */
@@ -162,14 +173,14 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_try_lock_full (RedisLock *lock,
  *
  * Releases one hold of the calling thread. An inner unlock only lowers the hold count.
  * The outermost unlock deletes the key only if it still holds this acquisition's value
- * (see redis_lock_dup_lease_value()), and publishes the unlock notification (when the
+ * (see [method@Redislock.Lock.dup_lease_value]), and publishes the unlock notification (when the
  * Redis user may not publish on the channel, the key is deleted all the same and one
  * warning is logged). In every case where the caller held the lock, its local hold is
  * released, so the lock stays usable.
  *
  * With other threads of this registry waiting, the outermost unlock may hand the lease
  * to the next of them instead of releasing it (see
- * redis_lock_registry_set_max_local_handoffs()). Such an unlock does not ask Redis: it
+ * [method@Redislock.LockRegistry.set_max_local_handoffs]). Such an unlock does not ask Redis: it
  * returns %TRUE when the lease was confirmed recently enough, and a loss since that
  * confirmation is reported to the next local holder (its lease is lost, or, when found
  * before it got the lock, it acquires afresh).
@@ -195,10 +206,10 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_unlock (RedisLock *lock, GError 
 /**
  * redis_lock_lock_async:
  * @lock: a lock
- * @wait_ms: total wait in milliseconds, as for redis_lock_try_lock_for(): < 0 waits
+ * @wait_ms: total wait in milliseconds, as for [method@Redislock.Lock.try_lock_for]: < 0 waits
  *   forever, 0 makes one attempt (and completes with %FALSE at once when another
  *   thread or call of this registry holds the lock)
- * @ttl_ms: TTL of this acquisition's lease, as for redis_lock_try_lock_full(); 0: the
+ * @ttl_ms: TTL of this acquisition's lease, as for [method@Redislock.Lock.try_lock_full]; 0: the
  *   registry TTL
  * @cancellable: (nullable): cancels the wait with %G_IO_ERROR_CANCELLED
  * @callback: (scope async) (closure user_data): called when the call completes
@@ -206,14 +217,14 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_unlock (RedisLock *lock, GError 
  *
  * Takes @lock for the calling thread without blocking it, for code that runs a
  * #GMainLoop. @callback is called in the thread-default main context of the calling
- * thread (see g_main_context_push_thread_default()); call redis_lock_lock_finish()
+ * thread (see g_main_context_push_thread_default()); call [method@Redislock.Lock.lock_finish]
  * there. That context must be running for the call to complete, and for its
  * @wait_ms to end it.
  *
  * When the result is %TRUE the calling thread holds @lock exactly as after
- * redis_lock_lock(): re-entry, redis_lock_is_held_by_current_thread(),
- * redis_lock_get_lease_cancellable() and redis_lock_unlock() (or
- * redis_lock_unlock_async()) from that thread. The hold begins when the call
+ * [method@Redislock.Lock.lock]: re-entry, [method@Redislock.Lock.is_held_by_current_thread],
+ * [method@Redislock.Lock.get_lease_cancellable] and [method@Redislock.Lock.unlock] (or
+ * [method@Redislock.Lock.unlock_async]) from that thread. The hold begins when the call
  * completes, just before @callback is dispatched. When the calling thread holds @lock
  * already, the call completes with one more hold: calls made from one thread do not
  * exclude each other while it holds @lock, so a loop that serves several requests
@@ -224,17 +235,17 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_unlock (RedisLock *lock, GError 
  * context to run, so block this thread with a bound, if at all.
  *
  * A pending call costs no thread: it waits in the lock's queue, in order of arrival,
- * together with the threads of this registry that wait in redis_lock_lock() (the two
+ * together with the threads of this registry that wait in [method@Redislock.Lock.lock] (the two
  * kinds take turns), and an unlock in this registry may hand the lease to it as to a
- * waiting thread (see redis_lock_unlock()), without a Redis command. Requests to
+ * waiting thread (see [method@Redislock.Lock.unlock]), without a Redis command. Requests to
  * Redis run on a small pool of worker threads of the registry, so a server that
  * stops answering delays the calls of its own registry only; a call whose request
  * could not be sent within @wait_ms (every worker blocked on such a server) completes
  * with %REDIS_LOCK_ERROR_CONNECTION, not as "not acquired". While a call
  * waits for the lease itself, it is woken by the unlock notification, the holder's
- * remaining TTL or @wait_ms, as redis_lock_try_lock_for() is.
+ * remaining TTL or @wait_ms, as [method@Redislock.Lock.try_lock_for] is.
  *
- * Cancelling @cancellable, or closing the registry (redis_lock_registry_close()),
+ * Cancelling @cancellable, or closing the registry ([method@Redislock.LockRegistry.close]),
  * completes a pending call with %G_IO_ERROR_CANCELLED or %REDIS_LOCK_ERROR_CLOSED, in
  * its own context. A call that completed before the cancellation keeps its result: if
  * it is %TRUE, the lock is held and must be unlocked.
@@ -253,16 +264,16 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_lock_async (RedisLock *lock,
 
 /**
  * redis_lock_lock_finish:
- * @lock: the lock given to redis_lock_lock_async()
+ * @lock: the lock given to [method@Redislock.Lock.lock_async]
  * @result: the #GAsyncResult given to the callback
  * @error: return location for a #GError
  *
- * Finishes redis_lock_lock_async(); call it in @callback.
+ * Finishes [method@Redislock.Lock.lock_async]; call it in @callback.
  *
- * Returns: %TRUE = the calling thread of redis_lock_lock_async() holds @lock now;
+ * Returns: %TRUE = the calling thread of [method@Redislock.Lock.lock_async] holds @lock now;
  *   %FALSE with @error unset = not acquired within @wait_ms; %FALSE with @error set =
  *   failure (Redis, %G_IO_ERROR_CANCELLED, %REDIS_LOCK_ERROR_CLOSED, forked, an
- *   invalid @ttl_ms), as for redis_lock_try_lock_full().
+ *   invalid @ttl_ms), as for [method@Redislock.Lock.try_lock_full].
  *
  * Since: 0.1
  */
@@ -279,13 +290,13 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_lock_finish (RedisLock *lock,
  * @callback: (nullable) (scope async) (closure user_data): called when the call completes
  * @user_data: (closure): data for @callback
  *
- * Releases one hold of the calling thread as redis_lock_unlock() does, without
+ * Releases one hold of the calling thread as [method@Redislock.Lock.unlock] does, without
  * blocking it: the outermost release's request to Redis runs on a worker thread, and
  * @callback is called in the thread-default main context of the calling thread; call
- * redis_lock_unlock_finish() there. The calling thread stops holding @lock when this
+ * [method@Redislock.Lock.unlock_finish] there. The calling thread stops holding @lock when this
  * function returns (an inner unlock only lowers the hold count).
  *
- * Thread safety: as redis_lock_unlock(); @callback runs in the calling thread's
+ * Thread safety: as [method@Redislock.Lock.unlock]; @callback runs in the calling thread's
  * thread-default main context.
  *
  * Since: 0.1
@@ -297,13 +308,13 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_unlock_async (RedisLock *lock,
 
 /**
  * redis_lock_unlock_finish:
- * @lock: the lock given to redis_lock_unlock_async()
+ * @lock: the lock given to [method@Redislock.Lock.unlock_async]
  * @result: the #GAsyncResult given to the callback
  * @error: return location for a #GError
  *
- * Finishes redis_lock_unlock_async(); call it in @callback.
+ * Finishes [method@Redislock.Lock.unlock_async]; call it in @callback.
  *
- * Returns: as redis_lock_unlock(); %FALSE with %G_IO_ERROR_CANCELLED when the
+ * Returns: as [method@Redislock.Lock.unlock]; %FALSE with %G_IO_ERROR_CANCELLED when the
  *   cancellable was cancelled before the call.
  *
  * Since: 0.1
@@ -317,7 +328,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_unlock_finish (RedisLock *lock,
  * @lock: a lock
  *
  * Whether the calling thread holds @lock, at any hold count. Local only: never asks
- * Redis.
+ * Redis. See [method@Redislock.Lock.get_hold_count].
  *
  * Returns: whether the calling thread holds @lock.
  *
@@ -331,6 +342,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_is_held_by_current_thread (Redis
  *
  * How many times the calling thread holds @lock: re-entry raises the count, each
  * unlock lowers it. Local only: never asks Redis.
+ * See [method@Redislock.Lock.is_held_by_current_thread].
  *
  * Returns: the calling thread's hold count (0 when it does not hold @lock).
  *
@@ -342,7 +354,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 guint redis_lock_get_hold_count (RedisLock *lock);
  * redis_lock_is_acquired_in_this_process:
  * @lock: a lock
  *
- * Local only: never asks Redis.
+ * Local only: never asks Redis. See [method@Redislock.Lock.is_held_by_current_thread].
  *
  * Returns: whether some thread of this registry holds @lock.
  *
@@ -356,6 +368,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_is_acquired_in_this_process (Red
  *
  * Whether the lease of the calling thread's current hold has been found lost (by
  * the watchdog, a renewal or a read-back). Local only: never asks Redis.
+ * See [method@Redislock.Lock.get_lease_cancellable] and [Restarts and failovers](faults.html).
  *
  * Returns: %TRUE when the calling thread holds @lock and its lease has been found lost
  *   (it stays lost until the outermost unlock); %FALSE otherwise.
@@ -379,7 +392,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_is_lease_lost (RedisLock *lock);
  * see docs/main-loops.md).
  *
  * Thread safety: the answer is the calling thread's; other threads may use the
- * cancellable only while this thread holds @lock.
+ * cancellable only while this thread holds @lock. See [method@Redislock.Lock.is_lease_lost].
  *
  * Returns: (transfer none) (nullable): the cancellable, valid while the calling thread
  *   holds @lock (until its outermost unlock); %NULL when it does not hold @lock.
@@ -393,7 +406,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GCancellable *redis_lock_get_lease_cancellable (Redi
  * @lock: a lock
  *
  * The value the key of @lock holds in Redis for the calling thread's current hold:
- * the registry's client id (redis_lock_registry_get_client_id()), `:`, and a number
+ * the registry's client id ([method@Redislock.LockRegistry.get_client_id]), `:`, and a number
  * unique to the acquisition. A local hand-off and a kept streak keep the value, as
  * the lease does not change hands in Redis. Local only: never asks Redis.
  *
@@ -409,7 +422,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 char *redis_lock_dup_lease_value (RedisLock *lock);
  * @lock: a lock
  *
  * The fencing token of the calling thread's current hold (see
- * redis_lock_registry_set_fencing()): the value of the name's counter when the lease
+ * [method@Redislock.LockRegistry.set_fencing]): the value of the name's counter when the lease
  * was taken, max (the counter before + 1, the server's clock in microseconds). Pass it
  * with every write to the resource the lock protects, and have the resource refuse a
  * token lower than the highest it has seen. Re-entry, a local
@@ -428,7 +441,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 guint64 redis_lock_get_fencing_token (RedisLock *loc
  * @locks: (array length=n): the locks to take; they may come from different
  *   registries, and a lock may be listed more than once (it is taken once)
  * @n: the number of locks in @locks, > 0
- * @wait_ms: total wait for all of them, as for redis_lock_try_lock_for() (0: one
+ * @wait_ms: total wait for all of them, as for [method@Redislock.Lock.try_lock_for] (0: one
  *   attempt, < 0: forever)
  * @cancellable: (nullable): cancels the wait with %G_IO_ERROR_CANCELLED
  * @error: return location for a #GError
@@ -442,7 +455,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 guint64 redis_lock_get_fencing_token (RedisLock *loc
  * for the holder's release (or its TTL) before trying the whole set again, so it never
  * keeps some while waiting for others. Locks the calling thread already holds count
  * one more hold, without Redis, and lose it again on failure. With fencing on (see
- * redis_lock_registry_set_fencing()) each lease gets its own token. The order covers
+ * [method@Redislock.LockRegistry.set_fencing]) each lease gets its own token. The order covers
  * the locks a call takes: a thread that already holds a lock of another thread's set,
  * taken before and outside its own set, can still deadlock with it as with any two
  * locks taken in opposite orders (a finite @wait_ms bounds that).
@@ -472,7 +485,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_try_lock_all (RedisLock *const *
  * @error: return location for a #GError
  *
  * Releases one hold of the calling thread on every lock of @locks, as
- * redis_lock_unlock() does each, in the reverse of the canonical order; the outermost
+ * [method@Redislock.Lock.unlock] does each, in the reverse of the canonical order; the outermost
  * releases of one registry's leases go to Redis together (one round trip per server).
  * A failure does not stop it: every lock is released, and the first error is
  * reported.
@@ -480,7 +493,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_try_lock_all (RedisLock *const *
  * %NULL @locks, @n == 0 or a %NULL element is a programming error (a critical).
  *
  * Returns: %TRUE when every unlock succeeded; %FALSE with the first error otherwise
- *   (as redis_lock_unlock(): %REDIS_LOCK_ERROR_NOT_OWNER, %REDIS_LOCK_ERROR_LEASE_LOST…).
+ *   (as [method@Redislock.Lock.unlock]: %REDIS_LOCK_ERROR_NOT_OWNER,
+ *   %REDIS_LOCK_ERROR_LEASE_LOST…).
  *
  * Since: 0.1
  */
@@ -491,9 +505,10 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_unlock_all (RedisLock *const *lo
 /**
  * RedisLockLocker: (skip)
  *
- * Holds a lock for a scope: redis_lock_locker_new() locks, redis_lock_locker_free()
- * unlocks. Use with g_autoptr(RedisLockLocker). Not introspected: it is a C scope guard;
- * bindings call redis_lock_lock() and redis_lock_unlock() (Python: try/finally).
+ * Holds a lock for a scope: [method@Redislock.Lock.locker_new] locks,
+ * [method@Redislock.LockLocker.free] unlocks. Use with g_autoptr(RedisLockLocker). Not
+ * introspected: it is a C scope guard; bindings call [method@Redislock.Lock.lock] and
+ * [method@Redislock.Lock.unlock] (Python: try/finally).
  *
  * Since: 0.1
  */
@@ -504,7 +519,7 @@ typedef struct _RedisLockLocker RedisLockLocker;
  * @lock: a lock
  * @error: return location for a #GError
  *
- * Calls redis_lock_lock().
+ * Calls [method@Redislock.Lock.lock].
  *
  * Returns: (transfer full) (nullable): a locker, or %NULL with @error set.
  *
@@ -518,7 +533,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockLocker *redis_lock_locker_new (RedisLock *l
  *
  * Unlocks; a failure (for example a lost lease) is logged with g_warning().
  *
- * Thread safety: call it on the thread that called redis_lock_locker_new(), as a
+ * Thread safety: call it on the thread that called [method@Redislock.Lock.locker_new], as a
  * g_autoptr() scope does.
  *
  * Since: 0.1

@@ -45,7 +45,7 @@ typedef struct _RedisLock RedisLock;
  * REDIS_LOCK_TYPE_REGISTRY:
  *
  * The #GType of #RedisLockRegistry: a boxed type whose copy is
- * redis_lock_registry_ref() and whose free is redis_lock_registry_unref().
+ * [method@Redislock.LockRegistry.ref] and whose free is [method@Redislock.LockRegistry.unref].
  *
  * Since: 0.1
  */
@@ -65,8 +65,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_registry_get_type (void) G_GNUC_CON
 /**
  * REDIS_LOCK_TYPE_LOCK:
  *
- * The #GType of #RedisLock: a boxed type whose copy is redis_lock_ref() and whose
- * free is redis_lock_unref().
+ * The #GType of #RedisLock: a boxed type whose copy is [method@Redislock.Lock.ref] and whose
+ * free is [method@Redislock.Lock.unref].
  *
  * Since: 0.1
  */
@@ -85,12 +85,12 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_get_type (void) G_GNUC_CONST;
 
 /**
  * RedisLockWaitMode:
- * @REDIS_LOCK_WAIT_PUBSUB: default: a waiter sleeps until the unlock notification for its
- *   lock arrives, bounded by the holder's remaining TTL, the caller's deadline and
+ * @REDIS_LOCK_WAIT_PUBSUB: the default. A waiter sleeps until the unlock notification for
+ *   its lock arrives, bounded by the holder's remaining TTL, the caller's deadline and
  *   cancellable. Behind a key without expiry (another client's `SET` without `PX`) it
  *   retries every idle_between_tries_ms, so that such a key deleted without a
  *   notification never leaves it asleep for good. With
- *   redis_lock_registry_set_key_tracking(), a change of the lock's key without a
+ *   [method@Redislock.LockRegistry.set_key_tracking], a change of the lock's key without a
  *   notification (a delete by a client that does not publish) wakes it too. Falls back
  *   to SPIN timing while the subscription is down.
  * @REDIS_LOCK_WAIT_SPIN: retry every idle_between_tries_ms.
@@ -130,22 +130,22 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_wait_mode_get_type (void) G_GNUC_CO
  * @lock: (nullable): the lock whose lease was lost; valid for the duration of the call.
  *   %NULL for the lease of another member of the lock family (a semaphore's
  *   #RedisPermit, a #RedisRWLock's reader or writer lease), whose key is then logged
- *   with g_message(): its holder learns of the loss from redis_permit_is_lease_lost()
- *   and redis_permit_get_lease_cancellable(), or redis_rw_lock_is_lease_lost() and
- *   redis_rw_lock_get_lease_cancellable().
- * @user_data: (closure): the data given to redis_lock_registry_set_lease_lost_callback().
+ *   with g_message(): its holder learns of the loss from [method@Redislock.Permit.is_lease_lost]
+ *   and [method@Redislock.Permit.get_lease_cancellable], or [method@Redislock.RWLock.is_lease_lost]
+ *   and [method@Redislock.RWLock.get_lease_cancellable].
+ * @user_data: (closure): the data given to [method@Redislock.LockRegistry.set_lease_lost_callback].
  *
  * Called once per lost lease from a library thread (the registry's watchdog thread,
  * started for this even when renewal is off), never from a thread that may hold the
- * lock; a loss found just before redis_lock_registry_close() is reported from close.
+ * lock; a loss found just before [method@Redislock.LockRegistry.close] is reported from close.
  * It is called with no mutex of the library held, but while the watchdog waits, so it
- * must not block for long. It may call redis_lock_get_name(), redis_lock_ref() (the
- * lock stays cached while the call runs, so the reference is to the one object
- * redis_lock_registry_obtain() returns for the name; release it with
- * redis_lock_unref()), redis_lock_is_acquired_in_this_process() and
- * redis_lock_registry_set_lease_lost_callback() (the replaced callback's destroy
+ * must not block for long. It may call [method@Redislock.Lock.get_name],
+ * [method@Redislock.Lock.ref] (the lock stays cached while the call runs, so the reference is to
+ * the one object [method@Redislock.LockRegistry.obtain] returns for the name; release it with
+ * [method@Redislock.Lock.unref]), [method@Redislock.Lock.is_acquired_in_this_process] and
+ * [method@Redislock.LockRegistry.set_lease_lost_callback] (the replaced callback's destroy
  * notify runs once this call returns), signal the holder (a GCond, a pipe, a
- * GMainContext source), or log. It must not call redis_lock_unlock() (only the holding
+ * GMainContext source), or log. It must not call [method@Redislock.Lock.unlock] (only the holding
  * thread can) nor close or unref the registry's last reference.
  *
  * Since: 0.1
@@ -193,6 +193,7 @@ typedef void (*RedisLockLeaseLostFunc) (RedisLock *lock, gpointer user_data);
  * by fork() starts without any. Opening one never fails for want of a server;
  * redislock-test.h (the testing library, pkg-config `redislock-testing`) has hooks to
  * expire a lease or give it to another owner.
+ * See [method@Redislock.LockRegistry.obtain] and [Topologies: Cluster, Sentinel, TLS](topologies.html).
  *
  * Returns: (transfer full) (nullable): a new registry, or %NULL with @error set.
  *
@@ -205,16 +206,16 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockRegistry *redis_lock_registry_new (const ch
 /**
  * redis_lock_registry_new_quorum:
  * @urls: (array zero-terminated=1): N >= 1 URLs of independent masters, each in any
- *   single-master form redis_lock_registry_new() accepts (`memory://NAME` for tests;
+ *   single-master form [ctor@Redislock.LockRegistry.new] accepts (`memory://NAME` for tests;
  *   a `redis-cluster://` URL is %REDIS_LOCK_ERROR_INVALID).
- * @registry_key: non-empty namespace, as for redis_lock_registry_new(); give a quorum
+ * @registry_key: non-empty namespace, as for [ctor@Redislock.LockRegistry.new]; give a quorum
  *   registry a key of its own.
  * @error: return location for a #GError.
  *
  * Creates a registry whose leases live on a majority (N/2 + 1) of N independent
  * masters (the Redlock algorithm). Every request goes to all N in parallel; an
  * acquisition succeeds when a majority took the key, each node bounded by a per-node
- * timeout of min(50 ms, TTL/20) (see redis_lock_registry_set_quorum_node_timeout_ms()),
+ * timeout of min(50 ms, TTL/20) (see [method@Redislock.LockRegistry.set_quorum_node_timeout_ms]),
  * and the time spent leaves a validity of
  * TTL − elapsed − (TTL/100 + 2 ms) greater than zero. Otherwise the key is released
  * again on every node and the attempt counts as failed: contention when a majority
@@ -227,13 +228,13 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockRegistry *redis_lock_registry_new (const ch
  * notification from any node.
  *
  * A client that takes the same keys on one of the servers alone (a Spring registry,
- * or a registry made by redis_lock_registry_new()) does not take part in the quorum.
- * Fencing is not available: redis_lock_registry_set_fencing() with %TRUE is a
+ * or a registry made by [ctor@Redislock.LockRegistry.new]) does not take part in the quorum.
+ * Fencing is not available: [method@Redislock.LockRegistry.set_fencing] with %TRUE is a
  * programming error on a quorum registry.
  *
  * Returns: (transfer full) (nullable): a new registry, or %NULL with @error set:
  * %REDIS_LOCK_ERROR_CONNECTION when fewer than a majority of the nodes can be reached,
- * %REDIS_LOCK_ERROR_INVALID for a bad URL or key (as redis_lock_registry_new()).
+ * %REDIS_LOCK_ERROR_INVALID for a bad URL or key (as [ctor@Redislock.LockRegistry.new]).
  *
  * Since: 0.1
  */
@@ -246,7 +247,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockRegistry *redis_lock_registry_new_quorum (c
  * @registry: a registry
  *
  * Not introspected: bindings hold references through the boxed type
- * %REDIS_LOCK_TYPE_REGISTRY.
+ * %REDIS_LOCK_TYPE_REGISTRY. See [method@Redislock.LockRegistry.unref].
  *
  * Returns: (transfer full): @registry, with one more reference.
  *
@@ -258,9 +259,9 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockRegistry *redis_lock_registry_ref (RedisLoc
  * redis_lock_registry_unref: (skip)
  * @registry: (transfer full) (nullable): a registry
  *
- * Drops a reference. The last one closes the registry (see redis_lock_registry_close())
+ * Drops a reference. The last one closes the registry (see [method@Redislock.LockRegistry.close])
  * and frees it. Every #RedisLock obtained from the registry keeps a reference to it
- * while the lock is referenced. Not introspected, as redis_lock_registry_ref().
+ * while the lock is referenced. Not introspected, as [method@Redislock.LockRegistry.ref].
  *
  * Thread safety: any thread may drop its own reference; no thread may use the
  * registry after the last one is dropped.
@@ -276,10 +277,10 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_unref (RedisLockRegistry *r
  * Stops the registry's background threads, wakes every waiter with
  * %REDIS_LOCK_ERROR_CLOSED and releases, best effort, every lease still held (their keys
  * are gone from Redis afterwards when the server is reachable). Holders are told as for
- * a lost lease: redis_lock_is_lease_lost() is %TRUE for them and their
- * redis_lock_get_lease_cancellable() is cancelled (the lease-lost callback is not
+ * a lost lease: [method@Redislock.Lock.is_lease_lost] is %TRUE for them and their
+ * [method@Redislock.Lock.get_lease_cancellable] is cancelled (the lease-lost callback is not
  * called: the registry is closing). Later calls on the registry or its locks fail with
- * %REDIS_LOCK_ERROR_CLOSED, including redis_lock_unlock() by a thread that still held a
+ * %REDIS_LOCK_ERROR_CLOSED, including [method@Redislock.Lock.unlock] by a thread that still held a
  * lock (its local hold is dropped). Idempotent.
  *
  * Since: 0.1
@@ -292,6 +293,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_close (RedisLockRegistry *r
  * @ms: lease TTL in milliseconds, > 0 (default 60000)
  *
  * Sets the TTL of leases acquired afterwards without an explicit TTL.
+ * See [method@Redislock.LockRegistry.get_expire_after_ms].
  *
  * Since: 0.1
  */
@@ -303,6 +305,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_expire_after_ms (RedisL
  * @registry: a registry
  *
  * Gets the TTL given to leases acquired without an explicit one.
+ * See [method@Redislock.LockRegistry.set_expire_after_ms].
  *
  * Returns: the registry's lease TTL in milliseconds.
  *
@@ -317,6 +320,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gint64 redis_lock_registry_get_expire_after_ms (Redi
  *
  * Sets how a thread waits for a lock held elsewhere: woken by the unlock notification,
  * or retrying at intervals (see #RedisLockWaitMode).
+ * See [method@Redislock.LockRegistry.set_idle_between_tries_ms].
  *
  * Since: 0.1
  */
@@ -330,7 +334,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_wait_mode (RedisLockReg
  *   is down, or when the holder's key has no expiry), >= 0 (default 100)
  *
  * Sets how long a waiter sleeps between two attempts when it is not woken by a
- * notification.
+ * notification. See [method@Redislock.LockRegistry.set_wait_mode].
  *
  * Since: 0.1
  */
@@ -344,8 +348,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_idle_between_tries_ms (
  *
  * With the watchdog on, one thread per registry renews every held lease in one
  * pipelined batch per tick, at a third of the shortest held TTL, and reports leases it
- * finds lost (see redis_lock_registry_set_lease_lost_callback()). With it off, a lease
- * simply expires after its TTL and the holder learns it from redis_lock_unlock().
+ * finds lost (see [method@Redislock.LockRegistry.set_lease_lost_callback]). With it off, a lease
+ * simply expires after its TTL and the holder learns it from [method@Redislock.Lock.unlock].
  *
  * Since: 0.1
  */
@@ -371,9 +375,9 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_watchdog (RedisLockRegi
  * could not delete in time (a frozen server, say) expires by itself within 3 seconds,
  * as a dead process's does. With detection off, waits are neither recorded
  * nor checked, so a cycle through a waiter of @registry is not found. It applies to
- * blocking acquisitions (redis_lock_lock(), redis_lock_try_lock_for(),
- * redis_lock_try_lock_full(), redis_lock_try_lock_all()) that start afterwards; the
- * asynchronous calls block no thread and do not record their waits.
+ * blocking acquisitions ([method@Redislock.Lock.lock], [method@Redislock.Lock.try_lock_for],
+ * [method@Redislock.Lock.try_lock_full], redis_lock_try_lock_all()) that start afterwards;
+ * the asynchronous calls block no thread and do not record their waits.
  *
  * Since: 0.1
  */
@@ -400,7 +404,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_deadlock_detection (Red
  * On a Redis Cluster, whose PUBLISH counts only the listeners of one node, nobody can
  * tell that no other client listens: there every streak ends with a release.
  * The receiving thread inherits the lease with its TTL (a TTL given to
- * redis_lock_try_lock_full() by the receiver is not applied); with the watchdog off,
+ * [method@Redislock.Lock.try_lock_full] by the receiver is not applied); with the watchdog off,
  * the TTL is refreshed at each hand-off.
  *
  * The local mutex is not strictly fair: a thread that unlocks and at once locks again
@@ -419,6 +423,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_max_local_handoffs (Red
  *
  * When an obtain would exceed the capacity, the least recently used idle locks (no
  * reference, holder or waiter) are dropped, just enough to fit.
+ * See [method@Redislock.LockRegistry.expire_unused_older_than].
  *
  * Since: 0.1
  */
@@ -431,7 +436,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_cache_capacity (RedisLo
  * @ms: bound on establishing a new connection, > 0 (default 3000)
  *
  * Sets how long connecting to a node (and the TLS handshake) may take before it fails
- * with %REDIS_LOCK_ERROR_CONNECTION.
+ * with %REDIS_LOCK_ERROR_CONNECTION. See [method@Redislock.LockRegistry.set_command_timeout_ms].
  *
  * Since: 0.1
  */
@@ -445,6 +450,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_connect_timeout_ms (Red
  *   takes longer fails with %REDIS_LOCK_ERROR_CONNECTION and its connection is dropped.
  *
  * Sets how long one command may wait for its reply.
+ * See [method@Redislock.LockRegistry.set_connect_timeout_ms].
  *
  * Since: 0.1
  */
@@ -457,7 +463,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_command_timeout_ms (Red
  * @ms: the per-node timeout of a quorum registry, >= 0; 0 (the default) means
  *   min(50 ms, TTL/20) of each acquisition's TTL (50 ms for a release)
  *
- * On a registry made by redis_lock_registry_new_quorum(): how long an acquisition
+ * On a registry made by [ctor@Redislock.LockRegistry.new_quorum]: how long an acquisition
  * waits for each node (a node slower than that counts as not having taken the key),
  * and how long a renewal or release waits for the nodes beyond a majority. Keep it
  * well below the TTL: the time an acquisition takes is subtracted from its validity.
@@ -479,11 +485,11 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_quorum_node_timeout_ms 
  * count only once at least @n replicas of the master acknowledged the write: `WAIT n
  * timeout_ms` runs on the same connection right after it. An acquisition that too few
  * replicas acknowledge within @timeout_ms is released again and fails with
- * %REDIS_LOCK_ERROR_NOT_REPLICATED (redis_lock_lock() and redis_lock_try_lock_for() do
- * not retry it, as for any other failure); a kept streak that too few acknowledge
- * releases the lease instead of keeping it; a renewal that too few acknowledge counts
- * as unconfirmed, so the lease is lost once it stays unconfirmed past its TTL minus the
- * drift margin, as when the server cannot be reached.
+ * %REDIS_LOCK_ERROR_NOT_REPLICATED ([method@Redislock.Lock.lock] and
+ * [method@Redislock.Lock.try_lock_for] do not retry it, as for any other failure); a kept streak
+ * that too few acknowledge releases the lease instead of keeping it; a renewal that too few
+ * acknowledge counts as unconfirmed, so the lease is lost once it stays unconfirmed past its TTL
+ * minus the drift margin, as when the server cannot be reached.
  *
  * It narrows, and does not close, the window in which a failover loses a lease:
  * `WAIT` makes Redis wait for the copies, not agree on them, and a replica that
@@ -501,7 +507,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_min_replicas (RedisLock
  * redis_lock_registry_set_key_tracking:
  * @registry: a registry
  * @enabled: whether waiters also hear of lock keys changed without an unlock
- *   notification (default %TRUE)
+ *   notification (default %TRUE; see %REDIS_LOCK_WAIT_PUBSUB of [enum@Redislock.LockWaitMode])
  *
  * Wake-ups without a notification. Waiters in %REDIS_LOCK_WAIT_PUBSUB mode are woken
  * by the unlock notification that every release of this library (and of Spring's
@@ -539,7 +545,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_key_tracking (RedisLock
  *
  * Gets the key tracking setting.
  *
- * Returns: whether key tracking is on (see redis_lock_registry_set_key_tracking()).
+ * Returns: whether key tracking is on (see [method@Redislock.LockRegistry.set_key_tracking]).
  *
  * Since: 0.1
  */
@@ -556,7 +562,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_get_key_tracking (Redis
  * waiters in pub/sub mode listen there only. A registry's subscriber always listens
  * there too (so a release by such a Spring process wakes that lock's waiters at once;
  * a message naming no key of this registry wakes all of them), whatever this setting.
- * With @enabled, each release (and redis_lock_registry_force_unlock()) also publishes
+ * With @enabled, each release (and [method@Redislock.LockRegistry.force_unlock]) also publishes
  * the key on `registry_key-channel`, in the same atomic step as the per-key channel,
  * so that an older Spring waiter is woken too. It costs one more message per release
  * to every registry subscribed to this registry key. Takes effect with the next
@@ -576,7 +582,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_legacy_spring_channel (
  *   (default %TRUE)
  *
  * Classic notifications on a Redis Cluster. There each release (and
- * redis_lock_registry_force_unlock()) is published with `SPUBLISH` on the key's shard
+ * [method@Redislock.LockRegistry.force_unlock]) is published with `SPUBLISH` on the key's shard
  * channel, which only the nodes of the shard owning the key's slot receive, and a
  * waiter subscribes with `SSUBSCRIBE` to the channel of the key it waits for, on the
  * key's master (the subscription follows slot migrations and failovers). With
@@ -608,7 +614,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_classic_notifications (
  * Gets the classic notifications setting.
  *
  * Returns: whether releases on a Cluster are also published classically (see
- *   redis_lock_registry_set_classic_notifications()).
+ *   [method@Redislock.LockRegistry.set_classic_notifications]).
  *
  * Since: 0.1
  */
@@ -622,7 +628,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_get_classic_notificatio
  * Fencing tokens. With fencing on, every acquisition of a lease in the store moves a
  * counter kept per lock name on to max (counter + 1, the server's clock in
  * microseconds, its `TIME`) in the same atomic step, and the holder gets the new value
- * from redis_lock_get_fencing_token(). The tokens of one name strictly increase, by at
+ * from [method@Redislock.Lock.get_fencing_token]. The tokens of one name strictly increase, by at
  * least one per acquisition, across every process and registry that takes the lock
  * with fencing on, also after a lease expired or was lost, so a resource that
  * remembers the highest token it has accepted can refuse a holder whose lease ran out
@@ -663,7 +669,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_fencing (RedisLockRegis
  * Gets the fencing setting.
  *
  * Returns: whether acquisitions take a fencing token (see
- *   redis_lock_registry_set_fencing()).
+ *   [method@Redislock.LockRegistry.set_fencing]).
  *
  * Since: 0.1
  */
@@ -679,7 +685,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_get_fencing (RedisLockR
  * Reads the fencing counter of @name from the store (one round trip on Redis): the
  * token of the latest acquisition with fencing by any process or registry, whether
  * or not it still holds the lock (microseconds of the server's clock, or higher; see
- * redis_lock_registry_set_fencing()). For operators and tools (`redislock status`).
+ * [method@Redislock.LockRegistry.set_fencing]). For operators and tools (`redislock status`).
  *
  * Returns: %TRUE when the counter exists; %FALSE without an error when no fenced
  *   acquisition of @name ever happened; %FALSE with @error on failure
@@ -704,7 +710,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_get_last_fencing_token 
  * Installs the function told when a held lease is found lost: the key vanished or
  * belongs to another owner at renewal, or no renewal could be confirmed for longer
  * than the TTL minus a drift margin (Redis unreachable). The holder's
- * redis_lock_get_lease_cancellable() is cancelled before @func is called. A call in
+ * [method@Redislock.Lock.get_lease_cancellable] is cancelled before @func is called. A call in
  * flight when the callback is replaced finishes with the old function, and the old
  * @destroy runs after it returns.
  *
@@ -725,7 +731,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_lease_lost_callback (Re
  * The prefix of the value stored in the keys this registry holds: `hostname:pid:`
  * followed by 32 random hex digits, unique per registry instance (the host name is cut
  * at 64 bytes). A held key stores the client id, `:`, and a number unique to the
- * acquisition (see redis_lock_dup_lease_value()), so that a release or renewal that
+ * acquisition (see [method@Redislock.Lock.dup_lease_value]), so that a release or renewal that
  * reaches Redis late can never act on a later hold of the same registry.
  *
  * Returns: (transfer none): the client id, valid while @registry is referenced.
@@ -741,7 +747,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_registry_get_client_id (Redis
  * Gets the namespace of the registry's keys: the key of lock `name` is
  * `registry_key:name`.
  *
- * Returns: (transfer none): the registry key given to redis_lock_registry_new().
+ * Returns: (transfer none): the registry key given to [ctor@Redislock.LockRegistry.new].
  *
  * Since: 0.1
  */
@@ -752,7 +758,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_registry_get_registry_key (Re
  * @registry: a registry
  *
  * Gets the number of lock objects the registry's cache holds (see
- * redis_lock_registry_set_cache_capacity()).
+ * [method@Redislock.LockRegistry.set_cache_capacity]).
  *
  * Returns: how many lock objects are cached now.
  *
@@ -767,6 +773,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 guint redis_lock_registry_get_cache_size (RedisLockR
  *
  * Drops cached locks that nobody references, holds or waits on and whose last use
  * (obtain, acquisition or release) is at least @age_ms ago.
+ * See [method@Redislock.LockRegistry.set_cache_capacity].
  *
  * Returns: how many locks were dropped.
  *
@@ -788,6 +795,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 guint redis_lock_registry_expire_unused_older_than (
  * locally but the lease is gone (the lease is then marked lost);
  * %REDIS_LOCK_ERROR_CONNECTION / %REDIS_LOCK_ERROR_REDIS for Redis failures.
  * A successful renew makes @ttl_ms the TTL the watchdog keeps renewing with.
+ * See [method@Redislock.Lock.is_lease_lost].
  *
  * Returns: %TRUE when the lease was extended.
  *
@@ -827,6 +835,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_renew (RedisLockRegistr
  * are %REDIS_LOCK_ERROR_INVALID, naming what the key is, and stay: deleting a readers
  * set would let a writer in beside live readers. A name of that shape is forced only
  * when its key holds a lease of this library (a plain lock so named).
+ * See [Restarts and failovers](faults.html).
  *
  * Returns: %TRUE when a key was deleted; %FALSE without @error when the lock was free;
  *   %FALSE with @error (%REDIS_LOCK_ERROR_INVALID for a bad name or a key that is no
@@ -852,7 +861,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_force_unlock (RedisLock
  * %REDIS_LOCK_ERROR_FORKED. Never contacts Redis.
  *
  * Returns: (transfer full) (nullable): a new reference to the lock; release it with
- *   redis_lock_unref().
+ *   [method@Redislock.Lock.unref].
  *
  * Since: 0.1
  */

@@ -26,7 +26,7 @@ G_BEGIN_DECLS
  * RedisRWLock:
  *
  * A named read-write lock of a registry: opaque, reference counted, thread-safe.
- * Obtained with redis_lock_registry_obtain_rw().
+ * Obtained with [method@Redislock.LockRegistry.obtain_rw].
  *
  * Since: 0.1
  */
@@ -35,8 +35,8 @@ typedef struct _RedisRWLock RedisRWLock;
 /**
  * REDIS_LOCK_TYPE_RW_LOCK:
  *
- * The #GType of #RedisRWLock: a boxed type whose copy is redis_rw_lock_ref() and whose
- * free is redis_rw_lock_unref().
+ * The #GType of #RedisRWLock: a boxed type whose copy is [method@Redislock.RWLock.ref] and whose
+ * free is [method@Redislock.RWLock.unref].
  *
  * Since: 0.1
  */
@@ -55,7 +55,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_rw_lock_get_type (void) G_GNUC_CONST;
  * (one reader lease per registry), `registry_key:{name}:rw:readers` (the index, a
  * sorted set, of the registries that took a reader lease; a reader lease whose
  * registration vanished from it is reported lost) and `registry_key:{name}:rw:ww`
- * (a waiting writer's mark), all in one Redis Cluster slot.
+ * (a waiting writer's mark), all in one Redis Cluster slot. See [Read-write locks](rwlock.html).
  *
  * Returns: (transfer full): a new reference to the lock, or %NULL with @error:
  *   %REDIS_LOCK_ERROR_INVALID for a bad name, %REDIS_LOCK_ERROR_CLOSED,
@@ -73,7 +73,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisRWLock *redis_lock_registry_obtain_rw (RedisLoc
  *
  * Takes another reference; only a holder of a reference may take another. Not
  * introspected: bindings hold references through the boxed type
- * %REDIS_LOCK_TYPE_RW_LOCK.
+ * %REDIS_LOCK_TYPE_RW_LOCK. See [method@Redislock.RWLock.unref].
  *
  * Returns: (transfer full): @lock, with one more reference.
  *
@@ -86,6 +86,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisRWLock *redis_rw_lock_ref (RedisRWLock *lock);
  * @lock: (transfer full) (nullable): a read-write lock
  *
  * Drops a reference. Keep one for as long as you call functions on the lock.
+ * See [method@Redislock.RWLock.ref].
  *
  * Since: 0.1
  */
@@ -97,7 +98,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_rw_lock_unref (RedisRWLock *lock);
  *
  * Gives the name of the read-write lock.
  *
- * Returns: (transfer none): the name given to redis_lock_registry_obtain_rw().
+ * Returns: (transfer none): the name given to [method@Redislock.LockRegistry.obtain_rw].
  *
  * Since: 0.1
  */
@@ -115,7 +116,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_rw_lock_get_name (RedisRWLock *loc
  * once; none while a writer holds the lock, and no new reader while a writer waits
  * for it (in any process), so writers are not starved. Re-entrant: a thread that
  * reads may read again (the count rises, Redis is not contacted), and so may the
- * thread that writes (see redis_rw_lock_write_unlock() for the downgrade). The first
+ * thread that writes (see [method@Redislock.RWLock.write_unlock] for the downgrade). The first
  * reading thread of the registry takes its reader lease in Redis; the others share it
  * without a request of their own.
  *
@@ -139,6 +140,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_try_read_lock_for (RedisRWLoc
  * Releases one read hold of the calling thread. The last reading thread of the
  * registry releases the reader lease in Redis (and notifies waiting writers). The
  * local hold is released in every case where the caller had one.
+ * See [method@Redislock.RWLock.try_read_lock_for] and [Read-write locks](rwlock.html).
  *
  * Returns: %TRUE on success; %FALSE with %REDIS_LOCK_ERROR_NOT_OWNER (the calling thread
  *   does not read; nothing changes), %REDIS_LOCK_ERROR_LEASE_LOST (the thread's
@@ -153,7 +155,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_read_unlock (RedisRWLock *loc
 /**
  * redis_rw_lock_try_write_lock_for:
  * @lock: a read-write lock
- * @wait_ms: as for redis_rw_lock_try_read_lock_for()
+ * @wait_ms: as for [method@Redislock.RWLock.try_read_lock_for]
  * @cancellable: (nullable): cancels the wait with %G_IO_ERROR_CANCELLED
  * @error: return location for a #GError
  *
@@ -182,6 +184,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_try_write_lock_for (RedisRWLo
  * lease. When the thread also reads (it took read holds while writing), it keeps
  * reading: the registry's reader lease is taken before the writer lease is released
  * (a downgrade), so no writer of another process can come between.
+ * See [method@Redislock.RWLock.try_write_lock_for] and [Read-write locks](rwlock.html).
  *
  * Returns: %TRUE on success; %FALSE with %REDIS_LOCK_ERROR_NOT_OWNER (the calling thread
  *   does not write; nothing changes), %REDIS_LOCK_ERROR_LEASE_LOST, a Redis error (a
@@ -196,18 +199,18 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_write_unlock (RedisRWLock *lo
 /**
  * redis_rw_lock_read_lock_async:
  * @lock: a read-write lock
- * @wait_ms: as for redis_rw_lock_try_read_lock_for()
+ * @wait_ms: as for [method@Redislock.RWLock.try_read_lock_for]
  * @cancellable: (nullable): cancels the wait with %G_IO_ERROR_CANCELLED
  * @callback: (scope async): called in the thread-default main context of the calling
  *   thread when the call ends
  * @user_data: (closure): data for @callback
  *
- * redis_rw_lock_try_read_lock_for() without blocking: the read hold, when taken, is the
+ * [method@Redislock.RWLock.try_read_lock_for] without blocking: the read hold, when taken, is the
  * calling thread's, exactly as after the blocking call (release it with
- * redis_rw_lock_read_unlock() from that thread). A pending call blocks no thread: it
+ * [method@Redislock.RWLock.read_unlock] from that thread). A pending call blocks no thread: it
  * waits in that main context and sends its Redis requests from the registry's worker
  * pool; the callback runs in the calling thread's thread-default main
- * context (which must be running). Call redis_rw_lock_read_lock_finish() there. A call
+ * context (which must be running). Call [method@Redislock.RWLock.read_lock_finish] there. A call
  * that completed with %TRUE keeps its hold even if @cancellable was cancelled
  * meanwhile.
  *
@@ -221,14 +224,14 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_rw_lock_read_lock_async (RedisRWLock *loc
 
 /**
  * redis_rw_lock_read_lock_finish:
- * @lock: the lock given to redis_rw_lock_read_lock_async()
+ * @lock: the lock given to [method@Redislock.RWLock.read_lock_async]
  * @result: the #GAsyncResult given to the callback
  * @error: return location for a #GError
  *
- * Finishes redis_rw_lock_read_lock_async().
+ * Finishes [method@Redislock.RWLock.read_lock_async].
  *
- * Returns: as redis_rw_lock_try_read_lock_for(): %TRUE = the calling thread of
- *   redis_rw_lock_read_lock_async() reads now; %FALSE with @error unset = not within
+ * Returns: as [method@Redislock.RWLock.try_read_lock_for]: %TRUE = the calling thread of
+ *   [method@Redislock.RWLock.read_lock_async] reads now; %FALSE with @error unset = not within
  *   its wait; %FALSE with @error set = failure.
  *
  * Since: 0.1
@@ -240,15 +243,15 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_read_lock_finish (RedisRWLock
 /**
  * redis_rw_lock_write_lock_async:
  * @lock: a read-write lock
- * @wait_ms: as for redis_rw_lock_try_write_lock_for()
+ * @wait_ms: as for [method@Redislock.RWLock.try_write_lock_for]
  * @cancellable: (nullable): cancels the wait with %G_IO_ERROR_CANCELLED
  * @callback: (scope async): called in the thread-default main context of the calling
  *   thread when the call ends
  * @user_data: (closure): data for @callback
  *
- * redis_rw_lock_try_write_lock_for() without blocking, as
- * redis_rw_lock_read_lock_async() is for reading: the write hold, when taken, is the
- * calling thread's (release it with redis_rw_lock_write_unlock() from that thread). A
+ * [method@Redislock.RWLock.try_write_lock_for] without blocking, as
+ * [method@Redislock.RWLock.read_lock_async] is for reading: the write hold, when taken, is the
+ * calling thread's (release it with [method@Redislock.RWLock.write_unlock] from that thread). A
  * calling thread that reads gets %REDIS_LOCK_ERROR_INVALID (no upgrade).
  *
  * Since: 0.1
@@ -261,14 +264,14 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_rw_lock_write_lock_async (RedisRWLock *lo
 
 /**
  * redis_rw_lock_write_lock_finish:
- * @lock: the lock given to redis_rw_lock_write_lock_async()
+ * @lock: the lock given to [method@Redislock.RWLock.write_lock_async]
  * @result: the #GAsyncResult given to the callback
  * @error: return location for a #GError
  *
- * Finishes redis_rw_lock_write_lock_async().
+ * Finishes [method@Redislock.RWLock.write_lock_async].
  *
- * Returns: as redis_rw_lock_try_write_lock_for(): %TRUE = the calling thread of
- *   redis_rw_lock_write_lock_async() writes now; %FALSE with @error unset = not within
+ * Returns: as [method@Redislock.RWLock.try_write_lock_for]: %TRUE = the calling thread of
+ *   [method@Redislock.RWLock.write_lock_async] writes now; %FALSE with @error unset = not within
  *   its wait; %FALSE with @error set = failure.
  *
  * Since: 0.1
@@ -365,6 +368,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_write_unlock_finish (RedisRWL
  * Whether the lease behind the calling thread's hold (the writer lease when it writes,
  * else the registry's reader lease) was lost: it expired, another owner took it, or
  * renewal could not confirm it in time. Stays %TRUE until the hold ends.
+ * See [method@Redislock.RWLock.get_lease_cancellable].
  *
  * Returns: %TRUE when lost; %FALSE when not, or when the thread holds nothing.
  *
@@ -377,7 +381,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_is_lease_lost (RedisRWLock *l
  * @lock: a read-write lock
  *
  * The cancellable of the lease behind the calling thread's hold (as for
- * redis_rw_lock_is_lease_lost()), cancelled when that lease is lost: pass it to the
+ * [method@Redislock.RWLock.is_lease_lost]), cancelled when that lease is lost: pass it to the
  * work done under the lock.
  *
  * Returns: (transfer none) (nullable): the cancellable, valid while the calling thread

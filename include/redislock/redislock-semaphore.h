@@ -35,7 +35,7 @@ typedef struct _RedisSemaphore RedisSemaphore;
 /**
  * RedisPermit:
  *
- * One permit taken from a #RedisSemaphore, until redis_permit_release() frees it.
+ * One permit taken from a #RedisSemaphore, until [method@Redislock.Permit.release] frees it.
  *
  * Since: 0.1
  */
@@ -64,7 +64,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_semaphore_get_type (void) G_GNUC_CONST;
  *
  * The #GType of #RedisPermit, a boxed type. A permit cannot be copied (it is one
  * lease): a binding holds the one pointer and gives it back with
- * redis_permit_release().
+ * [method@Redislock.Permit.release].
  *
  * Since: 0.1
  */
@@ -101,7 +101,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_permit_get_type (void) G_GNUC_CONST;
  * acquisition, where a different size fails with %REDIS_LOCK_ERROR_INVALID naming
  * both. A semaphore, a lock and a read-write lock of the same name are different
  * objects with different keys. Not available on a quorum registry
- * (redis_lock_registry_new_quorum(): permits counted on independent servers would not
+ * ([ctor@Redislock.LockRegistry.new_quorum]: permits counted on independent servers would not
  * add up), which is %REDIS_LOCK_ERROR_INVALID.
  *
  * Returns: (transfer full) (nullable): a new reference; %NULL with @error:
@@ -119,7 +119,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisSemaphore *redis_lock_registry_obtain_semaphore
  * redis_semaphore_ref: (skip)
  * @semaphore: a semaphore
  *
- * Takes a reference to the semaphore.
+ * Takes a reference to the semaphore. See [method@Redislock.Semaphore.unref].
  *
  * Returns: (transfer full): @semaphore, with one more reference.
  *
@@ -132,6 +132,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisSemaphore *redis_semaphore_ref (RedisSemaphore 
  * @semaphore: (transfer full) (nullable): a semaphore
  *
  * Drops a reference. Permits taken stay valid: each keeps the semaphore alive.
+ * See [method@Redislock.Semaphore.ref].
  *
  * Since: 0.1
  */
@@ -143,7 +144,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_semaphore_unref (RedisSemaphore *semaphor
  *
  * Gives the name of the semaphore.
  *
- * Returns: (transfer none): the name given to redis_lock_registry_obtain_semaphore().
+ * Returns: (transfer none): the name given to [method@Redislock.LockRegistry.obtain_semaphore].
  *
  * Since: 0.1
  */
@@ -153,7 +154,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_semaphore_get_name (RedisSemaphore
  * redis_semaphore_get_permits:
  * @semaphore: a semaphore
  *
- * Gives the number of permits of the semaphore.
+ * Gives the number of permits of the semaphore. See [method@Redislock.Semaphore.get_available].
  *
  * Returns: the semaphore's size.
  *
@@ -174,7 +175,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 guint redis_semaphore_get_permits (RedisSemaphore *s
  * process contend for permits as processes do: each permit is a lease of its own.
  *
  * Returns: (transfer full) (nullable): the permit, to give back with
- *   redis_permit_release(); %NULL without @error: no permit within @wait_ms; %NULL
+ *   [method@Redislock.Permit.release]; %NULL without @error: no permit within @wait_ms; %NULL
  *   with @error: %REDIS_LOCK_ERROR_INVALID (another size is stored: the message names
  *   both), %G_IO_ERROR_CANCELLED, %REDIS_LOCK_ERROR_CLOSED, a Redis failure.
  *
@@ -188,14 +189,14 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisPermit *redis_semaphore_try_acquire_for (RedisS
 /**
  * redis_semaphore_acquire_async:
  * @semaphore: a semaphore
- * @wait_ms: as for redis_semaphore_try_acquire_for()
+ * @wait_ms: as for [method@Redislock.Semaphore.try_acquire_for]
  * @cancellable: (nullable): a #GCancellable
  * @callback: (scope async): called in the thread-default main context of this call
  * @user_data: (closure): data for @callback
  *
  * Takes one permit without blocking the calling thread; finish with
- * redis_semaphore_acquire_finish(). The wait is woken as for
- * redis_semaphore_try_acquire_for(); requests run on the registry's workers.
+ * [method@Redislock.Semaphore.acquire_finish]. The wait is woken as for
+ * [method@Redislock.Semaphore.try_acquire_for]; requests run on the registry's workers.
  *
  * Since: 0.1
  */
@@ -210,9 +211,9 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_semaphore_acquire_async (RedisSemaphore *
  * @result: the #GAsyncResult given to the callback
  * @error: return location for a #GError
  *
- * Finishes redis_semaphore_acquire_async().
+ * Finishes [method@Redislock.Semaphore.acquire_async].
  *
- * Returns: (transfer full) (nullable): as redis_semaphore_try_acquire_for().
+ * Returns: (transfer full) (nullable): as [method@Redislock.Semaphore.try_acquire_for].
  *
  * Since: 0.1
  */
@@ -226,6 +227,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisPermit *redis_semaphore_acquire_finish (RedisSe
  * @error: return location for a #GError
  *
  * Counts the permits free in Redis now (one round trip; O(N) in Redis).
+ * See [method@Redislock.Semaphore.get_permits].
  *
  * Returns: how many permits are free; 0 with @error on failure (another size stored is
  *   %REDIS_LOCK_ERROR_INVALID).
@@ -241,7 +243,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 guint redis_semaphore_get_available (RedisSemaphore 
  *
  * Gives the permit back (one round trip: a compare-and-delete of its lease, which
  * wakes the semaphore's waiters in every process) and frees @permit, whatever the
- * outcome. Any thread may release a permit.
+ * outcome. Any thread may release a permit. See [Semaphores](semaphore.html).
  *
  * Returns: %TRUE when released; %FALSE with %REDIS_LOCK_ERROR_LEASE_LOST when its lease
  *   had been lost (another holder's key is untouched; when it was found lost before,
@@ -313,7 +315,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_permit_free (RedisPermit *permit);
  * redis_permit_is_lease_lost:
  * @permit: a permit
  *
- * Tells whether the permit's lease was lost.
+ * Tells whether the permit's lease was lost. See [Semaphores](semaphore.html).
  *
  * Returns: %TRUE when the permit's lease was found lost (expired, deleted or taken by
  *   another holder), or the registry closed.
@@ -329,7 +331,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_permit_is_lease_lost (RedisPermit *pe
  * Gives the cancellable cancelled when the permit's lease is lost.
  *
  * Returns: (transfer none): a #GCancellable cancelled when the permit's lease is lost
- *   (or the registry closes); valid until redis_permit_release().
+ *   (or the registry closes); valid until [method@Redislock.Permit.release].
  *
  * Since: 0.1
  */
@@ -339,7 +341,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GCancellable *redis_permit_get_lease_cancellable (Re
  * redis_permit_get_index:
  * @permit: a permit
  *
- * Gives the number of the permit within its semaphore.
+ * Gives the number of the permit within its semaphore. See [Semaphores](semaphore.html).
  *
  * Returns: which permit of the semaphore this is, 0 to size - 1 (its key ends in
  *   `:sem:INDEX`).
@@ -355,7 +357,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 guint redis_permit_get_index (RedisPermit *permit);
  * Gives the key of the permit's lease.
  *
  * Returns: (transfer none): the Redis key of the permit's lease,
- *   `registry_key:{name}:sem:INDEX`; valid until redis_permit_release().
+ *   `registry_key:{name}:sem:INDEX`; valid until [method@Redislock.Permit.release].
  *
  * Since: 0.1
  */
@@ -365,7 +367,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_permit_get_key (RedisPermit *permi
  * redis_permit_dup_lease_value:
  * @permit: a permit
  *
- * Gives the value the permit's lease key holds.
+ * Gives the value the permit's lease key holds. See [method@Redislock.Lock.dup_lease_value].
  *
  * Returns: (transfer full) (nullable): the value the permit's key holds while it is
  *   held: the registry's client id, `:` and the number of the acquisition; %NULL once

@@ -47,7 +47,8 @@ typedef struct _RedisLockTestServer RedisLockTestServer;
  * REDIS_LOCK_TYPE_TEST_SERVER:
  *
  * The #GType of #RedisLockTestServer: a boxed type whose copy is
- * redis_lock_test_server_ref() and whose free is redis_lock_test_server_free().
+ * [method@RedislockTesting.TestServer.ref] and whose free is
+ * [method@RedislockTesting.TestServer.free].
  *
  * Since: 0.1
  */
@@ -72,7 +73,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_test_server_get_type (void) G_GNUC_
  *
  * Starts the server and waits until it answers PING (up to 10 s).
  * Errors: %G_IO_ERROR_NOT_FOUND when no redis-server is installed (the message says
- * so; see redis_lock_test_server_new_or_skip()), %G_IO_ERROR_FAILED when it does not
+ * so; see [ctor@RedislockTesting.TestServer.new_or_skip]), %G_IO_ERROR_FAILED when it does not
  * start.
  *
  * Returns: (transfer full) (nullable): the running server.
@@ -85,12 +86,12 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockTestServer *redis_lock_test_server_new (con
 /**
  * redis_lock_test_server_new_or_skip: (skip)
  * @config_lines: (nullable) (array zero-terminated=1): as for
- *   redis_lock_test_server_new()
+ *   [ctor@RedislockTesting.TestServer.new]
  *
  * For GLib test cases: starts a server, or calls g_test_skip() with a clear message
  * and returns %NULL when redis-server is not installed. Any other failure is fatal
  * (g_error()). Not introspected, as it serves GTest programs only: bindings call
- * redis_lock_test_server_new() and skip on %G_IO_ERROR_NOT_FOUND.
+ * [ctor@RedislockTesting.TestServer.new] and skip on %G_IO_ERROR_NOT_FOUND.
  *
  * Returns: (transfer full) (nullable): the running server, or %NULL when skipped.
  *
@@ -107,7 +108,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockTestServer *redis_lock_test_server_new_or_s
  * @REDIS_LOCK_TEST_TLS_EXPIRED: the server certificate expired yesterday (it was valid
  *   from two days ago until a day ago), so verifying it fails for that reason alone
  *
- * How redis_lock_test_server_new_tls() sets up its TLS port.
+ * How [ctor@RedislockTesting.TestServer.new_tls] sets up its TLS port.
  *
  * Since: 0.1
  */
@@ -148,7 +149,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_test_tls_flags_get_type (void) G_GN
  *   nothing here: verifying the server certificate against it must fail
  *
  * The PEM files of a TLS server that a test may hand to a client, for
- * redis_lock_test_server_get_tls_file(). Keys are EC P-256, unencrypted.
+ * [method@RedislockTesting.TestServer.get_tls_file]. Keys are EC P-256, unencrypted.
  *
  * Since: 0.1
  */
@@ -184,21 +185,21 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_test_tls_file_get_type (void) G_GNU
  * redis_lock_test_server_new_tls:
  * @flags: how the TLS port is set up
  * @config_lines: (nullable) (array zero-terminated=1): extra redis.conf lines, as for
- *   redis_lock_test_server_new()
+ *   [ctor@RedislockTesting.TestServer.new]
  * @error: return location for a #GError
  *
  * Starts a server that listens on its Unix socket exactly as one of
- * redis_lock_test_server_new() does (a test can look at it with plain hiredis through
- * redis_lock_test_server_get_socket_path()) and for TLS on a free port of 127.0.0.1
- * (redis_lock_test_server_get_port()), and waits until it answers PING on the socket.
+ * [ctor@RedislockTesting.TestServer.new] does (a test can look at it with plain hiredis through
+ * [method@RedislockTesting.TestServer.get_socket_path]) and for TLS on a free port of 127.0.0.1
+ * ([method@RedislockTesting.TestServer.get_port]), and waits until it answers PING on the socket.
  * Its certificates are made first in its temporary directory with the `openssl`
  * command line (a few tens of milliseconds): a self-signed CA, a server certificate
  * for `DNS:localhost` and `IP:127.0.0.1` signed by it, a client certificate signed by
- * it and an unrelated CA, all with EC P-256 keys. redis_lock_test_server_get_url()
+ * it and an unrelated CA, all with EC P-256 keys. [method@RedislockTesting.TestServer.get_url]
  * returns a `rediss://` URL that trusts that CA.
  *
  * Errors: %G_IO_ERROR_NOT_FOUND when redis-server or openssl is not installed (see
- * redis_lock_test_server_new_tls_or_skip()), %G_IO_ERROR_FAILED when a certificate
+ * [ctor@RedislockTesting.TestServer.new_tls_or_skip]), %G_IO_ERROR_FAILED when a certificate
  * cannot be made or the server does not start.
  *
  * Returns: (transfer full) (nullable): the running server.
@@ -211,13 +212,13 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockTestServer *redis_lock_test_server_new_tls 
 
 /**
  * redis_lock_test_server_new_tls_or_skip: (skip)
- * @flags: as for redis_lock_test_server_new_tls()
+ * @flags: as for [ctor@RedislockTesting.TestServer.new_tls]
  * @config_lines: (nullable) (array zero-terminated=1): as for
- *   redis_lock_test_server_new_tls()
+ *   [ctor@RedislockTesting.TestServer.new_tls]
  *
- * As redis_lock_test_server_new_or_skip(), for a TLS server: skips the test case when
+ * As [ctor@RedislockTesting.TestServer.new_or_skip], for a TLS server: skips the test case when
  * redis-server or openssl is not installed. Not introspected, as
- * redis_lock_test_server_new_or_skip().
+ * [ctor@RedislockTesting.TestServer.new_or_skip].
  *
  * Returns: (transfer full) (nullable): the running server, or %NULL when skipped.
  *
@@ -232,7 +233,7 @@ redis_lock_test_server_new_tls_or_skip (RedisLockTestTlsFlags flags, const char 
  *
  * For a TLS server, `rediss://127.0.0.1:PORT?ca=CA` followed by `&cert=CERT&key=KEY`
  * when it requires a client certificate (the paths of the files
- * redis_lock_test_server_get_tls_file() returns, %-encoded but for "/").
+ * [method@RedislockTesting.TestServer.get_tls_file] returns, %-encoded but for "/").
  *
  * Returns: (transfer none): a `unix://` URL for redis_lock_registry_new(), or a
  *   `rediss://` one for a TLS server, with the password when one was configured with
@@ -247,6 +248,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_test_server_get_url (RedisLoc
  * @server: a server
  *
  * The Unix socket the server listens on, for a `unix://` URL.
+ * See [method@RedislockTesting.TestServer.get_url].
  *
  * Returns: (transfer none): the path of the server's Unix socket.
  *
@@ -262,7 +264,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_test_server_get_socket_path (
  *
  * Returns: the TCP port the server listens on at 127.0.0.1 (for a TLS server, its TLS
  *   port; it keeps it across a stop and a start), or 0 when it has none (a server of
- *   redis_lock_test_server_new() listens on its Unix socket only).
+ *   [ctor@RedislockTesting.TestServer.new] listens on its Unix socket only).
  *
  * Since: 0.1
  */
@@ -278,7 +280,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 int redis_lock_test_server_get_port (RedisLockTestSe
  *
  * Returns: (transfer none) (nullable): the absolute path of that PEM file of a TLS
  *   server, in its temporary directory (removed on free), or %NULL for a server of
- *   redis_lock_test_server_new().
+ *   [ctor@RedislockTesting.TestServer.new].
  *
  * Since: 0.1
  */
@@ -290,6 +292,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_test_server_get_tls_file (Red
  * @server: a server
  *
  * The process id of the redis-server, to signal it from a test.
+ * See [method@RedislockTesting.TestServer.pause].
  *
  * Returns: the process id of the running server, or 0 when stopped.
  *
@@ -303,6 +306,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GPid redis_lock_test_server_get_pid (RedisLockTestSe
  *
  * Kills the server (SIGKILL, as a crash would) and waits for it to exit. Every key is
  * lost: persistence is off. No-op when already stopped.
+ * See [method@RedislockTesting.TestServer.start].
  *
  * Since: 0.1
  */
@@ -315,7 +319,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_server_stop (RedisLockTestServe
  *
  * Starts the server again on the same socket and waits until it answers PING. A TLS
  * server keeps its port and certificates (it waits, up to 10 s, while another socket
- * holds the port).
+ * holds the port). See [method@RedislockTesting.TestServer.stop].
  *
  * Returns: %TRUE when it runs.
  *
@@ -328,6 +332,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_test_server_start (RedisLockTest
  * @server: a running server
  *
  * Freezes the server with SIGSTOP: connections stay open, nothing is answered.
+ * See [method@RedislockTesting.TestServer.resume].
  *
  * Since: 0.1
  */
@@ -337,7 +342,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_server_pause (RedisLockTestServ
  * redis_lock_test_server_resume:
  * @server: a paused server
  *
- * Resumes a paused server with SIGCONT.
+ * Resumes a paused server with SIGCONT. See [method@RedislockTesting.TestServer.pause].
  *
  * Since: 0.1
  */
@@ -348,7 +353,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_server_resume (RedisLockTestSer
  * @server: a server
  *
  * Takes another reference, for code that shares one server (a language binding
- * holding its handle, for one). redis_lock_test_server_free() drops a reference.
+ * holding its handle, for one). [method@RedislockTesting.TestServer.free] drops a reference.
  *
  * Returns: (transfer full): @server, with one more reference.
  *
@@ -361,7 +366,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockTestServer *redis_lock_test_server_ref (Red
  * @server: (transfer full) (nullable): a server
  *
  * Drops a reference (a server starts with one); the last one stops the server if it
- * runs and removes its temporary directory.
+ * runs and removes its temporary directory. See [ctor@RedislockTesting.TestServer.new].
  *
  * Since: 0.1
  */
@@ -377,9 +382,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockTestServer, redis_lock_test_server_free)
  * with persistence off. Nodes are numbered from 0: the masters first (0 ..
  * n_masters − 1, owning the slots in equal ranges in that order), then the replicas
  * (replica r of master m is node n_masters + m × replicas_per_master + r). After a
- * failover a former replica may own slots: ask redis_lock_test_cluster_get_slot_owner().
- * Not thread-safe: drive it from one thread. Not introspected: it is not reference-counted
- * (no boxed type), so a binding could not free it; multi-node tests are C programs.
+ * failover a former replica may own slots: ask
+ * [method@RedislockTesting.TestCluster.get_slot_owner]. Not thread-safe: drive it from one thread.
+ * Not introspected: it is not reference-counted (no boxed type), so a binding could not free it;
+ * multi-node tests are C programs.
  *
  * Since: 0.1
  */
@@ -399,6 +405,7 @@ typedef struct _RedisLockTestCluster RedisLockTestCluster;
  *
  * Errors: %G_IO_ERROR_NOT_FOUND when redis-server is not installed,
  * %G_IO_ERROR_FAILED when the cluster does not form.
+ * See [method@RedislockTesting.TestCluster.free].
  *
  * Returns: (transfer full) (nullable): the running cluster.
  *
@@ -413,7 +420,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockTestCluster *redis_lock_test_cluster_new (g
  * @n_masters: as for redis_lock_test_cluster_new()
  * @replicas_per_master: as for redis_lock_test_cluster_new()
  *
- * As redis_lock_test_server_new_or_skip(), for a cluster.
+ * As [ctor@RedislockTesting.TestServer.new_or_skip], for a cluster.
  *
  * Returns: (transfer full) (nullable): the cluster, or %NULL when skipped.
  *
@@ -427,6 +434,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockTestCluster *redis_lock_test_cluster_new_or
  * @cluster: a cluster
  *
  * The URL a registry connects to the cluster with.
+ * See [method@RedislockTesting.TestCluster.get_node_url].
  *
  * Returns: (transfer none): `redis-cluster://127.0.0.1:PORT,…` listing every node as
  *   a seed.
@@ -439,7 +447,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_test_cluster_get_url (RedisLo
  * redis_lock_test_cluster_get_n_nodes:
  * @cluster: a cluster
  *
- * How many nodes the cluster has.
+ * How many nodes the cluster has. See [method@RedislockTesting.TestCluster.get_node_url].
  *
  * Returns: the number of nodes, masters and replicas.
  *
@@ -452,7 +460,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 guint redis_lock_test_cluster_get_n_nodes (RedisLock
  * @cluster: a cluster
  * @node: a node number
  *
- * The URL of one node, to talk to it alone.
+ * The URL of one node, to talk to it alone. See [method@RedislockTesting.TestCluster.get_url].
  *
  * Returns: (transfer none): `redis://127.0.0.1:PORT` of that one node.
  *
@@ -466,7 +474,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_test_cluster_get_node_url (Re
  * @cluster: a cluster
  * @node: a node number
  *
- * The TCP port of one node.
+ * The TCP port of one node. See [method@RedislockTesting.TestCluster.get_node_url].
  *
  * Returns: the node's TCP port on 127.0.0.1.
  *
@@ -480,6 +488,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 int redis_lock_test_cluster_get_port (RedisLockTestC
  * @node: a node number
  *
  * The process id of one node, to signal it from a test.
+ * See [method@RedislockTesting.TestCluster.pause_node].
  *
  * Returns: the node's process id, or 0 when it is stopped.
  *
@@ -492,7 +501,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GPid redis_lock_test_cluster_get_pid (RedisLockTestC
  * @key: a key
  *
  * The hash slot of a key, computed here as Redis Cluster does, to pick keys on
- * given slots.
+ * given slots. See [method@RedislockTesting.TestCluster.get_slot_owner].
  *
  * Returns: the slot of @key (CRC16 of the key or of its `{hash tag}`, mod 16384), as
  *   `CLUSTER KEYSLOT` answers it.
@@ -508,7 +517,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 guint redis_lock_test_cluster_key_slot (const char *
  *
  * Asks the running nodes which master owns @slot now (`CLUSTER NODES`) and takes the
  * answer most of them give: just after a failover or a migration, a node may not have
- * heard of it yet.
+ * heard of it yet. See [method@RedislockTesting.TestCluster.migrate_slot].
  *
  * Returns: the owner's node number, or -1 when no running node knows one.
  *
@@ -528,6 +537,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 int redis_lock_test_cluster_get_slot_owner (RedisLoc
  * IMPORTING on @to_node and MIGRATING on its owner, MIGRATEs its keys, then assigns
  * it to @to_node on every master. Equivalent to migrate_slot_begin() followed by
  * migrate_slot_finish(); a no-op when @to_node owns the slot already.
+ * See [method@RedislockTesting.TestCluster.migrate_slot_begin].
  *
  * Returns: %TRUE when @to_node owns the slot on every running master.
  *
@@ -547,6 +557,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_test_cluster_migrate_slot (Redis
  * The first half of a migration: @slot IMPORTING on @to_node and MIGRATING on its
  * owner, and no key moved yet. While it lasts, a command on a key of the slot that the
  * owner no longer has is answered `ASK`.
+ * See [method@RedislockTesting.TestCluster.migrate_slot_finish].
  *
  * Returns: %TRUE on success.
  *
@@ -563,7 +574,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_test_cluster_migrate_slot_begin 
  * @error: return location for a #GError
  *
  * MIGRATEs @key alone from the slot's owner to the importing node (a no-op when the
- * key does not exist).
+ * key does not exist). See [method@RedislockTesting.TestCluster.migrate_slot_begin].
  *
  * Returns: %TRUE on success.
  *
@@ -580,6 +591,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_test_cluster_migrate_key (RedisL
  *
  * MIGRATEs the keys of @slot still on its owner, then assigns the slot to the
  * importing node on every master (`CLUSTER SETSLOT slot NODE id`).
+ * See [method@RedislockTesting.TestCluster.migrate_slot_begin].
  *
  * Returns: %TRUE when the importing node owns the slot on every running master and
  *   every running node knows the same current epoch (so a later migration's epoch
@@ -596,6 +608,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_test_cluster_migrate_slot_finish
  * @node: a node number
  *
  * Kills the node (SIGKILL) and waits for it to exit. No-op when stopped.
+ * See [method@RedislockTesting.TestCluster.start_node].
  *
  * Since: 0.1
  */
@@ -609,6 +622,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_cluster_stop_node (RedisLockTes
  *
  * Starts the node again on its port with its cluster configuration (it rejoins the
  * cluster, as a replica if it was failed over) and waits until it answers PING.
+ * See [method@RedislockTesting.TestCluster.stop_node].
  *
  * Returns: %TRUE when it runs.
  *
@@ -622,7 +636,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_test_cluster_start_node (RedisLo
  * @cluster: a cluster
  * @node: a running node
  *
- * Freezes the node with SIGSTOP.
+ * Freezes the node with SIGSTOP. See [method@RedislockTesting.TestCluster.resume_node].
  *
  * Since: 0.1
  */
@@ -633,7 +647,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_cluster_pause_node (RedisLockTe
  * @cluster: a cluster
  * @node: a paused node
  *
- * Resumes the node with SIGCONT.
+ * Resumes the node with SIGCONT. See [method@RedislockTesting.TestCluster.pause_node].
  *
  * Since: 0.1
  */
@@ -652,6 +666,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_cluster_resume_node (RedisLockT
  * (master, or replica of which master), and every running replica's link to its master
  * is up (after a node was started again: until it has rejoined and synced). A paused
  * node counts as not running. Polls the nodes every few milliseconds.
+ * See [method@RedislockTesting.TestCluster.stop_node].
  *
  * Returns: %TRUE when the cluster is whole again; %FALSE with %G_IO_ERROR_TIMED_OUT
  *   otherwise.
@@ -666,6 +681,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_test_cluster_wait_ok (RedisLockT
  * @cluster: (transfer full) (nullable): a cluster
  *
  * Stops every node and removes their temporary directories.
+ * See [struct@RedislockTesting.TestCluster].
  *
  * Since: 0.1
  */
@@ -680,9 +696,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockTestCluster, redis_lock_test_cluster_fre
  * nodes and Sentinels listen on free TCP ports of 127.0.0.1 only, each in its own
  * temporary directory, persistence off. Data node 0 starts as master, nodes 1 …
  * n_replicas as its replicas. The Sentinels watch the master as
- * redis_lock_test_sentinel_get_master_name() with a quorum of one, `down-after-milliseconds 1000`
- * and `failover-timeout 5000`. Not thread-safe: drive it from one thread. Not
- * introspected, as #RedisLockTestCluster.
+ * [method@RedislockTesting.TestSentinel.get_master_name] with a quorum of one,
+ * `down-after-milliseconds 1000` and `failover-timeout 5000`. Not thread-safe: drive it from one
+ * thread. Not introspected, as #RedisLockTestCluster.
  *
  * Since: 0.1
  */
@@ -702,6 +718,7 @@ typedef struct _RedisLockTestSentinel RedisLockTestSentinel;
  * Errors: %G_IO_ERROR_NOT_FOUND when redis-server is not installed (Sentinel runs as
  * `redis-sentinel` when installed, else as `redis-server --sentinel`),
  * %G_IO_ERROR_FAILED when the deployment does not come up.
+ * See [method@RedislockTesting.TestSentinel.free].
  *
  * Returns: (transfer full) (nullable): the running deployment.
  *
@@ -716,7 +733,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockTestSentinel *redis_lock_test_sentinel_new 
  * @n_replicas: as for redis_lock_test_sentinel_new()
  * @n_sentinels: as for redis_lock_test_sentinel_new()
  *
- * As redis_lock_test_server_new_or_skip(), for a Sentinel deployment.
+ * As [ctor@RedislockTesting.TestServer.new_or_skip], for a Sentinel deployment.
  *
  * Returns: (transfer full) (nullable): the deployment, or %NULL when skipped.
  *
@@ -730,6 +747,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockTestSentinel *redis_lock_test_sentinel_new_
  * @sentinel: a deployment
  *
  * The URL a registry connects to the deployment with, through its Sentinels.
+ * See [method@RedislockTesting.TestSentinel.get_master_name].
  *
  * Returns: (transfer none): `redis-sentinel://127.0.0.1:PORT,…#NAME` listing every
  *   Sentinel.
@@ -742,7 +760,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_test_sentinel_get_url (RedisL
  * redis_lock_test_sentinel_get_master_name:
  * @sentinel: a deployment
  *
- * The name of the monitored master.
+ * The name of the monitored master. See [method@RedislockTesting.TestSentinel.get_url].
  *
  * Returns: (transfer none): the name the Sentinels know the master by.
  *
@@ -754,7 +772,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_test_sentinel_get_master_name
  * redis_lock_test_sentinel_get_n_nodes:
  * @sentinel: a deployment
  *
- * How many data nodes the deployment has.
+ * How many data nodes the deployment has. See [method@RedislockTesting.TestSentinel.get_node_url].
  *
  * Returns: the number of data nodes (the master and its replicas).
  *
@@ -768,6 +786,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 guint redis_lock_test_sentinel_get_n_nodes (RedisLoc
  * @node: a data node number
  *
  * The URL of one data node, to talk to it alone.
+ * See [method@RedislockTesting.TestSentinel.get_master].
  *
  * Returns: (transfer none): `redis://127.0.0.1:PORT` of that data node.
  *
@@ -782,6 +801,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_test_sentinel_get_node_url (R
  * @node: a data node number
  *
  * The process id of one data node, to signal it from a test.
+ * See [method@RedislockTesting.TestSentinel.pause_node].
  *
  * Returns: the data node's process id, or 0 when it is stopped.
  *
@@ -795,7 +815,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GPid redis_lock_test_sentinel_get_pid (RedisLockTest
  *
  * Asks the data nodes (`ROLE`) which one is master now. When two say so (a former
  * master still running after a failover, until the Sentinels demote it some ten
- * seconds later), the one the Sentinels name.
+ * seconds later), the one the Sentinels name. See [method@RedislockTesting.TestSentinel.failover].
  *
  * Returns: its node number, or -1 when no running node says it is master.
  *
@@ -814,7 +834,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 int redis_lock_test_sentinel_get_master (RedisLockTe
  * every running Sentinel names a new master and that node answers `ROLE` as master:
  * about a second. The former master, still running, goes on saying it is master (and
  * taking writes) until the Sentinels demote it some ten seconds later; the failover
- * does not wait for that.
+ * does not wait for that. See [method@RedislockTesting.TestSentinel.get_master].
  *
  * Returns: the new master's node number, or -1 with @error (%G_IO_ERROR_TIMED_OUT
  *   when @timeout_ms passed, %G_IO_ERROR_INVALID_ARGUMENT without replicas).
@@ -830,6 +850,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 int redis_lock_test_sentinel_failover (RedisLockTest
  * @node: a data node number
  *
  * Kills the data node (SIGKILL) and waits for it to exit. No-op when stopped.
+ * See [method@RedislockTesting.TestSentinel.start_node].
  *
  * Since: 0.1
  */
@@ -843,6 +864,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_sentinel_stop_node (RedisLockTe
  *
  * Starts the data node again on its port and waits until it answers PING (the
  * Sentinels reconfigure it as a replica when another node is master).
+ * See [method@RedislockTesting.TestSentinel.stop_node].
  *
  * Returns: %TRUE when it runs.
  *
@@ -856,7 +878,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_test_sentinel_start_node (RedisL
  * @sentinel: a deployment
  * @node: a running data node
  *
- * Freezes the data node with SIGSTOP.
+ * Freezes the data node with SIGSTOP. See [method@RedislockTesting.TestSentinel.resume_node].
  *
  * Since: 0.1
  */
@@ -867,7 +889,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_sentinel_pause_node (RedisLockT
  * @sentinel: a deployment
  * @node: a paused data node
  *
- * Resumes the data node with SIGCONT.
+ * Resumes the data node with SIGCONT. See [method@RedislockTesting.TestSentinel.pause_node].
  *
  * Since: 0.1
  */
@@ -879,6 +901,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_sentinel_resume_node (RedisLock
  * @index: a Sentinel number, from 0
  *
  * Kills that Sentinel (SIGKILL) and waits for it to exit. No-op when stopped.
+ * See [method@RedislockTesting.TestSentinel.failover].
  *
  * Since: 0.1
  */
@@ -890,6 +913,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_test_sentinel_stop_sentinel (RedisLo
  * @sentinel: (transfer full) (nullable): a deployment
  *
  * Stops every process and removes their temporary directories.
+ * See [struct@RedislockTesting.TestSentinel].
  *
  * Since: 0.1
  */
@@ -906,7 +930,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockTestSentinel, redis_lock_test_sentinel_f
  * real expiry it notifies nobody: the holder finds the lease lost at its next renewal
  * (watchdog tick or redis_lock_registry_renew()) or at its outermost unlock, and a
  * waiter in another registry retries when the remaining TTL it was told runs out.
- * Thread-safe.
+ * Thread-safe. See [func@RedislockTesting.memory_store_get_pttl].
  *
  * Returns: %TRUE when the lease existed; %FALSE when no registry has `memory://@store_name`
  *   open or @key is absent (never taken, released or already expired).
@@ -927,7 +951,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_memory_store_expire (const char 
  * For tests only: another owner takes the lease @key over, as when the key expired
  * and another process took it at once. The former holder finds the lease lost at its
  * next renewal or outermost unlock, which leaves the new owner's key untouched. Nobody
- * is notified. Thread-safe.
+ * is notified. Thread-safe. See [func@RedislockTesting.memory_store_get_owner].
  *
  * Returns: %TRUE when the lease existed and now belongs to @new_owner; %FALSE when no
  *   registry has `memory://@store_name` open or @key is absent.
@@ -945,6 +969,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_memory_store_steal (const char *
  * @key: a full lease key, `registry_key:name`
  *
  * For tests only: what `GET key` would answer on Redis. Thread-safe.
+ * See [func@RedislockTesting.memory_store_steal].
  *
  * Returns: (transfer full) (nullable): the value @key holds (for a registry: its client
  *   id, ":" and the number of the acquisition), or %NULL when the
@@ -960,6 +985,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 char *redis_lock_memory_store_get_owner (const char 
  * @key: a full lease key, `registry_key:name`
  *
  * For tests only: what `PTTL key` would answer on Redis. Thread-safe.
+ * See [func@RedislockTesting.memory_store_expire].
  *
  * Returns: the milliseconds left before @key expires, -1 when it never expires, -2
  *   when it is absent or no registry has `memory://@store_name` open.
