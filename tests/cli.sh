@@ -110,6 +110,12 @@ for d in soon 10x -1s 1.2.3 ms '' 5sec; do
   rl run --wait "$d" x -- true 2>"$tmp/err"; expect_rc "--wait '$d' rejected: 64" 64 $?
 done
 rl run --ttl 0 x -- true 2>"$tmp/err"; expect_rc "--ttl 0 rejected: 64" 64 $?
+# below the floor the watchdog can keep: refused, and the message says why
+for d in 10ms 99ms 0.05; do
+  rl run --ttl $d x -- touch "$tmp/shortttl.ran" 2>"$tmp/err"; expect_rc "--ttl $d refused: 64" 64 $?
+done
+check "a too short --ttl says the floor and why" grep -q 'at least 100ms.*renew' "$tmp/err"
+check "a too short --ttl runs nothing" test ! -e "$tmp/shortttl.ran"
 rl run --kill-after 3y x -- true 2>"$tmp/err"; expect_rc "--kill-after 3y rejected: 64" 64 $?
 rl run --registry '' x -- true 2>"$tmp/err"; expect_rc "empty registry: 64" 64 $?
 rl run --url 'ftp://example.org' x -- true 2>"$tmp/err"; expect_rc "unsupported URL scheme: 64" 64 $?
