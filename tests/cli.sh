@@ -552,6 +552,24 @@ else
   ok "the advice shows no piece of the password"
 fi
 
+# A TLS file name is no secret: a message about the CA file names it, and the words of
+# the message that the path shares are not blotted out.
+if [ "${REDISLOCK_TLS:-yes}" = yes ]; then
+  cadir=$tmp/certificates-verification
+  mkdir -p "$cadir" && : >"$cadir/ca-certificates.crt"
+  rl status --url "rediss://127.0.0.1:1?ca=$cadir/ca-certificates.crt" x 2>"$tmp/err"
+  expect_rc "an empty CA file: 64" 64 $?
+  check "the CA file is named in full" grep -q -F "$cadir/ca-certificates.crt" "$tmp/err"
+  check "the message around it is whole" grep -q 'TLS CA certificates from .*: no certificate in it' \
+    "$tmp/err"
+  if grep -q -F '***' "$tmp/err"; then not_ok "nothing of a URL without a secret is hidden"; show_err
+  else ok "nothing of a URL without a secret is hidden"; fi
+  # with a password beside it, the password alone is hidden
+  rl status --url "rediss://:S3cr3tTail9@127.0.0.1:1?ca=$cadir/ca-certificates.crt" x 2>"$tmp/err"
+  check "the CA file is named beside a password" grep -q -F "$cadir/ca-certificates.crt" "$tmp/err"
+  check "the password beside it is hidden" lacks "$tmp/err" S3cr3t Tail9
+fi
+
 kill "$server2"; wait "$server2" 2>/dev/null
 
 # --- Redis errors: 2 ---------------------------------------------------------------------
