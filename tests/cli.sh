@@ -347,6 +347,58 @@ rcli DEL 'redislock:{doc}:rw:ww' >/dev/null
 rl run --read --lock a -- true 2>"$tmp/err"; expect_rc "--read with --lock: 64" 64 $?
 rl run --read --fencing doc -- true 2>"$tmp/err"; expect_rc "--read with --fencing: 64" 64 $?
 
+# --- status, list and watch show each kind of hold as what it is -------------------------
+# Two readers of a read-write lock, two permits of a semaphore of 3, and a plain lock
+# (a leader's, for status --leader); a writer and a waiting writer's mark are set as the
+# library sets them (the tool takes no write hold).
+start_bg "$RL" run --read catalog -- $(hold c1); c1=$bg
+start_bg "$RL" run --read catalog -- $(hold c2); c2=$bg
+start_bg "$RL" run --permits 3 downloads -- $(hold d1); d1=$bg
+start_bg "$RL" run --permits 3 downloads -- $(hold d2); d2=$bg
+start_bg "$RL" run elected -- $(hold e1); e1=$bg
+for h in c1 c2 d1 d2 e1; do check "family holder $h started" wait_for "$tmp/$h.started"; done
+rl status catalog >"$tmp/out" 2>"$tmp/err"; expect_rc "status of a read-write lock with two readers: 0" 0 $?
+check "status says two readers" grep -q '^catalog  *read  *-  *2 readers$' "$tmp/out"
+check "status has a line per reader" test "$(grep -c '^  reader [^ ]*:[0-9]* (' "$tmp/out")" = 2
+rl status downloads >"$tmp/out" 2>"$tmp/err"; expect_rc "status of a semaphore with two permits held: 0" 0 $?
+check "status says the permits used of the size" grep -q '^downloads  *permits  *-  *2 of 3 permits$' "$tmp/out"
+check "status has a line per permit" test "$(grep -c '^  permit [01] ' "$tmp/out")" = 2
+rl status --json catalog downloads >"$tmp/out" 2>"$tmp/err"; expect_rc "status --json of both: 0" 0 $?
+check "status --json: readers" json_check "$tmp/out" \
+  "d[0]['kind'] == 'read-write' and d[0]['state'] == 'read' and d[0]['held'] and d[0]['readers'] == 2 and len(d[0]['holders']) == 2 and all(h['role'] == 'reader' and h['pid'] > 0 and 0 < h['ttl_ms'] <= 60000 for h in d[0]['holders']) and d[0]['writer_waiting'] is None"
+check "status --json: permits" json_check "$tmp/out" \
+  "d[1]['kind'] == 'semaphore' and d[1]['state'] == 'permits' and d[1]['held'] and d[1]['permits_used'] == 2 and d[1]['size'] == 3 and sorted(h['permit'] for h in d[1]['holders']) == [0, 1] and all(h['role'] == 'permit' and h['pid'] > 0 for h in d[1]['holders'])"
+rl list --json >"$tmp/out" 2>"$tmp/err"; expect_rc "list --json with the family: 0" 0 $?
+check "list --json shows each hold once, by name, no key of the family as a lock" json_check "$tmp/out" \
+  "[(x['name'], x['kind']) for x in d if x['name'] in ('catalog', 'downloads', 'elected')] == [('catalog', 'read-write'), ('downloads', 'semaphore'), ('elected', 'lock')] and not any('{' in x['name'] for x in d)"
+rl list >"$tmp/out" 2>"$tmp/err"; expect_rc "list with the family: 0" 0 $?
+check "list shows no key of the family as a lock" lacks "$tmp/out" '{downloads}' '{catalog}' ':sem' ':rw:'
+check "list says the readers and the permits" \
+  sh -c "grep -q '^catalog  *read .* 2 readers\$' '$tmp/out' && grep -q '^downloads  *permits .* 2 of 3 permits\$' '$tmp/out'"
+rl watch --once >"$tmp/out" 2>"$tmp/err"; expect_rc "watch --once with the family: 0" 0 $?
+check "watch names each reader and permit as such" \
+  sh -c "test \$(grep -c '^catalog (reader) ' '$tmp/out') = 2 && grep -q '^downloads (permit 0 of 3) ' '$tmp/out'"
+check "watch shows no key of the family as a lock" lacks "$tmp/out" '{downloads}' '{catalog}' ':sem'
+rl status --leader elected >"$tmp/out" 2>"$tmp/err"; expect_rc "status --leader of a held election: 0" 0 $?
+check "status --leader says leader" grep -q '^elected  *leader  *[0-9.]*m*s  *[^ ]*:[0-9]*:' "$tmp/out"
+rl status --leader --json elected >"$tmp/out" 2>"$tmp/err"
+check "status --leader --json: a leader" json_check "$tmp/out" \
+  "d[0]['kind'] == 'leader' and d[0]['state'] == 'leader' and d[0]['holders'][0]['role'] == 'leader' and d[0]['owner'] == d[0]['holders'][0]['owner']"
+for h in c1 c2 d1 d2 e1; do touch "$tmp/$h.release"; done
+for p in $c1 $c2 $d1 $d2 $e1; do wait "$p"; done
+rl status catalog downloads >"$tmp/out" 2>"$tmp/err"; expect_rc "status once all are released: 1" 1 $?
+check "a released semaphore is free, its size kept" grep -q '^downloads  *free  *-  *0 of 3 permits$' "$tmp/out"
+rcli SET 'redislock:{catalog}:rw:w' writer-client:7 PX 60000 >/dev/null
+rcli SET 'redislock:{catalog}:rw:ww' waiting-client PX 60000 >/dev/null
+rl status --json catalog >"$tmp/out" 2>"$tmp/err"; expect_rc "status of a written read-write lock: 0" 0 $?
+check "status --json: the writer and the waiting writer" json_check "$tmp/out" \
+  "len(d) == 1 and d[0]['state'] == 'write' and d[0]['owner'] == 'writer-client:7' and d[0]['holders'][0]['role'] == 'writer' and d[0]['readers'] == 0 and d[0]['writer_waiting'] == 'waiting-client'"
+rl status catalog >"$tmp/out" 2>"$tmp/err"
+check "status says write and the waiting writer" \
+  sh -c "grep -q '^catalog  *write  *[0-9.]*s  *writer-client:7\$' '$tmp/out' && grep -q '^  writer waiting waiting-client\$' '$tmp/out'"
+rcli DEL 'redislock:{catalog}:rw:w' 'redislock:{catalog}:rw:ww' 'redislock:{downloads}:sem' \
+  'redislock:{downloads}:sem:size' >/dev/null
+
 # --- a held lock: --wait 0 and --wait 300ms give 1; status and list show it -------------
 start_bg "$RL" run held -- $(hold held)
 holder=$bg
