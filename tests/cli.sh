@@ -938,9 +938,23 @@ check "demo oversold 0" grep -q '^ *oversold: *0$' "$tmp/out"
 check "demo reports hand-off latency" grep -q '^ *hand-off p99: *[0-9.]* ms$' "$tmp/out"
 check "demo reports Redis commands" grep -q '^ *redis commands: *[1-9]' "$tmp/out"
 check "demo removed its keys" test -z "$(rcli --scan --pattern 'redislock-demo*')"
-env -u REDIS_URL timeout -k 5 60 "$RL" demo --processes 2 --threads 2 --stock 100 >"$tmp/out" 2>"$tmp/err"
+mkdir -p "$tmp/demo-tmp"
+env -u REDIS_URL TMPDIR="$tmp/demo-tmp" timeout -k 5 60 "$RL" demo --processes 2 --threads 2 \
+  --stock 100 >"$tmp/out" 2>"$tmp/err"
 expect_rc "demo on a private redis-server: 0" 0 $?
 check "demo on a private redis-server oversold 0" grep -q '^ *oversold: *0$' "$tmp/out"
+check "demo removed its private server's directory" test -z "$(ls -A "$tmp/demo-tmp")"
+# The command needs libredislock only: the demo starts its server without the testing
+# library (the build tree's binary is libtool's .libs/redislock).
+bin=$RL
+[ -x "$(dirname "$RL")/.libs/redislock" ] && bin=$(dirname "$RL")/.libs/redislock
+if command -v objdump >/dev/null 2>&1; then
+  objdump -p "$bin" >"$tmp/needed" 2>&1
+  check "redislock links libredislock" grep -q 'NEEDED *libredislock\.so' "$tmp/needed"
+  check "redislock does not link the testing library" lacks "$tmp/needed" libredislock-testing
+else
+  ok "redislock does not link the testing library # SKIP objdump not installed"
+fi
 
 echo "1..$n"
 [ $failures -eq 0 ]

@@ -5,7 +5,8 @@
  * the options every command takes and the usage messages; each command has a file of
  * its own (redislock-run.c, with its command line in redislock-run-args.c,
  * redislock-status.c for status and list with the family's keys read in
- * redislock-family.c, redislock-demo.c, redislock-watch.c),
+ * redislock-family.c, redislock-demo.c with its server in redislock-demo-server.c,
+ * redislock-watch.c),
  * entered through its cmd_*() function; redislock-common.c holds what several commands
  * use (display escaping, durations, the raw Redis connection, exit statuses) and
  * redislock-redact.c keeps passwords out of every message. Nothing here is a library
@@ -186,5 +187,15 @@ GPtrArray *family_group (GPtrArray *leases);
 const char *family_hold_state (const FamilyHold *hold);
 /* The holders of @hold with @role. */
 guint family_hold_count (const FamilyHold *hold, FamilyRole role);
+
+/* The demo's throwaway redis-server (redislock-demo-server.c): on a Unix socket in a
+ * temporary directory, started and answering PING, or NULL with an error
+ * (G_IO_ERROR_NOT_FOUND when redis-server is not installed); freed, it is killed and
+ * its directory removed. */
+typedef struct _DemoServer DemoServer;
+DemoServer *demo_server_start (GError **error);
+const char *demo_server_get_url (DemoServer *server);
+void demo_server_free (DemoServer *server);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DemoServer, demo_server_free)
 
 #endif /* REDISLOCK_TOOL_H */
