@@ -163,6 +163,22 @@ for doc in tools/redislock.1 include/redislock/redislock-registry.h; do
   fi
 done
 
+# --- the man page gives every option of every command a paragraph of its own ----------
+# (an option heading is the line after .TP; one without it runs into the paragraph above)
+if [ -f "$srcdir/tools/redislock.1" ]; then
+  awk 'prev == ".TP" { print } { prev = $0 }' "$srcdir/tools/redislock.1" | sed 's/\\-/-/g' \
+    | grep -o -- '--[a-z-]*' | sort -u >"$tmp/man-options"
+  for c in run status list watch demo; do
+    "$RL" $c --help 2>/dev/null | sed -n 's/^ *\(-[a-zA-Z0-9], \)\{0,1\}\(--[a-z-]*\).*/\2/p' \
+      | grep -v -x -e --help -e '--help-[a-z]*'
+  done | sort -u >"$tmp/help-options"
+  missing=$(comm -23 "$tmp/help-options" "$tmp/man-options" | tr '\n' ' ')
+  check "every option has a paragraph of its own in the man page${missing:+ (not: $missing)}" \
+    test -z "$missing"
+else
+  ok "every option has a paragraph of its own in the man page # SKIP not found"
+fi
+
 # --- a short option's value may be attached: -w5s as -w 5s --------------------------------
 rl run -w5s attached -- true 2>"$tmp/err"; expect_rc "run -w5s NAME -- true: 0" 0 $?
 rl run -fw5s attached -- sh -c 'test -n "$REDIS_LOCK_TOKEN"' 2>"$tmp/err"
