@@ -378,12 +378,12 @@ check "status says two readers" grep -q '^catalog  *read  *-  *2 readers$' "$tmp
 check "status has a line per reader" test "$(grep -c '^  reader [^ ]*:[0-9]* (' "$tmp/out")" = 2
 rl status downloads >"$tmp/out" 2>"$tmp/err"; expect_rc "status of a semaphore with two permits held: 0" 0 $?
 check "status says the permits used of the size" grep -q '^downloads  *permits  *-  *2 of 3 permits$' "$tmp/out"
-check "status has a line per permit" test "$(grep -c '^  permit [01] ' "$tmp/out")" = 2
+check "status has a line per permit" test "$(grep -c '^  permit [0-2] [^ ]*:[0-9]* (' "$tmp/out")" = 2
 rl status --json catalog downloads >"$tmp/out" 2>"$tmp/err"; expect_rc "status --json of both: 0" 0 $?
 check "status --json: readers" json_check "$tmp/out" \
   "d[0]['kind'] == 'read-write' and d[0]['state'] == 'read' and d[0]['held'] and d[0]['readers'] == 2 and len(d[0]['holders']) == 2 and all(h['role'] == 'reader' and h['pid'] > 0 and 0 < h['ttl_ms'] <= 60000 for h in d[0]['holders']) and d[0]['writer_waiting'] is None"
 check "status --json: permits" json_check "$tmp/out" \
-  "d[1]['kind'] == 'semaphore' and d[1]['state'] == 'permits' and d[1]['held'] and d[1]['permits_used'] == 2 and d[1]['size'] == 3 and sorted(h['permit'] for h in d[1]['holders']) == [0, 1] and all(h['role'] == 'permit' and h['pid'] > 0 for h in d[1]['holders'])"
+  "d[1]['kind'] == 'semaphore' and d[1]['state'] == 'permits' and d[1]['held'] and d[1]['permits_used'] == 2 and d[1]['size'] == 3 and len(set(h['permit'] for h in d[1]['holders'])) == 2 and all(0 <= h['permit'] < 3 for h in d[1]['holders']) and all(h['role'] == 'permit' and h['pid'] > 0 for h in d[1]['holders'])"
 rl list --json >"$tmp/out" 2>"$tmp/err"; expect_rc "list --json with the family: 0" 0 $?
 check "list --json shows each hold once, by name, no key of the family as a lock" json_check "$tmp/out" \
   "[(x['name'], x['kind']) for x in d if x['name'] in ('catalog', 'downloads', 'elected')] == [('catalog', 'read-write'), ('downloads', 'semaphore'), ('elected', 'lock')] and not any('{' in x['name'] for x in d)"
@@ -393,7 +393,7 @@ check "list says the readers and the permits" \
   sh -c "grep -q '^catalog  *read .* 2 readers\$' '$tmp/out' && grep -q '^downloads  *permits .* 2 of 3 permits\$' '$tmp/out'"
 rl watch --once >"$tmp/out" 2>"$tmp/err"; expect_rc "watch --once with the family: 0" 0 $?
 check "watch names each reader and permit as such" \
-  sh -c "test \$(grep -c '^catalog (reader) ' '$tmp/out') = 2 && grep -q '^downloads (permit 0 of 3) ' '$tmp/out'"
+  sh -c "test \$(grep -c '^catalog (reader) ' '$tmp/out') = 2 && test \$(grep -c '^downloads (permit [0-2] of 3) ' '$tmp/out') = 2"
 check "watch shows no key of the family as a lock" lacks "$tmp/out" '{downloads}' '{catalog}' ':sem'
 rl status --leader elected >"$tmp/out" 2>"$tmp/err"; expect_rc "status --leader of a held election: 0" 0 $?
 check "status --leader says leader" grep -q '^elected  *leader  *[0-9.]*m*s  *[^ ]*:[0-9]*:' "$tmp/out"
