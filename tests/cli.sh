@@ -110,6 +110,12 @@ for d in soon 10x -1s 1.2.3 ms '' 5sec; do
   rl run --wait "$d" x -- true 2>"$tmp/err"; expect_rc "--wait '$d' rejected: 64" 64 $?
 done
 rl run --ttl 0 x -- true 2>"$tmp/err"; expect_rc "--ttl 0 rejected: 64" 64 $?
+# below the floor the watchdog can keep: refused, and the message says why
+for d in 10ms 99ms 0.05; do
+  rl run --ttl $d x -- touch "$tmp/shortttl.ran" 2>"$tmp/err"; expect_rc "--ttl $d refused: 64" 64 $?
+done
+check "a too short --ttl says the floor and why" grep -q 'at least 100ms.*renew' "$tmp/err"
+check "a too short --ttl runs nothing" test ! -e "$tmp/shortttl.ran"
 rl run --kill-after 3y x -- true 2>"$tmp/err"; expect_rc "--kill-after 3y rejected: 64" 64 $?
 rl run --registry '' x -- true 2>"$tmp/err"; expect_rc "empty registry: 64" 64 $?
 rl run --url 'ftp://example.org' x -- true 2>"$tmp/err"; expect_rc "unsupported URL scheme: 64" 64 $?
@@ -156,6 +162,22 @@ for doc in tools/redislock.1 include/redislock/redislock-registry.h; do
     ok "$doc does not say TLS is unsupported"
   fi
 done
+
+# --- the man page gives every option of every command a paragraph of its own ----------
+# (an option heading is the line after .TP; one without it runs into the paragraph above)
+if [ -f "$srcdir/tools/redislock.1" ]; then
+  awk 'prev == ".TP" { print } { prev = $0 }' "$srcdir/tools/redislock.1" | sed 's/\\-/-/g' \
+    | grep -o -- '--[a-z-]*' | sort -u >"$tmp/man-options"
+  for c in run status list watch demo; do
+    "$RL" $c --help 2>/dev/null | sed -n 's/^ *\(-[a-zA-Z0-9], \)\{0,1\}\(--[a-z-]*\).*/\2/p' \
+      | grep -v -x -e --help -e '--help-[a-z]*'
+  done | sort -u >"$tmp/help-options"
+  missing=$(comm -23 "$tmp/help-options" "$tmp/man-options" | tr '\n' ' ')
+  check "every option has a paragraph of its own in the man page${missing:+ (not: $missing)}" \
+    test -z "$missing"
+else
+  ok "every option has a paragraph of its own in the man page # SKIP not found"
+fi
 
 # --- a short option's value may be attached: -w5s as -w 5s --------------------------------
 rl run -w5s attached -- true 2>"$tmp/err"; expect_rc "run -w5s NAME -- true: 0" 0 $?
@@ -340,6 +362,58 @@ check "the command did not run" test ! -e "$tmp/read.never"
 rcli DEL 'redislock:{doc}:rw:ww' >/dev/null
 rl run --read --lock a -- true 2>"$tmp/err"; expect_rc "--read with --lock: 64" 64 $?
 rl run --read --fencing doc -- true 2>"$tmp/err"; expect_rc "--read with --fencing: 64" 64 $?
+
+# --- status, list and watch show each kind of hold as what it is -------------------------
+# Two readers of a read-write lock, two permits of a semaphore of 3, and a plain lock
+# (a leader's, for status --leader); a writer and a waiting writer's mark are set as the
+# library sets them (the tool takes no write hold).
+start_bg "$RL" run --read catalog -- $(hold c1); c1=$bg
+start_bg "$RL" run --read catalog -- $(hold c2); c2=$bg
+start_bg "$RL" run --permits 3 downloads -- $(hold d1); d1=$bg
+start_bg "$RL" run --permits 3 downloads -- $(hold d2); d2=$bg
+start_bg "$RL" run elected -- $(hold e1); e1=$bg
+for h in c1 c2 d1 d2 e1; do check "family holder $h started" wait_for "$tmp/$h.started"; done
+rl status catalog >"$tmp/out" 2>"$tmp/err"; expect_rc "status of a read-write lock with two readers: 0" 0 $?
+check "status says two readers" grep -q '^catalog  *read  *-  *2 readers$' "$tmp/out"
+check "status has a line per reader" test "$(grep -c '^  reader [^ ]*:[0-9]* (' "$tmp/out")" = 2
+rl status downloads >"$tmp/out" 2>"$tmp/err"; expect_rc "status of a semaphore with two permits held: 0" 0 $?
+check "status says the permits used of the size" grep -q '^downloads  *permits  *-  *2 of 3 permits$' "$tmp/out"
+check "status has a line per permit" test "$(grep -c '^  permit [0-2] [^ ]*:[0-9]* (' "$tmp/out")" = 2
+rl status --json catalog downloads >"$tmp/out" 2>"$tmp/err"; expect_rc "status --json of both: 0" 0 $?
+check "status --json: readers" json_check "$tmp/out" \
+  "d[0]['kind'] == 'read-write' and d[0]['state'] == 'read' and d[0]['held'] and d[0]['readers'] == 2 and len(d[0]['holders']) == 2 and all(h['role'] == 'reader' and h['pid'] > 0 and 0 < h['ttl_ms'] <= 60000 for h in d[0]['holders']) and d[0]['writer_waiting'] is None"
+check "status --json: permits" json_check "$tmp/out" \
+  "d[1]['kind'] == 'semaphore' and d[1]['state'] == 'permits' and d[1]['held'] and d[1]['permits_used'] == 2 and d[1]['size'] == 3 and len(set(h['permit'] for h in d[1]['holders'])) == 2 and all(0 <= h['permit'] < 3 for h in d[1]['holders']) and all(h['role'] == 'permit' and h['pid'] > 0 for h in d[1]['holders'])"
+rl list --json >"$tmp/out" 2>"$tmp/err"; expect_rc "list --json with the family: 0" 0 $?
+check "list --json shows each hold once, by name, no key of the family as a lock" json_check "$tmp/out" \
+  "[(x['name'], x['kind']) for x in d if x['name'] in ('catalog', 'downloads', 'elected')] == [('catalog', 'read-write'), ('downloads', 'semaphore'), ('elected', 'lock')] and not any('{' in x['name'] for x in d)"
+rl list >"$tmp/out" 2>"$tmp/err"; expect_rc "list with the family: 0" 0 $?
+check "list shows no key of the family as a lock" lacks "$tmp/out" '{downloads}' '{catalog}' ':sem' ':rw:'
+check "list says the readers and the permits" \
+  sh -c "grep -q '^catalog  *read .* 2 readers\$' '$tmp/out' && grep -q '^downloads  *permits .* 2 of 3 permits\$' '$tmp/out'"
+rl watch --once >"$tmp/out" 2>"$tmp/err"; expect_rc "watch --once with the family: 0" 0 $?
+check "watch names each reader and permit as such" \
+  sh -c "test \$(grep -c '^catalog (reader) ' '$tmp/out') = 2 && test \$(grep -c '^downloads (permit [0-2] of 3) ' '$tmp/out') = 2"
+check "watch shows no key of the family as a lock" lacks "$tmp/out" '{downloads}' '{catalog}' ':sem'
+rl status --leader elected >"$tmp/out" 2>"$tmp/err"; expect_rc "status --leader of a held election: 0" 0 $?
+check "status --leader says leader" grep -q '^elected  *leader  *[0-9.]*m*s  *[^ ]*:[0-9]*:' "$tmp/out"
+rl status --leader --json elected >"$tmp/out" 2>"$tmp/err"
+check "status --leader --json: a leader" json_check "$tmp/out" \
+  "d[0]['kind'] == 'leader' and d[0]['state'] == 'leader' and d[0]['holders'][0]['role'] == 'leader' and d[0]['owner'] == d[0]['holders'][0]['owner']"
+for h in c1 c2 d1 d2 e1; do touch "$tmp/$h.release"; done
+for p in $c1 $c2 $d1 $d2 $e1; do wait "$p"; done
+rl status catalog downloads >"$tmp/out" 2>"$tmp/err"; expect_rc "status once all are released: 1" 1 $?
+check "a released semaphore is free, its size kept" grep -q '^downloads  *free  *-  *0 of 3 permits$' "$tmp/out"
+rcli SET 'redislock:{catalog}:rw:w' writer-client:7 PX 60000 >/dev/null
+rcli SET 'redislock:{catalog}:rw:ww' waiting-client PX 60000 >/dev/null
+rl status --json catalog >"$tmp/out" 2>"$tmp/err"; expect_rc "status of a written read-write lock: 0" 0 $?
+check "status --json: the writer and the waiting writer" json_check "$tmp/out" \
+  "len(d) == 1 and d[0]['state'] == 'write' and d[0]['owner'] == 'writer-client:7' and d[0]['holders'][0]['role'] == 'writer' and d[0]['readers'] == 0 and d[0]['writer_waiting'] == 'waiting-client'"
+rl status catalog >"$tmp/out" 2>"$tmp/err"
+check "status says write and the waiting writer" \
+  sh -c "grep -q '^catalog  *write  *[0-9.]*s  *writer-client:7\$' '$tmp/out' && grep -q '^  writer waiting waiting-client\$' '$tmp/out'"
+rcli DEL 'redislock:{catalog}:rw:w' 'redislock:{catalog}:rw:ww' 'redislock:{downloads}:sem' \
+  'redislock:{downloads}:sem:size' >/dev/null
 
 # --- a held lock: --wait 0 and --wait 300ms give 1; status and list show it -------------
 start_bg "$RL" run held -- $(hold held)
@@ -544,6 +618,24 @@ if grep -q -e S3cr3t -e Tail9 "$tmp/err"; then
   not_ok "the advice shows no piece of the password"; show_err
 else
   ok "the advice shows no piece of the password"
+fi
+
+# A TLS file name is no secret: a message about the CA file names it, and the words of
+# the message that the path shares are not blotted out.
+if [ "${REDISLOCK_TLS:-yes}" = yes ]; then
+  cadir=$tmp/certificates-verification
+  mkdir -p "$cadir" && : >"$cadir/ca-certificates.crt"
+  rl status --url "rediss://127.0.0.1:1?ca=$cadir/ca-certificates.crt" x 2>"$tmp/err"
+  expect_rc "an empty CA file: 64" 64 $?
+  check "the CA file is named in full" grep -q -F "$cadir/ca-certificates.crt" "$tmp/err"
+  check "the message around it is whole" grep -q 'TLS CA certificates from .*: no certificate in it' \
+    "$tmp/err"
+  if grep -q -F '***' "$tmp/err"; then not_ok "nothing of a URL without a secret is hidden"; show_err
+  else ok "nothing of a URL without a secret is hidden"; fi
+  # with a password beside it, the password alone is hidden
+  rl status --url "rediss://:S3cr3tTail9@127.0.0.1:1?ca=$cadir/ca-certificates.crt" x 2>"$tmp/err"
+  check "the CA file is named beside a password" grep -q -F "$cadir/ca-certificates.crt" "$tmp/err"
+  check "the password beside it is hidden" lacks "$tmp/err" S3cr3t Tail9
 fi
 
 kill "$server2"; wait "$server2" 2>/dev/null
@@ -862,9 +954,23 @@ check "demo oversold 0" grep -q '^ *oversold: *0$' "$tmp/out"
 check "demo reports hand-off latency" grep -q '^ *hand-off p99: *[0-9.]* ms$' "$tmp/out"
 check "demo reports Redis commands" grep -q '^ *redis commands: *[1-9]' "$tmp/out"
 check "demo removed its keys" test -z "$(rcli --scan --pattern 'redislock-demo*')"
-env -u REDIS_URL timeout -k 5 60 "$RL" demo --processes 2 --threads 2 --stock 100 >"$tmp/out" 2>"$tmp/err"
+mkdir -p "$tmp/demo-tmp"
+env -u REDIS_URL TMPDIR="$tmp/demo-tmp" timeout -k 5 60 "$RL" demo --processes 2 --threads 2 \
+  --stock 100 >"$tmp/out" 2>"$tmp/err"
 expect_rc "demo on a private redis-server: 0" 0 $?
 check "demo on a private redis-server oversold 0" grep -q '^ *oversold: *0$' "$tmp/out"
+check "demo removed its private server's directory" test -z "$(ls -A "$tmp/demo-tmp")"
+# The command needs libredislock only: the demo starts its server without the testing
+# library (the build tree's binary is libtool's .libs/redislock).
+bin=$RL
+[ -x "$(dirname "$RL")/.libs/redislock" ] && bin=$(dirname "$RL")/.libs/redislock
+if command -v objdump >/dev/null 2>&1; then
+  objdump -p "$bin" >"$tmp/needed" 2>&1
+  check "redislock links libredislock" grep -q 'NEEDED *libredislock\.so' "$tmp/needed"
+  check "redislock does not link the testing library" lacks "$tmp/needed" libredislock-testing
+else
+  ok "redislock does not link the testing library # SKIP objdump not installed"
+fi
 
 echo "1..$n"
 [ $failures -eq 0 ]

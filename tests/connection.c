@@ -95,11 +95,18 @@ not_redis_serve (gpointer data)
     {
       char buf[256];
       int client = accept (self->fd, NULL, NULL);
+      gssize got, sent;
 
       if (client < 0)
         return NULL; /* the listening socket was shut down */
-      (void)read (client, buf, sizeof buf);
-      (void)write (client, answer, sizeof answer - 1);
+      got = read (client, buf, sizeof buf);
+      sent = write (client, answer, sizeof answer - 1);
+      /* A client that hung up before the answer is the client's business: the test
+       * looks at what the client saw, and this server just closes. */
+      if (got < 0 || sent < 0)
+        g_debug ("not-redis: the client left early (read %" G_GSSIZE_FORMAT
+                 ", wrote %" G_GSSIZE_FORMAT ")",
+                 got, sent);
       close (client);
     }
 }

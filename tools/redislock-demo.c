@@ -13,8 +13,6 @@
 #include "redislock-tool.h"
 #include "report.h"
 
-#include <redislock/redislock-test.h>
-
 #include <errno.h>
 #include <gio/gio.h>
 #include <pthread.h>
@@ -319,7 +317,7 @@ parse_demo_options (int argc, char **argv)
 /* The server of the sale: --url, else $REDIS_URL, else a private redis-server started
  * in @server. NULL after a message when none can be had. */
 static const char *
-demo_server_url (RedisLockTestServer **server)
+demo_server_url (DemoServer **server)
 {
   g_autoptr (GError) error = NULL;
   const char *env_url = g_getenv ("REDIS_URL");
@@ -328,7 +326,7 @@ demo_server_url (RedisLockTestServer **server)
     return opt_url;
   if (env_url != NULL && *env_url != '\0')
     return env_url;
-  *server = redis_lock_test_server_new (NULL, &error);
+  *server = demo_server_start (&error);
   if (*server == NULL)
     {
       if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
@@ -339,7 +337,7 @@ demo_server_url (RedisLockTestServer **server)
         die_message ("demo: cannot start a private redis-server: %s", error->message);
       return NULL;
     }
-  return redis_lock_test_server_get_url (*server);
+  return demo_server_get_url (*server);
 }
 
 /* Puts the stock and the sold counter in Redis. */
@@ -522,7 +520,7 @@ int
 cmd_demo (int argc, char **argv)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (RedisLockTestServer) server = NULL;
+  g_autoptr (DemoServer) server = NULL;
   g_autoptr (GArray) records = g_array_new (FALSE, FALSE, sizeof (DemoRecord));
   DemoSale sale = { 0 };
   redisReply *r;

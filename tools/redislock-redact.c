@@ -23,11 +23,25 @@ typedef struct
 
 /* Where the secrets of a Redis URL are, as byte ranges of @url: the password of the user
  * info (all of the user info when it has no colon: some clients take a lone user as the
- * password), and the value of every query parameter but db and username, whatever the
- * case or percent-encoding of its name (a parameter without a value is covered whole).
+ * password), and the value of every query parameter but those known to hold no secret
+ * (public_params: the database, user names, the TLS files and server name, shown as they
+ * are: a message about a CA file must name it), whatever the case or percent-encoding of
+ * its name (a parameter without a value is covered whole).
  * Read generously, so that a malformed URL, one without a scheme, or a password with
  * unencoded / ? # @ & in it is still covered: the user info runs from after "://" (or the
  * start) to the last @, a parameter to the next &. Ascending, not overlapping. */
+static const char *const public_params[]
+    = { "db", "username", "sentinel_username", "ca", "cert", "key", "sni", NULL };
+
+static gboolean
+is_public_param (const char *name)
+{
+  for (guint i = 0; public_params[i] != NULL; i++)
+    if (strcmp (name, public_params[i]) == 0)
+      return TRUE;
+  return FALSE;
+}
+
 static GArray *
 url_secret_spans (const char *url)
 {
@@ -69,7 +83,7 @@ url_secret_spans (const char *url)
               g_autofree char *folded = g_ascii_strdown (name != NULL ? name : raw, -1);
 
               span.start = (gsize) (eq - url) + 1;
-              if (strcmp (folded, "db") == 0 || strcmp (folded, "username") == 0)
+              if (is_public_param (folded))
                 span.end = span.start;
             }
           if (span.end > span.start)

@@ -62,7 +62,7 @@ static const GOptionEntry run_entries[] = {
     "DURATION" },
   { "ttl", 't', 0, G_OPTION_ARG_STRING, &opt_ttl,
     "Lease TTL, renewed while the command runs; bounds how long a crashed redislock "
-    "blocks others (default: 60s)",
+    "blocks others; at least 100ms (default: 60s)",
     "DURATION" },
   { "kill-after", 'k', 0, G_OPTION_ARG_STRING, &opt_kill_after,
     "When the lease is lost, send SIGKILL this long after SIGTERM (default: 5s), at most "
@@ -153,6 +153,18 @@ parse_run_durations (RunArgs *args)
   if (opt_ttl != NULL && (!parse_duration (opt_ttl, &args->ttl_ms) || args->ttl_ms < 1))
     return usage_error ("run", run_usage, "invalid duration for --ttl: '%s' (at least 1ms)",
                         opt_ttl);
+  /* The watchdog renews a lease at a third of its TTL and reports it lost once it has
+   * gone unconfirmed for the TTL less the lease margin, which is at least 25 ms: below
+   * MIN_TTL_MS the time left for a renewal's round trip is a few milliseconds (at 10ms,
+   * under 2), which an ordinary scheduling delay exceeds, and the command is killed
+   * for a loss that no other holder caused. */
+  if (args->ttl_ms < MIN_TTL_MS)
+    return usage_error ("run", run_usage,
+                        "--ttl %s is too short: at least %dms (a lease is renewed every third "
+                        "of its TTL and counts as lost once unconfirmed for the TTL less a "
+                        "margin of at least 25ms, which leaves a shorter lease too little "
+                        "time for a renewal to reach Redis)",
+                        opt_ttl, MIN_TTL_MS);
   if (opt_kill_after != NULL && !parse_duration (opt_kill_after, &args->kill_after_ms))
     return usage_error ("run", run_usage, "invalid duration for --kill-after: '%s'",
                         opt_kill_after);

@@ -31,6 +31,12 @@ typedef struct
  * report: the command must be dead by then. */
 gint64 lease_margin_us (gint64 ttl_ms);
 
+/* The shortest --ttl taken: at 100 ms a renewal sent at a third of the TTL still has
+ * about 40 ms to be confirmed before the lease counts as lost (the margin's 25 ms
+ * floor is a quarter of it); below 50 ms the margin is half the TTL and the time left
+ * is a few milliseconds. libredislock itself takes any TTL from 1 ms. */
+#define MIN_TTL_MS 100
+
 /* The command line of `run`: options, NAME, COMMAND. Returns -1 to go on, else an
  * exit status (a usage error was printed). */
 int parse_run_arguments (int argc, char **argv, RunArgs *args);

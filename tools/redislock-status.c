@@ -10,7 +10,11 @@
  * lock of a registry (redis_lock_registry_list_leases()). Both also show the threads
  * waiting for each lock (host, pid, since when) from the registry's waits-for records
  * (redis_lock_registry_list_waiters()): a line per waiter under the lock in the table,
- * a "waiters" array in JSON. Both read through a registry
+ * a "waiters" array in JSON. The lock family's keys in the listing are read as the
+ * holds they make (redislock-family.c): a read-write lock shows its writer or its
+ * readers, a semaphore its permits used of its size, a line per reader or permit under
+ * it; status finds them by name in the listing, and shows a plain lock as a leader's
+ * with --leader (nothing in Redis tells the two apart). Both read through a registry
  * of the library, so the key layout and the commands that read it stay the library's.
  * They share one file because they share the printing.
  */
@@ -22,14 +26,11 @@
 #include <stdio.h>
 #include <string.h>
 
-/* A lock as status and list show it. */
+/* A lock, read-write lock or semaphore as status and list show it. */
 typedef struct
 {
-  char *name;
-  char *key;
-  gboolean held;
-  char *owner;   /* NULL when free */
-  gint64 ttl_ms; /* -1: no expiry; meaningless when free */
+  FamilyHold *hold;
+  gboolean owns_hold; /* else borrowed from a listing's holds */
   gboolean has_token; /* a fenced acquisition of the name ever happened */
   guint64 token;      /* then the last token handed out */
   GPtrArray *waiters; /* RedisLockWaiterInfo (borrowed from the list read), oldest first */
@@ -40,29 +41,49 @@ lock_info_free (gpointer p)
 {
   LockInfo *info = p;
 
-  g_free (info->name);
-  g_free (info->key);
-  g_free (info->owner);
+  if (info->owns_hold)
+    family_hold_free (info->hold);
   g_ptr_array_unref (info->waiters);
   g_free (info);
 }
 
-/* The lock @name, held by @lease (NULL: free). */
+/* Takes @hold when @owns, else borrows it. */
 static LockInfo *
-lock_info_new (const char *name, const RedisLockLeaseInfo *lease)
+lock_info_new (FamilyHold *hold, gboolean owns)
 {
   LockInfo *info = g_new0 (LockInfo, 1);
 
-  info->name = g_strdup (name);
-  info->key = g_strconcat (effective_registry (), ":", name, NULL);
-  info->held = lease != NULL;
+  info->hold = hold;
+  info->owns_hold = owns;
   info->waiters = g_ptr_array_new ();
+  return info;
+}
+
+/* The plain lock @name, held by @lease (NULL: free), as a leader's when @leader. */
+static LockInfo *
+plain_lock_info_new (const char *name, const RedisLockLeaseInfo *lease, gboolean leader)
+{
+  FamilyHold *hold = family_hold_new (name, leader ? FAMILY_KIND_LEADER : FAMILY_KIND_LOCK);
+
   if (lease != NULL)
     {
-      info->owner = g_strdup (lease->owner);
-      info->ttl_ms = lease->pttl_ms;
+      FamilyKey key = { (char *) name, FAMILY_ROLE_LOCK, NULL, 0 };
+
+      family_hold_add (hold, &key, name, lease->owner, lease->pttl_ms);
     }
-  return info;
+  return lock_info_new (hold, TRUE);
+}
+
+/* The single holder shown on a lock's line: a lock's, a leader's or a writer's. */
+static const FamilyHolder *
+main_holder (const FamilyHold *hold)
+{
+  const FamilyHolder *h;
+
+  if (hold->holders->len == 0)
+    return NULL;
+  h = g_ptr_array_index (hold->holders, 0);
+  return h->role == FAMILY_ROLE_LOCK || h->role == FAMILY_ROLE_WRITER ? h : NULL;
 }
 
 /* A registry on --url and --registry, for reading leases; NULL after a message, with
@@ -89,12 +110,17 @@ attach_waiters (GPtrArray *locks, GPtrArray *waiters)
   for (guint i = 0; i < locks->len; i++)
     {
       LockInfo *info = g_ptr_array_index (locks, i);
+      gboolean first = TRUE;
 
-      for (guint j = 0; j < waiters->len; j++)
+      /* under the first line of the name (a name may be a lock and a read-write lock) */
+      for (guint k = 0; k < i && first; k++)
+        first = strcmp (((LockInfo *) g_ptr_array_index (locks, k))->hold->name, info->hold->name)
+                != 0;
+      for (guint j = 0; first && j < waiters->len; j++)
         {
           RedisLockWaiterInfo *waiter = g_ptr_array_index (waiters, j);
 
-          if (strcmp (waiter->name, info->name) == 0)
+          if (strcmp (waiter->name, info->hold->name) == 0)
             g_ptr_array_add (info->waiters, waiter);
         }
     }
@@ -114,15 +140,15 @@ format_since (gint64 since_us)
 }
 
 static char *
-format_ttl (const LockInfo *info)
+format_ttl (const FamilyHolder *holder)
 {
-  if (!info->held)
+  if (holder == NULL)
     return g_strdup ("-");
-  if (info->ttl_ms < 0)
+  if (holder->ttl_ms < 0)
     return g_strdup ("none");
-  if (info->ttl_ms < 1000)
-    return g_strdup_printf ("%" G_GINT64_FORMAT "ms", info->ttl_ms);
-  return g_strdup_printf ("%.1fs", (double) info->ttl_ms / 1000.0);
+  if (holder->ttl_ms < 1000)
+    return g_strdup_printf ("%" G_GINT64_FORMAT "ms", holder->ttl_ms);
+  return g_strdup_printf ("%.1fs", (double) holder->ttl_ms / 1000.0);
 }
 
 /* The TOKEN column and the "last_token" field: for status, when @locks have a token. */
@@ -133,6 +159,62 @@ any_token (GPtrArray *locks)
     if (((const LockInfo *) g_ptr_array_index (locks, i))->has_token)
       return TRUE;
   return FALSE;
+}
+
+/* The OWNER column of a lock's line: its holder, or how many hold it. */
+static char *
+owner_text (const FamilyHold *hold)
+{
+  const FamilyHolder *h = main_holder (hold);
+
+  if (h != NULL)
+    return escape_for_display (h->owner);
+  if (hold->kind == FAMILY_KIND_RW && hold->holders->len > 0)
+    return g_strdup_printf ("%u reader%s", hold->holders->len, hold->holders->len == 1 ? "" : "s");
+  if (hold->kind == FAMILY_KIND_SEMAPHORE && hold->size > 0)
+    return g_strdup_printf ("%u of %u permits", hold->holders->len, hold->size);
+  if (hold->kind == FAMILY_KIND_SEMAPHORE && hold->holders->len > 0)
+    return g_strdup_printf ("%u permit%s", hold->holders->len, hold->holders->len == 1 ? "" : "s");
+  return g_strdup ("-");
+}
+
+static void
+append_family_json (GString *out, const FamilyHold *hold)
+{
+  g_string_append (out, ", \"kind\": ");
+  rl_json_append_string (out, family_kind_name (hold->kind));
+  g_string_append (out, ", \"state\": ");
+  rl_json_append_string (out, family_hold_state (hold));
+  g_string_append (out, ", \"holders\": [");
+  for (guint i = 0; i < hold->holders->len; i++)
+    {
+      const FamilyHolder *h = g_ptr_array_index (hold->holders, i);
+
+      g_string_append (out, i ? ", {\"role\": " : "{\"role\": ");
+      rl_json_append_string (out, hold->kind == FAMILY_KIND_LEADER ? "leader"
+                                                                   : family_role_name (h->role));
+      g_string_append (out, ", \"key\": ");
+      rl_json_append_string (out, h->key);
+      if (h->role == FAMILY_ROLE_PERMIT)
+        g_string_append_printf (out, ", \"permit\": %u", h->permit);
+      append_holder_json (out, TRUE, h->owner, h->ttl_ms);
+      g_string_append_c (out, '}');
+    }
+  g_string_append_c (out, ']');
+  if (hold->kind == FAMILY_KIND_RW)
+    {
+      g_string_append_printf (out, ", \"readers\": %u, \"writer_waiting\": ",
+                              family_hold_count (hold, FAMILY_ROLE_READER));
+      rl_json_append_string (out, hold->writer_waiting);
+    }
+  if (hold->kind == FAMILY_KIND_SEMAPHORE)
+    {
+      g_string_append_printf (out, ", \"permits_used\": %u", hold->holders->len);
+      if (hold->size > 0)
+        g_string_append_printf (out, ", \"size\": %u", hold->size);
+      else
+        g_string_append (out, ", \"size\": null");
+    }
 }
 
 static void
@@ -147,18 +229,22 @@ print_locks (GPtrArray *locks, gboolean json, gboolean with_tokens)
       for (i = 0; i < locks->len; i++)
         {
           const LockInfo *info = g_ptr_array_index (locks, i);
+          const FamilyHolder *h = main_holder (info->hold);
 
           g_string_append (out, i ? ",\n  {" : "\n  {");
           g_string_append (out, "\"name\": ");
-          rl_json_append_string (out, info->name);
+          rl_json_append_string (out, info->hold->name);
           g_string_append (out, ", \"key\": ");
-          rl_json_append_string (out, info->key);
-          append_holder_json (out, info->held, info->owner, info->ttl_ms);
+          rl_json_append_string (out, info->hold->key);
+          /* held: by anyone; owner and TTL: of the one holder of a lock or a writer */
+          append_holder_json (out, info->hold->holders->len > 0, h != NULL ? h->owner : NULL,
+                              h != NULL ? h->ttl_ms : -1);
           if (with_tokens && info->has_token)
             g_string_append_printf (out, ", \"last_token\": %" G_GUINT64_FORMAT, info->token);
           else if (with_tokens)
             g_string_append (out, ", \"last_token\": null");
           append_waiters_json (out, info->waiters);
+          append_family_json (out, info->hold);
           g_string_append_c (out, '}');
         }
       g_string_append (out, locks->len ? "\n]\n" : "]\n");
@@ -173,12 +259,13 @@ print_locks (GPtrArray *locks, gboolean json, gboolean with_tokens)
       g_autoptr (GPtrArray) tokens = g_ptr_array_new_with_free_func (g_free);
       gboolean token_column = with_tokens && any_token (locks);
       glong name_w = 4, ttl_w = 3, token_w = 5;
+      int state_w = 5;
 
       for (i = 0; i < locks->len; i++)
         {
           const LockInfo *info = g_ptr_array_index (locks, i);
-          char *name = escape_for_display (info->name);
-          char *ttl = format_ttl (info);
+          char *name = escape_for_display (info->hold->name);
+          char *ttl = format_ttl (main_holder (info->hold));
 
           char *token = info->has_token ? g_strdup_printf ("%" G_GUINT64_FORMAT, info->token)
                                         : g_strdup ("-");
@@ -186,6 +273,7 @@ print_locks (GPtrArray *locks, gboolean json, gboolean with_tokens)
           name_w = MAX (name_w, g_utf8_strlen (name, -1));
           ttl_w = MAX (ttl_w, (glong) strlen (ttl));
           token_w = MAX (token_w, (glong) strlen (token));
+          state_w = MAX (state_w, (int) strlen (family_hold_state (info->hold)));
           g_ptr_array_add (names, name);
           g_ptr_array_add (ttls, ttl);
           g_ptr_array_add (tokens, token);
@@ -193,25 +281,45 @@ print_locks (GPtrArray *locks, gboolean json, gboolean with_tokens)
       /* The TOKEN column only when a name has a fencing counter: the table stays as it
        * was for locks taken without fencing. */
       if (token_column)
-        printf ("%-*s  %-5s  %*s  %*s  %s\n", (int) name_w, "NAME", "STATE", (int) ttl_w, "TTL",
-                (int) token_w, "TOKEN", "OWNER");
+        printf ("%-*s  %-*s  %*s  %*s  %s\n", (int) name_w, "NAME", state_w, "STATE", (int) ttl_w,
+                "TTL", (int) token_w, "TOKEN", "OWNER");
       else
-        printf ("%-*s  %-5s  %*s  %s\n", (int) name_w, "NAME", "STATE", (int) ttl_w, "TTL",
-                "OWNER");
+        printf ("%-*s  %-*s  %*s  %s\n", (int) name_w, "NAME", state_w, "STATE", (int) ttl_w,
+                "TTL", "OWNER");
       for (i = 0; i < locks->len; i++)
         {
           const LockInfo *info = g_ptr_array_index (locks, i);
+          const FamilyHold *hold = info->hold;
           const char *name = g_ptr_array_index (names, i);
-          g_autofree char *owner = info->owner ? escape_for_display (info->owner) : g_strdup ("-");
+          g_autofree char *owner = owner_text (hold);
           int pad = (int) (name_w - g_utf8_strlen (name, -1));
 
           if (token_column)
-            printf ("%s%*s  %-5s  %*s  %*s  %s\n", name, pad, "", info->held ? "held" : "free",
-                    (int) ttl_w, (const char *) g_ptr_array_index (ttls, i), (int) token_w,
+            printf ("%s%*s  %-*s  %*s  %*s  %s\n", name, pad, "", state_w,
+                    family_hold_state (hold), (int) ttl_w,
+                    (const char *) g_ptr_array_index (ttls, i), (int) token_w,
                     (const char *) g_ptr_array_index (tokens, i), owner);
           else
-            printf ("%s%*s  %-5s  %*s  %s\n", name, pad, "", info->held ? "held" : "free",
+            printf ("%s%*s  %-*s  %*s  %s\n", name, pad, "", state_w, family_hold_state (hold),
                     (int) ttl_w, (const char *) g_ptr_array_index (ttls, i), owner);
+          /* a line per reader or permit, and a writer's wait */
+          for (guint j = 0; main_holder (hold) == NULL && j < hold->holders->len; j++)
+            {
+              const FamilyHolder *h = g_ptr_array_index (hold->holders, j);
+              g_autofree char *who = escape_for_display (h->owner);
+              g_autofree char *ttl = format_ttl (h);
+
+              if (h->role == FAMILY_ROLE_PERMIT)
+                printf ("  permit %u %s (%s)\n", h->permit, who, ttl);
+              else
+                printf ("  %s %s (%s)\n", family_role_name (h->role), who, ttl);
+            }
+          if (hold->writer_waiting != NULL)
+            {
+              g_autofree char *who = escape_for_display (hold->writer_waiting);
+
+              printf ("  writer waiting %s\n", who);
+            }
           for (guint j = 0; j < info->waiters->len; j++)
             {
               const RedisLockWaiterInfo *w = g_ptr_array_index (info->waiters, j);
@@ -225,7 +333,7 @@ print_locks (GPtrArray *locks, gboolean json, gboolean with_tokens)
     }
 }
 
-static gboolean opt_json;
+static gboolean opt_json, opt_leader;
 
 static const char status_usage[] = "status [OPTION…] NAME…";
 static const char list_usage[] = "list [OPTION…]";
@@ -235,28 +343,66 @@ static const GOptionEntry json_entries[] = {
   { NULL },
 };
 
-/* The leases of @names, in that order; NULL after a message when one cannot be read. */
+static const GOptionEntry status_entries[] = {
+  { "json", 'j', 0, G_OPTION_ARG_NONE, &opt_json, "Print a JSON array for scripts", NULL },
+  { "leader", 0, 0, G_OPTION_ARG_NONE, &opt_leader,
+    "Each NAME is a leader election: show its holder as the leader", NULL },
+  { NULL },
+};
+
+/* The holds of @names, in that order, from the plain leases and the family's holds of
+ * @family (FamilyHold, borrowed: @family must outlive the result); NULL after a message when one cannot be read.
+ * A name shows as a lock when it is held as one or nothing else of that name is
+ * found, and as each read-write lock or semaphore found. *@all_held: whether every
+ * name has a line that is held. */
 static GPtrArray *
-read_named_locks (RedisLockRegistry *registry, GPtrArray *names)
+read_named_locks (RedisLockRegistry *registry, GPtrArray *names, GPtrArray *family,
+                  gboolean *all_held)
 {
   g_autoptr (GPtrArray) locks = g_ptr_array_new_with_free_func (lock_info_free);
   guint j;
 
+  *all_held = TRUE;
   for (j = 0; j < names->len; j++)
     {
       g_autoptr (GError) error = NULL;
       const char *name = g_ptr_array_index (names, j);
       RedisLockLeaseInfo *lease = redis_lock_registry_get_lease_info (registry, name, &error);
       LockInfo *info;
+      gboolean held = lease != NULL, others = FALSE;
 
       if (lease == NULL && error != NULL)
         {
           die_message ("%s", error->message);
           return NULL;
         }
-      info = lock_info_new (name, lease);
+      for (guint k = 0; k < family->len; k++)
+        {
+          FamilyHold *hold = g_ptr_array_index (family, k);
+
+          if (hold->kind != FAMILY_KIND_LOCK && strcmp (hold->name, name) == 0)
+            others = TRUE;
+        }
+      info = NULL;
+      if (held || !others)
+        {
+          info = plain_lock_info_new (name, lease, opt_leader);
+          g_ptr_array_add (locks, info);
+        }
       redis_lock_lease_info_free (lease);
-      g_ptr_array_add (locks, info);
+      for (guint k = 0; k < family->len; k++)
+        {
+          FamilyHold *hold = g_ptr_array_index (family, k);
+
+          if (hold->kind != FAMILY_KIND_LOCK && strcmp (hold->name, name) == 0)
+            {
+              held = held || hold->holders->len > 0;
+              g_ptr_array_add (locks, lock_info_new (hold, FALSE));
+            }
+        }
+      *all_held = *all_held && held;
+      if (info == NULL)
+        continue;
       /* A name that cannot have a counter (INVALID) simply has none. */
       info->has_token = redis_lock_registry_get_last_fencing_token (registry, name, &info->token,
                                                                     &error);
@@ -269,6 +415,22 @@ read_named_locks (RedisLockRegistry *registry, GPtrArray *names)
   return g_steal_pointer (&locks);
 }
 
+/* The holds of the lock family in the registry's listing: read-write locks and
+ * semaphores (FamilyHold); NULL after a message. */
+static GPtrArray *
+read_family (RedisLockRegistry *registry)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) leases = redis_lock_registry_list_leases (registry, &error);
+
+  if (leases == NULL)
+    {
+      die_message ("%s", error->message);
+      return NULL;
+    }
+  return family_group (leases);
+}
+
 int
 cmd_status (int argc, char **argv)
 {
@@ -276,10 +438,11 @@ cmd_status (int argc, char **argv)
   g_autoptr (GError) error = NULL;
   g_autoptr (GPtrArray) waiters = NULL;
   g_autoptr (GPtrArray) locks = NULL;
+  g_autoptr (GPtrArray) family = NULL;
   g_autoptr (GPtrArray) names = g_ptr_array_new ();
   g_autofree char **opt_argv = NULL;
   int rc, i, opt_argc;
-  gboolean all_held = TRUE;
+  gboolean all_held;
   guint j;
 
   /* Options end at the first "--"; names follow (they may start with a dash). */
@@ -292,10 +455,12 @@ cmd_status (int argc, char **argv)
   rc = parse_options ("status", status_usage, "NAME…",
                       "Shows whether each lock NAME is held, by which client, for how long, and\n"
                       "the last fencing token handed out for it (when one ever was), and the\n"
-                      "threads waiting for it (host:pid, since when).\n"
+                      "threads waiting for it (host:pid, since when). A read-write lock or a\n"
+                      "semaphore of that NAME shows as one: its readers or writer, its permits\n"
+                      "used of its size.\n"
                       "Exit status: 0 when every NAME is held, 1 when one is free, 2 on a Redis\n"
                       "error, 64 on a usage error.",
-                      json_entries, TRUE, FALSE, &opt_argc, &opt_argv);
+                      status_entries, TRUE, FALSE, &opt_argc, &opt_argv);
   if (rc >= 0)
     return rc;
   for (i = opt_argc - 1; i >= 1; i--)
@@ -315,7 +480,10 @@ cmd_status (int argc, char **argv)
   registry = open_registry (&rc);
   if (registry == NULL)
     return rc;
-  locks = read_named_locks (registry, names);
+  family = read_family (registry);
+  if (family == NULL)
+    return EXIT_REDIS;
+  locks = read_named_locks (registry, names, family, &all_held);
   if (locks == NULL)
     return EXIT_REDIS;
   waiters = redis_lock_registry_list_waiters (registry, &error);
@@ -326,19 +494,7 @@ cmd_status (int argc, char **argv)
     }
   attach_waiters (locks, waiters);
   print_locks (locks, opt_json, TRUE);
-  for (j = 0; j < locks->len; j++)
-    if (!((LockInfo *) g_ptr_array_index (locks, j))->held)
-      all_held = FALSE;
   return all_held ? 0 : 1;
-}
-
-static int
-compare_leases (gconstpointer a, gconstpointer b)
-{
-  const RedisLockLeaseInfo *x = *(const RedisLockLeaseInfo *const *) a;
-  const RedisLockLeaseInfo *y = *(const RedisLockLeaseInfo *const *) b;
-
-  return strcmp (x->name, y->name);
 }
 
 int
@@ -346,14 +502,16 @@ cmd_list (int argc, char **argv)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (RedisLockRegistry) registry = NULL;
-  g_autoptr (GPtrArray) leases = NULL;
+  g_autoptr (GPtrArray) family = NULL;
   g_autoptr (GPtrArray) waiters = NULL;
   g_autoptr (GPtrArray) locks = g_ptr_array_new_with_free_func (lock_info_free);
   int rc;
   guint j;
 
   rc = parse_options ("list", list_usage, "",
-                      "Lists the locks held in a registry (keys KEY:*, found with SCAN).",
+                      "Lists the locks held in a registry (keys KEY:*, found with SCAN): plain\n"
+                      "locks, read-write locks (readers or a writer) and semaphores (permits\n"
+                      "used of the size).",
                       json_entries, TRUE, FALSE, &argc, &argv);
   if (rc >= 0)
     return rc;
@@ -362,20 +520,16 @@ cmd_list (int argc, char **argv)
   registry = open_registry (&rc);
   if (registry == NULL)
     return rc;
-  leases = redis_lock_registry_list_leases (registry, &error);
-  if (leases == NULL)
+  family = read_family (registry);
+  if (family == NULL)
+    return EXIT_REDIS;
+  /* By name; a semaphore's size or a writer's mark alone holds nothing. */
+  for (j = 0; j < family->len; j++)
     {
-      die_message ("%s", error->message);
-      return EXIT_REDIS;
-    }
-  /* By name; SCAN may return a key more than once. */
-  g_ptr_array_sort (leases, compare_leases);
-  for (j = 0; j < leases->len; j++)
-    {
-      const RedisLockLeaseInfo *lease = g_ptr_array_index (leases, j);
+      FamilyHold *hold = g_ptr_array_index (family, j);
 
-      if (j == 0 || compare_leases (&g_ptr_array_index (leases, j - 1), &lease) != 0)
-        g_ptr_array_add (locks, lock_info_new (lease->name, lease));
+      if (hold->holders->len > 0)
+        g_ptr_array_add (locks, lock_info_new (hold, FALSE));
     }
   waiters = redis_lock_registry_list_waiters (registry, &error);
   if (waiters == NULL)

@@ -4,7 +4,9 @@
  * The tool is cut like GLib's gio tool: redislock.c holds main(), the table of commands,
  * the options every command takes and the usage messages; each command has a file of
  * its own (redislock-run.c, with its command line in redislock-run-args.c,
- * redislock-status.c for status and list, redislock-demo.c, redislock-watch.c),
+ * redislock-status.c for status and list with the family's keys read in
+ * redislock-family.c, redislock-demo.c with its server in redislock-demo-server.c,
+ * redislock-watch.c),
  * entered through its cmd_*() function; redislock-common.c holds what several commands
  * use (display escaping, durations, the raw Redis connection, exit statuses) and
  * redislock-redact.c keeps passwords out of every message. Nothing here is a library
@@ -112,5 +114,88 @@ void append_holder_json (GString *out, gboolean held, const char *owner, gint64 
 /* Appends `, "waiters": [...]` to a JSON object: host, pid, since_us and waiter of
  * each RedisLockWaiterInfo of @waiters. */
 void append_waiters_json (GString *out, GPtrArray *waiters);
+
+/* The leases of a registry read as holds (redislock-family.c): the lock family's keys
+ * carry the hash tag {name} and a tail that says what they hold. */
+typedef enum
+{
+  FAMILY_KIND_LOCK,      /* a plain lock */
+  FAMILY_KIND_LEADER,    /* a plain lock held by a leader election (status --leader) */
+  FAMILY_KIND_RW,        /* a read-write lock: {name}:rw:… */
+  FAMILY_KIND_SEMAPHORE, /* a semaphore: {name}:sem… */
+} FamilyKind;
+
+typedef enum
+{
+  FAMILY_ROLE_LOCK,                   /* name: a plain lock's lease */
+  FAMILY_ROLE_WRITER,                 /* {name}:rw:w */
+  FAMILY_ROLE_READER,                 /* {name}:rw:r:CLIENT_ID */
+  FAMILY_ROLE_WRITER_WAITING,         /* {name}:rw:ww, no hold */
+  FAMILY_ROLE_SEMAPHORE_SIZE,         /* {name}:sem, the size, no hold */
+  FAMILY_ROLE_SEMAPHORE_SIZE_RECORD,  /* {name}:sem:size, no hold */
+  FAMILY_ROLE_PERMIT,                 /* {name}:sem:I */
+} FamilyRole;
+
+/* What one lease name (the key less "REGISTRY:") is. */
+typedef struct
+{
+  char *name; /* the name the lock was obtained by */
+  FamilyRole role;
+  char *client_id; /* a reader's; else NULL */
+  guint permit;    /* a permit's index */
+} FamilyKey;
+
+/* One holder of a hold. */
+typedef struct
+{
+  FamilyRole role; /* LOCK, WRITER, READER or PERMIT */
+  guint permit;
+  char *owner;  /* the value of its key */
+  gint64 ttl_ms;
+  char *key;    /* its key, REGISTRY:… */
+} FamilyHolder;
+
+/* A lock, read-write lock or semaphore and who holds it. */
+typedef struct
+{
+  char *name;
+  FamilyKind kind;
+  char *key;              /* the lock's key, a read-write lock's writer key, a semaphore's size key */
+  GPtrArray *holders;     /* FamilyHolder: a writer first, then readers or permits by key */
+  guint size;             /* a semaphore's size when its key was read, else 0 */
+  char *writer_waiting;   /* a read-write lock's waiting writer (its client id), or NULL */
+} FamilyHold;
+
+/* Fills @key from @lease_name; family_key_clear() frees what it holds. */
+void family_key_parse (const char *lease_name, FamilyKey *key);
+void family_key_clear (FamilyKey *key);
+FamilyKind family_role_kind (FamilyRole role);
+/* Whether a key of @role is a hold (a lock, a writer, a reader, a permit). */
+gboolean family_role_is_hold (FamilyRole role);
+const char *family_role_name (FamilyRole role);
+/* "lock", "leader", "read-write", "semaphore". */
+const char *family_kind_name (FamilyKind kind);
+FamilyHold *family_hold_new (const char *name, FamilyKind kind);
+void family_hold_free (gpointer hold);
+/* Adds what the key @lease_name (parsed into @key) with value @owner and @ttl_ms tells
+ * of @hold: a holder, the size, or a waiting writer. */
+void family_hold_add (FamilyHold *hold, const FamilyKey *key, const char *lease_name,
+                      const char *owner, gint64 ttl_ms);
+/* The holds that @leases (RedisLockLeaseInfo) make up, by name then kind. */
+GPtrArray *family_group (GPtrArray *leases);
+/* "free", "held", "leader", "write", "read" or "permits". */
+const char *family_hold_state (const FamilyHold *hold);
+/* The holders of @hold with @role. */
+guint family_hold_count (const FamilyHold *hold, FamilyRole role);
+
+/* The demo's throwaway redis-server (redislock-demo-server.c): on a Unix socket in a
+ * temporary directory, started and answering PING, or NULL with an error
+ * (G_IO_ERROR_NOT_FOUND when redis-server is not installed); freed, it is killed and
+ * its directory removed. */
+typedef struct _DemoServer DemoServer;
+DemoServer *demo_server_start (GError **error);
+const char *demo_server_get_url (DemoServer *server);
+void demo_server_free (DemoServer *server);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DemoServer, demo_server_free)
 
 #endif /* REDISLOCK_TOOL_H */

@@ -7,7 +7,9 @@
  * the TTL left (against the longest TTL seen for that holder), its waiters and the
  * hand-offs per second (new holders seen over the last few seconds: a hand-off
  * between two threads of one process keeps the lease, and so its holder, and is not
- * counted). The frame fits the terminal, and is drawn again at once when the terminal
+ * counted). A read-write lock's writer and readers and a semaphore's permits are lines
+ * of their own, named for what they hold (redislock-family.c); the family's keys that
+ * hold nothing are not shown. The frame fits the terminal, and is drawn again at once when the terminal
  * is resized (SIGWINCH).
  *
  * The terminal is driven with plain ANSI escapes and termios, so the tool needs no
@@ -97,6 +99,42 @@ static const GOptionEntry watch_entries[] = {
   { NULL },
 };
 
+/* @leases as the watch shows them: a line per hold, named for what it is ("catalog
+ * (reader)", "catalog (writer)", "downloads (permit 1 of 3)"); the keys that hold
+ * nothing (a semaphore's size and size record, a waiting writer's mark) left out.
+ * Frees @leases. */
+static GPtrArray *
+holds_of (GPtrArray *leases)
+{
+  g_autoptr (GPtrArray) holds = family_group (leases);
+  GPtrArray *rows = g_ptr_array_new_with_free_func ((GDestroyNotify) redis_lock_lease_info_free);
+
+  for (guint i = 0; i < holds->len; i++)
+    {
+      const FamilyHold *hold = g_ptr_array_index (holds, i);
+
+      for (guint j = 0; j < hold->holders->len; j++)
+        {
+          const FamilyHolder *h = g_ptr_array_index (hold->holders, j);
+          RedisLockLeaseInfo *row = g_new0 (RedisLockLeaseInfo, 1);
+
+          if (h->role == FAMILY_ROLE_LOCK)
+            row->name = g_strdup (hold->name);
+          else if (h->role == FAMILY_ROLE_PERMIT && hold->size > 0)
+            row->name = g_strdup_printf ("%s (permit %u of %u)", hold->name, h->permit, hold->size);
+          else if (h->role == FAMILY_ROLE_PERMIT)
+            row->name = g_strdup_printf ("%s (permit %u)", hold->name, h->permit);
+          else
+            row->name = g_strdup_printf ("%s (%s)", hold->name, family_role_name (h->role));
+          row->owner = g_strdup (h->owner);
+          row->pttl_ms = h->ttl_ms;
+          g_ptr_array_add (rows, row);
+        }
+    }
+  g_ptr_array_unref (leases);
+  return rows;
+}
+
 /* Reads a snapshot into @w, remembering what changed. FALSE with w->error set. */
 static gboolean
 take_snapshot (Watch *w, RedisLockRegistry *registry)
@@ -113,6 +151,7 @@ take_snapshot (Watch *w, RedisLockRegistry *registry)
       w->error = g_strdup (error->message);
       return FALSE;
     }
+  leases = holds_of (leases);
   g_clear_pointer (&w->leases, g_ptr_array_unref);
   g_clear_pointer (&w->waiters, g_ptr_array_unref);
   w->leases = leases;
