@@ -24,7 +24,7 @@
  *            | failed otherwise                   | pausing
  *            | stop                               | idle (the call is cancelled)
  *   leading  | stop                               | idle: func (FALSE), then unlock
- *            | yield                              | pausing: func (FALSE), then unlock
+ *            | resign                              | pausing: func (FALSE), then unlock
  *            | lease lost / closed                | pausing / idle: func (FALSE), unlock
  *   pausing  | the pause ended                    | waiting
  *            | stop                               | idle
@@ -35,8 +35,8 @@
  * for Redis, whose server may be the very one that stopped answering, and the release
  * goes on on the registry's workers with nobody waiting for its result, so neither the
  * lock nor its registry waits for the context to run again. The hold belongs to the
- * thread that runs the context (lock-async.c's rule), so redis_lock_leader_stop() and
- * _yield() from another thread are carried out in that context. The fields a thread
+ * thread that runs the context (lock-async.c's rule), so redis_leader_stop() and
+ * _resign() from another thread are carried out in that context. The fields a thread
  * other than the context's reads (leading, the term, the cancellable, the source that
  * wakes the context) are guarded by the leader's mutex, a leaf: the lease table is
  * asked with it released.
@@ -63,10 +63,10 @@ static const char *const state_names[] = {
   [LEADER_PAUSING] = "pausing",
 };
 
-struct _RedisLockLeader
+struct _RedisLeader
 {
   RedisLock *lock;
-  RedisLockLeaderFunc func;
+  RedisLeaderFunc func;
   gpointer user_data;
   GDestroyNotify destroy;
   gint64 pause_ms; /* atomic */
@@ -89,12 +89,12 @@ struct _RedisLockLeader
 
 /* Life ------------------------------------------------------------------------- */
 
-RedisLockLeader *
-redis_lock_leader_new (RedisLockRegistry *registry, const char *name, RedisLockLeaderFunc func,
+RedisLeader *
+redis_leader_new (RedisLockRegistry *registry, const char *name, RedisLeaderFunc func,
                        gpointer user_data, GDestroyNotify destroy)
 {
   g_autoptr (GError) error = NULL;
-  RedisLockLeader *leader;
+  RedisLeader *leader;
   RedisLock *lock;
 
   g_return_val_if_fail (registry != NULL, NULL);
@@ -103,10 +103,10 @@ redis_lock_leader_new (RedisLockRegistry *registry, const char *name, RedisLockL
   lock = redis_lock_registry_obtain (registry, name, &error);
   if (lock == NULL)
     {
-      g_critical ("redis_lock_leader_new: %s", error->message);
+      g_critical ("redis_leader_new: %s", error->message);
       return NULL;
     }
-  leader = g_atomic_rc_box_new0 (RedisLockLeader);
+  leader = g_atomic_rc_box_new0 (RedisLeader);
   leader->lock = lock;
   leader->func = func;
   leader->user_data = user_data;
@@ -119,8 +119,8 @@ redis_lock_leader_new (RedisLockRegistry *registry, const char *name, RedisLockL
   return leader;
 }
 
-RedisLockLeader *
-redis_lock_leader_ref (RedisLockLeader *leader)
+RedisLeader *
+redis_leader_ref (RedisLeader *leader)
 {
   g_return_val_if_fail (leader != NULL, NULL);
   return g_atomic_rc_box_acquire (leader);
@@ -130,7 +130,7 @@ redis_lock_leader_ref (RedisLockLeader *leader)
 static void
 leader_clear (gpointer data)
 {
-  RedisLockLeader *leader = data;
+  RedisLeader *leader = data;
 
   /* Every source and pending call of a started candidate holds a reference: only an
    * idle one gets here. */
@@ -146,21 +146,21 @@ leader_clear (gpointer data)
 }
 
 void
-redis_lock_leader_unref (RedisLockLeader *leader)
+redis_leader_unref (RedisLeader *leader)
 {
   if (leader != NULL)
     g_atomic_rc_box_release_full (leader, leader_clear);
 }
 
 const char *
-redis_lock_leader_get_name (RedisLockLeader *leader)
+redis_leader_get_name (RedisLeader *leader)
 {
   g_return_val_if_fail (leader != NULL, NULL);
   return redis_lock_get_name (leader->lock);
 }
 
 void
-redis_lock_leader_set_pause_ms (RedisLockLeader *leader, gint64 pause_ms)
+redis_leader_set_pause_ms (RedisLeader *leader, gint64 pause_ms)
 {
   g_return_if_fail (leader != NULL);
   g_return_if_fail (pause_ms >= 0 && pause_ms <= G_MAXINT32);
@@ -172,7 +172,7 @@ redis_lock_leader_set_pause_ms (RedisLockLeader *leader, gint64 pause_ms)
  * cancellable is cancelled here, and the context is woken to call func (FALSE) and give
  * the lock back. No mutex held. */
 static void
-end_promise (RedisLockLeader *leader, guint term)
+end_promise (RedisLeader *leader, guint term)
 {
   GCancellable *cancellable = NULL;
   GSource *source = NULL;
@@ -201,7 +201,7 @@ end_promise (RedisLockLeader *leader, guint term)
  * run out ends here, and the lease is marked lost in the table, as its watchdog would
  * have at that time. */
 static gboolean
-check_promise (RedisLockLeader *leader)
+check_promise (RedisLeader *leader)
 {
   RlLeases *leases = leader->lock->registry->leases;
   gboolean leading;
@@ -223,14 +223,14 @@ check_promise (RedisLockLeader *leader)
 }
 
 gboolean
-redis_lock_leader_is_leading (RedisLockLeader *leader)
+redis_leader_is_leading (RedisLeader *leader)
 {
   g_return_val_if_fail (leader != NULL, FALSE);
   return check_promise (leader);
 }
 
 GCancellable *
-redis_lock_leader_get_cancellable (RedisLockLeader *leader)
+redis_leader_get_cancellable (RedisLeader *leader)
 {
   GCancellable *cancellable;
 
@@ -242,11 +242,11 @@ redis_lock_leader_get_cancellable (RedisLockLeader *leader)
 
 /* The states (in the leader's context) ------------------------------------------ */
 
-static void begin_waiting (RedisLockLeader *leader);
+static void begin_waiting (RedisLeader *leader);
 
 /* The one place the state changes, logged. */
 static void
-set_state (RedisLockLeader *leader, LeaderState state)
+set_state (RedisLeader *leader, LeaderState state)
 {
   rl_debug ("leader %s: %s -> %s", redis_lock_get_name (leader->lock), state_names[leader->state],
            state_names[state]);
@@ -256,7 +256,7 @@ set_state (RedisLockLeader *leader, LeaderState state)
 static gboolean
 on_pause_over (gpointer data)
 {
-  RedisLockLeader *leader = data;
+  RedisLeader *leader = data;
 
   g_clear_pointer (&leader->pause_source, g_source_unref);
   begin_waiting (leader);
@@ -265,7 +265,7 @@ on_pause_over (gpointer data)
 
 /* Competes again after the pause, unless the registry closed. */
 static void
-begin_pause (RedisLockLeader *leader)
+begin_pause (RedisLeader *leader)
 {
   if (rl_registry_is_closed (leader->lock->registry))
     {
@@ -274,8 +274,8 @@ begin_pause (RedisLockLeader *leader)
     }
   set_state (leader, LEADER_PAUSING);
   leader->pause_source = g_timeout_source_new ((guint) RL_ATOMIC_GET (leader->pause_ms));
-  g_source_set_callback (leader->pause_source, on_pause_over, redis_lock_leader_ref (leader),
-                         (GDestroyNotify) redis_lock_leader_unref);
+  g_source_set_callback (leader->pause_source, on_pause_over, redis_leader_ref (leader),
+                         (GDestroyNotify) redis_leader_unref);
   g_source_attach (leader->pause_source, leader->context);
 }
 
@@ -284,7 +284,7 @@ begin_pause (RedisLockLeader *leader)
  * may be the one that stopped answering, and a stopped leader dropped with its registry
  * frees them without the context running again. */
 static void
-release_hold (RedisLockLeader *leader)
+release_hold (RedisLeader *leader)
 {
   rl_lock_unlock_background (leader->lock);
 }
@@ -292,7 +292,7 @@ release_hold (RedisLockLeader *leader)
 /* Ends a leadership: the promise (if nothing ended it before), func (FALSE), then the
  * lock. The caller sets the next state. */
 static void
-end_leadership (RedisLockLeader *leader, const char *why)
+end_leadership (RedisLeader *leader, const char *why)
 {
   GCancellable *cancellable;
   GSource *source;
@@ -319,7 +319,7 @@ end_leadership (RedisLockLeader *leader, const char *why)
 static gboolean
 on_lease_lost (gpointer data)
 {
-  RedisLockLeader *leader = data;
+  RedisLeader *leader = data;
 
   if (leader->state == LEADER_LEADING)
     {
@@ -359,7 +359,7 @@ on_lease_cancelled (GCancellable *cancellable, gpointer data)
 
 /* The lock is this thread's now, with one hold: it leads. */
 static void
-begin_leading (RedisLockLeader *leader)
+begin_leading (RedisLeader *leader)
 {
   GCancellable *old;
   GSource *source;
@@ -367,8 +367,8 @@ begin_leading (RedisLockLeader *leader)
   set_state (leader, LEADER_LEADING);
   source = g_source_new (&lost_source_funcs, sizeof (GSource));
   g_source_set_static_name (source, "redislock leader lease");
-  g_source_set_callback (source, on_lease_lost, redis_lock_leader_ref (leader),
-                         (GDestroyNotify) redis_lock_leader_unref);
+  g_source_set_callback (source, on_lease_lost, redis_leader_ref (leader),
+                         (GDestroyNotify) redis_leader_unref);
   g_source_attach (source, leader->context);
   rl_mutex_lock (&leader->mutex);
   old = leader->cancellable;
@@ -381,15 +381,15 @@ begin_leading (RedisLockLeader *leader)
   /* This thread holds the lock (one hold): it has a lease cancellable. */
   leader->lease = g_object_ref (redis_lock_get_lease_cancellable (leader->lock));
   leader->lost_handler = g_cancellable_connect (leader->lease, G_CALLBACK (on_lease_cancelled),
-                                                redis_lock_leader_ref (leader),
-                                                (GDestroyNotify) redis_lock_leader_unref);
+                                                redis_leader_ref (leader),
+                                                (GDestroyNotify) redis_leader_unref);
   leader->func (leader, TRUE, leader->user_data);
 }
 
 static void
 on_locked (GObject *source, GAsyncResult *result, gpointer data)
 {
-  RedisLockLeader *leader = data;
+  RedisLeader *leader = data;
   g_autoptr (GError) error = NULL;
   gboolean ok;
 
@@ -419,41 +419,41 @@ on_locked (GObject *source, GAsyncResult *result, gpointer data)
         rl_debug ("leader %s: %s", redis_lock_get_name (leader->lock), error->message);
       begin_pause (leader);
     }
-  redis_lock_leader_unref (leader);
+  redis_leader_unref (leader);
 }
 
 static void
-begin_waiting (RedisLockLeader *leader)
+begin_waiting (RedisLeader *leader)
 {
   set_state (leader, LEADER_WAITING);
   g_clear_object (&leader->attempt);
   leader->attempt = g_cancellable_new ();
   redis_lock_lock_async (leader->lock, -1, 0, leader->attempt, on_locked,
-                         redis_lock_leader_ref (leader));
+                         redis_leader_ref (leader));
 }
 
-/* Stop and yield, in the context. */
+/* Stop and resign, in the context. */
 static void
-do_stop (RedisLockLeader *leader, gboolean yield)
+do_stop (RedisLeader *leader, gboolean resign)
 {
   switch (leader->state)
     {
     case LEADER_LEADING:
-      end_leadership (leader, yield ? "yielded" : "stopped");
-      if (yield)
+      end_leadership (leader, resign ? "resigned" : "stopped");
+      if (resign)
         begin_pause (leader);
       else
         set_state (leader, LEADER_IDLE);
       break;
     case LEADER_WAITING:
-      if (!yield)
+      if (!resign)
         {
           set_state (leader, LEADER_IDLE);
           g_cancellable_cancel (leader->attempt);
         }
       break;
     case LEADER_PAUSING:
-      if (!yield)
+      if (!resign)
         {
           g_source_destroy (leader->pause_source);
           g_clear_pointer (&leader->pause_source, g_source_unref);
@@ -474,7 +474,7 @@ invoke_stop (gpointer data)
 }
 
 static gboolean
-invoke_yield (gpointer data)
+invoke_resign (gpointer data)
 {
   do_stop (data, TRUE);
   return G_SOURCE_REMOVE;
@@ -482,21 +482,21 @@ invoke_yield (gpointer data)
 
 /* Runs @func in the leader's context: now when the calling thread runs it. */
 static void
-in_context (RedisLockLeader *leader, GSourceFunc func)
+in_context (RedisLeader *leader, GSourceFunc func)
 {
   GMainContext *context = g_atomic_pointer_get (&leader->context);
 
   if (context == NULL)
     return;
   g_main_context_invoke_full (context, G_PRIORITY_DEFAULT, func,
-                              redis_lock_leader_ref (leader),
-                              (GDestroyNotify) redis_lock_leader_unref);
+                              redis_leader_ref (leader),
+                              (GDestroyNotify) redis_leader_unref);
 }
 
 /* Public entry points ----------------------------------------------------------- */
 
 void
-redis_lock_leader_start (RedisLockLeader *leader)
+redis_leader_start (RedisLeader *leader)
 {
   GMainContext *context;
 
@@ -514,15 +514,15 @@ redis_lock_leader_start (RedisLockLeader *leader)
 }
 
 void
-redis_lock_leader_stop (RedisLockLeader *leader)
+redis_leader_stop (RedisLeader *leader)
 {
   g_return_if_fail (leader != NULL);
   in_context (leader, invoke_stop);
 }
 
 void
-redis_lock_leader_yield (RedisLockLeader *leader)
+redis_leader_resign (RedisLeader *leader)
 {
   g_return_if_fail (leader != NULL);
-  in_context (leader, invoke_yield);
+  in_context (leader, invoke_resign);
 }

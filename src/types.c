@@ -26,8 +26,7 @@
 G_DEFINE_BOXED_TYPE (RedisLockRegistry, redis_lock_registry, redis_lock_registry_ref,
                      redis_lock_registry_unref)
 G_DEFINE_BOXED_TYPE (RedisLock, redis_lock, redis_lock_ref, redis_lock_unref)
-G_DEFINE_BOXED_TYPE (RedisLockLeader, redis_lock_leader, redis_lock_leader_ref,
-                     redis_lock_leader_unref)
+G_DEFINE_BOXED_TYPE (RedisLeader, redis_leader, redis_leader_ref, redis_leader_unref)
 G_DEFINE_BOXED_TYPE (RedisSemaphore, redis_semaphore, redis_semaphore_ref, redis_semaphore_unref)
 /* A permit's copy is a reference to the one permit; the last one dropped gives it back
  * if redis_permit_release() did not. */

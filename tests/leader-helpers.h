@@ -10,7 +10,7 @@
 
 typedef struct
 {
-  RedisLockLeader *leader;
+  RedisLeader *leader;
   guint granted;
   guint ended;
   GCancellable *cancellable; /* of the last leadership, referenced */

@@ -65,9 +65,9 @@ test_told_while_busy (TestFixture *fx, gconstpointer data)
   context_enter (&scope);
   redis_lock_registry_set_expire_after_ms (fx->registry, 3000);
   candidate_init (&c, fx->registry, "busy");
-  redis_lock_leader_start (c.leader);
+  redis_leader_start (c.leader);
   g_assert_true (test_iterate_until (&c.granted, 1, 10000));
-  cancellable = g_object_ref (redis_lock_leader_get_cancellable (c.leader));
+  cancellable = g_object_ref (redis_leader_get_cancellable (c.leader));
   handler = g_cancellable_connect (cancellable, G_CALLBACK (on_told), &told, NULL);
   g_assert_cmpuint (handler, !=, 0);
 
@@ -84,8 +84,8 @@ test_told_while_busy (TestFixture *fx, gconstpointer data)
       g_assert_no_error (error);
     }
   g_assert_true (test_sync_wait_flag (&told.sync, &told.cancelled, 5000));
-  g_assert_false (redis_lock_leader_is_leading (c.leader));
-  g_assert_true (g_cancellable_is_cancelled (redis_lock_leader_get_cancellable (c.leader)));
+  g_assert_false (redis_leader_is_leading (c.leader));
+  g_assert_true (g_cancellable_is_cancelled (redis_leader_get_cancellable (c.leader)));
   g_assert_cmpuint (c.ended, ==, 0);
 
   /* The context runs again: the end of the leadership, once; the name is free, so it
@@ -94,7 +94,7 @@ test_told_while_busy (TestFixture *fx, gconstpointer data)
   g_assert_true (c.cancelled_at_end);
   g_assert_true (test_iterate_until (&c.granted, 2, 10000));
   g_assert_cmpuint (c.ended, ==, 1);
-  g_assert_true (redis_lock_leader_is_leading (c.leader));
+  g_assert_true (redis_leader_is_leading (c.leader));
   g_cancellable_disconnect (cancellable, handler);
   candidate_clear (&c);
   g_assert_cmpuint (c.ended, ==, 2);
@@ -105,7 +105,7 @@ test_told_while_busy (TestFixture *fx, gconstpointer data)
 /* ---- a candidate process stopped past its TTL (Redis) ---- */
 
 static void
-on_act_leader (RedisLockLeader *leader, gboolean leading, gpointer data)
+on_act_leader (RedisLeader *leader, gboolean leading, gpointer data)
 {
   (void) leader;
   (void) data;
@@ -119,7 +119,7 @@ act_tick (gpointer data)
 {
   gint64 asked = g_get_monotonic_time ();
 
-  if (redis_lock_leader_is_leading (data))
+  if (redis_leader_is_leading (data))
     {
       printf ("act %" G_GINT64_FORMAT "\n", asked);
       fflush (stdout);
@@ -132,13 +132,13 @@ leader_act_main (const char *url, const char *name, const char *ttl)
 {
   RedisLockRegistry *registry = redis_lock_registry_new (url, TEST_REGISTRY_KEY, NULL);
   g_autoptr (GMainLoop) loop = g_main_loop_new (NULL, FALSE);
-  RedisLockLeader *leader;
+  RedisLeader *leader;
 
   if (registry == NULL)
     return 2;
   redis_lock_registry_set_expire_after_ms (registry, g_ascii_strtoll (ttl, NULL, 10));
-  leader = redis_lock_leader_new (registry, name, on_act_leader, NULL, NULL);
-  redis_lock_leader_start (leader);
+  leader = redis_leader_new (registry, name, on_act_leader, NULL, NULL);
+  redis_leader_start (leader);
   g_timeout_add (5, act_tick, leader);
   g_main_loop_run (loop);
   return 0;
@@ -245,7 +245,7 @@ test_stopped_process (TestFixture *fx, gconstpointer data)
   /* Another candidate is granted once the stopped one's lease has expired. */
   context_enter (&scope);
   candidate_init (&other, fx->registry, "paused");
-  redis_lock_leader_start (other.leader);
+  redis_leader_start (other.leader);
   g_assert_true (test_iterate_until (&other.granted, 1, 10000));
 
   /* Every act asked before the stop was asked before this time; one asked after the
@@ -254,7 +254,7 @@ test_stopped_process (TestFixture *fx, gconstpointer data)
   g_assert_cmpint (kill (pid, SIGCONT), ==, 0);
   g_assert_true (read_until (out_fd, buffer, "ended", resumed_us, &late, 10000));
   g_assert_cmpuint (late, ==, 0);
-  g_assert_true (redis_lock_leader_is_leading (other.leader));
+  g_assert_true (redis_leader_is_leading (other.leader));
   test_assert_held_by (fx, "paused", fx->registry, 60000);
 
   kill (pid, SIGKILL);
@@ -321,7 +321,7 @@ wait_library_threads_gone (gint64 timeout_ms)
 }
 
 static void
-on_round_leader (RedisLockLeader *leader, gboolean leading, gpointer data)
+on_round_leader (RedisLeader *leader, gboolean leading, gpointer data)
 {
   (void) leader;
   if (leading)
@@ -336,16 +336,16 @@ leader_round (TestFixture *fx)
 {
   GMainContext *context = g_main_context_new ();
   RedisLockRegistry *registry;
-  RedisLockLeader *leader;
+  RedisLeader *leader;
   guint granted = 0;
 
   g_main_context_push_thread_default (context);
   registry = test_registry_new (fx);
-  leader = redis_lock_leader_new (registry, "dropped", on_round_leader, &granted, NULL);
-  redis_lock_leader_start (leader);
+  leader = redis_leader_new (registry, "dropped", on_round_leader, &granted, NULL);
+  redis_leader_start (leader);
   g_assert_true (test_iterate_until (&granted, 1, 10000));
-  redis_lock_leader_stop (leader);
-  redis_lock_leader_unref (leader);
+  redis_leader_stop (leader);
+  redis_leader_unref (leader);
   redis_lock_registry_unref (registry);
   g_main_context_pop_thread_default (context);
   g_main_context_unref (context);

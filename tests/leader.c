@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* leader.c: tests of leader election on a lock (RedisLockLeader).
+/* leader.c: tests of leader election on a lock (RedisLeader).
  *
  * The in-process cases run on every store (`/redis/...`, `/memory/...`,
  * `/cluster/...`, `/tls/...`, `/quorum/...`): candidates of several registries in one
  * thread's main context, which the test iterates, counting the callbacks of each. One
- * candidate at most leads; stop, yield, a lost lease and a closed registry each end a
+ * candidate at most leads; stop, resign, a lost lease and a closed registry each end a
  * leadership with exactly one func (FALSE) and a cancelled cancellable. The case with
  * processes runs on Redis: this program started three times as a candidate
  * (`--lead URL NAME TTL`, printing "leading CLIENT-ID" when granted), the leader killed,
@@ -27,7 +27,7 @@
 static gint leaders_now;
 
 static void
-on_leader (RedisLockLeader *leader, gboolean leading, gpointer data)
+on_leader (RedisLeader *leader, gboolean leading, gpointer data)
 {
   Candidate *c = data;
 
@@ -36,9 +36,9 @@ on_leader (RedisLockLeader *leader, gboolean leading, gpointer data)
     {
       c->granted++;
       g_assert_cmpint (++leaders_now, ==, 1);
-      g_set_object (&c->cancellable, redis_lock_leader_get_cancellable (leader));
+      g_set_object (&c->cancellable, redis_leader_get_cancellable (leader));
       g_assert_false (g_cancellable_is_cancelled (c->cancellable));
-      g_assert_true (redis_lock_leader_is_leading (leader));
+      g_assert_true (redis_leader_is_leading (leader));
     }
   else
     {
@@ -46,7 +46,7 @@ on_leader (RedisLockLeader *leader, gboolean leading, gpointer data)
       leaders_now--;
       g_assert_cmpuint (c->ended, <=, c->granted);
       c->cancelled_at_end = g_cancellable_is_cancelled (c->cancellable);
-      g_assert_false (redis_lock_leader_is_leading (leader));
+      g_assert_false (redis_leader_is_leading (leader));
     }
 }
 
@@ -54,16 +54,16 @@ void
 candidate_init (Candidate *c, RedisLockRegistry *registry, const char *name)
 {
   *c = (Candidate){ 0 };
-  c->leader = redis_lock_leader_new (registry, name, on_leader, c, NULL);
+  c->leader = redis_leader_new (registry, name, on_leader, c, NULL);
   g_assert_nonnull (c->leader);
-  redis_lock_leader_set_pause_ms (c->leader, 100);
+  redis_leader_set_pause_ms (c->leader, 100);
 }
 
 void
 candidate_clear (Candidate *c)
 {
-  redis_lock_leader_stop (c->leader);
-  redis_lock_leader_unref (c->leader);
+  redis_leader_stop (c->leader);
+  redis_leader_unref (c->leader);
   g_clear_object (&c->cancellable);
 }
 
@@ -122,26 +122,26 @@ test_grant_and_stop (TestFixture *fx, gconstpointer data)
 
   context_enter (&scope);
   candidate_init (&c, fx->registry, "solo");
-  g_assert_false (redis_lock_leader_is_leading (c.leader));
-  g_assert_true (g_cancellable_is_cancelled (redis_lock_leader_get_cancellable (c.leader)));
-  g_assert_cmpstr (redis_lock_leader_get_name (c.leader), ==, "solo");
-  redis_lock_leader_start (c.leader);
+  g_assert_false (redis_leader_is_leading (c.leader));
+  g_assert_true (g_cancellable_is_cancelled (redis_leader_get_cancellable (c.leader)));
+  g_assert_cmpstr (redis_leader_get_name (c.leader), ==, "solo");
+  redis_leader_start (c.leader);
   g_assert_true (test_iterate_until (&c.granted, 1, 10000));
-  g_assert_true (redis_lock_leader_is_leading (c.leader));
+  g_assert_true (redis_leader_is_leading (c.leader));
   test_assert_held_by (fx, "solo", fx->registry, 60000);
-  cancellable = redis_lock_leader_get_cancellable (c.leader);
+  cancellable = redis_leader_get_cancellable (c.leader);
   g_assert_false (g_cancellable_is_cancelled (cancellable));
 
-  redis_lock_leader_stop (c.leader);
+  redis_leader_stop (c.leader);
   g_assert_cmpuint (c.ended, ==, 1);
   g_assert_true (c.cancelled_at_end);
-  g_assert_false (redis_lock_leader_is_leading (c.leader));
-  g_assert_true (g_cancellable_is_cancelled (redis_lock_leader_get_cancellable (c.leader)));
+  g_assert_false (redis_leader_is_leading (c.leader));
+  g_assert_true (g_cancellable_is_cancelled (redis_leader_get_cancellable (c.leader)));
   iterate_until_free (fx, "solo");
   iterate_for (300);
   g_assert_cmpuint (c.granted, ==, 1);
   g_assert_cmpuint (c.ended, ==, 1);
-  redis_lock_leader_stop (c.leader);
+  redis_leader_stop (c.leader);
   g_assert_cmpuint (c.ended, ==, 1);
   candidate_clear (&c);
   context_leave (&scope);
@@ -165,9 +165,9 @@ test_failover_on_stop (TestFixture *fx, gconstpointer data)
   redis_lock_registry_set_idle_between_tries_ms (r2, 60000);
   candidate_init (&a, fx->registry, "pair");
   candidate_init (&b, r2, "pair");
-  redis_lock_leader_start (a.leader);
+  redis_leader_start (a.leader);
   g_assert_true (test_iterate_until (&a.granted, 1, 10000));
-  redis_lock_leader_start (b.leader);
+  redis_leader_start (b.leader);
   g_assert_true (test_wait_contended (r2, 1, 10000));
   iterate_for (200);
   g_assert_cmpuint (b.granted, ==, 0);
@@ -175,11 +175,11 @@ test_failover_on_stop (TestFixture *fx, gconstpointer data)
   second = &b;
 
   stopped_ms = test_now_ms ();
-  redis_lock_leader_stop (first->leader);
+  redis_leader_stop (first->leader);
   g_assert_cmpuint (first->ended, ==, 1);
   g_assert_true (test_iterate_until (&second->granted, 1, 10000));
   g_assert_cmpint (test_now_ms () - stopped_ms, <, 2000);
-  g_assert_true (redis_lock_leader_is_leading (second->leader));
+  g_assert_true (redis_leader_is_leading (second->leader));
   test_assert_held_by (fx, "pair", r2, 60000);
   candidate_clear (&b);
   g_assert_cmpuint (b.ended, ==, 1);
@@ -188,34 +188,34 @@ test_failover_on_stop (TestFixture *fx, gconstpointer data)
 }
 
 static void
-test_yield (TestFixture *fx, gconstpointer data)
+test_resign (TestFixture *fx, gconstpointer data)
 {
   g_autoptr (RedisLockRegistry) r2 = test_registry_new (fx);
   ContextScope scope;
   Candidate a, b;
 
-  g_test_summary ("A leader that yields ends its leadership (one func FALSE), another "
-                  "candidate is granted, and the one that yielded competes again after its "
+  g_test_summary ("A leader that resigns ends its leadership (one func FALSE), another "
+                  "candidate is granted, and the one that resigned competes again after its "
                   "pause: it leads again once the other stops");
   TEST_SKIP_IF_NO_STORE (fx);
 
   context_enter (&scope);
-  candidate_init (&a, fx->registry, "yield");
-  candidate_init (&b, r2, "yield");
-  redis_lock_leader_start (a.leader);
+  candidate_init (&a, fx->registry, "resign");
+  candidate_init (&b, r2, "resign");
+  redis_leader_start (a.leader);
   g_assert_true (test_iterate_until (&a.granted, 1, 10000));
-  redis_lock_leader_start (b.leader);
+  redis_leader_start (b.leader);
   g_assert_true (test_wait_contended (r2, 1, 10000));
 
-  redis_lock_leader_yield (a.leader);
+  redis_leader_resign (a.leader);
   g_assert_cmpuint (a.ended, ==, 1);
   g_assert_true (a.cancelled_at_end);
-  g_assert_false (redis_lock_leader_is_leading (a.leader));
+  g_assert_false (redis_leader_is_leading (a.leader));
   g_assert_true (test_iterate_until (&b.granted, 1, 10000));
   /* a's pause (100 ms) is over: it waits for b. */
   iterate_for (300);
   g_assert_cmpuint (a.granted, ==, 1);
-  redis_lock_leader_yield (b.leader);
+  redis_leader_resign (b.leader);
   g_assert_cmpuint (b.ended, ==, 1);
   g_assert_true (test_iterate_until (&a.granted, 2, 10000));
   g_assert_cmpuint (a.ended, ==, 1);
@@ -241,7 +241,7 @@ test_lease_lost (TestFixture *fx, gconstpointer data)
   context_enter (&scope);
   redis_lock_registry_set_expire_after_ms (fx->registry, 1500);
   candidate_init (&c, fx->registry, "lost");
-  redis_lock_leader_start (c.leader);
+  redis_leader_start (c.leader);
   g_assert_true (test_iterate_until (&c.granted, 1, 10000));
   g_assert_true (test_store_delete (fx, key));
   g_assert_true (test_iterate_until (&c.ended, 1, 10000));
@@ -269,13 +269,13 @@ test_registry_closed (TestFixture *fx, gconstpointer data)
   context_enter (&scope);
   candidate_init (&c, registry, "closing");
   candidate_init (&waiting, registry, "closing-other");
-  redis_lock_leader_start (c.leader);
+  redis_leader_start (c.leader);
   g_assert_true (test_iterate_until (&c.granted, 1, 10000));
   redis_lock_registry_close (registry);
   g_assert_true (test_iterate_until (&c.ended, 1, 10000));
   g_assert_true (c.cancelled_at_end);
-  g_assert_false (redis_lock_leader_is_leading (c.leader));
-  redis_lock_leader_start (waiting.leader);
+  g_assert_false (redis_leader_is_leading (c.leader));
+  redis_leader_start (waiting.leader);
   iterate_for (300);
   g_assert_cmpuint (c.granted, ==, 1);
   g_assert_cmpuint (c.ended, ==, 1);
@@ -290,7 +290,7 @@ test_registry_closed (TestFixture *fx, gconstpointer data)
 static gpointer
 stop_in_thread (gpointer data)
 {
-  redis_lock_leader_stop (data);
+  redis_leader_stop (data);
   return NULL;
 }
 
@@ -306,7 +306,7 @@ test_stop_from_other_thread (TestFixture *fx, gconstpointer data)
 
   context_enter (&scope);
   candidate_init (&c, fx->registry, "remote");
-  redis_lock_leader_start (c.leader);
+  redis_leader_start (c.leader);
   g_assert_true (test_iterate_until (&c.granted, 1, 10000));
   g_thread_join (g_thread_new ("stopper", stop_in_thread, c.leader));
   g_assert_true (test_iterate_until (&c.ended, 1, 10000));
@@ -321,41 +321,41 @@ test_stop_from_other_thread (TestFixture *fx, gconstpointer data)
 static void
 test_stop_frozen_server (TestFixture *fx, gconstpointer data)
 {
-  gboolean yield = GPOINTER_TO_INT (data);
-  const char *name = yield ? "frozen-yield" : "frozen-stop";
+  gboolean resign = GPOINTER_TO_INT (data);
+  const char *name = resign ? "frozen-resign" : "frozen-stop";
   ContextScope scope;
   Candidate c;
   gint64 start, took;
 
-  g_test_summary ("stop and yield on a leader whose server stopped answering return "
+  g_test_summary ("stop and resign on a leader whose server stopped answering return "
                   "at once (func FALSE has run) instead of waiting the command timeout "
                   "for the release in the leader's context; once the server answers, the "
-                  "lock is released (not left to expire), and a yielded candidate leads "
+                  "lock is released (not left to expire), and a resigned candidate leads "
                   "again");
   TEST_SKIP_IF_NO_SERVER (fx);
 
   context_enter (&scope);
   redis_lock_registry_set_command_timeout_ms (fx->registry, 10000);
   candidate_init (&c, fx->registry, name);
-  redis_lock_leader_start (c.leader);
+  redis_leader_start (c.leader);
   g_assert_true (test_iterate_until (&c.granted, 1, 10000));
 
   redis_lock_test_server_pause (fx->server);
   start = test_now_ms ();
-  if (yield)
-    redis_lock_leader_yield (c.leader);
+  if (resign)
+    redis_leader_resign (c.leader);
   else
-    redis_lock_leader_stop (c.leader);
+    redis_leader_stop (c.leader);
   took = test_now_ms () - start;
-  g_test_message ("%s returned in %" G_GINT64_FORMAT " ms", yield ? "yield" : "stop", took);
+  g_test_message ("%s returned in %" G_GINT64_FORMAT " ms", resign ? "resign" : "stop", took);
   g_assert_cmpuint (c.ended, ==, 1);
   g_assert_true (c.cancelled_at_end);
-  g_assert_false (redis_lock_leader_is_leading (c.leader));
+  g_assert_false (redis_leader_is_leading (c.leader));
   /* A release sent from the context would take the whole command timeout (10 s). */
   g_assert_cmpint (took, <, 2000);
   redis_lock_test_server_resume (fx->server);
 
-  if (yield)
+  if (resign)
     {
       /* Released, then taken again after the pause: its lease is a new one, with the
        * full TTL (60 s) from the moment it was taken. */
@@ -371,7 +371,7 @@ test_stop_frozen_server (TestFixture *fx, gconstpointer data)
 /* ---- processes (Redis) ---- */
 
 static void
-on_child_leader (RedisLockLeader *leader, gboolean leading, gpointer data)
+on_child_leader (RedisLeader *leader, gboolean leading, gpointer data)
 {
   RedisLockRegistry *registry = data;
 
@@ -389,13 +389,13 @@ lead_main (const char *url, const char *name, const char *ttl)
   g_autoptr (GError) error = NULL;
   RedisLockRegistry *registry = redis_lock_registry_new (url, TEST_REGISTRY_KEY, &error);
   g_autoptr (GMainLoop) loop = g_main_loop_new (NULL, FALSE);
-  RedisLockLeader *leader;
+  RedisLeader *leader;
 
   if (registry == NULL)
     return 2;
   redis_lock_registry_set_expire_after_ms (registry, g_ascii_strtoll (ttl, NULL, 10));
-  leader = redis_lock_leader_new (registry, name, on_child_leader, registry, NULL);
-  redis_lock_leader_start (leader);
+  leader = redis_leader_new (registry, name, on_child_leader, registry, NULL);
+  redis_leader_start (leader);
   g_main_loop_run (loop);
   return 0;
 }
@@ -535,14 +535,14 @@ main (int argc, char **argv)
 
   test_add_stores ("/leader/grant-and-stop", NULL, test_grant_and_stop);
   test_add_stores ("/leader/failover/on-stop", NULL, test_failover_on_stop);
-  test_add_stores ("/leader/yield", NULL, test_yield);
+  test_add_stores ("/leader/resign", NULL, test_resign);
   test_add_stores ("/leader/lease-lost", NULL, test_lease_lost);
   test_add_stores ("/leader/registry-closed", NULL, test_registry_closed);
   test_add_stores ("/leader/stop-from-other-thread", NULL,
                               test_stop_from_other_thread);
   test_add_redis ("/leader/frozen-server/stop", GINT_TO_POINTER (FALSE),
                   test_stop_frozen_server);
-  test_add_redis ("/leader/frozen-server/yield", GINT_TO_POINTER (TRUE),
+  test_add_redis ("/leader/frozen-server/resign", GINT_TO_POINTER (TRUE),
                   test_stop_frozen_server);
   test_add_redis ("/leader/processes/one-of-three", NULL, test_processes);
   leader_add_promise_tests ();

@@ -10,7 +10,7 @@
  * told the lease was lost (the lease cancellable's handler notes the time it fired).
  * A leader records each leadership from func (TRUE) to func (FALSE), and, every few
  * milliseconds while it leads, an action: the interval around a call of
- * redis_lock_leader_is_leading() that answered TRUE.
+ * redis_leader_is_leading() that answered TRUE.
  *
  * Here too the forced-unlock fault (redis_lock_registry_force_unlock() of a held lease:
  * a lock, a leader's lock, a permit, a writer lease), whose broken holder must be told,
@@ -29,7 +29,7 @@
 #include <string.h>
 
 /* A leader acts (asks is_leading) this often, and competes again this soon after it
- * yielded or lost its lease. */
+ * resigned or lost its lease. */
 #define LEADER_TICK_MS 2
 #define LEADER_PAUSE_MS 10
 /* Silent anomalies named one by one in the test log. */
@@ -191,17 +191,17 @@ rwlock_hold (WorkerThread *t, guint name, gboolean write, gboolean freeze)
 typedef struct
 {
   WorkerThread *t;
-  RedisLockLeader *leader;
+  RedisLeader *leader;
   GMainLoop *loop;
   HistoryEntry *term;        /* the current leadership, or NULL */
   GCancellable *cancellable; /* its cancellable, watched by handler */
   gulong handler;
-  gboolean yielded;   /* this leadership was given up by yield or stop */
-  gint64 yield_at_us; /* when to give it up */
+  gboolean resigned;   /* this leadership was given up by resign or stop */
+  gint64 resign_at_us; /* when to give it up */
 } Candidate;
 
 static void
-on_leading (RedisLockLeader *leader, gboolean leading, gpointer data)
+on_leading (RedisLeader *leader, gboolean leading, gpointer data)
 {
   Candidate *cd = data;
   WorkerThread *t = cd->t;
@@ -212,16 +212,16 @@ on_leading (RedisLockLeader *leader, gboolean leading, gpointer data)
       if (cd->term != NULL)
         tally_record (&t->tally, "failure leader granted twice without an end");
       cd->term = g_new0 (HistoryEntry, 1);
-      cd->term->name = (guint)g_ascii_strtoull (redis_lock_leader_get_name (leader) + 5, NULL, 10);
+      cd->term->name = (guint)g_ascii_strtoull (redis_leader_get_name (leader) + 5, NULL, 10);
       cd->term->reg = t->reg;
       cd->term->thread = t->index;
       cd->term->role = 'G';
       cd->term->call_us = cd->term->start_us = now;
-      cd->yielded = FALSE;
-      cd->cancellable = g_object_ref (redis_lock_leader_get_cancellable (leader));
+      cd->resigned = FALSE;
+      cd->cancellable = g_object_ref (redis_leader_get_cancellable (leader));
       cd->handler = g_cancellable_connect (cd->cancellable, G_CALLBACK (family_note_told),
                                            &cd->term->told_us, NULL);
-      cd->yield_at_us = now + g_rand_int_range (t->rand, 0, (gint32)MAX (1, t->w->opt->hold_us))
+      cd->resign_at_us = now + g_rand_int_range (t->rand, 0, (gint32)MAX (1, t->w->opt->hold_us))
                         * (g_rand_int_range (t->rand, 0, LONG_HOLD_ONE_IN) == 0 ? 20 : 1);
       tally_add (&t->tally, "acquired", 1);
       return;
@@ -235,8 +235,8 @@ on_leading (RedisLockLeader *leader, gboolean leading, gpointer data)
   g_cancellable_disconnect (cd->cancellable, cd->handler);
   g_clear_object (&cd->cancellable);
   /* Ended by the candidate itself or lost (told). */
-  cd->term->told = !cd->yielded;
-  cd->term->unlocked = cd->yielded ? "OK" : "LEASE_LOST";
+  cd->term->told = !cd->resigned;
+  cd->term->unlocked = cd->resigned ? "OK" : "LEASE_LOST";
   g_array_append_val (t->history, *cd->term);
   g_clear_pointer (&cd->term, g_free);
   tally_add (&t->tally, "sections", 1);
@@ -244,7 +244,7 @@ on_leading (RedisLockLeader *leader, gboolean leading, gpointer data)
 }
 
 /* Every LEADER_TICK_MS: while it leads, the candidate acts (is_leading() answered
- * TRUE: an action, recorded), freezes when asked for, or yields once its time is up. */
+ * TRUE: an action, recorded), freezes when asked for, or resigns once its time is up. */
 static gboolean
 on_tick (gpointer data)
 {
@@ -257,7 +257,7 @@ on_tick (gpointer data)
       g_main_loop_quit (cd->loop);
       return G_SOURCE_REMOVE;
     }
-  if (cd->term != NULL && !cd->yielded)
+  if (cd->term != NULL && !cd->resigned)
     {
       HistoryEntry a = { .name = cd->term->name,
                          .reg = t->reg,
@@ -268,7 +268,7 @@ on_tick (gpointer data)
       gboolean leading;
 
       a.start_us = g_get_monotonic_time ();
-      leading = redis_lock_leader_is_leading (cd->leader);
+      leading = redis_leader_is_leading (cd->leader);
       a.end_us = g_get_monotonic_time ();
       if (!leading)
         return G_SOURCE_CONTINUE; /* func (FALSE) is on its way */
@@ -280,10 +280,10 @@ on_tick (gpointer data)
           worker_freeze (w);
           g_atomic_int_set (&w->freezing, 0);
         }
-      else if (a.end_us >= cd->yield_at_us)
+      else if (a.end_us >= cd->resign_at_us)
         {
-          cd->yielded = !g_cancellable_is_cancelled (cd->cancellable);
-          redis_lock_leader_yield (cd->leader);
+          cd->resigned = !g_cancellable_is_cancelled (cd->cancellable);
+          redis_leader_resign (cd->leader);
         }
     }
   return G_SOURCE_CONTINUE;
@@ -304,24 +304,24 @@ leader_run (WorkerThread *t)
 
   g_main_context_push_thread_default (context);
   cd.loop = g_main_loop_new (context, FALSE);
-  cd.leader = redis_lock_leader_new (w->registries[t->reg], name, on_leading, &cd, NULL);
-  redis_lock_leader_set_pause_ms (cd.leader, LEADER_PAUSE_MS);
+  cd.leader = redis_leader_new (w->registries[t->reg], name, on_leading, &cd, NULL);
+  redis_leader_set_pause_ms (cd.leader, LEADER_PAUSE_MS);
   tick = g_timeout_source_new (LEADER_TICK_MS);
   g_source_set_callback (tick, on_tick, &cd, NULL);
   g_source_attach (tick, context);
-  redis_lock_leader_start (cd.leader);
+  redis_leader_start (cd.leader);
   g_main_loop_run (cd.loop);
   g_source_destroy (tick);
   g_source_unref (tick);
   /* A leadership still running ends by this stop, unless it was lost already. */
-  cd.yielded = cd.cancellable == NULL || !g_cancellable_is_cancelled (cd.cancellable);
-  redis_lock_leader_stop (cd.leader);
+  cd.resigned = cd.cancellable == NULL || !g_cancellable_is_cancelled (cd.cancellable);
+  redis_leader_stop (cd.leader);
   /* The release and a wait given up still complete in this context. */
   drain_until = g_get_monotonic_time () + 200 * 1000;
   while (g_get_monotonic_time () < drain_until)
     if (!g_main_context_iteration (context, FALSE))
       g_usleep (1000);
-  redis_lock_leader_unref (cd.leader);
+  redis_leader_unref (cd.leader);
   if (cd.term != NULL)
     tally_record (&t->tally, "failure a stopped leader was not told FALSE");
   g_free (cd.term);

@@ -54,7 +54,7 @@ typedef enum
   MEMBER_LOCK,      /* RedisLock: one holder at a time */
   MEMBER_SEMAPHORE, /* RedisSemaphore of `permits` permits: at most that many holders */
   MEMBER_RWLOCK,    /* RedisRWLock: readers together, a writer alone */
-  MEMBER_LEADER,    /* RedisLockLeader: one leader at a time, acting only while it leads */
+  MEMBER_LEADER,    /* RedisLeader: one leader at a time, acting only while it leads */
 } Member;
 
 /* What one scenario runs; the worker processes get the part they need on their command
@@ -176,7 +176,7 @@ typedef struct
 /* One entry of a history: a critical section [acquisition returned TRUE, release about
  * to be called] of a lock (role 'L'), a permit ('P'), a read ('R') or write ('W') hold;
  * a leadership [func (TRUE), func (FALSE)] ('G'); or a leader's action ('A': the
- * interval around a call of redis_lock_leader_is_leading() that answered TRUE, its
+ * interval around a call of redis_leader_is_leading() that answered TRUE, its
  * thread's leadership then the one that began at call_us). told_us is when the holder
  * was first told its lease was lost: its lease cancellable fired, or is_lease_lost()
  * or the release said so (0: never). */

@@ -3,7 +3,7 @@
  * LockRegistryLeaderInitiator.
  *
  * Candidates for one name in any number of processes each try to take the lock of that
- * name; the one that holds it leads until it stops, yields, loses the lease or its
+ * name; the one that holds it leads until it stops, resigns, loses the lease or its
  * registry closes, and the others wait for the lock meanwhile, woken by its release.
  * Everything happens in a GMainContext: no thread is blocked for a candidate.
  */
@@ -21,57 +21,57 @@
 G_BEGIN_DECLS
 
 /**
- * RedisLockLeader:
+ * RedisLeader:
  *
  * A candidate for leadership of a name, reference counted. Its functions may be called
- * from any thread; its callback runs in the main context [method@Redislock.LockLeader.start] was
+ * from any thread; its callback runs in the main context [method@Redislock.Leader.start] was
  * called in.
  *
  * Since: 0.1
  */
-typedef struct _RedisLockLeader RedisLockLeader;
+typedef struct _RedisLeader RedisLeader;
 
 /**
- * RedisLockLeaderFunc:
+ * RedisLeaderFunc:
  * @leader: the candidate
  * @leading: %TRUE: leadership was granted; %FALSE: it ended
- * @user_data: (closure): the data given to [ctor@Redislock.LockLeader.new]
+ * @user_data: (closure): the data given to [ctor@Redislock.Leader.new]
  *
- * Called in the thread-default main context of [method@Redislock.LockLeader.start] with
+ * Called in the thread-default main context of [method@Redislock.Leader.start] with
  * @leading %TRUE when the candidate becomes leader, and with %FALSE exactly once when
- * that leadership ends (stop, yield, lease lost or run out, registry closed). With
- * %FALSE, the lock is still held when the leadership ended by stop or yield (it is
+ * that leadership ends (stop, resign, lease lost or run out, registry closed). With
+ * %FALSE, the lock is still held when the leadership ended by stop or resign (it is
  * released right after the call returns), so work stopped in the callback never
  * overlaps the next leader's. A leadership whose lease was lost or ran out has ended
- * before this call: [method@Redislock.LockLeader.is_leading] and the cancellable told so in the
- * thread that found it (see [method@Redislock.LockLeader.is_leading]). It may call any function
+ * before this call: [method@Redislock.Leader.is_leading] and the cancellable told so in the
+ * thread that found it (see [method@Redislock.Leader.is_leading]). It may call any function
  * of the leader.
  *
  * Since: 0.1
  */
-typedef void (*RedisLockLeaderFunc) (RedisLockLeader *leader, gboolean leading,
+typedef void (*RedisLeaderFunc) (RedisLeader *leader, gboolean leading,
                                      gpointer user_data);
 
 /**
  * REDIS_LOCK_TYPE_LEADER:
  *
- * The #GType of #RedisLockLeader, a boxed type whose copy takes a reference.
+ * The #GType of #RedisLeader, a boxed type whose copy takes a reference.
  *
  * Since: 0.1
  */
-#define REDIS_LOCK_TYPE_LEADER (redis_lock_leader_get_type ())
+#define REDIS_LOCK_TYPE_LEADER (redis_leader_get_type ())
 
 /**
- * redis_lock_leader_get_type:
+ * redis_leader_get_type:
  *
- * Returns: the #GType of #RedisLockLeader, %REDIS_LOCK_TYPE_LEADER.
+ * Returns: the #GType of #RedisLeader, %REDIS_LOCK_TYPE_LEADER.
  *
  * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_leader_get_type (void) G_GNUC_CONST;
+REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_leader_get_type (void) G_GNUC_CONST;
 
 /**
- * redis_lock_leader_new:
+ * redis_leader_new:
  * @registry: a registry
  * @name: the name to lead, a lock name (its lock, [method@Redislock.LockRegistry.obtain] of
  *   @name, is what the leader holds)
@@ -79,59 +79,59 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_leader_get_type (void) G_GNUC_CONST
  * @user_data: data for @func
  * @destroy: (nullable): called with @user_data when the leader is freed
  *
- * Makes a candidate; nothing happens until [method@Redislock.LockLeader.start].
+ * Makes a candidate; nothing happens until [method@Redislock.Leader.start].
  *
  * Returns: (transfer full) (nullable): the candidate; %NULL (with a critical) for a
  *   bad name or a closed registry.
  *
  * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockLeader *redis_lock_leader_new (RedisLockRegistry *registry,
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLeader *redis_leader_new (RedisLockRegistry *registry,
                                                           const char *name,
-                                                          RedisLockLeaderFunc func,
+                                                          RedisLeaderFunc func,
                                                           gpointer user_data,
                                                           GDestroyNotify destroy);
 
 /**
- * redis_lock_leader_ref: (skip)
+ * redis_leader_ref: (skip)
  * @leader: a candidate
  *
- * Takes a reference to the candidate. See [method@Redislock.LockLeader.unref].
+ * Takes a reference to the candidate. See [method@Redislock.Leader.unref].
  *
  * Returns: (transfer full): @leader, with one more reference.
  *
  * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockLeader *redis_lock_leader_ref (RedisLockLeader *leader);
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLeader *redis_leader_ref (RedisLeader *leader);
 
 /**
- * redis_lock_leader_unref: (skip)
+ * redis_leader_unref: (skip)
  * @leader: (transfer full) (nullable): a candidate
  *
  * Drops a reference. A started candidate keeps itself alive until it is stopped (or
- * its registry closes): call [method@Redislock.LockLeader.stop] first. A stopped one needs
+ * its registry closes): call [method@Redislock.Leader.stop] first. A stopped one needs
  * nothing more of its main context: dropped (with its registry), it frees them once
  * its release is done, in the background, even if that context never runs again.
  *
  * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_unref (RedisLockLeader *leader);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_leader_unref (RedisLeader *leader);
 
 /**
- * redis_lock_leader_start:
+ * redis_leader_start:
  * @leader: a candidate
  *
  * Starts competing for leadership, in the thread-default main context of the calling
  * thread, which must run it (the lock is held by this thread while it leads). Nothing
  * happens when it is started already.
- * See [method@Redislock.LockLeader.stop] and [Leader election](leader.html).
+ * See [method@Redislock.Leader.stop] and [Leader election](leader.html).
  *
  * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_start (RedisLockLeader *leader);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_leader_start (RedisLeader *leader);
 
 /**
- * redis_lock_leader_stop:
+ * redis_leader_stop:
  * @leader: a candidate
  *
  * Stops competing: gives leadership up (the callback gets %FALSE, then the lock is
@@ -146,34 +146,34 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_start (RedisLockLeader *leade
  *
  * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_stop (RedisLockLeader *leader);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_leader_stop (RedisLeader *leader);
 
 /**
- * redis_lock_leader_yield:
+ * redis_leader_resign:
  * @leader: a candidate
  *
- * Gives leadership up now (as [method@Redislock.LockLeader.stop] does) and competes again after
- * the pause of [method@Redislock.LockLeader.set_pause_ms], so that another candidate may lead.
+ * Gives leadership up now (as [method@Redislock.Leader.stop] does) and competes again after
+ * the pause of [method@Redislock.Leader.set_pause_ms], so that another candidate may lead.
  * Nothing happens when it does not lead.
  *
  * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_yield (RedisLockLeader *leader);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_leader_resign (RedisLeader *leader);
 
 /**
- * redis_lock_leader_set_pause_ms:
+ * redis_leader_set_pause_ms:
  * @leader: a candidate
- * @pause_ms: how long it waits before competing again after it yielded, lost its lease
+ * @pause_ms: how long it waits before competing again after it resigned, lost its lease
  *   or failed to reach Redis; default 1000, must be >= 0
  *
- * Sets the pause before the candidate competes again. See [method@Redislock.LockLeader.yield].
+ * Sets the pause before the candidate competes again. See [method@Redislock.Leader.resign].
  *
  * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_set_pause_ms (RedisLockLeader *leader, gint64 pause_ms);
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_leader_set_pause_ms (RedisLeader *leader, gint64 pause_ms);
 
 /**
- * redis_lock_leader_is_leading:
+ * redis_leader_is_leading:
  * @leader: a candidate
  *
  * Tells whether the candidate leads now, and so may act as leader now: call it right
@@ -192,10 +192,10 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_leader_set_pause_ms (RedisLockLeader
  *
  * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_leader_is_leading (RedisLockLeader *leader);
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_leader_is_leading (RedisLeader *leader);
 
 /**
- * redis_lock_leader_get_cancellable:
+ * redis_leader_get_cancellable:
  * @leader: a candidate
  *
  * Gives the cancellable of the current leadership.
@@ -204,7 +204,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_leader_is_leading (RedisLockLead
  *   (already cancelled when it does not lead), to pass to the work done as leader. It
  *   is cancelled from the moment the lease's time has run out or its loss is known, in
  *   whatever thread finds it (the registry's watchdog or subscriber thread, or the
- *   caller of [method@Redislock.LockLeader.is_leading] or of this function, which check the
+ *   caller of [method@Redislock.Leader.is_leading] or of this function, which check the
  *   lease's time as that one does), before the callback gets %FALSE in the leader's
  *   context: its handlers may run in any thread. Each leadership gets a new one, made
  *   when it is granted: the one returned stays valid until then (take a reference to
@@ -212,10 +212,10 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_leader_is_leading (RedisLockLead
  *
  * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_1 GCancellable *redis_lock_leader_get_cancellable (RedisLockLeader *leader);
+REDIS_LOCK_AVAILABLE_IN_0_1 GCancellable *redis_leader_get_cancellable (RedisLeader *leader);
 
 /**
- * redis_lock_leader_get_name:
+ * redis_leader_get_name:
  * @leader: a candidate
  *
  * Gives the name the candidate competes for. See [Leader election](leader.html).
@@ -224,9 +224,9 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GCancellable *redis_lock_leader_get_cancellable (Red
  *
  * Since: 0.1
  */
-REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_lock_leader_get_name (RedisLockLeader *leader);
+REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_leader_get_name (RedisLeader *leader);
 
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockLeader, redis_lock_leader_unref)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLeader, redis_leader_unref)
 
 G_END_DECLS
 
