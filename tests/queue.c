@@ -379,6 +379,41 @@ child_main (char **argv)
   return redis_lock_unlock (lock, NULL) ? 0 : 4;
 }
 
+/* `--queue-loop URL MS`: after a line on stdin, takes and releases the lock for MS
+ * milliseconds, one section after another, then prints how many it made. */
+static int
+loop_main (char **argv)
+{
+  g_autoptr (GError) error = NULL;
+  RedisLockRegistry *registry = redis_lock_registry_new (argv[2], TEST_REGISTRY_KEY, &error);
+  RedisLock *lock;
+  char line[64];
+  gint64 end;
+  guint sections = 0;
+
+  if (registry == NULL)
+    return 2;
+  lock = redis_lock_registry_obtain (registry, NAME, &error);
+  if (lock == NULL)
+    return 2;
+  printf ("ready\n");
+  fflush (stdout);
+  if (fgets (line, sizeof line, stdin) == NULL)
+    return 3;
+  end = g_get_monotonic_time () + g_ascii_strtoll (argv[3], NULL, 10) * 1000;
+  while (g_get_monotonic_time () < end)
+    {
+      if (!redis_lock_lock (lock, &error) || !redis_lock_unlock (lock, &error))
+        return 4;
+      sections++;
+    }
+  printf ("%u %" G_GUINT64_FORMAT "\n", sections, test_stats (registry).grants_received);
+  fflush (stdout);
+  redis_lock_unref (lock);
+  redis_lock_registry_unref (registry);
+  return 0;
+}
+
 typedef struct
 {
   GPid pid;
@@ -600,11 +635,72 @@ test_nobody_queued (TestFixture *fx, gconstpointer data)
   redis_lock_unref (lock);
 }
 
+/* Eight processes taking turns on one lock, each as fast as it can, get shares of the
+ * sections within 25 % of the mean: the line serves them in turn. */
+static void
+test_fair_processes (TestFixture *fx, gconstpointer data)
+{
+  g_autofree char *exe = g_file_read_link ("/proc/self/exe", NULL);
+  Child children[8];
+  guint sections[8], total = 0;
+  guint64 grants = 0;
+  double mean;
+
+  TEST_SKIP_IF_NO_STORE (fx);
+  for (guint i = 0; i < G_N_ELEMENTS (children); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      const char *argv[] = { exe, "--queue-loop", fx->url, "3000", NULL };
+      char line[64];
+      int out;
+
+      g_assert_true (g_spawn_async_with_pipes (NULL, (char **) argv, NULL,
+                                               G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL,
+                                               &children[i].pid, &children[i].in, &out, NULL,
+                                               &error));
+      g_assert_no_error (error);
+      children[i].out = fdopen (out, "r");
+      g_assert_nonnull (fgets (line, sizeof line, children[i].out));
+      g_assert_cmpstr (line, ==, "ready\n");
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (children); i++)
+    g_assert_cmpint (write (children[i].in, "go\n", 3), ==, 3);
+  for (guint i = 0; i < G_N_ELEMENTS (children); i++)
+    {
+      char line[64];
+      guint64 granted;
+      int status;
+
+      g_assert_nonnull (fgets (line, sizeof line, children[i].out));
+      g_assert_cmpint (sscanf (line, "%u %" G_GUINT64_FORMAT, &sections[i], &granted), ==, 2);
+      total += sections[i];
+      grants += granted;
+      g_assert_cmpint (waitpid (children[i].pid, &status, 0), ==, children[i].pid);
+      g_assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+      close (children[i].in);
+      fclose (children[i].out);
+      g_spawn_close_pid (children[i].pid);
+    }
+  mean = total / (double) G_N_ELEMENTS (children);
+  g_test_message ("%u sections, %" G_GUINT64_FORMAT " by a grant; each process's share:",
+                  total, grants);
+  for (guint i = 0; i < G_N_ELEMENTS (children); i++)
+    g_test_message ("  %u (%.0f %% of the mean)", sections[i], 100 * sections[i] / mean);
+  g_assert_cmpuint (total, >, 8 * 10);
+  for (guint i = 0; i < G_N_ELEMENTS (children); i++)
+    {
+      g_assert_cmpfloat (sections[i], >=, 0.75 * mean);
+      g_assert_cmpfloat (sections[i], <=, 1.25 * mean);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
   if (argc == 4 && strcmp (argv[1], "--queue-child") == 0)
     return child_main (argv);
+  if (argc == 4 && strcmp (argv[1], "--queue-loop") == 0)
+    return loop_main (argv);
   g_test_init (&argc, &argv, NULL);
   test_add_stores_but_quorum ("/queue/grant", NULL, test_grant);
   test_add_stores_but_quorum ("/queue/fifo", NULL, test_fifo);
@@ -615,5 +711,6 @@ main (int argc, char **argv)
   test_add_stores_but_quorum ("/queue/fencing", NULL, test_fencing);
   test_add_stores_but_quorum ("/queue/switch-off", NULL, test_switch_off);
   test_add_redis ("/queue/nobody-queued", NULL, test_nobody_queued);
+  test_add_redis ("/queue/fair-processes", NULL, test_fair_processes);
   return g_test_run ();
 }

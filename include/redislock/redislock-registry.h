@@ -584,7 +584,10 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_legacy_spring_channel (
  * of arrival. A release with nobody in line publishes its notification as before (what
  * Spring Integration's waiters listen to). A waiter keeps its place alive with its
  * attempts, at least once a second; the place of a waiter that crashed is gone within
- * 3 s. With @enabled %FALSE, every waiting process is woken by each release and tries
+ * 3 s. Waiters in line do not use key tracking
+ * (redis_lock_registry_set_key_tracking()): a key deleted without a notification, or
+ * expired, is found by their next attempt, within a second. See docs/queue.md.
+ * With @enabled %FALSE, every waiting process is woken by each release and tries
  * again (the behaviour before the queue): for deployments where Spring Integration
  * processes wait under heavy contention too, since a Spring waiter is woken only by a
  * release that found nobody of ours in line. Only plain locks taken by the blocking
