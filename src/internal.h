@@ -97,6 +97,8 @@ typedef struct
   gint64 queued_sent;     /* when that attempt was sent (monotonic µs) */
   guint64 granted_serial; /* a release granted the lock to that place (rl_lock_granted()) */
   guint64 granted_token;  /* ... with this fencing token (0: none) */
+  gboolean line_recent;   /* the last acquisition waited in line: the next one's first
+                             attempt goes to the queue's script without a SET NX first */
 } RlLockWait;
 
 /* A waiter for the local mutex that is not a blocked thread: an _async call

@@ -109,6 +109,11 @@ RlLeaseResult rl_lock_attempt_queued (RedisLock *lock, const char *value, guint6
  * for it meanwhile released again, granting to the next in line. */
 void rl_lock_leave_line (RedisLock *lock);
 gboolean rl_lock_queue_wanted (RedisLock *lock);
+/* The report of the owner's attempt: one that left it in line counts as soon as the
+ * subscription is up (a release grants and tells it on the registry's own channel), so
+ * the first attempt of an acquisition needs no watch step and second attempt after it. */
+void rl_lock_queued_report (RedisLock *lock, const RlAcquire *acq, gboolean pubsub,
+                            RlAttemptReport *report);
 /* Whether a grant was heard for the owner's place (rl_lock_granted()). lock->m held. */
 gboolean rl_lock_grant_heard_locked (RedisLock *lock);
 /* The grant heard is the owner's now: the lease of the attempt that kept the place

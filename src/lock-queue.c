@@ -54,6 +54,15 @@ rl_lock_queued_serial (RedisLock *lock, gint64 *sent)
   return serial;
 }
 
+static void
+set_line_recent (RedisLock *lock, gboolean recent)
+{
+  rl_mutex_lock (&lock->m);
+  if (lock->wait != NULL)
+    lock->wait->line_recent = recent;
+  rl_mutex_unlock (&lock->m);
+}
+
 /* store->vt->acquire_queued() for the attempt @value (@serial, sent at @sent): the
  * place it takes or keeps in the wait queue is remembered, with the value of the
  * previous one, which a grant may already have written into the key; the holder's
@@ -74,14 +83,23 @@ rl_lock_attempt_queued (RedisLock *lock, const char *value, guint64 serial, gint
 
   if (prev_serial != 0)
     rl_leases_value (lock->registry->leases, prev_serial, prev);
+  rl_mutex_lock (&lock->m);
+  contended = contended || (lock->wait != NULL && lock->wait->line_recent);
+  rl_mutex_unlock (&lock->m);
   result = store->vt->acquire_queued (store, lock->key_data, value,
                                       prev_serial != 0 ? prev : NULL, ttl_ms, request_deadline,
                                       fence_key, contended, token, pttl_ms, &queued, error);
   if (result == RL_LEASE_OK)
-    rl_lock_set_queued (lock, 0, 0);
+    {
+      rl_lock_set_queued (lock, 0, 0);
+      /* Free at once, nobody in line: the next acquisition tries SET NX first again. */
+      if (prev_serial == 0)
+        set_line_recent (lock, FALSE);
+    }
   else if (result == RL_LEASE_HELD && queued)
     {
       rl_lock_set_queued (lock, serial, sent);
+      set_line_recent (lock, TRUE);
       *pttl_ms = *pttl_ms < 0 ? refresh_ms : MIN (*pttl_ms, refresh_ms);
     }
   return result;
@@ -166,4 +184,15 @@ rl_lock_take_grant (RedisLock *lock, gint64 ttl_ms, RlPretakeLease *taken,
   rl_lock_set_queued (lock, 0, 0);
   RL_ATOMIC_ADD (lock->registry->stats.grants_received, 1);
   rl_leases_value (lock->registry->leases, taken->serial, value);
+}
+
+void
+rl_lock_queued_report (RedisLock *lock, const RlAcquire *acq, gboolean pubsub,
+                       RlAttemptReport *report)
+{
+  gint64 sent;
+
+  if (report->result == RL_ATTEMPT_HELD && report->notify == RL_NOTIFY_DOWN
+      && rl_lock_queued_serial (lock, &sent) != 0)
+    report->notify = rl_registry_notify_state (lock->registry, acq->name, pubsub, TRUE);
 }

@@ -20,10 +20,10 @@
  * it to read the reply (lock-pretake.c): the wake-up overlaps the round trip instead
  * of preceding it, and a lease so taken enters the lease table as the waiter's own
  * attempt's would; one taken for a waiter that left meanwhile is released. Not during
- * a yield, with fencing, in line, or on a store without stepwise requests. A blocking
- * acquisition of a plain lock waits in line in the store's wait queue (lock-queue.c):
- * a release grants it the lease, and the notification thread wakes it. In SPIN mode,
- * and while notifications are down, it sleeps idle_between_tries_ms between attempts.
+ * a yield, with fencing, in line, or on a store without stepwise requests. A plain
+ * lock's blocking acquisition waits in line in the store's queue (lock-queue.c); a
+ * release grants it the lease, the notification thread wakes it. In SPIN mode, and
+ * while notifications are down, it sleeps idle_between_tries_ms between attempts.
  * When a hold ends, the yield policy (acquire.c's rl_yield_plan()) may have the next
  * acquisition let other processes go first.
  *
@@ -381,8 +381,7 @@ sleep_for (RedisLock *lock, const RlAcquire *acq, GCancellable *cancellable,
 guint16
 rl_lock_sleep (RedisLock *lock, const RlAcquire *acq, GCancellable *cancellable)
 {
-  gboolean handed, granted;
-
+  gboolean handed, granted; /* neither: no pretake, not in line */
   return sleep_for (lock, acq, cancellable, NULL, FALSE, &handed, &granted);
 }
 
@@ -476,6 +475,8 @@ attempt_step (RedisLock *lock, RlAcquire *acq, gboolean pubsub, gboolean bounded
                                                        fence_key, request,
                                                        rl_acquire_contended (acq), queue,
                                                        &report.pttl_ms, error));
+  if (queue)
+    rl_lock_queued_report (lock, acq, pubsub, &report);
   return rl_acquire_attempted (acq, &report, g_get_monotonic_time ());
 }
 
@@ -519,9 +520,8 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
 {
   RedisLockRegistry *registry = lock->registry;
   gboolean pubsub = rl_registry_pubsub (registry);
-  /* A plain lock's blocking acquisition (@waiting) waits in line (lock-queue.c). */
   gboolean queue = waiting != NULL && request == NULL && rl_lock_queue_wanted (lock);
-  /* Not with fencing (its script moves the counter too), nor in line (grants instead). */
+  /* Not with fencing (its script moves the counter), nor in line (lock-queue.c). */
   gboolean pretake = pubsub && fence_key == NULL && request == NULL && !queue
                      && rl_pretake_possible (lock);
   RlPretakeLease arm = { 0 }, taken;

@@ -213,18 +213,19 @@ static const char release_script[] = RL_LUA_RELEASE_CHECK RL_LUA_RELEASE_BODY;
  * a place's `TTL FENCED VALUE` is the string key `z:CLIENT_ID`, which expires with the
  * place) other than `me`: the key is written with the place's value and TTL, with
  * FENCED '1' the counter f moved on (NEXT TOKEN), the place removed, and `TOKEN\nVALUE\nKEY`
- * published on gp .. CLIENT_ID, that registry's own channel. Places whose key expired
+ * published on gp .. CLIENT_ID, that registry's own channel (a refused PUBLISH, for
+ * want of the channel's permission, is ignored: the grantee's next attempt finds the
+ * key holding its place's value). Places whose key expired
  * (a crashed waiter's) are dropped on the way, at most eight per call. Returns true
- * when it granted; false when the queue had no live place before `me`'s, which it
- * then leaves in line. */
+ * when it granted; false when the queue had no live place before `me`'s (whose place
+ * it then took out of the line too: the caller takes the key). */
 #define RL_LUA_GRANT                                                                               \
   "local function grant(k, z, f, gp, me)\n"                                                        \
   "  for i = 1, 8 do\n"                                                                            \
-  "    local head = redis.call('ZRANGE', z, 0, 0)[1]\n"                                            \
+  "    local head = redis.call('ZPOPMIN', z)[1]\n"                                             \
   "    if not head or head == me then\n"                                                           \
   "      return false\n"                                                                           \
   "    end\n"                                                                                      \
-  "    redis.call('ZREM', z, head)\n"                                                              \
   "    local e = redis.call('GET', z .. ':' .. head)\n"                                            \
   "    if e then\n"                                                                                \
   "      redis.call('UNLINK', z .. ':' .. head)\n"                                                 \
@@ -234,7 +235,7 @@ static const char release_script[] = RL_LUA_RELEASE_CHECK RL_LUA_RELEASE_BODY;
   "      if fenced == '1' then\n"                                                                  \
   "        token = next_token(f)\n"                                                                \
   "      end\n"                                                                                    \
-  "      redis.call('PUBLISH', gp .. head, token .. '\\n' .. v .. '\\n' .. k)\n"                  \
+  "      redis.pcall('PUBLISH', gp .. head, token .. '\\n' .. v .. '\\n' .. k)\n"                  \
   "      return true\n"                                                                            \
   "    end\n"                                                                                      \
   "  end\n"                                                                                        \
@@ -519,15 +520,16 @@ RL_DEFINE_STORE_VTABLE (rl_redis,
                         RL_STORE_FAMILY_ENTRIES (rl_redis));
 
 /* Checks a node now, so that redis_lock_registry_new() fails early and clearly:
- * connect, AUTH, SELECT, then in one round trip load the three scripts (so the first
+ * connect, AUTH, SELECT, then in one round trip load the lease scripts (so the first
  * watchdog tick or release does not pay a NOSCRIPT retry) and PING. A server that
  * refuses SCRIPT LOAD still works: EVALSHA falls back to EVAL. The connection stays
  * in the pool for the first lock. */
 static gboolean
 check_node (RlRedisStore *self, RlNode *node, GError **error)
 {
-  const RlScript *scripts[] = { &self->acquire,        &self->release,    &self->renew,
-                                &self->fenced_acquire, &self->acquire_all };
+  const RlScript *scripts[] = { &self->acquire,        &self->release,     &self->renew,
+                                &self->fenced_acquire, &self->acquire_all, &self->queued_acquire,
+                                &self->queued_release };
   const char *ping[] = { "PING" };
   gboolean reused;
   RlConn *conn = rl_pool_get (node->pool, 0, &reused, error);
