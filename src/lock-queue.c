@@ -69,9 +69,9 @@ set_line_recent (RedisLock *lock, gboolean recent)
  * remaining TTL is cut to the refresh interval, so that the place is kept alive by the
  * next attempt. */
 RlLeaseResult
-rl_lock_attempt_queued (RedisLock *lock, const char *value, guint64 serial, gint64 sent, gint64 ttl_ms,
-                gint64 request_deadline, const char *fence_key, gboolean contended,
-                guint64 *token, gint64 *pttl_ms, GError **error)
+rl_lock_attempt_queued (RedisLock *lock, const char *value, guint64 serial, gint64 sent,
+                        gint64 ttl_ms, gint64 request_deadline, const char *fence_key,
+                        gboolean contended, guint64 *token, gint64 *pttl_ms, GError **error)
 {
   RlStore *store = lock->registry->store;
   char prev[RL_LEASE_VALUE_MAX];
@@ -86,9 +86,9 @@ rl_lock_attempt_queued (RedisLock *lock, const char *value, guint64 serial, gint
   rl_mutex_lock (&lock->m);
   contended = contended || (lock->wait != NULL && lock->wait->line_recent);
   rl_mutex_unlock (&lock->m);
-  result = store->vt->acquire_queued (store, lock->key_data, value,
-                                      prev_serial != 0 ? prev : NULL, ttl_ms, request_deadline,
-                                      fence_key, contended, token, pttl_ms, &queued, error);
+  result = store->vt->acquire_queued (store, lock->key_data, value, prev_serial != 0 ? prev : NULL,
+                                      ttl_ms, request_deadline, fence_key, contended, token,
+                                      pttl_ms, &queued, error);
   if (result == RL_LEASE_OK)
     {
       rl_lock_set_queued (lock, 0, 0);
@@ -150,7 +150,6 @@ rl_lock_granted (RedisLock *lock, guint64 serial, guint64 token)
   if (ours)
     rl_cond_broadcast (&wait->notify);
 }
-
 
 /* Whether the owner's acquisition waits in line: the registry's wait_queue setting is
  * on and its store keeps queues. */

@@ -62,7 +62,7 @@ static GList *
 find_place (GQueue *line, const char *client_id)
 {
   for (GList *l = line != NULL ? line->head : NULL; l != NULL; l = l->next)
-    if (strcmp (((Place *) l->data)->client_id, client_id) == 0)
+    if (strcmp (((Place *)l->data)->client_id, client_id) == 0)
       return l;
   return NULL;
 }
@@ -153,7 +153,7 @@ rl_memory_acquire_queued (RlStore *store, const char *key, const char *value,
                           const char *fence_key, gboolean contended, guint64 *token,
                           gint64 *pttl_ms, gboolean *queued, GError **error)
 {
-  RlMemoryStore *self = (RlMemoryStore *) store;
+  RlMemoryStore *self = (RlMemoryStore *)store;
   RlMemorySpace *space = self->space;
   gint64 now = g_get_monotonic_time ();
   RlMemoryLease *lease;
@@ -209,7 +209,7 @@ rl_memory_acquire_queued (RlStore *store, const char *key, const char *value,
 gboolean
 rl_memory_leave_queue (RlStore *store, const char *key, const char *value, GError **error)
 {
-  RlMemoryStore *self = (RlMemoryStore *) store;
+  RlMemoryStore *self = (RlMemoryStore *)store;
   gboolean others;
 
   rl_mutex_lock (&rl_memory_mutex);

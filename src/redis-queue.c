@@ -66,12 +66,11 @@ wrote_queued (const redisReply *reply)
 }
 
 RlLeaseResult
-rl_redis_acquire_queued (RlStore *store, const char *key, const char *value,
-                         const char *prev_value, gint64 ttl_ms, gint64 deadline,
-                         const char *fence_key, gboolean contended, guint64 *token,
-                         gint64 *pttl_ms, gboolean *queued, GError **error)
+rl_redis_acquire_queued (RlStore *store, const char *key, const char *value, const char *prev_value,
+                         gint64 ttl_ms, gint64 deadline, const char *fence_key, gboolean contended,
+                         guint64 *token, gint64 *pttl_ms, gboolean *queued, GError **error)
 {
-  RlRedisStore *self = (RlRedisStore *) store;
+  RlRedisStore *self = (RlRedisStore *)store;
   g_autofree char *queue_key = rl_store_queue_key (key);
   g_autofree char *counter = rl_store_fence_key (key);
   char ttl[24], life[24];
@@ -80,8 +79,7 @@ rl_redis_acquire_queued (RlStore *store, const char *key, const char *value,
 
   *queued = FALSE;
   if (queue_key == NULL || counter == NULL)
-    return rl_redis_acquire (store, key, value, ttl_ms, deadline, fence_key, token, pttl_ms,
-                             error);
+    return rl_redis_acquire (store, key, value, ttl_ms, deadline, fence_key, token, pttl_ms, error);
   rl_format_uint (ttl, ttl_ms);
   rl_format_uint (life, RL_QUEUE_ENTRY_LIFE_MS);
   /* The first attempt tries a free key with a plain SET NX, as acquire does: an
@@ -136,16 +134,14 @@ rl_redis_acquire_queued (RlStore *store, const char *key, const char *value,
       && (reply->elements != 1 || !rl_redis_reply_token (reply->element[0], token)))
     {
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
-                   "Redis queued lock script returned an unexpected reply (type %d)",
-                   reply->type);
+                   "Redis queued lock script returned an unexpected reply (type %d)", reply->type);
       freeReplyObject (reply);
       return RL_LEASE_ERROR;
     }
   if (reply->type != REDIS_REPLY_ARRAY && reply->type != REDIS_REPLY_INTEGER)
     {
       g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
-                   "Redis queued lock script returned an unexpected reply (type %d)",
-                   reply->type);
+                   "Redis queued lock script returned an unexpected reply (type %d)", reply->type);
       freeReplyObject (reply);
       return RL_LEASE_ERROR;
     }
@@ -156,7 +152,7 @@ rl_redis_acquire_queued (RlStore *store, const char *key, const char *value,
 gboolean
 rl_redis_leave_queue (RlStore *store, const char *key, const char *value, GError **error)
 {
-  RlRedisStore *self = (RlRedisStore *) store;
+  RlRedisStore *self = (RlRedisStore *)store;
   g_autofree char *queue_key = rl_store_queue_key (key);
   g_autofree char *channel = g_strconcat (self->channel_prefix, key, NULL);
   g_autofree char *shard = rl_redis_shard_channel (self, key);

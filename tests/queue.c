@@ -153,7 +153,7 @@ wait_in_line (Waiter *w)
 static gboolean
 waiter_done (gpointer data)
 {
-  return g_atomic_int_get (&((Waiter *) data)->done) != 0;
+  return g_atomic_int_get (&((Waiter *)data)->done) != 0;
 }
 
 /* A release with a process in line grants it the lock: the waiter holds it without a
@@ -432,7 +432,7 @@ child_start (Child *child, const char *url, gint64 ttl_ms)
   int out;
 
   g_assert_nonnull (exe);
-  g_assert_true (g_spawn_async_with_pipes (NULL, (char **) argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD,
+  g_assert_true (g_spawn_async_with_pipes (NULL, (char **)argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD,
                                            NULL, NULL, &child->pid, &child->in, &out, NULL,
                                            &error));
   g_assert_no_error (error);
@@ -624,7 +624,7 @@ test_nobody_queued (TestFixture *fx, gconstpointer data)
   lock = test_obtain (fx->registry, NAME);
   test_lock_ok (lock);
   test_unlock_ok (lock);
-  g_assert_cmpint (redisGetReply (sub, (void **) &reply), ==, REDIS_OK);
+  g_assert_cmpint (redisGetReply (sub, (void **)&reply), ==, REDIS_OK);
   g_assert_cmpint (reply->type, ==, REDIS_REPLY_ARRAY);
   g_assert_cmpstr (reply->element[0]->str, ==, "message");
   g_assert_cmpstr (reply->element[2]->str, ==, key);
@@ -654,10 +654,9 @@ test_fair_processes (TestFixture *fx, gconstpointer data)
       char line[64];
       int out;
 
-      g_assert_true (g_spawn_async_with_pipes (NULL, (char **) argv, NULL,
-                                               G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL,
-                                               &children[i].pid, &children[i].in, &out, NULL,
-                                               &error));
+      g_assert_true (g_spawn_async_with_pipes (NULL, (char **)argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD,
+                                               NULL, NULL, &children[i].pid, &children[i].in, &out,
+                                               NULL, &error));
       g_assert_no_error (error);
       children[i].out = fdopen (out, "r");
       g_assert_nonnull (fgets (line, sizeof line, children[i].out));
@@ -681,9 +680,9 @@ test_fair_processes (TestFixture *fx, gconstpointer data)
       fclose (children[i].out);
       g_spawn_close_pid (children[i].pid);
     }
-  mean = total / (double) G_N_ELEMENTS (children);
-  g_test_message ("%u sections, %" G_GUINT64_FORMAT " by a grant; each process's share:",
-                  total, grants);
+  mean = total / (double)G_N_ELEMENTS (children);
+  g_test_message ("%u sections, %" G_GUINT64_FORMAT " by a grant; each process's share:", total,
+                  grants);
   for (guint i = 0; i < G_N_ELEMENTS (children); i++)
     g_test_message ("  %u (%.0f %% of the mean)", sections[i], 100 * sections[i] / mean);
   g_assert_cmpuint (total, >, 8 * 10);
