@@ -30,7 +30,9 @@
  * operations and what the scripts' replies mean, redis-batch.c the batched ones,
  * redis-inspect.c the inspection calls, redis-request.c the stepwise requests of the
  * quorum store (the same commands and scripts, sent and read for several servers at
- * once), all over redis-exchange.c, the one exchange engine.
+ * once), redis-queue.c the wait queue (QUEUED ACQUIRE and QUEUED RELEASE below: a
+ * waiter's place in line beside the key, a release that grants to the first place), all
+ * over redis-exchange.c, the one exchange engine.
  */
 #include "config.h"
 
