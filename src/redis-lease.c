@@ -67,13 +67,10 @@ rl_redis_wrote_renew (const redisReply *reply)
   return reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
 }
 
-/* A release that kept the lease, or granted it to the head of the wait queue (the
- * grantee's lease, which replicas must acknowledge as an acquisition's). */
 static gboolean
 wrote_kept (const redisReply *reply)
 {
-  return reply->type == REDIS_REPLY_INTEGER
-         && (reply->integer == RL_RELEASE_KEPT || reply->integer == RL_RELEASE_GRANTED);
+  return reply->type == REDIS_REPLY_INTEGER && reply->integer == RL_RELEASE_KEPT;
 }
 
 

@@ -48,12 +48,24 @@ rl_redis_queued_release (RlRedisStore *self, const char *queue_key, const char *
                                    acked, error);
 }
 
+/* Whether the wait queue is used: the registry's wait_queue setting is on, and writes
+ * need no replica's acknowledgement (min_replicas): a grant is written by the
+ * releaser's script, so a grant too few replicas acknowledged could not be refused as
+ * the grantee's own unreplicated acquisition is (released again, NOT_REPLICATED); a
+ * failover would then take a lease from a grantee that was told it held it. */
+static gboolean
+queue_on (RlRedisStore *self)
+{
+  return g_atomic_int_get (&self->parent.ctx->wait_queue)
+         && RL_ATOMIC_GET (self->parent.ctx->min_replicas) == 0;
+}
+
 /* Whether releases of @key go through its wait queue: its queue key (g_free()), or
- * NULL when the registry's wait_queue setting is off or @key can have none. */
+ * NULL when the queue is off (queue_on()) or @key can have none. */
 char *
 rl_redis_queue_of (RlRedisStore *self, const char *key)
 {
-  if (!g_atomic_int_get (&self->parent.ctx->wait_queue))
+  if (!queue_on (self))
     return NULL;
   return rl_store_queue_key (key);
 }
@@ -78,7 +90,7 @@ rl_redis_acquire_queued (RlStore *store, const char *key, const char *value, con
   gboolean acked;
 
   *queued = FALSE;
-  if (queue_key == NULL || counter == NULL)
+  if (queue_key == NULL || counter == NULL || !queue_on (self))
     return rl_redis_acquire (store, key, value, ttl_ms, deadline, fence_key, token, pttl_ms, error);
   rl_format_uint (ttl, ttl_ms);
   rl_format_uint (life, RL_QUEUE_ENTRY_LIFE_MS);
