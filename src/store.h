@@ -362,7 +362,9 @@ typedef struct
    * @prev_value (NULL: none): the value of the caller's previous place, which a grant
    * may already have written into the key: the key holding it counts as ours (taken,
    * now holding @value). @contended: an earlier attempt found the key held, so the
-   * plain SET NX that tries a free key first is skipped. */
+   * plain SET NX that tries a free key first is skipped. For a key that can have no
+   * queue (rl_store_queue_key() NULL), or while the store keeps none (the Redis store
+   * with min_replicas), this is acquire, and *queued stays FALSE. */
   RlLeaseResult (*acquire_queued) (RlStore *store, const char *key, const char *value,
                                    const char *prev_value, gint64 ttl_ms, gint64 deadline,
                                    const char *fence_key, gboolean contended, guint64 *token,
