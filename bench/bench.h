@@ -292,6 +292,7 @@ void section_silent (Bench *b, Section *s);
 void section_independent (Bench *b, Section *s);
 void section_contention (Bench *b, Section *s);
 void section_processes (Bench *b, Section *s);
+void section_processes_scaling (Bench *b, Section *s);
 void section_watchdog (Bench *b, Section *s);
 void section_async (Bench *b, Section *s);
 void section_rwlock (Bench *b, Section *s);

@@ -18,7 +18,8 @@
  * contend until the end; the two alternate, rounds of each.
  *
  * Children are told the end time through their stdin and report their section count on
- * stdout; the counts are checked against the list.
+ * stdout; the counts are checked against the list. The section processes-scaling runs
+ * the same with 2 to 64 processes and counts the server's commands per section.
  */
 #include <errno.h>
 #include <math.h>
@@ -31,6 +32,8 @@
 #include "bench.h"
 
 #define PROCESSES_N 4
+/* The most processes a run may have (processes-scaling). */
+#define PROCESSES_MAX 64
 
 /* A raw waiter sleeps on its subscription at most this long before trying again. */
 #define PROCESSES_RAW_WAIT_MS 100
@@ -266,22 +269,45 @@ typedef struct
   double changes; /* fraction of consecutive sections run by different processes */
   double longest; /* the longest run of consecutive sections of one process */
   double least;   /* the fewest sections of one process, over the mean per process */
+  double commands; /* server commands per section (INFO commandstats, commands run by
+                      scripts included), the section's own two left out */
 } ProcessesRun;
 
-/* One run: PROCESSES_N children in @mode on @name for @ms; fills @out. */
+/* The calls of every command the server counted (INFO commandstats), -1 on failure. */
+static gint64
+server_commands (RawConn *raw)
+{
+  g_autoptr (GError) error = NULL;
+  redisReply *r = raw_command (raw->c, &error, "INFO commandstats");
+  gint64 total = 0;
+
+  if (r == NULL || r->type != REDIS_REPLY_STRING)
+    {
+      if (r != NULL)
+        freeReplyObject (r);
+      return -1;
+    }
+  for (const char *p = strstr (r->str, "calls="); p != NULL; p = strstr (p + 1, "calls="))
+    total += g_ascii_strtoll (p + strlen ("calls="), NULL, 10);
+  freeReplyObject (r);
+  return total;
+}
+
+/* One run: @procs children in @mode on @name for @ms; fills @out. */
 static gboolean
 processes_run (Bench *b, RawConn *raw, const char *mode, const char *name, gint64 ms,
-               ProcessesRun *out, GError **error)
+               guint procs, ProcessesRun *out, GError **error)
 {
   g_autofree char *list = g_strdup_printf ("%s-%s-order", b->key, name);
-  GPid pid[PROCESSES_N];
-  int to[PROCESSES_N], from[PROCESSES_N];
-  guint counts[PROCESSES_N], i, n = 0, total = 0, changed = 0, run = 1, longest = 1, least;
+  GPid pid[PROCESSES_MAX];
+  int to[PROCESSES_MAX], from[PROCESSES_MAX];
+  guint counts[PROCESSES_MAX], i, n = 0, total = 0, changed = 0, run = 1, longest = 1, least;
   gboolean ok = TRUE;
-  gint64 end;
+  gint64 end, commands_before, commands_after;
   redisReply *r;
 
-  for (i = 0; ok && i < PROCESSES_N; i++)
+  g_assert (procs <= PROCESSES_MAX);
+  for (i = 0; ok && i < procs; i++)
     {
       g_autofree char *mode_arg = g_strdup_printf ("--child-mode=%s", mode);
       g_autofree char *name_arg = g_strdup_printf ("--child-name=%s", name);
@@ -302,6 +328,7 @@ processes_run (Bench *b, RawConn *raw, const char *mode, const char *name, gint6
 
       ok = read_full (from[i], &ready, 1, error);
     }
+  commands_before = server_commands (raw);
   end = now_ns () + ms * 1000000;
   for (i = 0; ok && i < n; i++)
     ok = write_full (to[i], &end, sizeof end, error);
@@ -310,6 +337,7 @@ processes_run (Bench *b, RawConn *raw, const char *mode, const char *name, gint6
       ok = read_full (from[i], &counts[i], sizeof counts[i], error);
       total += ok ? counts[i] : 0;
     }
+  commands_after = server_commands (raw);
   for (i = 0; i < n; i++)
     {
       int status = 0;
@@ -359,6 +387,10 @@ processes_run (Bench *b, RawConn *raw, const char *mode, const char *name, gint6
   out->changes = (double)changed / (total - 1);
   out->longest = longest;
   out->least = (double)least * n / total;
+  /* Less the section's own LLEN and RPUSH, and this INFO. */
+  out->commands = commands_before >= 0 && commands_after >= 0
+                      ? (double) (commands_after - commands_before - 1) / total - 2
+                      : NAN;
   return TRUE;
 }
 
@@ -388,8 +420,8 @@ section_processes (Bench *b, Section *s)
   if (raw == NULL)
     goto fail;
   for (r = 0; r < rounds; r++)
-    if (!processes_run (b, raw, "contend-raw", "processes", ms, &rawp[r], &error)
-        || !processes_run (b, raw, "contend-lib", "processes", ms, &lib[r], &error))
+    if (!processes_run (b, raw, "contend-raw", "processes", ms, PROCESSES_N, &rawp[r], &error)
+        || !processes_run (b, raw, "contend-lib", "processes", ms, PROCESSES_N, &lib[r], &error))
       goto fail;
   lr = median_of (lib, rounds, G_STRUCT_OFFSET (ProcessesRun, rate));
   lc = median_of (lib, rounds, G_STRUCT_OFFSET (ProcessesRun, changes));
@@ -419,6 +451,59 @@ section_processes (Bench *b, Section *s)
   add_note (s, "holder changes: consecutive sections (in the order of the shared list) run by "
                "different processes; longest run: the most consecutive sections of one "
                "process; least-served: the fewest sections of one process over the mean");
+  return;
+
+fail:
+  add_na (s, "contending processes", "%s", error->message);
+}
+
+/* processes-scaling: the same runs with 2, 4, 16 and 64 processes, one run each of the
+ * raw protocol and the library, counting the server's commands per section: with the
+ * wait queue a hand-off costs the same whatever the number of waiting processes. */
+void
+section_processes_scaling (Bench *b, Section *s)
+{
+  static const guint counts[] = { 2, 4, 16, 64 };
+  g_autoptr (GError) error = NULL;
+  g_autoptr (RawConn) raw = NULL;
+  gint64 ms = b->quick ? 1000 : 2000;
+  ProcessesRun lib[G_N_ELEMENTS (counts)], rawp[G_N_ELEMENTS (counts)];
+
+  raw = raw_open (&b->target, &error);
+  if (raw == NULL)
+    goto fail;
+  for (guint k = 0; k < G_N_ELEMENTS (counts); k++)
+    if (!processes_run (b, raw, "contend-raw", "scaling", ms, counts[k], &rawp[k], &error)
+        || !processes_run (b, raw, "contend-lib", "scaling", ms, counts[k], &lib[k], &error))
+      goto fail;
+  for (guint k = 0; k < G_N_ELEMENTS (counts); k++)
+    {
+      g_autofree char *rate = g_strdup_printf ("P=%u sections/s", counts[k]);
+      g_autofree char *cmds = g_strdup_printf ("P=%u server commands per section", counts[k]);
+      g_autofree char *raw_rate = g_strdup_printf ("P=%u raw protocol sections/s", counts[k]);
+      g_autofree char *raw_cmds
+          = g_strdup_printf ("P=%u raw protocol server commands per section", counts[k]);
+      const char *rate_target = counts[k] == 16 ? ">= 1.5x" : counts[k] == 4 ? ">= 0.8x" : NULL;
+      double ratio = lib[k].rate / rawp[k].rate;
+
+      add_row (s, rate, lib[k].rate, "sections/s", 0, ratio, "raw protocol's", rate_target,
+               counts[k] == 16 ? ratio >= 1.5 : counts[k] == 4 ? ratio >= 0.8 : FALSE);
+      add_row (s, cmds, lib[k].commands, "commands", 1, lib[k].commands / rawp[k].commands,
+               "raw protocol's", "<= 8", lib[k].commands <= 8);
+      add_row (s, raw_rate, rawp[k].rate, "sections/s", 0, NAN, NULL, NULL, FALSE);
+      add_row (s, raw_cmds, rawp[k].commands, "commands", 1, NAN, NULL, NULL, FALSE);
+    }
+  add_row (s, "P=64 rate over P=4 rate", lib[3].rate / lib[1].rate, "x", 2, NAN, NULL, ">= 0.8x",
+           lib[3].rate >= 0.8 * lib[1].rate);
+  add_note (s,
+            "P single-threaded processes on one name for %" G_GINT64_FORMAT
+            " ms each, the raw protocol then the library (defaults, the wait queue on); each "
+            "section is LLEN + RPUSH on the process's own connection; server commands per "
+            "section: INFO commandstats calls (commands run by scripts included) over the "
+            "run, less the section's own two",
+            ms);
+  add_note (s, "raw protocol: SET NX PX, on failure wait for the release's PUBLISH on a "
+               "SUBSCRIBE connection (at most 100 ms), release by script (GET, UNLINK, PUBLISH)");
   return;
 
 fail:

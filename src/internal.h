@@ -92,6 +92,13 @@ typedef struct
   gboolean queue_went_last; /* threads wait too, and the mutex last went to the queue */
   RlPretake *pretake;  /* the attempt a notification sends for the sleeping owner
                           (lock-pretake.c), made when the owner first arms it */
+  /* The owner's place in the store's wait queue (lock.c): */
+  guint64 queued_serial;  /* the serial of the attempt that took or kept it; 0: none */
+  gint64 queued_sent;     /* when that attempt was sent (monotonic µs) */
+  guint64 granted_serial; /* a release granted the lock to that place (rl_lock_granted()) */
+  guint64 granted_token;  /* ... with this fencing token (0: none) */
+  gboolean line_recent;   /* the last acquisition waited in line: the next one's first
+                             attempt goes to the queue's script without a SET NX first */
 } RlLockWait;
 
 /* A waiter for the local mutex that is not a blocked thread: an _async call
@@ -376,6 +383,12 @@ void rl_lock_notify (RedisLock *lock);
  * sleeping owner had its next attempt sent for it claimed; the caller then calls
  * rl_pretake_run() with no mutex held, keeping a reference to the lock's memory. */
 gboolean rl_lock_notify_release (RedisLock *lock);
+/* A release granted @lock's key to this registry with the lease value of @serial and
+ * the fencing token @token (store.h's RlStoreGrantedFunc): the owner waiting in line
+ * with that value (or whose attempt that sent it is still under way) is woken to hold
+ * it; a grant for an older place is ignored, the owner's next attempt takes it
+ * (lock-queue.c). */
+void rl_lock_granted (RedisLock *lock, guint64 serial, guint64 token);
 /* Sends the claimed attempt and hands it to the owner (lock-pretake.c). */
 void rl_pretake_run (RedisLock *lock);
 void rl_lock_wake_all (RedisLock *lock);

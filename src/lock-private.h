@@ -92,4 +92,34 @@ RlLeaseResult rl_pretake_finish (RedisLock *lock, RlPretakeLease *lease);
  * background when the store does not answer. */
 void rl_pretake_release_unused (RedisLock *lock, const char *value, gint64 ttl_ms);
 
+/* lock-queue.c: the owner's place in the store's wait queue. */
+/* The place is now that of the attempt @serial sent at @sent (0: none). */
+void rl_lock_set_queued (RedisLock *lock, guint64 serial, gint64 sent);
+/* The serial of the attempt that holds the place (0: none), and in *sent its send
+ * time. */
+guint64 rl_lock_queued_serial (RedisLock *lock, gint64 *sent);
+/* The store's acquire_queued() for the owner's attempt @value (@serial, sent at
+ * @sent): the place it takes or keeps is remembered; *pttl_ms, when queued, is cut to
+ * the refresh interval, so that the next attempt keeps the place alive. */
+RlLeaseResult rl_lock_attempt_queued (RedisLock *lock, const char *value, guint64 serial,
+                                      gint64 sent, gint64 ttl_ms, gint64 request_deadline,
+                                      const char *fence_key, gboolean contended,
+                                      guint64 *token, gint64 *pttl_ms, GError **error);
+/* The owner stops waiting in line: its place (if any) is left, and a grant that came
+ * for it meanwhile released again, granting to the next in line. */
+void rl_lock_leave_line (RedisLock *lock);
+gboolean rl_lock_queue_wanted (RedisLock *lock);
+/* The report of the owner's attempt: one that left it in line counts as soon as the
+ * subscription is up (a release grants and tells it on the registry's own channel), so
+ * the first attempt of an acquisition needs no watch step and second attempt after it. */
+void rl_lock_queued_report (RedisLock *lock, const RlAcquire *acq, gboolean pubsub,
+                            RlAttemptReport *report);
+/* Whether a grant was heard for the owner's place (rl_lock_granted()). lock->m held. */
+gboolean rl_lock_grant_heard_locked (RedisLock *lock);
+/* The grant heard is the owner's now: the lease of the attempt that kept the place
+ * (*taken: its serial, its send time, which is before the grant's write, and @ttl_ms;
+ * @value), with the fencing token *token; the place is forgotten. */
+void rl_lock_take_grant (RedisLock *lock, gint64 ttl_ms, RlPretakeLease *taken,
+                         char value[RL_LEASE_VALUE_MAX], guint64 *token);
+
 #endif /* RL_LOCK_PRIVATE_H */

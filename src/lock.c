@@ -20,8 +20,10 @@
  * it to read the reply (lock-pretake.c): the wake-up overlaps the round trip instead
  * of preceding it, and a lease so taken enters the lease table as the waiter's own
  * attempt's would; one taken for a waiter that left meanwhile is released. Not during
- * a yield, not with fencing, not on a store without stepwise requests. In SPIN mode,
- * and while notifications are down, it sleeps idle_between_tries_ms between attempts.
+ * a yield, with fencing, in line, or on a store without stepwise requests. A plain
+ * lock's blocking acquisition waits in line in the store's queue (lock-queue.c); a
+ * release grants it the lease, the notification thread wakes it. In SPIN mode, and
+ * while notifications are down, it sleeps idle_between_tries_ms between attempts.
  * When a hold ends, the yield policy (acquire.c's rl_yield_plan()) may have the next
  * acquisition let other processes go first.
  *
@@ -325,16 +327,17 @@ rl_lock_accept_kept_lease (RedisLock *lock)
 /* rl_lock_sleep(); with @pretake (the owner of a plain lock, sleeping for a
  * notification), the next attempt is sent for it by the notification side when one
  * comes (lock-pretake.c): an attempt being sent is waited for, until the acquisition's
- * deadline at most, and *handed tells that it was handed over (rl_pretake_finish()). */
+ * deadline at most, and *handed tells that it was handed over (rl_pretake_finish());
+ * *granted, that a release granted it to the owner's place in line (lock-queue.c). */
 static guint16
 sleep_for (RedisLock *lock, const RlAcquire *acq, GCancellable *cancellable,
-           const RlPretakeLease *pretake, gboolean bounded, gboolean *handed)
+           const RlPretakeLease *pretake, gboolean bounded, gboolean *handed, gboolean *granted)
 {
   guint16 seq;
   gint64 end = rl_acquire_sleep_end (acq);
   gboolean armed;
 
-  *handed = FALSE;
+  *handed = *granted = FALSE;
   rl_mutex_lock (&lock->m);
   armed = pretake != NULL && rl_pretake_arm_locked (lock, pretake->ttl_ms, acq->deadline, bounded);
   while (!rl_registry_is_closed (lock->registry) && !g_cancellable_is_cancelled (cancellable))
@@ -342,6 +345,11 @@ sleep_for (RedisLock *lock, const RlAcquire *acq, GCancellable *cancellable,
       RlPretakeWait found = armed ? rl_pretake_check_locked (lock) : RL_PRETAKE_NONE;
       gint64 until = end;
 
+      if (rl_lock_grant_heard_locked (lock))
+        {
+          *granted = TRUE;
+          break;
+        }
       if (found == RL_PRETAKE_HANDED)
         {
           *handed = TRUE;
@@ -373,9 +381,8 @@ sleep_for (RedisLock *lock, const RlAcquire *acq, GCancellable *cancellable,
 guint16
 rl_lock_sleep (RedisLock *lock, const RlAcquire *acq, GCancellable *cancellable)
 {
-  gboolean handed;
-
-  return sleep_for (lock, acq, cancellable, NULL, FALSE, &handed);
+  gboolean handed, granted; /* neither: no pretake, not in line */
+  return sleep_for (lock, acq, cancellable, NULL, FALSE, &handed, &granted);
 }
 
 /* One hold of the lease begins (@contended: the acquisition found the key held by
@@ -422,7 +429,7 @@ lease_taken (RedisLock *lock, guint64 serial, const char *value, gint64 ttl_ms, 
 static RlLeaseResult
 attempt_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms,
                const char *fence_key, const RlLeaseRequest *request, gboolean contended,
-               gint64 *pttl_ms, GError **error)
+               gboolean queue, gint64 *pttl_ms, GError **error)
 {
   RedisLockRegistry *registry = lock->registry;
   RlStore *store = registry->store;
@@ -437,11 +444,15 @@ attempt_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
   rl_leases_value (leases, serial, value);
   sent = g_get_monotonic_time ();
   request_deadline = rl_request_deadline (registry, deadline, bounded, sent);
-  result = request != NULL ? request->func (lock, value, ttl_ms, request_deadline, pttl_ms,
-                                            request->data, &local_error)
-                           : store->vt->acquire (store, lock->key_data, value, ttl_ms,
-                                                 request_deadline, fence_key, &token, pttl_ms,
-                                                 &local_error);
+  if (queue)
+    result = rl_lock_attempt_queued (lock, value, serial, sent, ttl_ms, request_deadline, fence_key,
+                             contended, &token, pttl_ms, &local_error);
+  else
+    result = request != NULL ? request->func (lock, value, ttl_ms, request_deadline, pttl_ms,
+                                              request->data, &local_error)
+                             : store->vt->acquire (store, lock->key_data, value, ttl_ms,
+                                                   request_deadline, fence_key, &token, pttl_ms,
+                                                   &local_error);
   if (result == RL_LEASE_OK)
     return lease_taken (lock, serial, value, ttl_ms, sent, token, contended, error);
   if (result != RL_LEASE_HELD)
@@ -455,14 +466,17 @@ attempt_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
 /* rl_lock_attempt_step() with @request (NULL: the plain lock's acquire). */
 static RlAcquireAction
 attempt_step (RedisLock *lock, RlAcquire *acq, gboolean pubsub, gboolean bounded, gint64 ttl_ms,
-              const char *fence_key, const RlLeaseRequest *request, GError **error)
+              const char *fence_key, const RlLeaseRequest *request, gboolean queue,
+              GError **error)
 {
   RlAttemptReport report = rl_attempt_report_begin (lock->registry, lock, pubsub, acq);
 
   report.result = rl_attempt_result_of (attempt_lease (lock, acq->deadline, bounded, ttl_ms,
                                                        fence_key, request,
-                                                       rl_acquire_contended (acq),
+                                                       rl_acquire_contended (acq), queue,
                                                        &report.pttl_ms, error));
+  if (queue)
+    rl_lock_queued_report (lock, acq, pubsub, &report);
   return rl_acquire_attempted (acq, &report, g_get_monotonic_time ());
 }
 
@@ -470,7 +484,7 @@ RlAcquireAction
 rl_lock_attempt_step (RedisLock *lock, RlAcquire *acq, gboolean pubsub, gboolean bounded,
                       gint64 ttl_ms, const char *fence_key, GError **error)
 {
-  return attempt_step (lock, acq, pubsub, bounded, ttl_ms, fence_key, NULL, error);
+  return attempt_step (lock, acq, pubsub, bounded, ttl_ms, fence_key, NULL, FALSE, error);
 }
 
 RlAcquireAction
@@ -478,20 +492,20 @@ rl_lock_attempt_request_step (RedisLock *lock, RlAcquire *acq, gboolean pubsub,
                               gboolean bounded, gint64 ttl_ms, const RlLeaseRequest *request,
                               GError **error)
 {
-  return attempt_step (lock, acq, pubsub, bounded, ttl_ms, NULL, request, error);
+  return attempt_step (lock, acq, pubsub, bounded, ttl_ms, NULL, request, FALSE, error);
 }
 
 /* The attempt sent for the sleeping owner by the notification side took the lease
- * (@taken, @value): it is the owner's as its own attempt's would be, and the
- * acquisition ends. */
+ * (@taken, @value), or a release granted it to its place in line (with @token): it is
+ * the owner's as its own attempt's would be, and the acquisition ends. */
 static RlAcquireAction
 handed_step (RedisLock *lock, RlAcquire *acq, const RlPretakeLease *taken, const char *value,
-             GError **error)
+             guint64 token, GError **error)
 {
   RlAttemptReport report = { .pttl_ms = -1, .notify = acq->last.notify, .seq = acq->seq };
 
   report.result = rl_attempt_result_of (lease_taken (lock, taken->serial, value, taken->ttl_ms,
-                                                     taken->sent, 0, TRUE, error));
+                                                     taken->sent, token, TRUE, error));
   return rl_acquire_handed (acq, &report, g_get_monotonic_time ());
 }
 
@@ -506,10 +520,12 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
 {
   RedisLockRegistry *registry = lock->registry;
   gboolean pubsub = rl_registry_pubsub (registry);
-  /* Not with fencing: its acquisition is a script that moves the counter too. */
-  gboolean pretake = pubsub && fence_key == NULL && request == NULL && rl_pretake_possible (lock);
+  gboolean queue = waiting != NULL && request == NULL && rl_lock_queue_wanted (lock);
+  /* Not with fencing (its script moves the counter), nor in line (lock-queue.c). */
+  gboolean pretake = pubsub && fence_key == NULL && request == NULL && !queue
+                     && rl_pretake_possible (lock);
   RlPretakeLease arm = { 0 }, taken;
-  gboolean handed;
+  gboolean handed, granted;
   RlAcquireAction action;
   g_auto (RlAcquire) acq = { 0 };
   guint16 seq;
@@ -522,7 +538,8 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
     switch (action)
       {
       case RL_ACQUIRE_ATTEMPT:
-        action = attempt_step (lock, &acq, pubsub, bounded, ttl_ms, fence_key, request, error);
+        action = attempt_step (lock, &acq, pubsub, bounded, ttl_ms, fence_key, request, queue,
+                               error);
         break;
       case RL_ACQUIRE_WATCH:
         action = rl_registry_watch (registry, &acq, TRUE);
@@ -536,7 +553,18 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
                                  && acq.last.notify == RL_NOTIFY_CONFIRMED
                              ? &arm
                              : NULL,
-                         bounded, &handed);
+                         bounded, &handed, &granted);
+        if (granted)
+          {
+            char value[RL_LEASE_VALUE_MAX];
+            guint64 token;
+
+            if (rl_lock_wait_error (lock, cancellable, error))
+              return FALSE; /* rl_lock_leave_line() releases the grant */
+            rl_lock_take_grant (lock, ttl_ms, &taken, value, &token);
+            action = handed_step (lock, &acq, &taken, value, token, error);
+            break;
+          }
         if (handed && rl_pretake_finish (lock, &taken) == RL_LEASE_OK)
           {
             char value[RL_LEASE_VALUE_MAX];
@@ -547,7 +575,7 @@ acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms
                 rl_pretake_release_unused (lock, value, taken.ttl_ms);
                 return FALSE;
               }
-            action = handed_step (lock, &acq, &taken, value, error);
+            action = handed_step (lock, &acq, &taken, value, 0, error);
             break;
           }
         /* Otherwise (none sent, or it found the key held or failed) as woken by the
@@ -656,6 +684,7 @@ acquire (RedisLock *lock, gint64 wait_ms, gint64 ttl_ms, GCancellable *cancellab
     ok = (kept && rl_lock_accept_kept_lease (lock))
          || acquire_lease (lock, deadline, wait_ms != 0, ttl_ms, fence_key, NULL, cancellable,
                            &waiting, error);
+  rl_lock_leave_line (lock);
   rl_waiting_end (&waiting);
   g_cancellable_disconnect (cancellable, handler);
   if (!ok)

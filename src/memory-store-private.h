@@ -23,6 +23,7 @@ typedef struct
   GHashTable *counters;   /* fencing counter key -> guint64 *, never removed */
   GHashTable *waits;      /* waits-for hash key (rl_store_waits_key()) -> GHashTable of
                              record id -> RlMemoryLease (the record as its owner) */
+  GHashTable *queues;     /* lock key -> its wait queue (memory-queue.c) */
   GQueue listeners;       /* of RlMemoryStore, those not closed */
   guint inserts;          /* new keys since the last sweep */
   guint size_after_sweep; /* leases left by the last sweep */
@@ -61,6 +62,33 @@ void rl_memory_lease_take (RlMemorySpace *space, const char *key, const char *va
                            gint64 now);
 
 /* memory-family.c: the lock family's entries of the vtable (store.h). */
+guint64 rl_memory_counter_next_token (RlMemorySpace *space, const char *fence_key);
+/* A delivery to @store (counted in its delivering) ended. rl_memory_mutex not held. */
+void rl_memory_delivered (RlMemoryStore *store);
+
+/* memory-queue.c: the wait queue. */
+typedef struct
+{
+  RlMemoryStore *target; /* the store told, counted in its delivering; NULL: none */
+  char *key;
+  char *value;
+  guint64 token;
+} RlMemoryGrant;
+void rl_memory_queue_free (gpointer data);
+/* Grants the free (or releasing) lease @key to the first live place of its line other
+ * than @me's (NULL: any), filling @grant: TRUE when it did. rl_memory_mutex held. */
+gboolean rl_memory_queue_grant_locked (RlMemorySpace *space, const char *key, const char *me,
+                                       gint64 now, RlMemoryGrant *grant);
+/* Tells the grant's registry, and frees @grant's strings. rl_memory_mutex not held. */
+void rl_memory_queue_deliver (RlMemoryGrant *grant);
+RlLeaseResult rl_memory_acquire_queued (RlStore *store, const char *key, const char *value,
+                                        const char *prev_value, gint64 ttl_ms, gint64 deadline,
+                                        const char *fence_key, gboolean contended,
+                                        guint64 *token, gint64 *pttl_ms, gboolean *queued,
+                                        GError **error);
+gboolean rl_memory_leave_queue (RlStore *store, const char *key, const char *value,
+                                GError **error);
+
 RlStoreSemaphoreAcquireFunc rl_memory_semaphore_acquire;
 RlStoreSemaphoreAvailableFunc rl_memory_semaphore_available;
 RlStoreRwAcquireFunc rl_memory_rw_acquire;

@@ -33,7 +33,8 @@
  * count as one round trip, as a Redis store's pipeline does.
  *
  * The lock family's entries (semaphores, read-write locks, waits-for records) are
- * memory-family.c's, over this file's lease table (memory-store-private.h).
+ * memory-family.c's, and the wait queue memory-queue.c's, over this file's lease table
+ * (memory-store-private.h).
  */
 #include "config.h"
 
@@ -238,6 +239,15 @@ listeners_deliver (GPtrArray *targets, const char *key, gboolean forced)
   g_ptr_array_unref (targets);
 }
 
+void
+rl_memory_delivered (RlMemoryStore *store)
+{
+  rl_mutex_lock (&rl_memory_mutex);
+  if (--store->delivering == 0)
+    rl_cond_broadcast (&memory_cond);
+  rl_mutex_unlock (&rl_memory_mutex);
+}
+
 /* Calls the release callbacks of @targets (rl_memory_mutex not held), then lets stores
  * waiting to close go. */
 void
@@ -277,8 +287,8 @@ rl_memory_wants_replicas (RlStore *store, const char *what, const char *key, GEr
 /* Moves the counter @fence_key on to the next token and returns it: max (counter + 1,
  * the wall clock in microseconds), as the Redis store's scripts compute it with the
  * server's TIME, so that tokens mean the same on both stores. rl_memory_mutex held. */
-static guint64
-counter_next_token (RlMemorySpace *space, const char *fence_key)
+guint64
+rl_memory_counter_next_token (RlMemorySpace *space, const char *fence_key)
 {
   guint64 *counter = g_hash_table_lookup (space->counters, fence_key);
   guint64 now = (guint64) MAX (g_get_real_time (), 0);
@@ -336,7 +346,7 @@ memory_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_m
     {
       rl_memory_lease_take (self->space, key, value, ttl_ms, now);
       if (fence_key != NULL)
-        *token = counter_next_token (self->space, fence_key);
+        *token = rl_memory_counter_next_token (self->space, fence_key);
     }
   else
     {
@@ -381,7 +391,7 @@ memory_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,
         }
       rl_memory_lease_take (self->space, item->key, item->value, ttl_ms, now);
       if (item->fence_key != NULL)
-        item->token = counter_next_token (self->space, item->fence_key);
+        item->token = rl_memory_counter_next_token (self->space, item->fence_key);
       item->result = RL_LEASE_OK;
     }
   rl_mutex_unlock (&rl_memory_mutex);
@@ -418,6 +428,7 @@ memory_release (RlStore *store, const char *key, const char *value, gint64 keep_
   gint64 now = g_get_monotonic_time ();
   GPtrArray *targets = NULL;
   RlMemoryLease *lease;
+  RlMemoryGrant grant;
   gboolean kept = FALSE;
 
   *others = FALSE;
@@ -427,6 +438,16 @@ memory_release (RlStore *store, const char *key, const char *value, gint64 keep_
     keep_ttl_ms = 0;
   rl_mutex_lock (&rl_memory_mutex);
   lease = lease_lookup_ours (self, key, value, now);
+  /* With the wait queue, to the first in line, who alone is told. */
+  if (lease != NULL && g_atomic_int_get (&store->ctx->wait_queue)
+      && rl_memory_queue_grant_locked (self->space, key, NULL, now, &grant))
+    {
+      rl_mutex_unlock (&rl_memory_mutex);
+      RL_ATOMIC_ADD (store->ctx->stats->grants_given, 1);
+      rl_memory_queue_deliver (&grant);
+      *others = TRUE;
+      return RL_LEASE_OK;
+    }
   if (lease != NULL)
     {
       targets = rl_memory_listeners_take (self->space, key);
@@ -652,6 +673,7 @@ space_unref (RlMemorySpace *space)
   g_hash_table_unref (space->leases);
   g_hash_table_unref (space->counters);
   g_hash_table_unref (space->waits);
+  g_hash_table_unref (space->queues);
   g_free (space->name);
   g_free (space);
 }
@@ -671,7 +693,9 @@ memory_free (RlStore *store)
 }
 
 /* The lock family's entries are memory-family.c's. */
-RL_DEFINE_STORE_VTABLE (memory, RL_STORE_FAMILY_ENTRIES (rl_memory));
+RL_DEFINE_STORE_VTABLE (memory, .acquire_queued = rl_memory_acquire_queued,
+                        .leave_queue = rl_memory_leave_queue,
+                        RL_STORE_FAMILY_ENTRIES (rl_memory));
 
 /* Opening ---------------------------------------------------------------------- */
 
@@ -730,6 +754,8 @@ rl_memory_store_open (const char *url, const char *registry_key, const char *cli
       space->counters = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
       space->waits = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                             (GDestroyNotify) g_hash_table_unref);
+      space->queues = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                             rl_memory_queue_free);
       g_queue_init (&space->listeners);
       g_hash_table_insert (memory_spaces, space->name, space);
     }

@@ -19,6 +19,11 @@
  * is not woken by every release, its own included), and the first waiter's request
  * adds the subscription on the same connection.
  *
+ * The guarding connection also subscribes to the registry's own grant channel,
+ * `registry_key-grant:CLIENT_ID`, where a release that granted a lock to this
+ * registry from the lock's wait queue (redis-queue.c) tells it alone; such a message
+ * goes to the registry's granted callback, not to the waiters of the key.
+ *
  * The topology names the node to subscribe on: the one server, the Sentinel
  * deployment's master, any master of a Cluster (a Cluster broadcasts every PUBLISH to
  * all its nodes). When the subscription breaks, the node is reported failed and the
@@ -125,6 +130,8 @@ struct _RlNotifier
   const char *track_prefix;   /* NULL: no key tracking */
   const char *guard_channel;  /* where forced releases are told to holders (guarding
                                  connection) */
+  char *grant_channel;        /* `registry_key-grant:CLIENT_ID`: grants from the wait
+                                 queue to this registry (subscribed with guard_channel) */
 
   /* The thread's own: */
   gboolean tracking;     /* invalidations are heard on the current connection */
@@ -395,6 +402,24 @@ handle_invalidation (RlNotifier *self, const redisReply *keys)
     }
 }
 
+/* A grant from the wait queue (QUEUED RELEASE, redis-store.c): `TOKEN\nVALUE\nKEY`. */
+static void
+handle_grant (RlNotifier *self, const char *message)
+{
+  const char *value_at = strchr (message, '\n');
+  const char *key_at = value_at != NULL ? strchr (value_at + 1, '\n') : NULL;
+  g_autofree char *token_text = NULL, *value = NULL;
+  guint64 token = 0;
+
+  if (key_at == NULL || self->store->granted == NULL)
+    return;
+  token_text = g_strndup (message, value_at - message);
+  value = g_strndup (value_at + 1, key_at - value_at - 1);
+  if (!g_ascii_string_to_unsigned (token_text, 10, 0, G_MAXUINT64, &token, NULL))
+    return;
+  self->store->granted (key_at + 1, value, token, self->store->released_data);
+}
+
 /* Returns FALSE when the subscription was refused, or answered with an error the server
  * gives only for a while: the connection is then made again. */
 static gboolean
@@ -453,6 +478,14 @@ handle_reply (RlNotifier *self, redisReply *reply, gboolean *ping_out)
        * so that a holder knows it is no echo of its own release. */
       RL_ATOMIC_ADD (self->store->ctx->stats->notifications, 1);
       self->store->released (reply->element[2]->str, TRUE, self->store->released_data);
+      return TRUE;
+    }
+  else if (g_ascii_strcasecmp (kind, "message") == 0 && reply->elements == 3
+           && reply->element[1]->type == REDIS_REPLY_STRING
+           && strcmp (reply->element[1]->str, self->grant_channel) == 0
+           && reply->element[2]->type == REDIS_REPLY_STRING)
+    {
+      handle_grant (self, reply->element[2]->str);
       return TRUE;
     }
   else if (g_ascii_strcasecmp (kind, "message") == 0 && reply->elements == 3
@@ -527,7 +560,7 @@ subscribe_once (RlNotifier *self, RlConn *conn)
   gboolean ping_out = FALSE;
   gint64 last_traffic = g_get_monotonic_time ();
   const char *argv[2] = { "PSUBSCRIBE", self->pattern };
-  const char *guard[2] = { "SUBSCRIBE", self->guard_channel };
+  const char *guard[3] = { "SUBSCRIBE", self->guard_channel, self->grant_channel };
   const char *legacy[2] = { "SUBSCRIBE", self->legacy_channel };
   gboolean pattern_sent = take_pattern_news (self);
 
@@ -535,7 +568,7 @@ subscribe_once (RlNotifier *self, RlConn *conn)
   self->legacy_on = FALSE;
   if (pattern_sent && !track_keys (self, conn))
     return SUB_BROKE;
-  rl_conn_append (conn, 2, guard);
+  rl_conn_append (conn, 3, guard);
   if (pattern_sent)
     {
       /* Answered before the PSUBSCRIBE: confirmed, the subscription includes it. */
@@ -693,6 +726,7 @@ rl_notifier_new (RlStore *store, RlTopology *topology, const char *pattern,
   self->key_prefix = key_prefix;
   self->track_prefix = track_prefix;
   self->guard_channel = guard_channel;
+  self->grant_channel = g_strconcat (store->registry_key, "-grant:", store->client_id, NULL);
   rl_wake_thread_init (&self->wt);
   self->guarding = TRUE;
   rl_mutex_init (&self->mutex);
@@ -812,5 +846,6 @@ rl_notifier_free (RlNotifier *self)
   rl_cond_clear (&self->cond);
   rl_mutex_clear (&self->mutex);
   g_free (self->last_published);
+  g_free (self->grant_channel);
   g_free (self);
 }

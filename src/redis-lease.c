@@ -250,7 +250,7 @@ rl_redis_release_heard (RlRedisStore *self, long long result, const char *channe
   /* A Cluster's count is one node's: a waiter subscribed elsewhere may have been
    * told, so a release counts as heard (the cost: a short yield at the end of a
    * streak of hand-offs). */
-  return result == RL_RELEASE_OTHERS
+  return result == RL_RELEASE_OTHERS || result == RL_RELEASE_GRANTED
          || (!self->topology->publish_counts_all
              && (result == 1 || result == RL_RELEASE_UNPUBLISHED));
 }
@@ -407,6 +407,7 @@ rl_redis_release (RlStore *store, const char *key, const char *value, gint64 kee
   const char *legacy = rl_redis_release_legacy (self, own);
   /* On a Cluster, the key's shard channel too (RELEASE's ARGV[6]). */
   g_autofree char *shard = rl_redis_shard_channel (self, key);
+  g_autofree char *queue = NULL;
   const char *argv[10] = { "EVALSHA", self->release.sha, "1", key, value, channel, own, keep };
   redisReply *reply;
   long long result;
@@ -424,12 +425,18 @@ rl_redis_release (RlStore *store, const char *key, const char *value, gint64 kee
     rl_format_uint (keep, keep_ttl_ms);
 
   argc = rl_redis_release_args (self, argv, legacy, shard);
-  reply = rl_redis_run_script_argv (self, &self->release, argc, argv, 0, &retried, wrote_kept,
-                                    &acked, error);
+  /* With the wait queue, the same script first grants to the head of the line. */
+  queue = rl_redis_queue_of (self, key);
+  reply = queue != NULL ? rl_redis_queued_release (self, queue, "", argc, argv, &retried,
+                                                   wrote_kept, &acked, error)
+                        : rl_redis_run_script_argv (self, &self->release, argc, argv, 0, &retried,
+                                                    wrote_kept, &acked, error);
   if (reply == NULL)
     return RL_LEASE_ERROR;
   result = reply->integer;
   freeReplyObject (reply);
+  if (result == RL_RELEASE_GRANTED)
+    RL_ATOMIC_ADD (self->parent.ctx->stats->grants_given, 1);
   *others = rl_redis_release_heard (self, result, channel);
   /* A kept streak too few replicas acknowledged ends with a release instead. */
   if (result == RL_RELEASE_KEPT && !acked)

@@ -128,6 +128,8 @@ typedef struct
   RlScript fenced_acquire, acquire_all; /* with fencing, and for several leases at once */
   RlScript force_release;               /* an operator's delete, whoever holds the key */
   RlScript waits;                       /* the waits-for records (redis-waits.c) */
+  RlScript queued_acquire, queued_release; /* the wait queue's (redis-queue.c) */
+  char *grant_prefix; /* registry_key "-grant:": a registry's grants, on its client id */
   gboolean slotted; /* a Cluster: a script's keys must share a slot */
   gboolean sentinel; /* a Sentinel deployment: releases are remembered for a while */
   gint publish_refused; /* atomic: the missing channel permission was reported */
@@ -145,6 +147,7 @@ typedef struct
 #define RL_RELEASE_LOST 0
 #define RL_RELEASE_OTHERS 2
 #define RL_RELEASE_UNPUBLISHED 3
+#define RL_RELEASE_GRANTED 4 /* QUEUED RELEASE: granted to the queue's head */
 
 /* What the last WAIT of this thread that fell short found, for the NOT_REPLICATED
  * message that follows it in the same thread (rl_redis_set_not_replicated()): the node, the
@@ -321,6 +324,19 @@ int rl_redis_release_args (RlRedisStore *self, const char **argv, const char *le
                            const char *shard);
 RlLeaseResult rl_redis_release (RlStore *store, const char *key, const char *value,
                                 gint64 keep_ttl_ms, gboolean *others, GError **error);
+
+/* redis-queue.c: the wait queue. */
+redisReply *rl_redis_queued_release (RlRedisStore *self, const char *queue_key, const char *me,
+                                     int argc, const char **argv, gboolean *retried,
+                                     RlWroteFunc wrote, gboolean *acked, GError **error);
+char *rl_redis_queue_of (RlRedisStore *self, const char *key);
+RlLeaseResult rl_redis_acquire_queued (RlStore *store, const char *key, const char *value,
+                                       const char *prev_value, gint64 ttl_ms, gint64 deadline,
+                                       const char *fence_key, gboolean contended,
+                                       guint64 *token, gint64 *pttl_ms, gboolean *queued,
+                                       GError **error);
+gboolean rl_redis_leave_queue (RlStore *store, const char *key, const char *value,
+                               GError **error);
 
 /* redis-batch.c: the batched lease operations. */
 gboolean rl_redis_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,

@@ -30,7 +30,9 @@
  * operations and what the scripts' replies mean, redis-batch.c the batched ones,
  * redis-inspect.c the inspection calls, redis-request.c the stepwise requests of the
  * quorum store (the same commands and scripts, sent and read for several servers at
- * once), all over redis-exchange.c, the one exchange engine.
+ * once), redis-queue.c the wait queue (QUEUED ACQUIRE and QUEUED RELEASE below: a
+ * waiter's place in line beside the key, a release that grants to the first place), all
+ * over redis-exchange.c, the one exchange engine.
  */
 #include "config.h"
 
@@ -164,45 +166,137 @@ static const char acquire_all_script[]
  * without `&registry_key-channel:*`, Redis 7's default for new users) makes PUBLISH
  * fail: the key is deleted all the same and the script returns 3, so an unlock never
  * leaves a key behind for want of a notification; a refused ARGV[5] is ignored. */
-static const char release_script[]
-    = "local key, a = KEYS[1], ARGV\n"
-      "if redis.call('GET', key) ~= a[1] then\n"
-      "  return 0\n"
-      "end\n"
-      "local n = 0\n"
-      "if a[2] ~= '' then\n"
-      "  n = redis.pcall('PUBLISH', a[2], key)\n"
-      "end\n"
-      "if a[5] then\n"
-      "  if a[5] ~= '' then\n"
-      "    local m = redis.pcall('PUBLISH', a[5], key)\n"
-      "    if type(n) == 'number' and type(m) == 'number' then\n"
-      "      n = n + m\n"
-      "    end\n"
+#define RL_LUA_RELEASE_CHECK                                                                       \
+  "local key, a = KEYS[1], ARGV\n"                                                                 \
+  "if redis.call('GET', key) ~= a[1] then\n"                                                       \
+  "  return 0\n"                                                                                   \
+  "end\n"
+/* What RELEASE does once the key is found ours, as a macro that QUEUED RELEASE below
+ * runs too. */
+#define RL_LUA_RELEASE_BODY                                                                        \
+  "local n = 0\n"                                                                                  \
+  "if a[2] ~= '' then\n"                                                                           \
+  "  n = redis.pcall('PUBLISH', a[2], key)\n"                                                      \
+  "end\n"                                                                                          \
+  "if a[5] then\n"                                                                                 \
+  "  if a[5] ~= '' then\n"                                                                         \
+  "    local m = redis.pcall('PUBLISH', a[5], key)\n"                                              \
+  "    if type(n) == 'number' and type(m) == 'number' then\n"                                      \
+  "      n = n + m\n"                                                                              \
+  "    end\n"                                                                                      \
+  "  end\n"                                                                                        \
+  "  if a[6] then\n"                                                                               \
+  "    local s = redis.pcall('SPUBLISH', a[6], key)\n"                                             \
+  "    if a[2] == '' then\n"                                                                       \
+  "      n = s\n"                                                                                  \
+  "    elseif type(n) == 'number' and type(s) == 'number' then\n"                                  \
+  "      n = n + s\n"                                                                              \
+  "    end\n"                                                                                      \
+  "  end\n"                                                                                        \
+  "end\n"                                                                                          \
+  "if type(n) ~= 'number' then\n"                                                                  \
+  "  redis.call('UNLINK', key)\n"                                                                  \
+  "  return 3\n"                                                                                   \
+  "end\n"                                                                                          \
+  "local others = n - a[3]\n"                                                                      \
+  "if others <= 0 and a[4] and a[4] ~= '0' then\n"                                                 \
+  "  redis.call('PEXPIRE', key, a[4])\n"                                                           \
+  "  return -1\n"                                                                                  \
+  "end\n"                                                                                          \
+  "redis.call('UNLINK', key)\n"                                                                    \
+  "if others > 0 then\n"                                                                           \
+  "  return 2\n"                                                                                   \
+  "end\n"                                                                                          \
+  "return 1\n"
+static const char release_script[] = RL_LUA_RELEASE_CHECK RL_LUA_RELEASE_BODY;
+
+/* GRANT, a Lua function the wait queue's scripts share: hands the lock key k, free or
+ * ours, to the first live place of its queue z (a sorted set of client ids by arrival;
+ * a place's `TTL FENCED VALUE` is the string key `z:CLIENT_ID`, which expires with the
+ * place) other than `me`: the key is written with the place's value and TTL, with
+ * FENCED '1' the counter f moved on (NEXT TOKEN), the place removed, and `TOKEN\nVALUE\nKEY`
+ * published on gp .. CLIENT_ID, that registry's own channel (a refused PUBLISH, for
+ * want of the channel's permission, is ignored: the grantee's next attempt finds the
+ * key holding its place's value). Places whose key expired
+ * (a crashed waiter's) are dropped on the way, at most eight per call. Returns true
+ * when it granted; false when the queue had no live place before `me`'s (whose place
+ * it then took out of the line too: the caller takes the key). */
+#define RL_LUA_GRANT                                                                               \
+  "local function grant(k, z, f, gp, me)\n"                                                        \
+  "  for i = 1, 8 do\n"                                                                            \
+  "    local head = redis.call('ZPOPMIN', z)[1]\n"                                             \
+  "    if not head or head == me then\n"                                                           \
+  "      return false\n"                                                                           \
+  "    end\n"                                                                                      \
+  "    local e = redis.call('GET', z .. ':' .. head)\n"                                            \
+  "    if e then\n"                                                                                \
+  "      redis.call('UNLINK', z .. ':' .. head)\n"                                                 \
+  "      local ttl, fenced, v = string.match(e, '^(%d+) (%d) (.*)$')\n"                            \
+  "      redis.call('SET', k, v, 'PX', ttl)\n"                                                     \
+  "      local token = '0'\n"                                                                      \
+  "      if fenced == '1' then\n"                                                                  \
+  "        token = next_token(f)\n"                                                                \
+  "      end\n"                                                                                    \
+  "      redis.pcall('PUBLISH', gp .. head, token .. '\\n' .. v .. '\\n' .. k)\n"                  \
+  "      return true\n"                                                                            \
+  "    end\n"                                                                                      \
+  "  end\n"                                                                                        \
+  "  return false\n"                                                                               \
+  "end\n"
+
+/* QUEUED ACQUIRE: KEYS[1] = lock key, KEYS[2] = its queue, KEYS[3] = its fencing
+ * counter (all in one slot); ARGV[1] = this attempt's value, ARGV[2] = TTL in ms,
+ * ARGV[3] = the registry's client id, ARGV[4] = the value of its previous place ('':
+ * none), ARGV[5] = a place's life in ms, ARGV[6] = the grant channels' prefix, ARGV[7]
+ * = '1' with fencing. The key holding ARGV[1] or ARGV[4] (granted to the previous
+ * place meanwhile) is ours: written with ARGV[1] and the TTL. A free key is granted to
+ * the queue's first live place before ours (GRANT); when there is none, it is ours.
+ * Ours: the place is left, and the script returns -3, or {token} with fencing.
+ * Otherwise the place is taken (at the end of the line, by the server's clock) or kept
+ * (where it stands) with ARGV[1], alive for ARGV[5] ms, and the script returns the
+ * key's PTTL. */
+static const char queued_acquire_script[]
+    = RL_LUA_NEXT_TOKEN RL_LUA_GRANT
+      "local key, z, a = KEYS[1], KEYS[2], ARGV\n"
+      "local place = z .. ':' .. a[3]\n"
+      "local v = redis.call('GET', key)\n"
+      "if v and (v == a[1] or (a[4] ~= '' and v == a[4]))\n"
+      "   or (not v and not grant(key, z, KEYS[3], a[6], a[3])) then\n"
+      "  redis.call('SET', key, a[1], 'PX', a[2])\n"
+      "  redis.call('ZREM', z, a[3])\n"
+      "  redis.call('UNLINK', place)\n"
+      "  if a[7] == '1' then\n"
+      "    return {next_token(KEYS[3])}\n"
       "  end\n"
-      "  if a[6] then\n"
-      "    local s = redis.pcall('SPUBLISH', a[6], key)\n"
-      "    if a[2] == '' then\n"
-      "      n = s\n"
-      "    elseif type(n) == 'number' and type(s) == 'number' then\n"
-      "      n = n + s\n"
-      "    end\n"
-      "  end\n"
+      "  return -3\n"
       "end\n"
-      "if type(n) ~= 'number' then\n"
-      "  redis.call('UNLINK', key)\n"
-      "  return 3\n"
+      "local t = redis.call('TIME')\n"
+      "local us = t[2]\n"
+      "if #us < 6 then\n"
+      "  us = string.rep('0', 6 - #us) .. us\n"
       "end\n"
-      "local others = n - a[3]\n"
-      "if others <= 0 and a[4] and a[4] ~= '0' then\n"
-      "  redis.call('PEXPIRE', key, a[4])\n"
-      "  return -1\n"
+      "redis.call('ZADD', z, 'NX', t[1] .. us, a[3])\n"
+      "redis.call('SET', place, a[2] .. ' ' .. a[7] .. ' ' .. a[1], 'PX', a[5])\n"
+      "return redis.call('PTTL', key)\n";
+
+/* QUEUED RELEASE: RELEASE with the lock's wait queue. KEYS[1] = lock key, KEYS[2] = its
+ * queue, KEYS[3] = its fencing counter; ARGV[1] = the grant channels' prefix, ARGV[2]
+ * = the client id whose place to remove first ('': none; a waiter that gives up), then
+ * RELEASE's arguments. The key ours and a live place in line: GRANT, and the script
+ * returns 4 (no notification: the grantee alone is told). Otherwise as RELEASE. */
+static const char queued_release_script[]
+    = RL_LUA_NEXT_TOKEN RL_LUA_GRANT
+      "local gp = table.remove(ARGV, 1)\n"
+      "local me = table.remove(ARGV, 1)\n"
+      "if me ~= '' then\n"
+      "  redis.call('ZREM', KEYS[2], me)\n"
+      "  redis.call('UNLINK', KEYS[2] .. ':' .. me)\n"
       "end\n"
-      "redis.call('UNLINK', key)\n"
-      "if others > 0 then\n"
-      "  return 2\n"
+      RL_LUA_RELEASE_CHECK
+      "if grant(key, KEYS[2], KEYS[3], gp, '') then\n"
+      "  return 4\n"
       "end\n"
-      "return 1\n";
+      RL_LUA_RELEASE_BODY;
 
 /* FORCE RELEASE: KEYS[1] = lock key, ARGV[1] = notification channel ('': none),
  * ARGV[2] = the registry's forced-release channel, ARGV[3] = a third channel ('':
@@ -340,6 +434,7 @@ rl_redis_free (RlStore *store)
   g_free (self->channel_prefix);
   g_free (self->forced_channel);
   g_free (self->legacy_channel);
+  g_free (self->grant_prefix);
   g_free (self->pattern);
   g_free (self->key_prefix);
   rl_mutex_clear (&self->recent_mutex);
@@ -420,20 +515,23 @@ RL_DEFINE_STORE_VTABLE (rl_redis,
                         .unwatch_key = rl_redis_unwatch_key,
                         .rewatch = rl_redis_rewatch,
                         .guard = rl_redis_guard,
+                        .acquire_queued = rl_redis_acquire_queued,
+                        .leave_queue = rl_redis_leave_queue,
                         /* semaphores: redis-semaphore.c; read-write locks: redis-rwlock.c;
                          * waits-for records: rl_redis_waits_update() above */
                         RL_STORE_FAMILY_ENTRIES (rl_redis));
 
 /* Checks a node now, so that redis_lock_registry_new() fails early and clearly:
- * connect, AUTH, SELECT, then in one round trip load the three scripts (so the first
+ * connect, AUTH, SELECT, then in one round trip load the lease scripts (so the first
  * watchdog tick or release does not pay a NOSCRIPT retry) and PING. A server that
  * refuses SCRIPT LOAD still works: EVALSHA falls back to EVAL. The connection stays
  * in the pool for the first lock. */
 static gboolean
 check_node (RlRedisStore *self, RlNode *node, GError **error)
 {
-  const RlScript *scripts[] = { &self->acquire,        &self->release,    &self->renew,
-                                &self->fenced_acquire, &self->acquire_all };
+  const RlScript *scripts[] = { &self->acquire,        &self->release,     &self->renew,
+                                &self->fenced_acquire, &self->acquire_all, &self->queued_acquire,
+                                &self->queued_release };
   const char *ping[] = { "PING" };
   gboolean reused;
   RlConn *conn = rl_pool_get (node->pool, 0, &reused, error);
@@ -519,6 +617,10 @@ rl_redis_store_open (const char *url, const char *registry_key, const char *clie
   rl_redis_script_init (&self->renew, renew_script);
   rl_redis_script_init (&self->fenced_acquire, fenced_acquire_script);
   rl_redis_script_init (&self->acquire_all, acquire_all_script);
+  rl_redis_script_init (&self->queued_acquire, queued_acquire_script);
+  rl_redis_script_init (&self->queued_release, queued_release_script);
+  self->queued_release.once = TRUE;
+  self->grant_prefix = g_strconcat (registry_key, "-grant:", NULL);
   rl_redis_script_init (&self->force_release, force_release_script);
   self->force_release.once = TRUE;
   rl_redis_script_init (&self->waits, rl_redis_waits_script);

@@ -69,6 +69,29 @@ notify_rw (RedisLockRegistry *registry, const char *key, const char *tail)
  * over (a server restart or failover may have taken leases with it): a new epoch
  * starts, and the watchdog checks every held lease at once instead of at its next
  * tick. A reset with @key: someone forced @key open (RlStoreReleasedFunc). */
+/* A release granted @key to this registry from its place in the key's wait queue
+ * (store.h's RlStoreGrantedFunc): handed to the owner of the lock's local mutex, which
+ * waits in line with the value it queued (rl_lock_granted()). */
+static void
+on_granted (const char *key, const char *value, guint64 token, gpointer user_data)
+{
+  RedisLockRegistry *registry = user_data;
+  gsize prefix_len = registry->key_prefix_len - 1;
+  gsize id_len = strlen (registry->client_id);
+  guint64 serial;
+  RedisLock *lock;
+
+  if (strncmp (key, registry->registry_key, prefix_len) != 0 || key[prefix_len] != ':'
+      || strncmp (value, registry->client_id, id_len) != 0 || value[id_len] != ':'
+      || !g_ascii_string_to_unsigned (value + id_len + 1, 10, 1, G_MAXUINT64, &serial, NULL))
+    return;
+  rl_mutex_lock (&registry->cache_mutex);
+  lock = g_hash_table_lookup (registry->locks, key + prefix_len + 1);
+  if (lock != NULL)
+    rl_lock_granted (lock, serial, token);
+  rl_mutex_unlock (&registry->cache_mutex);
+}
+
 static void
 on_released (const char *key, gboolean reset, gpointer user_data)
 {
@@ -163,6 +186,8 @@ registry_new (const char *url, const char *const *urls, const char *registry_key
   /* Waiters hear of keys changed without a notification unless told otherwise: it
    * costs only keys someone waits for (see redis_lock_registry_set_key_tracking()). */
   registry->store_ctx.key_tracking = 1;
+  /* Processes wait in line (redis_lock_registry_set_wait_queue()). */
+  registry->store_ctx.wait_queue = 1;
   registry->store_ctx.stats = &registry->stats;
   registry->quorum = urls != NULL;
   rl_mutex_init (&registry->cache_mutex);
@@ -181,6 +206,7 @@ registry_new (const char *url, const char *const *urls, const char *registry_key
       redis_lock_registry_unref (registry);
       return NULL;
     }
+  registry->store->granted = on_granted;
   registry->leases = rl_leases_new (registry->store, registry->client_id, &registry->settings,
                                     &registry->stats);
   rl_waits_register (registry);
@@ -472,6 +498,20 @@ redis_lock_registry_set_legacy_spring_channel (RedisLockRegistry *registry, gboo
 }
 
 void
+redis_lock_registry_set_wait_queue (RedisLockRegistry *registry, gboolean enabled)
+{
+  g_return_if_fail (registry != NULL);
+  g_atomic_int_set (&registry->store_ctx.wait_queue, enabled ? 1 : 0);
+}
+
+gboolean
+redis_lock_registry_get_wait_queue (RedisLockRegistry *registry)
+{
+  g_return_val_if_fail (registry != NULL, FALSE);
+  return g_atomic_int_get (&registry->store_ctx.wait_queue) != 0;
+}
+
+void
 redis_lock_registry_set_classic_notifications (RedisLockRegistry *registry, gboolean enabled)
 {
   g_return_if_fail (registry != NULL);
@@ -562,6 +602,8 @@ redis_lock_registry_get_stats (RedisLockRegistry *registry, RedisLockRegistrySta
   stats->audits = RL_ATOMIC_GET (s->audits);
   stats->doubtful_releases = RL_ATOMIC_GET (s->doubtful_releases);
   stats->subscriber_connections = RL_ATOMIC_GET (s->subscriber_connections);
+  stats->grants_received = RL_ATOMIC_GET (s->grants_received);
+  stats->grants_given = RL_ATOMIC_GET (s->grants_given);
   stats->watchdog_ticks = RL_ATOMIC_GET (s->watchdog_ticks);
   stats->last_tick_leases = RL_ATOMIC_GET (s->last_tick_leases);
   stats->last_tick_round_trips = RL_ATOMIC_GET (s->last_tick_round_trips);

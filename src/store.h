@@ -68,6 +68,13 @@ typedef struct
  * a release of ours. */
 typedef void (*RlStoreReleasedFunc) (const char *key, gboolean reset, gpointer user_data);
 
+/* Called from a store thread when a release granted the lease @key to this registry
+ * from its place in the key's wait queue: the key now holds @value (one of this
+ * registry's lease values) with the TTL the place asked for, and @token is its fencing
+ * token (0 without one). @user_data: the released callback's. */
+typedef void (*RlStoreGrantedFunc) (const char *key, const char *value, guint64 token,
+                                    gpointer user_data);
+
 /* What a stepwise request (RlStoreVTable.request_begin) does to each of its leases:
  * what acquire, renew and release (without keep_ttl_ms) do to one. */
 typedef enum
@@ -105,6 +112,8 @@ typedef struct
                                     (older Spring releases' one channel); 0: off */
   gint classic_off;              /* atomic: on a Cluster, releases publish on the key's shard
                                     channel only, not classically too; 0: both (default) */
+  gint wait_queue;               /* atomic: waiters take a place in the lock's wait queue
+                                    and releases grant to its head (acquire_queued); 0: off */
   RedisLockRegistryStats *stats;
 } RlStoreContext;
 
@@ -333,6 +342,38 @@ typedef struct
    * servers together (the memory and quorum stores). */
   gconstpointer (*lane) (RlStore *store, const char *key);
 
+  /* The wait queue ----------------------------------------------------------------
+   * One place per registry and lock in a queue kept beside the lock's key
+   * (rl_store_queue_key()), FIFO by arrival; NULL in a store that keeps none (the
+   * quorum store), whose waiters are woken by notifications alone. While the registry's
+   * wait_queue setting is on, release grants a lease released with a live place in its
+   * queue to the queue's head in the same atomic step: the key is written with the
+   * head's value and TTL (and, for a head queued with a fence key, the counter moved on
+   * as acquire does), the place removed, and that registry alone told (RlStore.granted),
+   * instead of the release's notification (*others is then TRUE). Other releases
+   * (release_many, a doubtful release) notify as before: a queued waiter hears it too,
+   * and its attempt grants the free key to the queue's head.
+   *
+   * As acquire, for a waiter that stays in line: when the key is held by another owner,
+   * the registry's place in the queue is taken (or kept, its position unchanged) with
+   * @value and @ttl_ms, alive for RL_QUEUE_ENTRY_LIFE_MS from now, and *queued is TRUE.
+   * A free key whose queue has a live head other than this registry is granted to that
+   * head and the place taken (HELD); otherwise it is taken (OK) and the place left.
+   * @prev_value (NULL: none): the value of the caller's previous place, which a grant
+   * may already have written into the key: the key holding it counts as ours (taken,
+   * now holding @value). @contended: an earlier attempt found the key held, so the
+   * plain SET NX that tries a free key first is skipped. For a key that can have no
+   * queue (rl_store_queue_key() NULL), or while the store keeps none (the Redis store
+   * with min_replicas), this is acquire, and *queued stays FALSE. */
+  RlLeaseResult (*acquire_queued) (RlStore *store, const char *key, const char *value,
+                                   const char *prev_value, gint64 ttl_ms, gint64 deadline,
+                                   const char *fence_key, gboolean contended, guint64 *token,
+                                   gint64 *pttl_ms, gboolean *queued, GError **error);
+  /* A waiter queued with @value gave up: its place is removed, and when the key already
+   * holds @value (granted meanwhile) it is released at once, granting to the next, as
+   * one atomic step. */
+  gboolean (*leave_queue) (RlStore *store, const char *key, const char *value, GError **error);
+
   /* Stops background threads; the store stays usable for single calls. */
   void (*close) (RlStore *store);
   void (*free) (RlStore *store);
@@ -442,6 +483,31 @@ rl_store_semaphore_key_len (const char *key)
   return i - 1;
 }
 
+/* How long a place in a lock's wait queue lives unless its registry refreshes it (the
+ * next attempt of its waiter does, at least every RL_QUEUE_REFRESH_MS): the bound on
+ * how long the place of a crashed waiter stays in line. */
+#define RL_QUEUE_ENTRY_LIFE_MS 3000
+#define RL_QUEUE_REFRESH_MS 1000
+
+/* The wait queue of the lease @key (a sorted set of client ids by arrival; each place's
+ * value, TTL and fencing flag are the string key `QUEUE_KEY:CLIENT_ID`, which expires
+ * with the place), in @key's Cluster slot as rl_store_fence_key()'s counter: `queue:{KEY}`,
+ * or `queue:KEY` when @key has a hash tag of its own. NULL when the two cannot share a
+ * slot: such a lock has no queue, and its waiters are woken by notifications alone.
+ * Free with g_free(). */
+static inline char *
+rl_store_queue_key (const char *key)
+{
+  const char *open = strchr (key, '{');
+  const char *close = open != NULL ? strchr (open + 1, '}') : NULL;
+
+  if (close != NULL && close > open + 1)
+    return g_strconcat ("queue:", key, NULL);
+  if (strchr (key, '}') != NULL)
+    return NULL;
+  return g_strconcat ("queue:{", key, "}", NULL);
+}
+
 /* Where the waits-for records of @registry_key live: `waits:{REGISTRY_KEY}`, outside
  * the `registry_key:` names of locks, so that no lock name can meet it. Free with
  * g_free(). */
@@ -459,6 +525,7 @@ struct _RlStore
   RlStoreContext *ctx;
   RlStoreReleasedFunc released;
   gpointer released_data;
+  RlStoreGrantedFunc granted; /* set by the registry after opening; NULL: grants unheard */
 };
 
 /* The store's watch for a waiter of @key, which with @join

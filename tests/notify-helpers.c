@@ -124,7 +124,8 @@ waiter_assert_acquired (Waiter *w, gint64 timeout_ms)
 /* ---- registries and locks ---- */
 
 /* A registry whose waiters could only be woken by a notification or an expiry: a SPIN
- * retry would come after a minute, and the leases it takes last a minute. */
+ * retry would come after a minute, the leases it takes last a minute, and its waiters
+ * do not wait in line (whose places they would refresh every second). */
 RedisLockRegistry *
 registry_new_slow_spin (TestFixture *fx)
 {
@@ -132,6 +133,7 @@ registry_new_slow_spin (TestFixture *fx)
 
   redis_lock_registry_set_idle_between_tries_ms (r, MINUTE_MS);
   redis_lock_registry_set_expire_after_ms (r, MINUTE_MS);
+  redis_lock_registry_set_wait_queue (r, FALSE);
   return r;
 }
 

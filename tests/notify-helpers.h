@@ -53,7 +53,8 @@ void waiter_finish (Waiter *w);
 void waiter_assert_acquired (Waiter *w, gint64 timeout_ms);
 
 /* A registry whose waiters could only be woken by a notification or an expiry: a SPIN
- * retry would come after a minute, and the leases it takes last a minute. */
+ * retry would come after a minute, the leases it takes last a minute, and its waiters
+ * do not wait in line (whose places they would refresh every second). */
 RedisLockRegistry *registry_new_slow_spin (TestFixture *fx);
 
 /* Starts a waiter on @lock and returns once it has found the lock held in Redis at least

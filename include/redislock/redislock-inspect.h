@@ -53,6 +53,11 @@ G_BEGIN_DECLS
  * @subscriber_connections: connections of the registry's subscriber that came up: the
  *   first once the registry holds a lease or waits, then one after each break (a
  *   server restart, a reset connection, a failover)
+ * @grants_received: acquisitions whose lease a release of another client granted to
+ *   this registry from its place in the lock's wait queue (no SET of its own; see
+ *   redis_lock_registry_set_wait_queue())
+ * @grants_given: releases of this registry that granted the lock to the head of its
+ *   wait queue instead of notifying every waiter
  * @reserved: room for counters added later without changing the size of the struct;
  *   zero
  *
@@ -81,8 +86,10 @@ typedef struct
   guint64 audits;
   guint64 doubtful_releases;
   guint64 subscriber_connections;
+  guint64 grants_received;
+  guint64 grants_given;
   /*< private >*/
-  guint64 reserved[12];
+  guint64 reserved[10];
 } RedisLockRegistryStats;
 
 /**

@@ -576,6 +576,49 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_legacy_spring_channel (
                                                                       gboolean enabled);
 
 /**
+ * redis_lock_registry_set_wait_queue:
+ * @registry: a registry
+ * @enabled: whether processes wait in line for a lock (default %TRUE)
+ *
+ * The wait queue. With @enabled (the default), a process whose thread must wait for a
+ * lock held elsewhere takes one place per process and lock in a queue kept in Redis
+ * beside the lock's key (`queue:{KEY}`, in the key's hash slot), and a release grants
+ * the lock to the head of that queue in the same atomic step (the key written with the
+ * head's value and TTL, its next fencing token when fencing is on) and tells that
+ * registry alone, which then holds the lock without a command of its own: a hand-off
+ * costs the same however many processes wait, and processes are served in their order
+ * of arrival. A release with nobody in line publishes its notification as before (what
+ * Spring Integration's waiters listen to). A waiter keeps its place alive with its
+ * attempts, at least once a second; the place of a waiter that crashed is gone within
+ * 3 s. Waiters in line do not use key tracking
+ * (redis_lock_registry_set_key_tracking()): a key deleted without a notification, or
+ * expired, is found by their next attempt, within a second. See docs/queue.md.
+ * With @enabled %FALSE, every waiting process is woken by each release and tries
+ * again (the behaviour before the queue): for deployments where Spring Integration
+ * processes wait under heavy contention too, since a Spring waiter is woken only by a
+ * release that found nobody of ours in line. Only plain locks taken by the blocking
+ * calls wait in line; the `_async` calls, sets of locks, read-write locks and
+ * semaphores keep being woken by notifications, and so do the waiters of a registry whose
+ * store keeps no queue (a quorum registry, a `memory://` one). Takes effect with the next attempt
+ * and the next release.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_wait_queue (RedisLockRegistry *registry,
+                                                                     gboolean enabled);
+
+/**
+ * redis_lock_registry_get_wait_queue:
+ * @registry: a registry
+ *
+ * Returns: whether processes wait in line for a lock
+ *   (redis_lock_registry_set_wait_queue())
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_get_wait_queue (RedisLockRegistry *registry);
+
+/**
  * redis_lock_registry_set_classic_notifications:
  * @registry: a registry
  * @enabled: whether releases on a Redis Cluster are also published classically

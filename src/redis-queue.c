@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* redis-queue.c: the wait queue of the Redis store (store.h's acquire_queued and
+ * leave_queue, and the queued form of the release).
+ *
+ * A lock's waiting processes stand in line beside its key, one place per registry
+ * (rl_store_queue_key(): a sorted set of client ids by arrival, each place's value and
+ * TTL in a string key that expires with it), so that a release hands the lock to the
+ * head of the line in the same script (QUEUED RELEASE, redis-store.c) and tells that
+ * registry alone on its own channel (`registry_key-grant:CLIENT_ID`, which notify.c
+ * subscribes to), instead of waking every waiting process to race for it: a hand-off
+ * costs the same whatever the number of waiters. A waiter takes or keeps its place
+ * with each attempt (QUEUED ACQUIRE), which the driver repeats at least every
+ * RL_QUEUE_REFRESH_MS while it waits, so the place of a crashed waiter is gone within
+ * RL_QUEUE_ENTRY_LIFE_MS; one that gives up leaves it (QUEUED RELEASE with its own
+ * client id, which also releases a grant that came meanwhile).
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "debug.h"
+#include "store.h"
+#include "redis-store-private.h"
+
+/* The queued form of the release script's command line @argv (@argc, as RELEASE
+ * takes it), removing @me's place first ("" : none). */
+redisReply *
+rl_redis_queued_release (RlRedisStore *self, const char *queue_key, const char *me, int argc,
+                         const char **argv, gboolean *retried, RlWroteFunc wrote, gboolean *acked,
+                         GError **error)
+{
+  g_autofree char *fence_key = rl_store_fence_key (argv[3]);
+  const char *qargv[16];
+  int qargc = 0;
+
+  g_return_val_if_fail (argc <= 10 && fence_key != NULL, NULL);
+  qargv[qargc++] = "EVALSHA";
+  qargv[qargc++] = self->queued_release.sha;
+  qargv[qargc++] = "3";
+  qargv[qargc++] = argv[3];
+  qargv[qargc++] = queue_key;
+  qargv[qargc++] = fence_key;
+  qargv[qargc++] = self->grant_prefix;
+  qargv[qargc++] = me;
+  for (int i = 4; i < argc; i++)
+    qargv[qargc++] = argv[i];
+  return rl_redis_run_script_argv (self, &self->queued_release, qargc, qargv, 0, retried, wrote,
+                                   acked, error);
+}
+
+/* Whether the wait queue is used: the registry's wait_queue setting is on, and writes
+ * need no replica's acknowledgement (min_replicas): a grant is written by the
+ * releaser's script, so a grant too few replicas acknowledged could not be refused as
+ * the grantee's own unreplicated acquisition is (released again, NOT_REPLICATED); a
+ * failover would then take a lease from a grantee that was told it held it. */
+static gboolean
+queue_on (RlRedisStore *self)
+{
+  return g_atomic_int_get (&self->parent.ctx->wait_queue)
+         && RL_ATOMIC_GET (self->parent.ctx->min_replicas) == 0;
+}
+
+/* Whether releases of @key go through its wait queue: its queue key (g_free()), or
+ * NULL when the queue is off (queue_on()) or @key can have none. */
+char *
+rl_redis_queue_of (RlRedisStore *self, const char *key)
+{
+  if (!queue_on (self))
+    return NULL;
+  return rl_store_queue_key (key);
+}
+
+static gboolean
+wrote_queued (const redisReply *reply)
+{
+  return reply->type == REDIS_REPLY_ARRAY
+         || (reply->type == REDIS_REPLY_INTEGER && reply->integer == RL_ACQUIRED);
+}
+
+RlLeaseResult
+rl_redis_acquire_queued (RlStore *store, const char *key, const char *value, const char *prev_value,
+                         gint64 ttl_ms, gint64 deadline, const char *fence_key, gboolean contended,
+                         guint64 *token, gint64 *pttl_ms, gboolean *queued, GError **error)
+{
+  RlRedisStore *self = (RlRedisStore *)store;
+  g_autofree char *queue_key = rl_store_queue_key (key);
+  g_autofree char *counter = rl_store_fence_key (key);
+  char ttl[24], life[24];
+  redisReply *reply;
+  gboolean acked;
+
+  *queued = FALSE;
+  if (queue_key == NULL || counter == NULL || !queue_on (self))
+    return rl_redis_acquire (store, key, value, ttl_ms, deadline, fence_key, token, pttl_ms, error);
+  rl_format_uint (ttl, ttl_ms);
+  rl_format_uint (life, RL_QUEUE_ENTRY_LIFE_MS);
+  /* The first attempt tries a free key with a plain SET NX, as acquire does: an
+   * uncontended lock costs what it did without the queue. */
+  if (!contended && fence_key == NULL && prev_value == NULL)
+    {
+      const char *argv[6] = { "SET", key, value, "NX", "PX", ttl };
+      gboolean taken;
+
+      reply = rl_redis_call (self, key, 6, argv, NULL, deadline, NULL, rl_redis_wrote_set, &acked,
+                             error);
+      if (reply == NULL)
+        return RL_LEASE_ERROR;
+      taken = reply->type == REDIS_REPLY_STATUS;
+      freeReplyObject (reply);
+      if (taken)
+        return acked ? RL_LEASE_OK : rl_redis_unreplicated_acquisition (self, key, value, error);
+    }
+  {
+    const char *argv[12] = { "EVALSHA",
+                             self->queued_acquire.sha,
+                             "3",
+                             key,
+                             queue_key,
+                             counter,
+                             value,
+                             ttl,
+                             store->client_id,
+                             prev_value != NULL ? prev_value : "",
+                             life,
+                             self->grant_prefix };
+    const char *argv_fenced[13];
+
+    memcpy (argv_fenced, argv, sizeof argv);
+    argv_fenced[12] = fence_key != NULL ? "1" : "0";
+    /* Not tracked: a change of the key (a grant to another place, each hand-off) would
+     * wake every waiter in line, which is what the queue is for not to do. A place is
+     * told of its grant; a key freed otherwise (expired) is found by the next refresh. */
+    reply = rl_redis_call_tracked (self, key, 13, argv_fenced, &self->queued_acquire, deadline,
+                                   NULL, wrote_queued, &acked, FALSE, error);
+  }
+  if (reply == NULL)
+    return RL_LEASE_ERROR;
+  if (reply->type == REDIS_REPLY_INTEGER && reply->integer != RL_ACQUIRED)
+    {
+      *pttl_ms = reply->integer;
+      *queued = TRUE;
+      freeReplyObject (reply);
+      return RL_LEASE_HELD;
+    }
+  if (reply->type == REDIS_REPLY_ARRAY
+      && (reply->elements != 1 || !rl_redis_reply_token (reply->element[0], token)))
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                   "Redis queued lock script returned an unexpected reply (type %d)", reply->type);
+      freeReplyObject (reply);
+      return RL_LEASE_ERROR;
+    }
+  if (reply->type != REDIS_REPLY_ARRAY && reply->type != REDIS_REPLY_INTEGER)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                   "Redis queued lock script returned an unexpected reply (type %d)", reply->type);
+      freeReplyObject (reply);
+      return RL_LEASE_ERROR;
+    }
+  freeReplyObject (reply);
+  return acked ? RL_LEASE_OK : rl_redis_unreplicated_acquisition (self, key, value, error);
+}
+
+gboolean
+rl_redis_leave_queue (RlStore *store, const char *key, const char *value, GError **error)
+{
+  RlRedisStore *self = (RlRedisStore *)store;
+  g_autofree char *queue_key = rl_store_queue_key (key);
+  g_autofree char *channel = g_strconcat (self->channel_prefix, key, NULL);
+  g_autofree char *shard = rl_redis_shard_channel (self, key);
+  char own[2];
+  const char *legacy = rl_redis_release_legacy (self, own);
+  const char *argv[10] = { "EVALSHA", self->release.sha, "1", key, value, channel, own, "0" };
+  redisReply *reply;
+  gboolean retried, acked;
+  int argc;
+
+  if (queue_key == NULL)
+    return TRUE;
+  argc = rl_redis_release_args (self, argv, legacy, shard);
+  reply = rl_redis_queued_release (self, queue_key, store->client_id, argc, argv, &retried, NULL,
+                                   &acked, error);
+  if (reply == NULL)
+    return FALSE;
+  if (reply->integer == RL_RELEASE_GRANTED)
+    RL_ATOMIC_ADD (store->ctx->stats->grants_given, 1);
+  if (reply->integer != RL_RELEASE_LOST)
+    rl_debug ("Lock “%s” was granted to us as we gave up waiting; released it again", key);
+  freeReplyObject (reply);
+  return TRUE;
+}
