@@ -532,7 +532,9 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_min_replicas (RedisLock
  * those of a quorum registry are woken by notifications and TTLs only. A user that
  * may not run `CLIENT` or subscribe to `__redis__:invalidate` gets one warning and
  * waits as with it off. Changing it while notifications run sets the subscription up
- * again.
+ * again. A waiter in the wait queue ([method@Redislock.LockRegistry.set_wait_queue])
+ * tracks no key: the release grants it the lock, and the attempt that keeps its place
+ * in line, at least every second, finds a key deleted meanwhile.
  *
  * Since: 0.1
  */
