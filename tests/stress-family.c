@@ -623,7 +623,11 @@ judge_leaders (Controller *c, GArray *sections, Row *row)
             row->after_told_actions++;
           else if (other == NULL || other->start_us >= a->start_us)
             continue;
-          else if (fault_during (c, name, term->start_us, a->start_us))
+          /* The lease behind a leadership was taken before func (TRUE) reached the
+           * leader's context, at most a TTL before (older, it would have run out): a
+           * fault since then may have taken it away. */
+          else if (fault_during (c, name, term->start_us - (gint64) c->s->ttl_ms * 1000,
+                                 a->start_us))
             {
               row->forced_stale_actions++;
               continue;
