@@ -16,8 +16,8 @@ bench_registry_settings (RedisLockRegistry *registry)
     redis_lock_registry_set_key_tracking (registry, FALSE);
   if (g_strcmp0 (g_getenv ("REDISLOCK_BENCH_DEADLOCK_DETECTION"), "off") == 0)
     redis_lock_registry_set_deadlock_detection (registry, FALSE);
-  if (g_strcmp0 (g_getenv ("REDISLOCK_BENCH_WAIT_QUEUE"), "off") == 0)
-    redis_lock_registry_set_wait_queue (registry, FALSE);
+  if (g_strcmp0 (g_getenv ("REDISLOCK_BENCH_WAIT_QUEUE"), "on") == 0)
+    redis_lock_registry_set_wait_queue (registry, TRUE);
 }
 
 RedisLockRegistry *

@@ -216,7 +216,7 @@ typedef struct
   gboolean list;
   gboolean no_key_tracking;
   gboolean no_deadlock_detection;
-  gboolean no_wait_queue;
+  gboolean wait_queue;
   /* a child process of a section (hidden options) */
   char *child;
   char *child_mode;
@@ -255,8 +255,8 @@ options_parse (Options *o, int *argc, char ***argv)
       "Run the library's registries with key tracking off (on by default)", NULL },
     { "no-deadlock-detection", 0, 0, G_OPTION_ARG_NONE, &o->no_deadlock_detection,
       "Run the library's registries with deadlock detection off (on by default)", NULL },
-    { "no-wait-queue", 0, 0, G_OPTION_ARG_NONE, &o->no_wait_queue,
-      "Run the library's registries with the wait queue off (on by default)", NULL },
+    { "wait-queue", 0, 0, G_OPTION_ARG_NONE, &o->wait_queue,
+      "Run the library's registries with the wait queue on (off by default)", NULL },
     { "child", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &o->child, NULL, NULL },
     { "child-mode", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &o->child_mode, NULL, NULL },
     { "child-name", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &o->child_name, NULL, NULL },
@@ -389,8 +389,8 @@ main (int argc, char **argv)
         g_setenv ("REDISLOCK_BENCH_KEY_TRACKING", "off", TRUE);
       if (opt.no_deadlock_detection)
         g_setenv ("REDISLOCK_BENCH_DEADLOCK_DETECTION", "off", TRUE);
-      if (opt.no_wait_queue)
-        g_setenv ("REDISLOCK_BENCH_WAIT_QUEUE", "off", TRUE);
+      if (opt.wait_queue)
+        g_setenv ("REDISLOCK_BENCH_WAIT_QUEUE", "on", TRUE);
       status = run (&opt, argv[0]);
     }
   options_clear (&opt);

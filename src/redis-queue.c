@@ -48,16 +48,19 @@ rl_redis_queued_release (RlRedisStore *self, const char *queue_key, const char *
                                    acked, error);
 }
 
-/* Whether the wait queue is used: the registry's wait_queue setting is on, and writes
+/* Whether the wait queue is used: the registry's wait_queue setting is on, writes
  * need no replica's acknowledgement (min_replicas): a grant is written by the
  * releaser's script, so a grant too few replicas acknowledged could not be refused as
  * the grantee's own unreplicated acquisition is (released again, NOT_REPLICATED); a
- * failover would then take a lease from a grantee that was told it held it. */
+ * failover would then take a lease from a grantee that was told it held it; and the
+ * deployment is not a Cluster (self->shard): while a slot migrates, the line's keys and
+ * the lock's are met on two nodes and the scripts that read them together are sent
+ * back and forth (ASK) until they fail. */
 static gboolean
 queue_on (RlRedisStore *self)
 {
   return g_atomic_int_get (&self->parent.ctx->wait_queue)
-         && RL_ATOMIC_GET (self->parent.ctx->min_replicas) == 0;
+         && RL_ATOMIC_GET (self->parent.ctx->min_replicas) == 0 && self->shard == NULL;
 }
 
 /* Whether releases of @key go through its wait queue: its queue key (g_free()), or

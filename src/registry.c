@@ -186,8 +186,8 @@ registry_new (const char *url, const char *const *urls, const char *registry_key
   /* Waiters hear of keys changed without a notification unless told otherwise: it
    * costs only keys someone waits for (see redis_lock_registry_set_key_tracking()). */
   registry->store_ctx.key_tracking = 1;
-  /* Processes wait in line (redis_lock_registry_set_wait_queue()). */
-  registry->store_ctx.wait_queue = 1;
+  /* Processes wait in line only when asked (redis_lock_registry_set_wait_queue()). */
+  registry->store_ctx.wait_queue = 0;
   registry->store_ctx.stats = &registry->stats;
   registry->quorum = urls != NULL;
   rl_mutex_init (&registry->cache_mutex);

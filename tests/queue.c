@@ -123,11 +123,31 @@ waiter_main (gpointer data)
   return NULL;
 }
 
+/* The fixture's registry waits in line (the queue is off by default); FALSE, with the
+ * test skipped, without a store or on a Cluster, where no registry keeps a line yet. */
+static gboolean
+queue_fixture (TestFixture *fx)
+{
+  if (fx->registry == NULL)
+    {
+      g_test_skip ("no store");
+      return FALSE;
+    }
+  if (fx->store == TEST_STORE_CLUSTER)
+    {
+      g_test_skip ("a Cluster registry keeps no wait queue yet");
+      return FALSE;
+    }
+  redis_lock_registry_set_wait_queue (fx->registry, TRUE);
+  return TRUE;
+}
+
 static void
 waiter_init (Waiter *w, TestFixture *fx, gint *order, gint64 wait_ms)
 {
   memset (w, 0, sizeof *w);
   w->registry = test_registry_new (fx);
+  redis_lock_registry_set_wait_queue (w->registry, TRUE);
   w->lock = test_obtain (w->registry, NAME);
   w->wait_ms = wait_ms;
   w->order = order;
@@ -166,7 +186,8 @@ test_grant (TestFixture *fx, gconstpointer data)
   gint order = 0;
   GThread *thread;
 
-  TEST_SKIP_IF_NO_STORE (fx);
+  if (!queue_fixture (fx))
+    return;
   held = test_obtain (fx->registry, NAME);
   test_lock_ok (held);
   waiter_init (&w, fx, &order, 10000);
@@ -210,7 +231,8 @@ test_fifo (TestFixture *fx, gconstpointer data)
   GThread *threads[4];
   gint order = 0;
 
-  TEST_SKIP_IF_NO_STORE (fx);
+  if (!queue_fixture (fx))
+    return;
   held = test_obtain (fx->registry, NAME);
   test_lock_ok (held);
   for (guint i = 0; i < G_N_ELEMENTS (w); i++)
@@ -245,7 +267,8 @@ test_give_up (TestFixture *fx, gconstpointer data)
   Waiter quitter, next;
   GThread *thread;
   gint order = 0;
-  TEST_SKIP_IF_NO_STORE (fx);
+  if (!queue_fixture (fx))
+    return;
   held = test_obtain (fx->registry, NAME);
   test_lock_ok (held);
   waiter_init (&quitter, fx, &order, 10000);
@@ -310,7 +333,8 @@ test_give_up_granted (TestFixture *fx, gconstpointer data)
 {
   guint quit_first = 0;
 
-  TEST_SKIP_IF_NO_STORE (fx);
+  if (!queue_fixture (fx))
+    return;
   for (guint round = 0; round < 20; round++)
     {
       RedisLock *held = test_obtain (fx->registry, NAME);
@@ -365,6 +389,7 @@ child_main (char **argv)
 
   if (registry == NULL)
     return 2;
+  redis_lock_registry_set_wait_queue (registry, TRUE);
   lock = redis_lock_registry_obtain (registry, NAME, &error);
   if (lock == NULL)
     return 2;
@@ -393,6 +418,7 @@ loop_main (char **argv)
 
   if (registry == NULL)
     return 2;
+  redis_lock_registry_set_wait_queue (registry, TRUE);
   lock = redis_lock_registry_obtain (registry, NAME, &error);
   if (lock == NULL)
     return 2;
@@ -464,7 +490,8 @@ test_crashed_waiter (TestFixture *fx, gconstpointer data)
   PlacesWait empty = { fx, 0 };
   gint64 killed;
 
-  TEST_SKIP_IF_NO_STORE (fx);
+  if (!queue_fixture (fx))
+    return;
   held = test_obtain (fx->registry, NAME);
   test_lock_ok (held);
   child_start (&child, fx->url, 30000);
@@ -504,7 +531,8 @@ test_grant_to_crashed (TestFixture *fx, gconstpointer data)
   g_autofree char *owner = NULL;
   gint64 released, waited;
 
-  TEST_SKIP_IF_NO_STORE (fx);
+  if (!queue_fixture (fx))
+    return;
   held = test_obtain (fx->registry, NAME);
   test_lock_ok (held);
   child_start (&child, fx->url, 1000);
@@ -544,7 +572,8 @@ test_fencing (TestFixture *fx, gconstpointer data)
   gint order = 0;
   guint64 first;
 
-  TEST_SKIP_IF_NO_STORE (fx);
+  if (!queue_fixture (fx))
+    return;
   redis_lock_registry_set_fencing (fx->registry, TRUE);
   held = test_obtain (fx->registry, NAME);
   test_lock_ok (held);
@@ -583,7 +612,13 @@ test_switch_off (TestFixture *fx, gconstpointer data)
   GThread *thread;
   gint order = 0;
 
-  TEST_SKIP_IF_NO_STORE (fx);
+  if (!queue_fixture (fx))
+    return;
+  {
+    /* Off by default: a registry waits in line only when asked. */
+    g_autoptr (RedisLockRegistry) fresh = test_registry_new (fx);
+    g_assert_false (redis_lock_registry_get_wait_queue (fresh));
+  }
   g_assert_true (redis_lock_registry_get_wait_queue (fx->registry));
   redis_lock_registry_set_wait_queue (fx->registry, FALSE);
   g_assert_false (redis_lock_registry_get_wait_queue (fx->registry));
@@ -617,7 +652,8 @@ test_nobody_queued (TestFixture *fx, gconstpointer data)
   redisContext *sub;
   redisReply *reply;
 
-  TEST_SKIP_IF_NO_STORE (fx);
+  if (!queue_fixture (fx))
+    return;
   sub = test_redis_connect (fx->server);
   reply = test_redis_command (sub, "SUBSCRIBE %s", channel);
   freeReplyObject (reply);
@@ -646,7 +682,8 @@ test_fair_processes (TestFixture *fx, gconstpointer data)
   guint64 grants = 0;
   double mean;
 
-  TEST_SKIP_IF_NO_STORE (fx);
+  if (!queue_fixture (fx))
+    return;
   for (guint i = 0; i < G_N_ELEMENTS (children); i++)
     {
       g_autoptr (GError) error = NULL;

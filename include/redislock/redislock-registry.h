@@ -580,9 +580,9 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_legacy_spring_channel (
 /**
  * redis_lock_registry_set_wait_queue:
  * @registry: a registry
- * @enabled: whether processes wait in line for a lock (default %TRUE)
+ * @enabled: whether processes wait in line for a lock (default %FALSE)
  *
- * The wait queue. With @enabled (the default), a process whose thread must wait for a
+ * The wait queue. With @enabled, a process whose thread must wait for a
  * lock held elsewhere takes one place per process and lock in a queue kept in Redis
  * beside the lock's key (`queue:{KEY}`, in the key's hash slot), and a release grants
  * the lock to the head of that queue in the same atomic step (the key written with the
@@ -601,8 +601,11 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_legacy_spring_channel (
  * release that found nobody of ours in line. Only plain locks taken by the blocking
  * calls wait in line; the `_async` calls, sets of locks, read-write locks and
  * semaphores keep being woken by notifications, and so do the waiters of a registry whose
- * store keeps no queue (a quorum registry, a `memory://` one). Takes effect with the next attempt
- * and the next release.
+ * store keeps no queue (a quorum registry, a Cluster one, one whose writes need replicas'
+ * acknowledgement: redis_lock_registry_set_min_replicas()). Off by default: a waiter in
+ * line finds a key deleted without a notification within a second, not within
+ * milliseconds as key tracking does. Takes effect with the next attempt and the next
+ * release.
  *
  * Since: 0.1
  */
