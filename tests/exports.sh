@@ -50,10 +50,11 @@ else
   diag "exported by libredislock, declared in redislock-test.h (they belong to libredislock-testing):" $bad
 fi
 
-# The public API: redis_lock_*, and the semaphore's redis_semaphore_* and redis_permit_*, the read-write
+# The public API: redis_lock_*, and the semaphore's redis_semaphore_* and redis_permit_*, the leader's
+# redis_leader_*, the read-write
 # lock's redis_rw_lock_*.
 bad=$(echo "$prod_syms" |
-  grep -v -E '^(redis_lock_|redis_rw_lock_|redis_semaphore_|redis_permit_|_init$|_fini$|_edata$|_end$|__bss_start$)')
+  grep -v -E '^(redis_lock_|redis_rw_lock_|redis_semaphore_|redis_permit_|redis_leader_|_init$|_fini$|_edata$|_end$|__bss_start$)')
 if [ -z "$bad" ]; then
   ok "libredislock exports only public API functions"
 else
