@@ -257,8 +257,8 @@ rl_redis_queue_list (RlStore *store, const char *key, GArray *entries, GError **
     goto out;
   /* A place whose key is gone is a crashed waiter's: the next grant drops it. The
    * place keys share the queue's slot. */
-  reply = rl_redis_call (self, key, (int)argv->len, (const char **)argv->pdata, NULL, 0, NULL,
-                         NULL, NULL, error);
+  reply = rl_redis_call (self, key, (int)argv->len, (const char **)argv->pdata, NULL, 0, NULL, NULL,
+                         NULL, error);
   if (reply == NULL)
     {
       ok = FALSE;

@@ -11,8 +11,7 @@
 # semaphore, its size checked), shared holds with --read,
 # signal forwarding (one SIGINT reaching the command once, on a terminal or sent to the
 # process group: Linux, python3), `status` / `list` output (text and JSON), escaped
-# holders, the wait queue in `status` and `list`, passwords kept out of every message,
-# and `demo`. Prints TAP.
+# holders, passwords kept out of every message, and `demo`. Prints TAP.
 # Synchronisation with background commands uses marker files polled in bounded loops.
 
 set -u
@@ -946,42 +945,6 @@ rl run --url "unix://$sock" --url "unix://$tmp/q2.sock" --url "unix://$tmp/none.
 expect_rc "run with 2 of 3 servers reachable: 0" 0 $?
 rl run --url "unix://$sock" --url "unix://$tmp/none2.sock" --url "unix://$tmp/none.sock" qjob -- true 2>"$tmp/err"
 expect_rc "run with 1 of 3 servers reachable: 2" 2 $?
-
-# --- the wait queue: status and list show the processes in line, in order -----------------
-# inline N: polls until the lock "line" has N places in its wait queue (at most 20 s)
-inline () {
-  i=0
-  while [ "$(rcli ZCARD 'queue:{redislock:line}')" != "$1" ]; do
-    i=$((i + 1))
-    [ $i -gt 400 ] && return 1
-    sleep 0.05
-  done
-  return 0
-}
-start_bg "$RL" run line -- $(hold line)
-lholder=$bg
-check "queue: the holder runs" wait_for "$tmp/line.started"
-start_bg "$RL" run --wait 20s line -- true
-lfirst=$bg
-check "queue: the first waiter stands in line" inline 1
-start_bg "$RL" run --wait 20s line -- true
-lsecond=$bg
-check "queue: the second waiter stands in line" inline 2
-rl status line >"$tmp/out" 2>"$tmp/err"; expect_rc "status of a lock with a line: 0" 0 $?
-check "status shows the first in line" grep -q "^  in line: 1\. .*:$lfirst (since [0-9:.]*, [0-9.]*s)\$" "$tmp/out"
-check "status shows the second in line" grep -q "^  in line: 2\. .*:$lsecond (since " "$tmp/out"
-rl status --json line >"$tmp/out" 2>"$tmp/err"; expect_rc "status --json of a lock with a line: 0" 0 $?
-check "status --json: the queue in order" json_check "$tmp/out" \
-  "[(q['position'], q['pid']) for q in d[0]['queue']] == [(1, $lfirst), (2, $lsecond)] and d[0]['queue'][0]['since_us'] <= d[0]['queue'][1]['since_us'] and d[0]['queue'][0]['client_id'].startswith(d[0]['queue'][0]['host'] + ':$lfirst:')"
-rl list --json >"$tmp/out" 2>"$tmp/err"; expect_rc "list --json with a line: 0" 0 $?
-check "list --json: the queue" json_check "$tmp/out" \
-  "[[q['pid'] for q in x['queue']] for x in d if x['name'] == 'line'] == [[$lfirst, $lsecond]]"
-touch "$tmp/line.release"
-wait "$lholder"; expect_rc "queue: the holder: 0" 0 $?
-wait "$lfirst"; expect_rc "queue: the first waiter: 0" 0 $?
-wait "$lsecond"; expect_rc "queue: the second waiter: 0" 0 $?
-rl status --json line >"$tmp/out" 2>"$tmp/err"; expect_rc "status --json once the line is served: 1" 1 $?
-check "status --json: nobody in line" json_check "$tmp/out" "d[0]['queue'] == []"
 
 # --- demo ----------------------------------------------------------------------------------
 rl demo --processes 2 --threads 2 --stock 300 >"$tmp/out" 2>"$tmp/err"; expect_rc "demo: 0" 0 $?

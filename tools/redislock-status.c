@@ -12,12 +12,13 @@
  * (redis_lock_registry_list_waiters()): a line per waiter under the lock in the table,
  * a "waiters" array in JSON; and the processes standing in each lock's wait queue
  * (redis_lock_registry_list_queue(): position, host:pid, since when), an "in line"
- * line each in the table, a "queue" array in JSON. The lock family's keys in the listing are read as the
- * holds they make (redislock-family.c): a read-write lock shows its writer or its
- * readers, a semaphore its permits used of its size, a line per reader or permit under
- * it; status finds them by name in the listing, and shows a plain lock as a leader's
- * with --leader (nothing in Redis tells the two apart). Both read through a registry
- * of the library, so the key layout and the commands that read it stay the library's.
+ * line each in the table, a "queue" array in JSON. The lock family's keys in the
+ * listing are read as the holds they make (redislock-family.c): a read-write lock
+ * shows its writer or its readers, a semaphore its permits used of its size, a line
+ * per reader or permit under it; status finds them by name in the listing, and shows
+ * a plain lock as a leader's with --leader (nothing in Redis tells the two apart).
+ * Both read through a registry of the library, so the key layout and the commands
+ * that read it stay the library's.
  * They share one file because they share the printing.
  */
 #include "config.h"

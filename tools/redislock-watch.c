@@ -385,7 +385,8 @@ render_frame (Watch *w, int width, int height, const char *eol, GString *out)
   holder_w = MIN (holder_w, MAX (8, width / 4));
   waiters_w = width - (name_w + holder_w + ttl_w + rate_w + line_w + 10);
 
-  g_string_append_printf (line, "redislock watch  %s  registry %s  %u locks  %u waiters  %u in line",
+  g_string_append_printf (line,
+                          "redislock watch  %s  registry %s  %u locks  %u waiters  %u in line",
                           clock, effective_registry (), rows->len, n_waiters, n_in_line);
   if (w->error != NULL)
     g_string_append_printf (line, "  error: %s", w->error);
