@@ -11,8 +11,11 @@
  * attempts come at least every RL_QUEUE_REFRESH_MS (the holder's remaining TTL is cut
  * to it), which keeps the place alive. However the acquisition ends, the place is
  * left (rl_lock_leave_line()), and a grant that came meanwhile released at once.
+ * redis_lock_registry_list_queue() shows a lock's line to operators.
  */
 #include "config.h"
+
+#include <string.h>
 
 #include "internal.h"
 #include "lock-private.h"
@@ -194,4 +197,70 @@ rl_lock_queued_report (RedisLock *lock, const RlAcquire *acq, gboolean pubsub,
   if (report->result == RL_ATTEMPT_HELD && report->notify == RL_NOTIFY_DOWN
       && rl_lock_queued_serial (lock, &sent) != 0)
     report->notify = rl_registry_notify_state (lock->registry, acq->name, pubsub, TRUE);
+}
+
+/* Inspection ------------------------------------------------------------------- */
+
+/* Splits a client id `host:pid:hex` into its host and pid (a host of "" and a pid of 0
+ * when it has another shape: a registry of another library). */
+static void
+split_client_id (const char *client_id, char **host, gint64 *pid)
+{
+  const char *last = strrchr (client_id, ':');
+  const char *colon = NULL;
+  char *end;
+
+  for (const char *p = client_id; last != NULL && p < last; p++)
+    if (*p == ':')
+      colon = p;
+  *pid = colon != NULL ? g_ascii_strtoll (colon + 1, &end, 10) : 0;
+  if (colon == NULL || end != last || *pid <= 0)
+    {
+      *host = g_strdup ("");
+      *pid = 0;
+      return;
+    }
+  *host = g_strndup (client_id, colon - client_id);
+}
+
+GPtrArray *
+redis_lock_registry_list_queue (RedisLockRegistry *registry, const char *name, GError **error)
+{
+  g_autoptr (GArray) entries = g_array_new (FALSE, FALSE, sizeof (RlStoreQueueEntry));
+  g_autofree char *key = NULL;
+  RlStore *store;
+  GPtrArray *line;
+  gboolean ok = TRUE;
+  gsize len;
+
+  g_return_val_if_fail (registry != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+  if (name == NULL || (len = strlen (name)) == 0 || len > REDIS_LOCK_NAME_MAX)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
+                   "A lock name must be 1 to %d bytes long", REDIS_LOCK_NAME_MAX);
+      return NULL;
+    }
+  if (!rl_registry_check (registry, error))
+    return NULL;
+  store = registry->store;
+  key = g_strconcat (registry->registry_key, ":", name, NULL);
+  if (store->vt->queue_list != NULL)
+    ok = store->vt->queue_list (store, key, entries, error);
+  line = g_ptr_array_new_with_free_func ((GDestroyNotify)redis_lock_queue_info_free);
+  for (guint i = 0; i < entries->len; i++)
+    {
+      RlStoreQueueEntry *e = &g_array_index (entries, RlStoreQueueEntry, i);
+      RedisLockQueueInfo *info = g_new0 (RedisLockQueueInfo, 1);
+
+      info->name = g_strdup (name);
+      info->client_id = e->client_id;
+      split_client_id (e->client_id, &info->host, &info->pid);
+      info->position = i + 1;
+      info->since_us = e->since_us;
+      g_ptr_array_add (line, info);
+    }
+  if (!ok)
+    g_clear_pointer (&line, g_ptr_array_unref);
+  return line;
 }

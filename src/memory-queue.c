@@ -9,7 +9,7 @@
  * everything of the space); a place names its registry by client id. A grant is told
  * to the store of that client id still listening on the space, through its granted
  * callback, after rl_memory_mutex is dropped, counted as a delivery (close waits for
- * it) as release notifications are.
+ * it) as release notifications are. rl_memory_queue_list() reads a line for inspection.
  */
 #include "config.h"
 
@@ -26,6 +26,7 @@ typedef struct
   gint64 ttl_ms;
   gboolean fenced;
   gint64 expires_us; /* monotonic */
+  gint64 since_us;   /* wall-clock: when it took its place */
 } Place;
 
 static void
@@ -189,6 +190,7 @@ rl_memory_acquire_queued (RlStore *store, const char *key, const char *value,
     if (link == NULL)
       {
         place->client_id = g_strdup (store->client_id);
+        place->since_us = g_get_real_time ();
         g_queue_push_tail (line, place);
       }
     g_free (place->value);
@@ -217,5 +219,29 @@ rl_memory_leave_queue (RlStore *store, const char *key, const char *value, GErro
   rl_mutex_unlock (&rl_memory_mutex);
   /* Granted meanwhile: released at once, granting to the next in line. */
   store->vt->release (store, key, value, 0, &others, NULL);
+  return TRUE;
+}
+
+gboolean
+rl_memory_queue_list (RlStore *store, const char *key, GArray *entries, GError **error)
+{
+  RlMemoryStore *self = (RlMemoryStore *)store;
+  gint64 now = g_get_monotonic_time ();
+  GQueue *line;
+
+  rl_memory_count_request (store, 1);
+  rl_mutex_lock (&rl_memory_mutex);
+  line = line_of (self->space, key, FALSE);
+  for (GList *l = line != NULL ? line->head : NULL; l != NULL; l = l->next)
+    {
+      Place *place = l->data;
+      RlStoreQueueEntry entry = { g_strdup (place->client_id), place->since_us };
+
+      if (now < place->expires_us)
+        g_array_append_val (entries, entry);
+      else
+        g_free (entry.client_id);
+    }
+  rl_mutex_unlock (&rl_memory_mutex);
   return TRUE;
 }

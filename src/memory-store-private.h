@@ -88,6 +88,7 @@ RlLeaseResult rl_memory_acquire_queued (RlStore *store, const char *key, const c
                                         GError **error);
 gboolean rl_memory_leave_queue (RlStore *store, const char *key, const char *value,
                                 GError **error);
+gboolean rl_memory_queue_list (RlStore *store, const char *key, GArray *entries, GError **error);
 
 RlStoreSemaphoreAcquireFunc rl_memory_semaphore_acquire;
 RlStoreSemaphoreAvailableFunc rl_memory_semaphore_available;

@@ -695,6 +695,7 @@ memory_free (RlStore *store)
 /* The lock family's entries are memory-family.c's. */
 RL_DEFINE_STORE_VTABLE (memory, .acquire_queued = rl_memory_acquire_queued,
                         .leave_queue = rl_memory_leave_queue,
+                        .queue_list = rl_memory_queue_list,
                         RL_STORE_FAMILY_ENTRIES (rl_memory));
 
 /* Opening ---------------------------------------------------------------------- */

@@ -12,7 +12,8 @@
  * with each attempt (QUEUED ACQUIRE), which the driver repeats at least every
  * RL_QUEUE_REFRESH_MS while it waits, so the place of a crashed waiter is gone within
  * RL_QUEUE_ENTRY_LIFE_MS; one that gives up leaves it (QUEUED RELEASE with its own
- * client id, which also releases a grant that came meanwhile).
+ * client id, which also releases a grant that came meanwhile). The line is read for
+ * inspection by rl_redis_queue_list().
  */
 #include "config.h"
 
@@ -191,4 +192,98 @@ rl_redis_leave_queue (RlStore *store, const char *key, const char *value, GError
     rl_debug ("Lock “%s” was granted to us as we gave up waiting; released it again", key);
   freeReplyObject (reply);
   return TRUE;
+}
+
+/* The score of a place: the server's TIME when it was taken, in µs (16 digits, exact
+ * in a double). */
+static gboolean
+reply_score (const redisReply *reply, gint64 *since_us)
+{
+  char *end;
+  double score;
+
+  if (reply->type != REDIS_REPLY_STRING)
+    return FALSE;
+  score = g_ascii_strtod (reply->str, &end);
+  if (end == reply->str)
+    return FALSE;
+  *since_us = (gint64)score;
+  return TRUE;
+}
+
+gboolean
+rl_redis_queue_list (RlStore *store, const char *key, GArray *entries, GError **error)
+{
+  RlRedisStore *self = (RlRedisStore *)store;
+  g_autofree char *queue_key = rl_store_queue_key (key);
+  const char *range[] = { "ZRANGE", queue_key, "0", "-1", "WITHSCORES" };
+  g_autoptr (GPtrArray) argv = NULL;
+  g_autoptr (GArray) line = NULL;
+  redisReply *reply;
+  gboolean ok = TRUE;
+
+  if (queue_key == NULL)
+    return TRUE;
+  reply = rl_redis_call (self, key, 5, range, NULL, 0, NULL, NULL, NULL, error);
+  if (reply == NULL)
+    return FALSE;
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements % 2 != 0)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                   "Reading the wait queue of “%s”: unexpected reply (type %d)", key, reply->type);
+      freeReplyObject (reply);
+      return FALSE;
+    }
+  line = g_array_new (FALSE, FALSE, sizeof (RlStoreQueueEntry));
+  argv = g_ptr_array_new_with_free_func (g_free);
+  g_ptr_array_add (argv, g_strdup ("MGET"));
+  for (size_t i = 0; i + 1 < reply->elements && ok; i += 2)
+    {
+      RlStoreQueueEntry entry = { NULL, 0 };
+
+      ok = reply->element[i]->type == REDIS_REPLY_STRING
+           && reply_score (reply->element[i + 1], &entry.since_us);
+      if (!ok)
+        break;
+      entry.client_id = g_strndup (reply->element[i]->str, reply->element[i]->len);
+      g_array_append_val (line, entry);
+      g_ptr_array_add (argv, g_strconcat (queue_key, ":", entry.client_id, NULL));
+    }
+  freeReplyObject (reply);
+  if (!ok)
+    {
+      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                   "Reading the wait queue of “%s”: unexpected member", key);
+      goto out;
+    }
+  if (line->len == 0)
+    goto out;
+  /* A place whose key is gone is a crashed waiter's: the next grant drops it. The
+   * place keys share the queue's slot. */
+  reply = rl_redis_call (self, key, (int)argv->len, (const char **)argv->pdata, NULL, 0, NULL, NULL,
+                         NULL, error);
+  if (reply == NULL)
+    {
+      ok = FALSE;
+      goto out;
+    }
+  ok = reply->type == REDIS_REPLY_ARRAY && reply->elements == line->len;
+  if (!ok)
+    g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_REDIS,
+                 "Reading the wait queue of “%s”: unexpected reply (type %d)", key, reply->type);
+  for (guint i = 0; ok && i < line->len; i++)
+    {
+      RlStoreQueueEntry *entry = &g_array_index (line, RlStoreQueueEntry, i);
+
+      if (reply->element[i]->type == REDIS_REPLY_STRING)
+        {
+          g_array_append_val (entries, *entry);
+          entry->client_id = NULL;
+        }
+    }
+  freeReplyObject (reply);
+out:
+  for (guint i = 0; i < line->len; i++)
+    g_free (g_array_index (line, RlStoreQueueEntry, i).client_id);
+  return ok;
 }

@@ -337,6 +337,7 @@ RlLeaseResult rl_redis_acquire_queued (RlStore *store, const char *key, const ch
                                        GError **error);
 gboolean rl_redis_leave_queue (RlStore *store, const char *key, const char *value,
                                GError **error);
+gboolean rl_redis_queue_list (RlStore *store, const char *key, GArray *entries, GError **error);
 
 /* redis-batch.c: the batched lease operations. */
 gboolean rl_redis_acquire_many (RlStore *store, guint n, RlLeaseItem *items, gint64 ttl_ms,

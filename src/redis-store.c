@@ -517,6 +517,7 @@ RL_DEFINE_STORE_VTABLE (rl_redis,
                         .guard = rl_redis_guard,
                         .acquire_queued = rl_redis_acquire_queued,
                         .leave_queue = rl_redis_leave_queue,
+                        .queue_list = rl_redis_queue_list,
                         /* semaphores: redis-semaphore.c; read-write locks: redis-rwlock.c;
                          * waits-for records: rl_redis_waits_update() above */
                         RL_STORE_FAMILY_ENTRIES (rl_redis));

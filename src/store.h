@@ -44,6 +44,14 @@ typedef struct
   gint64 pttl_ms;
 } RlStoreEntry;
 
+/* One live place in a lock's wait queue seen by RlStoreVTable.queue_list; the client id
+ * is g_free()d by the caller. */
+typedef struct
+{
+  char *client_id;
+  gint64 since_us; /* when it took its place: wall-clock µs (Redis: the server's clock) */
+} RlStoreQueueEntry;
+
 /* One lease of a request on several at once (acquire_many, release_many, and the
  * stepwise requests below). */
 typedef struct
@@ -373,6 +381,10 @@ typedef struct
    * holds @value (granted meanwhile) it is released at once, granting to the next, as
    * one atomic step. */
   gboolean (*leave_queue) (RlStore *store, const char *key, const char *value, GError **error);
+  /* Appends an RlStoreQueueEntry per live place in @key's queue to @entries, first in
+   * line first; a place whose life ran out (its waiter crashed) is not listed. Nothing
+   * for a key that can have no queue. Reads only. */
+  gboolean (*queue_list) (RlStore *store, const char *key, GArray *entries, GError **error);
 
   /* Stops background threads; the store stays usable for single calls. */
   void (*close) (RlStore *store);

@@ -10,7 +10,7 @@
  * The reference-counted objects (registry and lock) are boxed types whose copy takes a
  * reference and whose free drops one: a binding that copies a handle shares the one
  * object, as C code that calls _ref() does. The plain structures handed to callers
- * (stats, lease and waiter info) are boxed types copied by value, the info structures'
+ * (stats, lease, waiter and queue info) are boxed types copied by value, the info structures'
  * strings with them; their free functions are defined here too. The GEnum of
  * the error codes is named after the error domain (redis_lock_error_get_type, as
  * GLib's error enumerations are), which is what lets g-ir-scanner pair it with
@@ -89,6 +89,31 @@ redis_lock_waiter_info_free (RedisLockWaiterInfo *info)
 
 G_DEFINE_BOXED_TYPE (RedisLockWaiterInfo, redis_lock_waiter_info, waiter_info_copy,
                      redis_lock_waiter_info_free)
+
+static RedisLockQueueInfo *
+queue_info_copy (const RedisLockQueueInfo *info)
+{
+  RedisLockQueueInfo *copy = g_memdup2 (info, sizeof *info);
+
+  copy->name = g_strdup (info->name);
+  copy->client_id = g_strdup (info->client_id);
+  copy->host = g_strdup (info->host);
+  return copy;
+}
+
+void
+redis_lock_queue_info_free (RedisLockQueueInfo *info)
+{
+  if (info == NULL)
+    return;
+  g_free (info->name);
+  g_free (info->client_id);
+  g_free (info->host);
+  g_free (info);
+}
+
+G_DEFINE_BOXED_TYPE (RedisLockQueueInfo, redis_lock_queue_info, queue_info_copy,
+                     redis_lock_queue_info_free)
 
 G_DEFINE_ENUM_TYPE (RedisLockErrorCode, redis_lock_error,
                     G_DEFINE_ENUM_VALUE (REDIS_LOCK_ERROR_INVALID, "invalid"),

@@ -258,6 +258,90 @@ test_fifo (TestFixture *fx, gconstpointer data)
   redis_lock_unref (held);
 }
 
+/* Inspection shows the line: two processes in line, in their order of arrival, with
+ * their host, pid and when they came; nobody once the lock has been handed down. A
+ * quorum registry keeps no line, and shows none. */
+static void
+test_inspect (TestFixture *fx, gconstpointer data)
+{
+  RedisLock *held;
+  Waiter w[2];
+  GThread *threads[2];
+  gint order = 0;
+  g_autoptr (GPtrArray) line = NULL;
+  g_autoptr (GError) error = NULL;
+  gint64 before = g_get_real_time ();
+
+  TEST_SKIP_IF_NO_STORE (fx);
+  if (fx->store == TEST_STORE_QUORUM)
+    {
+      line = redis_lock_registry_list_queue (fx->registry, NAME, &error);
+      g_assert_no_error (error);
+      g_assert_cmpuint (line->len, ==, 0);
+      return;
+    }
+  line = redis_lock_registry_list_queue (fx->registry, "", &error);
+  g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
+  g_assert_null (line);
+  g_clear_error (&error);
+  held = test_obtain (fx->registry, NAME);
+  test_lock_ok (held);
+  line = redis_lock_registry_list_queue (fx->registry, NAME, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (line->len, ==, 0);
+  g_clear_pointer (&line, g_ptr_array_unref);
+  for (guint i = 0; i < G_N_ELEMENTS (w); i++)
+    {
+      waiter_init (&w[i], fx, &order, 10000);
+      threads[i] = g_thread_new ("waiter", waiter_main, &w[i]);
+      wait_in_line (&w[i]);
+    }
+
+  line = redis_lock_registry_list_queue (fx->registry, NAME, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (line->len, ==, 2);
+  for (guint i = 0; i < line->len; i++)
+    {
+      RedisLockQueueInfo *info = g_ptr_array_index (line, i);
+
+      g_assert_cmpstr (info->name, ==, NAME);
+      g_assert_cmpstr (info->client_id, ==, redis_lock_registry_get_client_id (w[i].registry));
+      g_assert_cmpstr (info->host, ==, g_get_host_name ());
+      g_assert_cmpint (info->pid, ==, getpid ());
+      g_assert_cmpuint (info->position, ==, i + 1);
+      /* The server's clock is this machine's. */
+      g_assert_cmpint (info->since_us, >=, before - 1000);
+      g_assert_cmpint (info->since_us, <=, g_get_real_time () + 1000);
+      if (i > 0)
+        g_assert_cmpint (info->since_us, >=,
+                         ((RedisLockQueueInfo *)g_ptr_array_index (line, i - 1))->since_us);
+    }
+  {
+    /* The boxed type copies it whole. */
+    RedisLockQueueInfo *copy = g_boxed_copy (REDIS_LOCK_TYPE_QUEUE_INFO, line->pdata[1]);
+
+    g_assert_cmpstr (copy->client_id, ==, ((RedisLockQueueInfo *)line->pdata[1])->client_id);
+    g_assert_cmpuint (copy->position, ==, 2);
+    g_boxed_free (REDIS_LOCK_TYPE_QUEUE_INFO, copy);
+  }
+  g_clear_pointer (&line, g_ptr_array_unref);
+
+  test_unlock_ok (held);
+  for (guint i = 0; i < G_N_ELEMENTS (w); i++)
+    {
+      g_thread_join (threads[i]);
+      g_assert_no_error (w[i].error);
+      g_assert_true (w[i].acquired);
+      g_assert_cmpint (w[i].got, ==, i + 1);
+    }
+  line = redis_lock_registry_list_queue (fx->registry, NAME, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (line->len, ==, 0);
+  for (guint i = 0; i < G_N_ELEMENTS (w); i++)
+    waiter_clear (&w[i]);
+  redis_lock_unref (held);
+}
+
 /* A waiter that gives up leaves the line at once: the next one in line gets the lock
  * from the release. */
 static void
@@ -504,6 +588,16 @@ test_crashed_waiter (TestFixture *fx, gconstpointer data)
   /* At most the place's life after the child's last refresh, which came before it was
    * killed (a second at most before). */
   g_assert_cmpint (test_now_ms () - killed, <=, 3000 + 200);
+  {
+    /* The dead place is still in the sorted set, but inspection does not show it. */
+    g_autoptr (GPtrArray) line = redis_lock_registry_list_queue (fx->registry, NAME, NULL);
+
+    g_assert_nonnull (line);
+    g_assert_cmpuint (line->len, ==, 0);
+    pthread_mutex_lock (&fx->mutex);
+    g_assert_cmpint (places (fx), ==, 1);
+    pthread_mutex_unlock (&fx->mutex);
+  }
   pthread_mutex_lock (&fx->mutex);
   test_redis_reset_stats (fx->redis);
   pthread_mutex_unlock (&fx->mutex);
@@ -740,6 +834,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   test_add_stores_but_quorum ("/queue/grant", NULL, test_grant);
   test_add_stores_but_quorum ("/queue/fifo", NULL, test_fifo);
+  test_add_stores ("/queue/inspect", NULL, test_inspect);
   test_add_stores_but_quorum ("/queue/give-up", NULL, test_give_up);
   test_add_stores_but_quorum ("/queue/give-up-granted", NULL, test_give_up_granted);
   test_add_redis ("/queue/crashed-waiter", NULL, test_crashed_waiter);

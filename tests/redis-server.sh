@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-# redis-server.sh: sourced by the shell tests (cli.sh, watch.sh) to start their private
+# redis-server.sh: sourced by the shell tests (cli.sh, cli-queue.sh, watch.sh) to start their private
 # redis-server, so that they start it one way: on the Unix socket $sock, persistence
 # off, its log in $tmp/redis.log, its pid in $server (the caller kills it), its URL in
 # REDIS_URL (exported). Waits up to 10 s for PING; prints a TAP "Bail out!" with the

@@ -4,7 +4,8 @@
 # its --once and --json outputs. A private redis-server on a Unix socket; one
 # `redislock run` holds a lock, another waits for it (its waits-for record appears once
 # it has waited a few hundred milliseconds). The pane must show the lock, its holder
-# (host:pid of the holding process) and its waiter (host:pid of the waiting one); a
+# (host:pid of the holding process), its waiter (host:pid of the waiting one) and the
+# one process in its wait queue; a
 # resize must redraw it at once; q, and in a second pane Ctrl-C, must end the command
 # (its exit is recorded by the pane's shell) with the terminal put back. `status` must
 # list the waiter under the lock too. Prints TAP. Without tmux (or Redis) it is skipped: a
@@ -69,7 +70,7 @@ poll () {
   done
 }
 
-echo "1..12"
+echo "1..13"
 
 "$RL" run -r wt shared -- sh -c "touch '$tmp/holding'; while [ ! -e '$tmp/release' ]; do sleep 0.05; done" \
   >/dev/null 2>"$tmp/holder.err" &
@@ -88,6 +89,8 @@ check "status lists the waiter (host:pid) under the lock" grep -q "^  waiter $ho
 "$RL" watch -r wt --once >"$tmp/once" 2>&1
 check "watch --once shows the lock, its holder and its waiter" \
   grep -q "^shared  *$host:$holder .*$host:$waiter (" "$tmp/once"
+check "watch --once shows the waiting process in the lock's line" \
+  grep -q "^shared  *$host:$holder .* 1  *$host:$waiter (" "$tmp/once"
 
 "$RL" watch -r wt --json >"$tmp/json" 2>&1
 check "watch --json is one document with the holder's pid and the waiter's" \
@@ -97,6 +100,7 @@ d = json.load(open(sys.argv[1]))
 [l] = [l for l in d['locks'] if l['name'] == 'shared']
 assert l['held'] and l['pid'] == int(sys.argv[2]) and l['host'] == sys.argv[4]
 assert [w['pid'] for w in l['waiters']] == [int(sys.argv[3])]
+assert l['in_line'] == 1
 " "$tmp/json" "$holder" "$waiter" "$host"
 
 tmux -L "$tmux_sock" -f /dev/null new-session -d -x 150 -y 20 \
@@ -107,7 +111,7 @@ poll shows "^shared "
 check "the pane shows the lock" shows "^shared "
 check "the pane shows its holder" shows "^shared  *$host:$holder "
 check "the pane shows its waiter" shows "^shared .*$host:$waiter ("
-check "the pane shows the header" shows "^NAME  *HOLDER  *TTL  *HAND/S  *WAITERS"
+check "the pane shows the header" shows "^NAME  *HOLDER  *TTL  *HAND/S  *LINE  *WAITERS"
 pane | sed 's/^/# /'
 
 # A frame comes every 30 s: only SIGWINCH can have it drawn again for 40 columns now,

@@ -381,6 +381,25 @@ append_waiters_json (GString *out, GPtrArray *waiters)
 }
 
 void
+append_queue_json (GString *out, GPtrArray *queue)
+{
+  g_string_append (out, ", \"queue\": [");
+  for (guint j = 0; j < queue->len; j++)
+    {
+      const RedisLockQueueInfo *q = g_ptr_array_index (queue, j);
+
+      g_string_append_printf (out, "%s{\"position\": %u, \"host\": ", j ? ", " : "", q->position);
+      rl_json_append_string (out, q->host);
+      g_string_append_printf (out, ", \"pid\": %" G_GINT64_FORMAT ", \"since_us\": %" G_GINT64_FORMAT
+                                   ", \"client_id\": ",
+                              q->pid, q->since_us);
+      rl_json_append_string (out, q->client_id);
+      g_string_append_c (out, '}');
+    }
+  g_string_append_c (out, ']');
+}
+
+void
 append_holder_json (GString *out, gboolean held, const char *owner, gint64 ttl_ms)
 {
   g_autofree char *host = NULL;

@@ -10,12 +10,15 @@
  * lock of a registry (redis_lock_registry_list_leases()). Both also show the threads
  * waiting for each lock (host, pid, since when) from the registry's waits-for records
  * (redis_lock_registry_list_waiters()): a line per waiter under the lock in the table,
- * a "waiters" array in JSON. The lock family's keys in the listing are read as the
- * holds they make (redislock-family.c): a read-write lock shows its writer or its
- * readers, a semaphore its permits used of its size, a line per reader or permit under
- * it; status finds them by name in the listing, and shows a plain lock as a leader's
- * with --leader (nothing in Redis tells the two apart). Both read through a registry
- * of the library, so the key layout and the commands that read it stay the library's.
+ * a "waiters" array in JSON; and the processes standing in each lock's wait queue
+ * (redis_lock_registry_list_queue(): position, host:pid, since when), an "in line"
+ * line each in the table, a "queue" array in JSON. The lock family's keys in the
+ * listing are read as the holds they make (redislock-family.c): a read-write lock
+ * shows its writer or its readers, a semaphore its permits used of its size, a line
+ * per reader or permit under it; status finds them by name in the listing, and shows
+ * a plain lock as a leader's with --leader (nothing in Redis tells the two apart).
+ * Both read through a registry of the library, so the key layout and the commands
+ * that read it stay the library's.
  * They share one file because they share the printing.
  */
 #include "config.h"
@@ -34,6 +37,7 @@ typedef struct
   gboolean has_token; /* a fenced acquisition of the name ever happened */
   guint64 token;      /* then the last token handed out */
   GPtrArray *waiters; /* RedisLockWaiterInfo (borrowed from the list read), oldest first */
+  GPtrArray *queue;   /* RedisLockQueueInfo (owned), first in line first */
 } LockInfo;
 
 static void
@@ -44,6 +48,7 @@ lock_info_free (gpointer p)
   if (info->owns_hold)
     family_hold_free (info->hold);
   g_ptr_array_unref (info->waiters);
+  g_ptr_array_unref (info->queue);
   g_free (info);
 }
 
@@ -56,6 +61,7 @@ lock_info_new (FamilyHold *hold, gboolean owns)
   info->hold = hold;
   info->owns_hold = owns;
   info->waiters = g_ptr_array_new ();
+  info->queue = g_ptr_array_new ();
   return info;
 }
 
@@ -124,6 +130,31 @@ attach_waiters (GPtrArray *locks, GPtrArray *waiters)
             g_ptr_array_add (info->waiters, waiter);
         }
     }
+}
+
+/* Reads the wait queue of each lock of @locks (the first of its name: a name may be a
+ * lock and a read-write lock; only a plain lock has a queue). */
+static gboolean
+attach_queues (RedisLockRegistry *registry, GPtrArray *locks, GError **error)
+{
+  for (guint i = 0; i < locks->len; i++)
+    {
+      LockInfo *info = g_ptr_array_index (locks, i);
+      gboolean first = TRUE;
+      GPtrArray *queue;
+
+      for (guint k = 0; k < i && first; k++)
+        first = strcmp (((LockInfo *) g_ptr_array_index (locks, k))->hold->name, info->hold->name)
+                != 0;
+      if (!first)
+        continue;
+      queue = redis_lock_registry_list_queue (registry, info->hold->name, error);
+      if (queue == NULL)
+        return FALSE;
+      g_ptr_array_unref (info->queue);
+      info->queue = queue;
+    }
+  return TRUE;
 }
 
 /* When a wait began, as local time of day with milliseconds. */
@@ -244,6 +275,7 @@ print_locks (GPtrArray *locks, gboolean json, gboolean with_tokens)
           else if (with_tokens)
             g_string_append (out, ", \"last_token\": null");
           append_waiters_json (out, info->waiters);
+          append_queue_json (out, info->queue);
           append_family_json (out, info->hold);
           g_string_append_c (out, '}');
         }
@@ -328,6 +360,17 @@ print_locks (GPtrArray *locks, gboolean json, gboolean with_tokens)
 
               printf ("  waiter %s:%" G_GINT64_FORMAT " since %s (%.1fs)\n", host, w->pid, since,
                       (double) (g_get_real_time () - w->since_us) / G_USEC_PER_SEC);
+            }
+          for (guint j = 0; j < info->queue->len; j++)
+            {
+              const RedisLockQueueInfo *q = g_ptr_array_index (info->queue, j);
+              g_autofree char *host = escape_for_display (q->host);
+              g_autofree char *since = format_since (q->since_us);
+
+              /* since: the Redis server's clock, which may differ from ours */
+              printf ("  in line: %u. %s:%" G_GINT64_FORMAT " (since %s, %.1fs)\n", q->position,
+                      host, q->pid, since,
+                      (double) (g_get_real_time () - q->since_us) / G_USEC_PER_SEC);
             }
         }
     }
@@ -455,7 +498,8 @@ cmd_status (int argc, char **argv)
   rc = parse_options ("status", status_usage, "NAME…",
                       "Shows whether each lock NAME is held, by which client, for how long, and\n"
                       "the last fencing token handed out for it (when one ever was), and the\n"
-                      "threads waiting for it (host:pid, since when). A read-write lock or a\n"
+                      "threads waiting for it (host:pid, since when) and the processes in its\n"
+                      "wait queue (position, host:pid, since when). A read-write lock or a\n"
                       "semaphore of that NAME shows as one: its readers or writer, its permits\n"
                       "used of its size.\n"
                       "Exit status: 0 when every NAME is held, 1 when one is free, 2 on a Redis\n"
@@ -493,6 +537,11 @@ cmd_status (int argc, char **argv)
       return EXIT_REDIS;
     }
   attach_waiters (locks, waiters);
+  if (!attach_queues (registry, locks, &error))
+    {
+      die_message ("%s", error->message);
+      return EXIT_REDIS;
+    }
   print_locks (locks, opt_json, TRUE);
   return all_held ? 0 : 1;
 }
@@ -538,6 +587,11 @@ cmd_list (int argc, char **argv)
       return EXIT_REDIS;
     }
   attach_waiters (locks, waiters);
+  if (!attach_queues (registry, locks, &error))
+    {
+      die_message ("%s", error->message);
+      return EXIT_REDIS;
+    }
   print_locks (locks, opt_json, FALSE);
   return 0;
 }

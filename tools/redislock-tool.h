@@ -114,6 +114,9 @@ void append_holder_json (GString *out, gboolean held, const char *owner, gint64 
 /* Appends `, "waiters": [...]` to a JSON object: host, pid, since_us and waiter of
  * each RedisLockWaiterInfo of @waiters. */
 void append_waiters_json (GString *out, GPtrArray *waiters);
+/* Appends `, "queue": [...]` to a JSON object: position, host, pid, client_id and
+ * since_us of each RedisLockQueueInfo of @queue, first in line first. */
+void append_queue_json (GString *out, GPtrArray *queue);
 
 /* The leases of a registry read as holds (redislock-family.c): the lock family's keys
  * carry the hash tag {name} and a tail that says what they hold. */

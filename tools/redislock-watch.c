@@ -2,9 +2,11 @@
 /* redislock-watch.c: `redislock watch`, a live view of a registry's locks.
  *
  * Every --interval (100 ms by default) it reads the registry's leases
- * (redis_lock_registry_list_leases()) and waiters (redis_lock_registry_list_waiters())
+ * (redis_lock_registry_list_leases()), waiters (redis_lock_registry_list_waiters())
+ * and each held lock's wait queue (redis_lock_registry_list_queue())
  * and draws one frame: a line per lock with its name, its holder (host:pid), a bar of
- * the TTL left (against the longest TTL seen for that holder), its waiters and the
+ * the TTL left (against the longest TTL seen for that holder), how many processes
+ * stand in its line, its waiters and the
  * hand-offs per second (new holders seen over the last few seconds: a hand-off
  * between two threads of one process keeps the lease, and so its holder, and is not
  * counted). A read-write lock's writer and readers and a semaphore's permits are lines
@@ -63,6 +65,7 @@ typedef struct
   const char *name;
   const RedisLockLeaseInfo *lease; /* NULL: free */
   GPtrArray *waiters;              /* RedisLockWaiterInfo, borrowed */
+  guint in_line;                   /* processes in its wait queue */
   double rate;                     /* hand-offs per second */
   gint64 max_ttl_ms;
 } Row;
@@ -82,6 +85,7 @@ typedef struct
   gint64 started;     /* monotonic µs */
   GPtrArray *leases;  /* the last snapshot (RedisLockLeaseInfo) */
   GPtrArray *waiters; /* the last snapshot (RedisLockWaiterInfo) */
+  GHashTable *lines;  /* the last snapshot: name -> processes in its wait queue */
   char *error;        /* the last snapshot's failure, or NULL */
 } Watch;
 
@@ -152,6 +156,22 @@ take_snapshot (Watch *w, RedisLockRegistry *registry)
       return FALSE;
     }
   leases = holds_of (leases);
+  g_hash_table_remove_all (w->lines);
+  for (guint i = 0; i < leases->len; i++)
+    {
+      const RedisLockLeaseInfo *lease = g_ptr_array_index (leases, i);
+      g_autoptr (GPtrArray) line = redis_lock_registry_list_queue (registry, lease->name, &error);
+
+      if (line == NULL)
+        {
+          g_ptr_array_unref (leases);
+          g_ptr_array_unref (waiters);
+          w->error = g_strdup (error->message);
+          return FALSE;
+        }
+      if (line->len > 0)
+        g_hash_table_insert (w->lines, g_strdup (lease->name), GUINT_TO_POINTER (line->len));
+    }
   g_clear_pointer (&w->leases, g_ptr_array_unref);
   g_clear_pointer (&w->waiters, g_ptr_array_unref);
   w->leases = leases;
@@ -225,6 +245,7 @@ make_rows (Watch *w)
       row->name = lease->name;
       row->lease = lease;
       row->waiters = g_ptr_array_new ();
+      row->in_line = GPOINTER_TO_UINT (g_hash_table_lookup (w->lines, lease->name));
       row->max_ttl_ms = t != NULL ? t->max_ttl_ms : lease->pttl_ms;
       row->rate = t != NULL && window_s > 0.5 ? t->changes->len / window_s : 0;
       g_hash_table_insert (by_name, (gpointer) row->name, row);
@@ -345,8 +366,8 @@ render_frame (Watch *w, int width, int height, const char *eol, GString *out)
   g_autoptr (GDateTime) now = g_date_time_new_now_local ();
   g_autofree char *clock = g_date_time_format (now, "%H:%M:%S");
   g_autoptr (GString) line = g_string_new (NULL);
-  glong name_w = 4, holder_w = 6, ttl_w = BAR_WIDTH + 7, rate_w = 6, waiters_w;
-  guint n_waiters = 0, shown;
+  glong name_w = 4, holder_w = 6, ttl_w = BAR_WIDTH + 7, rate_w = 6, line_w = 4, waiters_w;
+  guint n_waiters = 0, n_in_line = 0, shown;
 
   for (guint i = 0; i < rows->len; i++)
     {
@@ -357,14 +378,16 @@ render_frame (Watch *w, int width, int height, const char *eol, GString *out)
       name_w = MAX (name_w, g_utf8_strlen (name, -1));
       holder_w = MAX (holder_w, g_utf8_strlen (holder, -1));
       n_waiters += row->waiters->len;
+      n_in_line += row->in_line;
     }
   /* The name and holder give way first, down to a few characters; then the waiters. */
   name_w = MIN (name_w, MAX (8, width / 4));
   holder_w = MIN (holder_w, MAX (8, width / 4));
-  waiters_w = width - (name_w + holder_w + ttl_w + rate_w + 8);
+  waiters_w = width - (name_w + holder_w + ttl_w + rate_w + line_w + 10);
 
-  g_string_append_printf (line, "redislock watch  %s  registry %s  %u locks  %u waiters",
-                          clock, effective_registry (), rows->len, n_waiters);
+  g_string_append_printf (line,
+                          "redislock watch  %s  registry %s  %u locks  %u waiters  %u in line",
+                          clock, effective_registry (), rows->len, n_waiters, n_in_line);
   if (w->error != NULL)
     g_string_append_printf (line, "  error: %s", w->error);
   append_line (out, line->str, width, eol);
@@ -376,6 +399,8 @@ render_frame (Watch *w, int width, int height, const char *eol, GString *out)
   append_cell (line, "TTL", ttl_w);
   g_string_append (line, "  ");
   append_cell (line, "HAND/S", rate_w);
+  g_string_append (line, "  ");
+  append_cell (line, "LINE", line_w);
   g_string_append (line, "  WAITERS");
   append_line (out, line->str, width, eol);
 
@@ -390,6 +415,7 @@ render_frame (Watch *w, int width, int height, const char *eol, GString *out)
       g_autofree char *ttl = ttl_text (row);
       g_autofree char *waiters = waiters_text (row);
       g_autofree char *rate = g_strdup_printf ("%6.1f", row->rate);
+      g_autofree char *in_line = g_strdup_printf ("%4u", row->in_line);
 
       g_string_truncate (line, 0);
       append_cell (line, name, name_w);
@@ -399,6 +425,8 @@ render_frame (Watch *w, int width, int height, const char *eol, GString *out)
       append_cell (line, ttl, ttl_w);
       g_string_append (line, "  ");
       append_cell (line, rate, rate_w);
+      g_string_append (line, "  ");
+      append_cell (line, in_line, line_w);
       g_string_append (line, "  ");
       if (waiters_w > 0)
         append_cell (line, waiters, waiters_w);
@@ -428,6 +456,7 @@ print_json (Watch *w)
       rl_json_append_string (out, row->name);
       append_holder_json (out, row->lease != NULL, row->lease ? row->lease->owner : NULL,
                           row->lease ? row->lease->pttl_ms : -1);
+      g_string_append_printf (out, ", \"in_line\": %u", row->in_line);
       append_waiters_json (out, row->waiters);
       g_string_append_c (out, '}');
     }
@@ -567,6 +596,7 @@ cmd_watch (int argc, char **argv)
       return exit_status_for_error (error);
     }
   w.tracks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, track_free);
+  w.lines = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   w.started = g_get_monotonic_time ();
   rc = 0;
   if (opt_once || opt_json)
@@ -592,6 +622,7 @@ cmd_watch (int argc, char **argv)
   else
     rc = run_live (&w, registry);
   g_hash_table_unref (w.tracks);
+  g_hash_table_unref (w.lines);
   g_clear_pointer (&w.leases, g_ptr_array_unref);
   g_clear_pointer (&w.waiters, g_ptr_array_unref);
   g_free (w.error);

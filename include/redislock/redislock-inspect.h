@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* redislock-inspect.h: what a registry holds and who waits, seen from outside: the
  * registry's counters (RedisLockRegistryStats), a lease as the store has it
- * (RedisLockLeaseInfo, one or every lease of a registry key), and the waiters every
- * process has recorded (RedisLockWaiterInfo). These are the calls behind the
+ * (RedisLockLeaseInfo, one or every lease of a registry key), the waiters every
+ * process has recorded (RedisLockWaiterInfo), and a lock's wait queue
+ * (RedisLockQueueInfo). These are the calls behind the
  * `redislock status`, `list` and `watch` commands; they read, and change nothing.
  * Thread-safe, as everything of a registry.
  */
@@ -282,6 +283,86 @@ REDIS_LOCK_AVAILABLE_IN_0_1 GPtrArray *redis_lock_registry_list_waiters (RedisLo
                                                               GError **error);
 
 /**
+ * RedisLockQueueInfo:
+ * @name: the name of the lock whose line it is in
+ * @client_id: the client id of the registry in line (`host:pid:hex`)
+ * @host: the host name of that registry's process
+ * @pid: the process id of that registry's process
+ * @position: its place in line, from 1 (the next to be granted the lock)
+ * @since_us: when it took its place, wall-clock microseconds (as g_get_real_time()):
+ *   on Redis the server's clock, which the queue orders by
+ *
+ * A process standing in a lock's wait queue (see
+ * [method@Redislock.LockRegistry.set_wait_queue]), seen by
+ * [method@Redislock.LockRegistry.list_queue].
+ *
+ * Since: 0.1
+ */
+typedef struct
+{
+  char *name;
+  char *client_id;
+  char *host;
+  gint64 pid;
+  guint position;
+  gint64 since_us;
+} RedisLockQueueInfo;
+
+/**
+ * REDIS_LOCK_TYPE_QUEUE_INFO:
+ *
+ * The #GType of #RedisLockQueueInfo: a boxed type copied with its strings and freed
+ * with [method@Redislock.LockQueueInfo.free].
+ *
+ * Since: 0.1
+ */
+#define REDIS_LOCK_TYPE_QUEUE_INFO (redis_lock_queue_info_get_type ())
+
+/**
+ * redis_lock_queue_info_get_type:
+ *
+ * Returns: the #GType of #RedisLockQueueInfo, %REDIS_LOCK_TYPE_QUEUE_INFO.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 GType redis_lock_queue_info_get_type (void) G_GNUC_CONST;
+
+/**
+ * redis_lock_queue_info_free:
+ * @info: (transfer full) (nullable): a queue info
+ *
+ * Frees @info and its strings. See [method@Redislock.LockRegistry.list_queue].
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_queue_info_free (RedisLockQueueInfo *info);
+
+/**
+ * redis_lock_registry_list_queue:
+ * @registry: a registry
+ * @name: a lock name
+ * @error: return location for a #GError
+ *
+ * The processes standing in the wait queue of the lock @name, first in line first
+ * (see [Waiting in line](queue.html)): one place per registry, whatever the number of
+ * its threads that wait. A place whose waiter stopped keeping it alive (it crashed) is
+ * not listed, though the queue may still hold it until a grant drops it. On Redis two
+ * round trips (`ZRANGE` of the queue, `MGET` of its places). For operators and tools
+ * (`redislock status`, `list`, `watch`).
+ *
+ * Returns: (transfer container) (element-type RedisLockQueueInfo) (nullable): the
+ *   places in order, in an array that frees its elements (free it with
+ *   g_ptr_array_unref()); an empty array on a quorum registry, which keeps no queue,
+ *   and for a lock whose key can have none; %NULL with @error on failure
+ *   (%REDIS_LOCK_ERROR_INVALID for a bad name).
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 GPtrArray *redis_lock_registry_list_queue (RedisLockRegistry *registry,
+                                                            const char *name,
+                                                            GError **error);
+
+/**
  * redis_lock_registry_get_stats:
  * @registry: a registry
  * @stats: (out caller-allocates): filled with the registry's counters
@@ -296,6 +377,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_get_stats (RedisLockRegistr
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockLeaseInfo, redis_lock_lease_info_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockWaiterInfo, redis_lock_waiter_info_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RedisLockQueueInfo, redis_lock_queue_info_free)
 
 G_END_DECLS
 
