@@ -95,10 +95,10 @@ inline () {
 start_bg "$RL" run line -- $(hold line)
 lholder=$bg
 check "queue: the holder runs" wait_for "$tmp/line.started"
-start_bg "$RL" run --wait 20s line -- true
+start_bg "$RL" run --wait-queue --wait 20s line -- true
 lfirst=$bg
 check "queue: the first waiter stands in line" inline 1
-start_bg "$RL" run --wait 20s line -- true
+start_bg "$RL" run --wait-queue --wait 20s line -- true
 lsecond=$bg
 check "queue: the second waiter stands in line" inline 2
 rl status line >"$tmp/out" 2>"$tmp/err"; expect_rc "status of a lock with a line: 0" 0 $?

@@ -53,7 +53,7 @@ static const char run_usage[] = "run [OPTION…] [--] NAME [--] COMMAND [ARG…]
 
 static char *opt_wait, *opt_ttl, *opt_kill_after, *opt_min_replicas;
 static char **opt_locks;
-static gboolean opt_fencing, opt_read;
+static gboolean opt_fencing, opt_read, opt_wait_queue;
 static int opt_permits = -1; /* -1: not given */
 static const GOptionEntry run_entries[] = {
   { "wait", 'w', 0, G_OPTION_ARG_STRING, &opt_wait,
@@ -79,6 +79,9 @@ static const GOptionEntry run_entries[] = {
     "NAME" },
   { "fencing", 'f', 0, G_OPTION_ARG_NONE, &opt_fencing,
     "Take each lock with a fencing token, passed to the command as REDIS_LOCK_TOKEN", NULL },
+  { "wait-queue", 0, 0, G_OPTION_ARG_NONE, &opt_wait_queue,
+    "While waiting, stand in the lock's line in Redis: a release hands the lock to the "
+    "first process in line", NULL },
   { "read", 0, 0, G_OPTION_ARG_NONE, &opt_read,
     "Take a shared (read) hold of the read-write lock NAME: other --read runs hold it at "
     "the same time; writers of it wait, and a waiting writer keeps new readers out", NULL },
@@ -242,6 +245,7 @@ parse_run_arguments (int argc, char **argv, RunArgs *args)
     if ((rc = check_name (g_ptr_array_index (args->names, j))) >= 0)
       return rc;
   args->fencing = opt_fencing;
+  args->wait_queue = opt_wait_queue;
   args->read = opt_read;
   if (opt_read && (opt_locks != NULL || opt_fencing))
     return usage_error ("run", run_usage, "--read takes one NAME, without --lock or --fencing");

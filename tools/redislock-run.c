@@ -838,6 +838,7 @@ cmd_run (int argc, char **argv)
   if (args.min_replicas > 0)
     redis_lock_registry_set_min_replicas (registry, args.min_replicas, MIN_REPLICAS_TIMEOUT_MS);
   redis_lock_registry_set_fencing (registry, args.fencing);
+  redis_lock_registry_set_wait_queue (registry, args.wait_queue);
   /* try_lock_all takes the registry's TTL. */
   redis_lock_registry_set_expire_after_ms (registry, args.ttl_ms);
   if (args.read)

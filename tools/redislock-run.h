@@ -16,6 +16,7 @@ typedef struct
   GPtrArray *names; /* the lock names (const char *), NULL-terminated */
   char **command;
   gboolean fencing;
+  gboolean wait_queue; /* --wait-queue */
   gboolean read; /* --read: NAME is a read-write lock, held for reading */
   guint permits;  /* --permits: NAME is a semaphore of so many permits; 0 for a lock */
   gint64 wait_ms; /* -1: forever */
