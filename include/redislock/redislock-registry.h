@@ -607,6 +607,9 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_legacy_spring_channel (
  * milliseconds as key tracking does. Takes effect with the next attempt and the next
  * release.
  *
+ * See [method@Redislock.LockRegistry.list_queue] for the line as it stands and
+ * [struct@Redislock.LockRegistryStats] for the grants counted.
+ *
  * Since: 0.1
  */
 REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_wait_queue (RedisLockRegistry *registry,
@@ -615,6 +618,9 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_wait_queue (RedisLockRe
 /**
  * redis_lock_registry_get_wait_queue:
  * @registry: a registry
+ *
+ * Whether the processes of @registry wait in line for a lock, as set by
+ * [method@Redislock.LockRegistry.set_wait_queue].
  *
  * Returns: whether processes wait in line for a lock
  *   (redis_lock_registry_set_wait_queue())

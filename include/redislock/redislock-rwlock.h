@@ -297,6 +297,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_write_lock_finish (RedisRWLoc
  * it is answered, in the calling thread's thread-default main context (which must be
  * running). Call redis_rw_lock_read_unlock_finish() there.
  *
+ * Its blocking twin is [method@Redislock.RWLock.read_unlock].
+ *
  * Since: 0.1
  */
 REDIS_LOCK_AVAILABLE_IN_0_1 void redis_rw_lock_read_unlock_async (RedisRWLock *lock,
@@ -313,6 +315,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_rw_lock_read_unlock_async (RedisRWLock *l
  * Finishes redis_rw_lock_read_unlock_async().
  *
  * Returns: as redis_rw_lock_read_unlock().
+ *
+ * See [method@Redislock.RWLock.read_unlock_async].
  *
  * Since: 0.1
  */
@@ -338,6 +342,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_read_unlock_finish (RedisRWLo
  * only the blocking redis_rw_lock_write_unlock() makes: here it fails with
  * %REDIS_LOCK_ERROR_INVALID and nothing changes.
  *
+ * Its blocking twin is [method@Redislock.RWLock.write_unlock].
+ *
  * Since: 0.1
  */
 REDIS_LOCK_AVAILABLE_IN_0_1 void redis_rw_lock_write_unlock_async (RedisRWLock *lock,
@@ -354,6 +360,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_rw_lock_write_unlock_async (RedisRWLock *
  * Finishes redis_rw_lock_write_unlock_async().
  *
  * Returns: as redis_rw_lock_write_unlock().
+ *
+ * See [method@Redislock.RWLock.write_unlock_async].
  *
  * Since: 0.1
  */
@@ -415,6 +423,9 @@ typedef struct _RedisRWLockReaderLocker RedisRWLockReaderLocker;
  * Returns: (transfer full) (nullable): a locker, or %NULL with @error set (the read
  *   hold was not taken).
  *
+ * It holds as [method@Redislock.RWLock.try_read_lock_for] does, waiting forever;
+ * [method@Redislock.RWLockReaderLocker.free] ends the hold.
+ *
  * Since: 0.1
  */
 REDIS_LOCK_AVAILABLE_IN_0_1 RedisRWLockReaderLocker *redis_rw_lock_reader_locker_new (RedisRWLock *lock,
@@ -429,6 +440,9 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisRWLockReaderLocker *redis_rw_lock_reader_locker
  *
  * Thread safety: call it on the thread that called redis_rw_lock_reader_locker_new(),
  * as a g_autoptr() scope does: the hold is that thread's.
+ *
+ * See [method@Redislock.RWLock.reader_locker_new] and
+ * [method@Redislock.RWLock.read_unlock].
  *
  * Since: 0.1
  */
@@ -459,6 +473,9 @@ typedef struct _RedisRWLockWriterLocker RedisRWLockWriterLocker;
  * Returns: (transfer full) (nullable): a locker, or %NULL with @error set (the write
  *   hold was not taken).
  *
+ * It holds as [method@Redislock.RWLock.try_write_lock_for] does, waiting forever;
+ * [method@Redislock.RWLockWriterLocker.free] ends the hold.
+ *
  * Since: 0.1
  */
 REDIS_LOCK_AVAILABLE_IN_0_1 RedisRWLockWriterLocker *redis_rw_lock_writer_locker_new (RedisRWLock *lock,
@@ -472,6 +489,9 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisRWLockWriterLocker *redis_rw_lock_writer_locker
  * lost writer lease) is logged with g_warning().
  *
  * Thread safety: call it on the thread that called redis_rw_lock_writer_locker_new().
+ *
+ * See [method@Redislock.RWLock.writer_locker_new] and
+ * [method@Redislock.RWLock.write_unlock].
  *
  * Since: 0.1
  */

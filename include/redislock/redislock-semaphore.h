@@ -272,6 +272,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_permit_release (RedisPermit *permit, 
  * closes a stream, the release is made even when @cancellable is cancelled: the
  * outcome is the release's.
  *
+ * Its blocking twin is [method@Redislock.Permit.release].
+ *
  * Since: 0.1
  */
 REDIS_LOCK_AVAILABLE_IN_0_1 void redis_permit_release_async (RedisPermit *permit,
@@ -288,6 +290,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_permit_release_async (RedisPermit *permit
  *
  * Returns: as redis_permit_release(): %TRUE when released; %FALSE with
  *   %REDIS_LOCK_ERROR_LEASE_LOST, %REDIS_LOCK_ERROR_CLOSED or a Redis failure.
+ *
+ * See [method@Redislock.Permit.release_async].
  *
  * Since: 0.1
  */
@@ -306,6 +310,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_permit_release_finish (GAsyncResult *
  * redis_permit_release() instead. Not introspected: bindings release with
  * redis_permit_release() (the boxed type's free gives back a permit never released,
  * without a warning).
+ *
+ * See [method@Redislock.Permit.release] and [method@Redislock.LockLocker.free].
  *
  * Since: 0.1
  */
