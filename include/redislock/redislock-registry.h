@@ -372,7 +372,9 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_watchdog (RedisLockRegi
  * as a dead process's does. With detection off, waits are neither recorded
  * nor checked, so a cycle through a waiter of @registry is not found. It applies to
  * blocking acquisitions (redis_lock_lock(), redis_lock_try_lock_for(),
- * redis_lock_try_lock_full(), redis_lock_try_lock_all()) that start afterwards; the
+ * redis_lock_try_lock_full(), redis_lock_try_lock_all(), and a read-write lock's
+ * redis_rw_lock_try_read_lock_for() and redis_rw_lock_try_write_lock_for(), whose
+ * wait is for the writer or for every reader) that start afterwards; the
  * asynchronous calls block no thread and do not record their waits.
  *
  * Since: 0.1
