@@ -17,7 +17,7 @@
 #error "Only <redislock/redislock.h> can be included directly."
 #endif
 
-#include <glib-object.h>
+#include <gio/gio.h>
 #include <redislock/redislock-macros.h>
 #include <redislock/redislock-version.h>
 
@@ -840,6 +840,32 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_renew (RedisLockRegistr
 REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_force_unlock (RedisLockRegistry *registry,
                                                              const char *name,
                                                              GError **error);
+
+/**
+ * redis_lock_registry_force_unlock_full:
+ * @registry: a registry
+ * @name: the lock's name, as for redis_lock_registry_force_unlock()
+ * @cancellable: (nullable): ends the caller's wait with %G_IO_ERROR_CANCELLED
+ * @error: return location for a #GError
+ *
+ * redis_lock_registry_force_unlock() with a #GCancellable, for a caller that must not
+ * wait for a server that does not answer (an operator's tool, a recovery path with a
+ * deadline of its own). With @cancellable, the forced unlock runs on a thread of GIO's
+ * worker pool while the caller waits; cancelling @cancellable ends that wait at once
+ * with %G_IO_ERROR_CANCELLED. The request may have been sent already: the key may
+ * still be deleted (and the notification published) when the server answers, so a
+ * cancelled call leaves the lock's state unknown, as a connection error does. With
+ * %NULL @cancellable it is redis_lock_registry_force_unlock().
+ *
+ * Returns: as redis_lock_registry_force_unlock(), and %FALSE with
+ *   %G_IO_ERROR_CANCELLED when @cancellable was cancelled.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_force_unlock_full (RedisLockRegistry *registry,
+                                                                  const char *name,
+                                                                  GCancellable *cancellable,
+                                                                  GError **error);
 
 /**
  * redis_lock_registry_obtain:

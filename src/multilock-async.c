@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* multilock-async.c: a set of locks, all or none, without blocking the caller
+ * (redis_lock_try_lock_all_async()).
+ *
+ * The set's blocking call (multilock.c) runs on a thread of GIO's pool, and what it
+ * takes is handed to the calling thread there: a worker takes each local mutex and
+ * lease as itself, then passes each hold to the calling thread (rl_lock_set_owner(),
+ * as an asynchronous plain lock call does), so that the caller's blocking calls made
+ * meanwhile wait for it and then count it as a re-entry. The locks the calling thread
+ * holds already are counted one hold more when the call starts (only their holder may
+ * change the count), and lose it again, in the caller's context, when the set is not
+ * taken. The caller's context gets the outcome through an inner task, whose callback
+ * makes that correction before completing the caller's task.
+ */
+#include "config.h"
+
+#include "internal.h"
+#include "lock-private.h"
+
+typedef struct
+{
+  RedisLock **rest;  /* the locks the worker takes (a reference each) */
+  guint n_rest;
+  RedisLock **again; /* the locks the caller held already: one hold more (a reference each) */
+  guint n_again;
+  gint64 wait_ms;
+  gpointer thread; /* the calling thread, to which the holds go */
+  GTask *outer;    /* the caller's */
+} SetCall;
+
+static void
+set_call_free (SetCall *call)
+{
+  for (guint i = 0; i < call->n_rest; i++)
+    redis_lock_unref (call->rest[i]);
+  for (guint i = 0; i < call->n_again; i++)
+    redis_lock_unref (call->again[i]);
+  g_free (call->rest);
+  g_free (call->again);
+  g_clear_object (&call->outer);
+  g_free (call);
+}
+
+/* On a worker: the set's blocking call, and on success the holds passed on. */
+static void
+set_job (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+  SetCall *call = data;
+  GError *error = NULL;
+  gpointer self = rl_lock_current_thread ();
+  gboolean ok;
+
+  (void) source;
+  ok = redis_lock_try_lock_all (call->rest, call->n_rest, call->wait_ms, cancellable, &error);
+  if (ok)
+    for (guint i = 0; i < call->n_rest; i++)
+      rl_lock_set_owner (call->rest[i], self, call->thread);
+  if (error != NULL)
+    g_task_return_error (task, error);
+  else
+    g_task_return_boolean (task, ok);
+}
+
+/* In the caller's context: the holds counted at the start go when the set was not
+ * taken; then the caller's task completes. */
+static void
+set_done (GObject *source, GAsyncResult *result, gpointer data)
+{
+  SetCall *call = data;
+  GError *error = NULL;
+  gboolean ok = g_task_propagate_boolean (G_TASK (result), &error);
+
+  (void) source;
+  if (!ok)
+    for (guint i = 0; i < call->n_again; i++)
+      rl_lock_unlock_background (call->again[i]);
+  if (error != NULL)
+    g_task_return_error (call->outer, error);
+  else
+    g_task_return_boolean (call->outer, ok);
+  set_call_free (call);
+}
+
+void
+redis_lock_try_lock_all_async (RedisLock *const *locks, guint n, gint64 wait_ms,
+                               GCancellable *cancellable, GAsyncReadyCallback callback,
+                               gpointer user_data)
+{
+  gpointer self = rl_lock_current_thread ();
+  g_autoptr (GTask) inner = NULL;
+  SetCall *call;
+
+  g_return_if_fail (locks != NULL);
+  g_return_if_fail (n > 0);
+  for (guint i = 0; i < n; i++)
+    g_return_if_fail (locks[i] != NULL);
+  g_return_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable));
+
+  call = g_new0 (SetCall, 1);
+  call->rest = g_new0 (RedisLock *, n);
+  call->again = g_new0 (RedisLock *, n);
+  call->wait_ms = wait_ms;
+  call->thread = self;
+  call->outer = g_task_new (NULL, cancellable, callback, user_data);
+  g_task_set_source_tag (call->outer, redis_lock_try_lock_all_async);
+  /* A set taken stays taken: a cancellation after it does not turn it into an error. */
+  g_task_set_check_cancellable (call->outer, FALSE);
+  for (guint i = 0; i < n; i++)
+    {
+      gboolean seen = FALSE;
+
+      for (guint j = 0; j < i && !seen; j++)
+        seen = locks[j] == locks[i];
+      if (seen)
+        continue;
+      if (rl_lock_owned_by_caller (locks[i], self) && rl_registry_check (locks[i]->registry, NULL))
+        {
+          /* Its holder's count: the calling thread's own, changed here. */
+          locks[i]->count++;
+          call->again[call->n_again++] = redis_lock_ref (locks[i]);
+        }
+      else
+        call->rest[call->n_rest++] = redis_lock_ref (locks[i]);
+    }
+  if (call->n_rest == 0)
+    {
+      /* Every lock one hold more: done, in the caller's context. */
+      g_task_return_boolean (call->outer, TRUE);
+      set_call_free (call);
+      return;
+    }
+  inner = g_task_new (NULL, cancellable, set_done, call);
+  g_task_set_source_tag (inner, set_job);
+  g_task_set_check_cancellable (inner, FALSE);
+  g_task_set_task_data (inner, call, NULL);
+  g_task_run_in_thread (inner, set_job);
+}
+
+gboolean
+redis_lock_try_lock_all_finish (GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, NULL), FALSE);
+  g_return_val_if_fail (g_task_get_source_tag (G_TASK (result)) == redis_lock_try_lock_all_async,
+                        FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+  return g_task_propagate_boolean (G_TASK (result), error);
+}

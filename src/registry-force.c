@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* registry-force.c: a forced unlock the caller can cancel
+ * (redis_lock_registry_force_unlock_full()).
+ *
+ * The store's forced release has no cancellable of its own, so with one the forced
+ * unlock (registry.c) runs on a thread of GIO's pool and the caller waits for it
+ * there, with the task set to return on cancellation: cancelling ends the caller's
+ * wait at once, while the request already under way finishes on the worker, which
+ * holds a reference to the registry until it does.
+ */
+#include "config.h"
+
+#include "internal.h"
+
+typedef struct
+{
+  RedisLockRegistry *registry;
+  char *name;
+} ForceJob;
+
+static void
+force_job_free (ForceJob *job)
+{
+  redis_lock_registry_unref (job->registry);
+  g_free (job->name);
+  g_free (job);
+}
+
+static void
+force_job (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+  ForceJob *job = data;
+  GError *error = NULL;
+  gboolean ok;
+
+  (void) source;
+  (void) cancellable;
+  ok = redis_lock_registry_force_unlock (job->registry, job->name, &error);
+  if (error != NULL)
+    g_task_return_error (task, error);
+  else
+    g_task_return_boolean (task, ok);
+}
+
+gboolean
+redis_lock_registry_force_unlock_full (RedisLockRegistry *registry, const char *name,
+                                       GCancellable *cancellable, GError **error)
+{
+  g_autoptr (GTask) task = NULL;
+  ForceJob *job;
+
+  g_return_val_if_fail (registry != NULL, FALSE);
+  g_return_val_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable), FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+  if (cancellable == NULL)
+    return redis_lock_registry_force_unlock (registry, name, error);
+  if (g_cancellable_set_error_if_cancelled (cancellable, error))
+    return FALSE;
+  job = g_new0 (ForceJob, 1);
+  job->registry = redis_lock_registry_ref (registry);
+  job->name = g_strdup (name);
+  task = g_task_new (NULL, cancellable, NULL, NULL);
+  g_task_set_source_tag (task, redis_lock_registry_force_unlock_full);
+  g_task_set_task_data (task, job, (GDestroyNotify) force_job_free);
+  g_task_set_return_on_cancel (task, TRUE);
+  g_task_run_in_thread_sync (task, force_job);
+  return g_task_propagate_boolean (task, error);
+}
