@@ -9,7 +9,11 @@
  * deleted when the wait ends; it expires on its own (RL_WAITS_RECORD_TTL_MS) when its
  * process died. A lease value is unique to one acquisition, so the records alone make
  * the waits-for graph of the deployment: a waiter W has an edge to every record that
- * claims to hold the key W waits for.
+ * claims to hold the key W waits for. A read-write lock's waiter waits for every lease
+ * of the lock (its record names the prefix of their keys): a writer for each reader
+ * and the writer, a reader for the writer; and the read-write lock's holds (which a
+ * reader lease shared by several threads does not tell apart) are kept here, per
+ * owner, for the records (rl_waits_hold()).
  *
  * A cycle in that graph is only a suspicion: records are written at different times,
  * and a claim to hold a key may be stale (the lease expired and another acquisition
@@ -168,14 +172,15 @@ static char *
 wait_name (const RlWaitRecord *record, const char *registry_key)
 {
   const char *tail = name_of (record->key, registry_key);
+  g_autofree char *key = NULL;
   g_autofree char *rw = NULL;
 
   if (!record->prefix)
     return g_strdup_printf ("lock “%s”", tail);
   /* The prefix ends "}:rw:"; rl_rw_lock_name_of_key() wants a key after it. */
-  rw = g_strconcat (tail, "w", NULL);
-  rw = rl_rw_lock_name_of_key (rw) ?: g_steal_pointer (&rw);
-  return g_strdup_printf ("read-write lock “%s”", rw);
+  key = g_strconcat (tail, "w", NULL);
+  rw = rl_rw_lock_name_of_key (key);
+  return g_strdup_printf ("read-write lock “%s”", rw != NULL ? rw : tail);
 }
 
 /* A record is a sequence of fields, each its length in decimal, ":", and its bytes
