@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* family-async.c: a set of locks taken without blocking (redis_lock_try_lock_all_async())
- * and a forced unlock that can be cancelled (redis_lock_registry_force_unlock_full()).
+/* family-async.c: a set of locks taken without blocking (redis_lock_try_lock_all_async()),
+ * a forced unlock that can be cancelled (redis_lock_registry_force_unlock_full()) and a
+ * registry made without blocking (redis_lock_registry_new_async()).
  *
  * The set's call completes in the caller's main context with the holds the calling
  * thread's: all taken (then unlocked from that thread), none taken when one is held
@@ -8,7 +9,8 @@
  * frozen server, the loop of the caller's context keeps running while the call waits:
  * a timer of the loop keeps firing, and resumes the server itself, after which the
  * call completes. A forced unlock whose server froze ends with G_IO_ERROR_CANCELLED as
- * soon as a timer of the loop cancels it, long before the command timeout.
+ * soon as a timer of the loop cancels it, long before the command timeout. A registry
+ * made against a frozen server completes once the loop's timer resumed the server.
  */
 #include "common.h"
 
@@ -284,6 +286,105 @@ test_force_frozen (TestFixture *fx, gconstpointer data)
   g_assert_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST);
 }
 
+/* The registry made without blocking ------------------------------------------------ */
+
+typedef struct
+{
+  Call c;
+  RedisLockRegistry *registry;
+} Made;
+
+static void
+on_made (GObject *source, GAsyncResult *result, gpointer data)
+{
+  Made *m = data;
+
+  g_assert_null (source);
+  m->registry = redis_lock_registry_new_finish (result, &m->c.error);
+  m->c.done = TRUE;
+  m->c.ticks_at_done = m->c.ticks;
+  g_main_loop_quit (m->c.loop);
+}
+
+/* Makes a registry on @url without blocking, in a loop of a context of this thread,
+ * with @frozen paused meanwhile when not NULL, until the call completes. */
+static void
+run_new (Made *m, const char *url, const char *registry_key, RedisLockTestServer *frozen)
+{
+  g_autoptr (GMainContext) context = g_main_context_new ();
+  GSource *tick;
+
+  g_main_context_push_thread_default (context);
+  m->c.loop = g_main_loop_new (context, FALSE);
+  tick = g_timeout_source_new (TICK_MS);
+  g_source_set_callback (tick, on_tick, &m->c, NULL);
+  g_source_attach (tick, context);
+  if (frozen != NULL)
+    redis_lock_test_server_pause (frozen);
+  m->c.frozen = frozen;
+  m->c.ticks_at_start = m->c.ticks;
+  redis_lock_registry_new_async (url, registry_key, m->c.cancellable, on_made, m);
+  g_assert_false (m->c.done);
+  g_main_loop_run (m->c.loop);
+  if (m->c.frozen != NULL)
+    redis_lock_test_server_resume (g_steal_pointer (&m->c.frozen));
+  g_source_destroy (tick);
+  g_source_unref (tick);
+  g_main_loop_unref (m->c.loop);
+  g_main_context_pop_thread_default (context);
+  g_assert_true (m->c.done);
+}
+
+/* The registry @m made works: a lock of it is taken and released. */
+static void
+check_made (Made *m)
+{
+  g_autoptr (RedisLock) lock = NULL;
+  g_autoptr (GError) error = NULL;
+
+  g_assert_no_error (m->c.error);
+  g_assert_nonnull (m->registry);
+  lock = test_obtain (m->registry, "made");
+  g_assert_true (redis_lock_try_lock_for (lock, 0, NULL, &error));
+  g_assert_no_error (error);
+  unlock_ok (lock);
+  g_clear_pointer (&m->registry, redis_lock_registry_unref);
+}
+
+static void
+test_new_completes (TestFixture *fx, gconstpointer data)
+{
+  Made m = { 0 };
+
+  g_test_summary ("A registry made without blocking completes in the caller's context with "
+                  "a working registry; a bad URL completes with INVALID and no registry");
+  TEST_SKIP_IF_NO_STORE (fx);
+  run_new (&m, fx->url, "made-async", NULL);
+  check_made (&m);
+
+  m = (Made){ 0 };
+  run_new (&m, "nonsense://", "made-async", NULL);
+  g_assert_error (m.c.error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID);
+  g_assert_null (m.registry);
+  g_clear_error (&m.c.error);
+}
+
+static void
+test_new_frozen (TestFixture *fx, gconstpointer data)
+{
+  Made m = { 0 };
+
+  g_test_summary ("Against a frozen server, making a registry without blocking leaves the "
+                  "loop running: a timer keeps firing while it connects and resumes the "
+                  "server itself; the call then completes with a working registry");
+  TEST_SKIP_IF_NO_SERVER (fx);
+  run_new (&m, fx->url, "made-async", fx->server);
+  g_test_message ("%u ticks of %d ms before it completed", m.c.ticks_at_done - m.c.ticks_at_start,
+                  TICK_MS);
+  g_assert_cmpuint (m.c.ticks_at_done - m.c.ticks_at_start, >=, RESUME_AFTER);
+  check_made (&m);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -291,5 +392,7 @@ main (int argc, char **argv)
   test_add_stores_but_quorum ("/family/lock-all-async/completes", NULL, test_set_completes);
   test_add_redis ("/family/lock-all-async/frozen-server", NULL, test_set_frozen);
   test_add_redis ("/family/force-unlock-full/frozen-server", NULL, test_force_frozen);
+  test_add_stores_but_quorum ("/family/registry-new-async/completes", NULL, test_new_completes);
+  test_add_redis ("/family/registry-new-async/frozen-server", NULL, test_new_frozen);
   return g_test_run ();
 }

@@ -203,6 +203,47 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockRegistry *redis_lock_registry_new (const ch
                                                               GError **error);
 
 /**
+ * redis_lock_registry_new_async:
+ * @url: (nullable): where the locks live, as for redis_lock_registry_new()
+ * @registry_key: as for redis_lock_registry_new()
+ * @cancellable: (nullable): cancels the call with %G_IO_ERROR_CANCELLED
+ * @callback: (scope async) (closure user_data): called when the registry is ready or
+ *   could not be made
+ * @user_data: (closure): data for @callback
+ *
+ * redis_lock_registry_new() without blocking the calling thread, for code that runs a
+ * #GMainLoop: the connection is set up (connect, authenticate, select, PING, bounded
+ * by the connect timeout) on a thread of GIO's worker pool. @callback is called in
+ * the thread-default main context of the calling thread (see
+ * g_main_context_push_thread_default()); call redis_lock_registry_new_finish() there.
+ * That context must be running for the call to complete. A call cancelled while it
+ * connects completes with %G_IO_ERROR_CANCELLED once the connection attempt ends, and
+ * the registry it made, if any, is closed.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_new_async (const char *url,
+                                                      const char *registry_key,
+                                                      GCancellable *cancellable,
+                                                      GAsyncReadyCallback callback,
+                                                      gpointer user_data);
+
+/**
+ * redis_lock_registry_new_finish:
+ * @result: the #GAsyncResult given to the callback of redis_lock_registry_new_async()
+ * @error: return location for a #GError
+ *
+ * Finishes redis_lock_registry_new_async().
+ *
+ * Returns: (transfer full) (nullable): the new registry, or %NULL with @error set (the
+ *   errors of redis_lock_registry_new(), or %G_IO_ERROR_CANCELLED).
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockRegistry *redis_lock_registry_new_finish (GAsyncResult *result,
+                                                                     GError **error);
+
+/**
  * redis_lock_registry_new_quorum:
  * @urls: (array zero-terminated=1): N >= 1 URLs of independent masters, each in any
  *   single-master form redis_lock_registry_new() accepts (`memory://NAME` for tests;
