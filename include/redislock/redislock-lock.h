@@ -487,7 +487,11 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_try_lock_all (RedisLock *const *
  * that thread. A blocking lock call the calling thread makes meanwhile for a lock of
  * the set waits like any other and, once the set is handed over, returns with the
  * hold as a re-entry. Locks the calling thread holds already count one hold more
- * from the start of the call, and lose it again when the call completes with %FALSE.
+ * from the start of the call, and lose it again when the call completes with %FALSE;
+ * but a lock of the set that the calling thread takes itself while the call is
+ * pending is, for the worker, another thread's hold, waited for until @wait_ms. A
+ * pending call ties up a thread of that pool for its wait (a blocking wait, recorded
+ * for deadlock detection as the worker's).
  *
  * Cancelling @cancellable, or closing a registry of the set, completes a pending call
  * with %G_IO_ERROR_CANCELLED or %REDIS_LOCK_ERROR_CLOSED. A call that took the set
