@@ -19,7 +19,7 @@
 
 typedef struct
 {
-  RedisLock **rest;  /* the locks the worker takes (a reference each) */
+  RedisLock **rest; /* the locks the worker takes (a reference each) */
   guint n_rest;
   RedisLock **again; /* the locks the caller held already: one hold more (a reference each) */
   guint n_again;
