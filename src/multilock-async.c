@@ -2,18 +2,19 @@
 /* multilock-async.c: a set of locks, all or none, without blocking the caller
  * (redis_lock_try_lock_all_async()).
  *
- * The set's blocking call (multilock.c) runs on a thread of GIO's pool, and what it
- * takes is handed to the calling thread there: a worker takes each local mutex and
- * lease as itself, then passes each hold to the calling thread (rl_lock_set_owner(),
+ * The set's blocking call (multilock.c) runs on a thread of its own (async-thread.c),
+ * and what it takes is handed to the calling thread there: that thread takes each
+ * local mutex and lease as itself, then passes each hold to the calling thread (rl_lock_set_owner(),
  * as an asynchronous plain lock call does), so that the caller's blocking calls made
  * meanwhile wait for it and then count it as a re-entry. The locks the calling thread
  * holds already are counted one hold more when the call starts (only their holder may
  * change the count), and lose it again, in the caller's context, when the set is not
- * taken. The caller's context gets the outcome through an inner task, whose callback
- * makes that correction before completing the caller's task.
+ * taken. The caller's context gets the outcome from async-thread.c, and makes that
+ * correction before completing the caller's task.
  */
 #include "config.h"
 
+#include "async-thread.h"
 #include "internal.h"
 #include "lock-private.h"
 
@@ -41,36 +42,29 @@ set_call_free (SetCall *call)
   g_free (call);
 }
 
-/* On a worker: the set's blocking call, and on success the holds passed on. */
-static void
-set_job (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+/* On the call's thread: the set's blocking call, and on success the holds passed on. */
+static gboolean
+set_job (gpointer data, GError **error)
 {
   SetCall *call = data;
-  GError *error = NULL;
   gpointer self = rl_lock_current_thread ();
   gboolean ok;
 
-  (void) source;
-  ok = redis_lock_try_lock_all (call->rest, call->n_rest, call->wait_ms, cancellable, &error);
+  ok = redis_lock_try_lock_all (call->rest, call->n_rest, call->wait_ms,
+                                g_task_get_cancellable (call->outer), error);
   if (ok)
     for (guint i = 0; i < call->n_rest; i++)
       rl_lock_set_owner (call->rest[i], self, call->thread);
-  if (error != NULL)
-    g_task_return_error (task, error);
-  else
-    g_task_return_boolean (task, ok);
+  return ok;
 }
 
 /* In the caller's context: the holds counted at the start go when the set was not
  * taken; then the caller's task completes. */
 static void
-set_done (GObject *source, GAsyncResult *result, gpointer data)
+set_done (gpointer data, gboolean ok, GError *error)
 {
   SetCall *call = data;
-  GError *error = NULL;
-  gboolean ok = g_task_propagate_boolean (G_TASK (result), &error);
 
-  (void) source;
   if (!ok)
     for (guint i = 0; i < call->n_again; i++)
       rl_lock_unlock_background (call->again[i]);
@@ -87,7 +81,6 @@ redis_lock_try_lock_all_async (RedisLock *const *locks, guint n, gint64 wait_ms,
                                gpointer user_data)
 {
   gpointer self = rl_lock_current_thread ();
-  g_autoptr (GTask) inner = NULL;
   SetCall *call;
 
   g_return_if_fail (locks != NULL);
@@ -129,11 +122,7 @@ redis_lock_try_lock_all_async (RedisLock *const *locks, guint n, gint64 wait_ms,
       set_call_free (call);
       return;
     }
-  inner = g_task_new (NULL, cancellable, set_done, call);
-  g_task_set_source_tag (inner, set_job);
-  g_task_set_check_cancellable (inner, FALSE);
-  g_task_set_task_data (inner, call, NULL);
-  g_task_run_in_thread (inner, set_job);
+  rl_async_thread ("redislock-set", set_job, set_done, call);
 }
 
 gboolean

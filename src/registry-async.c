@@ -1,56 +1,84 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* registry-async.c: the registry's calls that run on a thread of GIO's pool so that
+/* registry-async.c: the registry's calls that run on a thread of their own so that
  * their caller need not block: a forced unlock the caller can cancel
  * (redis_lock_registry_force_unlock_full()), and a registry created without blocking
  * (redis_lock_registry_new_async()).
  *
  * The store's forced release has no cancellable of its own, so with one the forced
- * unlock (registry.c) runs on a worker and the caller waits for it there, with the task
- * set to return on cancellation: cancelling ends the caller's wait at once, while the
- * request already under way finishes on the worker, which holds a reference to the
- * registry until it does. A registry's creation connects and PINGs (bounded by the
- * connect timeout); on a worker it leaves the caller's main loop running meanwhile.
+ * unlock (registry.c) runs on a thread of its own and the caller waits on a condition
+ * variable for its end or the cancellation, whichever comes first: cancelling ends the
+ * caller's wait at once, while the request already under way finishes on that thread,
+ * which holds a reference to the registry and to the job until it does. A registry's
+ * creation connects and PINGs (bounded by the connect timeout); on a thread of its own
+ * (async-thread.c) it leaves the caller's main loop running meanwhile.
  */
 #include "config.h"
 
+#include "async-thread.h"
 #include "internal.h"
+
+/* The forced unlock ----------------------------------------------------------------- */
 
 typedef struct
 {
+  gint refs; /* atomic: the caller's and the thread's */
+  RlMutex m;
+  RlCond cond;
+  gboolean done; /* m */
+  gboolean ok;   /* m */
+  GError *error; /* m */
   RedisLockRegistry *registry;
   char *name;
 } ForceJob;
 
 static void
-force_job_free (ForceJob *job)
+force_job_unref (ForceJob *job)
 {
+  if (!g_atomic_int_dec_and_test (&job->refs))
+    return;
   redis_lock_registry_unref (job->registry);
+  g_clear_error (&job->error);
   g_free (job->name);
+  rl_cond_clear (&job->cond);
+  rl_mutex_clear (&job->m);
   g_free (job);
 }
 
-static void
-force_job (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+static gpointer
+force_thread (gpointer data)
 {
   ForceJob *job = data;
   GError *error = NULL;
-  gboolean ok;
+  gboolean ok = redis_lock_registry_force_unlock (job->registry, job->name, &error);
 
-  (void) source;
+  rl_mutex_lock (&job->m);
+  job->ok = ok;
+  job->error = error;
+  job->done = TRUE;
+  rl_cond_broadcast (&job->cond);
+  rl_mutex_unlock (&job->m);
+  force_job_unref (job);
+  return NULL;
+}
+
+static void
+on_force_cancelled (GCancellable *cancellable, gpointer data)
+{
+  ForceJob *job = data;
+
   (void) cancellable;
-  ok = redis_lock_registry_force_unlock (job->registry, job->name, &error);
-  if (error != NULL)
-    g_task_return_error (task, error);
-  else
-    g_task_return_boolean (task, ok);
+  rl_mutex_lock (&job->m);
+  rl_cond_broadcast (&job->cond);
+  rl_mutex_unlock (&job->m);
 }
 
 gboolean
 redis_lock_registry_force_unlock_full (RedisLockRegistry *registry, const char *name,
                                        GCancellable *cancellable, GError **error)
 {
-  g_autoptr (GTask) task = NULL;
   ForceJob *job;
+  gulong handler;
+  gboolean ok = FALSE, done;
 
   g_return_val_if_fail (registry != NULL, FALSE);
   g_return_val_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable), FALSE);
@@ -60,14 +88,30 @@ redis_lock_registry_force_unlock_full (RedisLockRegistry *registry, const char *
   if (g_cancellable_set_error_if_cancelled (cancellable, error))
     return FALSE;
   job = g_new0 (ForceJob, 1);
+  job->refs = 2;
+  rl_mutex_init (&job->m);
+  rl_cond_init (&job->cond);
   job->registry = redis_lock_registry_ref (registry);
   job->name = g_strdup (name);
-  task = g_task_new (NULL, cancellable, NULL, NULL);
-  g_task_set_source_tag (task, redis_lock_registry_force_unlock_full);
-  g_task_set_task_data (task, job, (GDestroyNotify) force_job_free);
-  g_task_set_return_on_cancel (task, TRUE);
-  g_task_run_in_thread_sync (task, force_job);
-  return g_task_propagate_boolean (task, error);
+  g_thread_unref (g_thread_new ("redislock-force", force_thread, job));
+  handler = g_cancellable_connect (cancellable, G_CALLBACK (on_force_cancelled), job, NULL);
+  rl_mutex_lock (&job->m);
+  while (!job->done && !g_cancellable_is_cancelled (cancellable))
+    rl_cond_wait_until (&job->cond, &job->m, RL_FOREVER);
+  done = job->done;
+  if (done)
+    {
+      ok = job->ok;
+      if (job->error != NULL)
+        g_propagate_error (error, g_steal_pointer (&job->error));
+    }
+  rl_mutex_unlock (&job->m);
+  g_cancellable_disconnect (cancellable, handler);
+  if (!done)
+    /* The request goes on without the caller: its outcome is unknown. */
+    g_cancellable_set_error_if_cancelled (cancellable, error);
+  force_job_unref (job);
+  return ok;
 }
 
 /* Creation ------------------------------------------------------------------------ */
@@ -76,32 +120,40 @@ typedef struct
 {
   char *url;
   char *registry_key;
-} NewJob;
+  GTask *task;
+  RedisLockRegistry *registry;
+} NewCall;
 
-static void
-new_job_free (NewJob *job)
+static gboolean
+new_job (gpointer data, GError **error)
 {
-  g_free (job->url);
-  g_free (job->registry_key);
-  g_free (job);
+  NewCall *call = data;
+
+  call->registry = redis_lock_registry_new (call->url, call->registry_key, error);
+  return call->registry != NULL;
 }
 
 static void
-new_job (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+new_done (gpointer data, gboolean ok, GError *error)
 {
-  NewJob *job = data;
-  GError *error = NULL;
-  RedisLockRegistry *registry;
+  NewCall *call = data;
+  GError *cancelled = NULL;
 
-  (void) source;
-  registry = redis_lock_registry_new (job->url, job->registry_key, &error);
-  if (registry != NULL && g_cancellable_set_error_if_cancelled (cancellable, &error))
-    /* Cancelled while it connected: the caller gets no registry, and none stays open. */
-    g_clear_pointer (&registry, redis_lock_registry_unref);
-  if (registry == NULL)
-    g_task_return_error (task, error);
+  if (ok && g_cancellable_set_error_if_cancelled (g_task_get_cancellable (call->task), &cancelled))
+    {
+      /* Cancelled while it connected: the caller gets no registry, and none stays open. */
+      g_clear_pointer (&call->registry, redis_lock_registry_unref);
+      error = cancelled;
+    }
+  if (call->registry != NULL)
+    g_task_return_pointer (call->task, g_steal_pointer (&call->registry),
+                           (GDestroyNotify) redis_lock_registry_unref);
   else
-    g_task_return_pointer (task, registry, (GDestroyNotify) redis_lock_registry_unref);
+    g_task_return_error (call->task, error);
+  g_object_unref (call->task);
+  g_free (call->url);
+  g_free (call->registry_key);
+  g_free (call);
 }
 
 void
@@ -109,19 +161,17 @@ redis_lock_registry_new_async (const char *url, const char *registry_key,
                                GCancellable *cancellable, GAsyncReadyCallback callback,
                                gpointer user_data)
 {
-  g_autoptr (GTask) task = NULL;
-  NewJob *job;
+  NewCall *call;
 
   g_return_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable));
-  task = g_task_new (NULL, cancellable, callback, user_data);
-  g_task_set_source_tag (task, redis_lock_registry_new_async);
-  /* The job decides: a registry made is either the result or closed by the job. */
-  g_task_set_check_cancellable (task, FALSE);
-  job = g_new0 (NewJob, 1);
-  job->url = g_strdup (url);
-  job->registry_key = g_strdup (registry_key);
-  g_task_set_task_data (task, job, (GDestroyNotify) new_job_free);
-  g_task_run_in_thread (task, new_job);
+  call = g_new0 (NewCall, 1);
+  call->url = g_strdup (url);
+  call->registry_key = g_strdup (registry_key);
+  call->task = g_task_new (NULL, cancellable, callback, user_data);
+  g_task_set_source_tag (call->task, redis_lock_registry_new_async);
+  /* The call decides: a registry made is either the result or closed by it. */
+  g_task_set_check_cancellable (call->task, FALSE);
+  rl_async_thread ("redislock-new", new_job, new_done, call);
 }
 
 RedisLockRegistry *

@@ -481,7 +481,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_try_lock_all (RedisLock *const *
  *
  * The set is taken as redis_lock_try_lock_all() takes it (canonical order, local
  * mutexes first, then the leases, never keeping some while waiting for others), by a
- * thread of GIO's worker pool, which then hands each hold to the calling thread: when
+ * thread of its own, which then hands each hold to the calling thread: when
  * the result is %TRUE, the calling thread holds every lock exactly as after the
  * blocking call, and unlocks them (redis_lock_unlock_all(), redis_lock_unlock()) from
  * that thread. A blocking lock call the calling thread makes meanwhile for a lock of
@@ -489,9 +489,9 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_try_lock_all (RedisLock *const *
  * hold as a re-entry. Locks the calling thread holds already count one hold more
  * from the start of the call, and lose it again when the call completes with %FALSE;
  * but a lock of the set that the calling thread takes itself while the call is
- * pending is, for the worker, another thread's hold, waited for until @wait_ms. A
- * pending call ties up a thread of that pool for its wait (a blocking wait, recorded
- * for deadlock detection as the worker's).
+ * pending is, for that thread, another thread's hold, waited for until @wait_ms. A
+ * pending call costs that thread for its wait (a blocking wait, recorded for deadlock
+ * detection as that thread's).
  *
  * Cancelling @cancellable, or closing a registry of the set, completes a pending call
  * with %G_IO_ERROR_CANCELLED or %REDIS_LOCK_ERROR_CLOSED. A call that took the set

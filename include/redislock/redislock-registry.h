@@ -213,7 +213,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockRegistry *redis_lock_registry_new (const ch
  *
  * redis_lock_registry_new() without blocking the calling thread, for code that runs a
  * #GMainLoop: the connection is set up (connect, authenticate, select, PING, bounded
- * by the connect timeout) on a thread of GIO's worker pool. @callback is called in
+ * by the connect timeout) on a thread of its own. @callback is called in
  * the thread-default main context of the calling thread (see
  * g_main_context_push_thread_default()); call redis_lock_registry_new_finish() there.
  * That context must be running for the call to complete. A call cancelled while it
@@ -891,8 +891,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_force_unlock (RedisLock
  *
  * redis_lock_registry_force_unlock() with a #GCancellable, for a caller that must not
  * wait for a server that does not answer (an operator's tool, a recovery path with a
- * deadline of its own). With @cancellable, the forced unlock runs on a thread of GIO's
- * worker pool while the caller waits; cancelling @cancellable ends that wait at once
+ * deadline of its own). With @cancellable, the forced unlock runs on a thread of its
+ * own while the caller waits; cancelling @cancellable ends that wait at once
  * with %G_IO_ERROR_CANCELLED. The request may have been sent already: the key may
  * still be deleted (and the notification published) when the server answers, so a
  * cancelled call leaves the lock's state unknown, as a connection error does. With
