@@ -5,14 +5,20 @@
  * (redis_lock_registry_new_async()).
  *
  * The store's forced release has no cancellable of its own, so with one the forced
- * unlock (registry.c) runs on a thread of its own and the caller waits on a condition
- * variable for its end or the cancellation, whichever comes first: cancelling ends the
- * caller's wait at once, while the request already under way finishes on that thread,
+ * unlock (registry.c) runs on a thread of its own and the caller waits for its end or
+ * the cancellation, whichever comes first, each one byte on the job's pipe: cancelling ends the caller's
+ * wait at once, while the request already under way finishes on that thread,
  * which holds a reference to the registry and to the job until it does. A registry's
  * creation connects and PINGs (bounded by the connect timeout); on a thread of its own
  * (async-thread.c) it leaves the caller's main loop running meanwhile.
  */
 #include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib-unix.h>
+#include <poll.h>
+#include <unistd.h>
 
 #include "async-thread.h"
 #include "internal.h"
@@ -22,11 +28,10 @@
 typedef struct
 {
   gint refs; /* atomic: the caller's and the thread's */
-  RlMutex m;
-  RlCond cond;
-  gboolean done; /* m */
-  gboolean ok;   /* m */
-  GError *error; /* m */
+  int pipe[2]; /* [1]: the thread's one byte once its outcome is written; [0]: read by
+                  the caller */
+  gboolean ok;
+  GError *error;
   RedisLockRegistry *registry;
   char *name;
 } ForceJob;
@@ -39,8 +44,8 @@ force_job_unref (ForceJob *job)
   redis_lock_registry_unref (job->registry);
   g_clear_error (&job->error);
   g_free (job->name);
-  rl_cond_clear (&job->cond);
-  rl_mutex_clear (&job->m);
+  close (job->pipe[0]);
+  close (job->pipe[1]);
   g_free (job);
 }
 
@@ -48,37 +53,47 @@ static gpointer
 force_thread (gpointer data)
 {
   ForceJob *job = data;
-  GError *error = NULL;
-  gboolean ok = redis_lock_registry_force_unlock (job->registry, job->name, &error);
+  char byte = 'd';
+  gssize n;
 
-  rl_mutex_lock (&job->m);
-  job->ok = ok;
-  job->error = error;
-  job->done = TRUE;
-  rl_cond_broadcast (&job->cond);
-  rl_mutex_unlock (&job->m);
+  job->ok = redis_lock_registry_force_unlock (job->registry, job->name, &job->error);
+  /* The outcome is written: the byte hands it to the caller, if it still waits. */
+  do
+    n = write (job->pipe[1], &byte, 1);
+  while (n < 0 && errno == EINTR);
   force_job_unref (job);
   return NULL;
 }
+
+/* Publishes a job to the cancellation handler: taken by the caller after it made the
+ * job and before it connects the handler, and by the handler before it touches the
+ * job, so that the handler, which may run in any thread, sees the job whole. */
+static RlMutex force_mutex = { PTHREAD_MUTEX_INITIALIZER };
 
 static void
 on_force_cancelled (GCancellable *cancellable, gpointer data)
 {
   ForceJob *job = data;
+  char byte = 'c';
+  gssize n;
 
   (void) cancellable;
-  rl_mutex_lock (&job->m);
-  rl_cond_broadcast (&job->cond);
-  rl_mutex_unlock (&job->m);
+  rl_mutex_lock (&force_mutex);
+  do
+    n = write (job->pipe[1], &byte, 1);
+  while (n < 0 && errno == EINTR);
+  rl_mutex_unlock (&force_mutex);
 }
 
 gboolean
 redis_lock_registry_force_unlock_full (RedisLockRegistry *registry, const char *name,
                                        GCancellable *cancellable, GError **error)
 {
+  g_autoptr (GError) pipe_error = NULL;
+  struct pollfd pfd;
   ForceJob *job;
   gulong handler;
-  gboolean ok = FALSE, done;
+  gboolean ok = FALSE, done = FALSE;
 
   g_return_val_if_fail (registry != NULL, FALSE);
   g_return_val_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable), FALSE);
@@ -88,28 +103,38 @@ redis_lock_registry_force_unlock_full (RedisLockRegistry *registry, const char *
   if (g_cancellable_set_error_if_cancelled (cancellable, error))
     return FALSE;
   job = g_new0 (ForceJob, 1);
+  if (!g_unix_open_pipe (job->pipe, FD_CLOEXEC, &pipe_error))
+    g_error ("force unlock: cannot make a pipe: %s", pipe_error->message);
   job->refs = 2;
-  rl_mutex_init (&job->m);
-  rl_cond_init (&job->cond);
   job->registry = redis_lock_registry_ref (registry);
   job->name = g_strdup (name);
-  g_thread_unref (g_thread_new ("redislock-force", force_thread, job));
+  rl_mutex_lock (&force_mutex);
+  rl_mutex_unlock (&force_mutex);
+  /* Both ends come as one byte on the pipe: 'd' from the thread once its outcome is
+   * written, 'c' from the cancellation (the pipe is the hand-over). */
   handler = g_cancellable_connect (cancellable, G_CALLBACK (on_force_cancelled), job, NULL);
-  rl_mutex_lock (&job->m);
-  while (!job->done && !g_cancellable_is_cancelled (cancellable))
-    rl_cond_wait_until (&job->cond, &job->m, RL_FOREVER);
-  done = job->done;
-  if (done)
+  g_thread_unref (g_thread_new ("redislock-force", force_thread, job));
+  while (!done)
     {
-      ok = job->ok;
-      if (job->error != NULL)
-        g_propagate_error (error, g_steal_pointer (&job->error));
+      char byte;
+      gssize n;
+
+      pfd = (struct pollfd){ .fd = job->pipe[0], .events = POLLIN };
+      if (poll (&pfd, 1, -1) < 0 && errno != EINTR)
+        g_error ("force unlock: poll: %s", g_strerror (errno));
+      n = read (job->pipe[0], &byte, 1);
+      if (n == 1 && byte == 'd')
+        {
+          done = TRUE;
+          ok = job->ok;
+          if (job->error != NULL)
+            g_propagate_error (error, g_steal_pointer (&job->error));
+        }
+      else if (n == 1 && g_cancellable_set_error_if_cancelled (cancellable, error))
+        /* The request goes on without the caller: its outcome is unknown. */
+        break;
     }
-  rl_mutex_unlock (&job->m);
   g_cancellable_disconnect (cancellable, handler);
-  if (!done)
-    /* The request goes on without the caller: its outcome is unknown. */
-    g_cancellable_set_error_if_cancelled (cancellable, error);
   force_job_unref (job);
   return ok;
 }
