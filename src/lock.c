@@ -72,6 +72,7 @@
 
 #include "internal.h"
 #include "lock-private.h"
+#include "rwlock.h"
 #include "waits.h"
 
 
@@ -600,8 +601,17 @@ gboolean
 rl_lock_acquire_lease (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms,
                        const RlLeaseRequest *request, GCancellable *cancellable, GError **error)
 {
-  /* A member's lease records no wait (waits.c knows the plain lock's holds only). */
+  /* A permit's lease records no wait (a semaphore has no single holder to point to). */
   return acquire_lease (lock, deadline, bounded, ttl_ms, NULL, request, cancellable, NULL, error);
+}
+
+gboolean
+rl_lock_acquire_lease_waiting (RedisLock *lock, gint64 deadline, gboolean bounded, gint64 ttl_ms,
+                               const RlLeaseRequest *request, GCancellable *cancellable,
+                               RlWaiting *waiting, GError **error)
+{
+  return acquire_lease (lock, deadline, bounded, ttl_ms, NULL, request, cancellable, waiting,
+                        error);
 }
 
 /* With fencing on, the key of @lock's fencing counter in *fence_key (g_free()); NULL

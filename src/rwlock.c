@@ -34,6 +34,7 @@
 
 #include "debug.h"
 #include "rwlock.h"
+#include "waits.h"
 
 /* Construction ------------------------------------------------------------------- */
 
@@ -77,6 +78,8 @@ rl_rw_lock_new (RedisLockRegistry *registry, const char *name)
 void
 rl_rw_lock_free (RedisRWLock *lock)
 {
+  rl_waits_forget (lock->writer);
+  rl_waits_forget (lock->reader);
   rl_lock_unref_memory (lock->writer);
   rl_lock_unref_memory (lock->reader);
   g_hash_table_unref (lock->reads);
@@ -223,25 +226,62 @@ reads_of (RedisRWLock *lock, gpointer thread)
   return GPOINTER_TO_UINT (g_hash_table_lookup (lock->reads, thread));
 }
 
+/* Sets the read holds of @thread; its first and its last tell the waits-for records
+ * (waits.c) that it holds the reader lease, or no longer. lock->m held. */
 static void
 set_reads (RedisRWLock *lock, gpointer thread, guint n)
 {
+  guint before = reads_of (lock, thread);
+
   if (n == 0)
     g_hash_table_remove (lock->reads, thread);
   else
     g_hash_table_insert (lock->reads, thread, GUINT_TO_POINTER (n));
+  if ((before == 0) != (n == 0))
+    rl_waits_hold (lock->reader, thread, n > 0);
 }
 
-/* Waits on the local condition until @deadline. FALSE with @error when the wait must
- * end (closed, cancelled), FALSE without when the deadline passed. lock->m held. */
-static gboolean
-wait_local (RedisRWLock *lock, gint64 deadline, GCancellable *cancellable, GError **error)
+/* The writing thread (or the marker of an asynchronous call) is now @owner, which the
+ * waits-for records learn. lock->m held. */
+static void
+set_write_owner (RedisRWLock *lock, gpointer owner)
 {
+  rl_mutex_assert_held (&lock->m);
+  if (lock->write_owner == owner)
+    return;
+  if (lock->write_owner != NULL)
+    rl_waits_hold (lock->writer, lock->write_owner, FALSE);
+  lock->write_owner = owner;
+  if (owner != NULL)
+    rl_waits_hold (lock->writer, owner, TRUE);
+}
+
+/* Waits on the local condition until @deadline, or until @waiting's next deadlock check
+ * is due (then made, with lock->m let go meanwhile). FALSE with @error when the wait
+ * must end (closed, cancelled, a deadlock), FALSE without when the deadline passed.
+ * lock->m held. */
+static gboolean
+wait_local (RedisRWLock *lock, gint64 deadline, RlWaiting *waiting, GCancellable *cancellable,
+            GError **error)
+{
+  gint64 now;
+
   if (rl_lock_wait_error (lock->writer, cancellable, error))
     return FALSE;
-  if (g_get_monotonic_time () >= deadline)
+  now = g_get_monotonic_time ();
+  if (now >= deadline)
     return FALSE;
-  rl_cond_wait_until (&lock->cond, &lock->m, deadline);
+  if (rl_waiting_due (waiting, now))
+    {
+      gboolean go_on;
+
+      /* A wait for a thread of this process joins the waits-for graph too. */
+      rl_mutex_unlock (&lock->m);
+      go_on = rl_waiting_check (waiting, error);
+      rl_mutex_lock (&lock->m);
+      return go_on;
+    }
+  rl_cond_wait_until (&lock->cond, &lock->m, MIN (deadline, waiting->check_at));
   return !rl_lock_wait_error (lock->writer, cancellable, error);
 }
 
@@ -300,10 +340,11 @@ watch_before_read (RedisRWLock *lock, gint64 deadline)
   registry->store->vt->watch (registry->store, limit);
 }
 
-/* Takes the lease @mode asks for until @deadline (the local level let the caller). */
+/* Takes the lease @mode asks for until @deadline (the local level let the caller); a
+ * wait that lasts is recorded and checked for deadlocks through @waiting (NULL: none). */
 static gboolean
 acquire_lease (RedisRWLock *lock, RlRwMode mode, gint64 deadline, gboolean bounded,
-               GCancellable *cancellable, GError **error)
+               GCancellable *cancellable, RlWaiting *waiting, GError **error)
 {
   RwRequest req = { lock, mode };
   RlLeaseRequest request = { rw_request, &req };
@@ -311,8 +352,9 @@ acquire_lease (RedisRWLock *lock, RlRwMode mode, gint64 deadline, gboolean bound
 
   if (mode == RL_RW_READ)
     watch_before_read (lock, deadline);
-  return rl_lock_acquire_lease (mode == RL_RW_WRITE ? lock->writer : lock->reader, deadline,
-                                bounded, ttl_ms, &request, cancellable, error);
+  return rl_lock_acquire_lease_waiting (mode == RL_RW_WRITE ? lock->writer : lock->reader,
+                                        deadline, bounded, ttl_ms, &request, cancellable,
+                                        waiting, error);
 }
 
 /* Gives back the lease of @carrier: TRUE, or FALSE with @error (LEASE_LOST when it had
@@ -446,7 +488,7 @@ local_step_locked (RlRwCall *call)
       lock->writers_waiting--;
       /* An asynchronous call holds it under its own marker until the lease is taken: a
        * thread may go on meanwhile, and its own calls must not count as re-entries. */
-      lock->write_owner = call->async ? (gpointer) call : call->owner;
+      set_write_owner (lock, call->async ? (gpointer) call : call->owner);
       lock->write_count = 1;
       return RL_RW_LOCAL_LEASE;
     }
@@ -599,25 +641,28 @@ rl_rw_lock_lease_end (RlRwCall *call, gboolean ok)
     }
   else if (!ok)
     {
-      lock->write_owner = NULL;
+      set_write_owner (lock, NULL);
       lock->write_count = 0;
       broadcast_locked (lock);
     }
   else
-    lock->write_owner = call->owner;
+    set_write_owner (lock, call->owner);
   lock->waiters--;
   rl_mutex_unlock (&lock->m);
 }
 
 /* A blocking acquisition of a @mode hold for the calling thread: the local level waits
  * on the condition variable, the store's part is the plain lock's blocking driver of
- * the machine. */
+ * the machine. A wait at either level that lasts joins the waits-for graph (waits.c)
+ * as a wait for every holder of the lock's leases: the writer, or each reader. */
 static gboolean
 acquire_hold (RedisRWLock *lock, RlRwMode mode, gint64 wait_ms, GCancellable *cancellable,
               GError **error)
 {
   RlRwCall call;
   RlRwLocal local;
+  RlWaiting waiting;
+  g_autofree char *prefix = NULL;
   gulong handler = 0;
   gboolean taken, ok;
 
@@ -628,6 +673,10 @@ acquire_hold (RedisRWLock *lock, RlRwMode mode, gint64 wait_ms, GCancellable *ca
     return TRUE;
   if (cancellable != NULL && wait_ms != 0)
     handler = g_cancellable_connect (cancellable, G_CALLBACK (on_cancelled), lock, NULL);
+  /* Every lease key of the lock begins with the reader leases' prefix minus "r:". */
+  prefix = g_strndup (lock->reader_prefix, strlen (lock->reader_prefix) - 2);
+  rl_waiting_begin_prefix (&waiting, rl_rw_lock_carrier (&call), prefix, call.deadline,
+                           call.bounded);
   rl_mutex_lock (&lock->m);
   for (;;)
     {
@@ -640,7 +689,7 @@ acquire_hold (RedisRWLock *lock, RlRwMode mode, gint64 wait_ms, GCancellable *ca
         }
       else if (local != RL_RW_LOCAL_WAIT)
         break;
-      else if (!wait_local (lock, call.deadline, cancellable, error))
+      else if (!wait_local (lock, call.deadline, &waiting, cancellable, error))
         {
           give_up_locked (&call);
           local = RL_RW_LOCAL_ENDED;
@@ -651,12 +700,13 @@ acquire_hold (RedisRWLock *lock, RlRwMode mode, gint64 wait_ms, GCancellable *ca
   ok = local == RL_RW_LOCAL_TAKEN;
   if (local == RL_RW_LOCAL_LEASE)
     {
-      ok = acquire_lease (lock, mode, call.deadline, call.bounded, cancellable, error);
+      ok = acquire_lease (lock, mode, call.deadline, call.bounded, cancellable, &waiting, error);
       /* Not taken: a writer's mark that held readers back goes now, not at its TTL. */
       if (!ok)
         rl_rw_lock_stop_waiting (&call);
       rl_rw_lock_lease_end (&call, ok);
     }
+  rl_waiting_end (&waiting);
   g_cancellable_disconnect (cancellable, handler);
   return ok;
 }
@@ -771,7 +821,7 @@ downgrade (RedisRWLock *lock, gpointer self, GError **error)
   g_assert (lock->reader_lease == RL_RW_LEASE_NONE);
   lock->reader_lease = RL_RW_LEASE_ACQUIRING;
   rl_mutex_unlock (&lock->m);
-  ok = acquire_lease (lock, RL_RW_DOWNGRADE, g_get_monotonic_time (), FALSE, NULL, error);
+  ok = acquire_lease (lock, RL_RW_DOWNGRADE, g_get_monotonic_time (), FALSE, NULL, NULL, error);
   if (!ok && (error == NULL || *error == NULL))
     g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_LEASE_LOST,
                  "Read-write lock “%s”: the reader lease could not be taken when the last write "
@@ -818,7 +868,7 @@ rl_rw_lock_write_unlock_begin (RedisRWLock *lock, gpointer self, gpointer marker
   if (marker != NULL)
     /* The thread writes no more: the release goes on under the call's marker, so that
      * the thread's own next write lock waits for it instead of counting as a re-entry. */
-    lock->write_owner = marker;
+    set_write_owner (lock, marker);
   rl_mutex_unlock (&lock->m);
   return RL_RW_UNLOCK_RELEASE;
 }
@@ -844,7 +894,7 @@ rl_rw_lock_write_unlock_release (RedisRWLock *lock, gpointer self, gboolean read
     g_propagate_error (error, g_steal_pointer (&downgrade_error));
 
   rl_mutex_lock (&lock->m);
-  lock->write_owner = NULL;
+  set_write_owner (lock, NULL);
   broadcast_locked (lock);
   rl_mutex_unlock (&lock->m);
   return ok;

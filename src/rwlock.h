@@ -11,6 +11,7 @@
 #define RL_RWLOCK_H
 
 #include "internal.h"
+#include "waits.h"
 
 /* The registry's reader lease, as the local level sees it. */
 typedef enum
@@ -158,5 +159,12 @@ RlRwUnlock rl_rw_lock_write_unlock_begin (RedisRWLock *lock, gpointer self, gpoi
 /* The writer lease's release, after the downgrade when @reading. */
 gboolean rl_rw_lock_write_unlock_release (RedisRWLock *lock, gpointer self, gboolean reading,
                                           GError **error);
+
+/* rl_lock_acquire_lease() whose wait, when it lasts, is recorded and checked for
+ * deadlocks through @waiting (lock.c). */
+gboolean rl_lock_acquire_lease_waiting (RedisLock *lock, gint64 deadline, gboolean bounded,
+                                        gint64 ttl_ms, const RlLeaseRequest *request,
+                                        GCancellable *cancellable, RlWaiting *waiting,
+                                        GError **error);
 
 #endif /* RL_RWLOCK_H */

@@ -9,7 +9,11 @@
  * deleted when the wait ends; it expires on its own (RL_WAITS_RECORD_TTL_MS) when its
  * process died. A lease value is unique to one acquisition, so the records alone make
  * the waits-for graph of the deployment: a waiter W has an edge to every record that
- * claims to hold the key W waits for.
+ * claims to hold the key W waits for. A read-write lock's waiter waits for every lease
+ * of the lock (its record names the prefix of their keys): a writer for each reader
+ * and the writer, a reader for the writer; and the read-write lock's holds (which a
+ * reader lease shared by several threads does not tell apart) are kept here, per
+ * owner, for the records (rl_waits_hold()).
  *
  * A cycle in that graph is only a suspicion: records are written at different times,
  * and a claim to hold a key may be stale (the lease expired and another acquisition
@@ -35,6 +39,7 @@
 
 #include "debug.h"
 #include "internal.h"
+#include "rwlock.h"
 #include "waits.h"
 
 /* The registries of the process, for the holds a record lists. list_mutex guards it;
@@ -42,15 +47,23 @@
 static RlMutex list_mutex = { PTHREAD_MUTEX_INITIALIZER };
 static GList *registries;
 
+/* The read-write locks' holds: owner -> set of the lease carriers it holds (a reader
+ * lease is shared by the reading threads of a registry, so the carrier alone does not
+ * say who holds it). holds_mutex guards it and is taken with no other mutex inside. */
+static RlMutex holds_mutex = { PTHREAD_MUTEX_INITIALIZER };
+static GHashTable *rw_holds;
+
 static void
 list_fork_prepare (void)
 {
   rl_mutex_lock (&list_mutex);
+  rl_mutex_lock (&holds_mutex);
 }
 
 static void
 list_fork_release (void)
 {
+  rl_mutex_unlock (&holds_mutex);
   rl_mutex_unlock (&list_mutex);
 }
 
@@ -77,6 +90,68 @@ rl_waits_unregister (RedisLockRegistry *registry)
   rl_mutex_unlock (&list_mutex);
 }
 
+void
+rl_waits_hold (RedisLock *carrier, gpointer owner, gboolean held)
+{
+  GHashTable *set;
+
+  rl_mutex_lock (&holds_mutex);
+  if (rw_holds == NULL)
+    rw_holds = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) g_hash_table_unref);
+  set = g_hash_table_lookup (rw_holds, owner);
+  if (held)
+    {
+      if (set == NULL)
+        {
+          set = g_hash_table_new (NULL, NULL);
+          g_hash_table_insert (rw_holds, owner, set);
+        }
+      g_hash_table_add (set, carrier);
+    }
+  else if (set != NULL)
+    {
+      g_hash_table_remove (set, carrier);
+      if (g_hash_table_size (set) == 0)
+        g_hash_table_remove (rw_holds, owner);
+    }
+  if (g_hash_table_size (rw_holds) == 0)
+    g_clear_pointer (&rw_holds, g_hash_table_unref);
+  rl_mutex_unlock (&holds_mutex);
+}
+
+void
+rl_waits_forget (RedisLock *carrier)
+{
+  GHashTableIter iter;
+  gpointer set;
+
+  rl_mutex_lock (&holds_mutex);
+  if (rw_holds != NULL)
+    {
+      g_hash_table_iter_init (&iter, rw_holds);
+      while (g_hash_table_iter_next (&iter, NULL, &set))
+        if (g_hash_table_remove (set, carrier) && g_hash_table_size (set) == 0)
+          g_hash_table_iter_remove (&iter);
+      if (g_hash_table_size (rw_holds) == 0)
+        g_clear_pointer (&rw_holds, g_hash_table_unref);
+    }
+  rl_mutex_unlock (&holds_mutex);
+}
+
+/* Whether @owner holds the read-write lock lease @carrier carries. */
+static gboolean
+rw_held_by (RedisLock *carrier, gpointer owner)
+{
+  GHashTable *set;
+  gboolean held;
+
+  rl_mutex_lock (&holds_mutex);
+  set = rw_holds != NULL ? g_hash_table_lookup (rw_holds, owner) : NULL;
+  held = set != NULL && g_hash_table_contains (set, carrier);
+  rl_mutex_unlock (&holds_mutex);
+  return held;
+}
+
 /* Records ---------------------------------------------------------------------- */
 
 /* The name of lock @key for a message: the key without "registry_key:". */
@@ -91,10 +166,30 @@ name_of (const char *key, const char *registry_key)
 }
 
 
+/* What a record says it waits for, for a message: lock “x”, or read-write lock “y”.
+ * (g_free()) */
+static char *
+wait_name (const RlWaitRecord *record, const char *registry_key)
+{
+  const char *tail = name_of (record->key, registry_key);
+  g_autofree char *key = NULL;
+  g_autofree char *rw = NULL;
+
+  if (!record->prefix)
+    return g_strdup_printf ("lock “%s”", tail);
+  /* The prefix ends "}:rw:"; rl_rw_lock_name_of_key() wants a key after it. */
+  key = g_strconcat (tail, "w", NULL);
+  rw = rl_rw_lock_name_of_key (key);
+  return g_strdup_printf ("read-write lock “%s”", rw != NULL ? rw : tail);
+}
+
 /* A record is a sequence of fields, each its length in decimal, ":", and its bytes
  * (a lock name may hold any byte): "1" (the format), id, key, host, pid, since (wall
- * clock µs), then a key and a value per lease held. */
+ * clock µs), then a key and a value per lease held. A wait for a read-write lock, for
+ * every lease whose key begins with its prefix, is format "2": the same with the field
+ * "*" after the key (a reader of format 1 only skips such records). */
 #define RECORD_FORMAT "1"
+#define RECORD_FORMAT_PREFIX "2"
 #define RECORD_FIXED 6
 
 static void
@@ -124,6 +219,7 @@ record_parse (const char *text)
   g_autoptr (GPtrArray) fields = g_ptr_array_new_with_free_func (g_free);
   const char *p = text;
   RlWaitRecord *record;
+  gboolean prefix = FALSE;
 
   while (*p != '\0')
     {
@@ -135,12 +231,21 @@ record_parse (const char *text)
       g_ptr_array_add (fields, g_strndup (end + 1, len));
       p = end + 1 + len;
     }
-  if (fields->len < RECORD_FIXED || (fields->len - RECORD_FIXED) % 2 != 0
-      || strcmp (g_ptr_array_index (fields, 0), RECORD_FORMAT) != 0)
+  if (fields->len > 3 && strcmp (g_ptr_array_index (fields, 0), RECORD_FORMAT_PREFIX) == 0
+      && strcmp (g_ptr_array_index (fields, 3), "*") == 0)
+    {
+      /* The prefix wait's marker goes: the rest reads as format 1. */
+      g_ptr_array_remove_index (fields, 3);
+      prefix = TRUE;
+    }
+  else if (fields->len > 0 && strcmp (g_ptr_array_index (fields, 0), RECORD_FORMAT) != 0)
+    return NULL;
+  if (fields->len < RECORD_FIXED || (fields->len - RECORD_FIXED) % 2 != 0)
     return NULL;
   record = g_new0 (RlWaitRecord, 1);
   record->id = g_strdup (g_ptr_array_index (fields, 1));
   record->key = g_strdup (g_ptr_array_index (fields, 2));
+  record->prefix = prefix;
   record->host = g_strdup (g_ptr_array_index (fields, 3));
   record->pid = g_ascii_strtoll (g_ptr_array_index (fields, 4), NULL, 10);
   record->since_us = g_ascii_strtoll (g_ptr_array_index (fields, 5), NULL, 10);
@@ -209,7 +314,15 @@ redis_lock_registry_list_waiters (RedisLockRegistry *registry, GError **error)
       RlWaitRecord *record = g_ptr_array_index (records, i);
       RedisLockWaiterInfo *info = g_new0 (RedisLockWaiterInfo, 1);
 
-      info->name = g_strdup (name_of (record->key, registry->registry_key));
+      if (record->prefix)
+        {
+          /* A read-write lock's: its name, as its keys carry it. */
+          g_autofree char *key = g_strconcat (name_of (record->key, registry->registry_key),
+                                              "w", NULL);
+          info->name = rl_rw_lock_name_of_key (key);
+        }
+      if (info->name == NULL)
+        info->name = g_strdup (name_of (record->key, registry->registry_key));
       info->waiter = g_strdup (record->id);
       info->host = g_strdup (record->host);
       info->pid = record->pid;
@@ -233,7 +346,8 @@ add_held (RedisLock *lock, const char *value, gpointer user_data)
 {
   HeldScan *scan = user_data;
 
-  if (g_atomic_pointer_get (&lock->owner) != scan->self)
+  if (lock->member == RL_MEMBER_RW_LEASE ? !rw_held_by (lock, scan->self)
+                                          : g_atomic_pointer_get (&lock->owner) != scan->self)
     return;
   append_field (scan->out, lock->key_data);
   append_field (scan->out, value);
@@ -265,9 +379,11 @@ record_build (const RlWaiting *waiting)
   GString *out = g_string_new (NULL);
   char number[24];
 
-  append_field (out, RECORD_FORMAT);
+  append_field (out, waiting->prefix ? RECORD_FORMAT_PREFIX : RECORD_FORMAT);
   append_field (out, waiting->id);
-  append_field (out, waiting->lock->key_data);
+  append_field (out, waiting->key);
+  if (waiting->prefix)
+    append_field (out, "*");
   append_field (out, g_get_host_name ());
   g_snprintf (number, sizeof number, "%ld", (long) getpid ());
   append_field (out, number);
@@ -289,13 +405,20 @@ began_before (const RlWaitRecord *a, const RlWaitRecord *b)
   return strcmp (a->id, b->id) < 0;
 }
 
-/* The index in @holder's holds of @key, or -1. */
+/* The index in @holder's holds of the key @waiter waits for (with a prefix, the first
+ * that begins with it), or -1. */
 static gint
-held_index (const RlWaitRecord *holder, const char *key)
+held_index (const RlWaitRecord *holder, const RlWaitRecord *waiter)
 {
+  gsize len = strlen (waiter->key);
+
   for (guint i = 0; i < holder->held_keys->len; i++)
-    if (strcmp (g_ptr_array_index (holder->held_keys, i), key) == 0)
-      return (gint) i;
+    {
+      const char *key = g_ptr_array_index (holder->held_keys, i);
+
+      if (waiter->prefix ? strncmp (key, waiter->key, len) == 0 : strcmp (key, waiter->key) == 0)
+        return (gint) i;
+    }
   return -1;
 }
 
@@ -326,7 +449,7 @@ find_cycle (GPtrArray *records, guint self, GArray *cycle)
         {
           const RlWaitRecord *holder = g_ptr_array_index (records, j);
 
-          if (held_index (holder, waiter->key) < 0)
+          if (held_index (holder, waiter) < 0)
             continue;
           if (j == self && at == self)
             /* A thread waiting for a lock it holds itself through another registry:
@@ -350,11 +473,18 @@ find_cycle (GPtrArray *records, guint self, GArray *cycle)
   return FALSE;
 }
 
-/* The holder's value of the key @waiter waits for, as @holder's record claims it. */
+/* The key @waiter waits for that @holder holds, and its value, as @holder's record
+ * claims them. */
+static const char *
+claimed_key (const RlWaitRecord *waiter, const RlWaitRecord *holder)
+{
+  return g_ptr_array_index (holder->held_keys, held_index (holder, waiter));
+}
+
 static const char *
 claimed_value (const RlWaitRecord *waiter, const RlWaitRecord *holder)
 {
-  return g_ptr_array_index (holder->held_values, held_index (holder, waiter->key));
+  return g_ptr_array_index (holder->held_values, held_index (holder, waiter));
 }
 
 /* Whether the cycle still holds: each key holds the value its holder's record claims,
@@ -373,8 +503,8 @@ confirm_cycle (RlStore *store, GPtrArray *records, GArray *cycle, gint64 deadlin
       g_autofree char *value = NULL;
       gint64 pttl_ms;
 
-      if (!store->vt->inspect (store, waiter->key, &value, &pttl_ms, NULL)
-          || strcmp (value, claimed_value (waiter, holder)) != 0)
+      if (!store->vt->inspect (store, claimed_key (waiter, holder), &value, &pttl_ms, NULL)
+          || value == NULL || strcmp (value, claimed_value (waiter, holder)) != 0)
         return FALSE;
     }
   again = rl_waits_read (store, deadline, NULL);
@@ -401,20 +531,22 @@ set_deadlock_error (GError **error, GPtrArray *records, GArray *cycle, const cha
 {
   const RlWaitRecord *me = g_ptr_array_index (records, g_array_index (cycle, guint, 0));
   GString *text = g_string_new (NULL);
+  g_autofree char *what = wait_name (me, registry_key);
 
   g_string_append_printf (text,
-                          "Deadlock: waiting for lock “%s” closes a cycle of %u waits, and this "
+                          "Deadlock: waiting for %s closes a cycle of %u waits, and this "
                           "wait began last: ",
-                          name_of (me->key, registry_key), cycle->len);
+                          what, cycle->len);
   for (guint i = 0; i < cycle->len; i++)
     {
       const RlWaitRecord *waiter = g_ptr_array_index (records, g_array_index (cycle, guint, i));
       const RlWaitRecord *holder
           = g_ptr_array_index (records, g_array_index (cycle, guint, (i + 1) % cycle->len));
+      g_autofree char *waited = wait_name (waiter, registry_key);
 
       if (i == 0)
         g_string_append_printf (text, "this thread (%s:%" G_GINT64_FORMAT ")", me->host, me->pid);
-      g_string_append_printf (text, " waits for “%s”, held by ", name_of (waiter->key, registry_key));
+      g_string_append_printf (text, " waits for %s, held by ", waited);
       if (holder == me)
         g_string_append (text, "this thread");
       else
@@ -433,6 +565,8 @@ rl_waiting_begin (RlWaiting *waiting, RedisLock *lock, gint64 deadline, gboolean
   RedisLockRegistry *registry = lock->registry;
 
   waiting->lock = lock;
+  waiting->key = lock->key_data;
+  waiting->prefix = FALSE;
   waiting->deadline = deadline;
   waiting->bounded = bounded;
   waiting->started = g_get_monotonic_time ();
@@ -444,6 +578,15 @@ rl_waiting_begin (RlWaiting *waiting, RedisLock *lock, gint64 deadline, gboolean
     waiting->check_at = waiting->started + RL_WAITS_FIRST_CHECK_MS * 1000;
   else
     waiting->check_at = RL_FOREVER;
+}
+
+void
+rl_waiting_begin_prefix (RlWaiting *waiting, RedisLock *carrier, const char *prefix,
+                         gint64 deadline, gboolean bounded)
+{
+  rl_waiting_begin (waiting, carrier, deadline, bounded);
+  waiting->key = prefix;
+  waiting->prefix = TRUE;
 }
 
 gboolean
@@ -474,7 +617,7 @@ rl_waiting_check (RlWaiting *waiting, GError **error)
   if (!store->vt->waits_update (store, waiting->id, record, RL_WAITS_RECORD_TTL_MS, texts, until,
                                 &local_error))
     {
-      rl_debug ("waits-for record of %s: %s", waiting->lock->key_data, local_error->message);
+      rl_debug ("waits-for record of %s: %s", waiting->key, local_error->message);
       return TRUE;
     }
   records = records_parse (texts);
@@ -483,7 +626,7 @@ rl_waiting_check (RlWaiting *waiting, GError **error)
       break;
   if (self == records->len || !find_cycle (records, self, cycle))
     return TRUE;
-  rl_debug ("waits-for %s: a cycle of %u waits, confirming", waiting->lock->key_data, cycle->len);
+  rl_debug ("waits-for %s: a cycle of %u waits, confirming", waiting->key, cycle->len);
   if (!confirm_cycle (store, records, cycle, until))
     return TRUE;
   set_deadlock_error (error, records, cycle, registry->registry_key);
@@ -499,6 +642,7 @@ rl_waiting_retarget (RlWaiting *waiting, RedisLock *lock)
       waiting->id[0] = '\0';
     }
   waiting->lock = lock;
+  waiting->key = lock->key_data;
 }
 
 void
@@ -515,6 +659,6 @@ rl_waiting_end (RlWaiting *waiting)
   /* A record the store did not delete in time expires. */
   until = rl_cleanup_deadline (waiting->lock->registry, waiting->deadline, waiting->bounded);
   if (!store->vt->waits_update (store, waiting->id, NULL, 0, NULL, until, &error))
-    rl_debug ("deleting the waits-for record of %s: %s (it expires)", waiting->lock->key_data,
+    rl_debug ("deleting the waits-for record of %s: %s (it expires)", waiting->key,
              error->message);
 }

@@ -19,7 +19,10 @@
  * of its wait to its end. Only waits.c writes the fields; the driver reads check_at. */
 typedef struct
 {
-  RedisLock *lock;   /* what it waits for */
+  RedisLock *lock;   /* what it waits for (a read-write lock's: one of its lease carriers) */
+  const char *key;   /* the key it waits for: lock->key_data, or for a read-write lock
+                        the prefix of all its keys (then prefix is set) */
+  gboolean prefix;   /* it waits for every lease whose key begins with key */
   gint64 started;    /* monotonic µs when the wait began */
   gint64 since_us;   /* the same on the wall clock, fixed at the first check (0: none
                         yet), so that every record of the wait orders it alike */
@@ -35,7 +38,9 @@ typedef struct
 typedef struct
 {
   char *id;
-  char *key;     /* the lock key waited for */
+  char *key;     /* the lock key waited for, or the prefix of those (prefix) */
+  gboolean prefix; /* a wait for every lease whose key begins with key: a read-write
+                      lock's, whose holders are its writer and each reader lease */
   char *host;
   gint64 pid;
   gint64 since_us; /* wall clock µs when the wait began */
@@ -50,6 +55,12 @@ void rl_wait_record_free (RlWaitRecord *record);
  * detects deadlocks and its store keeps records (otherwise check_at is RL_FOREVER).
  * Costs no I/O. */
 void rl_waiting_begin (RlWaiting *waiting, RedisLock *lock, gint64 deadline, gboolean bounded);
+/* The same for a read-write lock's acquisition: @carrier is one of its lease carriers,
+ * @prefix the prefix of all its lease keys; the wait is for each holder of one of
+ * them (a waiting writer waits for every reader, a reader for the writer, or for the
+ * readers a waiting writer waits for). */
+void rl_waiting_begin_prefix (RlWaiting *waiting, RedisLock *carrier, const char *prefix,
+                              gint64 deadline, gboolean bounded);
 static inline gboolean
 rl_waiting_due (const RlWaiting *waiting, gint64 now)
 {
@@ -79,5 +90,13 @@ GPtrArray *rl_waits_read (RlStore *store, gint64 deadline, GError **error);
  * registry key. */
 void rl_waits_register (RedisLockRegistry *registry);
 void rl_waits_unregister (RedisLockRegistry *registry);
+
+/* A read-write lock's lease carrier @carrier is held (or no longer) by @owner (a GThread,
+ * or the marker of an asynchronous call): a record of @owner's waits lists its lease.
+ * A process-wide set under a mutex of its own taken with no other inside it, so it may
+ * be called under any mutex. */
+void rl_waits_hold (RedisLock *carrier, gpointer owner, gboolean held);
+/* @carrier is freed: no owner holds it any more. */
+void rl_waits_forget (RedisLock *carrier);
 
 #endif /* RL_WAITS_H */

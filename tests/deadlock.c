@@ -20,9 +20,11 @@
  * cycle with detection off, which ends in two plain timeouts. A waiter's record says
  * who waits for what (redis_lock_registry_list_waiters()), and goes when the waiter
  * gives up (timeout, cancel). Process tests need a Redis server; the in-process ones
- * run on every store that keeps records (all but the quorum).
+ * run on every store that keeps records (all but the quorum). Cycles through read-write
+ * locks are in deadlock-rw.c.
  */
 #include "common.h"
+#include "deadlock-rw.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -942,5 +944,6 @@ main (int argc, char **argv)
   add_stores ("/deadlock/records/timeout-removes", test_record_timeout);
   add_stores ("/deadlock/records/cancel-removes", test_record_cancel);
   test_add_redis ("/deadlock/records/frozen-server", NULL, test_record_frozen_store);
+  deadlock_rw_add_tests ();
   return g_test_run ();
 }

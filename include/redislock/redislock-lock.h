@@ -478,6 +478,70 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_try_lock_all (RedisLock *const *
                                                     GError **error) G_GNUC_WARN_UNUSED_RESULT;
 
 /**
+ * redis_lock_try_lock_all_async:
+ * @locks: (array length=n): the locks to take, as for redis_lock_try_lock_all()
+ * @n: the number of locks in @locks, > 0
+ * @wait_ms: total wait for all of them, as for redis_lock_try_lock_all()
+ * @cancellable: (nullable): cancels the wait with %G_IO_ERROR_CANCELLED
+ * @callback: (scope async) (closure user_data): called when the call completes
+ * @user_data: (closure): data for @callback
+ *
+ * redis_lock_try_lock_all() without blocking the calling thread, for code that runs a
+ * #GMainLoop: every lock of @locks, or none, for the calling thread. @callback is
+ * called in the thread-default main context of the calling thread (see
+ * g_main_context_push_thread_default()); call redis_lock_try_lock_all_finish() there.
+ * That context must be running for the call to complete.
+ *
+ * The set is taken as redis_lock_try_lock_all() takes it (canonical order, local
+ * mutexes first, then the leases, never keeping some while waiting for others), by a
+ * thread of its own, which then hands each hold to the calling thread: when
+ * the result is %TRUE, the calling thread holds every lock exactly as after the
+ * blocking call, and unlocks them (redis_lock_unlock_all(), redis_lock_unlock()) from
+ * that thread. A blocking lock call the calling thread makes meanwhile for a lock of
+ * the set waits like any other and, once the set is handed over, returns with the
+ * hold as a re-entry. Locks the calling thread holds already count one hold more
+ * from the start of the call, and lose it again when the call completes with %FALSE;
+ * but a lock of the set that the calling thread takes itself while the call is
+ * pending is, for that thread, another thread's hold, waited for until @wait_ms. A
+ * pending call costs that thread for its wait (a blocking wait, recorded for deadlock
+ * detection as that thread's).
+ *
+ * Cancelling @cancellable, or closing a registry of the set, completes a pending call
+ * with %G_IO_ERROR_CANCELLED or %REDIS_LOCK_ERROR_CLOSED. A call that took the set
+ * before the cancellation keeps its result: the locks are held and must be unlocked.
+ *
+ * %NULL @locks, @n == 0 or a %NULL element is a programming error (a critical).
+ *
+ * Thread safety: any thread may call it; the result belongs to the calling thread, in
+ * whose thread-default main context @callback runs.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_try_lock_all_async (RedisLock *const *locks,
+                                                      guint n,
+                                                      gint64 wait_ms,
+                                                      GCancellable *cancellable,
+                                                      GAsyncReadyCallback callback,
+                                                      gpointer user_data);
+
+/**
+ * redis_lock_try_lock_all_finish:
+ * @result: the #GAsyncResult given to the callback of redis_lock_try_lock_all_async()
+ * @error: return location for a #GError
+ *
+ * Finishes redis_lock_try_lock_all_async().
+ *
+ * Returns: as redis_lock_try_lock_all(): %TRUE = the calling thread of
+ *   redis_lock_try_lock_all_async() holds every lock (each one hold more); %FALSE with
+ *   @error unset = not all within @wait_ms; %FALSE with @error set = failure. With
+ *   %FALSE it holds none of them.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_try_lock_all_finish (GAsyncResult *result,
+                                                           GError **error);
+
+/**
  * redis_lock_unlock_all:
  * @locks: (array length=n): the locks to release; a lock listed more than once is
  *   released once

@@ -17,7 +17,7 @@
 #error "Only <redislock/redislock.h> can be included directly."
 #endif
 
-#include <glib-object.h>
+#include <gio/gio.h>
 #include <redislock/redislock-macros.h>
 #include <redislock/redislock-version.h>
 
@@ -204,6 +204,47 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockRegistry *redis_lock_registry_new (const ch
                                                               GError **error);
 
 /**
+ * redis_lock_registry_new_async:
+ * @url: (nullable): where the locks live, as for redis_lock_registry_new()
+ * @registry_key: as for redis_lock_registry_new()
+ * @cancellable: (nullable): cancels the call with %G_IO_ERROR_CANCELLED
+ * @callback: (scope async) (closure user_data): called when the registry is ready or
+ *   could not be made
+ * @user_data: (closure): data for @callback
+ *
+ * redis_lock_registry_new() without blocking the calling thread, for code that runs a
+ * #GMainLoop: the connection is set up (connect, authenticate, select, PING, bounded
+ * by the connect timeout) on a thread of its own. @callback is called in
+ * the thread-default main context of the calling thread (see
+ * g_main_context_push_thread_default()); call redis_lock_registry_new_finish() there.
+ * That context must be running for the call to complete. A call cancelled while it
+ * connects completes with %G_IO_ERROR_CANCELLED once the connection attempt ends, and
+ * the registry it made, if any, is closed.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_new_async (const char *url,
+                                                      const char *registry_key,
+                                                      GCancellable *cancellable,
+                                                      GAsyncReadyCallback callback,
+                                                      gpointer user_data);
+
+/**
+ * redis_lock_registry_new_finish:
+ * @result: the #GAsyncResult given to the callback of redis_lock_registry_new_async()
+ * @error: return location for a #GError
+ *
+ * Finishes redis_lock_registry_new_async().
+ *
+ * Returns: (transfer full) (nullable): the new registry, or %NULL with @error set (the
+ *   errors of redis_lock_registry_new(), or %G_IO_ERROR_CANCELLED).
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockRegistry *redis_lock_registry_new_finish (GAsyncResult *result,
+                                                                     GError **error);
+
+/**
  * redis_lock_registry_new_quorum:
  * @urls: (array zero-terminated=1): N >= 1 URLs of independent masters, each in any
  *   single-master form [ctor@Redislock.LockRegistry.new] accepts (`memory://NAME` for tests;
@@ -376,8 +417,11 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_set_watchdog (RedisLockRegi
  * as a dead process's does. With detection off, waits are neither recorded
  * nor checked, so a cycle through a waiter of @registry is not found. It applies to
  * blocking acquisitions ([method@Redislock.Lock.lock], [method@Redislock.Lock.try_lock_for],
- * [method@Redislock.Lock.try_lock_full], redis_lock_try_lock_all()) that start afterwards;
- * the asynchronous calls block no thread and do not record their waits.
+ * [method@Redislock.Lock.try_lock_full], redis_lock_try_lock_all(), and a read-write lock's
+ * [method@Redislock.RWLock.try_read_lock_for] and
+ * [method@Redislock.RWLock.try_write_lock_for], whose wait is for the writer or for every
+ * reader) that start afterwards; the asynchronous calls block no thread and do not record
+ * their waits.
  *
  * Since: 0.1
  */
@@ -901,6 +945,32 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_renew (RedisLockRegistr
 REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_force_unlock (RedisLockRegistry *registry,
                                                              const char *name,
                                                              GError **error);
+
+/**
+ * redis_lock_registry_force_unlock_full:
+ * @registry: a registry
+ * @name: the lock's name, as for redis_lock_registry_force_unlock()
+ * @cancellable: (nullable): ends the caller's wait with %G_IO_ERROR_CANCELLED
+ * @error: return location for a #GError
+ *
+ * redis_lock_registry_force_unlock() with a #GCancellable, for a caller that must not
+ * wait for a server that does not answer (an operator's tool, a recovery path with a
+ * deadline of its own). With @cancellable, the forced unlock runs on a thread of its
+ * own while the caller waits; cancelling @cancellable ends that wait at once
+ * with %G_IO_ERROR_CANCELLED. The request may have been sent already: the key may
+ * still be deleted (and the notification published) when the server answers, so a
+ * cancelled call leaves the lock's state unknown, as a connection error does. With
+ * %NULL @cancellable it is redis_lock_registry_force_unlock().
+ *
+ * Returns: as redis_lock_registry_force_unlock(), and %FALSE with
+ *   %G_IO_ERROR_CANCELLED when @cancellable was cancelled.
+ *
+ * Since: 0.1
+ */
+REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_force_unlock_full (RedisLockRegistry *registry,
+                                                                  const char *name,
+                                                                  GCancellable *cancellable,
+                                                                  GError **error);
 
 /**
  * redis_lock_registry_obtain:

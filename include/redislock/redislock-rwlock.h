@@ -122,6 +122,7 @@ REDIS_LOCK_AVAILABLE_IN_0_1 const char *redis_rw_lock_get_name (RedisRWLock *loc
  *
  * Returns: %TRUE = now reading; %FALSE with @error unset = not within @wait_ms;
  *   %FALSE with @error set = failure (Redis, cancelled, closed, forked;
+ *   %REDIS_LOCK_ERROR_DEADLOCK when this wait closes a cycle of waits;
  *   %REDIS_LOCK_ERROR_INVALID on a registry whose store cannot hold read-write locks,
  *   the quorum store).
  *
@@ -166,7 +167,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_rw_lock_read_unlock (RedisRWLock *loc
  *
  * Returns: %TRUE = now writing; %FALSE with @error unset = not within @wait_ms;
  *   %FALSE with @error set = failure (%REDIS_LOCK_ERROR_INVALID for an upgrade or a
- *   quorum store, Redis, cancelled, closed, forked).
+ *   quorum store, %REDIS_LOCK_ERROR_DEADLOCK when this wait closes a cycle of waits,
+ *   Redis, cancelled, closed, forked).
  *
  * Since: 0.1
  */
