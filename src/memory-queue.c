@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* memory-queue.c: the wait queue of the memory store (store.h's acquire_queued and
- * leave_queue, and the grant its release makes), so that code tested on `memory://`
+ * leave_queue, and the store's release, which grants to the first in line: here, so
+ * that the lease table of memory-store.c never calls up into the queue), so that code tested on `memory://`
  * meets the queue a Redis store keeps: one place per registry and lock in order of
  * arrival, a release that hands the lease to the first live place and tells that
  * registry alone, places that expire unless their waiter's attempts refresh them.
@@ -244,4 +245,60 @@ rl_memory_queue_list (RlStore *store, const char *key, GArray *entries, GError *
     }
   rl_mutex_unlock (&rl_memory_mutex);
   return TRUE;
+}
+
+/* The release --------------------------------------------------------------------- */
+
+/* Every store open on the space is called back from open to close, but like a Redis
+ * store, which subscribes when a lock first has to wait, it counts as "another client
+ * received the notification" only once a waiter of its registry has asked for
+ * notifications. */
+RlLeaseResult
+memory_release (RlStore *store, const char *key, const char *value, gint64 keep_ttl_ms,
+                gboolean *others, GError **error)
+{
+  RlMemoryStore *self = (RlMemoryStore *) store;
+  gint64 now = g_get_monotonic_time ();
+  GPtrArray *targets = NULL;
+  RlMemoryLease *lease;
+  RlMemoryGrant grant;
+  gboolean kept = FALSE;
+
+  *others = FALSE;
+  rl_memory_count_request (store, 1);
+  /* A kept streak is a write no replica would acknowledge: release instead. */
+  if (RL_ATOMIC_GET (store->ctx->min_replicas) > 0)
+    keep_ttl_ms = 0;
+  rl_mutex_lock (&rl_memory_mutex);
+  lease = rl_memory_lease_lookup_ours (self, key, value, now);
+  /* With the wait queue, to the first in line, who alone is told. */
+  if (lease != NULL && g_atomic_int_get (&store->ctx->wait_queue)
+      && rl_memory_queue_grant_locked (self->space, key, NULL, now, &grant))
+    {
+      rl_mutex_unlock (&rl_memory_mutex);
+      RL_ATOMIC_ADD (store->ctx->stats->grants_given, 1);
+      rl_memory_queue_deliver (&grant);
+      *others = TRUE;
+      return RL_LEASE_OK;
+    }
+  if (lease != NULL)
+    {
+      targets = rl_memory_listeners_take (self->space, key);
+      for (guint i = 0; i < targets->len; i++)
+        {
+          RlMemoryStore *target = g_ptr_array_index (targets, i);
+          if (target != self && target->watched)
+            *others = TRUE;
+        }
+      kept = keep_ttl_ms > 0 && !*others;
+      if (kept)
+        lease->expires_us = rl_memory_expiry_after (now, keep_ttl_ms);
+      else
+        g_hash_table_remove (self->space->leases, key);
+    }
+  rl_mutex_unlock (&rl_memory_mutex);
+  if (targets == NULL)
+    return RL_LEASE_LOST;
+  rl_memory_listeners_deliver (targets, key);
+  return kept ? RL_LEASE_KEPT : RL_LEASE_OK;
 }

@@ -50,6 +50,13 @@ void rl_memory_lease_free (gpointer data);
 gint64 rl_memory_expiry_after (gint64 now, gint64 ttl_ms);
 gint64 rl_memory_lease_pttl (const RlMemoryLease *lease, gint64 now);
 RlMemoryLease *rl_memory_lease_lookup (RlMemorySpace *space, const char *key, gint64 now);
+/* The live lease @key if it holds @value. */
+RlMemoryLease *rl_memory_lease_lookup_ours (RlMemoryStore *self, const char *key,
+                                            const char *value, gint64 now);
+/* memory-queue.c: the store's release (store.h), which grants to the first in line
+ * when the wait queue is on; named by memory-store.c's vtable. */
+RlLeaseResult memory_release (RlStore *store, const char *key, const char *value,
+                              gint64 keep_ttl_ms, gboolean *others, GError **error);
 void rl_memory_lease_insert (RlMemorySpace *space, const char *key, const char *owner,
                              gint64 expires_us, gint64 now);
 void rl_memory_count_request (RlStore *store, guint commands);

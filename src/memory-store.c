@@ -173,9 +173,8 @@ rl_memory_lease_insert (RlMemorySpace *space, const char *key, const char *owner
   g_hash_table_replace (space->leases, g_strdup (key), lease);
 }
 
-/* The live lease @key if it holds @value. */
-static RlMemoryLease *
-lease_lookup_ours (RlMemoryStore *self, const char *key, const char *value, gint64 now)
+RlMemoryLease *
+rl_memory_lease_lookup_ours (RlMemoryStore *self, const char *key, const char *value, gint64 now)
 {
   RlMemoryLease *lease = rl_memory_lease_lookup (self->space, key, now);
 
@@ -407,67 +406,13 @@ memory_renew (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
 
   rl_memory_count_request (store, 1);
   rl_mutex_lock (&rl_memory_mutex);
-  lease = lease_lookup_ours (self, key, value, now);
+  lease = rl_memory_lease_lookup_ours (self, key, value, now);
   if (lease != NULL)
     lease->expires_us = rl_memory_expiry_after (now, ttl_ms);
   rl_mutex_unlock (&rl_memory_mutex);
   if (lease != NULL && rl_memory_wants_replicas (store, "renewal", key, error))
     return RL_LEASE_ERROR;
   return lease != NULL ? RL_LEASE_OK : RL_LEASE_LOST;
-}
-
-/* Every store open on the space is called back from open to close, but like a Redis
- * store, which subscribes when a lock first has to wait, it counts as "another client
- * received the notification" only once a waiter of its registry has asked for
- * notifications. */
-static RlLeaseResult
-memory_release (RlStore *store, const char *key, const char *value, gint64 keep_ttl_ms,
-                gboolean *others, GError **error)
-{
-  RlMemoryStore *self = (RlMemoryStore *) store;
-  gint64 now = g_get_monotonic_time ();
-  GPtrArray *targets = NULL;
-  RlMemoryLease *lease;
-  RlMemoryGrant grant;
-  gboolean kept = FALSE;
-
-  *others = FALSE;
-  rl_memory_count_request (store, 1);
-  /* A kept streak is a write no replica would acknowledge: release instead. */
-  if (RL_ATOMIC_GET (store->ctx->min_replicas) > 0)
-    keep_ttl_ms = 0;
-  rl_mutex_lock (&rl_memory_mutex);
-  lease = lease_lookup_ours (self, key, value, now);
-  /* With the wait queue, to the first in line, who alone is told. */
-  if (lease != NULL && g_atomic_int_get (&store->ctx->wait_queue)
-      && rl_memory_queue_grant_locked (self->space, key, NULL, now, &grant))
-    {
-      rl_mutex_unlock (&rl_memory_mutex);
-      RL_ATOMIC_ADD (store->ctx->stats->grants_given, 1);
-      rl_memory_queue_deliver (&grant);
-      *others = TRUE;
-      return RL_LEASE_OK;
-    }
-  if (lease != NULL)
-    {
-      targets = rl_memory_listeners_take (self->space, key);
-      for (guint i = 0; i < targets->len; i++)
-        {
-          RlMemoryStore *target = g_ptr_array_index (targets, i);
-          if (target != self && target->watched)
-            *others = TRUE;
-        }
-      kept = keep_ttl_ms > 0 && !*others;
-      if (kept)
-        lease->expires_us = rl_memory_expiry_after (now, keep_ttl_ms);
-      else
-        g_hash_table_remove (self->space->leases, key);
-    }
-  rl_mutex_unlock (&rl_memory_mutex);
-  if (targets == NULL)
-    return RL_LEASE_LOST;
-  rl_memory_listeners_deliver (targets, key);
-  return kept ? RL_LEASE_KEPT : RL_LEASE_OK;
 }
 
 /* As the Redis store's FORCE RELEASE script: every key of the table is a string, so
@@ -523,7 +468,7 @@ memory_release_many (RlStore *store, guint n, RlLeaseItem *items, GError **error
 
       item->others = FALSE;
       item->result = RL_LEASE_LOST;
-      if (lease_lookup_ours (self, item->key, item->value, now) == NULL)
+      if (rl_memory_lease_lookup_ours (self, item->key, item->value, now) == NULL)
         continue;
       targets = rl_memory_listeners_take (self->space, item->key);
       for (guint k = 0; k < targets->len; k++)
@@ -560,7 +505,7 @@ memory_renew_batch (RlStore *store, guint n, const char *const *keys, const char
   rl_mutex_lock (&rl_memory_mutex);
   for (guint i = 0; i < n; i++)
     {
-      RlMemoryLease *lease = lease_lookup_ours (self, keys[i], values[i], now);
+      RlMemoryLease *lease = rl_memory_lease_lookup_ours (self, keys[i], values[i], now);
       if (lease != NULL)
         lease->expires_us = rl_memory_expiry_after (now, ttls[i]);
       results[i] = lease == NULL                                      ? RL_LEASE_LOST

@@ -448,4 +448,57 @@ rl_redis_release (RlStore *store, const char *key, const char *value, gint64 kee
   return rl_redis_release_outcome (result, retried, key, error);
 }
 
+/* The wait queue's side of a release (redis-queue.c has its acquisition) ----------- */
+
+/* The queued form of the release script's command line @argv (@argc, as RELEASE
+ * takes it), removing @me's place first ("" : none). */
+redisReply *
+rl_redis_queued_release (RlRedisStore *self, const char *queue_key, const char *me, int argc,
+                         const char **argv, gboolean *retried, RlWroteFunc wrote, gboolean *acked,
+                         GError **error)
+{
+  g_autofree char *fence_key = rl_store_fence_key (argv[3]);
+  const char *qargv[16];
+  int qargc = 0;
+
+  g_return_val_if_fail (argc <= 10 && fence_key != NULL, NULL);
+  qargv[qargc++] = "EVALSHA";
+  qargv[qargc++] = self->queued_release.sha;
+  qargv[qargc++] = "3";
+  qargv[qargc++] = argv[3];
+  qargv[qargc++] = queue_key;
+  qargv[qargc++] = fence_key;
+  qargv[qargc++] = self->grant_prefix;
+  qargv[qargc++] = me;
+  for (int i = 4; i < argc; i++)
+    qargv[qargc++] = argv[i];
+  return rl_redis_run_script_argv (self, &self->queued_release, qargc, qargv, 0, retried, wrote,
+                                   acked, error);
+}
+
+/* Whether the wait queue is used: the registry's wait_queue setting is on, writes
+ * need no replica's acknowledgement (min_replicas): a grant is written by the
+ * releaser's script, so a grant too few replicas acknowledged could not be refused as
+ * the grantee's own unreplicated acquisition is (released again, NOT_REPLICATED); a
+ * failover would then take a lease from a grantee that was told it held it; and the
+ * deployment is not a Cluster (self->shard): while a slot migrates, the line's keys and
+ * the lock's are met on two nodes and the scripts that read them together are sent
+ * back and forth (ASK) until they fail. */
+gboolean
+rl_redis_queue_on (RlRedisStore *self)
+{
+  return g_atomic_int_get (&self->parent.ctx->wait_queue)
+         && RL_ATOMIC_GET (self->parent.ctx->min_replicas) == 0 && self->shard == NULL;
+}
+
+/* Whether releases of @key go through its wait queue: its queue key (g_free()), or
+ * NULL when the queue is off (rl_redis_queue_on()) or @key can have none. */
+char *
+rl_redis_queue_of (RlRedisStore *self, const char *key)
+{
+  if (!rl_redis_queue_on (self))
+    return NULL;
+  return rl_store_queue_key (key);
+}
+
 /* Several leases at once ---------------------------------------------------------- */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* redis-queue.c: the wait queue of the Redis store (store.h's acquire_queued and
- * leave_queue, and the queued form of the release).
+ * leave_queue; the queued form of the release is redis-lease.c's, beside the release
+ * that calls it, so that the lease code never calls up into this file).
  *
  * A lock's waiting processes stand in line beside its key, one place per registry
  * (rl_store_queue_key(): a sorted set of client ids by arrival, each place's value and
@@ -23,57 +24,6 @@
 #include "store.h"
 #include "redis-store-private.h"
 
-/* The queued form of the release script's command line @argv (@argc, as RELEASE
- * takes it), removing @me's place first ("" : none). */
-redisReply *
-rl_redis_queued_release (RlRedisStore *self, const char *queue_key, const char *me, int argc,
-                         const char **argv, gboolean *retried, RlWroteFunc wrote, gboolean *acked,
-                         GError **error)
-{
-  g_autofree char *fence_key = rl_store_fence_key (argv[3]);
-  const char *qargv[16];
-  int qargc = 0;
-
-  g_return_val_if_fail (argc <= 10 && fence_key != NULL, NULL);
-  qargv[qargc++] = "EVALSHA";
-  qargv[qargc++] = self->queued_release.sha;
-  qargv[qargc++] = "3";
-  qargv[qargc++] = argv[3];
-  qargv[qargc++] = queue_key;
-  qargv[qargc++] = fence_key;
-  qargv[qargc++] = self->grant_prefix;
-  qargv[qargc++] = me;
-  for (int i = 4; i < argc; i++)
-    qargv[qargc++] = argv[i];
-  return rl_redis_run_script_argv (self, &self->queued_release, qargc, qargv, 0, retried, wrote,
-                                   acked, error);
-}
-
-/* Whether the wait queue is used: the registry's wait_queue setting is on, writes
- * need no replica's acknowledgement (min_replicas): a grant is written by the
- * releaser's script, so a grant too few replicas acknowledged could not be refused as
- * the grantee's own unreplicated acquisition is (released again, NOT_REPLICATED); a
- * failover would then take a lease from a grantee that was told it held it; and the
- * deployment is not a Cluster (self->shard): while a slot migrates, the line's keys and
- * the lock's are met on two nodes and the scripts that read them together are sent
- * back and forth (ASK) until they fail. */
-static gboolean
-queue_on (RlRedisStore *self)
-{
-  return g_atomic_int_get (&self->parent.ctx->wait_queue)
-         && RL_ATOMIC_GET (self->parent.ctx->min_replicas) == 0 && self->shard == NULL;
-}
-
-/* Whether releases of @key go through its wait queue: its queue key (g_free()), or
- * NULL when the queue is off (queue_on()) or @key can have none. */
-char *
-rl_redis_queue_of (RlRedisStore *self, const char *key)
-{
-  if (!queue_on (self))
-    return NULL;
-  return rl_store_queue_key (key);
-}
-
 static gboolean
 wrote_queued (const redisReply *reply)
 {
@@ -94,7 +44,7 @@ rl_redis_acquire_queued (RlStore *store, const char *key, const char *value, con
   gboolean acked;
 
   *queued = FALSE;
-  if (queue_key == NULL || counter == NULL || !queue_on (self))
+  if (queue_key == NULL || counter == NULL || !rl_redis_queue_on (self))
     return rl_redis_acquire (store, key, value, ttl_ms, deadline, fence_key, token, pttl_ms, error);
   rl_format_uint (ttl, ttl_ms);
   rl_format_uint (life, RL_QUEUE_ENTRY_LIFE_MS);

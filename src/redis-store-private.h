@@ -325,11 +325,14 @@ int rl_redis_release_args (RlRedisStore *self, const char **argv, const char *le
 RlLeaseResult rl_redis_release (RlStore *store, const char *key, const char *value,
                                 gint64 keep_ttl_ms, gboolean *others, GError **error);
 
-/* redis-queue.c: the wait queue. */
+/* redis-lease.c: the wait queue's side of a release. Whether the queue is used now;
+ * the queued form of the release script; the queue key of @key when it is used. */
+gboolean rl_redis_queue_on (RlRedisStore *self);
 redisReply *rl_redis_queued_release (RlRedisStore *self, const char *queue_key, const char *me,
                                      int argc, const char **argv, gboolean *retried,
                                      RlWroteFunc wrote, gboolean *acked, GError **error);
 char *rl_redis_queue_of (RlRedisStore *self, const char *key);
+/* redis-queue.c: the wait queue. */
 RlLeaseResult rl_redis_acquire_queued (RlStore *store, const char *key, const char *value,
                                        const char *prev_value, gint64 ttl_ms, gint64 deadline,
                                        const char *fence_key, gboolean contended,

@@ -57,7 +57,7 @@ make_client_id (void)
 static void
 notify_rw (RedisLockRegistry *registry, const char *key, const char *tail)
 {
-  g_autofree char *name = rl_rw_lock_name_of_key (tail);
+  g_autofree char *name = rl_store_rw_name_of_key (tail);
   RedisRWLock *lock = name != NULL ? g_hash_table_lookup (registry->rw_locks, name) : NULL;
 
   if (lock != NULL)

@@ -124,18 +124,6 @@ rl_rw_lock_check_name (RedisLockRegistry *registry, const char *name, GError **e
   return FALSE;
 }
 
-char *
-rl_rw_lock_name_of_key (const char *tail)
-{
-  const char *end = NULL;
-
-  if (tail[0] != '{')
-    return NULL;
-  for (const char *p = strstr (tail, "}:rw:"); p != NULL; p = strstr (p + 1, "}:rw:"))
-    end = p;
-  return end != NULL ? g_strndup (tail + 1, end - tail - 1) : NULL;
-}
-
 /* Wake-ups ------------------------------------------------------------------------- */
 
 void

@@ -132,9 +132,6 @@ void rl_rw_lock_wake_all (RedisRWLock *lock);
 /* FALSE with INVALID when the keys of @name on @registry would not share a Cluster
  * slot (an empty hash tag). */
 gboolean rl_rw_lock_check_name (RedisLockRegistry *registry, const char *name, GError **error);
-/* The name of the read-write lock whose key has @tail after `registry_key:`
- * (`{name}:rw:…`), or NULL (g_free()). */
-char *rl_rw_lock_name_of_key (const char *tail);
 
 /* Ending a hold, in two parts: the local one in the thread whose hold ends, and the
  * release of a lease, which blocks on the store (for an asynchronous unlock, on a

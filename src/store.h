@@ -520,6 +520,20 @@ rl_store_queue_key (const char *key)
   return g_strconcat ("queue:{", key, "}", NULL);
 }
 
+/* The name of the read-write lock whose key has @tail after `registry_key:`
+ * (`{name}:rw:…`), or NULL (g_free()). */
+static inline char *
+rl_store_rw_name_of_key (const char *tail)
+{
+  const char *end = NULL;
+
+  if (tail[0] != '{')
+    return NULL;
+  for (const char *p = strstr (tail, "}:rw:"); p != NULL; p = strstr (p + 1, "}:rw:"))
+    end = p;
+  return end != NULL ? g_strndup (tail + 1, end - tail - 1) : NULL;
+}
+
 /* Where the waits-for records of @registry_key live: `waits:{REGISTRY_KEY}`, outside
  * the `registry_key:` names of locks, so that no lock name can meet it. Free with
  * g_free(). */

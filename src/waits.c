@@ -177,9 +177,9 @@ wait_name (const RlWaitRecord *record, const char *registry_key)
 
   if (!record->prefix)
     return g_strdup_printf ("lock “%s”", tail);
-  /* The prefix ends "}:rw:"; rl_rw_lock_name_of_key() wants a key after it. */
+  /* The prefix ends "}:rw:"; rl_store_rw_name_of_key() wants a key after it. */
   key = g_strconcat (tail, "w", NULL);
-  rw = rl_rw_lock_name_of_key (key);
+  rw = rl_store_rw_name_of_key (key);
   return g_strdup_printf ("read-write lock “%s”", rw != NULL ? rw : tail);
 }
 
@@ -319,7 +319,7 @@ redis_lock_registry_list_waiters (RedisLockRegistry *registry, GError **error)
           /* A read-write lock's: its name, as its keys carry it. */
           g_autofree char *key = g_strconcat (name_of (record->key, registry->registry_key),
                                               "w", NULL);
-          info->name = rl_rw_lock_name_of_key (key);
+          info->name = rl_store_rw_name_of_key (key);
         }
       if (info->name == NULL)
         info->name = g_strdup (name_of (record->key, registry->registry_key));
