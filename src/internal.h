@@ -215,6 +215,10 @@ rl_registry_is_forked (RedisLockRegistry *registry)
   return registry->fork_generation != __atomic_load_n (&rl_fork_generation, __ATOMIC_RELAXED);
 }
 
+/* FALSE with INVALID unless @name is a lock name: 1 to REDIS_LOCK_NAME_MAX bytes, any
+ * bytes but NUL (registry.c). */
+gboolean rl_registry_check_name (const char *name, GError **error);
+
 /* FALSE with FORKED or CLOSED when the registry may not be used. */
 static inline gboolean
 rl_registry_check (RedisLockRegistry *registry, GError **error)

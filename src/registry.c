@@ -639,9 +639,8 @@ redis_lock_registry_expire_unused_older_than (RedisLockRegistry *registry, gint6
 
 /* Obtain ----------------------------------------------------------------------- */
 
-/* A lock name is 1 to REDIS_LOCK_NAME_MAX bytes, any bytes but NUL. */
-static gboolean
-check_name (const char *name, GError **error)
+gboolean
+rl_registry_check_name (const char *name, GError **error)
 {
   gsize len;
 
@@ -696,7 +695,7 @@ redis_lock_registry_obtain (RedisLockRegistry *registry, const char *name, GErro
   g_return_val_if_fail (registry != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
-  if (!check_name (name, error))
+  if (!rl_registry_check_name (name, error))
     return NULL;
   if (!rl_registry_check (registry, error))
     return NULL;
@@ -799,7 +798,7 @@ redis_lock_registry_obtain_rw (RedisLockRegistry *registry, const char *name, GE
   g_return_val_if_fail (registry != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
-  if (!check_name (name, error) || !rl_registry_check (registry, error)
+  if (!rl_registry_check_name (name, error) || !rl_registry_check (registry, error)
       || !rl_rw_lock_check_name (registry, name, error))
     return NULL;
   rl_mutex_lock (&registry->cache_mutex);
@@ -843,7 +842,7 @@ redis_lock_registry_renew (RedisLockRegistry *registry, const char *name, gint64
   gboolean ok;
 
   g_return_val_if_fail (registry != NULL, FALSE);
-  if (!check_name (name, error) || !rl_check_ttl (ttl_ms, error)
+  if (!rl_registry_check_name (name, error) || !rl_check_ttl (ttl_ms, error)
       || !rl_registry_check (registry, error))
     return FALSE;
   if (ttl_ms == 0)
@@ -908,7 +907,7 @@ redis_lock_registry_force_unlock (RedisLockRegistry *registry, const char *name,
   RlLeaseResult result;
 
   g_return_val_if_fail (registry != NULL, FALSE);
-  if (!check_name (name, error) || !rl_registry_check (registry, error))
+  if (!rl_registry_check_name (name, error) || !rl_registry_check (registry, error))
     return FALSE;
   key = g_strconcat (registry->registry_key, ":", name, NULL);
   /* A name of the shape of the family's other keys is forced only when the store holds
@@ -931,81 +930,4 @@ redis_lock_registry_force_unlock (RedisLockRegistry *registry, const char *name,
   if (result == RL_LEASE_OK)
     rl_debug ("forced unlock of %s", key);
   return result == RL_LEASE_OK;
-}
-
-/* Inspection ------------------------------------------------------------------- */
-
-RedisLockLeaseInfo *
-redis_lock_registry_get_lease_info (RedisLockRegistry *registry, const char *name, GError **error)
-{
-  g_autofree char *key = NULL;
-  RedisLockLeaseInfo *info;
-  char *owner = NULL;
-  gint64 pttl_ms = 0;
-
-  g_return_val_if_fail (registry != NULL, NULL);
-  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
-  if (!check_name (name, error) || !rl_registry_check (registry, error))
-    return NULL;
-  key = g_strconcat (registry->registry_key, ":", name, NULL);
-  if (!registry->store->vt->inspect (registry->store, key, &owner, &pttl_ms, error))
-    return NULL;
-  info = g_new (RedisLockLeaseInfo, 1);
-  info->name = g_strdup (name);
-  info->owner = owner;
-  info->pttl_ms = pttl_ms;
-  return info;
-}
-
-gboolean
-redis_lock_registry_get_last_fencing_token (RedisLockRegistry *registry, const char *name,
-                                            guint64 *token, GError **error)
-{
-  g_autofree char *key = NULL;
-  g_autofree char *fence_key = NULL;
-
-  g_return_val_if_fail (registry != NULL, FALSE);
-  g_return_val_if_fail (token != NULL, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-  *token = 0;
-  if (!check_name (name, error) || !rl_registry_check (registry, error))
-    return FALSE;
-  key = g_strconcat (registry->registry_key, ":", name, NULL);
-  fence_key = rl_store_fence_key (key);
-  if (fence_key == NULL)
-    {
-      g_set_error (error, REDIS_LOCK_ERROR, REDIS_LOCK_ERROR_INVALID,
-                   "Lock “%s” has no fencing counter: its key has a “}” but no hash tag", name);
-      return FALSE;
-    }
-  return registry->store->vt->read_counter (registry->store, fence_key, token, error);
-}
-
-GPtrArray *
-redis_lock_registry_list_leases (RedisLockRegistry *registry, GError **error)
-{
-  g_autoptr (GArray) entries = g_array_new (FALSE, FALSE, sizeof (RlStoreEntry));
-  GPtrArray *leases;
-  gboolean ok;
-
-  g_return_val_if_fail (registry != NULL, NULL);
-  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
-  if (!rl_registry_check (registry, error))
-    return NULL;
-  ok = registry->store->vt->list (registry->store, entries, error);
-  leases = g_ptr_array_new_with_free_func ((GDestroyNotify) redis_lock_lease_info_free);
-  for (guint i = 0; i < entries->len; i++)
-    {
-      RlStoreEntry *e = &g_array_index (entries, RlStoreEntry, i);
-      RedisLockLeaseInfo *info = g_new (RedisLockLeaseInfo, 1);
-
-      info->name = g_strdup (e->key + registry->key_prefix_len);
-      info->owner = e->value;
-      info->pttl_ms = e->pttl_ms;
-      g_free (e->key);
-      g_ptr_array_add (leases, info);
-    }
-  if (!ok)
-    g_clear_pointer (&leases, g_ptr_array_unref);
-  return leases;
 }
