@@ -141,6 +141,25 @@ acquire_fenced (RlRedisStore *self, const char *key, const char *value, const ch
 }
 
 RlLeaseResult
+rl_redis_set_nx (RlRedisStore *self, const char *key, const char *value, const char *ttl,
+                 gint64 deadline, GError **error)
+{
+  const char *argv[6] = { "SET", key, value, "NX", "PX", ttl };
+  redisReply *reply;
+  gboolean taken, acked;
+
+  reply = rl_redis_call (self, key, 6, argv, NULL, deadline, NULL, rl_redis_wrote_set, &acked,
+                         error);
+  if (reply == NULL)
+    return RL_LEASE_ERROR;
+  taken = reply->type == REDIS_REPLY_STATUS;
+  freeReplyObject (reply);
+  if (!taken)
+    return RL_LEASE_HELD;
+  return acked ? RL_LEASE_OK : rl_redis_unreplicated_acquisition (self, key, value, error);
+}
+
+RlLeaseResult
 rl_redis_acquire (RlStore *store, const char *key, const char *value, gint64 ttl_ms,
                   gint64 deadline, const char *fence_key, guint64 *token, gint64 *pttl_ms,
                   GError **error)
@@ -159,17 +178,9 @@ rl_redis_acquire (RlStore *store, const char *key, const char *value, gint64 ttl
    * has for it (no script runs). Only when the key exists does the acquire script
    * decide between "ours already" and "held by another, for PTTL ms". */
   {
-    const char *argv[6] = { "SET", key, value, "NX", "PX", ttl };
-    gboolean taken;
-
-    reply = rl_redis_call (self, key, 6, argv, NULL, deadline, NULL, rl_redis_wrote_set, &acked,
-                           error);
-    if (reply == NULL)
-      return RL_LEASE_ERROR;
-    taken = reply->type == REDIS_REPLY_STATUS;
-    freeReplyObject (reply);
-    if (taken)
-      return acked ? RL_LEASE_OK : rl_redis_unreplicated_acquisition (self, key, value, error);
+    RlLeaseResult fast = rl_redis_set_nx (self, key, value, ttl, deadline, error);
+    if (fast != RL_LEASE_HELD)
+      return fast;
   }
 
   /* The key is held: this read of it (the script's GET and PTTL) is the one a waiter

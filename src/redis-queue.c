@@ -52,17 +52,9 @@ rl_redis_acquire_queued (RlStore *store, const char *key, const char *value, con
    * uncontended lock costs what it did without the queue. */
   if (!contended && fence_key == NULL && prev_value == NULL)
     {
-      const char *argv[6] = { "SET", key, value, "NX", "PX", ttl };
-      gboolean taken;
-
-      reply = rl_redis_call (self, key, 6, argv, NULL, deadline, NULL, rl_redis_wrote_set, &acked,
-                             error);
-      if (reply == NULL)
-        return RL_LEASE_ERROR;
-      taken = reply->type == REDIS_REPLY_STATUS;
-      freeReplyObject (reply);
-      if (taken)
-        return acked ? RL_LEASE_OK : rl_redis_unreplicated_acquisition (self, key, value, error);
+      RlLeaseResult fast = rl_redis_set_nx (self, key, value, ttl, deadline, error);
+      if (fast != RL_LEASE_HELD)
+        return fast;
     }
   {
     const char *argv[12] = { "EVALSHA",

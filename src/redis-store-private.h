@@ -294,6 +294,11 @@ redisReply *rl_redis_run_script_argv (RlRedisStore *self, RlScript *script, int 
 gboolean rl_redis_wrote_set (const redisReply *reply);
 gboolean rl_redis_wrote_acquire (const redisReply *reply);
 gboolean rl_redis_wrote_renew (const redisReply *reply);
+/* An acquisition's fast path: @key taken by a plain SET NX PX (no script) when free.
+ * OK (taken, and acknowledged by the replicas asked for), HELD (the key exists: the
+ * caller's script decides what that means), or as rl_redis_unreplicated_acquisition(). */
+RlLeaseResult rl_redis_set_nx (RlRedisStore *self, const char *key, const char *value,
+                               const char *ttl, gint64 deadline, GError **error);
 RlLeaseResult rl_redis_unreplicated_acquisition (RlRedisStore *self, const char *key,
                                                  const char *value, GError **error);
 gboolean rl_redis_reply_token (const redisReply *reply, guint64 *token);
