@@ -76,7 +76,7 @@ echo "1..13"
   >/dev/null 2>"$tmp/holder.err" &
 holder=$!
 poll test -e "$tmp/holding" || { echo "Bail out! the holder did not get the lock"; exit 1; }
-"$RL" run -r wt --wait 60s shared -- true >/dev/null 2>"$tmp/waiter.err" &
+"$RL" run -r wt --wait-queue --wait 60s shared -- true >/dev/null 2>"$tmp/waiter.err" &
 waiter=$!
 # The waiter's record: in the registry key's hash once it has waited long enough.
 recorded () { test "$(redis-cli -s "$sock" HLEN 'waits:{wt}')" = 1; }

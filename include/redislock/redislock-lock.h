@@ -515,6 +515,9 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_try_lock_all (RedisLock *const *
  * Thread safety: any thread may call it; the result belongs to the calling thread, in
  * whose thread-default main context @callback runs.
  *
+ * Its blocking twin is [func@Redislock.Lock.try_lock_all]; see also
+ * [method@Redislock.Lock.lock_async].
+ *
  * Since: 0.1
  */
 REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_try_lock_all_async (RedisLock *const *locks,
@@ -536,10 +539,12 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_try_lock_all_async (RedisLock *const
  *   @error unset = not all within @wait_ms; %FALSE with @error set = failure. With
  *   %FALSE it holds none of them.
  *
+ * See [func@Redislock.Lock.try_lock_all_async] and [func@Redislock.Lock.unlock_all].
+ *
  * Since: 0.1
  */
 REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_try_lock_all_finish (GAsyncResult *result,
-                                                           GError **error);
+                                                           GError **error) G_GNUC_WARN_UNUSED_RESULT;
 
 /**
  * redis_lock_unlock_all:

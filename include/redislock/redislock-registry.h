@@ -221,6 +221,9 @@ REDIS_LOCK_AVAILABLE_IN_0_1 RedisLockRegistry *redis_lock_registry_new (const ch
  * connects completes with %G_IO_ERROR_CANCELLED once the connection attempt ends, and
  * the registry it made, if any, is closed.
  *
+ * Its blocking twin is [ctor@Redislock.LockRegistry.new]; finish with
+ * [ctor@Redislock.LockRegistry.new_finish].
+ *
  * Since: 0.1
  */
 REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_new_async (const char *url,
@@ -238,6 +241,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 void redis_lock_registry_new_async (const char *url,
  *
  * Returns: (transfer full) (nullable): the new registry, or %NULL with @error set (the
  *   errors of redis_lock_registry_new(), or %G_IO_ERROR_CANCELLED).
+ *
+ * See [func@Redislock.LockRegistry.new_async] and [ctor@Redislock.LockRegistry.new].
  *
  * Since: 0.1
  */
@@ -964,6 +969,8 @@ REDIS_LOCK_AVAILABLE_IN_0_1 gboolean redis_lock_registry_force_unlock (RedisLock
  *
  * Returns: as redis_lock_registry_force_unlock(), and %FALSE with
  *   %G_IO_ERROR_CANCELLED when @cancellable was cancelled.
+ *
+ * Its twin without a cancellable is [method@Redislock.LockRegistry.force_unlock].
  *
  * Since: 0.1
  */
